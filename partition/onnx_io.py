@@ -1,0 +1,300 @@
+"""ONNX import and export: the only module that touches ONNX protobufs.
+
+Import: ``load_model(path_or_bytes) -> Graph``. Shapes come from ONNX shape
+inference (symbolic dims kept as strings); weights are read lazily; external
+data is followed only inside the model's own folder.
+
+Export: ``to_model_proto(graph)`` writes opset <= the graph's own and IR 8, so
+onnxruntime and TensorRT read it. A subgraph node becomes a node of domain
+``sglens`` calling a model-local function that holds its body, so the file opens
+in Netron and runs again in onnxruntime; graph inputs and outputs keep their
+names and order (apache/mxnet#14727 lost them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import helper, numpy_helper
+
+from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
+from .errors import ModelError, ModelTooLargeError
+from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
+
+EXPORT_IR_VERSION = 8
+#: Shape inference is skipped above this size: it copies the whole model.
+_INFER_LIMIT = 1 << 30
+
+
+# ------------------------------------------------------------------ import --
+def load_model(source: str | os.PathLike | bytes, *, max_bytes: int | None = None,
+               infer_shapes: bool = True) -> Graph:
+    """Read an ONNX model from a path or from bytes into a ``Graph``."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data, base_dir, label = bytes(source), None, "upload"
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise ModelError(f"{path}: no such model file")
+        size = path.stat().st_size
+        if max_bytes is not None and size > max_bytes:
+            raise ModelTooLargeError(f"{path.name}: {size} bytes is over the limit of {max_bytes}")
+        data, base_dir, label = path.read_bytes(), path.resolve().parent, path.name
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ModelTooLargeError(f"{label}: {len(data)} bytes is over the limit of {max_bytes}")
+    model = parse_model_bytes(data, label)
+    return from_model_proto(model, base_dir=base_dir, infer_shapes=infer_shapes, label=label)
+
+
+def parse_model_bytes(data: bytes, label: str = "model") -> onnx.ModelProto:
+    if not data:
+        raise ModelError(f"{label}: the file is empty; expected an ONNX model")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise ModelError(f"{label}: not a valid ONNX model (protobuf parse failed: {exc}); "
+                         "is the file truncated or not ONNX?") from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelError(f"{label}: the file parsed but holds no ONNX graph; is it an ONNX model?")
+    return model
+
+
+def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
+                     infer_shapes: bool = True, label: str = "model") -> Graph:
+    if infer_shapes and model.ByteSize() < _INFER_LIMIT:
+        try:
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        except Exception:  # noqa: BLE001 - inference is best effort; the graph stays usable
+            pass
+    opset = {imp.domain or "": imp.version for imp in model.opset_import}
+    functions = {(f.domain, f.name): f for f in model.functions}
+    graph = _import_graph(model.graph, base_dir, functions, opset, is_body=False, label=label)
+    meta = {p.key: p.value for p in model.metadata_props}
+    return graph.replace(opset=opset, metadata=meta)
+
+
+def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
+                  opset: Mapping[str, int], *, is_body: bool, label: str) -> Graph:
+    tensors: dict[str, TensorInfo] = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        tensors[vi.name] = _tensor_info(vi)
+    inits = {t.name: _lazy_initializer(t, base_dir, label) for t in g.initializer}
+    nodes = _import_nodes(g.node, base_dir, functions, opset, label)
+    inputs = [vi.name for vi in g.input if vi.name not in inits]
+    return Graph(g.name or "main", nodes, inputs, [vi.name for vi in g.output], tensors,
+                 inits, opset, is_body=is_body)
+
+
+def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping,
+                  opset: Mapping[str, int], label: str) -> list[Node]:
+    given = [p.name for p in protos]
+    counts: dict[str, int] = {}
+    for name in given:
+        counts[name] = counts.get(name, 0) + 1
+    taken = {n for n in given if n and counts[n] == 1}
+    nodes: list[Node] = []
+    for index, proto in enumerate(protos):
+        name = proto.name if proto.name and counts[proto.name] == 1 else _fresh_name(proto, index, taken)
+        nodes.append(_import_node(proto, name, base_dir, functions, opset, label))
+    return nodes
+
+
+def _fresh_name(proto: onnx.NodeProto, index: int, taken: set[str]) -> str:
+    """``<op_type>_<index>``, with a suffix in the rare case that is taken too."""
+    name, k = f"{proto.op_type}_{index}", 1
+    while name in taken:
+        name, k = f"{proto.op_type}_{index}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def _import_node(proto: onnx.NodeProto, name: str, base_dir: Path | None, functions: Mapping,
+                 opset: Mapping[str, int], label: str) -> Node:
+    attrs: dict[str, Any] = {}
+    bodies: dict[str, Graph] = {}
+    for a in proto.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            bodies[a.name] = _import_graph(a.g, base_dir, functions, opset, is_body=True, label=label)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            raise ModelError(f"node '{name}' ({proto.op_type}) has a list-of-graphs attribute "
+                             f"'{a.name}', which is not supported")
+        else:
+            attrs[a.name] = _attr_value(a)
+    if proto.domain == SUBGRAPH_DOMAIN and (proto.domain, proto.op_type) in functions:
+        body = _import_function(functions[(proto.domain, proto.op_type)], base_dir, functions, opset, label)
+        attrs = {"property": attrs.get("property", proto.op_type), "subgraph_id": attrs.get("subgraph_id", 0)}
+        return Node(name, SUBGRAPH_OP, tuple(proto.input), tuple(proto.output), SUBGRAPH_DOMAIN,
+                    attrs, {"body": body})
+    return Node(name, proto.op_type, tuple(proto.input), tuple(proto.output), proto.domain,
+                attrs, bodies)
+
+
+def _import_function(f: onnx.FunctionProto, base_dir: Path | None, functions: Mapping,
+                     opset: Mapping[str, int], label: str) -> Graph:
+    nodes = _import_nodes(f.node, base_dir, functions, opset, label)
+    return Graph(f.name, nodes, list(f.input), list(f.output), {}, {}, opset, is_body=True)
+
+
+def _attr_value(a: onnx.AttributeProto) -> Any:
+    value = helper.get_attribute_value(a)
+    if a.type == onnx.AttributeProto.STRING:
+        return value.decode("utf-8", errors="replace")
+    if a.type == onnx.AttributeProto.STRINGS:
+        return [v.decode("utf-8", errors="replace") for v in value]
+    if a.type == onnx.AttributeProto.TENSOR:
+        return numpy_helper.to_array(value)
+    if a.type == onnx.AttributeProto.TENSORS:
+        return [numpy_helper.to_array(v) for v in value]
+    if a.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
+        return list(value)
+    return value
+
+
+def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    t = vi.type
+    if not t.HasField("tensor_type"):
+        return TensorInfo(vi.name)
+    tt = t.tensor_type
+    dtype = ONNX_TYPE_NAMES.get(tt.elem_type) if tt.elem_type else None
+    shape: tuple[Dim, ...] | None = None
+    if tt.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                      for d in tt.shape.dim)
+    return TensorInfo(vi.name, dtype, shape)
+
+
+def _lazy_initializer(t: onnx.TensorProto, base_dir: Path | None, label: str) -> Initializer:
+    dtype = ONNX_TYPE_NAMES.get(t.data_type)
+    shape = tuple(int(d) for d in t.dims)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        location = _external_location(t, base_dir, label)
+
+        def load() -> np.ndarray:
+            copy = onnx.TensorProto()
+            copy.CopyFrom(t)
+            onnx.external_data_helper.load_external_data_for_tensor(copy, str(location.parent))
+            return numpy_helper.to_array(copy)
+        return Initializer(t.name, dtype, shape, load)
+    return Initializer(t.name, dtype, shape, lambda: numpy_helper.to_array(t))
+
+
+def _external_location(t: onnx.TensorProto, base_dir: Path | None, label: str) -> Path:
+    """Where a weight's external data lies; never outside the model's folder."""
+    entries = {e.key: e.value for e in t.external_data}
+    location = entries.get("location", "")
+    if base_dir is None:
+        raise ModelError(f"{label}: weight '{t.name}' keeps its data in external file '{location}'; "
+                         "load the model from its folder, not as bytes")
+    target = (base_dir / location).resolve()
+    if not location or os.path.isabs(location) or not target.is_relative_to(base_dir):
+        raise ModelError(f"{label}: weight '{t.name}' points to external data '{location}' outside the "
+                         "model's folder; refusing to read it")
+    if not target.is_file():
+        raise ModelError(f"{label}: weight '{t.name}' needs external data file '{location}', "
+                         "which is missing beside the model")
+    return target
+
+
+# ------------------------------------------------------------------ export --
+def to_model_proto(graph: Graph, *, producer: str = "subgraph-lens") -> onnx.ModelProto:
+    """The graph as an ONNX model (IR 8); subgraph nodes become local functions."""
+    functions: list[onnx.FunctionProto] = []
+    gproto = _export_graph(graph, functions, graph.opset)
+    opset = dict(graph.opset) or {"": 17}
+    if functions:
+        opset.setdefault(SUBGRAPH_DOMAIN, 1)
+    model = helper.make_model(gproto, opset_imports=[helper.make_opsetid(d, v) for d, v in opset.items()],
+                              producer_name=producer, functions=functions)
+    model.ir_version = EXPORT_IR_VERSION
+    for key, value in graph.metadata.items():
+        model.metadata_props.add(key=key, value=value)
+    if any(graph.info(t).shape is None for t in (*graph.inputs, *graph.outputs)):
+        # ONNX's checker wants a shape on every graph input and output.
+        model = _best_effort_infer(model)
+    return model
+
+
+def _best_effort_infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    if model.ByteSize() >= _INFER_LIMIT:
+        return model
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - the model is valid without the extra shapes
+        return model
+
+
+def save_model(graph: Graph, path: str | os.PathLike) -> None:
+    onnx.save_model(to_model_proto(graph), str(path))
+
+
+def standalone_model(body: Graph, weights: Mapping[str, Initializer], opset: Mapping[str, int],
+                     name: str = "subgraph") -> onnx.ModelProto:
+    """A subgraph body as a model of its own: inputs that are weights become initializers."""
+    inits = {n: w for n, w in weights.items() if n in body.inputs}
+    inputs = [t for t in body.inputs if t not in inits]
+    graph = Graph(name, body.nodes, inputs, body.outputs, body.tensors, inits, opset)
+    return to_model_proto(graph)
+
+
+def _export_graph(graph: Graph, functions: list[onnx.FunctionProto], opset: Mapping[str, int]) -> onnx.GraphProto:
+    nodes = [_export_node(n, functions, opset) for n in graph.nodes]
+    inputs = [_value_info(graph.info(t)) for t in graph.inputs]
+    outputs = [_value_info(graph.info(t)) for t in graph.outputs]
+    io = set(graph.inputs) | set(graph.outputs)
+    value_info = [_value_info(i) for name, i in graph.tensors.items()
+                  if name not in io and name not in graph.initializers and i.dtype]
+    inits = [_tensor_proto(w) for w in graph.initializers.values()]
+    return helper.make_graph(nodes, graph.name, inputs, outputs, inits, value_info=value_info)
+
+
+def _export_node(node: Node, functions: list[onnx.FunctionProto], opset: Mapping[str, int]) -> onnx.NodeProto:
+    if node.is_subgraph:
+        fname = f"{node.attrs.get('property', 'subgraph')}_{node.attrs.get('subgraph_id', len(functions))}"
+        fname = "".join(c if c.isalnum() or c == "_" else "_" for c in fname)
+        body = node.body
+        fnodes = [_export_node(n, functions, opset) for n in body.nodes]
+        f_opset = [helper.make_opsetid(d, v) for d, v in (dict(opset) or {"": 17}).items()]
+        functions.append(helper.make_function(SUBGRAPH_DOMAIN, fname, list(body.inputs),
+                                              list(body.outputs), fnodes, f_opset))
+        return helper.make_node(fname, list(node.inputs), list(node.outputs), name=node.name,
+                                domain=SUBGRAPH_DOMAIN)
+    proto = helper.make_node(node.op_type, list(node.inputs), list(node.outputs), name=node.name,
+                             domain=node.domain or None)
+    for key, value in node.attrs.items():
+        proto.attribute.append(_make_attr(key, value))
+    for key, body in node.subgraphs.items():
+        proto.attribute.append(helper.make_attribute(key, _export_graph(body, functions, opset)))
+    return proto
+
+
+def _make_attr(key: str, value: Any) -> onnx.AttributeProto:
+    if isinstance(value, np.ndarray):
+        return helper.make_attribute(key, numpy_helper.from_array(value))
+    if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+        return helper.make_attribute(key, [numpy_helper.from_array(v) for v in value])
+    if isinstance(value, (list, tuple)) and not value:
+        # An empty list has no type of its own; ints is ONNX's usual choice.
+        return helper.make_attribute(key, [], attr_type=onnx.AttributeProto.INTS)
+    return helper.make_attribute(key, value)
+
+
+def _value_info(info: TensorInfo) -> onnx.ValueInfoProto:
+    if info.dtype is None or info.dtype not in ONNX_TYPE_CODES:
+        return helper.make_empty_tensor_value_info(info.name) if info.dtype is None else \
+            helper.make_tensor_value_info(info.name, onnx.TensorProto.UNDEFINED, None)
+    shape = None if info.shape is None else [d if d is not None else None for d in info.shape]
+    return helper.make_tensor_value_info(info.name, ONNX_TYPE_CODES[info.dtype], shape)
+
+
+def _tensor_proto(w: Initializer) -> onnx.TensorProto:
+    proto = numpy_helper.from_array(np.asarray(w.value), w.name)
+    if w.dtype in ONNX_TYPE_CODES and proto.data_type != ONNX_TYPE_CODES[w.dtype]:
+        # bfloat16 and friends arrive as raw integers from numpy_helper; keep the declared type.
+        proto.data_type = ONNX_TYPE_CODES[w.dtype]
+    return proto
