@@ -105,6 +105,10 @@ class SubgraphProperty:
         """The node replacing ``subgraph``; None rejects the subgraph."""
         return default_subgraph_node(subgraph, subgraph_id, self.property_name)
 
+    def explain(self, node: NodeView) -> str | None:
+        """Why ``node`` can never be in this property's subgraphs, if there is a simple reason."""
+        return None
+
     def partition_pass(self, state: "PassState") -> "Iterable[TraceEvent]":
         """The algorithm that finds this property's subgraphs; yields trace events.
 
@@ -147,6 +151,11 @@ class ContainOpProperty(SubgraphProperty):
 
     def create_subgraph_selector(self) -> SubgraphSelector:
         return ContainOpSelector(self.op_types)
+
+    def explain(self, node: NodeView) -> str | None:
+        if node.op_type not in self.op_types:
+            return f"op {node.op_type} is not in the backend's op set"
+        return None
 
 
 # ---------------------------------------------------------------- registry --

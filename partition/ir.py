@@ -155,27 +155,41 @@ class Graph:
         return {t: n for n in self.nodes for t in n.outputs if t}
 
     @cached_property
+    def _reads(self) -> dict[str, tuple[str, ...]]:
+        """Node name -> tensors it reads: its inputs, then what its bodies read from outside."""
+        result: dict[str, tuple[str, ...]] = {}
+        for node in self.nodes:
+            reads = dict.fromkeys(t for t in node.inputs if t)
+            for body in node.subgraphs.values():
+                reads.update(dict.fromkeys(body.free_tensors))
+            result[node.name] = tuple(reads)
+        return result
+
+    @cached_property
     def _consumers(self) -> dict[str, list[Node]]:
         result: dict[str, list[Node]] = {}
         for node in self.nodes:
-            for t in dict.fromkeys(node.inputs):
-                if t:
-                    result.setdefault(t, []).append(node)
+            for t in self._reads[node.name]:
+                result.setdefault(t, []).append(node)
         return result
+
+    def reads(self, node: Node) -> tuple[str, ...]:
+        """Distinct tensors ``node`` depends on, outer-scope reads of its bodies included."""
+        return self._reads[node.name]
 
     def producer(self, tensor: str) -> Node | None:
         """The node writing ``tensor``; None for graph inputs, weights, outer-scope tensors."""
         return self._producers.get(tensor)
 
     def consumers(self, tensor: str) -> list[Node]:
-        """Nodes reading ``tensor``, in graph order, each once."""
+        """Nodes reading ``tensor`` (directly or from a body), in graph order, each once."""
         return self._consumers.get(tensor, [])
 
     def input_nodes(self, node: Node) -> list[Node]:
-        """Distinct producers of ``node``'s inputs, in input-index order."""
+        """Distinct producers of what ``node`` reads, in input-index order."""
         seen: dict[str, Node] = {}
-        for t in node.inputs:
-            p = self._producers.get(t) if t else None
+        for t in self._reads[node.name]:
+            p = self._producers.get(t)
             if p is not None and p.name not in seen:
                 seen[p.name] = p
         return list(seen.values())
@@ -262,20 +276,28 @@ def _validated_order(nodes: tuple[Node, ...], inputs: Sequence[str],
                                  "or initializer")
             producer[t] = node.name
     defined = set(inputs) | set(initializers)
-    for node in nodes:
-        for t in node.inputs:
-            if t and t not in producer and t not in defined and not is_body:
+    reads = [_node_reads(node) for node in nodes]
+    for node, node_reads in zip(nodes, reads):
+        for t in node_reads:
+            if t not in producer and t not in defined and not is_body:
                 raise ModelError(f"node '{node.name}' ({node.op_type}) reads tensor '{t}', which no "
                                  "node produces and which is not a graph input or initializer")
-    return _stable_toposort(nodes, producer)
+    return _stable_toposort(nodes, reads, producer)
 
 
-def _stable_toposort(nodes: tuple[Node, ...], producer: Mapping[str, str]) -> tuple[Node, ...]:
+def _node_reads(node: Node) -> list[str]:
+    reads = [t for t in node.inputs if t]
+    for body in node.subgraphs.values():
+        reads.extend(body.free_tensors)
+    return reads
+
+
+def _stable_toposort(nodes: tuple[Node, ...], reads: list[list[str]],
+                     producer: Mapping[str, str]) -> tuple[Node, ...]:
     position = {n.name: i for i, n in enumerate(nodes)}
-    if all(position[producer[t]] < i for i, n in enumerate(nodes)
-           for t in n.inputs if t in producer):
+    if all(position[producer[t]] < i for i, rs in enumerate(reads) for t in rs if t in producer):
         return nodes
-    preds: list[set[int]] = [{position[producer[t]] for t in n.inputs if t in producer} for n in nodes]
+    preds: list[set[int]] = [{position[producer[t]] for t in rs if t in producer} for rs in reads]
     succs: list[list[int]] = [[] for _ in nodes]
     for i, ps in enumerate(preds):
         for p in ps:

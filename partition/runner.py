@@ -1,0 +1,123 @@
+"""Running a backend's passes over a graph: lazily (stepping) or all at once.
+
+``PartitionRun(graph, backend, trace=True).events()`` yields one
+``TraceEvent`` at a time, so a debugger can advance step by step; once it is
+exhausted ``run.result`` holds the ``PartitionResult``. ``partition(...)`` is
+the same with tracing off, which costs the algorithm nothing but a flag test.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Sequence
+
+from .api import SubgraphProperty, get_backend
+from .build import PassState, Tracer
+from .ir import Graph, Node
+from .trace import PartitionResult, SubgraphInfo, TraceEvent
+
+
+class PartitionRun:
+    """One partitioning of ``graph`` by ``backend`` (or by explicit ``properties``)."""
+
+    def __init__(self, graph: Graph, backend: str = "default", *, trace: bool = True,
+                 properties: Sequence[SubgraphProperty] | None = None, **options: Any) -> None:
+        self.graph = graph
+        self.backend = backend
+        self.properties = list(properties) if properties is not None else get_backend(backend, **options)
+        self.tracer = Tracer(trace)
+        self.result: PartitionResult | None = None
+        self.seconds = 0.0
+
+    def events(self) -> Iterator[TraceEvent]:
+        """Partition, yielding each event; sets ``self.result`` at the end."""
+        graph = self.graph
+        reasons: dict[str, str] = {}
+        groups: dict[str, tuple[int, str, list[str]]] = {}  # new node -> (id, property, original names)
+        cycles: list[dict[str, Any]] = []
+        next_id = 0
+        start = time.perf_counter()
+        for prop in self.properties:
+            state = PassState(graph, prop.property_name, self.tracer, next_id)
+            if self.tracer.on:
+                yield self._paused(state.emit("pass_start", reason=type(prop).__name__), start)
+                start = time.perf_counter()
+            for event in prop.partition_pass(state):
+                if event.kind == "cycle":
+                    cycles.append({"seed": event.node, "path": list(event.path)})
+                yield self._paused(event, start)
+                start = time.perf_counter()
+            for sid, members, node in state.found:
+                flat = [m for name in members for m in (groups.pop(name)[2] if name in groups else [name])]
+                groups[node.name] = (sid, prop.property_name, flat)
+            graph = contract(graph, state.found)
+            reasons.update(state.reasons)
+            reasons.update(_explanations(prop, state))
+            next_id = state.next_id
+            if self.tracer.on:
+                yield self._paused(state.emit("pass_end", result=len(state.found)), start)
+                start = time.perf_counter()
+        self.seconds += time.perf_counter() - start
+        self.result = _result(self.backend, self.graph, graph, groups, reasons, cycles, self.seconds)
+
+    def _paused(self, event: TraceEvent, start: float) -> TraceEvent:
+        # Time spent by the consumer between steps is not partitioning time.
+        self.seconds += time.perf_counter() - start
+        return event
+
+    def run(self) -> PartitionResult:
+        for _ in self.events():
+            pass
+        assert self.result is not None
+        return self.result
+
+
+def partition(graph: Graph, backend: str = "default", *,
+              properties: Sequence[SubgraphProperty] | None = None, **options: Any) -> PartitionResult:
+    """Partition ``graph`` with tracing off."""
+    return PartitionRun(graph, backend, trace=False, properties=properties, **options).run()
+
+
+def contract(graph: Graph, found: Sequence[tuple[int, list[str], Node]]) -> Graph:
+    """Replace each found subgraph by its node, at the position of its first member."""
+    if not found:
+        return graph
+    first_pos: dict[int, Node] = {}
+    taken: set[str] = set()
+    for _sid, members, node in found:
+        taken.update(members)
+        first_pos[min(graph.index[n] for n in members)] = node
+    nodes: list[Node] = []
+    for pos, node in enumerate(graph.nodes):
+        if pos in first_pos:
+            nodes.append(first_pos[pos])
+        if node.name not in taken:
+            nodes.append(node)
+    return graph.replace(nodes=nodes)
+
+
+def _explanations(prop: SubgraphProperty, state: PassState) -> dict[str, str]:
+    """The property's own reasons for the nodes it left out (they beat the generic ones)."""
+    found: dict[str, str] = {}
+    for view, status in zip(state.views, state.status):
+        if status != 1:
+            why = prop.explain(view)
+            if why:
+                found[view.name] = why
+    return found
+
+
+def _result(backend: str, original: Graph, final: Graph, groups: dict[str, tuple[int, str, list[str]]],
+            reasons: dict[str, str], cycles: list[dict[str, Any]], seconds: float) -> PartitionResult:
+    subgraphs: list[SubgraphInfo] = []
+    covered: set[str] = set()
+    for node in final.nodes:
+        if node.name not in groups:
+            continue
+        sid, prop_name, members = groups[node.name]
+        covered.update(members)
+        subgraphs.append(SubgraphInfo(sid, prop_name, members, list(node.inputs), list(node.outputs),
+                                      node.name))
+    subgraphs.sort(key=lambda s: s.id)
+    excluded = {n.name: reasons.get(n.name, "not selected") for n in original.nodes if n.name not in covered}
+    return PartitionResult(backend, original, final, subgraphs, excluded, seconds, cycles)
