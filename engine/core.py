@@ -1,0 +1,512 @@
+"""The dependency engine's core: variables, operators, the ordering rule.
+
+The rule (seed 001): *two functions that share a variable which at least one of
+them mutates run in push order; functions that only read a variable may run in
+parallel.*  It is kept with one FIFO queue per variable, as in MXNet's
+``ThreadedVar``.
+
+STATE -- the whole of it, all guarded by the engine's one lock ``Engine._lock``
+(one lock, because under the GIL finer locks buy nothing and cost correctness):
+
+``Var`` (one per ``new_variable()``)
+  ``version``       int; +1 per completed write (ran, failed or was skipped)
+  ``error``         exception of the last write that failed or was skipped, or None;
+                    cleared when ``wait_for_var`` raises it, or by ``wait_for_all``
+  ``_readers``      int; granted reads not yet complete
+  ``_writing``      bool; a granted write is not yet complete
+  ``_queue``        deque of ``(Block, is_write)`` waiting, in push order; its head
+                    is never grantable at rest (a write behind readers, or
+                    anything behind a writer)
+  ``_deleted``      bool; ``delete_variable`` was pushed: later pushes are refused
+  ``_write_event``  GPU event recorded after the last write, or None (CPU write)
+  ``_read_events``  GPU events recorded after each read since the last write
+
+``Block`` (one push of one operator)
+  ``wait``          grants still missing; +1 while the push is in progress so a
+                    half-pushed block never starts; 0 means ready to run
+  ``done``          completed (a second ``on_complete`` is an error)
+
+``Engine``
+  ``_pending``      pushed user blocks not yet complete (``wait_for_all`` waits for 0)
+  ``_errors``       original errors (not inherited ones) not yet reported
+  ``_failed_vars``  variables whose ``error`` is set
+
+The threaded engine adds its worker pools (``threaded.py``, state listed there).
+A variable in both lists of one push counts as mutated only, so a push never
+waits for itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from itertools import count
+from typing import Any, Callable, Iterable, Sequence
+
+from . import gpu
+from .context import Context, FnProperty, RunContext
+from .errors import (DeadlockError, EngineError, OnCompleteError, OperatorError,
+                     VariableError)
+from .profiling import EngineHooks, FnRecord
+
+SyncFn = Callable[[RunContext], None]
+OnComplete = Callable[..., None]
+AsyncFn = Callable[[RunContext, OnComplete], None]
+
+# Properties whose functions run even when an input holds an error.
+_NO_SKIP = frozenset({FnProperty.DELETE_VAR, FnProperty.NO_SKIP})
+
+# The block running on this thread, if any: nested waits need it (deadlock checks).
+_tls = threading.local()
+
+
+def current_block() -> "Block | None":
+    return getattr(_tls, "block", None)
+
+
+class Var:
+    """A dependency token (the seed's ``VarHandle``). ``version`` is readable."""
+
+    __slots__ = ("engine", "name", "version", "error", "_readers", "_writing",
+                 "_queue", "_deleted", "_write_event", "_read_events")
+
+    def __init__(self, engine: "Engine", name: str) -> None:
+        self.engine = engine
+        self.name = name
+        self.version = 0
+        self.error: BaseException | None = None
+        self._readers = 0
+        self._writing = False
+        self._queue: deque[tuple[Block, bool]] = deque()
+        self._deleted = False
+        self._write_event: Any = None
+        self._read_events: list[Any] = []
+
+    def state(self) -> dict[str, Any]:
+        """A snapshot of the state listed in this module's docstring (for tests)."""
+        with self.engine._lock:
+            return {"version": self.version, "error": self.error,
+                    "readers": self._readers, "writing": self._writing,
+                    "queued": [(b.op.name, w) for b, w in self._queue],
+                    "deleted": self._deleted}
+
+    def __repr__(self) -> str:
+        return f"<Var {self.name} v{self.version}>"
+
+
+class Operator:
+    """A function with its variable lists, made once and pushed many times."""
+
+    __slots__ = ("engine", "fn", "const_vars", "mutable_vars", "prop", "name",
+                 "is_async", "deleted")
+    is_wait = False  # True only for the engine's internal wait_for_var blocks
+
+    def __init__(self, engine: "Engine", fn: Callable[..., None], const_vars: Iterable[Var],
+                 mutable_vars: Iterable[Var], prop: FnProperty, is_async: bool,
+                 name: str | None) -> None:
+        if not callable(fn):
+            raise OperatorError(f"engine function must be callable, got {fn!r}")
+        mutable = tuple(dict.fromkeys(mutable_vars))  # dedupe, keep order
+        # A variable in both lists is mutated only: reading it too would make the
+        # push wait for its own write grant (the deadlock the issue forbids).
+        const = tuple(v for v in dict.fromkeys(const_vars) if v not in mutable)
+        for v in const + mutable:
+            if not isinstance(v, Var) or v.engine is not engine:
+                raise VariableError(
+                    f"{name or _fn_name(fn)}: {v!r} is not a variable of this engine; "
+                    "make variables with this engine's new_variable()")
+        self.engine = engine
+        self.fn = fn
+        self.const_vars = const
+        self.mutable_vars = mutable
+        self.prop = FnProperty(prop)
+        self.name = name or _fn_name(fn)
+        self.is_async = is_async
+        self.deleted = False
+
+    def __repr__(self) -> str:
+        return f"<Operator {self.name}>"
+
+
+class Block:
+    """One push of an operator: what the queues hold and the workers run."""
+
+    __slots__ = ("op", "ctx", "priority", "seq", "wait", "done", "stream",
+                 "record", "finished")
+
+    def __init__(self, op: Operator, ctx: Context, priority: int, seq: int) -> None:
+        self.op = op
+        self.ctx = ctx
+        self.priority = priority
+        self.seq = seq
+        self.wait = 0
+        self.done = False
+        self.stream: Any = None
+        self.record: FnRecord | None = None
+        self.finished: threading.Event | None = None  # only NaiveEngine waits on it
+
+
+def _fn_name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+# --- the ordering rule: append on push, release on completion (lock held) ----
+
+def append_read(var: Var, block: Block) -> None:
+    """Grant a read now if no write is running or queued, else queue it."""
+    if var._writing or var._queue:
+        var._queue.append((block, False))
+    else:
+        var._readers += 1
+        block.wait -= 1
+
+
+def append_write(var: Var, block: Block) -> None:
+    """Grant a write now if the variable is idle, else queue it."""
+    if var._writing or var._readers or var._queue:
+        var._queue.append((block, True))
+    else:
+        var._writing = True
+        block.wait -= 1
+
+
+def release_read(var: Var, ready: list[Block]) -> None:
+    var._readers -= 1
+    if var._readers == 0:
+        _grant_head(var, ready)
+
+
+def release_write(var: Var, ready: list[Block]) -> None:
+    var._writing = False
+    _grant_head(var, ready)
+
+
+def _grant_head(var: Var, ready: list[Block]) -> None:
+    """Grant the queue's head: one write, or every read up to the next write."""
+    q = var._queue
+    if not q:
+        return
+    if q[0][1]:
+        if var._readers == 0:
+            block = q.popleft()[0]
+            var._writing = True
+            _grant(block, ready)
+        return
+    while q and not q[0][1]:
+        block = q.popleft()[0]
+        var._readers += 1
+        _grant(block, ready)
+
+
+def _grant(block: Block, ready: list[Block]) -> None:
+    block.wait -= 1
+    if block.wait == 0:
+        ready.append(block)
+
+
+class _OnComplete:
+    """The callback an async function gets; calling it twice is an error."""
+
+    __slots__ = ("engine", "block")
+
+    def __init__(self, engine: "Engine", block: Block) -> None:
+        self.engine = engine
+        self.block = block
+
+    def __call__(self, error: BaseException | None = None) -> None:
+        """Finish the function; pass ``error`` to fail it from another thread."""
+        engine, block = self.engine, self.block
+        with engine._lock:
+            twice = block.done
+            block.done = True
+        if twice:
+            # MXNet's CallbackOnComplete does not guard this and corrupts its
+            # counters; here it is a clear error, raised to the caller *and*
+            # recorded, since the caller is often a helper thread nobody joins.
+            err = OnCompleteError(
+                f"on_complete of async function {block.op.name!r} was called twice; "
+                "call it exactly once, when the function's work is finished")
+            engine._report(err)
+            raise err
+        engine._finish(block, error, original=error is not None)
+
+
+class Engine:
+    """The seed's engine interface. Subclasses: NaiveEngine, ThreadedEngine."""
+
+    name = "engine"
+
+    def __init__(self, hooks: EngineHooks | None = None) -> None:
+        self._lock = threading.Lock()
+        self._all_done = threading.Condition(self._lock)
+        self._hooks = hooks
+        self._seq = count()
+        self._var_ids = count()
+        self._pending = 0
+        self._errors: list[BaseException] = []
+        self._failed_vars: set[Var] = set()
+
+    # --- the seed's API ---------------------------------------------------
+
+    def new_variable(self, name: str | None = None) -> Var:
+        return Var(self, name or f"var{next(self._var_ids)}")
+
+    def new_operator(self, fn: AsyncFn | SyncFn, const_vars: Sequence[Var],
+                     mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
+                     *, is_async: bool = True, name: str | None = None) -> Operator:
+        """An operator to push many times. ``fn`` is async (the seed's), unless
+        ``is_async=False``."""
+        return Operator(self, fn, const_vars, mutable_vars, prop, is_async, name)
+
+    def push(self, op: Operator, ctx: Context, priority: int = 0) -> None:
+        if not isinstance(op, Operator) or op.engine is not self:
+            raise OperatorError(f"{op!r} is not an operator of this engine")
+        if op.deleted:
+            raise OperatorError(f"operator {op.name!r} was deleted; make a new one")
+        if not isinstance(ctx, Context):
+            raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
+        self._push_block(Block(op, ctx, priority, next(self._seq)))
+
+    def push_async(self, fn: AsyncFn, ctx: Context, const_vars: Sequence[Var],
+                   mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
+                   priority: int = 0, *, name: str | None = None) -> None:
+        self.push(Operator(self, fn, const_vars, mutable_vars, prop, True, name), ctx, priority)
+
+    def push_sync(self, fn: SyncFn, ctx: Context, const_vars: Sequence[Var],
+                  mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
+                  priority: int = 0, *, name: str | None = None) -> None:
+        self.push(Operator(self, fn, const_vars, mutable_vars, prop, False, name), ctx, priority)
+
+    def delete_operator(self, op: Operator) -> None:
+        """Refuse later pushes of ``op``; pushes already made still run."""
+        op.deleted = True
+
+    def delete_variable(self, delete_fn: SyncFn, ctx: Context, var: Var) -> None:
+        """Run ``delete_fn`` after all earlier work on ``var``; refuse later pushes.
+
+        ``delete_fn`` runs even if ``var`` holds an error: cleanup must happen, and
+        the error itself is still reported by ``wait_for_all``.
+        """
+        op = Operator(self, delete_fn, (), (var,), FnProperty.DELETE_VAR, False,
+                      f"delete_variable({var.name})")
+        self._push_block(Block(op, ctx, 0, next(self._seq)))  # marks var deleted
+
+    def wait_for_var(self, var: Var, timeout: float | None = None) -> None:
+        raise NotImplementedError
+
+    def wait_for_all(self, timeout: float | None = None) -> None:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        """Release threads (ThreadedEngine); the engine refuses work after it."""
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # --- shared machinery ---------------------------------------------------
+
+    def _push_block(self, block: Block) -> None:
+        raise NotImplementedError
+
+    def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
+        """Mark and release the block's variables (engine-specific); lock not held."""
+        raise NotImplementedError
+
+    def _admit_locked(self, op: Operator) -> None:
+        """Refuse pushes naming a deleted variable; a delete marks its variable."""
+        for v in op.const_vars + op.mutable_vars:
+            if v._deleted:
+                raise VariableError(
+                    f"{op.name}: variable {v.name!r} was deleted by delete_variable; "
+                    "make a new variable instead of reusing it")
+        if op.prop is FnProperty.DELETE_VAR:
+            for v in op.mutable_vars:
+                v._deleted = True
+
+    def _check_self_wait(self, what: str, var: Var | None) -> None:
+        block = current_block()
+        if block is None or block.op.engine is not self:
+            return
+        op = block.op
+        if var is None or var in op.const_vars or var in op.mutable_vars:
+            raise DeadlockError(
+                f"function {op.name!r} called {what} for "
+                f"{'all work' if var is None else 'variable ' + repr(var.name)}, which "
+                "includes itself, so it would wait forever; wait only for variables "
+                "the function does not list, or return and wait outside the engine")
+
+    def _inherited_error(self, block: Block) -> BaseException | None:
+        op = block.op
+        if op.prop in _NO_SKIP:
+            return None
+        for v in op.const_vars:
+            if v.error is not None:
+                return v.error
+        for v in op.mutable_vars:
+            if v.error is not None:
+                return v.error
+        return None
+
+    def _execute(self, block: Block, stream: Any = None) -> None:
+        """Run (or skip) one ready block on this thread; completes sync ones."""
+        err = self._inherited_error(block)
+        if err is not None:  # an input failed: skip, and pass the error on
+            self._finish(block, err, original=False)
+            return
+        op = block.op
+        block.stream = stream
+        if self._hooks is not None:
+            self._hook_start(block, stream)
+        prev = getattr(_tls, "block", None)
+        _tls.block = block
+        try:
+            try:
+                self._prepare(block, stream)
+                if op.is_async:
+                    op.fn(RunContext(block.ctx, stream), _OnComplete(self, block))
+                    return
+                op.fn(RunContext(block.ctx, stream))
+            except Exception as exc:  # the function failed: its error, not ours
+                with self._lock:
+                    late, block.done = block.done, True
+                if late:  # async, after on_complete: no variable left to mark
+                    self._report(_note(exc, op, "after calling on_complete"))
+                else:
+                    self._finish(block, exc, original=True)
+                return
+            if not op.is_async:
+                block.done = True
+                self._finish(block, None, original=False)
+        finally:
+            _tls.block = prev
+
+    def _prepare(self, block: Block, stream: Any) -> None:
+        """Order this function after GPU producers of its variables (#18951)."""
+        op = block.op
+        for v in op.const_vars:
+            if v._write_event is not None:
+                _wait_event(stream, v._write_event)
+        for v in op.mutable_vars:
+            if v._write_event is not None:
+                _wait_event(stream, v._write_event)
+            for e in v._read_events:  # write-after-read: wait for GPU readers too
+                _wait_event(stream, e)
+
+    def _finish(self, block: Block, error: BaseException | None, original: bool) -> None:
+        """Complete a block: events, hooks, error bookkeeping, then release vars."""
+        stream = block.stream
+        if stream is not None and error is None:
+            try:
+                self._record_gpu_events(block, gpu.record_event(stream))
+            except Exception as exc:  # a sticky CUDA error surfaces here
+                error, original = exc, True
+        if original and error is not None:
+            _note(error, block.op, f"on {block.ctx}")
+        if self._hooks is not None:
+            self._hook_end(block, error, skipped=error is not None and not original)
+        self._complete(block, error, original)
+
+    def _record_gpu_events(self, block: Block, event: Any) -> None:
+        with self._lock:
+            for v in block.op.const_vars:
+                v._read_events.append(event)
+            for v in block.op.mutable_vars:
+                v._write_event = event
+                v._read_events = []
+
+    def _mark_vars_locked(self, block: Block, error: BaseException | None,
+                          original: bool) -> None:
+        if error is not None and original:
+            self._errors.append(error)
+        if block.op.prop is FnProperty.DELETE_VAR:
+            for v in block.op.mutable_vars:  # a deleted variable reports nothing
+                v.error = None
+                self._failed_vars.discard(v)
+            return
+        for v in block.op.mutable_vars:
+            v.version += 1
+            if block.stream is None:  # a CPU write supersedes the GPU events
+                v._write_event = None
+                v._read_events = []
+            if error is not None:
+                v.error = error
+                self._failed_vars.add(v)
+
+    def _take_var_error_locked(self, var: Var) -> BaseException | None:
+        """The error wait_for_var raises, cleared (and marked reported)."""
+        err = var.error
+        if err is not None:
+            var.error = None
+            self._failed_vars.discard(var)
+            self._errors = [e for e in self._errors if e is not err]
+        return err
+
+    def _take_all_errors_locked(self) -> BaseException | None:
+        errors, self._errors = self._errors, []
+        for v in self._failed_vars:
+            v.error = None
+        self._failed_vars.clear()
+        if not errors:
+            return None
+        first = errors[0]
+        if len(errors) > 1:
+            others = "; ".join(f"{type(e).__name__}: {e}" for e in errors[1:6])
+            first.add_note(f"{len(errors) - 1} more engine error(s): {others}")
+        return first
+
+    def _report(self, error: BaseException) -> None:
+        """Record an error that has no variable to mark (wait_for_all raises it)."""
+        with self._lock:
+            self._errors.append(error)
+
+    def _hook_start(self, block: Block, stream: Any) -> None:
+        rec = FnRecord(block.op.name, block.ctx, block.op.prop, block.priority,
+                       worker=threading.current_thread().name,
+                       stream=None if stream is None else int(getattr(stream, "ptr", 0)))
+        if stream is not None:
+            rec.start_event = gpu.record_event(stream, timing=True)
+        rec.start_ns = time.perf_counter_ns()
+        block.record = rec
+        try:
+            self._hooks.fn_start(rec)  # type: ignore[union-attr]
+        except Exception as exc:
+            self._report(exc)
+
+    def _hook_end(self, block: Block, error: BaseException | None, skipped: bool) -> None:
+        rec = block.record
+        if rec is None:  # skipped: never started
+            rec = FnRecord(block.op.name, block.ctx, block.op.prop, block.priority)
+        rec.end_ns = time.perf_counter_ns()
+        if block.stream is not None and not skipped:
+            try:
+                rec.end_event = gpu.record_event(block.stream, timing=True)
+            except Exception:  # the error is reported by _finish already
+                pass
+        rec.error, rec.skipped = error, skipped
+        try:
+            self._hooks.fn_end(rec)  # type: ignore[union-attr]
+        except Exception as exc:
+            self._report(exc)
+
+
+def _wait_event(stream: Any, event: Any) -> None:
+    # On GPU the stream waits (no host sync); on CPU the host must wait.
+    if stream is None:
+        event.synchronize()
+    else:
+        stream.wait_event(event)
+
+
+def _note(exc: BaseException, op: Operator, where: str) -> BaseException:
+    exc.add_note(f"raised by engine function {op.name!r} {where}")
+    return exc
+
+
+def raise_error(error: BaseException | None) -> None:
+    """Re-raise in the caller; the original traceback is kept on the object."""
+    if error is not None:
+        raise error.with_traceback(error.__traceback__)

@@ -1,0 +1,81 @@
+"""NaiveEngine: runs each function at push time, in the caller. For debugging.
+
+No queues and no threads: push order *is* run order, so the ordering rule holds
+trivially, and a traceback points straight at the push.  An async function is
+waited for (its ``on_complete``) before ``push_async`` returns; on GPU the
+stream is synchronised after every function.  Errors, versions, skipping and
+hooks behave exactly as in ``ThreadedEngine`` (the shared code is ``core.py``).
+State: the core's ``version`` / ``error`` per variable and ``_pending`` /
+``_errors`` / ``_failed_vars`` per engine; plus ``_streams`` (one per GPU).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from . import gpu
+from .core import Block, Engine, Var, raise_error
+from .errors import EngineTimeoutError, VariableError
+from .profiling import EngineHooks
+
+
+class NaiveEngine(Engine):
+    """Serial engine; worker-count arguments are accepted and ignored, so
+    callers can switch engines by name (``SGLENS_ENGINE``) alone."""
+
+    name = "naive"
+
+    def __init__(self, hooks: EngineHooks | None = None, **_worker_counts: Any) -> None:
+        super().__init__(hooks)
+        self._streams: dict[int, Any] = {}
+
+    def _stream_for(self, block: Block) -> Any:
+        if not block.ctx.is_gpu:
+            return None
+        dev = block.ctx.device_id
+        if dev not in self._streams:
+            self._streams[dev] = gpu.new_stream(dev)
+        return self._streams[dev]
+
+    def _push_block(self, block: Block) -> None:
+        with self._lock:
+            self._admit_locked(block.op)
+            self._pending += 1
+        stream = self._stream_for(block)
+        if block.op.is_async:
+            block.finished = threading.Event()
+        if stream is not None:
+            with stream:
+                self._execute(block, stream)
+        else:
+            self._execute(block, stream)
+        if block.finished is not None:
+            block.finished.wait()  # on_complete may come from another thread
+        if stream is not None:
+            stream.synchronize()
+
+    def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
+        with self._lock:
+            self._mark_vars_locked(block, error, original)
+            self._pending -= 1
+            if self._pending == 0:
+                self._all_done.notify_all()
+        if block.finished is not None:
+            block.finished.set()
+
+    def wait_for_var(self, var: Var, timeout: float | None = None) -> None:
+        if not isinstance(var, Var) or var.engine is not self:
+            raise VariableError(f"wait_for_var: {var!r} is not a variable of this engine")
+        self._check_self_wait("wait_for_var", var)
+        with self._lock:
+            error = self._take_var_error_locked(var)
+        raise_error(error)
+
+    def wait_for_all(self, timeout: float | None = None) -> None:
+        self._check_self_wait("wait_for_all", None)
+        with self._lock:
+            if not self._all_done.wait_for(lambda: self._pending == 0, timeout):
+                raise EngineTimeoutError(f"wait_for_all timed out after {timeout}s")
+            error = self._take_all_errors_locked()
+        raise_error(error)

@@ -1,0 +1,306 @@
+"""ThreadedEngine: worker pools per device run the blocks the core makes ready.
+
+STATE -- beyond the core's (``core.py``), all guarded by ``Engine._lock``:
+
+``_Pool`` (one per ``(device type, device id, kind)``, made on first use; kind is
+``normal``, ``prio`` for the *_PRIORITIZED properties, ``copy`` for GPU copies)
+  ``heap``      ``(-priority, seq, Block)`` ready blocks: highest priority first,
+                then push order
+  ``threads``   live worker threads
+  ``idle``      workers waiting on ``cond`` for work (notify only when > 0)
+  ``blocked``   workers inside a nested wait (see below)
+  ``target``    workers wanted running (not blocked)
+  ``closing``   ``shutdown()`` was called: workers leave once ``heap`` is empty
+
+``ThreadedEngine``
+  ``_pools``    pool key -> ``_Pool``
+  ``_streams``  every GPU worker's stream (``wait_for_all`` synchronises them)
+  ``_closed``   pushes are refused after ``shutdown()``
+
+``_WaitFor`` (one per ``wait_for_var`` call that has to wait)
+  ``event``     set when granted; ``error`` / ``events`` taken from the variable
+  ``abandoned`` its waiter timed out: leave the variable's error in place
+
+NESTED WAITS (seed 003's deadlock: operators waiting for the subgraphs they
+pushed while no thread is left to run them).  A worker that blocks in
+``wait_for_var`` is *compensated*: its pool counts it as blocked and starts a
+spare worker if fewer than ``target`` are left running; surplus workers leave
+when they next find the heap empty.  So with one worker, a function that pushes
+work and waits for it gets a second thread for the duration.  We rejected
+help-while-waiting (the waiter runs queued work on its own stack): a helped
+function that needs the waiter's own completion can never return to it, so the
+waiter is stuck under it -- a deadlock compensation cannot have.  The price is
+one thread start per nested wait that finds no spare worker.
+
+Pushing is thread-safe (the seed's is not): every push and completion takes the
+one engine lock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+from itertools import count
+from typing import Any
+
+from . import gpu
+from .context import Context, FnProperty
+from .core import (Block, Engine, Var, _tls, append_read, append_write, raise_error,
+                   release_read, release_write)
+from .errors import EngineClosedError, EngineTimeoutError, VariableError
+from .profiling import EngineHooks
+
+_PRIO = frozenset({FnProperty.CPU_PRIORITIZED, FnProperty.GPU_PRIORITIZED})
+_COPY = frozenset({FnProperty.COPY_FROM_GPU, FnProperty.COPY_TO_GPU})
+
+
+class _Pool:
+    """Workers of one device and kind, sharing a priority heap."""
+
+    def __init__(self, engine: "ThreadedEngine", key: tuple[str, int, str], target: int) -> None:
+        self.engine = engine
+        self.key = key
+        self.heap: list[tuple[int, int, Block]] = []
+        self.cond = threading.Condition(engine._lock)
+        self.threads: set[threading.Thread] = set()
+        self.idle = 0
+        self.blocked = 0
+        self.target = max(1, target)
+        self.closing = False
+        self._names = count()
+
+    def spawn_locked(self) -> None:
+        dev, dev_id, kind = self.key
+        t = threading.Thread(target=self.engine._work, args=(self,), daemon=True,
+                             name=f"sglens-{dev}{dev_id}-{kind}-{next(self._names)}")
+        self.threads.add(t)
+        t.start()  # the new thread needs no lock to start: safe under ours
+
+    def compensate_locked(self) -> None:
+        """Keep ``target`` workers running while some are blocked in waits."""
+        if self.heap and self.idle:  # a block left un-notified for this worker
+            self.cond.notify()
+        if not self.closing and len(self.threads) - self.blocked < self.target:
+            self.spawn_locked()
+
+
+class _WaitFor:
+    """The operator-like record of one ``wait_for_var`` in a variable's queue."""
+
+    __slots__ = ("name", "const_vars", "mutable_vars", "prop", "event", "error",
+                 "events", "abandoned")
+    is_wait = True
+    is_async = False
+
+    def __init__(self, var: Var) -> None:
+        self.name = f"wait_for_var({var.name})"
+        self.const_vars: tuple[Var, ...] = ()
+        # Queued as a write: it waits for every earlier read *and* write of the
+        # variable (the seed: "all Fn that involves (use/mutate)" it).
+        self.mutable_vars = (var,)
+        self.prop = FnProperty.NO_SKIP
+        self.event = threading.Event()
+        self.error: BaseException | None = None
+        self.events: list[Any] = []
+        self.abandoned = False
+
+
+class ThreadedEngine(Engine):
+    """Runs functions on worker threads, in parallel where the rule allows."""
+
+    name = "threaded"
+
+    def __init__(self, num_cpu_workers: int | None = None, num_gpu_workers: int = 2,
+                 num_prio_workers: int = 1, num_copy_workers: int = 1,
+                 hooks: EngineHooks | None = None) -> None:
+        super().__init__(hooks)
+        self._targets = {"cpu": num_cpu_workers or os.cpu_count() or 1,
+                         "gpu": num_gpu_workers, "prio": num_prio_workers,
+                         "copy": num_copy_workers}
+        self._pools: dict[tuple[str, int, str], _Pool] = {}
+        self._streams: list[Any] = []
+        self._closed = False
+
+    # --- push and complete (the core's rule, under the lock) ----------------
+
+    def _push_block(self, block: Block) -> None:
+        op = block.op
+        with self._lock:
+            if self._closed:
+                raise EngineClosedError(f"{op.name}: pushed after shutdown(); make a new engine")
+            self._admit_locked(op)
+            self._pending += 1
+            block.wait = len(op.const_vars) + len(op.mutable_vars) + 1
+            for v in op.const_vars:
+                append_read(v, block)
+            for v in op.mutable_vars:
+                append_write(v, block)
+            block.wait -= 1  # the push is whole: now it may start
+            if block.wait == 0:
+                self._dispatch_locked(block)
+
+    def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
+        ready: list[Block] = []
+        # On the worker that ran it, the block's first successor for the same
+        # pool needs no wake-up: this worker pops it next.  Waking an idle peer
+        # instead makes a chain ping-pong between threads (measured ~2x slower).
+        own = getattr(_tls, "pool", None) if getattr(_tls, "block", None) is block else None
+        with self._lock:
+            self._mark_vars_locked(block, error, original)
+            for v in block.op.const_vars:
+                release_read(v, ready)
+            for v in block.op.mutable_vars:
+                release_write(v, ready)
+            for b in ready:
+                own = self._dispatch_locked(b, own)
+            self._pending -= 1
+            if self._pending == 0:
+                self._all_done.notify_all()
+
+    def _dispatch_locked(self, block: Block, quiet: _Pool | None = None) -> _Pool | None:
+        """Hand a ready block to its pool (or finish a wait_for_var in place).
+
+        No notify if the pool is ``quiet`` (the caller's worker takes it next);
+        returns the ``quiet`` left for the next dispatch (only one block is free).
+        """
+        if block.op.is_wait:
+            self._grant_wait_locked(block)
+            return quiet
+        ctx, prop = block.ctx, block.op.prop
+        if ctx.device_type == "cpu":
+            key = ("cpu", 0, "prio" if prop in _PRIO else "normal")
+        else:
+            key = ("gpu", ctx.device_id,
+                   "prio" if prop in _PRIO else "copy" if prop in _COPY else "normal")
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._new_pool_locked(key)
+        heapq.heappush(pool.heap, (-block.priority, block.seq, block))
+        if pool is quiet:
+            return None
+        if pool.idle:
+            pool.cond.notify()
+        return quiet
+
+    def _new_pool_locked(self, key: tuple[str, int, str]) -> _Pool:
+        dev, _, kind = key
+        target = self._targets["cpu" if dev == "cpu" and kind == "normal" else
+                               "gpu" if kind == "normal" else kind]
+        pool = self._pools[key] = _Pool(self, key, target)
+        for _ in range(pool.target):
+            pool.spawn_locked()
+        return pool
+
+    # --- workers ------------------------------------------------------------
+
+    def _work(self, pool: _Pool) -> None:
+        """A worker: pop the best ready block, run it, repeat; leave when surplus."""
+        stream = None
+        if pool.key[0] == "gpu":
+            stream = gpu.new_stream(pool.key[1])
+            stream.use()  # cupy calls in functions default to this worker's stream
+            with self._lock:
+                self._streams.append(stream)
+        _tls.pool = pool
+        me = threading.current_thread()
+        heap, lock = pool.heap, self._lock
+        while True:
+            with lock:
+                while not heap:
+                    if pool.closing or len(pool.threads) - pool.blocked > pool.target:
+                        pool.threads.discard(me)
+                        return
+                    pool.idle += 1
+                    pool.cond.wait()
+                    pool.idle -= 1
+                block = heapq.heappop(heap)[2]
+            self._execute(block, stream)
+
+    def _blocking_wait(self, event: threading.Event, timeout: float | None) -> bool:
+        """Wait on ``event``; a worker thread is compensated while it waits."""
+        pool: _Pool | None = getattr(_tls, "pool", None)
+        if pool is None:
+            return event.wait(timeout)
+        with pool.engine._lock:
+            pool.blocked += 1
+            pool.compensate_locked()
+        try:
+            return event.wait(timeout)
+        finally:
+            with pool.engine._lock:
+                pool.blocked -= 1
+
+    # --- waits --------------------------------------------------------------
+
+    def wait_for_var(self, var: Var, timeout: float | None = None) -> None:
+        """Wait for all work pushed so far on ``var``; raise its error, once."""
+        if not isinstance(var, Var) or var.engine is not self:
+            raise VariableError(f"wait_for_var: {var!r} is not a variable of this engine")
+        self._check_self_wait("wait_for_var", var)
+        waiter = _WaitFor(var)
+        block = Block(waiter, Context.cpu(), 0, next(self._seq))  # type: ignore[arg-type]
+        with self._lock:
+            block.wait = 2
+            append_write(var, block)
+            block.wait -= 1
+            if block.wait == 0:  # fast path: the variable is idle
+                self._grant_wait_locked(block)
+        if not waiter.event.is_set() and not self._blocking_wait(waiter.event, timeout):
+            with self._lock:
+                waiter.abandoned = not waiter.event.is_set()
+            if waiter.abandoned:
+                raise EngineTimeoutError(
+                    f"wait_for_var({var.name}) timed out after {timeout}s; "
+                    f"{self._pending} function(s) pending: {var.state()['queued'][:5]}")
+        for e in waiter.events:  # GPU producers: the host waits for their events
+            e.synchronize()
+        raise_error(waiter.error)
+
+    def _grant_wait_locked(self, block: Block) -> None:
+        waiter: _WaitFor = block.op  # type: ignore[assignment]
+        var = waiter.mutable_vars[0]
+        if not waiter.abandoned:
+            waiter.error = self._take_var_error_locked(var)
+            waiter.events = [e for e in [var._write_event, *var._read_events] if e is not None]
+        ready: list[Block] = []
+        release_write(var, ready)  # no version bump: a wait writes nothing
+        for b in ready:
+            self._dispatch_locked(b)
+        waiter.event.set()
+
+    def wait_for_all(self, timeout: float | None = None) -> None:
+        """Wait until no pushed function is pending; raise the first unreported error."""
+        self._check_self_wait("wait_for_all", None)
+        with self._lock:
+            if not self._all_done.wait_for(lambda: self._pending == 0, timeout):
+                raise EngineTimeoutError(
+                    f"wait_for_all timed out after {timeout}s with {self._pending} "
+                    "function(s) pending (an async function that never calls "
+                    "on_complete stays pending forever)")
+            streams = list(self._streams)
+        for s in streams:
+            s.synchronize()
+        with self._lock:
+            error = self._take_all_errors_locked()
+        raise_error(error)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the workers (after pending work, if ``wait``); refuse pushes after."""
+        with self._lock:
+            if wait:
+                self._all_done.wait_for(lambda: self._pending == 0)
+            self._closed = True
+            threads = []
+            for pool in self._pools.values():
+                pool.closing = True
+                pool.cond.notify_all()
+                threads += pool.threads
+        for t in threads:
+            if t is not threading.current_thread():
+                t.join(timeout=5)
+
+    def num_threads(self) -> int:
+        """Live worker threads over all pools (tests check spares leave)."""
+        with self._lock:
+            return sum(len(p.threads) for p in self._pools.values())
