@@ -38,8 +38,10 @@ FREE, TAKEN, REJECTED = 0, 1, 2
 class PassState:
     """Everything one property's pass knows; see the module docstring."""
 
-    def __init__(self, graph: Graph, prop_name: str, tracer: "Tracer", next_id: int) -> None:
+    def __init__(self, graph: Graph, prop_name: str, tracer: "Tracer", next_id: int,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.graph = graph
+        self.progress = progress
         self.prop_name = prop_name
         self.tracer = tracer
         self.order: list[Node] = seed_order(graph)
@@ -156,7 +158,10 @@ def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
 # ------------------------------------------------------------ generic pass --
 def generic_pass(prop: SubgraphProperty, state: PassState) -> Iterator[TraceEvent]:
     """Seed 000's algorithm over every node in id order."""
-    for seed in range(len(state.order)):
+    total = len(state.order)
+    for seed in range(total):
+        if state.progress is not None and seed & 4095 == 0:
+            state.progress(seed, total)
         if state.status[seed] != FREE:
             continue
         selector = _new_selector(prop)

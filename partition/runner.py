@@ -9,7 +9,7 @@ the same with tracing off, which costs the algorithm nothing but a flag test.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .api import SubgraphProperty, get_backend
 from .build import PassState, Tracer
@@ -21,8 +21,10 @@ class PartitionRun:
     """One partitioning of ``graph`` by ``backend`` (or by explicit ``properties``)."""
 
     def __init__(self, graph: Graph, backend: str = "default", *, trace: bool = True,
-                 properties: Sequence[SubgraphProperty] | None = None, **options: Any) -> None:
+                 properties: Sequence[SubgraphProperty] | None = None,
+                 progress: Callable[[int, int], None] | None = None, **options: Any) -> None:
         self.graph = graph
+        self.progress = progress
         self.backend = backend
         self.properties = list(properties) if properties is not None else get_backend(backend, **options)
         self.tracer = Tracer(trace)
@@ -38,7 +40,7 @@ class PartitionRun:
         next_id = 0
         start = time.perf_counter()
         for prop in self.properties:
-            state = PassState(graph, prop.property_name, self.tracer, next_id)
+            state = PassState(graph, prop.property_name, self.tracer, next_id, self.progress)
             if self.tracer.on:
                 yield self._paused(state.emit("pass_start", reason=type(prop).__name__), start)
                 start = time.perf_counter()
@@ -73,9 +75,11 @@ class PartitionRun:
 
 
 def partition(graph: Graph, backend: str = "default", *,
-              properties: Sequence[SubgraphProperty] | None = None, **options: Any) -> PartitionResult:
+              properties: Sequence[SubgraphProperty] | None = None,
+              progress: Callable[[int, int], None] | None = None, **options: Any) -> PartitionResult:
     """Partition ``graph`` with tracing off."""
-    return PartitionRun(graph, backend, trace=False, properties=properties, **options).run()
+    return PartitionRun(graph, backend, trace=False, properties=properties, progress=progress,
+                        **options).run()
 
 
 def contract(graph: Graph, found: Sequence[tuple[int, list[str], Node]]) -> Graph:

@@ -1,0 +1,48 @@
+# Subgraph Lens: `make run` and `make test` do all set-up on a fresh Debian machine.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: run test install install-test samples sysdeps-run sysdeps-test bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+# System packages: graphviz (layouts) always, chromium for the browser tests.
+sysdeps-run:
+	@bash scripts/sysdeps.sh graphviz
+sysdeps-test:
+	@bash scripts/sysdeps.sh graphviz chromium
+
+samples: install
+	$(PY) -m sample_models.generate
+
+run: sysdeps-run install samples
+	$(VENV)/bin/sglens serve --host $(HOST) --port $(PORT) --samples
+
+test: sysdeps-test install-test samples
+	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) bench/partition.py
+	$(PY) bench/engine.py
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info sample_models/*.onnx test-artifacts

@@ -1,0 +1,41 @@
+"""Shared fixtures: sample models built in memory, small graph builders."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from partition import Graph, load_model
+
+OPSET = 17
+IR_VERSION = 8
+
+
+def make_model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
+               outputs: list[onnx.ValueInfoProto], initializers: list[onnx.TensorProto] | None = None,
+               opset: int = OPSET) -> onnx.ModelProto:
+    """A model pinned to opset 17 / IR 8 (onnx >= 1.23 defaults are rejected by onnxruntime)."""
+    graph = helper.make_graph(nodes, "test", inputs, outputs, initializers or [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def chain_graph(spec: list[tuple[str, str, list[str]]], shape: list[int] | None = None) -> Graph:
+    """A float graph from (name, op_type, input names) triples; input 'x', output = last node's."""
+    shape = shape or [2, 3]
+    nodes = [helper.make_node(op, ins, [name], name=name) for name, op, ins in spec]
+    produced = {name for name, _, _ in spec}
+    consumed = {i for _, _, ins in spec for i in ins}
+    outputs = [name for name, _, _ in spec if name not in consumed] or [spec[-1][0]]
+    del produced
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                       [helper.make_tensor_value_info(o, TensorProto.FLOAT, shape) for o in outputs])
+    return load_model(model.SerializeToString())
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng()
