@@ -1,0 +1,154 @@
+"""Inputs for a run: seeded random tensors from the graph's input types, or an .npz file.
+
+``random_inputs(graph, dims={"N": 4}, seed=0)`` makes one array per graph input
+with its declared dtype and shape; a symbolic dim takes its value from ``dims``
+(``--dim NAME=VALUE`` on the command line). A symbolic dim that is not given is
+an error naming it, unless ``default_dim`` is set: then it takes that size and
+a note saying so is appended to ``notes`` (the CLI prints them), never a silent
+guess. ``load_inputs(path, graph)`` reads an
+.npz whose keys are graph input names and checks them against the graph.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from partition.dtypes import to_numpy
+from partition.ir import Graph, TensorInfo
+
+from .run_errors import InputError
+
+#: Integer inputs are drawn from [0, INT_HIGH): small enough to index any table.
+INT_HIGH = 4
+
+
+def parse_dims(items: Iterable[str] | None) -> dict[str, int]:
+    """``["N=4", "seq=16"]`` -> ``{"N": 4, "seq": 16}``."""
+    dims: dict[str, int] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--dim {item!r}: expected NAME=VALUE, e.g. --dim batch=4")
+        try:
+            number = int(value)
+        except ValueError:
+            raise InputError(f"--dim {item!r}: {value!r} is not an integer") from None
+        if number < 0:
+            raise InputError(f"--dim {item!r}: a dimension cannot be negative")
+        dims[name.strip()] = number
+    return dims
+
+
+def concrete_shape(info: TensorInfo, dims: Mapping[str, int], default_dim: int | None = None,
+                   notes: list[str] | None = None) -> tuple[int, ...]:
+    """The shape of ``info`` with symbolic dims replaced from ``dims``."""
+    if info.shape is None:
+        raise InputError(f"graph input '{info.name}' has no declared shape; pass its value "
+                         "with --inputs IN.npz")
+    shape = []
+    for i, dim in enumerate(info.shape):
+        if isinstance(dim, int):
+            shape.append(dim)
+        elif isinstance(dim, str) and dim in dims:
+            shape.append(int(dims[dim]))
+        elif default_dim is not None:
+            shape.append(default_dim)
+            if notes is not None:
+                label = f"symbolic dim '{dim}'" if isinstance(dim, str) else f"unknown dim (axis {i})"
+                note = (f"{label} of input '{info.name}' not given: using {default_dim}"
+                        + (f" (set it with --dim {dim}=VALUE)" if isinstance(dim, str) else ""))
+                if note not in notes:
+                    notes.append(note)
+        elif isinstance(dim, str):
+            raise InputError(f"graph input '{info.name}' has symbolic dim '{dim}' (axis {i}); "
+                             f"give its size with --dim {dim}=VALUE")
+        else:
+            raise InputError(f"graph input '{info.name}' has an unnamed unknown dim at axis {i}; "
+                             "pass its value with --inputs IN.npz")
+    return tuple(shape)
+
+
+def random_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: int = 0, *,
+                  default_dim: int | None = None, notes: list[str] | None = None) -> dict[str, np.ndarray]:
+    """One seeded random array per graph input (weights excluded)."""
+    rng = np.random.default_rng(seed)
+    dims = dict(dims or {})
+    feeds: dict[str, np.ndarray] = {}
+    for name in graph.inputs:
+        if name in graph.initializers:
+            continue
+        info = graph.info(name)
+        if info.dtype is None:
+            raise InputError(f"graph input '{name}' has no declared dtype; pass its value with "
+                             "--inputs IN.npz")
+        try:
+            dtype = to_numpy(info.dtype)
+        except KeyError:
+            raise InputError(f"graph input '{name}' has dtype {info.dtype}, which random inputs "
+                             "do not cover; pass its value with --inputs IN.npz") from None
+        shape = concrete_shape(info, dims, default_dim, notes)
+        feeds[name] = _random_array(rng, shape, dtype)
+    return feeds
+
+
+def _random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, INT_HIGH, size=shape).astype(dtype)
+    if np.issubdtype(dtype, np.complexfloating):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        return rng.standard_normal(shape).astype(dtype)
+    raise InputError(f"no random values for dtype {dtype}; pass inputs with --inputs IN.npz")
+
+
+def load_inputs(path: str | os.PathLike, graph: Graph) -> dict[str, np.ndarray]:
+    """Arrays from an .npz whose keys are the graph's input names."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            feeds = {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        raise InputError(f"--inputs {path}: no such file") from None
+    except (ValueError, OSError) as exc:
+        raise InputError(f"--inputs {path}: not a readable .npz file ({exc})") from None
+    check_feeds(graph, feeds, label=f"--inputs {os.fspath(path)}")
+    return feeds
+
+
+def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], label: str = "inputs") -> None:
+    """Every graph input given, no unknown names, ranks and fixed dims as declared."""
+    wanted = [n for n in graph.inputs if n not in graph.initializers]
+    missing = [n for n in wanted if n not in feeds]
+    unknown = [n for n in feeds if n not in graph.inputs]
+    if missing:
+        raise InputError(f"{label}: missing graph input(s) {missing}; the graph's inputs are {wanted}")
+    if unknown:
+        raise InputError(f"{label}: {unknown} are not graph inputs; the graph's inputs are {wanted}")
+    for name in wanted:
+        info, value = graph.info(name), np.asarray(feeds[name])
+        if info.shape is None:
+            continue
+        if len(info.shape) != value.ndim:
+            raise InputError(f"{label}: input '{name}' has shape {list(value.shape)}, but the graph "
+                             f"declares rank {len(info.shape)} ({list(info.shape)})")
+        for axis, (want, got) in enumerate(zip(info.shape, value.shape)):
+            if isinstance(want, int) and want != got:
+                raise InputError(f"{label}: input '{name}' has size {got} on axis {axis}; the graph "
+                                 f"declares {want} ({list(info.shape)})")
+
+
+def save_outputs(path: str | os.PathLike, outputs: Mapping[str, np.ndarray]) -> None:
+    """Every output under its own name, as ``np.load`` reads it back.
+
+    Written member by member: tensor names are arbitrary strings, which
+    ``np.savez(**outputs)`` would refuse for names like ``file``.
+    """
+    import zipfile
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, value in outputs.items():
+            with zf.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)

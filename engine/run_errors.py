@@ -1,0 +1,66 @@
+"""Errors of running a graph: all ``LensError``, so the CLI prints one line and exits 2.
+
+(``engine/errors.py`` holds the dependency engine's own errors, which are not
+user errors; the executor turns the ones a user can cause, like asking for a
+GPU where there is none, into the errors below.)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from partition.errors import LensError
+
+
+class RunError(LensError):
+    """Base class of the errors of running a graph."""
+
+
+class InputError(RunError):
+    """Bad inputs: a missing graph input, a wrong shape, an unknown --dim."""
+
+
+class DeviceError(RunError):
+    """The device asked for is not there (no cupy, no CUDA GPU)."""
+
+
+class MissingKernelError(RunError):
+    """The graph holds operators that no kernel implements."""
+
+
+class ExecutorUnavailableError(RunError):
+    """A subgraph executor asked for by name cannot run (not installed, no GPU, build failed)."""
+
+
+class KernelFailure(RunError):
+    """A node failed while running: names the node, its op and its input shapes.
+
+    ``path`` lists the enclosing nodes (subgraph or control-flow nodes) from the
+    outermost in, so an error deep inside a Loop body inside a subgraph still
+    says where it is.
+    """
+
+    def __init__(self, node: str, op_type: str, input_shapes: Sequence[Any], cause: BaseException,
+                 path: Sequence[str] = ()) -> None:
+        self.node = node
+        self.op_type = op_type
+        self.input_shapes = [None if s is None else list(s) for s in input_shapes]
+        self.cause = cause
+        self.path = list(path)
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = "".join(f"{p} > " for p in self.path)
+        shapes = ", ".join("omitted" if s is None else str(s) for s in self.input_shapes)
+        return (f"node {where}'{self.node}' ({self.op_type}) failed on input shapes [{shapes}]: "
+                f"{type(self.cause).__name__}: {self.cause}")
+
+    def inside(self, outer: str) -> "KernelFailure":
+        """The same failure, seen from the node ``outer`` that holds it."""
+        err = KernelFailure(self.node, self.op_type, [], self.cause, [outer, *self.path])
+        err.input_shapes = self.input_shapes
+        err.args = (err._message(),)
+        return err
+
+    def __reduce__(self):  # picklable despite the custom constructor
+        return (KernelFailure, (self.node, self.op_type, self.input_shapes, self.cause, self.path))
