@@ -52,6 +52,7 @@ class PassState:
         self.status: list[int] = [FREE] * len(self.order)
         self.reasons: dict[str, str] = {}
         self.cycles = CycleChecker(self.succs)
+        self.cycle_log: list[dict[str, Any]] = []  # every cycle found: seed, witness path, excluded node
         self.found: list[tuple[int, list[str], Node]] = []  # (subgraph id, member names, new node)
         self.next_id = next_id
 
@@ -208,6 +209,8 @@ def _grow_acyclic(state: PassState, selector: SubgraphSelector, seed: int) -> It
         victim = _victim(witness.offenders, seed)
         path = state.names(witness.path)
         name = state.order[victim].name
+        state.cycle_log.append({"property": state.prop_name, "seed": state.order[seed].name,
+                                "path": list(path), "excluded": name})
         state.reasons[name] = (f"excluded from the subgraph grown from {state.order[seed].name}: it would "
                                f"close the cycle {' -> '.join(path)}")
         if state.tracing:
@@ -284,6 +287,8 @@ def _filter_and_create(prop: SubgraphProperty, state: PassState, selector: Subgr
             witness = state.cycles.find_cycle(component)
             if witness is not None:
                 path = " -> ".join(state.names(witness.path))
+                state.cycle_log.append({"property": state.prop_name, "seed": views[seed].name,
+                                        "path": list(state.names(witness.path)), "excluded": None})
                 for i in component:
                     state.reasons[views[i].name] = f"part of a filtered subgraph that would close the cycle {path}"
                 if state.tracing:

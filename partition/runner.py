@@ -45,8 +45,6 @@ class PartitionRun:
                 yield self._paused(state.emit("pass_start", reason=type(prop).__name__), start)
                 start = time.perf_counter()
             for event in prop.partition_pass(state):
-                if event.kind == "cycle":
-                    cycles.append({"seed": event.node, "path": list(event.path)})
                 yield self._paused(event, start)
                 start = time.perf_counter()
             for sid, members, node in state.found:
@@ -54,6 +52,7 @@ class PartitionRun:
                 groups[node.name] = (sid, prop.property_name, flat)
             graph = contract(graph, state.found)
             reasons.update(state.reasons)
+            cycles.extend(state.cycle_log)
             reasons.update(_explanations(prop, state))
             next_id = state.next_id
             if self.tracer.on:

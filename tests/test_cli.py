@@ -1,0 +1,88 @@
+"""The sglens command line, run as a real subprocess on real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from onnx import TensorProto, helper
+
+from tests.conftest import make_model
+
+
+def sglens(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "partition.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def cycle_model(tmp_path):
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4])  # noqa: E731
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="A"), helper.make_node("Sigmoid", ["a"], ["b"], name="B"),
+             helper.make_node("Sin", ["a"], ["d"], name="D"), helper.make_node("Add", ["b", "d"], ["y"], name="C")]
+    path = tmp_path / "cycle.onnx"
+    path.write_bytes(make_model(nodes, [vi("x")], [vi("y")]).SerializeToString())
+    return path
+
+
+def test_partition_json_shape(cycle_model) -> None:
+    out = sglens("partition", str(cycle_model), "--ops", "Relu,Sigmoid,Add", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["backend"] == "default" and data["nodes"] == 4 and isinstance(data["seconds"], float)
+    assert [s["nodes"] for s in data["subgraphs"]] == [["A", "B"], ["C"]]
+    assert set(data["subgraphs"][0]) >= {"id", "property", "nodes", "inputs", "outputs"}
+    assert data["excluded"] == [{"node": "D", "reason": "op Sin is not in the backend's op set"}]
+
+
+def test_partition_table_and_export(cycle_model, tmp_path) -> None:
+    out = sglens("partition", str(cycle_model), "--ops", "Relu,Sigmoid,Add", "--export", str(tmp_path / "p.onnx"))
+    assert out.returncode == 0, out.stderr
+    assert "subgraph 0" in out.stdout and "D: op Sin" in out.stdout
+    assert (tmp_path / "p.onnx").stat().st_size > 0
+
+
+def test_trace_is_json_lines(cycle_model) -> None:
+    out = sglens("trace", str(cycle_model), "--ops", "Relu,Sigmoid,Add")
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    assert events[0]["kind"] == "pass_start"
+    assert any(e["kind"] == "cycle" and e["path"] == ["A", "D", "C"] for e in events)
+
+
+def test_check_ok(cycle_model) -> None:
+    out = sglens("check", str(cycle_model), "--ops", "Relu,Sigmoid,Add")
+    assert out.returncode == 0 and out.stdout.startswith("ok"), out.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["partition", "{tmp}/missing.onnx", "--ops", "Relu"], "no such model file"),
+    (["partition", "{bad}", "--ops", "Relu"], "not a valid ONNX model"),
+    (["partition", "{model}", "--backend", "nope"], "unknown backend 'nope'"),
+    (["partition", "{model}"], "--ops"),
+    (["partition", "{model}", "--plugin", "{tmp}/boom.py"], "raised ZeroDivisionError on import"),
+])
+def test_bad_input_is_one_line_exit_2(cycle_model, tmp_path, args, needle) -> None:
+    (tmp_path / "bad.onnx").write_bytes(b"\x08\x07garbage")
+    (tmp_path / "boom.py").write_text("1 / 0\n")
+    fill = {"tmp": str(tmp_path), "bad": str(tmp_path / "bad.onnx"), "model": str(cycle_model)}
+    out = sglens(*[a.format(**fill) for a in args])
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in out.stderr
+
+
+def test_plugin_registers_a_backend(cycle_model, tmp_path) -> None:
+    plugin = tmp_path / "mine.py"
+    plugin.write_text(
+        "from partition import ContainOpSelector, SubgraphProperty, register_subgraph_property\n"
+        "class P(SubgraphProperty):\n"
+        "    property_name = 'relu_sigmoid'\n"
+        "    def create_subgraph_selector(self):\n"
+        "        return ContainOpSelector({'Relu', 'Sigmoid'})\n"
+        "register_subgraph_property('mine', P())\n")
+    out = sglens("partition", str(cycle_model), "--backend", "mine", "--plugin", str(plugin), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [(s["property"], s["nodes"]) for s in data["subgraphs"]] == [("relu_sigmoid", ["A", "B"])]
