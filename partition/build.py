@@ -26,7 +26,7 @@ import dataclasses
 from collections import deque
 from typing import Any, Callable, Iterator, Sequence
 
-from .api import NodeView, SubgraphProperty, SubgraphSelector
+from .api import ContainOpSelector, NodeView, SubgraphProperty, SubgraphSelector
 from .cycles import CycleChecker
 from .errors import SelectorError
 from .ir import Graph, Node
@@ -52,6 +52,7 @@ class PassState:
         self.status: list[int] = [FREE] * len(self.order)
         self.reasons: dict[str, str] = {}
         self.cycles = CycleChecker(self.succs)
+        self.accept_cache: dict[frozenset[str], list[bool]] = {}
         self.cycle_log: list[dict[str, Any]] = []  # every cycle found: seed, witness path, excluded node
         self.found: list[tuple[int, list[str], Node]] = []  # (subgraph id, member names, new node)
         self.next_id = next_id
@@ -233,6 +234,8 @@ def _victim(offenders: Sequence[int], seed: int) -> int:
 def _grow(state: PassState, selector: SubgraphSelector, seed: int,
           excluded: set[int]) -> Iterator[TraceEvent]:
     """Breadth-first growth: select_input on producers, then select_output on consumers."""
+    if not state.tracing and type(selector) is ContainOpSelector:
+        return _grow_by_op(state, selector.op_types, seed, excluded)
     status, views, tracing = state.status, state.views, state.tracing
     members = [seed]
     in_set = {seed}
@@ -261,6 +264,36 @@ def _grow(state: PassState, selector: SubgraphSelector, seed: int,
                 if tracing:
                     yield state.emit(direction, node=cur_view.name, neighbour=views[nb].name, result=ok,
                                      candidates=state.names(members), queue=state.names(queue))
+    return members
+
+
+def _grow_by_op(state: PassState, op_types: frozenset[str], seed: int, excluded: set[int]) -> list[int]:
+    """``_grow`` for the built-in ContainOpSelector with tracing off.
+
+    Its answers depend on the neighbour's op type alone, so they are computed
+    once per pass instead of once per call; the nodes found, and their order,
+    are exactly those of ``_grow``.
+    """
+    accept = state.accept_cache.get(op_types)
+    if accept is None:
+        accept = [n.op_type in op_types for n in state.order]
+        state.accept_cache[op_types] = accept
+    status, preds, succs = state.status, state.preds, state.succs
+    members = [seed]
+    in_set = {seed}
+    queue = deque([seed])
+    while queue:
+        cur = queue.popleft()
+        for nb in preds[cur]:
+            if accept[nb] and nb not in in_set and status[nb] == FREE and nb not in excluded:
+                members.append(nb)
+                in_set.add(nb)
+                queue.append(nb)
+        for nb in succs[cur]:
+            if accept[nb] and nb not in in_set and status[nb] == FREE and nb not in excluded:
+                members.append(nb)
+                in_set.add(nb)
+                queue.append(nb)
     return members
 
 

@@ -81,35 +81,45 @@ class CycleChecker:
         cand = set(candidates)
         bound = self.spans.bound(max(candidates))
         parent: dict[int, int] = {}
+        origin: dict[int, int] = {}  # visited node -> the candidate its path left from
         frontier: list[int] = []
         for c in sorted(cand):
             for o in self.succs[c]:
                 if o not in cand and o not in parent and o <= bound:
                     parent[o] = c
+                    origin[o] = c
                     frontier.append(o)
-        hits: list[int] = []
+        first_hit: tuple[int, int] | None = None
+        offenders: set[int] = set()
         entered: set[int] = set()
         while frontier:
             nxt: list[int] = []
             for w in frontier:
-                for src in self._exits(w, parent, entered, bound):
+                for src in self._exits(w, parent, origin, entered):
+                    src_origin = origin[src]
                     for o in self.succs[src]:
                         if o in parent or o > bound:
                             continue
                         if o in cand:
-                            if src not in cand:
-                                hits.append(self._record_hit(o, src, parent))
+                            offenders.add(o)
+                            offenders.add(src_origin)
+                            if first_hit is None:
+                                first_hit = (o, src)
                             continue
                         parent[o] = src
+                        origin[o] = src_origin
                         nxt.append(o)
             frontier = nxt
-        if not hits:
+        if first_hit is None:
             return None
-        paths = [self._path(h, parent, cand) for h in hits]
-        offenders = sorted({p[0] for p in paths} | {p[-1] for p in paths})
-        return Witness(paths[0], offenders)
+        target, src = first_hit
+        path = [target, src]
+        while path[-1] not in cand:
+            path.append(parent[path[-1]])
+        path.reverse()
+        return Witness(path, sorted(offenders))
 
-    def _exits(self, w: int, parent: dict[int, int], entered: set[int], bound: int) -> list[int]:
+    def _exits(self, w: int, parent: dict[int, int], origin: dict[int, int], entered: set[int]) -> list[int]:
         """Nodes whose consumers a path at ``w`` can continue from (all members of its subgraph)."""
         g = self.group.get(w)
         if g is None:
@@ -120,21 +130,5 @@ class CycleChecker:
         for m in self.members[g]:
             if m != w and m not in parent:
                 parent[m] = w  # a jump inside the earlier subgraph, entered at w
+                origin[m] = origin[w]
         return self.members[g]
-
-    @staticmethod
-    def _record_hit(target: int, src: int, parent: dict[int, int]) -> int:
-        # Hits are recorded as a separate chain end: remember the edge into the candidate.
-        parent.setdefault(-target - 1, src)
-        return target
-
-    @staticmethod
-    def _path(hit: int, parent: dict[int, int], cand: set[int]) -> list[int]:
-        path = [hit]
-        cur = parent[-hit - 1]
-        while cur not in cand:
-            path.append(cur)
-            cur = parent[cur]
-        path.append(cur)
-        path.reverse()
-        return path
