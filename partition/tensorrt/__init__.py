@@ -1,0 +1,12 @@
+"""TensorRT partitioning as in seed 004: rules with reasons, incompatibility groups, cycle-safe growth.
+
+``register()`` adds the ``tensorrt`` backend (options: ``min_size=2``,
+``exclude_data_dependent=True``, ``mode="fast"|"teaching"``, ``fallback_ops=()``).
+"""
+
+from .algorithm import TensorRTProperty, TensorRTSelector, register, tensorrt_backend
+from .groups import FastTracker, NaiveTracker, incompatibility_groups, naive_pairs
+from .rules import TRTRules, load_table
+
+__all__ = ["FastTracker", "NaiveTracker", "TRTRules", "TensorRTProperty", "TensorRTSelector",
+           "incompatibility_groups", "load_table", "naive_pairs", "register", "tensorrt_backend"]
