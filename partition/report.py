@@ -1,0 +1,211 @@
+"""Reports on a partition result, for every backend: sizes, boundary traffic, a summary.
+
+- ``describe(result)``: the result's JSON plus, per subgraph, ``node_count``,
+  ``compute_nodes``, ``weights`` (initializers pulled in) and
+  ``boundary_bytes`` (activations crossing its boundary, where shapes are
+  known; ``boundary_unknown`` lists the tensors whose size is not), and a
+  ``summary``: nodes covered, partitions, unsupported op types with counts and
+  reasons (what Polygraphy's ``inspect capability`` reports).
+- ``export_subgraphs(result, out_dir)``: each subgraph as a standalone ONNX
+  model (weights as initializers, the model's opset, IR 8).
+- ``groups_report(graph, node, **options)``: a node's incompatibility groups
+  for ``sglens groups``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from .api import NodeView, SubgraphProperty, get_backend
+from .ir import Graph
+from .trace import PartitionResult
+
+NON_COMPUTE_OPS = frozenset({"Constant", "Identity"})
+
+
+def _backend_properties(result: PartitionResult) -> list[SubgraphProperty] | None:
+    try:
+        return get_backend(result.backend)
+    except Exception:  # noqa: BLE001 - e.g. 'default' needs --ops; the summary falls back
+        return None
+
+
+def boundary(graph: Graph, inputs: Sequence[str], outputs: Sequence[str]) -> tuple[int, list[str]]:
+    """Bytes of the non-weight tensors in ``inputs`` + ``outputs`` whose size is known, and the unknown ones."""
+    total, unknown = 0, []
+    for t in (*inputs, *outputs):
+        if t in graph.initializers:
+            continue
+        nbytes = graph.info(t).nbytes
+        if nbytes is None:
+            unknown.append(t)
+        else:
+            total += nbytes
+    return total, unknown
+
+
+def describe(result: PartitionResult, properties: Sequence[SubgraphProperty] | None = None) -> dict[str, Any]:
+    """``result.to_json()`` with per-subgraph sizes and a summary (see the module docstring)."""
+    data = result.to_json()
+    original = result.original
+    by_name = original.node_by_name
+    for sg, js in zip(result.subgraphs, data["subgraphs"]):
+        nbytes, unknown = boundary(original, sg.inputs, sg.outputs)
+        js["node_count"] = len(sg.nodes)
+        js["compute_nodes"] = sum(1 for n in sg.nodes if by_name[n].op_type not in NON_COMPUTE_OPS)
+        js["weights"] = [t for t in sg.inputs if t in original.initializers]
+        js["boundary_bytes"] = nbytes
+        js["boundary_unknown"] = unknown
+        js["op_types"] = _counts(by_name[n].op_type for n in sg.nodes)
+    summary = dict(data.get("summary") or {})
+    summary.update(_summary(result, properties))
+    data["summary"] = summary
+    return data
+
+
+def _counts(items: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _summary(result: PartitionResult, properties: Sequence[SubgraphProperty] | None) -> dict[str, Any]:
+    original = result.original
+    total = len(original.nodes)
+    covered = total - len(result.excluded)
+    props = list(properties) if properties is not None else _backend_properties(result)
+    unsupported: dict[str, dict[str, Any]] = {}
+    other: dict[str, int] = {}
+    index_views: dict[str, NodeView] = {}
+    for name, reason in result.excluded.items():
+        node = original.node_by_name[name]
+        rule_reason = None
+        if props:
+            view = index_views.setdefault(name, NodeView(node, original, original.index[name]))
+            for prop in props:
+                why = prop.explain(view)
+                if why:
+                    rule_reason = why
+                    break
+        if rule_reason is not None and rule_reason == reason:
+            entry = unsupported.setdefault(node.op_type, {"op_type": node.op_type, "count": 0, "reasons": {},
+                                                          "nodes": []})
+            entry["count"] += 1
+            entry["reasons"][reason] = entry["reasons"].get(reason, 0) + 1
+            if len(entry["nodes"]) < 20:
+                entry["nodes"].append(name)
+        else:
+            other[_reason_kind(reason)] = other.get(_reason_kind(reason), 0) + 1
+    sizes = [len(s.nodes) for s in result.subgraphs]
+    return {
+        "nodes": total,
+        "nodes_covered": covered,
+        "coverage": round(covered / total, 4) if total else 0.0,
+        "partitions": len(result.subgraphs),
+        "partition_sizes": {"min": min(sizes, default=0), "max": max(sizes, default=0),
+                            "mean": round(sum(sizes) / len(sizes), 2) if sizes else 0.0},
+        "unsupported_nodes": sum(e["count"] for e in unsupported.values()),
+        "unsupported": sorted(unsupported.values(), key=lambda e: (-e["count"], e["op_type"])),
+        "left_out_supported": dict(sorted(other.items(), key=lambda kv: -kv[1])),
+        "left_out_by_op": _counts(original.node_by_name[n].op_type for n in result.excluded),
+        "cycles_avoided": len(result.cycles),
+    }
+
+
+_KINDS = (("below --min-size", "subgraph below --min-size"),
+          ("descendants of incompatible", "incompatibility group"),
+          ("ancestors of incompatible", "incompatibility group"),
+          ("cycle", "would close a cycle"),
+          ("already in", "in another subgraph"))
+
+
+def _reason_kind(reason: str) -> str:
+    for needle, kind in _KINDS:
+        if needle in reason:
+            return kind
+    return reason if len(reason) <= 80 else reason[:77] + "..."
+
+
+# ------------------------------------------------------------------ export --
+def export_subgraphs(result: PartitionResult, out_dir: str | os.PathLike) -> list[Path]:
+    """Write each subgraph as ``<out_dir>/<property>_<id>.onnx``: a model onnxruntime loads and runs.
+
+    Weights the subgraph reads become its initializers; the opset is the
+    model's; IR version 8.
+    """
+    import onnx
+
+    from .onnx_io import standalone_model
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    original = result.original
+    final_nodes = result.graph.node_by_name
+    paths: list[Path] = []
+    for sg in result.subgraphs:
+        node = final_nodes.get(sg.node_name)
+        if node is not None and node.is_subgraph:
+            body = node.body
+        else:  # rebuild from the member names
+            from .build import subgraph_body
+            members = sorted((original.node_by_name[n] for n in sg.nodes), key=lambda n: original.index[n.name])
+            body = subgraph_body(original, members, f"{sg.property}_{sg.id}")
+        body = _flatten(body, original)
+        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{sg.property}_{sg.id}")
+        model = standalone_model(body, original.initializers, original.opset, name=stem)
+        path = out / f"{stem}.onnx"
+        onnx.save_model(model, str(path))
+        paths.append(path)
+    return paths
+
+
+def _flatten(body: Graph, original: Graph) -> Graph:
+    """A body whose nodes are themselves subgraphs (a later pass over an earlier one) as plain nodes."""
+    if not any(n.is_subgraph for n in body.nodes):
+        return body
+    nodes = []
+    for n in body.nodes:
+        nodes.extend(_flatten(n.body, original).nodes if n.is_subgraph else [n])
+    return Graph(body.name, nodes, body.inputs, body.outputs, body.tensors, {}, body.opset, is_body=True)
+
+
+# ------------------------------------------------------------------ groups --
+def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any]:
+    """A node's incompatibility groups (seed 004) and its TensorRT verdict, for ``sglens groups``.
+
+    Options are the tensorrt backend's (``exclude_data_dependent``,
+    ``fallback_ops``; ``min_size``/``mode`` are accepted and ignored).
+    """
+    from .tensorrt.groups import incompatibility_groups
+    from .tensorrt.rules import TRTRules
+    options.pop("min_size", None)
+    options.pop("mode", None)
+    options.pop("ops", None)
+    rules = TRTRules(exclude_data_dependent=options.pop("exclude_data_dependent", True),
+                     fallback_ops=options.pop("fallback_ops", ()))
+    ancestors, descendants = incompatibility_groups(graph, node_name)
+    node = graph.node_by_name[node_name]
+    reason = rules.check(graph, node)
+    reasons = rules.compat(graph)
+    report: dict[str, Any] = {
+        "node": node_name,
+        "op_type": node.op_type,
+        "compatible": reason is None,
+        "reason": reason or "",
+        "ancestors": ancestors,
+        "descendants": descendants,
+        "ancestor_count": len(ancestors),
+        "descendant_count": len(descendants),
+    }
+    if reason is None:
+        report["note"] = ("compatible with TensorRT: these groups matter only for incompatible nodes; "
+                          "the incompatible nodes among them are listed below")
+    else:
+        report["note"] = ("a TensorRT subgraph holding any node of 'ancestors' may hold no node of "
+                          "'descendants', and the reverse: this node would stay between them")
+    report["incompatible_ancestors"] = [n for n in ancestors if n in reasons]
+    report["incompatible_descendants"] = [n for n in descendants if n in reasons]
+    return report

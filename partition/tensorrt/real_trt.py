@@ -1,0 +1,78 @@
+"""Ask the real TensorRT ONNX parser about exported subgraphs, where ``tensorrt`` imports.
+
+Only some GPU machines have TensorRT; nothing else in the project imports it.
+``available()`` says whether it does here; ``parser_check(paths)`` parses each
+exported subgraph model and returns, per file, the parser's errors;
+``disagreements(result, out_dir)`` exports the result's subgraphs and lists
+every one the parser refuses although our table accepted it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def _trt() -> Any | None:
+    try:
+        return importlib.import_module("tensorrt")
+    except Exception:  # noqa: BLE001 - ImportError, or a broken CUDA install raising at import
+        return None
+
+
+def available() -> bool:
+    return _trt() is not None
+
+
+def version() -> str | None:
+    trt = _trt()
+    return getattr(trt, "__version__", None) if trt is not None else None
+
+
+def parser_check(paths: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
+    """Parse each ONNX file with TensorRT's parser: [{"path", "ok", "errors": [{"node", "op", "desc"}]}]."""
+    trt = _trt()
+    if trt is None:
+        raise RuntimeError("tensorrt is not installed here; parser_check needs it")
+    logger = trt.Logger(trt.Logger.ERROR)
+    builder = trt.Builder(logger)
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        flags = 0
+        if hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH"):
+            flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+        network = builder.create_network(flags)
+        parser = trt.OnnxParser(network, logger)
+        ok = bool(parser.parse_from_file(str(path)))
+        errors = []
+        for k in range(parser.num_errors):
+            err = parser.get_error(k)
+            errors.append({"node": _call(err, "node_name") or str(_call(err, "node")),
+                           "op": _call(err, "node_operator") or "", "desc": _call(err, "desc") or str(err)})
+        out.append({"path": str(path), "ok": ok and not errors, "errors": errors})
+    return out
+
+
+def _call(obj: Any, name: str) -> Any:
+    f = getattr(obj, name, None)
+    try:
+        return f() if callable(f) else f
+    except Exception:  # noqa: BLE001 - older TensorRT versions lack some accessors
+        return None
+
+
+def disagreements(result: Any, out_dir: str | os.PathLike) -> dict[str, Any]:
+    """Export ``result``'s subgraphs and compare the parser's verdict with our table's.
+
+    Every exported subgraph is one our table accepted; any parser error is a
+    disagreement (our table too generous). Returns {"tensorrt": version,
+    "checked": n, "disagreements": [{"subgraph", "path", "errors"}]}.
+    """
+    from ..report import export_subgraphs
+    paths = export_subgraphs(result, out_dir)
+    checks = parser_check(paths)
+    bad = [{"subgraph": Path(c["path"]).stem, "path": c["path"], "errors": c["errors"]}
+           for c in checks if not c["ok"]]
+    return {"tensorrt": version(), "checked": len(checks), "disagreements": bad}
