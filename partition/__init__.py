@@ -18,6 +18,10 @@ from .trace import PartitionResult, SubgraphInfo, TraceEvent
 
 register_builtins()
 
+from .tensorrt import register as _register_tensorrt  # noqa: E402 - needs the API above
+
+_register_tensorrt()
+
 __all__ = [
     "ContainOpProperty", "ContainOpSelector", "ConvBNProperty", "ConvBNReluProperty", "ConvBNReluSelector",
     "ConvBNSelector", "Graph", "GraphCycleError", "Initializer", "LensError", "ModelError",
