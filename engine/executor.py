@@ -89,22 +89,22 @@ def _kernels():
 
 
 def find_kernel(node: Node, opset: Mapping[str, int]) -> Callable[..., tuple] | None:
-    """The kernel for ``node``, or None."""
+    """The registry's kernel for ``node`` at the graph's opset, or None."""
     k = _kernels()
+    lookup = getattr(k, "lookup", None)
+    if lookup is None:  # the kernel package is not there (yet)
+        return None
     try:
-        return k.lookup(node.op_type, node.domain, opset.get(node.domain or "", None))
-    except TypeError:  # a lookup taking fewer arguments
-        try:
-            return k.lookup(node.op_type, node.domain)
-        except k.KernelNotFound:
-            return None
-    except k.KernelNotFound:
+        return lookup(node.op_type, node.domain, opset.get(node.domain or ""))
+    except getattr(k, "KernelNotFound", LookupError):
         return None
 
 
-def missing_ops(graph: Graph, skip_subgraph_nodes: bool = False) -> list[str]:
+def missing_ops(graph: Graph, skip_subgraph_nodes: bool = False,
+                finder: Callable[[Node, Mapping[str, int]], Any] | None = None) -> list[str]:
     """``domain.op`` names in ``graph`` (bodies included) that no kernel implements."""
     missing: dict[str, None] = {}
+    finder = finder or find_kernel
 
     def walk(g: Graph) -> None:
         for node in g.nodes:
@@ -112,7 +112,7 @@ def missing_ops(graph: Graph, skip_subgraph_nodes: bool = False) -> list[str]:
                 if not skip_subgraph_nodes:
                     walk(node.body)
                 continue
-            if find_kernel(node, g.opset or graph.opset) is None:
+            if finder(node, g.opset or graph.opset) is None:
                 missing[f"{node.domain + '.' if node.domain else ''}{node.op_type}"] = None
             for body in node.subgraphs.values():
                 walk(body)
@@ -181,8 +181,9 @@ class _Step:
 class _Run:
     """The state of one run: values, variables, counts, measurements."""
 
-    def __init__(self, ex: "Executor", outer: Mapping[str, Any]) -> None:
+    def __init__(self, ex: "Executor", outer: Mapping[str, Any], keep: bool) -> None:
         self.ex = ex
+        self.keep = keep
         self.outer = outer
         self.values: dict[str, Any] = {}
         self.vars: dict[str, Var] = {}
@@ -221,12 +222,12 @@ class _Run:
                 self.peak = self.live
             if self.pool is not None:
                 self.pool_peak = max(self.pool_peak, self.pool.used_bytes())
-            if self.refs.get(name) == 0 and not self.ex.keep_intermediates \
+            if self.refs.get(name) == 0 and not self.keep \
                     and name not in self.ex._outputs:
                 self._drop_locked(name, None)
 
     def release(self, names: Sequence[str], stream: Any) -> None:
-        if self.ex.keep_intermediates:
+        if self.keep:
             return
         with self.lock:
             for t in names:
@@ -258,13 +259,16 @@ class Executor:
     ``tensorrt`` or ``auto`` (see ``engine/subgraph_ops.py``). ``engine`` may be
     shared (nested executors share their parent's); one made here is closed by
     ``close()``. ``timing`` records per-node wall time (CUDA events on GPU).
+    ``kernels(node, opset) -> kernel | None`` replaces the kernel registry
+    (tests, experiments); nested executors inherit it.
     """
 
     def __init__(self, graph: Graph, engine: Engine | None = None, *, device: str = "cpu",
                  device_id: int = 0, executor: str = "engine", keep_intermediates: bool = False,
                  timing: bool = True, plan_cache_dir: str | None = None,
                  engine_name: str | None = None, workers: int | None = None,
-                 hooks: Any = None, _path: tuple[str, ...] = (), _parent: "Executor | None" = None) -> None:
+                 hooks: Any = None, kernels: Callable[[Node, Mapping[str, int]], Any] | None = None,
+                 _path: tuple[str, ...] = (), _parent: "Executor | None" = None) -> None:
         from .subgraph_ops import EXECUTORS, SubgraphOp  # subgraph_ops imports this module
         if executor not in EXECUTORS:
             raise RunError(f"unknown subgraph executor {executor!r}; choose one of {list(EXECUTORS)}")
@@ -276,6 +280,7 @@ class Executor:
         self.timing = timing
         self.plan_cache_dir = plan_cache_dir
         self.path = _path
+        self.find_kernel = kernels or find_kernel
         self.parent = _parent
         self._own_engine = engine is None
         if engine is None:
@@ -288,7 +293,7 @@ class Executor:
         self._children: dict[int, Executor] = {}
         self._children_lock = threading.Lock()
         self._outputs = frozenset(graph.outputs)
-        missing = missing_ops(graph, skip_subgraph_nodes=executor != "engine")
+        missing = missing_ops(graph, skip_subgraph_nodes=executor != "engine", finder=self.find_kernel)
         if missing:
             raise MissingKernelError(
                 f"no kernel for operator(s) {missing} in graph '{graph.name}'; run it with "
@@ -318,11 +323,17 @@ class Executor:
 
     # --- public -----------------------------------------------------------
 
-    def run(self, feeds: Mapping[str, Any], *, outer: Mapping[str, Any] | None = None) -> RunResult:
-        """Run once on ``feeds`` (graph input name -> array); outputs stay on the device."""
+    def run(self, feeds: Mapping[str, Any], *, outer: Mapping[str, Any] | None = None,
+            keep_intermediates: bool | None = None) -> RunResult:
+        """Run once on ``feeds`` (graph input name -> array); outputs stay on the device.
+
+        ``keep_intermediates`` overrides the executor's setting for this run:
+        every tensor's value is then in ``RunResult.values``.
+        """
         g = self.graph
         start = time.perf_counter()
-        run = _Run(self, outer or {})
+        keep = self.keep_intermediates if keep_intermediates is None else keep_intermediates
+        run = _Run(self, outer or {}, keep)
         missing = [t for t in g.inputs if t not in feeds and t not in self._weights]
         if missing:
             from .run_errors import InputError
@@ -355,7 +366,7 @@ class Executor:
             for name, (a, b) in run.node_events.items():
                 run.node_seconds[name] = _elapsed_s(a, b)
         run.deferred.clear()
-        values = dict(run.values) if self.keep_intermediates else {}
+        values = dict(run.values) if keep else {}
         return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
                          time.perf_counter() - start, values, self.device, run.pool_peak)
 
@@ -407,7 +418,7 @@ class Executor:
                 if ex is None:
                     opts = dict(device=self.device, device_id=self.device_id, executor=self.executor,
                                 keep_intermediates=False, timing=self.timing,
-                                plan_cache_dir=self.plan_cache_dir)
+                                plan_cache_dir=self.plan_cache_dir, kernels=self.find_kernel)
                     opts.update(overrides)
                     ex = Executor(body, self.engine, _path=(*self.path, label), _parent=self, **opts)
                     self._children[key] = ex
@@ -416,7 +427,7 @@ class Executor:
     # --- binding of one node -----------------------------------------------
 
     def _kernel_call(self, node: Node) -> Callable[[_Run, list, RunContext], tuple]:
-        kernel = find_kernel(node, self.graph.opset)
+        kernel = self.find_kernel(node, self.graph.opset)
         attrs = dict(node.attrs)
         xp = self.xp
 
@@ -425,7 +436,7 @@ class Executor:
         return call
 
     def _control_flow_call(self, node: Node) -> Callable[[_Run, list, RunContext], tuple]:
-        kernel = find_kernel(node, self.graph.opset)
+        kernel = self.find_kernel(node, self.graph.opset)
         attrs = dict(node.attrs)
         subgraphs = dict(node.subgraphs)
         xp = self.xp

@@ -169,7 +169,7 @@ class SubgraphOp:
         except Exception as exc:  # noqa: BLE001
             notes.append(f"onnxruntime session failed ({type(exc).__name__}: {_first_line(exc)})")
         from .executor import missing_ops
-        missing = missing_ops(self.body)
+        missing = missing_ops(self.body, finder=self.parent.find_kernel)
         if missing:
             raise ExecutorUnavailableError(f"subgraph {self.label}: no executor can run it: "
                                            + "; ".join(notes) + f"; no kernel for {missing}")

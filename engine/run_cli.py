@@ -1,0 +1,196 @@
+"""``sglens run`` and ``sglens compare``: parsers and commands (wired by partition/cli.py).
+
+    sglens run MODEL [--backend NAME] [--ops ...] [--plugin F]... [--device cpu|gpu]
+               [--executor auto|engine|onnxruntime|tensorrt] [--inputs IN.npz]
+               [--save-outputs OUT.npz] [--repeat N] [--dim NAME=VALUE]... [--json]
+               [--report OUT.json] [--trace OUT.json]
+    sglens compare MODEL [--backend NAME] [--ops ...] [--plugin F]... [--device ...]
+               [--executor ...] [--inputs IN.npz] [--dim NAME=VALUE]... [--repeat N] [--json]
+
+Without ``--backend``, ``run`` runs the model unpartitioned on our engine.
+Errors are ``LensError``: the CLI prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .subgraph_ops import EXECUTORS
+
+
+def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
+    p.add_argument("model", help="path of an ONNX model")
+    p.add_argument("--backend", default=backend_default,
+                   help="partition with this backend first" + (
+                       " (default: run unpartitioned)" if backend_default is None else
+                       f" (default: {backend_default})"))
+    p.add_argument("--ops", default="", help="comma-separated op types for the default backend")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="Python file registering its own subgraph properties (repeatable)")
+    p.add_argument("--min-size", type=int, default=None, metavar="N",
+                   help="smallest subgraph kept, in compute nodes")
+    p.add_argument("--keep-data-dependent", action="store_true",
+                   help="tensorrt: allow ops whose output shape depends on input values")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--executor", choices=EXECUTORS, default="auto",
+                   help="how subgraph nodes run (default auto: tensorrt on gpu if installed, "
+                        "else onnxruntime, else engine; the report says which ran)")
+    p.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                   help="size of a symbolic input dim for random inputs (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--engine", choices=("threaded", "naive"), default=None,
+                   help="dependency engine (default: $SGLENS_ENGINE or threaded)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("run", help="run a model (optionally partitioned) on our engine",
+                              description="Run MODEL on the dependency engine; with --backend, "
+                                          "partition it first and run subgraphs with --executor.")
+    _common(p, None)
+    p.add_argument("--save-outputs", metavar="OUT.npz", help="write every graph output under its name")
+    p.add_argument("--repeat", type=int, default=1, help="measured runs after one warm-up (default 1)")
+    p.add_argument("--workers", type=int, default=None, help="engine CPU workers (default: CPU count)")
+    p.add_argument("--report", metavar="OUT.json", help="write the measurement report as JSON")
+    p.add_argument("--trace", metavar="OUT.json", help="write the engine timeline as Chrome trace JSON "
+                                                       "(open in https://ui.perfetto.dev)")
+    p.set_defaults(func=cmd_run)
+    return p
+
+
+def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("compare", help="compare onnxruntime, our engine and the partitioned graph",
+                              description="onnxruntime on the whole model is the reference; per graph "
+                                          "output and per subgraph boundary tensor, the max absolute "
+                                          "and relative error of our runs; timings side by side.")
+    _common(p, "default")
+    p.add_argument("--repeat", type=int, default=3, help="measured runs per side (default 3)")
+    p.set_defaults(func=cmd_compare)
+    return p
+
+
+# ------------------------------------------------------------------ shared --
+def _prepare(args: argparse.Namespace):
+    """(graph, model proto, feeds, notes) from the parsed arguments."""
+    from partition.onnx_io import load_model, parse_model_bytes
+
+    from .inputs import load_inputs, parse_dims, random_inputs
+    from .run_errors import InputError
+    dims = parse_dims(args.dim)
+    try:
+        with open(args.model, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise InputError(f"{args.model}: cannot read the model ({exc.strerror})") from None
+    graph = load_model(args.model)
+    model = parse_model_bytes(data, args.model)
+    notes: list[str] = []
+    if args.inputs:
+        feeds = load_inputs(args.inputs, graph)
+    else:
+        feeds = random_inputs(graph, dims, seed=args.seed, default_dim=1, notes=notes)
+    return graph, model, feeds, notes
+
+
+def _partition(graph, args: argparse.Namespace):
+    from partition.cli import backend_options
+    from partition.runner import partition
+    return partition(graph, args.backend, **backend_options(args))
+
+
+def _mib(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 2**20:.3f} MiB"
+
+
+# --------------------------------------------------------------------- run --
+def cmd_run(args: argparse.Namespace) -> int:
+    from .executor import Executor
+    from .inputs import save_outputs
+    from .measure import measure, write_json
+    from .profiling import Profiler
+    from .run_errors import RunError
+    if args.repeat < 1:
+        raise RunError(f"--repeat {args.repeat}: needs at least 1")
+    graph, _model, feeds, notes = _prepare(args)
+    result = None
+    if args.backend:
+        result = _partition(graph, args)
+        graph = result.graph
+    profiler = Profiler()
+    with Executor(graph, device=args.device, executor=args.executor, engine_name=args.engine,
+                  workers=args.workers, hooks=profiler) as ex:
+        m = measure(ex, feeds, repeat=args.repeat, warmup=1, profiler=profiler,
+                    label=f"{args.model}")
+    outputs = {k: _host(v) for k, v in m.outputs.items()}
+    if args.save_outputs:
+        save_outputs(args.save_outputs, outputs)
+    if args.report:
+        write_json(args.report, _report(args, m, result, outputs, notes))
+    if args.trace:
+        write_json(args.trace, m.chrome_trace())
+    if args.json:
+        print(json.dumps(_report(args, m, result, outputs, notes, timeline=False), default=str))
+        return 0
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+    print(_run_text(args, m, result, outputs))
+    return 0
+
+
+def _host(v: Any):
+    from .executor import to_numpy
+    return to_numpy(v)
+
+
+def _report(args, m, result, outputs, notes, timeline: bool = True) -> dict[str, Any]:
+    data = {"model": args.model, "backend": args.backend, "executor": args.executor,
+            "device": args.device, "notes": notes,
+            "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in outputs.items()},
+            "measurement": m.to_json(timeline=timeline)}
+    if result is not None:
+        data["partition"] = {"subgraphs": len(result.subgraphs),
+                             "nodes_in_subgraphs": sum(len(s.nodes) for s in result.subgraphs),
+                             "nodes": len(result.original.nodes)}
+    return data
+
+
+def _run_text(args, m, result, outputs) -> str:
+    lines = [f"{args.model}: {'unpartitioned' if result is None else f'backend {args.backend}, {len(result.subgraphs)} subgraph(s)'}"
+             f" on {args.device}; median of {m.repeat} run(s): {m.seconds * 1e3:.3f} ms; "
+             f"peak live tensors {_mib(m.peak_bytes)} (+ weights {_mib(m.weight_bytes)})"
+             + (f"; cupy pool peak {_mib(m.pool_peak_bytes)}" if m.pool_peak_bytes else "")]
+    lines.append("outputs:")
+    for k, v in outputs.items():
+        stats = ""
+        if v.size and v.dtype.kind in "fiub":
+            f = v.astype("float64")
+            stats = f"  min {f.min():.4g}  max {f.max():.4g}  mean {f.mean():.4g}"
+        lines.append(f"  {k}: {list(v.shape)} {v.dtype}{stats}")
+    if m.subgraphs:
+        lines.append("subgraphs:")
+        for s in m.subgraphs:
+            lines.append(f"  {s['node']} [{s['property']}] ran on {s['executor']} ({s['reason']}): "
+                         f"{s['seconds'] * 1e3:.3f} ms, peak {_mib(s['peak_bytes'])}")
+    slow = sorted(m.node_seconds.items(), key=lambda kv: -kv[1])[:5]
+    if slow:
+        lines.append("slowest nodes (median): " + ", ".join(f"{n} {s * 1e3:.3f} ms" for n, s in slow))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------- compare --
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+    graph, model, feeds, notes = _prepare(args)
+    result = _partition(graph, args) if args.backend else None
+    c = compare(graph, model, feeds, partitioned=result, executor=args.executor, device=args.device,
+                repeat=max(1, args.repeat), label=args.model, engine_name=args.engine)
+    c.notes = notes + c.notes
+    if args.json:
+        print(json.dumps(c.to_json(), default=str))
+    else:
+        print(c.text())
+    return 0
