@@ -480,6 +480,8 @@ class Executor:
                 with run.lock:
                     if run.error is None:
                         run.error = err
+                if err is exc:
+                    raise
                 raise err from exc
             if timing:
                 if stream is not None:
@@ -528,8 +530,14 @@ def _elapsed_s(start: Any, end: Any) -> float:
     return gpu.elapsed_ms(start, end) / 1e3
 
 
-def _named_failure(node: Node, args: list, exc: BaseException) -> KernelFailure:
-    """``exc`` as a KernelFailure naming ``node``; a nested failure keeps its own node."""
+def _named_failure(node: Node, args: list, exc: BaseException) -> BaseException:
+    """``exc`` as a KernelFailure naming ``node``; a nested failure keeps its own node.
+
+    Our own user errors that are not kernel failures (an executor that cannot
+    run, bad inputs of a body) already say where they are: passed on as they are.
+    """
+    if isinstance(exc, RunError) and not isinstance(exc, KernelFailure):
+        return exc
     cur: BaseException | None = exc
     seen = 0
     while cur is not None and seen < 8:

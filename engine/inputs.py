@@ -125,7 +125,9 @@ def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], label: str = "inp
     missing = [n for n in wanted if n not in feeds]
     unknown = [n for n in feeds if n not in graph.inputs]
     if missing:
-        raise InputError(f"{label}: missing graph input(s) {missing}; the graph's inputs are {wanted}")
+        extra = f" (it has {unknown}, which are not graph inputs)" if unknown else ""
+        raise InputError(f"{label}: missing graph input(s) {missing}{extra}; the graph's inputs "
+                         f"are {wanted}")
     if unknown:
         raise InputError(f"{label}: {unknown} are not graph inputs; the graph's inputs are {wanted}")
     for name in wanted:

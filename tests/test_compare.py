@@ -1,0 +1,143 @@
+"""``compare`` and the ``sglens run`` / ``sglens compare`` commands."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from engine.compare import compare, errors
+from engine.inputs import parse_dims, random_inputs
+from engine.run_errors import InputError
+from partition import load_model
+from partition.cli import main
+from partition.runner import partition
+from sample_models.generate import build_all
+
+from conftest import make_model
+from test_executor import KERNELS, vi
+
+
+def _model():
+    """x -> Relu -> Mul(x) -> Add(x) -> y: three nodes, three selectable stages."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Mul", ["a", "x"], ["b"], name="mul"),
+             helper.make_node("Add", ["b", "x"], ["y"], name="add")]
+    return make_model(nodes, [vi("x", [4, 3])], [vi("y", [4, 3])])
+
+
+def _kernels(wrong_mul: bool):
+    def find(node, opset):
+        if wrong_mul and node.op_type == "Mul":
+            return lambda xp, a, b, **_: (a * b + 0.5,)
+        return KERNELS.get(node.op_type)
+    return find
+
+
+def test_errors_metric():
+    e = errors(np.array([1.0, 2.0]), np.array([1.0, 2.0002]))
+    assert e["max_abs"] == pytest.approx(2e-4) and e["max_rel"] == pytest.approx(1e-4, rel=1e-3)
+    assert not errors(np.zeros(2), np.zeros(3))["match"]
+    assert errors(np.array([np.nan]), np.array([np.nan]))["match"]
+
+
+def test_compare_agrees_and_reports_boundaries(rng):
+    model = _model()
+    g = load_model(model.SerializeToString())
+    part = partition(g, "default", ops=["Relu", "Add"])
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32)}
+    c = compare(g, model, feeds, partitioned=part, executor="engine", kernels=_kernels(False), repeat=2)
+    assert c.ok and c.first_divergent is None
+    assert set(c.timings) == {"onnxruntime", "engine", "partitioned"}
+    assert len(c.subgraphs) == 2
+    assert {"a"} == set(c.subgraphs[0]["outputs"]) and "b" in c.subgraphs[1]["inputs"]
+    json.dumps(c.to_json())
+    assert "OK" in c.text()
+
+
+def test_compare_names_the_subgraph_that_introduced_a_difference(rng):
+    model = _model()
+    g = load_model(model.SerializeToString())
+    part = partition(g, "default", ops=["Mul", "Add"])   # one subgraph: mul + add
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32)}
+    c = compare(g, model, feeds, partitioned=part, executor="engine", kernels=_kernels(True), repeat=1)
+    assert not c.ok
+    (sg,) = c.subgraphs
+    assert all(e["match"] for e in sg["inputs"].values())
+    assert not sg["outputs"]["y"]["match"] if "y" in sg["outputs"] else True
+    assert sg["introduces_difference"] and c.first_divergent == f"#{sg['id']} {sg['node']}"
+    assert not c.outputs["y"]["engine"]["match"]
+
+
+def test_parse_dims_and_symbolic_inputs():
+    assert parse_dims(["N=4", " T=2"]) == {"N": 4, "T": 2}
+    for bad in ("N", "N=x", "N=-1"):
+        with pytest.raises(InputError):
+            parse_dims([bad])
+    g = load_model(build_all()["mlp.onnx"].SerializeToString())
+    with pytest.raises(InputError, match="--dim N=VALUE"):
+        random_inputs(g)
+    assert random_inputs(g, {"N": 5})["input"].shape == (5, 64)
+    notes: list[str] = []
+    assert random_inputs(g, default_dim=1, notes=notes)["input"].shape == (1, 64)
+    assert notes and "N" in notes[0]
+    a, b = random_inputs(g, {"N": 2}, seed=3), random_inputs(g, {"N": 2}, seed=3)
+    np.testing.assert_array_equal(a["input"], b["input"])
+
+
+# ---------------------------------------------------------------- the CLI --
+@pytest.fixture
+def mlp_path(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(build_all()["mlp.onnx"].SerializeToString())
+    return path
+
+
+def _ops(path):
+    return ",".join(sorted({n.op_type for n in load_model(str(path)).nodes}))
+
+
+def test_cli_run_partitioned_with_inputs_outputs_report_and_trace(mlp_path, tmp_path, capsys):
+    x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    out, report, trace = tmp_path / "out.npz", tmp_path / "r.json", tmp_path / "t.json"
+    rc = main(["run", str(mlp_path), "--backend", "default", "--ops", _ops(mlp_path),
+               "--executor", "onnxruntime", "--inputs", str(tmp_path / "in.npz"),
+               "--save-outputs", str(out), "--repeat", "2", "--report", str(report),
+               "--trace", str(trace), "--json"])
+    assert rc == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["outputs"]["probs"]["shape"] == [3, 10]
+    subs = printed["measurement"]["subgraphs"]
+    assert subs and all(s["executor"] == "onnxruntime" for s in subs)
+    with np.load(out) as saved:
+        assert saved.files == ["probs"]
+        import onnxruntime as ort
+        sess = ort.InferenceSession(str(mlp_path), providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(saved["probs"], sess.run(None, {"input": x})[0], rtol=1e-4, atol=1e-6)
+    data = json.loads(report.read_text())
+    assert data["measurement"]["repeat"] == 2 and "timeline" in data["measurement"]
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+
+
+def test_cli_user_errors_exit_2(mlp_path, tmp_path, capsys):
+    np.savez(tmp_path / "bad.npz", wrong_name=np.zeros((1, 64), np.float32))
+    assert main(["run", str(mlp_path), "--inputs", str(tmp_path / "bad.npz")]) == 2
+    assert "wrong_name" in capsys.readouterr().err
+    assert main(["run", str(mlp_path), "--dim", "N"]) == 2
+    assert main(["run", str(mlp_path), "--device", "gpu", "--backend", "default",
+                 "--ops", _ops(mlp_path), "--executor", "onnxruntime"]) in (0, 2)
+
+
+def test_cli_compare_json(mlp_path, capsys):
+    from engine.executor import missing_ops
+    if missing_ops(load_model(str(mlp_path))):
+        pytest.skip("the engine's kernels for mlp are not there yet")
+    rc = main(["compare", str(mlp_path), "--ops", _ops(mlp_path), "--executor", "onnxruntime",
+               "--dim", "N=2", "--repeat", "1", "--json"])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] and set(data["timings"]) == {"onnxruntime", "engine", "partitioned"}
