@@ -6,11 +6,17 @@ depends on (``Graph.reads``: its inputs plus the outer-scope tensors its bodies
 read), reference counts for freeing, and one persistent engine variable per
 weight. A run (``Executor.run(feeds)``) then:
 
-1. makes one engine variable per tensor a node produces (fresh per run, so a
-   failed run leaves nothing behind and runs of one executor never share state);
-2. pushes one function per node, reading its input variables and writing its
-   output variables: the engine runs independent branches in parallel;
-3. pushes one barrier reading every produced variable and waits for it alone.
+1. pushes one operator per node (made at bind time, as the seed's
+   ``NewOperator``), reading the variables of its inputs and writing those of
+   its outputs -- one engine variable per tensor a node produces -- so the
+   engine runs independent branches in parallel;
+2. pushes one barrier reading every produced variable and waits for it alone;
+3. after a failure, takes the errors off every variable (``_drain``), so the
+   next run and a shared engine start clean.
+
+The operators read the run's state from ``self._current``; runs of one
+executor are therefore serialized by a lock (nested bodies have executors of
+their own, so nesting never waits on that lock).
 
 Values live in the run's ``values`` dict next to the variables; a tensor is
 dropped when its last consumer finishes (unless ``keep_intermediates``, for the
@@ -186,7 +192,6 @@ class _Run:
         self.keep = keep
         self.outer = outer
         self.values: dict[str, Any] = {}
-        self.vars: dict[str, Var] = {}
         self.refs: dict[str, int] = dict(ex._refcounts)
         self.lock = threading.Lock()
         self.live = 0
@@ -320,6 +325,21 @@ class Executor:
             else:
                 call = self._kernel_call(node)
             self._steps.append(_Step(node, reads, frees, call, weights))
+        # One persistent variable per produced tensor and one operator per node,
+        # made once (the seed's NewOperator: no per-run object creation).
+        self._vars: dict[str, Var] = {t: engine.new_variable(t) for t in self._produced}
+        self._current: _Run | None = None
+        self._run_lock = threading.Lock()
+        self._ops = []
+        for step in self._steps:
+            const = [self._vars[t] for t in step.reads if t in self._vars]
+            const += [self._weight_vars[t] for t in step.weights]
+            mutable = [self._vars[t] for t in step.node.outputs if t]
+            self._ops.append(engine.new_operator(self._fn(step), const, mutable, is_async=False,
+                                                 name=step.node.name))
+        self._done = engine.new_variable(f"{graph.name}:done")
+        self._barrier = engine.new_operator(_noop, list(self._vars.values()), [self._done],
+                                            is_async=False, name=f"{graph.name}:barrier")
 
     # --- public -----------------------------------------------------------
 
@@ -342,25 +362,23 @@ class Executor:
             if name in feeds and name not in self._weights:
                 run.put(name, self._upload(feeds[name]))
         eng, ctx = self.engine, self.ctx
-        for t in self._produced:
-            run.vars[t] = eng.new_variable(t)
-        wvars, rvars = self._weight_vars, run.vars
-        for step in self._steps:
-            const = [rvars[t] for t in step.reads if t in rvars]
-            const += [wvars[t] for t in step.weights]
-            mutable = [rvars[t] for t in step.node.outputs if t]
-            eng.push_sync(self._fn(step, run), ctx, const, mutable, name=step.node.name)
-        done = eng.new_variable(f"{g.name}:done")
-        # A CPU barrier: its start waits (on the host) for GPU producers too.
-        eng.push_sync(_noop, Context.cpu(0), list(rvars.values()), [done], name=f"{g.name}:barrier")
-        try:
-            eng.wait_for_var(done)
-        except BaseException:
-            self._drain(run)
-            raise self._user_error(run) from None
-        if run.error is not None:  # a failed node no output depends on
-            self._drain(run)
-            raise self._user_error(run) from None
+        with self._run_lock:  # the bound operators serve one run at a time
+            self._current = run
+            try:
+                for op in self._ops:
+                    eng.push(op, ctx)
+                # A CPU barrier: its start waits (on the host) for GPU producers too.
+                eng.push(self._barrier, Context.cpu(0))
+                try:
+                    eng.wait_for_var(self._done)
+                except BaseException:
+                    self._drain()
+                    raise self._user_error(run) from None
+                if run.error is not None:  # a failed node no output depends on
+                    self._drain()
+                    raise self._user_error(run) from None
+            finally:
+                self._current = None
         outputs = {t: run.get(t) for t in g.outputs}
         if self.timing and run.node_events:
             for name, (a, b) in run.node_events.items():
@@ -458,12 +476,14 @@ class Executor:
             return kernel(xp, *args, subgraphs=subgraphs, run_graph=run_graph, **attrs)
         return call
 
-    def _fn(self, step: _Step, run: _Run) -> Callable[[RunContext], None]:
+    def _fn(self, step: _Step) -> Callable[[RunContext], None]:
         node = step.node
         outs = node.outputs
         timing = self.timing
 
         def fn(rctx: RunContext) -> None:
+            run = self._current
+            assert run is not None
             args = [run.get(t) for t in node.inputs]
             stream = rctx.stream
             if timing:
@@ -505,10 +525,10 @@ class Executor:
         from . import gpu
         return gpu.record_event(stream, timing=timing)
 
-    def _drain(self, run: _Run) -> None:
-        """Take every error this run left on its variables, so none leaks into
-        a later ``wait_for_all`` of a shared engine."""
-        for var in run.vars.values():
+    def _drain(self) -> None:
+        """Take every error a failed run left on the variables, so none leaks into
+        the next run or a later ``wait_for_all`` of a shared engine."""
+        for var in [*self._vars.values(), self._done]:
             try:
                 self.engine.wait_for_var(var)
             except BaseException:  # noqa: BLE001 - reported once, by run()

@@ -1,0 +1,56 @@
+"""GPU runs (cupy kernels, CUDA events, TensorRT subgraphs); skipped without cupy and a CUDA GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from engine import gpu
+from engine.compare import errors
+from engine.executor import Executor, missing_ops
+from engine.inputs import random_inputs
+from engine.subgraph_ops import tensorrt_available
+from partition import load_model
+from partition.runner import partition
+from sample_models.generate import build_all
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(gpu.device_count() == 0, reason="needs cupy and a CUDA GPU")]
+
+MODELS = build_all()
+
+
+def _setup(name):
+    model = MODELS[name]
+    graph = load_model(model.SerializeToString())
+    feeds = random_inputs(graph, {}, seed=1, default_dim=2)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return graph, feeds, dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+@pytest.mark.parametrize("name", ["mlp.onnx", "resnet_small.onnx", "transformer_block.onnx"])
+def test_gpu_matches_onnxruntime_and_times_with_events(name):
+    graph, feeds, ref = _setup(name)
+    if missing_ops(graph):
+        pytest.skip(f"no kernel yet for {missing_ops(graph)}")
+    with Executor(graph, device="gpu") as ex:
+        res = ex.run(feeds)
+    for k, want in ref.items():
+        assert errors(res.numpy_outputs()[k], want)["match"]
+    assert res.node_seconds and all(s >= 0 for s in res.node_seconds.values())
+    assert res.pool_peak_bytes is not None
+
+
+@pytest.mark.skipif(not tensorrt_available()[0], reason="tensorrt does not import")
+def test_tensorrt_subgraphs_and_plan_cache(tmp_path):
+    graph, feeds, ref = _setup("resnet_small.onnx")
+    part = partition(graph, "tensorrt")
+    for round_ in range(2):  # the second executor finds the plans on disk
+        with Executor(part.graph, device="gpu", executor="tensorrt", plan_cache_dir=str(tmp_path)) as ex:
+            res = ex.run(feeds)
+        for k, want in ref.items():
+            assert errors(res.numpy_outputs()[k], want)["max_rel"] < 1e-3
+        assert all(r.executor == "tensorrt" for r in res.subgraphs)
+        assert all(r.extra["plan_cached"] == (round_ == 1) for r in res.subgraphs)
+    assert list(tmp_path.glob("*.plan"))
