@@ -52,7 +52,8 @@ def test_seed_example_never_groups_a_b_c():
 def test_seed_example_min_size_drops_the_single_node():
     result = partition(ir_graph(SEED), "tensorrt")
     assert groups_of(result) == [["A", "B"]]
-    assert result.excluded["C"] == "subgraph of 1 compute node is below --min-size 2"
+    assert result.excluded["C"] == ("subgraph of 1 compute node is below --min-size 2; earlier refused by the "
+                                    "subgraph grown from A: in the descendants of incompatible node D")
     result3 = partition(ir_graph(SEED), "tensorrt", min_size=3)
     assert result3.subgraphs == []
     assert result3.excluded["A"] == "subgraph of 2 compute nodes is below --min-size 3"

@@ -245,7 +245,8 @@ class TensorRTProperty(SubgraphProperty):
                     why = (f"in the {group} of incompatible node {inc_name}, and the subgraph grown from "
                            f"{seed_name} holds {holds} of it")
                     extra = {"incompatible": inc_name, "group": group}
-                    state.reasons.setdefault(order[nb].name, f"refused: {why}")
+                    state.reasons.setdefault(order[nb].name, f"refused by the subgraph grown from {seed_name}: "
+                                                             f"in the {group} of incompatible node {inc_name}")
                 else:
                     why = "in the incompatible list"
             if why is not None:
@@ -279,8 +280,12 @@ class TensorRTProperty(SubgraphProperty):
             noun = "node" if k == 1 else "nodes"
             for i in members:
                 state.status[i] = REJECTED
-                state.reasons[order[i].name] = (f"subgraph of {k} compute {noun} is below --min-size "
-                                                f"{self.min_size}")
+                name = order[i].name
+                why = f"subgraph of {k} compute {noun} is below --min-size {self.min_size}"
+                earlier = state.reasons.get(name, "")
+                if earlier.startswith("refused"):  # say why the bigger neighbour did not take it
+                    why += f"; earlier {earlier}"
+                state.reasons[name] = why
             return
         node, sid = state.add_subgraph(self, kept)
         if state.tracing:
