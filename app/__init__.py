@@ -1,0 +1,94 @@
+"""The Subgraph Lens web debugger: a Flask app factory.
+
+``create_app(config)`` builds an app with two blueprints: ``pages`` (HTML) and
+``api`` (JSON under ``/api``). Views are thin: they call ``partition/`` and
+``engine/`` functions and ``app.serialize``; the state they need (models,
+partition results, debug sessions, run jobs, runs in SQLite) lives in
+``app.extensions["sglens"]``, one ``Lens`` object per app, so two apps in one
+process (tests) never share anything.
+
+Config keys (defaults in ``DEFAULTS``):
+
+- ``SGLENS_MAX_UPLOAD``: largest accepted upload in bytes (1 GiB); also Flask's
+  ``MAX_CONTENT_LENGTH``, so bigger requests get a 413 JSON error.
+- ``SGLENS_SAMPLES``: load ``sample_models/*.onnx`` at start.
+- ``SGLENS_PLUGINS``: plugin files to import (paths from the command line only).
+- ``SGLENS_INSTANCE``: the instance folder (uploads, ``runs.sqlite3``).
+- ``SGLENS_MAX_SESSIONS``: debug sessions kept (least recently used evicted).
+- ``SGLENS_FLAT_LIMIT``: graphs with more nodes get the collapsed, hierarchical view.
+- ``SGLENS_RUN_WORKERS``: background run jobs at once.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from flask import Flask
+
+DEFAULTS: dict[str, Any] = {
+    "SGLENS_MAX_UPLOAD": 1 << 30,
+    "SGLENS_SAMPLES": False,
+    "SGLENS_PLUGINS": (),
+    "SGLENS_INSTANCE": None,
+    "SGLENS_MAX_SESSIONS": 64,
+    "SGLENS_FLAT_LIMIT": 1500,
+    "SGLENS_RUN_WORKERS": 2,
+    "SGLENS_RUN_REPEAT": 3,
+}
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Lens:
+    """Everything one app instance holds: stores, sessions, jobs."""
+
+    def __init__(self, app: Flask) -> None:
+        from .jobs import JobManager
+        from .sessions import SessionStore
+        from .store import ModelStore, RunStore
+        cfg = app.config
+        self.models = ModelStore(os.path.join(app.instance_path, "uploads"),
+                                 max_bytes=int(cfg["SGLENS_MAX_UPLOAD"]))
+        self.runs = RunStore(os.path.join(app.instance_path, "runs.sqlite3"))
+        self.sessions = SessionStore(max_sessions=int(cfg["SGLENS_MAX_SESSIONS"]))
+        self.jobs = JobManager(self, workers=int(cfg["SGLENS_RUN_WORKERS"]))
+        self.flat_limit = int(cfg["SGLENS_FLAT_LIMIT"])
+        self.plugins: dict[str, list[str]] = {}
+        self.plugin_errors: dict[str, str] = {}
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """The app: ``config`` overrides ``DEFAULTS`` (and any Flask setting)."""
+    merged = dict(DEFAULTS)
+    merged.update(config or {})
+    instance = merged.get("SGLENS_INSTANCE") or os.path.join(os.getcwd(), "instance")
+    app = Flask(__name__, instance_path=os.path.abspath(instance),
+                template_folder=os.path.join(ROOT, "templates"),
+                static_folder=os.path.join(ROOT, "static"))
+    app.config.update(merged)
+    app.config["MAX_CONTENT_LENGTH"] = int(merged["SGLENS_MAX_UPLOAD"]) + (1 << 20)  # multipart overhead
+    app.json.sort_keys = False
+    os.makedirs(app.instance_path, exist_ok=True)
+    lens = Lens(app)
+    app.extensions["sglens"] = lens
+    from partition.plugins import load_plugin
+    from partition.errors import LensError
+    for path in merged.get("SGLENS_PLUGINS") or ():
+        try:
+            lens.plugins[str(path)] = load_plugin(path)
+        except LensError as exc:  # a broken plugin is reported in the page, the server still serves
+            lens.plugin_errors[str(path)] = str(exc)
+    if merged.get("SGLENS_SAMPLES"):
+        lens.models.load_samples()
+    from .api import bp as api_bp
+    from .pages import bp as pages_bp
+    from .errors import register_error_handlers
+    app.register_blueprint(pages_bp)
+    app.register_blueprint(api_bp, url_prefix="/api")
+    register_error_handlers(app)
+    return app
+
+
+def lens_of(app: Flask) -> Lens:
+    return app.extensions["sglens"]

@@ -1,0 +1,404 @@
+"""The JSON API (``/api``): thin views over partition/, engine/ and app.serialize.
+
+Documented in ``docs/api.md``. Every error is ``{"error": "..."}`` with a 4xx
+or 5xx status (see ``app.errors``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+from typing import Any
+
+from flask import Blueprint, current_app, jsonify, request, send_file
+
+from partition.errors import LensError, SelectorError
+from partition.ir import Graph
+
+from . import serialize
+from .errors import ApiError
+
+bp = Blueprint("api", __name__)
+
+
+def lens():
+    return current_app.extensions["sglens"]
+
+
+# ------------------------------------------------------------ request parsing --
+def _json_body() -> dict[str, Any]:
+    data = request.get_json(silent=True)
+    if data is None:
+        if request.data:
+            raise ApiError("the request body is not valid JSON")
+        return {}
+    if not isinstance(data, dict):
+        raise ApiError("the request body must be a JSON object")
+    return data
+
+
+def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, tuple]:
+    """(backend, options, properties, cache key) from a request's ``backend``/``ops``/``rule``/... fields."""
+    from .rules import rule_property
+    backend = data.get("backend") or "default"
+    if not isinstance(backend, str) or len(backend) > 200:
+        raise ApiError("'backend' must be a backend name")
+    if backend == "rule":
+        rule = data.get("rule")
+        if isinstance(rule, str):
+            try:
+                rule = json.loads(rule)
+            except ValueError:
+                raise ApiError("'rule' is not valid JSON") from None
+        prop = rule_property(rule)
+        return "rule", {}, [prop], ("rule", json.dumps(rule, sort_keys=True))
+    options: dict[str, Any] = {}
+    ops = data.get("ops")
+    if isinstance(ops, str):
+        ops = [o.strip() for o in ops.split(",") if o.strip()]
+    if ops:
+        if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+            raise ApiError("'ops' must be a list of op type names")
+        options["ops"] = ops
+    if data.get("min_size") not in (None, ""):
+        try:
+            options["min_size"] = int(data["min_size"])
+        except (TypeError, ValueError):
+            raise ApiError("'min_size' must be an integer") from None
+    if str(data.get("keep_data_dependent", "")).lower() in ("1", "true"):
+        options["exclude_data_dependent"] = False
+    return backend, options, None, (backend, json.dumps(options, sort_keys=True))
+
+
+def _partition(mid: str, data: dict[str, Any]):
+    from partition.runner import partition
+    entry = lens().models.get(mid)
+    backend, options, props, key = selection(data)
+
+    def compute():
+        try:
+            return partition(entry.graph, backend, properties=props, **options)
+        except LensError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plugin's factory or property raised
+            raise SelectorError(f"backend '{backend}' raised {type(exc).__name__}: {exc}") from None
+    return entry, lens().models.cached((mid, *key), compute)
+
+
+def _body(graph: Graph, path: str | None) -> Graph:
+    """A nested If/Loop/Scan body: ``path`` is ``node:attr`` steps joined by ``|``. Never a file path."""
+    if not path:
+        return graph
+    for step in path.split("|"):
+        name, _, attr = step.rpartition(":")
+        node = graph.node_by_name.get(name)
+        if node is None or attr not in node.subgraphs:
+            raise ApiError(f"no body '{attr}' on node '{name}'", 404)
+        graph = node.subgraphs[attr]
+    return graph
+
+
+# ----------------------------------------------------------------- general --
+@bp.get("/health")
+def health():
+    return jsonify({"ok": True})
+
+
+@bp.get("/backends")
+def backends():
+    from partition.api import backend_names
+
+    from .jobs import runs_available
+    L = lens()
+    plugin_backends = {b for names in L.plugins.values() for b in names}
+    items = []
+    for name in backend_names():
+        items.append({"name": name, "plugin": name in plugin_backends, "needs_ops": name == "default"})
+    items.append({"name": "rule", "plugin": False, "needs_rule": True})
+    return jsonify({"backends": items, "plugins": L.plugins, "plugin_errors": L.plugin_errors,
+                    "runs": runs_available() or "available"})
+
+
+# ------------------------------------------------------------------ models --
+@bp.get("/models")
+def models():
+    return jsonify({"models": [serialize.model_summary(e) for e in lens().models.list()]})
+
+
+@bp.post("/models")
+def upload():
+    f = request.files.get("file")
+    if f is None:
+        raise ApiError("upload the model as multipart form field 'file'")
+    entry = lens().models.upload(f.filename or "upload.onnx", f.stream)
+    data = serialize.model_summary(entry)
+    return jsonify(data), 201
+
+
+@bp.get("/models/<mid>")
+def model(mid: str):
+    return jsonify(serialize.model_summary(lens().models.get(mid)))
+
+
+@bp.delete("/models/<mid>")
+def delete_model(mid: str):
+    entry = lens().models.get(mid)
+    if entry.source == "sample":
+        raise ApiError("sample models cannot be deleted", 403)
+    lens().models.delete(mid)
+    return jsonify({"deleted": mid})
+
+
+@bp.get("/models/<mid>/layout")
+def layout(mid: str):
+    """Positions from graphviz, cached per graph, partition and expanded groups."""
+    from .layout import cached_view
+    entry = lens().models.get(mid)
+    args = request.args
+    body = args.get("body") or ""
+    graph = _body(entry.graph, body)
+    assignment: dict[str, int] = {}
+    pkey: tuple = ()
+    if args.get("backend") and not body:
+        _, result = _partition(mid, args.to_dict())
+        assignment = serialize.assignment(result)
+        pkey = selection(args.to_dict())[3]
+    expanded = tuple(sorted(e for e in args.get("expand", "").split(",") if e))
+    collapse = {"1": True, "0": False}.get(args.get("collapse", ""))
+    group = args.get("group") == "partition"
+    key = (mid, body, pkey, expanded, collapse, group)
+    view = cached_view(key, graph, assignment=assignment, expanded=expanded,
+                       flat_limit=lens().flat_limit, collapse=collapse, group_partitions=group)
+    return jsonify({**view, "model": mid, "body": body, "metrics": serialize.node_metrics(graph)
+                    if len(graph.nodes) <= lens().flat_limit else {}})
+
+
+@bp.get("/models/<mid>/node")
+def node(mid: str):
+    entry = lens().models.get(mid)
+    graph = _body(entry.graph, request.args.get("body"))
+    name = request.args.get("name", "")
+    n = graph.node_by_name.get(name)
+    if n is None:
+        raise ApiError(f"no node named '{name}' in this graph", 404)
+    return jsonify(serialize.node_json(graph, n))
+
+
+@bp.post("/models/<mid>/partition")
+def partition_model(mid: str):
+    _, result = _partition(mid, _json_body())
+    return jsonify(serialize.result_json(result))
+
+
+def _selection_args() -> dict[str, Any]:
+    return request.args.to_dict()
+
+
+@bp.get("/models/<mid>/partitioned.onnx")
+def partitioned_onnx(mid: str):
+    from partition.onnx_io import to_model_proto
+    entry, result = _partition(mid, _selection_args())
+    data = to_model_proto(result.graph).SerializeToString()
+    return send_file(io.BytesIO(data), mimetype="application/octet-stream", as_attachment=True,
+                     download_name=f"{_stem(entry.name)}.partitioned.onnx")
+
+
+@bp.get("/models/<mid>/subgraphs/<int:sid>.onnx")
+def subgraph_onnx(mid: str, sid: int):
+    from partition.report import export_subgraphs
+    entry, result = _partition(mid, _selection_args())
+    index = [i for i, s in enumerate(result.subgraphs) if s.id == sid]
+    if not index:
+        raise ApiError(f"no subgraph {sid} in this partition", 404)
+    with tempfile.TemporaryDirectory(prefix="sglens-export-") as tmp:  # names made by export_subgraphs
+        paths = export_subgraphs(result, tmp)
+        data = paths[index[0]].read_bytes()
+    return send_file(io.BytesIO(data), mimetype="application/octet-stream", as_attachment=True,
+                     download_name=f"{_stem(entry.name)}.subgraph{sid}.onnx")
+
+
+@bp.get("/models/<mid>/groups")
+def groups(mid: str):
+    from partition.report import groups_report
+    entry = lens().models.get(mid)
+    name = request.args.get("node", "")
+    if name not in entry.graph.node_by_name:
+        raise ApiError(f"no node named '{name}' in this graph", 404)
+    _, options, _, _ = selection({**request.args.to_dict(), "backend": "tensorrt"})
+    return jsonify(groups_report(entry.graph, name, **options))
+
+
+def _stem(name: str) -> str:
+    stem = name[:-5] if name.endswith(".onnx") else name
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:80] or "model"
+
+
+# ---------------------------------------------------------------- sessions --
+@bp.post("/sessions")
+def create_session():
+    data = _json_body()
+    mid = data.get("model")
+    if not isinstance(mid, str):
+        raise ApiError("'model' (a model id) is required")
+    entry = lens().models.get(mid)
+    backend, options, props, _ = selection(data)
+    session = lens().sessions.create(mid, entry.graph, backend, options, props)
+    with session.lock:
+        session.ensure(0)
+        state = session.state(0 if session.events else -1)
+    return jsonify({"id": session.id, "model": mid, "backend": backend, **state}), 201
+
+
+@bp.get("/sessions/<sid>")
+def get_session(sid: str):
+    session = lens().sessions.get(sid)
+    index = request.args.get("index", type=int)
+    with session.lock:
+        if index is None:
+            index = len(session.events) - 1
+        session.ensure(index)
+        index = max(-1, min(index, len(session.events) - 1))
+        return jsonify(session.state(index))
+
+
+@bp.post("/sessions/<sid>/step")
+def step(sid: str):
+    """``{"action": "next"|"prev"|"first"|"last"|"goto"|"run", "index": i, "breakpoint": {...}}``."""
+    from .sessions import breakpoint_matcher
+    session = lens().sessions.get(sid)
+    data = _json_body()
+    action = data.get("action", "next")
+    current = data.get("index", -1)
+    if not isinstance(current, int):
+        raise ApiError("'index' must be an integer")
+    with session.lock:
+        if action == "next":
+            target = current + 1
+        elif action == "prev":
+            target = max(0, current - 1)
+        elif action == "first":
+            target = 0
+        elif action == "goto":
+            target = max(0, current)
+        elif action == "last":
+            session.ensure(1 << 62)
+            target = len(session.events) - 1
+        elif action == "run":
+            bp_spec = data.get("breakpoint")
+            if not isinstance(bp_spec, dict):
+                raise ApiError("'run' needs a 'breakpoint' object: node, op, kind or cycle")
+            target = session.run_until(current, breakpoint_matcher(session.graph, bp_spec))
+        else:
+            raise ApiError(f"unknown action '{action}'; one of next, prev, first, last, goto, run")
+        session.ensure(target)
+        target = max(-1, min(target, len(session.events) - 1))
+        state = session.state(target)
+    if state["error"]:
+        state["error"] = f"the selector failed: {state['error']}"
+    return jsonify(state)
+
+
+@bp.delete("/sessions/<sid>")
+def delete_session(sid: str):
+    lens().sessions.delete(sid)
+    return jsonify({"deleted": True})
+
+
+# -------------------------------------------------------------------- runs --
+@bp.get("/runs")
+def list_runs():
+    L = lens()
+    stored = L.runs.list()
+    ids = {r["id"] for r in stored}
+    live = [j.to_json() for j in list(L.jobs._jobs.values()) if j.id not in ids]
+    model = request.args.get("model")
+    items = live + stored
+    if model:
+        items = [r for r in items if r.get("model_id") == model]
+    return jsonify({"runs": items})
+
+
+@bp.post("/runs")
+def start_run():
+    data = _json_body()
+    mid = data.get("model")
+    if not isinstance(mid, str):
+        raise ApiError("'model' (a model id) is required")
+    entry = lens().models.get(mid)
+    backend, options, props, _ = selection(data)
+    repeat = data.get("repeat", current_app.config["SGLENS_RUN_REPEAT"])
+    if not isinstance(repeat, int) or not 1 <= repeat <= 100:
+        raise ApiError("'repeat' must be an integer from 1 to 100")
+    if props:
+        options = {"rule": data.get("rule")}
+    job = lens().jobs.submit(entry, backend, options if not props else {}, props,
+                             data.get("device", "cpu"), data.get("executor", "auto"), repeat)
+    if props:
+        job.meta["options"] = {"rule": data.get("rule")}
+    return jsonify(job.to_json()), 202
+
+
+@bp.get("/runs/<rid>")
+def get_run(rid: str):
+    L = lens()
+    job = L.jobs.get(rid)
+    if job is not None and job.status in ("queued", "running"):
+        return jsonify({**job.to_json(), "result": None})
+    stored = L.runs.get(rid)
+    if stored is None:
+        if job is not None:  # finished a moment ago, being written
+            return jsonify({**job.to_json(), "result": None})
+        raise ApiError(f"no run with id '{rid}'", 404)
+    if job is not None:
+        stored["progress"], stored["stage"], stored["message"] = job.progress, job.stage, job.message
+    return jsonify(stored)
+
+
+@bp.post("/runs/<rid>/cancel")
+def cancel_run(rid: str):
+    job = lens().jobs.cancel(rid)
+    return jsonify(job.to_json())
+
+
+@bp.get("/runs/<rid>/trace.json")
+def run_trace(rid: str):
+    data = lens().runs.chrome_trace(rid)
+    if not data:
+        raise ApiError(f"no trace for run '{rid}' (it did not finish)", 404)
+    return send_file(io.BytesIO(data.encode()), mimetype="application/json", as_attachment=True,
+                     download_name=f"run-{rid}.trace.json")
+
+
+@bp.get("/runs/<rid>/partitioned.onnx")
+def run_partitioned(rid: str):
+    from partition.onnx_io import to_model_proto
+    run = lens().runs.get(rid)
+    if run is None:
+        raise ApiError(f"no run with id '{rid}'", 404)
+    opts = dict(run["options"] or {})
+    data = {"backend": run["backend"], **opts}
+    entry, result = _partition(run["model_id"], data)
+    payload = to_model_proto(result.graph).SerializeToString()
+    return send_file(io.BytesIO(payload), mimetype="application/octet-stream", as_attachment=True,
+                     download_name=f"{_stem(entry.name)}.partitioned.onnx")
+
+
+# ----------------------------------------------------------------- teaching --
+@bp.get("/learn")
+def learn():
+    """The walkthrough: the real trace of seed 004's cycle example, explained, and its layout."""
+    from .layout import cached_view
+    from .teaching import WALKTHROUGH_BACKEND, WALKTHROUGH_MODEL, WALKTHROUGH_OPS, walkthrough
+    L = lens()
+    entry = next((e for e in L.models.list() if e.name == WALKTHROUGH_MODEL), None)
+    if entry is None:
+        from partition.onnx_io import load_model
+        from sample_models.generate import BUILDERS
+        data = BUILDERS[WALKTHROUGH_MODEL]().SerializeToString()
+        entry = L.models.add_graph(WALKTHROUGH_MODEL, load_model(data), data)
+    steps = L.models.cached(("learn", entry.id), lambda: walkthrough(entry.graph))
+    view = cached_view((entry.id, "", (), (), False, False), entry.graph, collapse=False)
+    return jsonify({"model": entry.id, "backend": WALKTHROUGH_BACKEND, "ops": WALKTHROUGH_OPS,
+                    "nodes": {n.name: n.op_type for n in entry.graph.nodes},
+                    "steps": steps, "layout": view})

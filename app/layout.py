@@ -1,0 +1,336 @@
+"""Graph layout on the server: one ``dot -Tjson`` run per view, cached.
+
+- **Flat** (graphs up to ``flat_limit`` nodes, about 1,500): every node, graph
+  inputs and outputs as small ellipses, partitions drawn as graphviz clusters.
+- **Collapsed** (bigger graphs, or when asked): nodes grouped by their ONNX
+  name scope (``stage0/block3/Conv_7`` -> ``stage0`` -> ``stage0/block3``),
+  subgraph members optionally by partition (``part:<id>``), and what is left
+  ungrouped in runs of ``CHUNK`` nodes in graph order, so no level ever hands
+  ``dot`` thousands of nodes (a flat 5,000-node graph takes ``dot`` ~45 s).
+  ``expanded`` lists the groups opened, one level at a time, as in
+  TensorBoard's graph view and Model Explorer.
+
+Positions are in points, y growing downwards; the browser draws SVG from
+them and only ever changes classes while stepping, so nodes never move.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from collections import OrderedDict
+from typing import Any, Iterable, Mapping
+
+from partition.errors import LensError
+from partition.ir import Graph
+
+CHUNK = 100
+INPUT_FANOUT = 2     # graph inputs: full edges to this many consumers, stubs to the rest
+FANOUT = 6           # node outputs: the same
+NODE_W, NODE_H = 1.55, 0.42          # inches: dot's unit
+IO_W, IO_H = 1.1, 0.3
+DOT_TIMEOUT = 120
+
+_cache: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+_cache_lock = threading.Lock()
+_key_locks: dict[tuple, threading.Lock] = {}
+CACHE_SIZE = 64
+
+
+class LayoutError(LensError):
+    http_status = 500
+
+
+def cached_view(key: tuple, graph: Graph, **kwargs: Any) -> dict[str, Any]:
+    """``graph_view(graph, **kwargs)`` computed once per ``key`` (concurrent askers wait for one run)."""
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+        lock = _key_locks.setdefault(key, threading.Lock())
+    with lock:
+        with _cache_lock:
+            if key in _cache:
+                return _cache[key]
+        view = graph_view(graph, **kwargs)
+        with _cache_lock:
+            _cache[key] = view
+            _key_locks.pop(key, None)
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return view
+
+
+def scope_parts(name: str) -> list[str]:
+    """The name scopes of a node name: ``a/b/Conv_1`` -> ``["a", "a/b"]``."""
+    parts = [p for p in name.split("/")[:-1] if p]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def graph_view(graph: Graph, *, assignment: Mapping[str, int] | None = None, expanded: Iterable[str] = (),
+               flat_limit: int = 1500, collapse: bool | None = None,
+               group_partitions: bool = False) -> dict[str, Any]:
+    """The JSON-able view of ``graph``: nodes with positions, edges with spline points, clusters."""
+    assignment = dict(assignment or {})
+    if collapse is None:
+        collapse = len(graph.nodes) > flat_limit
+    if not collapse:
+        return _flat_view(graph, assignment)
+    return _collapsed_view(graph, assignment, set(expanded), flat_limit, group_partitions)
+
+
+# -------------------------------------------------------------------- flat --
+def _flat_view(graph: Graph, assignment: Mapping[str, int]) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    ids: dict[str, str] = {}
+    for i, t in enumerate(graph.inputs):
+        if t in graph.initializers:
+            continue
+        ids[f"in:{t}"] = f"i{i}"
+        items.append({"id": f"in:{t}", "kind": "input", "label": t, "tensor": t})
+    for i, node in enumerate(graph.nodes):
+        ids[node.name] = f"n{i}"
+        item = {"id": node.name, "kind": "node", "op": node.op_type, "label": node.name}
+        if node.name in assignment:
+            item["sg"] = assignment[node.name]
+        if node.subgraphs:
+            item["bodies"] = list(node.subgraphs)
+        items.append(item)
+    for i, t in enumerate(graph.outputs):
+        ids[f"out:{t}"] = f"o{i}"
+        items.append({"id": f"out:{t}", "kind": "output", "label": t, "tensor": t})
+    edges = _node_edges(graph)
+    for t in graph.inputs:
+        if t in graph.initializers:
+            continue
+        for k, c in enumerate(graph.consumers(t)):
+            edges.append((f"in:{t}", c.name, t, k >= INPUT_FANOUT))
+    for t in graph.outputs:
+        p = graph.producer(t)
+        if p is not None:
+            edges.append((p.name, f"out:{t}", t, False))
+        elif f"in:{t}" in ids:
+            edges.append((f"in:{t}", f"out:{t}", t, False))
+    clusters: dict[int, list[str]] = {}
+    for name, sid in assignment.items():
+        if name in ids:
+            clusters.setdefault(sid, []).append(name)
+    view = _run_dot(items, ids, edges, clusters)
+    view.update(mode="flat", node_count=len(graph.nodes))
+    return view
+
+
+def _node_edges(graph: Graph) -> list[tuple[str, str, str, bool]]:
+    """(producer, consumer, tensor, ghost): a tensor read by many nodes is drawn in full to the first
+    ``FANOUT`` of them only; the others get a short stub (``ghost``), as long edges across many
+    ranks make ``dot``'s crossing minimisation explode (4 s for 300 nodes, 28 s for 1,500)."""
+    edges: list[tuple[str, str, str, bool]] = []
+    fan: dict[str, int] = {}
+    for node in graph.nodes:
+        seen: set[str] = set()
+        for t in graph.reads(node):
+            p = graph.producer(t)
+            if p is not None and p.name not in seen:
+                seen.add(p.name)
+                k = fan[t] = fan.get(t, -1) + 1
+                edges.append((p.name, node.name, t, k >= FANOUT))
+    return edges
+
+
+# --------------------------------------------------------------- collapsed --
+def unit_of_factory(graph: Graph, assignment: Mapping[str, int], expanded: set[str],
+                    group_partitions: bool) -> dict[str, str]:
+    """Node name -> the id of the unit (group or node) it is drawn in."""
+    units: dict[str, str] = {}
+    loose: list[str] = []
+    for node in graph.nodes:
+        unit = None
+        if group_partitions and node.name in assignment:
+            key = f"part:{assignment[node.name]}"
+            if key not in expanded:
+                unit = key
+        if unit is None:
+            for scope in scope_parts(node.name):
+                key = f"scope:{scope}"
+                if key not in expanded:
+                    unit = key
+                    break
+        if unit is None:
+            loose.append(node.name)
+        else:
+            units[node.name] = unit
+    # Ungrouped nodes at a level with too many of them: runs in graph order.
+    if len(loose) > CHUNK:
+        for i, name in enumerate(loose):
+            key = f"seq:{i // CHUNK}"
+            units[name] = key if key not in expanded else name
+    else:
+        for name in loose:
+            units[name] = name
+    return units
+
+
+def _collapsed_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str], flat_limit: int,
+                    group_partitions: bool) -> dict[str, Any]:
+    units = unit_of_factory(graph, assignment, expanded, group_partitions)
+    members: dict[str, list[str]] = {}
+    for node in graph.nodes:
+        members.setdefault(units[node.name], []).append(node.name)
+    if len(members) > flat_limit:
+        raise LayoutError(f"expanding this far would show {len(members)} boxes (limit {flat_limit}); "
+                          "collapse a group first")
+    by_name = graph.node_by_name
+    items: list[dict[str, Any]] = []
+    ids: dict[str, str] = {}
+    for i, (unit, names) in enumerate(members.items()):
+        ids[unit] = f"u{i}"
+        if unit == names[0] and len(names) == 1 and unit in by_name:
+            node = by_name[unit]
+            item = {"id": unit, "kind": "node", "op": node.op_type, "label": unit}
+            if unit in assignment:
+                item["sg"] = assignment[unit]
+            if node.subgraphs:
+                item["bodies"] = list(node.subgraphs)
+        else:
+            ops: dict[str, int] = {}
+            sgs: dict[int, int] = {}
+            for n in names:
+                op = by_name[n].op_type
+                ops[op] = ops.get(op, 0) + 1
+                if n in assignment:
+                    sgs[assignment[n]] = sgs.get(assignment[n], 0) + 1
+            kind, _, rest = unit.partition(":")
+            if kind == "scope":
+                label = rest.rsplit("/", 1)[-1]
+            elif kind == "part":
+                label = f"partition {rest}"
+            else:
+                label = f"nodes {int(rest) * CHUNK}..{int(rest) * CHUNK + len(names) - 1}"
+            item = {"id": unit, "kind": "group", "group": kind, "label": label, "count": len(names),
+                    "ops": dict(sorted(ops.items(), key=lambda kv: -kv[1])[:6]),
+                    "covered": sum(sgs.values())}
+            if sgs:
+                item["sg"] = max(sgs, key=sgs.get)
+        items.append(item)
+    counts: dict[tuple[str, str], int] = {}
+    for src, dst, _t, _ghost in _node_edges(graph):
+        a, b = units[src], units[dst]
+        if a != b:
+            counts[(a, b)] = counts.get((a, b), 0) + 1
+    edges = [(a, b, str(n), False) for (a, b), n in counts.items()]
+    view = _run_dot(items, ids, edges, {})
+    view.update(mode="collapsed", node_count=len(graph.nodes), expanded=sorted(expanded),
+                units={n: u for n, u in units.items() if n != u})
+    return view
+
+
+# --------------------------------------------------------------------- dot --
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tuple[str, str, str, bool]],
+             clusters: Mapping[int, list[str]]) -> dict[str, Any]:
+    lines = ["digraph G {", 'graph [rankdir=TB, nodesep=0.18, ranksep=0.32, splines=true, outputorder=edgesfirst];',
+             f'node [shape=box, fixedsize=true, width={NODE_W}, height={NODE_H}, label=""];']
+    in_cluster = {n for names in clusters.values() for n in names}
+    for item in items:
+        if item["id"] in in_cluster:
+            continue
+        lines.append(_dot_node(ids[item["id"]], item))
+    by_id = {item["id"]: item for item in items}
+    for sid, names in sorted(clusters.items()):
+        lines.append(f"subgraph cluster_{int(sid)} {{ margin=10;")
+        for n in names:
+            lines.append(_dot_node(ids[n], by_id[n]))
+        lines.append("}")
+    pairs: dict[tuple[str, str], dict[str, Any]] = {}
+    edge_list: list[dict[str, Any]] = []   # drawn by dot, in dot's edge order
+    ghosts: list[dict[str, Any]] = []
+    for src, dst, label, ghost in edges:
+        if (src, dst) in pairs:
+            pairs[(src, dst)]["tensors"].append(label)
+            continue
+        e = pairs[(src, dst)] = {"source": src, "target": dst, "tensors": [label]}
+        if ghost:
+            e["ghost"] = True
+            ghosts.append(e)
+            continue
+        edge_list.append(e)
+        lines.append(f"{ids[src]} -> {ids[dst]};")
+    lines.append("}")
+    data = _dot_json("\n".join(lines))
+    view = _parse(data, items, ids, edge_list, clusters)
+    view["edges"].extend(ghosts)
+    return view
+
+
+def _dot_node(gid: str, item: dict[str, Any]) -> str:
+    if item["kind"] in ("input", "output"):
+        return f"{gid} [shape=ellipse, width={IO_W}, height={IO_H}];"
+    if item["kind"] == "group":
+        return f"{gid} [width={NODE_W + 0.4}, height={NODE_H + 0.3}];"
+    return f"{gid};"
+
+
+def _dot_json(source: str) -> dict[str, Any]:
+    exe = shutil.which("dot")
+    if exe is None:
+        raise LayoutError("graphviz 'dot' is not installed (apt-get install graphviz; `make run` does it)")
+    try:
+        proc = subprocess.run([exe, "-Tjson"], input=source.encode(), capture_output=True,
+                              timeout=DOT_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        raise LayoutError(f"graphviz dot took over {DOT_TIMEOUT} s on this graph; open it collapsed") from None
+    if proc.returncode != 0:
+        raise LayoutError(f"graphviz dot failed: {proc.stderr.decode(errors='replace')[:300]}")
+    return json.loads(proc.stdout)
+
+
+def _floats(s: str) -> list[float]:
+    return [float(v) for v in s.split(",")]
+
+
+def _parse(data: dict[str, Any], items: list[dict[str, Any]], ids: Mapping[str, str],
+           edges: list[dict[str, Any]], clusters: Mapping[int, list[str]]) -> dict[str, Any]:
+    bb = _floats(data.get("bb", "0,0,0,0"))
+    height = bb[3]
+    by_gid = {gid: name for name, gid in ids.items()}
+    pos: dict[str, tuple[float, float, float, float]] = {}
+    cluster_boxes = []
+    objects = data.get("objects", [])
+    for obj in objects:
+        name = obj.get("name", "")
+        if name.startswith("cluster_") and "bb" in obj:
+            x0, y0, x1, y1 = _floats(obj["bb"])
+            cluster_boxes.append({"id": int(name[len("cluster_"):]), "x": x0, "y": height - y1,
+                                  "w": x1 - x0, "h": y1 - y0})
+        elif name in by_gid and "pos" in obj:
+            x, y = _floats(obj["pos"])
+            pos[by_gid[name]] = (x, height - y, float(obj["width"]) * 72, float(obj["height"]) * 72)
+    nodes = []
+    for item in items:
+        x, y, w, h = pos.get(item["id"], (0.0, 0.0, NODE_W * 72, NODE_H * 72))
+        nodes.append({**item, "x": round(x, 1), "y": round(y, 1), "w": round(w, 1), "h": round(h, 1)})
+    gid_edges = data.get("edges", [])
+    for e, ge in zip(edges, gid_edges):
+        e["points"] = _edge_points(ge.get("pos", ""), height)
+    return {"nodes": nodes, "edges": edges, "clusters": cluster_boxes,
+            "width": round(bb[2], 1), "height": round(height, 1)}
+
+
+def _edge_points(pos: str, height: float) -> list[list[float]]:
+    """dot's ``e,x,y p0 p1 ...`` spline: the B-spline control points plus the arrow tip last."""
+    points, end = [], None
+    for part in pos.split():
+        if part.startswith("e,"):
+            end = _floats(part[2:])
+        elif part.startswith("s,"):
+            continue
+        else:
+            points.append(_floats(part))
+    if end is not None:
+        points.append(end)
+    return [[round(x, 1), round(height - y, 1)] for x, y in points]

@@ -1,0 +1,131 @@
+"""The one serialisation module: graphs, nodes, layouts, trace events and results as JSON.
+
+Views and tests read these shapes; ``docs/api.md`` documents them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from partition.ir import Graph, Node, TensorInfo
+from partition.trace import PartitionResult, TraceEvent
+
+MAX_ATTR_ITEMS = 64
+
+
+def tensor_json(info: TensorInfo) -> dict[str, Any]:
+    return {"name": info.name, "dtype": info.dtype,
+            "shape": list(info.shape) if info.shape is not None else None,
+            "bytes": info.nbytes}
+
+
+def attr_json(value: Any) -> Any:
+    """Attribute values as JSON: arrays shortened, graphs named, bytes decoded."""
+    if isinstance(value, Graph):
+        return f"<graph {value.name}: {len(value.nodes)} nodes>"
+    if hasattr(value, "tolist") and hasattr(value, "shape"):
+        flat = value.reshape(-1)
+        items = flat[:MAX_ATTR_ITEMS].tolist()
+        data = {"tensor": list(value.shape), "dtype": str(value.dtype), "values": items}
+        if flat.size > MAX_ATTR_ITEMS:
+            data["truncated"] = True
+        return _finite(data)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (list, tuple)):
+        out = [attr_json(v) for v in value[:MAX_ATTR_ITEMS]]
+        return out + ["..."] if len(value) > MAX_ATTR_ITEMS else out
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (int, str, bool)) or value is None:
+        return value
+    if hasattr(value, "item"):
+        return attr_json(value.item())
+    return str(value)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def model_summary(entry: Any) -> dict[str, Any]:
+    """The library card of a model (``entry`` is a ``store.ModelEntry``)."""
+    g: Graph = entry.graph
+    return {
+        "id": entry.id, "name": entry.name, "source": entry.source, "size": entry.size,
+        "nodes": len(g.nodes), "graph_name": g.name,
+        "opset": g.opset,
+        "op_counts": g.op_counts(),
+        "inputs": [tensor_json(g.info(t)) for t in g.inputs if t not in g.initializers],
+        "outputs": [tensor_json(g.info(t)) for t in g.outputs],
+        "initializers": len(g.initializers),
+        "control_flow": sorted({n.op_type for n in g.nodes if n.subgraphs}),
+        "metadata": g.metadata,
+    }
+
+
+def node_json(graph: Graph, node: Node) -> dict[str, Any]:
+    """The node panel: op, attributes, typed inputs and outputs, producers, consumers, bodies."""
+    return {
+        "name": node.name, "op_type": node.op_type, "domain": node.domain,
+        "attrs": {k: attr_json(v) for k, v in node.attrs.items()},
+        "inputs": [dict(tensor_json(graph.info(t)) if t else {"name": "", "dtype": None, "shape": None},
+                        weight=t in graph.initializers,
+                        producer=(graph.producer(t).name if t and graph.producer(t) else None))
+                   for t in node.inputs],
+        "outputs": [dict(tensor_json(graph.info(t)), consumers=[c.name for c in graph.consumers(t)][:50])
+                    for t in node.outputs],
+        "bodies": {k: {"name": b.name, "nodes": len(b.nodes)} for k, b in node.subgraphs.items()},
+    }
+
+
+def event_json(event: TraceEvent, explanation: str | None = None) -> dict[str, Any]:
+    data = event.to_json()
+    data["result"] = _plain(data.get("result"))
+    data["extra"] = _plain(data.get("extra") or {})
+    if explanation is not None:
+        data["text"] = explanation
+    return data
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def result_json(result: PartitionResult) -> dict[str, Any]:
+    """The same JSON as ``sglens partition --json``."""
+    from partition.cli import result_json as cli_json
+    return cli_json(result)
+
+
+def assignment(result: PartitionResult) -> dict[str, int]:
+    return result.subgraph_of()
+
+
+def node_metrics(graph: Graph) -> dict[str, dict[str, Any]]:
+    """Per node: bytes of its outputs (known shapes only), for the memory colouring."""
+    out: dict[str, dict[str, Any]] = {}
+    for node in graph.nodes:
+        total = 0
+        for t in node.outputs:
+            nbytes = graph.info(t).nbytes if t else None
+            total += nbytes or 0
+        out[node.name] = {"out_bytes": total}
+    return out
+
+
+def plain_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in options.items()}

@@ -1,0 +1,186 @@
+"""Debug sessions: one live ``PartitionRun`` per browser tab, stepped on demand.
+
+A session holds the run's event generator and every event seen so far, so
+"back", "first" and any earlier step are answered from the list and "forward"
+pulls one more event from the live generator: a plugin's selector runs for
+real, one call at a time. Session ids are random (``secrets``): a tab sees
+only the session it created. The store keeps at most ``max_sessions``; the
+least recently used is dropped.
+"""
+
+from __future__ import annotations
+
+import bisect
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Iterator
+
+from partition.errors import LensError, SelectorError
+from partition.ir import Graph
+from partition.runner import PartitionRun
+from partition.trace import EVENT_KINDS, TraceEvent
+
+from .errors import ApiError
+
+#: Largest number of events a "run to" call pulls at once.
+MAX_RUN = 2_000_000
+
+
+class DebugSession:
+    def __init__(self, sid: str, model_id: str, graph: Graph, run: PartitionRun, label: str) -> None:
+        self.id = sid
+        self.model_id = model_id
+        self.graph = graph
+        self.run = run
+        self.label = label
+        self.events: list[TraceEvent] = []
+        self.done = False
+        self.error: str | None = None
+        self._gen: Iterator[TraceEvent] = run.events()
+        self.lock = threading.Lock()
+        self.last_used = time.time()
+        self.groups: dict[str, list[str]] = {}     # subgraph node -> original members
+        self.subgraph_steps: list[int] = []          # indexes of "subgraph" events
+        self.members: list[list[str]] = []           # their original members
+
+    # ---- pulling events ----
+    def _pull(self) -> bool:
+        if self.done:
+            return False
+        try:
+            event = next(self._gen)
+        except StopIteration:
+            self.done = True
+            return False
+        except LensError as exc:
+            self.done, self.error = True, str(exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - a plugin's code: report it, keep serving
+            self.done, self.error = True, f"{type(exc).__name__}: {exc}"
+            return False
+        if event.kind == "subgraph":
+            flat = [m for c in event.candidates for m in self.groups.get(c, [c])]
+            if event.node:
+                self.groups[event.node] = flat
+            self.subgraph_steps.append(len(self.events))
+            self.members.append(flat)
+        self.events.append(event)
+        return True
+
+    def ensure(self, index: int) -> None:
+        while len(self.events) <= index and self._pull():
+            pass
+
+    def run_until(self, start: int, match: Callable[[TraceEvent], bool]) -> int:
+        """The index of the first event after ``start`` matching ``match``; the last one if none does."""
+        i = start + 1
+        pulled = 0
+        while True:
+            self.ensure(i)
+            if i >= len(self.events):
+                return len(self.events) - 1
+            if match(self.events[i]):
+                return i
+            i += 1
+            pulled += 1
+            if pulled > MAX_RUN:
+                return i - 1
+
+    def original(self, name: str | None) -> list[str]:
+        if not name:
+            return []
+        return self.groups.get(name, [name])
+
+    def state(self, index: int) -> dict[str, Any]:
+        """What the page needs to draw step ``index``: the event and the subgraphs made up to it."""
+        from .serialize import event_json
+        from .teaching import explain, selector_call
+        if index < 0:
+            return {"index": -1, "known": len(self.events), "done": self.done, "error": self.error,
+                    "event": None, "subgraphs": []}
+        e = self.events[index]
+        data = event_json(e, explain(e, self.graph))
+        data["call"] = selector_call(e)
+        upto = bisect.bisect_right(self.subgraph_steps, index)
+        expand = lambda names: [m for n in names for m in self.original(n)]  # noqa: E731
+        return {
+            "index": index, "known": len(self.events), "done": self.done,
+            "error": self.error if self.done and index == len(self.events) - 1 else None,
+            "event": data,
+            "highlight": {"node": self.original(e.node), "neighbour": self.original(e.neighbour),
+                          "candidates": expand(e.candidates), "queue": expand(e.queue),
+                          "path": expand(e.path)},
+            "subgraphs": [{"id": self.events[s].subgraph_id, "nodes": self.members[k]}
+                          for k, s in enumerate(self.subgraph_steps[:upto])],
+        }
+
+
+def breakpoint_matcher(graph: Graph, spec: dict[str, Any]) -> Callable[[TraceEvent], bool]:
+    """A predicate from ``{"node": name, "op": op_type, "kind": kind, "cycle": true}`` (any of them)."""
+    node = spec.get("node") or None
+    op = spec.get("op") or None
+    kind = spec.get("kind") or None
+    cycle = bool(spec.get("cycle"))
+    if kind is not None and kind not in EVENT_KINDS:
+        raise ApiError(f"unknown event kind '{kind}'; one of {', '.join(EVENT_KINDS)}")
+    if not (node or op or kind or cycle):
+        raise ApiError("a breakpoint needs 'node', 'op', 'kind' or 'cycle'")
+    by_name = graph.node_by_name
+
+    def op_of(name: str | None) -> str | None:
+        n = by_name.get(name or "")
+        return n.op_type if n is not None else None
+
+    def match(e: TraceEvent) -> bool:
+        if cycle and e.kind == "cycle":
+            return True
+        if kind and e.kind == kind:
+            return True
+        if node and node in (e.node, e.neighbour):
+            return True
+        if op and op in (op_of(e.node), op_of(e.neighbour)):
+            return True
+        return False
+    return match
+
+
+class SessionStore:
+    def __init__(self, max_sessions: int = 64) -> None:
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, DebugSession] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def create(self, model_id: str, graph: Graph, backend: str, options: dict[str, Any],
+               properties: list | None = None) -> DebugSession:
+        try:
+            run = PartitionRun(graph, backend, trace=True, properties=properties, **options)
+        except LensError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plugin's factory raised
+            raise SelectorError(f"backend '{backend}' could not be set up: {type(exc).__name__}: {exc}") from None
+        sid = secrets.token_urlsafe(16)
+        session = DebugSession(sid, model_id, graph, run, backend)
+        with self._lock:
+            self._sessions[sid] = session
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+        return session
+
+    def get(self, sid: str) -> DebugSession:
+        with self._lock:
+            session = self._sessions.get(sid)
+            if session is not None:
+                self._sessions.move_to_end(sid)
+        if session is None:
+            raise ApiError("no such debug session (it may have expired); start a new one", 404)
+        session.last_used = time.time()
+        return session
+
+    def delete(self, sid: str) -> None:
+        with self._lock:
+            self._sessions.pop(sid, None)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
