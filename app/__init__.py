@@ -17,6 +17,8 @@ Config keys (defaults in ``DEFAULTS``):
 - ``SGLENS_MAX_SESSIONS``: debug sessions kept (least recently used evicted).
 - ``SGLENS_FLAT_LIMIT``: graphs with more nodes get the collapsed, hierarchical view.
 - ``SGLENS_RUN_WORKERS``: background run jobs at once.
+- ``SGLENS_RUN_REPEAT``: measured repeats per side of a comparison.
+- ``SGLENS_RUN_KERNELS``: a kernel finder handed to the engine (``kernels=``); None = the registry.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class Lens:
         self.sessions = SessionStore(max_sessions=int(cfg["SGLENS_MAX_SESSIONS"]))
         self.jobs = JobManager(self, workers=int(cfg["SGLENS_RUN_WORKERS"]))
         self.flat_limit = int(cfg["SGLENS_FLAT_LIMIT"])
+        #: kernel finder for runs (engine.executor's ``kernels=``): Python config only, for tests
+        self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")
         self.plugins: dict[str, list[str]] = {}
         self.plugin_errors: dict[str, str] = {}
 

@@ -299,6 +299,24 @@ def step(sid: str):
     return jsonify(state)
 
 
+@bp.get("/sessions/<sid>/events")
+def session_events(sid: str):
+    """Every event of the session's trace (run to its end), optionally of some ``kinds`` only."""
+    from .teaching import explain, selector_call
+    session = lens().sessions.get(sid)
+    kinds = {k for k in request.args.get("kinds", "").split(",") if k}
+    limit = min(request.args.get("limit", 2000, type=int), 20000)
+    with session.lock:
+        session.ensure(1 << 62)
+        events = [(i, e) for i, e in enumerate(session.events) if not kinds or e.kind in kinds]
+        out = []
+        for i, e in events[:limit]:
+            data = serialize.event_json(e, explain(e, session.graph))
+            data["call"], data["index"] = selector_call(e), i
+            out.append(data)
+    return jsonify({"events": out, "total": len(events), "done": session.done, "error": session.error})
+
+
 @bp.delete("/sessions/<sid>")
 def delete_session(sid: str):
     lens().sessions.delete(sid)

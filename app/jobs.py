@@ -152,10 +152,11 @@ class JobManager:
         feeds = random_inputs(graph, {}, seed=0, default_dim=1, notes=notes)
         model = parse_model_bytes(entry.model_bytes(), entry.name)
         c = compare(graph, model, feeds, partitioned=part, executor=executor, device=device,
-                    repeat=repeat, label=entry.name)
+                    repeat=repeat, label=entry.name, kernels=self.lens.run_kernels)
         self._stage(job, "timeline", 0.8, "a profiled run of the partitioned graph for the timeline")
         profiler = Profiler()
-        with Executor(part.graph, device=device, executor=executor, hooks=profiler) as ex:
+        with Executor(part.graph, device=device, executor=executor, hooks=profiler,
+                      kernels=self.lens.run_kernels) as ex:
             m = measure(ex, feeds, repeat=1, warmup=1, profiler=profiler, label=entry.name)
         timeline = timeline_json(m.timeline)
         self._stage(job, "report", 0.95, "writing the report")

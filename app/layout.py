@@ -242,7 +242,8 @@ def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tu
         lines.append(_dot_node(ids[item["id"]], item))
     by_id = {item["id"]: item for item in items}
     for sid, names in sorted(clusters.items()):
-        lines.append(f"subgraph cluster_{int(sid)} {{ margin=10;")
+        lines.append(f'subgraph cluster_{int(sid)} {{ margin=10; label="subgraph {int(sid)}"; '
+                     'labeljust=l; fontsize=11;')
         for n in names:
             lines.append(_dot_node(ids[n], by_id[n]))
         lines.append("}")

@@ -101,6 +101,14 @@ def selector_call(e: TraceEvent) -> str:
         return f"cycle check: {' -> '.join(e.path)}"
     if e.kind == "subgraph":
         return f"create_subgraph_node(#{e.subgraph_id}) -> {e.node}"
+    if e.kind == "refuse":
+        return f"refuse {e.node} -> {e.neighbour}"
+    if e.kind == "exclude":
+        return f"exclude {e.node}"
+    if e.kind in ("pass_start", "pass_end"):
+        return f"{e.kind} {e.property}"
+    if e.kind in ("split", "reject"):
+        return f"{e.kind} [{', '.join(e.candidates)}]"
     return e.kind
 
 

@@ -1,0 +1,143 @@
+/* The graph view: SVG drawn from server-computed positions; pan, zoom, classes. Nodes never move
+   once drawn: stepping only changes classes (setState) and fills (setFill). */
+"use strict";
+(function () {
+  const NS = "http://www.w3.org/2000/svg";
+  const STATE = ["current", "neighbour", "candidate", "queue", "path", "anc", "desc", "match", "sg",
+    "excluded", "dim", "focus", "selected"];
+
+  function trunc(s, n) { s = String(s); return s.length > n ? s.slice(0, n - 1) + "…" : s; }
+
+  function edgePath(pts) {
+    if (!pts || pts.length < 2) return "";
+    let d = "M" + pts[0][0] + "," + pts[0][1];
+    let i = 1;
+    const hasTip = (pts.length - 1) % 3 === 1;
+    const n = hasTip ? pts.length - 1 : pts.length;
+    for (; i + 2 < n; i += 3) d += "C" + pts[i] + " " + pts[i + 1] + " " + pts[i + 2];
+    for (; i < n; i++) d += "L" + pts[i];
+    if (hasTip) d += "L" + pts[pts.length - 1];
+    return d;
+  }
+
+  class GraphView {
+    constructor(el, opts) {
+      this.el = el; this.opts = opts || {};
+      this.s = 1; this.tx = 0; this.ty = 0;
+      this.elements = new Map(); this.items = new Map(); this.marked = [];
+      this._pan();
+    }
+
+    render(layout) {
+      this.layout = layout; this.units = layout.units || {};
+      const esc = SG.esc; const parts = [];
+      parts.push('<svg xmlns="' + NS + '"><defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#9aa3b2"/></marker></defs><g class="vp">');
+      for (const c of layout.clusters || []) {
+        parts.push('<g class="cluster" data-sg="' + c.id + '"><rect x="' + c.x + '" y="' + c.y + '" width="' + c.w + '" height="' + c.h + '" rx="8"/><text x="' + (c.x + 8) + '" y="' + (c.y + 14) + '">subgraph ' + c.id + '</text></g>');
+      }
+      const byId = new Map(layout.nodes.map(n => [n.id, n]));
+      for (const e of layout.edges) {
+        if (e.ghost) {
+          const t = byId.get(e.target); if (!t) continue;
+          const y0 = t.y - t.h / 2; const x = t.x - t.w / 2 + 10;
+          parts.push('<g class="edge ghost"><path d="M' + x + ',' + (y0 - 14) + 'L' + x + ',' + y0 + '" marker-end="url(#arrow)"/><text x="' + (x + 3) + '" y="' + (y0 - 8) + '">' + esc(trunc(e.tensors[0], 18)) + '</text></g>');
+          continue;
+        }
+        parts.push('<g class="edge"><path d="' + edgePath(e.points) + '" marker-end="url(#arrow)"><title>' + esc(e.tensors.join(", ")) + '</title></path></g>');
+      }
+      for (const n of layout.nodes) {
+        const x = n.x - n.w / 2, y = n.y - n.h / 2;
+        if (n.kind === "input" || n.kind === "output") {
+          parts.push('<g class="node io" data-id="' + esc(n.id) + '"><ellipse cx="' + n.x + '" cy="' + n.y + '" rx="' + n.w / 2 + '" ry="' + n.h / 2 + '"/><text x="' + n.x + '" y="' + (n.y + 4) + '" text-anchor="middle">' + esc(trunc(n.label, 18)) + '</text></g>');
+        } else if (n.kind === "group") {
+          const ops = Object.keys(n.ops || {}).slice(0, 3).join(", ");
+          parts.push('<g class="node group" data-id="' + esc(n.id) + '"><rect x="' + x + '" y="' + y + '" width="' + n.w + '" height="' + n.h + '" rx="6"/><text class="op" x="' + n.x + '" y="' + (n.y - 6) + '" text-anchor="middle">' + esc(trunc(n.label, 22)) + ' ⊞</text><text class="sub" x="' + n.x + '" y="' + (n.y + 8) + '" text-anchor="middle">' + n.count + ' nodes</text><text class="sub" x="' + n.x + '" y="' + (n.y + 20) + '" text-anchor="middle">' + esc(trunc(ops, 26)) + '</text><title>' + esc(n.id) + ' — click to expand</title></g>');
+        } else {
+          const leaf = String(n.label).split("/").pop();
+          parts.push('<g class="node" data-id="' + esc(n.id) + '"><rect x="' + x + '" y="' + y + '" width="' + n.w + '" height="' + n.h + '" rx="5"/><text class="op" x="' + n.x + '" y="' + (n.y - 2) + '" text-anchor="middle">' + esc(trunc(n.op, 20)) + (n.bodies ? " ▣" : "") + '</text><text class="sub" x="' + n.x + '" y="' + (n.y + 11) + '" text-anchor="middle">' + esc(trunc(leaf, 24)) + '</text><title>' + esc(n.id) + '</title></g>');
+        }
+      }
+      parts.push("</g></svg>");
+      this.el.innerHTML = parts.join("");
+      this.svg = this.el.querySelector("svg"); this.vp = this.svg.querySelector(".vp");
+      this.elements.clear(); this.items = byId; this.marked = [];
+      for (const g of this.svg.querySelectorAll(".node")) this.elements.set(g.getAttribute("data-id"), g);
+      this.svg.addEventListener("click", ev => {
+        if (this._moved) return;
+        const g = ev.target.closest(".node"); if (!g) return;
+        const id = g.getAttribute("data-id");
+        if (this.opts.onClick) this.opts.onClick(id, byId.get(id));
+      });
+      this.fit();
+    }
+
+    /* Display id of an original node name (a group when collapsed). */
+    unit(name) { return this.elements.has(name) ? name : (this.units[name] || null); }
+
+    /* classes: {className: [node names]}; replaces every state class set before. */
+    setState(classes) {
+      for (const g of this.marked) g.classList.remove(...STATE);
+      this.marked = [];
+      for (const cls in classes) {
+        for (const name of classes[cls] || []) {
+          const id = this.unit(name); const g = id && this.elements.get(id);
+          if (g) { g.classList.add(cls); this.marked.push(g); }
+        }
+      }
+    }
+
+    /* fills: {display id or node name: css colour}; null clears all. */
+    setFill(fills) {
+      for (const [id, g] of this.elements) {
+        const shape = g.querySelector("rect, ellipse");
+        if (!shape) continue;
+        const c = fills ? (fills[id] || null) : null;
+        shape.style.fill = c || "";
+      }
+    }
+
+    center(name) {
+      const id = this.unit(name); const n = id && this.items.get(id);
+      if (!n) return;
+      const r = this.el.getBoundingClientRect();
+      this.tx = r.width / 2 - n.x * this.s; this.ty = r.height / 2 - n.y * this.s;
+      this._apply();
+    }
+
+    fit() {
+      const r = this.el.getBoundingClientRect();
+      const L = this.layout; if (!L || !r.width) return;
+      const s = Math.min(r.width / (L.width + 40), r.height / (L.height + 40), 1.4);
+      this.s = Math.max(s, 0.35);
+      this.tx = (r.width - L.width * this.s) / 2; this.ty = 20;
+      if (L.height * this.s < r.height) this.ty = (r.height - L.height * this.s) / 2;
+      this._apply();
+    }
+
+    zoom(f, cx, cy) {
+      const s2 = Math.min(6, Math.max(0.02, this.s * f));
+      this.tx = cx - (cx - this.tx) * (s2 / this.s); this.ty = cy - (cy - this.ty) * (s2 / this.s); this.s = s2;
+      this._apply();
+    }
+
+    _apply() { if (this.vp) this.vp.setAttribute("transform", "translate(" + this.tx + "," + this.ty + ") scale(" + this.s + ")"); }
+
+    _pan() {
+      let sx = 0, sy = 0, down = false;
+      this.el.addEventListener("mousedown", ev => { down = true; this._moved = false; sx = ev.clientX; sy = ev.clientY; });
+      window.addEventListener("mousemove", ev => {
+        if (!down) return;
+        const dx = ev.clientX - sx, dy = ev.clientY - sy;
+        if (Math.abs(dx) + Math.abs(dy) > 3) { this._moved = true; this.el.classList.add("dragging"); }
+        if (this._moved) { this.tx += dx; this.ty += dy; sx = ev.clientX; sy = ev.clientY; this._apply(); }
+      });
+      window.addEventListener("mouseup", () => { down = false; this.el.classList.remove("dragging"); setTimeout(() => { this._moved = false; }, 0); });
+      this.el.addEventListener("wheel", ev => {
+        ev.preventDefault();
+        const r = this.el.getBoundingClientRect();
+        this.zoom(Math.exp(-ev.deltaY * 0.0015), ev.clientX - r.left, ev.clientY - r.top);
+      }, { passive: false });
+    }
+  }
+  SG.GraphView = GraphView;
+})();

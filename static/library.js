@@ -1,0 +1,57 @@
+/* The model library: sample and uploaded models, upload with a progress bar. */
+"use strict";
+(function () {
+  const maxEl = document.getElementById("max-upload");
+  const maxBytes = Number(maxEl.dataset.bytes);
+  maxEl.textContent = SG.bytes(maxBytes);
+
+  function card(m) {
+    const ops = Object.entries(m.op_counts).slice(0, 10)
+      .map(([op, n]) => '<span class="chip">' + SG.esc(op) + " ×" + n + "</span>").join("");
+    const io = (list) => list.map(t => "<code>" + SG.esc(t.name) + "</code> " + SG.esc(t.dtype || "?") + " " + SG.shape(t)).join("<br>");
+    const opset = Object.entries(m.opset).map(([d, v]) => (d || "ai.onnx") + " " + v).join(", ");
+    return '<div class="card" data-model="' + SG.esc(m.id) + '"><h3><a href="/models/' + encodeURIComponent(m.id) + '">' + SG.esc(m.name) + "</a></h3>" +
+      '<div class="meta">' + m.source + " · " + m.nodes + " nodes · opset " + SG.esc(opset) + " · " + SG.bytes(m.size) +
+      (m.control_flow.length ? " · " + SG.esc(m.control_flow.join(", ")) : "") + "</div>" +
+      "<table><tr><td>inputs</td><td>" + io(m.inputs) + "</td></tr><tr><td>outputs</td><td>" + io(m.outputs) + "</td></tr></table>" +
+      '<div class="chips">' + ops + "</div></div>";
+  }
+
+  async function refresh() {
+    const box = document.getElementById("models");
+    try {
+      const data = await SG.api("GET", "/api/models");
+      box.innerHTML = data.models.length ? data.models.map(card).join("") :
+        '<p class="muted">No models yet: upload one, or start the server with --samples.</p>';
+    } catch (e) { box.innerHTML = '<div class="error">' + SG.esc(e.message) + "</div>"; }
+  }
+
+  document.getElementById("upload-form").addEventListener("submit", ev => {
+    ev.preventDefault();
+    const file = document.getElementById("upload-file").files[0];
+    const err = document.getElementById("upload-error");
+    err.hidden = true;
+    if (!file) { err.textContent = "choose an .onnx file first"; err.hidden = false; return; }
+    if (file.size > maxBytes) { err.textContent = file.name + ": " + SG.bytes(file.size) + " is over the upload limit of " + SG.bytes(maxBytes); err.hidden = false; return; }
+    const prog = document.getElementById("upload-progress");
+    const bar = prog.querySelector(".bar"), label = prog.querySelector(".label");
+    prog.hidden = false; bar.style.width = "0%"; label.textContent = "uploading " + file.name;
+    const form = new FormData(); form.append("file", file);
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", "/api/models");
+    xhr.upload.onprogress = e => {
+      if (e.lengthComputable) {
+        const p = e.loaded / e.total; bar.style.width = (p * 100).toFixed(1) + "%";
+        label.textContent = (p < 1 ? "uploading " : "reading the model… ") + SG.bytes(e.loaded) + " / " + SG.bytes(e.total);
+      }
+    };
+    xhr.onload = () => {
+      let data = null; try { data = JSON.parse(xhr.responseText); } catch (e) { /* not JSON */ }
+      if (xhr.status === 201) { label.textContent = "loaded " + data.name + ": " + data.nodes + " nodes"; bar.style.width = "100%"; refresh(); }
+      else { prog.hidden = true; err.textContent = (data && data.error) || ("upload failed: HTTP " + xhr.status); err.hidden = false; }
+    };
+    xhr.onerror = () => { prog.hidden = true; err.textContent = "upload failed: the server cannot be reached"; err.hidden = false; };
+    xhr.send(form);
+  });
+  refresh();
+})();
