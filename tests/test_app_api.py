@@ -1,0 +1,346 @@
+"""The web API through Flask's test client: models, layout, partition, sessions, groups, errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import uuid
+
+import onnx
+import onnxruntime as ort
+import pytest
+
+from app import create_app
+from partition.api import unregister_backend
+from partition.cli import main as cli_main
+from sample_models.generate import build_all
+
+TRT_OPS = ["Relu", "Sigmoid", "Add"]
+
+
+@pytest.fixture
+def app(tmp_path):
+    return create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path / "instance"), "TESTING": True})
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+def _upload(client, data: bytes, name: str = "m.onnx"):
+    return client.post("/api/models", data={"file": (io.BytesIO(data), name)},
+                       content_type="multipart/form-data")
+
+
+def _error(resp, status):
+    assert resp.status_code == status, resp.get_data(as_text=True)
+    body = resp.get_json()
+    assert isinstance(body, dict) and set(body) == {"error"} and body["error"], body
+    return body["error"]
+
+
+# ------------------------------------------------------------------ models --
+def test_health_and_sample_library(client):
+    assert client.get("/api/health").get_json() == {"ok": True}
+    models = {m["name"]: m for m in client.get("/api/models").get_json()["models"]}
+    assert set(build_all()) <= set(models)
+    m = models["trt_cycle.onnx"]
+    assert m["nodes"] == 4 and m["op_counts"] == {"Add": 1, "Det": 1, "Relu": 1, "Sigmoid": 1}
+    assert m["inputs"] == [{"name": "input", "dtype": "FLOAT", "shape": [4, 4], "bytes": 64}]
+    assert m["opset"][""] == 17 and m["source"] == "sample"
+
+
+def test_upload_stores_under_a_generated_name(client, app):
+    data = build_all()["mlp.onnx"].SerializeToString()
+    resp = _upload(client, data, "../../etc/evil name.onnx")
+    assert resp.status_code == 201
+    body = resp.get_json()
+    assert body["name"] == "evil name.onnx" and body["nodes"] == 10 and body["id"]
+    files = os.listdir(os.path.join(app.instance_path, "uploads"))
+    assert files == [f"{body['id']}.onnx"]
+    assert not os.path.exists(os.path.join(app.instance_path, "..", "etc"))
+    assert client.get(f"/api/models/{body['id']}").get_json()["op_counts"]["MatMul"] == 3
+    assert any(m["id"] == body["id"] for m in client.get("/api/models").get_json()["models"])
+
+
+@pytest.mark.parametrize("payload, needle", [
+    (b"", "empty"),
+    (b"this is not a protobuf at all \xff\xfe", "not a valid ONNX model"),
+    (build_all()["resnet_small.onnx"].SerializeToString()[:5000], "ONNX"),
+])
+def test_bad_uploads_are_4xx_and_leave_nothing(client, app, payload, needle):
+    msg = _error(_upload(client, payload, "bad.onnx"), 400)
+    assert needle in msg and "bad.onnx" in msg
+    assert os.listdir(os.path.join(app.instance_path, "uploads")) == []
+    assert client.get("/api/health").status_code == 200
+
+
+def test_upload_over_the_limit_is_413(tmp_path):
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path), "SGLENS_MAX_UPLOAD": 1000})
+    c = app.test_client()
+    msg = _error(_upload(c, build_all()["mlp.onnx"].SerializeToString()), 413)
+    assert "limit" in msg
+    assert os.listdir(tmp_path / "uploads") == []
+    # far over the limit: Flask's MAX_CONTENT_LENGTH answers before reading
+    _error(_upload(c, b"x" * (3 << 20)), 413)
+
+
+def test_upload_without_file_field(client):
+    assert "field 'file'" in _error(client.post("/api/models", data={}), 400)
+
+
+def test_unknown_model_route_and_method_are_json(client):
+    _error(client.get("/api/models/nope"), 404)
+    _error(client.get("/api/does-not-exist"), 404)
+    _error(client.post("/api/health"), 405)
+    _error(client.post("/api/models/sample-mlp/partition", data="{not json",
+                       content_type="application/json"), 400)
+
+
+# --------------------------------------------------------------- partition --
+def test_partition_is_the_cli_json(client, tmp_path, capsys):
+    path = tmp_path / "trt_cycle.onnx"
+    onnx.save_model(build_all()["trt_cycle.onnx"], str(path))
+    assert cli_main(["partition", str(path), "--ops", ",".join(TRT_OPS), "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    got = client.post("/api/models/sample-trt_cycle/partition", json={"backend": "default", "ops": TRT_OPS})
+    assert got.status_code == 200
+    got = got.get_json()
+    expected.pop("seconds"), got.pop("seconds")
+    assert got == expected
+    assert got["cycles"] == [{"property": "default", "seed": "A", "path": ["A", "D", "C"], "excluded": "C"}]
+
+
+def test_partition_errors(client):
+    assert "unknown backend" in _error(client.post("/api/models/sample-mlp/partition",
+                                                   json={"backend": "no-such"}), 404)
+    assert "needs the op types" in _error(client.post("/api/models/sample-mlp/partition",
+                                                      json={"backend": "default"}), 400)
+    _error(client.post("/api/models/sample-mlp/partition", json={"backend": "default", "ops": "Relu",
+                                                                 "min_size": "x"}), 400)
+
+
+def test_rule_selector_from_json(client):
+    rule = {"name": "gemmish", "ops": ["MatMul", "Add", "Relu"],
+            "conditions": [{"op": "*", "attr": "alpha", "cmp": "absent"}]}
+    got = client.post("/api/models/sample-mlp/partition", json={"backend": "rule", "rule": rule}).get_json()
+    assert got["subgraphs"] and all(s["property"] == "gemmish" for s in got["subgraphs"])
+    covered = {n for s in got["subgraphs"] for n in s["nodes"]}
+    assert all("softmax" not in n.lower() for n in covered)
+    # a condition that no Conv meets leaves the Convs out, with the rule's reason
+    rule2 = {"ops": ["Conv", "Relu"], "conditions": [{"op": "Conv", "attr": "group", "cmp": ">", "value": 4}]}
+    got2 = client.post("/api/models/sample-resnet_small/partition", json={"backend": "rule", "rule": rule2}).get_json()
+    reasons = {e["reason"] for e in got2["excluded"]}
+    assert any("condition 'group > 4' does not hold" in r for r in reasons)
+    for bad in ({"ops": []}, {"ops": ["Relu"], "conditions": [{"attr": "x", "cmp": "~"}]},
+                {"ops": ["Relu"], "name": "../x"}, "import os", {"ops": ["Relu"], "conditions": [{"attr": "a", "cmp": "in", "value": 3}]}):
+        _error(client.post("/api/models/sample-mlp/partition", json={"backend": "rule", "rule": bad}), 400)
+
+
+def test_downloads_run_in_onnxruntime(client):
+    q = "backend=tensorrt"
+    sub = client.get(f"/api/models/sample-resnet_small/subgraphs/0.onnx?{q}")
+    assert sub.status_code == 200 and "attachment" in sub.headers["Content-Disposition"]
+    ort.InferenceSession(sub.data, providers=["CPUExecutionProvider"])
+    whole = client.get(f"/api/models/sample-resnet_small/partitioned.onnx?{q}")
+    model = onnx.load_from_string(whole.data)
+    assert any(n.domain == "sglens" for n in model.graph.node)
+    _error(client.get(f"/api/models/sample-resnet_small/subgraphs/99.onnx?{q}"), 404)
+
+
+def test_groups_of_the_incompatible_node(client):
+    g = client.get("/api/models/sample-trt_cycle/groups?node=D").get_json()
+    assert g["compatible"] is False and "Det" in g["reason"]
+    assert g["ancestors"] == ["A"] and g["descendants"] == ["C"]
+    _error(client.get("/api/models/sample-trt_cycle/groups?node=../../x"), 404)
+
+
+# ------------------------------------------------------------------ layout --
+def test_flat_layout_with_clusters_is_cached_and_stable(client):
+    plain = client.get("/api/models/sample-trt_cycle/layout").get_json()
+    assert plain["mode"] == "flat" and plain["clusters"] == []
+    ids = {n["id"] for n in plain["nodes"]}
+    assert {"A", "B", "C", "D", "in:input", "out:output"} == ids
+    by = {n["id"]: n for n in plain["nodes"]}
+    assert by["A"]["y"] < by["B"]["y"] < by["C"]["y"]          # y grows downwards, data flows down
+    assert all(len(e["points"]) >= 2 for e in plain["edges"])
+    again = client.get("/api/models/sample-trt_cycle/layout").get_json()
+    assert again["nodes"] == plain["nodes"]
+    part = client.get("/api/models/sample-trt_cycle/layout?backend=default&ops=Relu,Sigmoid,Add").get_json()
+    assert sorted(c["id"] for c in part["clusters"]) == [0, 1]
+    assert {n["id"]: n.get("sg") for n in part["nodes"] if n["kind"] == "node"} == \
+        {"A": 0, "B": 0, "C": 1, "D": None}
+
+
+def test_collapsed_layout_by_scope_expands_one_level(tmp_path):
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path), "SGLENS_FLAT_LIMIT": 10})
+    c = app.test_client()
+    top = c.get("/api/models/sample-resnet_small/layout").get_json()
+    assert top["mode"] == "collapsed"
+    groups = {n["id"]: n for n in top["nodes"] if n["kind"] == "group"}
+    assert "scope:stem" in groups and sum(g["count"] for g in groups.values()) <= 30
+    assert top["units"]["stem/conv"] == "scope:stem"
+    opened = c.get("/api/models/sample-resnet_small/layout?expand=scope:stem").get_json()
+    ids = {n["id"] for n in opened["nodes"]}
+    assert "stem/conv" in ids and "scope:stem" not in ids
+    assert opened["expanded"] == ["scope:stem"]
+
+
+def test_node_panel_and_bodies(client):
+    n = client.get("/api/models/sample-resnet_small/node?name=stem/conv").get_json()
+    assert n["op_type"] == "Conv" and "kernel_shape" in n["attrs"]
+    assert n["inputs"][0]["shape"] == [1, 3, 32, 32] and n["inputs"][1]["weight"] is True
+    assert n["outputs"][0]["dtype"] == "FLOAT"
+    models = {m["name"]: m["id"] for m in client.get("/api/models").get_json()["models"]}
+    mid = models["if_model.onnx"]
+    layout = client.get(f"/api/models/{mid}/layout").get_json()
+    holder = next(x for x in layout["nodes"] if x.get("bodies"))
+    body = f"{holder['id']}:{holder['bodies'][0]}"
+    inner = client.get(f"/api/models/{mid}/layout", query_string={"body": body}).get_json()
+    assert inner["body"] == body and inner["nodes"]
+    inner_node = next(x for x in inner["nodes"] if x["kind"] == "node")
+    detail = client.get(f"/api/models/{mid}/node", query_string={"body": body, "name": inner_node["id"]})
+    assert detail.status_code == 200
+    _error(client.get(f"/api/models/{mid}/layout", query_string={"body": "nope:body"}), 404)
+    _error(client.get("/api/models/sample-mlp/node?name=missing"), 404)
+
+
+# ---------------------------------------------------------------- sessions --
+def _start(client, **kw):
+    body = {"model": "sample-trt_cycle", "backend": "default", "ops": TRT_OPS, **kw}
+    resp = client.post("/api/sessions", json=body)
+    assert resp.status_code == 201, resp.get_data(as_text=True)
+    return resp.get_json()
+
+
+def test_session_steps_forward_back_first_last(client):
+    s = _start(client)
+    sid = s["id"]
+    assert s["index"] == 0 and s["event"]["kind"] == "pass_start" and s["known"] == 1
+    step = lambda **b: client.post(f"/api/sessions/{sid}/step", json=b).get_json()  # noqa: E731
+    e1 = step(action="next", index=0)
+    assert e1["index"] == 1 and e1["event"]["kind"] == "seed" and e1["highlight"]["node"] == ["A"]
+    assert e1["known"] == 2            # pulled live, one event at a time
+    e2 = step(action="next", index=1)
+    assert e2["event"]["call"] == "select_output(A, B) -> True"
+    assert e2["highlight"]["candidates"] == ["A", "B"] and "joins through select_output" in e2["event"]["text"]
+    back = step(action="prev", index=2)
+    assert back["index"] == 1 and back["event"] == e1["event"] and back["known"] == 3
+    cyc = step(action="run", index=1, breakpoint={"cycle": True})
+    assert cyc["event"]["kind"] == "cycle" and cyc["highlight"]["path"] == ["A", "D", "C"]
+    assert "A -> D -> C" in cyc["event"]["text"]
+    nxt = step(action="next", index=cyc["index"])
+    assert nxt["event"]["kind"] == "exclude" and nxt["event"]["node"] == "C"
+    last = step(action="last", index=0)
+    assert last["done"] and last["event"]["kind"] == "pass_end"
+    assert last["subgraphs"] == [{"id": 0, "nodes": ["A", "B"]}, {"id": 1, "nodes": ["C"]}]
+    first = step(action="first", index=last["index"])
+    assert first["index"] == 0 and first["subgraphs"] == []
+    mid = step(action="goto", index=13)
+    assert mid["subgraphs"] == [{"id": 0, "nodes": ["A", "B"]}]
+    to_op = step(action="run", index=0, breakpoint={"op": "Det"})
+    assert "D" in (to_op["event"]["node"], to_op["event"]["neighbour"])
+    kinds = client.get(f"/api/sessions/{sid}/events?kinds=cycle").get_json()
+    assert [e["path"] for e in kinds["events"]] == [["A", "D", "C"]]
+
+
+def test_session_errors_and_isolation(client, app):
+    a, b = _start(client), _start(client)
+    assert a["id"] != b["id"] and len(a["id"]) >= 20
+    client.post(f"/api/sessions/{a['id']}/step", json={"action": "last", "index": 0})
+    sb = client.get(f"/api/sessions/{b['id']}").get_json()
+    assert sb["known"] == 1                      # b did not move when a did
+    _error(client.post(f"/api/sessions/{a['id']}/step", json={"action": "jump"}), 400)
+    _error(client.post(f"/api/sessions/{a['id']}/step", json={"action": "run", "breakpoint": {"kind": "x"}}), 400)
+    _error(client.post(f"/api/sessions/{a['id']}/step", json={"action": "run", "breakpoint": {}}), 400)
+    _error(client.post("/api/sessions/not-a-session/step", json={}), 404)
+    _error(client.post("/api/sessions", json={"model": "sample-trt_cycle", "backend": "nope"}), 404)
+    _error(client.post("/api/sessions", json={}), 400)
+
+
+def test_sessions_are_bounded_lru(tmp_path):
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path), "SGLENS_MAX_SESSIONS": 2})
+    c = app.test_client()
+    ids = [_start(c)["id"] for _ in range(3)]
+    _error(c.get(f"/api/sessions/{ids[0]}"), 404)
+    assert c.get(f"/api/sessions/{ids[2]}").status_code == 200
+
+
+# ----------------------------------------------------------------- plugins --
+PLUGIN = '''
+from partition import SubgraphProperty, SubgraphSelector, register_subgraph_property
+
+class Sel(SubgraphSelector):
+    def select(self, node):
+        if node.op_type == "Det":
+            raise RuntimeError("boom in select")
+        return node.op_type == "Relu"
+    def select_output(self, node, out):
+        return out.op_type in ("Sigmoid", "Relu")
+
+class Prop(SubgraphProperty):
+    property_name = "{name}"
+    def create_subgraph_selector(self):
+        return Sel()
+
+register_subgraph_property("{name}", Prop())
+'''
+
+
+def test_plugin_stepped_live_and_plugin_errors(tmp_path):
+    name = f"plug_{uuid.uuid4().hex[:8]}"
+    good = tmp_path / "good.py"
+    good.write_text(PLUGIN.format(name=name))
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise ValueError('cannot import me')\n")
+    try:
+        app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path / "i"),
+                          "SGLENS_PLUGINS": (str(good), str(broken))})
+        c = app.test_client()
+        be = c.get("/api/backends").get_json()
+        assert {"name": name, "plugin": True, "needs_ops": False} in be["backends"]
+        assert "cannot import me" in be["plugin_errors"][str(broken)]
+        s = _start(c, backend=name)
+        st = c.post(f"/api/sessions/{s['id']}/step", json={"action": "last", "index": 0}).get_json()
+        assert st["done"] and "boom in select" in st["error"] and "select(D (Det))" in st["error"]
+        assert st["event"] is not None                 # the events before the failure stay viewable
+        msg = _error(c.post("/api/models/sample-trt_cycle/partition", json={"backend": name}), 400)
+        assert "boom in select" in msg
+        assert c.get("/api/health").get_json() == {"ok": True}
+    finally:
+        unregister_backend(name)
+
+
+# ---------------------------------------------------------------- teaching --
+def test_walkthrough_is_the_real_trace_explained(client):
+    data = client.get("/api/learn").get_json()
+    steps = data["steps"]
+    texts = [s["text"] for s in steps]
+    assert data["nodes"] == {"A": "Relu", "B": "Sigmoid", "D": "Det", "C": "Add"}
+    assert any(t.startswith("A (Relu) is selected as a seed") for t in texts)
+    assert any(t.startswith("B (Sigmoid) joins through select_output") for t in texts)
+    cycle = next(s for s in steps if s["kind"] == "cycle")
+    assert "A -> D -> C" in cycle["text"] and "D is outside" in cycle["text"]
+    exclude = next(s for s in steps if s["kind"] == "exclude")
+    assert exclude["node"] == "C" and "starts again" in exclude["text"]
+    assert {n["id"] for n in data["layout"]["nodes"]} >= {"A", "B", "C", "D"}
+
+
+# -------------------------------------------------------------------- pages --
+def test_pages_render_and_plotly_is_served(client):
+    for url, needle in (("/", "Upload a model"), ("/learn", "Why partitioning must avoid cycles"),
+                        ("/models/sample-mlp", "data-model=\"sample-mlp\""), ("/runs/compare", "Compare two runs")):
+        r = client.get(url)
+        assert r.status_code == 200 and needle in r.get_data(as_text=True), url
+    js = client.get("/vendor/plotly.min.js")
+    assert js.status_code == 200 and js.content_length > 1_000_000 and b"plotly" in js.data[:2000].lower()
+    js.close()
+    _error(client.get("/models/unknown"), 404)
+
+
+def test_serve_command_is_registered():
+    from partition.cli import build_parser
+    args = build_parser().parse_args(["serve", "--samples", "--plugin", "a.py"])
+    assert args.host == "127.0.0.1" and args.port == 8000 and args.samples and args.plugin == ["a.py"]
