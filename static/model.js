@@ -106,6 +106,12 @@
   function showTab(name) {
     document.querySelectorAll(".tabs button").forEach(b => b.classList.toggle("active", b.dataset.tab === name));
     document.querySelectorAll(".tab").forEach(t => { t.hidden = t.id !== "tab-" + name; });
+    const wide = name === "runs";
+    if (document.querySelector(".side").classList.contains("wide") !== wide) {
+      document.querySelector(".side").classList.toggle("wide", wide);
+      view.fit();
+      if (window.Plotly) document.querySelectorAll("#run-plots .plot").forEach(p => window.Plotly.Plots.resize(p));
+    }
   }
   async function onNodeClick(id, item) {
     if (!item) return;
@@ -426,6 +432,7 @@
   }
 
   document.querySelectorAll(".tabs button").forEach(b => b.onclick = () => { showTab(b.dataset.tab); if (b.dataset.tab === "runs") listRuns(); });
+  const plots = SG.el("style", {}, ".side.wide .plot { height: 300px; }"); document.head.appendChild(plots);
   $("backend").onchange = syncBackendUi;
   $("partition-go").onclick = async () => { try { await doPartition(selection()); } catch (e) { SG.error(e); } };
   $("colour").onchange = applyColour;

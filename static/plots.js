@@ -57,6 +57,7 @@
     const tl = (r.timeline || []).filter(x => !x.skipped);
     const p2 = tag(box, "plot plot-timeline");
     const workers = [...new Set(tl.map(x => x.worker || "?"))];
+    p2.style.height = (130 + 30 * workers.length) + "px";
     Plotly.newPlot(p2, [{ type: "bar", orientation: "h", y: tl.map(x => x.worker || "?"), x: tl.map(x => Math.max(x.dur_us, 0.5)),
       base: tl.map(x => x.start_us), text: tl.map(x => x.name), hovertemplate: "%{text}<br>start %{base:.1f} µs<br>%{x:.1f} µs<extra></extra>",
       marker: { color: tl.map(x => SG.palette[Math.abs(hash(x.name)) % SG.palette.length]), line: { width: 0.5, color: "#334155" } } }],
@@ -74,7 +75,7 @@
     const p4 = tag(box, "plot plot-output-diff");
     Plotly.newPlot(p4, runs.map((rn, k) => ({ type: "bar", name: rn, x: names, y: names.map(n => Math.max(tiny, (outs[n][rn] || {}).max_rel || 0)),
       marker: { color: ["#a78bfa", "#f59e0b"][k % 2] } })),
-    base("relative error per output vs onnxruntime", { yaxis: { type: "log", title: "max rel" }, barmode: "group", showlegend: true }), CFG);
+    base("relative error per output vs onnxruntime (0 drawn at 1e-12)", { yaxis: { type: "log", title: "max rel" }, barmode: "group", showlegend: true }), CFG);
     const bx = [], by = [], bc = [];
     for (const s of r.comparison.subgraphs || []) {
       for (const kind of ["inputs", "outputs"]) for (const t in s[kind]) {
@@ -84,7 +85,7 @@
     }
     const p5 = tag(box, "plot plot-boundary-diff");
     Plotly.newPlot(p5, [{ type: "bar", x: bx, y: by, marker: { color: bc } }],
-      base("relative error per subgraph boundary tensor", { yaxis: { type: "log", title: "max rel" } }), CFG);
+      base("relative error per subgraph boundary tensor (green: matches)", { yaxis: { type: "log", title: "max rel" } }), CFG);
   };
   function hash(s) { let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0; return h; }
 })();

@@ -1,0 +1,159 @@
+"""End to end in a real browser: Playwright drives Debian's chromium against a real server.
+
+Screenshots are kept in ``test-artifacts/`` (gitignored). Skipped, with the reason, when
+chromium or Playwright is missing (``make test`` installs chromium first).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+pytestmark = pytest.mark.browser
+
+if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+    pytest.skip(f"chromium is not installed at {CHROMIUM} (make sysdeps-test installs it)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from app import create_app
+    from app.cli import make_server
+
+    from _web_kernels import find_kernel
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path_factory.mktemp("inst")),
+                      "SGLENS_RUN_KERNELS": find_kernel, "SGLENS_RUN_REPEAT": 1})
+    srv = make_server("127.0.0.1", 0, app)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_port}"
+    srv.shutdown()
+    thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"),
+                              args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 850})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.set_default_timeout(20000)
+    yield pg
+    ctx.close()
+    assert errors == [], f"JavaScript errors in the page: {errors}"
+
+
+def shot(pg, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def node_box(pg, name: str) -> str:
+    return pg.locator(f'g.node[data-id="{name}"] rect').evaluate(
+        "r => [r.getAttribute('x'), r.getAttribute('y'), r.getAttribute('width')].join(',')")
+
+
+def classes(pg, name: str) -> str:
+    return pg.locator(f'g.node[data-id="{name}"]').get_attribute("class")
+
+
+def test_library_upload_error_and_walkthrough(server, page):
+    page.goto(server + "/")
+    page.wait_for_selector('.card[data-model="sample-trt_cycle"]')
+    assert page.locator(".card").count() >= 8
+    page.set_input_files("#upload-file", files=[{"name": "broken.onnx", "mimeType": "application/octet-stream",
+                                                "buffer": b"\x08\x07garbage that is not onnx"}])
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_selector("#upload-error:not([hidden])")
+    assert "broken.onnx" in page.inner_text("#upload-error")
+    shot(page, "library")
+    page.click("#learn-link")
+    page.wait_for_selector("#learn-steps li")
+    while "cycle" not in page.inner_text("#step-call"):
+        page.click("#learn-next")
+    assert "A -> D -> C" in page.inner_text("#step-text")
+    assert "path" in classes(page, "D")
+    shot(page, "walkthrough_cycle")
+
+
+def test_step_selector_forward_and_back(server, page):
+    page.goto(server + "/models/sample-trt_cycle?backend=default&ops=Relu,Sigmoid,Add")
+    page.wait_for_selector("body[data-ready='1']")
+    before = {n: node_box(page, n) for n in "ABCD"}
+    page.click("#dbg-start")
+    page.wait_for_selector("#dbg-status[data-index='0']")
+    page.click("#dbg-next")
+    page.wait_for_selector("#dbg-status[data-index='1']")
+    assert "current" in classes(page, "A") and "seed" in page.inner_text("#dbg-kind")
+    page.click("#dbg-next")
+    page.wait_for_selector("#dbg-status[data-index='2']")
+    assert "neighbour" in classes(page, "B") and "candidate" in classes(page, "A")
+    assert "select_output(A, B)" in page.inner_text("#dbg-call")
+    page.click("#dbg-prev")
+    page.wait_for_selector("#dbg-status[data-index='1']")
+    assert "neighbour" not in classes(page, "B")
+    page.locator("#graph").focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("#dbg-status[data-index='2']")
+    page.click("#dbg-run")                              # default breakpoint: a cycle found
+    page.wait_for_selector("#dbg-kind:text('cycle')")
+    assert "path" in classes(page, "D") and "A -> D -> C" in page.inner_text("#dbg-text")
+    shot(page, "debugger_cycle")
+    page.click("#dbg-last")
+    page.wait_for_selector("#dbg-status:text('trace complete')")
+    assert "sg" in classes(page, "C") and "sg" not in classes(page, "D")
+    assert {n: node_box(page, n) for n in "ABCD"} == before      # stepping never moves a node
+    assert page.locator("#dbg-log li").count() >= 4
+
+
+def test_tensorrt_incompatibility_group(server, page):
+    page.goto(server + "/models/sample-trt_cycle")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("[data-tab=trt]")
+    page.click("#trt-go")
+    page.wait_for_selector("#trt-summary")
+    assert "50.0%" in page.inner_text("#trt-summary")
+    page.wait_for_selector("g.cluster")                 # the partition drawn as a cluster
+    page.click("[data-groups=D]")
+    page.wait_for_selector("#groups-panel")
+    assert "anc" in classes(page, "A") and "desc" in classes(page, "C") and "path" in classes(page, "D")
+    assert "Det" in page.inner_text("#groups-panel")
+    shot(page, "tensorrt_groups")
+
+
+def test_run_comparison_shows_plots(server, page):
+    page.goto(server + "/models/sample-trt_cycle?backend=default&ops=Relu,Sigmoid,Add")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("[data-tab=runs]")
+    page.click("#run-go")
+    for cls in ("plot-subgraph-time", "plot-timeline", "plot-memory", "plot-output-diff", "plot-boundary-diff"):
+        page.wait_for_selector(f".{cls} .main-svg", timeout=60000)
+    assert "outputs match onnxruntime" in page.inner_text("#run-plots")
+    assert page.locator("#run-list tr").count() >= 2
+    # let the panel grow to its content so the screenshot shows every plot
+    page.evaluate("document.querySelector('.model-layout').style.height = 'auto';"
+                  "document.querySelector('#tab-runs').style.overflow = 'visible'")
+    page.wait_for_timeout(300)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "run_plots.png"), full_page=True)
