@@ -108,7 +108,7 @@
       const r = this.el.getBoundingClientRect();
       const L = this.layout; if (!L || !r.width) return;
       const s = Math.min(r.width / (L.width + 40), r.height / (L.height + 40), 1.4);
-      this.s = Math.max(s, 0.35);
+      this.s = Math.max(s, 0.55);   // a tall graph starts readable at the top, not as a thin line
       this.tx = (r.width - L.width * this.s) / 2; this.ty = 20;
       if (L.height * this.s < r.height) this.ty = (r.height - L.height * this.s) / 2;
       this._apply();

@@ -194,8 +194,9 @@
     $("dbg-event").hidden = !e;
     if (e) {
       $("dbg-call").textContent = e.call; $("dbg-kind").textContent = e.kind; $("dbg-text").textContent = e.text;
-      $("dbg-cands").textContent = (st.highlight.candidates || []).join(", ") || "–";
-      $("dbg-queue").textContent = (st.highlight.queue || []).join(", ") || "–";
+      const few = xs => (xs || []).length ? xs.slice(0, 10).join(", ") + (xs.length > 10 ? " … (" + xs.length + " in all)" : "") : "–";
+      $("dbg-cands").textContent = few(st.highlight.candidates);
+      $("dbg-queue").textContent = few(st.highlight.queue);
       logEntry(st.index, e);
     }
     applyStep(st);
