@@ -344,3 +344,17 @@ def test_serve_command_is_registered():
     from partition.cli import build_parser
     args = build_parser().parse_args(["serve", "--samples", "--plugin", "a.py"])
     assert args.host == "127.0.0.1" and args.port == 8000 and args.samples and args.plugin == ["a.py"]
+
+
+def test_upload_with_external_data_is_refused_without_reading_files(client, app):
+    from onnx import TensorProto, helper
+    from conftest import make_model
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
+    w.data_location = TensorProto.EXTERNAL
+    w.external_data.add(key="location", value="../../../../etc/passwd")
+    model = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [w])
+    msg = _error(_upload(client, model.SerializeToString(), "ext.onnx"), 400)
+    assert "external" in msg and "passwd" in msg
+    assert os.listdir(os.path.join(app.instance_path, "uploads")) == []
