@@ -329,7 +329,7 @@ def list_runs():
     L = lens()
     stored = L.runs.list()
     ids = {r["id"] for r in stored}
-    live = [j.to_json() for j in list(L.jobs._jobs.values()) if j.id not in ids]
+    live = [j.to_json() for j in L.jobs.active() if j.id not in ids]
     model = request.args.get("model")
     items = live + stored
     if model:
@@ -348,11 +348,9 @@ def start_run():
     repeat = data.get("repeat", current_app.config["SGLENS_RUN_REPEAT"])
     if not isinstance(repeat, int) or not 1 <= repeat <= 100:
         raise ApiError("'repeat' must be an integer from 1 to 100")
-    if props:
-        options = {"rule": data.get("rule")}
-    job = lens().jobs.submit(entry, backend, options if not props else {}, props,
-                             data.get("device", "cpu"), data.get("executor", "auto"), repeat)
-    if props:
+    job = lens().jobs.submit(entry, backend, options, props, data.get("device", "cpu"),
+                             data.get("executor", "auto"), repeat)
+    if props:  # stored so the run's partitioned ONNX can be rebuilt: the rule is data
         job.meta["options"] = {"rule": data.get("rule")}
     return jsonify(job.to_json()), 202
 

@@ -89,6 +89,10 @@ class JobManager:
         self._pool.submit(self._execute, job, entry, backend, options, properties, device, executor, repeat)
         return job
 
+    def active(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())
+
     def get(self, jid: str) -> Job | None:
         with self._lock:
             return self._jobs.get(jid)

@@ -40,6 +40,7 @@
     const q = query(S.body ? null : S.partitioned);
     if (S.body) q.set("body", S.body);
     if (S.expanded.size) q.set("expand", [...S.expanded].join(","));
+    if ($("grp").checked && S.partitioned && !S.body) q.set("group", "partition");
     const t0 = performance.now();
     const layout = await SG.api("GET", "/api/models/" + encodeURIComponent(MID) + "/layout?" + q.toString());
     S.layout = layout;
@@ -48,6 +49,7 @@
     $("graph").dataset.nodes = layout.nodes.length;
     $("graph").dataset.ms = Math.round(performance.now() - t0);
     renderCrumbs();
+    $("grp-wrap").hidden = !(layout.mode === "collapsed" && S.partitioned && !S.body);
     applyColour();
     if (S.session && !S.body) applyStep(S.lastState);
     legend();
@@ -437,6 +439,7 @@
   $("backend").onchange = syncBackendUi;
   $("partition-go").onclick = async () => { try { await doPartition(selection()); } catch (e) { SG.error(e); } };
   $("colour").onchange = applyColour;
+  $("grp").onchange = () => { S.expanded.clear(); loadLayout().catch(SG.error); };
   $("fit").onclick = () => view.fit();
   $("search").oninput = ev => search(ev.target.value);
   $("rule-edit").onclick = ruleDialog;

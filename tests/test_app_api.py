@@ -358,3 +358,16 @@ def test_upload_with_external_data_is_refused_without_reading_files(client, app)
     msg = _error(_upload(client, model.SerializeToString(), "ext.onnx"), 400)
     assert "external" in msg and "passwd" in msg
     assert os.listdir(os.path.join(app.instance_path, "uploads")) == []
+
+
+def test_collapsed_view_groups_by_partition(tmp_path):
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path), "SGLENS_FLAT_LIMIT": 10})
+    c = app.test_client()
+    q = "backend=tensorrt&group=partition"
+    view = c.get(f"/api/models/sample-conv_bn_relu_chain/layout?{q}").get_json()
+    parts = [n for n in view["nodes"] if n.get("group") == "part"]
+    result = c.post("/api/models/sample-conv_bn_relu_chain/partition", json={"backend": "tensorrt"}).get_json()
+    assert len(parts) == len(result["subgraphs"]) >= 1
+    assert sum(p["count"] for p in parts) == sum(len(s["nodes"]) for s in result["subgraphs"])
+    opened = c.get(f"/api/models/sample-conv_bn_relu_chain/layout?{q}&expand={parts[0]['id']}").get_json()
+    assert parts[0]["id"] not in {n["id"] for n in opened["nodes"]}
