@@ -1,0 +1,106 @@
+"""Activation kernels with attributes, and the softmax family."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .elementwise import erf, same
+from .registry import register
+
+
+@register("LeakyRelu")
+def leaky_relu(xp: Any, x: Any, *, alpha: float = 0.01) -> Any:
+    return same(xp, xp.where(x >= 0, x, x * alpha), x)
+
+
+@register("Elu")
+def elu(xp: Any, x: Any, *, alpha: float = 1.0) -> Any:
+    return same(xp, xp.where(x > 0, x, alpha * (xp.exp(x) - 1)), x)
+
+
+@register("Selu")
+def selu(xp: Any, x: Any, *, alpha: float = 1.67326319217681884765625,
+         gamma: float = 1.05070102214813232421875) -> Any:
+    return same(xp, gamma * xp.where(x > 0, x, alpha * (xp.exp(x) - 1)), x)
+
+
+@register("Celu", since=12)
+def celu(xp: Any, x: Any, *, alpha: float = 1.0) -> Any:
+    return same(xp, xp.maximum(x, 0) + xp.minimum(0, alpha * (xp.exp(x / alpha) - 1)), x)
+
+
+@register("ThresholdedRelu", since=10)
+def thresholded_relu(xp: Any, x: Any, *, alpha: float = 1.0) -> Any:
+    return same(xp, xp.where(x > alpha, x, 0), x)
+
+
+@register("HardSigmoid")
+def hard_sigmoid(xp: Any, x: Any, *, alpha: float = 0.2, beta: float = 0.5) -> Any:
+    return same(xp, xp.clip(alpha * x + beta, 0, 1), x)
+
+
+@register("Shrink", since=9)
+def shrink(xp: Any, x: Any, *, bias: float = 0.0, lambd: float = 0.5) -> Any:
+    return same(xp, xp.where(x < -lambd, x + bias, xp.where(x > lambd, x - bias, 0)), x)
+
+
+@register("PRelu")
+def prelu(xp: Any, x: Any, slope: Any) -> Any:
+    if slope.ndim == 1 and x.ndim > 1 and slope.shape[0] == x.shape[1] and slope.shape[0] != x.shape[-1]:
+        # Older exporters give a per-channel slope; ONNX broadcasts it along axis 1.
+        slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
+    return same(xp, xp.where(x < 0, x * slope, x), x)
+
+
+@register("Gelu", since=20)
+def gelu(xp: Any, x: Any, *, approximate: str = "none") -> Any:
+    if approximate == "tanh":
+        inner = (2 / 3.141592653589793) ** 0.5 * (x + 0.044715 * x ** 3)
+        return same(xp, 0.5 * x * (1 + xp.tanh(inner)), x)
+    return same(xp, 0.5 * x * (1 + erf(xp, x / 2 ** 0.5)), x)
+
+
+@register("Swish", since=24)
+def swish(xp: Any, x: Any, *, alpha: float = 1.0) -> Any:
+    return same(xp, x / (1 + xp.exp(-alpha * x)), x)
+
+
+# ---------------------------------------------------------------- softmax --
+def _softmax(xp: Any, x: Any, axis: Any) -> Any:
+    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(xp: Any, x: Any, axis: Any) -> Any:
+    shifted = x - xp.max(x, axis=axis, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+
+
+def _hardmax(xp: Any, x: Any, axis: int) -> Any:
+    idx = xp.expand_dims(xp.argmax(x, axis=axis), axis)
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    return (xp.arange(x.shape[axis]).reshape(shape) == idx).astype(x.dtype)
+
+
+def _coerced(fn: Any) -> Any:
+    """Opsets < 13: the input is viewed as 2-D, [prod(shape[:axis]), prod(shape[axis:])]."""
+    def kernel(xp: Any, x: Any, *, axis: int = 1) -> Any:
+        axis = axis % max(x.ndim, 1)
+        lead = 1
+        for d in x.shape[:axis]:
+            lead *= d
+        flat = x.reshape(lead, -1)
+        return same(xp, fn(xp, flat, 1).reshape(x.shape), x)
+    return kernel
+
+
+def _single_axis(fn: Any) -> Any:
+    def kernel(xp: Any, x: Any, *, axis: int = -1) -> Any:
+        return same(xp, fn(xp, x, axis), x)
+    return kernel
+
+
+for _op, _fn in (("Softmax", _softmax), ("LogSoftmax", _log_softmax), ("Hardmax", _hardmax)):
+    register(_op, since=1)(_coerced(_fn))
+    register(_op, since=13)(_single_axis(_fn))

@@ -1,0 +1,224 @@
+"""Elementwise kernels: unary math, binary arithmetic, comparisons, logic, Cast, Where, Clip."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from .dtypes import np_dtype
+from .registry import register
+
+
+def same(xp: Any, result: Any, like: Any) -> Any:
+    """``result`` as an xp array of ``like``'s dtype (ONNX keeps the input type)."""
+    return xp.asarray(result, dtype=like.dtype)
+
+
+def erf(xp: Any, x: Any) -> Any:
+    """The error function; numpy has none, so numpy goes through math.erf."""
+    if xp is np:
+        flat = np.fromiter((math.erf(v) for v in np.asarray(x, dtype=np.float64).ravel()),
+                           dtype=np.float64, count=x.size)
+        return flat.reshape(x.shape).astype(x.dtype)
+    from cupyx.scipy.special import erf as cupy_erf  # type: ignore[import-not-found]
+    return cupy_erf(x).astype(x.dtype)
+
+
+def _unary(op: str, fn: Callable[[Any, Any], Any], since: int = 1) -> None:
+    def kernel(xp: Any, x: Any) -> Any:
+        return same(xp, fn(xp, x), x)
+    kernel.__name__ = kernel.__qualname__ = op
+    kernel.__doc__ = f"ONNX {op}."
+    register(op, since=since)(kernel)
+
+
+_UNARY: dict[str, Callable[[Any, Any], Any]] = {
+    "Abs": lambda xp, x: xp.abs(x),
+    "Neg": lambda xp, x: xp.negative(x),
+    "Exp": lambda xp, x: xp.exp(x),
+    "Log": lambda xp, x: xp.log(x),
+    "Sqrt": lambda xp, x: xp.sqrt(x),
+    "Reciprocal": lambda xp, x: xp.reciprocal(x),
+    "Floor": lambda xp, x: xp.floor(x),
+    "Ceil": lambda xp, x: xp.ceil(x),
+    "Round": lambda xp, x: xp.round(x),  # half to even, as ONNX specifies
+    "Sign": lambda xp, x: xp.sign(x),
+    "Sin": lambda xp, x: xp.sin(x), "Cos": lambda xp, x: xp.cos(x), "Tan": lambda xp, x: xp.tan(x),
+    "Asin": lambda xp, x: xp.arcsin(x), "Acos": lambda xp, x: xp.arccos(x),
+    "Atan": lambda xp, x: xp.arctan(x), "Sinh": lambda xp, x: xp.sinh(x),
+    "Cosh": lambda xp, x: xp.cosh(x), "Asinh": lambda xp, x: xp.arcsinh(x),
+    "Acosh": lambda xp, x: xp.arccosh(x), "Atanh": lambda xp, x: xp.arctanh(x),
+    "Tanh": lambda xp, x: xp.tanh(x),
+    "Erf": erf,
+    "Sigmoid": lambda xp, x: 1 / (1 + xp.exp(-x)),
+    "Relu": lambda xp, x: xp.maximum(x, 0),
+    "Softsign": lambda xp, x: x / (1 + xp.abs(x)),
+    "Softplus": lambda xp, x: xp.logaddexp(x, 0),
+    "Mish": lambda xp, x: x * xp.tanh(xp.logaddexp(x, 0)),
+    "HardSwish": lambda xp, x: x * xp.clip(x / 6 + 0.5, 0, 1),
+    "BitwiseNot": lambda xp, x: xp.invert(x),
+    "Not": lambda xp, x: xp.logical_not(x),
+}
+for _name, _fn in _UNARY.items():
+    _unary(_name, _fn)
+
+
+@register("IsNaN", since=9)
+def isnan(xp: Any, x: Any) -> Any:
+    return xp.isnan(x)
+
+
+@register("IsInf", since=10)
+def isinf(xp: Any, x: Any, *, detect_negative: int = 1, detect_positive: int = 1) -> Any:
+    neg = xp.isneginf(x) if detect_negative else xp.zeros(x.shape, dtype=bool)
+    pos = xp.isposinf(x) if detect_positive else xp.zeros(x.shape, dtype=bool)
+    return neg | pos
+
+
+@register("Identity")
+def identity(xp: Any, x: Any) -> Any:
+    return x
+
+
+# ------------------------------------------------------------- binary ops --
+def _int_div(xp: Any, a: Any, b: Any) -> Any:
+    """C-style integer division (truncates toward zero), as ONNX's Div on integers."""
+    q = xp.floor_divide(a, b)
+    fix = (xp.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return q + fix.astype(q.dtype)
+
+
+def _div(xp: Any, a: Any, b: Any) -> Any:
+    if np.dtype(a.dtype).kind in "iu":
+        return _int_div(xp, a, b)
+    return a / b
+
+
+_BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "Add": lambda xp, a, b: a + b, "Sub": lambda xp, a, b: a - b,
+    "Mul": lambda xp, a, b: a * b, "Div": _div,
+    "BitwiseAnd": lambda xp, a, b: a & b, "BitwiseOr": lambda xp, a, b: a | b,
+    "BitwiseXor": lambda xp, a, b: a ^ b,
+}
+_COMPARE: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "Equal": lambda xp, a, b: a == b, "Less": lambda xp, a, b: a < b,
+    "Greater": lambda xp, a, b: a > b, "LessOrEqual": lambda xp, a, b: a <= b,
+    "GreaterOrEqual": lambda xp, a, b: a >= b,
+    "And": lambda xp, a, b: xp.logical_and(a, b), "Or": lambda xp, a, b: xp.logical_or(a, b),
+    "Xor": lambda xp, a, b: xp.logical_xor(a, b),
+}
+
+
+def _binary(op: str, fn: Callable[[Any, Any, Any], Any], keep_type: bool) -> None:
+    def kernel(xp: Any, a: Any, b: Any, *, broadcast: int = 1, axis: int | None = None) -> Any:
+        # Opsets < 7 broadcast ``b`` from ``axis`` instead of numpy-style.
+        if axis is not None and b.ndim < a.ndim:
+            b = b.reshape(b.shape + (1,) * (a.ndim - (axis % a.ndim) - b.ndim))
+        out = fn(xp, a, b)
+        return same(xp, out, a) if keep_type else xp.asarray(out, dtype=bool)
+    kernel.__name__ = kernel.__qualname__ = op
+    kernel.__doc__ = f"ONNX {op}, numpy broadcasting."
+    register(op)(kernel)
+
+
+for _name, _fn in _BINARY.items():
+    _binary(_name, _fn, True)
+for _name, _fn in _COMPARE.items():
+    _binary(_name, _fn, False)
+
+
+@register("Pow")
+def pow_(xp: Any, a: Any, b: Any) -> Any:
+    # The result has the base's type even when the exponent's type differs.
+    if np.dtype(a.dtype).kind in "iu" and np.dtype(b.dtype).kind == "f":
+        return same(xp, xp.power(a.astype(np.float64), b), a)
+    if np.dtype(a.dtype).kind in "iu":
+        return same(xp, xp.power(a, b.astype(a.dtype)), a)
+    return same(xp, xp.power(a, b.astype(a.dtype)), a)
+
+
+@register("Mod", since=10)
+def mod(xp: Any, a: Any, b: Any, *, fmod: int = 0) -> Any:
+    return same(xp, xp.fmod(a, b) if fmod else xp.mod(a, b), a)
+
+
+@register("BitShift", since=11)
+def bit_shift(xp: Any, a: Any, b: Any, *, direction: str) -> Any:
+    return same(xp, xp.left_shift(a, b) if direction == "LEFT" else xp.right_shift(a, b), a)
+
+
+def _variadic(op: str, fn: Callable[[Any, Any, Any], Any], mean: bool = False) -> None:
+    def kernel(xp: Any, *xs: Any) -> Any:
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = fn(xp, acc, x)
+        if mean:
+            acc = acc / len(xs)
+        return same(xp, acc, xs[0])
+    kernel.__name__ = kernel.__qualname__ = op
+    kernel.__doc__ = f"ONNX {op} over any number of broadcast inputs."
+    register(op)(kernel)
+
+
+_variadic("Sum", lambda xp, a, b: a + b)
+_variadic("Mean", lambda xp, a, b: a + b, mean=True)
+_variadic("Max", lambda xp, a, b: xp.maximum(a, b))
+_variadic("Min", lambda xp, a, b: xp.minimum(a, b))
+
+
+@register("Where", since=9)
+def where(xp: Any, cond: Any, a: Any, b: Any) -> Any:
+    return same(xp, xp.where(cond, a, b), a)
+
+
+@register("Clip", since=1)
+def clip_attrs(xp: Any, x: Any, *, min: float = -3.4028234663852886e38,  # noqa: A002
+               max: float = 3.4028234663852886e38) -> Any:  # noqa: A002
+    return same(xp, xp.minimum(xp.maximum(x, min), max), x)
+
+
+@register("Clip", since=11)
+def clip(xp: Any, x: Any, lo: Any = None, hi: Any = None) -> Any:
+    out = x
+    if lo is not None:
+        out = xp.maximum(out, lo.astype(x.dtype))
+    if hi is not None:
+        out = xp.minimum(out, hi.astype(x.dtype))
+    return same(xp, out, x)
+
+
+# ------------------------------------------------------------------- Cast --
+def _cast(xp: Any, x: Any, dtype: np.dtype) -> Any:
+    if dtype.kind == "U" or dtype == np.dtype(object):
+        # Strings live on the host; ONNX formats floats like C's %g with 9 digits.
+        host = np.asarray(x.get() if hasattr(x, "get") else x)
+        return np.array([_to_str(v) for v in host.ravel()], dtype=object).reshape(host.shape)
+    if x.dtype == object or x.dtype.kind == "U":
+        host = np.asarray(x, dtype=object)
+        return xp.asarray(np.array([_from_str(v, dtype) for v in host.ravel()], dtype=dtype)
+                          .reshape(host.shape))
+    return x.astype(dtype)
+
+
+def _to_str(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+        return "%.9g" % float(v) if math.isfinite(v) else ("NaN" if math.isnan(v) else
+                                                          ("INF" if v > 0 else "-INF"))
+    return str(v)
+
+
+def _from_str(v: Any, dtype: np.dtype) -> Any:
+    s = v.decode() if isinstance(v, bytes) else str(v)
+    return float(s) if dtype.kind == "f" else dtype.type(s)
+
+
+@register("Cast", since=6)
+def cast(xp: Any, x: Any, *, to: int, saturate: int = 1, round_mode: str = "up") -> Any:
+    return _cast(xp, x, np_dtype(to))
+
+
+@register("CastLike", since=15)
+def cast_like(xp: Any, x: Any, like: Any, *, saturate: int = 1, round_mode: str = "up") -> Any:
+    return _cast(xp, x, np.dtype(like.dtype))

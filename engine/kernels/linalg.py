@@ -1,0 +1,52 @@
+"""Linear algebra kernels: MatMul, Gemm, Einsum, Det, MatMulInteger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .elementwise import same
+from .registry import register
+
+
+@register("MatMul")
+def matmul(xp: Any, a: Any, b: Any) -> Any:
+    return same(xp, xp.matmul(a, b), a)
+
+
+@register("Gemm")
+def gemm(xp: Any, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 1.0,
+         transA: int = 0, transB: int = 0, broadcast: int = 0) -> Any:
+    a = a.T if transA else a
+    b = b.T if transB else b
+    y = xp.matmul(a, b)
+    if alpha != 1.0:
+        y = y * alpha
+    if c is not None and beta != 0:
+        y = y + (c * beta if beta != 1.0 else c)
+    return same(xp, y, a)
+
+
+@register("Einsum", since=12)
+def einsum(xp: Any, *xs: Any, equation: str) -> Any:
+    eq = equation.replace(" ", "")
+    return same(xp, xp.einsum(eq, *xs), xs[0])
+
+
+@register("Det", since=11)
+def det(xp: Any, x: Any) -> Any:
+    return same(xp, xp.linalg.det(x), x)
+
+
+@register("MatMulInteger", since=10)
+def matmul_integer(xp: Any, a: Any, b: Any, a_zero: Any = None, b_zero: Any = None) -> Any:
+    a32 = a.astype(np.int32) - (0 if a_zero is None else a_zero.astype(np.int32))
+    b32 = b.astype(np.int32)
+    if b_zero is not None:
+        bz = b_zero.astype(np.int32)
+        # A per-column zero point of B broadcasts along its rows.
+        b32 = b32 - (bz.reshape(bz.shape[:-1] + (1, bz.shape[-1])) if bz.ndim else bz)
+    if a_zero is not None and a_zero.ndim == 1 and a_zero.size > 1:
+        a32 = a.astype(np.int32) - a_zero.astype(np.int32).reshape(-1, 1)
+    return xp.matmul(a32, b32).astype(np.int32)

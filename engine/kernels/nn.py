@@ -1,0 +1,278 @@
+"""Convolution and pooling kernels, N-D, as shifted-window sums (no im2col copy of the input)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from .elementwise import same
+from .registry import register
+
+
+def _same_pads(in_sp: Sequence[int], k_eff: Sequence[int], strides: Sequence[int],
+               auto_pad: str) -> list[int]:
+    """pads [b0, b1, ..., e0, e1, ...] for auto_pad SAME_UPPER / SAME_LOWER."""
+    begin, end = [], []
+    for n, k, s in zip(in_sp, k_eff, strides):
+        out = -(-n // s)
+        total = max((out - 1) * s + k - n, 0)
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else big)
+        end.append(big if auto_pad == "SAME_UPPER" else small)
+    return begin + end
+
+
+def _geometry(x: Any, kernel: Sequence[int], strides: Any, dilations: Any, pads: Any,
+              auto_pad: str) -> tuple[list[int], list[int], list[int], list[int]]:
+    nsp = len(kernel)
+    strides = list(strides or [1] * nsp)
+    dilations = list(dilations or [1] * nsp)
+    k_eff = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = _same_pads(x.shape[2:], k_eff, strides, auto_pad)
+    elif auto_pad == "VALID" or not pads:
+        pads = [0] * (2 * nsp)
+    return strides, dilations, k_eff, list(pads)
+
+
+def _window(xp_arr: Any, offset: Sequence[int], dilations: Sequence[int], strides: Sequence[int],
+            out_sp: Sequence[int]) -> Any:
+    """The strided view of a padded array that kernel position ``offset`` sees."""
+    index = [Ellipsis]
+    for o, d, s, n in zip(offset, dilations, strides, out_sp):
+        start = o * d
+        index.append(slice(start, start + (n - 1) * s + 1, s))
+    return xp_arr[tuple(index)]
+
+
+@register("Conv")
+def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", dilations: Any = None,
+         group: int = 1, kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Any:
+    kernel = list(kernel_shape or w.shape[2:])
+    strides, dilations, k_eff, pads = _geometry(x, kernel, strides, dilations, pads, auto_pad)
+    nsp = len(kernel)
+    xpad = xp.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + nsp]) for i in range(nsp)])
+    out_sp = [(xpad.shape[2 + i] - k_eff[i]) // strides[i] + 1 for i in range(nsp)]
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    cg, mg = c // group, m // group
+    xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
+    wg = w.reshape((group, mg, cg) + tuple(kernel))
+    npos = int(np.prod(out_sp, dtype=np.int64))
+    acc = xp.zeros((n, group, mg, npos), dtype=x.dtype)
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        patch = _window(xg, offset, dilations, strides, out_sp).reshape(n, group, cg, npos)
+        # (G, Mg, Cg) @ (N, G, Cg, P) -> (N, G, Mg, P): one batched matmul per kernel position.
+        acc += xp.matmul(wg[(Ellipsis,) + tuple(offset)], patch)
+    y = acc.reshape((n, m) + tuple(out_sp))
+    if b is not None:
+        y = y + b.reshape((1, -1) + (1,) * nsp)
+    return same(xp, y, x)
+
+
+def _convt_pads(in_sp: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                dilations: Sequence[int], out_pad: Sequence[int], output_shape: Any,
+                pads: Any, auto_pad: str) -> tuple[list[int], list[int]]:
+    nsp = len(kernel)
+    if output_shape is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        output_shape = [n * s for n, s in zip(in_sp, strides)]
+    if output_shape is not None:
+        output_shape = list(output_shape)[-nsp:]
+        begin, end = [], []
+        for i in range(nsp):
+            total = strides[i] * (in_sp[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 \
+                - output_shape[i]
+            half = total // 2
+            upper = auto_pad == "SAME_UPPER"
+            begin.append(half if upper else total - half)
+            end.append(total - half if upper else half)
+        return begin + end, output_shape
+    pads = list(pads) if pads and auto_pad != "VALID" else [0] * (2 * nsp)
+    out = [strides[i] * (in_sp[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
+           - pads[i] - pads[i + nsp] for i in range(nsp)]
+    return pads, out
+
+
+@register("ConvTranspose")
+def conv_transpose(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
+                   dilations: Any = None, group: int = 1, kernel_shape: Any = None,
+                   output_padding: Any = None, output_shape: Any = None, pads: Any = None,
+                   strides: Any = None) -> Any:
+    kernel = list(kernel_shape or w.shape[2:])
+    nsp = len(kernel)
+    strides = list(strides or [1] * nsp)
+    dilations = list(dilations or [1] * nsp)
+    out_pad = list(output_padding or [0] * nsp)
+    in_sp = list(x.shape[2:])
+    pads, out_sp = _convt_pads(in_sp, kernel, strides, dilations, out_pad, output_shape, pads, auto_pad)
+    n, c = x.shape[:2]
+    cg, mg = c // group, w.shape[1]
+    full = [max(strides[i] * (in_sp[i] - 1) + (kernel[i] - 1) * dilations[i] + 1,
+                pads[i] + out_sp[i]) for i in range(nsp)]
+    buf = xp.zeros((n, group, mg) + tuple(full), dtype=x.dtype)
+    npos = int(np.prod(in_sp, dtype=np.int64))
+    xg = x.reshape(n, group, cg, npos)
+    wg = w.reshape((group, cg, mg) + tuple(kernel))
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        wk = xp.swapaxes(wg[(Ellipsis,) + tuple(offset)], -1, -2)  # (G, Mg, Cg)
+        contrib = xp.matmul(wk, xg).reshape((n, group, mg) + tuple(in_sp))
+        _window(buf, offset, dilations, strides, in_sp)[...] += contrib
+    crop = tuple(slice(pads[i], pads[i] + out_sp[i]) for i in range(nsp))
+    y = buf[(Ellipsis,) + crop].reshape((n, group * mg) + tuple(out_sp))
+    if b is not None:
+        y = y + b.reshape((1, -1) + (1,) * nsp)
+    return same(xp, y, x)
+
+
+# ---------------------------------------------------------------- pooling --
+def _pool_geometry(x: Any, kernel: Sequence[int], strides: Any, dilations: Any, pads: Any,
+                   auto_pad: str, ceil_mode: int) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+    strides, dilations, k_eff, pads = _geometry(x, kernel, strides, dilations, pads, auto_pad)
+    nsp = len(kernel)
+    in_sp = x.shape[2:]
+    out_sp = []
+    for i in range(nsp):
+        span = in_sp[i] + pads[i] + pads[i + nsp] - k_eff[i]
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            out = -(-in_sp[i] // strides[i])
+        elif ceil_mode:
+            out = math.ceil(span / strides[i]) + 1
+            if (out - 1) * strides[i] >= in_sp[i] + pads[i]:
+                out -= 1  # the last window must start inside the input or its left padding
+        else:
+            out = span // strides[i] + 1
+        out_sp.append(out)
+    # Extra right padding so every window of the ceil-mode output fits.
+    extra = [max((out_sp[i] - 1) * strides[i] + k_eff[i] - (in_sp[i] + pads[i] + pads[i + nsp]), 0)
+             for i in range(nsp)]
+    return strides, dilations, pads, out_sp, extra
+
+
+def _padded(xp: Any, x: Any, pads: Sequence[int], extra: Sequence[int], fill: Any) -> Any:
+    nsp = len(extra)
+    widths = [(0, 0)] * (x.ndim - nsp) + [(pads[i], pads[i + nsp] + extra[i]) for i in range(nsp)]
+    return xp.pad(x, widths, mode="constant", constant_values=fill)
+
+
+def _lowest(dtype: Any) -> Any:
+    dt = np.dtype(dtype)
+    return -np.inf if dt.kind == "f" else np.iinfo(dt).min
+
+
+@register("MaxPool")
+def max_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None,
+             kernel_shape: Any, pads: Any = None, storage_order: int = 0, strides: Any = None) -> tuple:
+    kernel = list(kernel_shape)
+    strides, dilations, pads, out_sp, extra = _pool_geometry(x, kernel, strides, dilations, pads,
+                                                             auto_pad, ceil_mode)
+    xpad = _padded(xp, x, pads, extra, _lowest(x.dtype))
+    best = None
+    best_idx = None
+    nsp = len(kernel)
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        win = _window(xpad, offset, dilations, strides, out_sp)
+        idx = _flat_index(xp, x.shape, offset, dilations, strides, pads, out_sp, storage_order)
+        if best is None:
+            best, best_idx = win, xp.broadcast_to(idx, win.shape)
+        else:
+            better = win > best  # strictly greater: the first maximum wins, as ONNX
+            best = xp.where(better, win, best)
+            best_idx = xp.where(better, idx, best_idx)
+    del nsp
+    return same(xp, best, x), xp.asarray(best_idx, dtype=np.int64)
+
+
+def _flat_index(xp: Any, shape: Sequence[int], offset: Sequence[int], dilations: Sequence[int],
+                strides: Sequence[int], pads: Sequence[int], out_sp: Sequence[int],
+                storage_order: int) -> Any:
+    """Flat index into the unpadded input of each window element, for MaxPool's Indices."""
+    n, c = shape[:2]
+    sp = list(shape[2:])
+    nsp = len(sp)
+    idx = 0
+    stride_in = 1
+    order = range(nsp) if storage_order else range(nsp - 1, -1, -1)
+    for i in order:
+        coord = xp.arange(out_sp[i]) * strides[i] + offset[i] * dilations[i] - pads[i]
+        view = [1] * (nsp + 2)
+        view[2 + i] = out_sp[i]
+        idx = idx + coord.reshape(view) * stride_in
+        stride_in *= sp[i]
+    plane = int(np.prod(sp, dtype=np.int64))
+    base = xp.arange(n * c).reshape((n, c) + (1,) * nsp) * plane
+    return base + idx
+
+
+@register("AveragePool")
+def average_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
+                 count_include_pad: int = 0, dilations: Any = None, kernel_shape: Any,
+                 pads: Any = None, strides: Any = None) -> Any:
+    kernel = list(kernel_shape)
+    strides, dilations, pads, out_sp, extra = _pool_geometry(x, kernel, strides, dilations, pads,
+                                                             auto_pad, ceil_mode)
+    xpad = _padded(xp, x, pads, extra, 0)
+    # What a window counts: the input only, or the input and its explicit pads.
+    ones = xp.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
+    if count_include_pad:
+        ones = _padded(xp, ones, pads, [0] * len(kernel), 1)
+        mask = _padded(xp, ones, [0] * len(pads), extra, 0)
+    else:
+        mask = _padded(xp, ones, pads, extra, 0)
+    total = 0
+    count = 0
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        total = total + _window(xpad, offset, dilations, strides, out_sp)
+        count = count + _window(mask, offset, dilations, strides, out_sp)
+    return same(xp, total / count, x)
+
+
+@register("LpPool")
+def lp_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None,
+            kernel_shape: Any, p: int = 2, pads: Any = None, strides: Any = None) -> Any:
+    kernel = list(kernel_shape)
+    strides, dilations, pads, out_sp, extra = _pool_geometry(x, kernel, strides, dilations, pads,
+                                                             auto_pad, ceil_mode)
+    xpad = _padded(xp, xp.abs(x) ** p, pads, extra, 0)
+    total = 0
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        total = total + _window(xpad, offset, dilations, strides, out_sp)
+    return same(xp, total ** (1.0 / p), x)
+
+
+def _spatial(x: Any) -> tuple:
+    return tuple(range(2, x.ndim))
+
+
+@register("GlobalAveragePool")
+def global_average_pool(xp: Any, x: Any) -> Any:
+    return same(xp, xp.mean(x, axis=_spatial(x), keepdims=True), x)
+
+
+@register("GlobalMaxPool")
+def global_max_pool(xp: Any, x: Any) -> Any:
+    return same(xp, xp.max(x, axis=_spatial(x), keepdims=True), x)
+
+
+@register("GlobalLpPool", since=2)
+def global_lp_pool(xp: Any, x: Any, *, p: int = 2) -> Any:
+    return same(xp, xp.sum(xp.abs(x) ** p, axis=_spatial(x), keepdims=True) ** (1.0 / p), x)
+
+
+@register("MaxUnpool", since=9)
+def max_unpool(xp: Any, x: Any, indices: Any, output_shape: Any = None, *, kernel_shape: Any,
+               pads: Any = None, strides: Any = None) -> Any:
+    nsp = len(kernel_shape)
+    strides = list(strides or [1] * nsp)
+    pads = list(pads or [0] * (2 * nsp))
+    if output_shape is not None:
+        shape_out = [int(v) for v in np.asarray(output_shape.get() if hasattr(output_shape, "get")
+                                                else output_shape).reshape(-1)]
+    else:
+        shape_out = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + nsp]
+                                         + kernel_shape[i] for i in range(nsp)]
+    out = xp.zeros(int(np.prod(shape_out)), dtype=x.dtype)
+    out[indices.reshape(-1)] = x.reshape(-1)
+    return out.reshape(shape_out)

@@ -1,0 +1,94 @@
+"""Reductions (axes as attribute before opset 13/18, as an input after) and ArgMax/ArgMin."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .registry import host_ints, register
+
+
+def _identity(dtype: Any, kind: str) -> Any:
+    """What an empty reduction yields: ONNX uses the op's identity element."""
+    dt = np.dtype(dtype)
+    if kind == "max":
+        return -np.inf if dt.kind == "f" else np.iinfo(dt).min
+    if kind == "min":
+        return np.inf if dt.kind == "f" else np.iinfo(dt).max
+    if kind == "logsumexp" or kind == "logsum":
+        return -np.inf
+    return 1 if kind == "prod" else 0
+
+
+_OPS: dict[str, tuple[str, Callable[[Any, Any, tuple], Any]]] = {
+    "ReduceSum": ("sum", lambda xp, x, ax: xp.sum(x, axis=ax, keepdims=True)),
+    "ReduceMean": ("mean", lambda xp, x, ax: xp.mean(x, axis=ax, keepdims=True)),
+    "ReduceMax": ("max", lambda xp, x, ax: xp.max(x, axis=ax, keepdims=True)),
+    "ReduceMin": ("min", lambda xp, x, ax: xp.min(x, axis=ax, keepdims=True)),
+    "ReduceProd": ("prod", lambda xp, x, ax: xp.prod(x, axis=ax, keepdims=True)),
+    "ReduceL1": ("sum", lambda xp, x, ax: xp.sum(xp.abs(x), axis=ax, keepdims=True)),
+    "ReduceL2": ("sum", lambda xp, x, ax: xp.sqrt(xp.sum(x * x, axis=ax, keepdims=True))),
+    "ReduceSumSquare": ("sum", lambda xp, x, ax: xp.sum(x * x, axis=ax, keepdims=True)),
+    "ReduceLogSum": ("logsum", lambda xp, x, ax: xp.log(xp.sum(x, axis=ax, keepdims=True))),
+    "ReduceLogSumExp": ("logsumexp", lambda xp, x, ax: _logsumexp(xp, x, ax)),
+}
+
+
+def _logsumexp(xp: Any, x: Any, ax: tuple) -> Any:
+    m = xp.max(x, axis=ax, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0)
+    return xp.log(xp.sum(xp.exp(x - m), axis=ax, keepdims=True)) + m
+
+
+def _reduce(xp: Any, op: str, x: Any, axes: list[int] | None, keepdims: int, noop: int) -> Any:
+    kind, fn = _OPS[op]
+    if not axes:
+        if noop:
+            return x
+        axes = list(range(x.ndim))
+    ax = tuple(sorted(a % x.ndim for a in axes)) if x.ndim else ()
+    if any(x.shape[a] == 0 for a in ax):
+        shape_ = [1 if i in ax else d for i, d in enumerate(x.shape)]
+        out = xp.full(shape_, _identity(x.dtype, kind), dtype=x.dtype)
+    else:
+        out = fn(xp, x, ax)
+    if not keepdims:
+        out = out.reshape([d for i, d in enumerate(out.shape) if i not in ax])
+    return xp.asarray(out, dtype=x.dtype)
+
+
+def _make(op: str) -> None:
+    def kernel(xp: Any, x: Any, axes_in: Any = None, *, axes: list[int] | None = None,
+               keepdims: int = 1, noop_with_empty_axes: int = 0) -> Any:
+        chosen = host_ints(xp, axes_in) if axes_in is not None else (list(axes) if axes else None)
+        return _reduce(xp, op, x, chosen, keepdims, noop_with_empty_axes)
+    kernel.__name__ = kernel.__qualname__ = op
+    kernel.__doc__ = f"ONNX {op}; axes from the attribute (old opsets) or the second input."
+    register(op)(kernel)
+
+
+for _op in _OPS:
+    _make(_op)
+
+
+def _arg(xp: Any, x: Any, axis: int, keepdims: int, select_last_index: int, largest: bool) -> Any:
+    fn = xp.argmax if largest else xp.argmin
+    if select_last_index:
+        flipped = xp.flip(x, axis)
+        idx = x.shape[axis] - 1 - fn(flipped, axis=axis)
+    else:
+        idx = fn(x, axis=axis)
+    if keepdims:
+        idx = xp.expand_dims(idx, axis)
+    return xp.asarray(idx, dtype=np.int64)
+
+
+@register("ArgMax")
+def argmax(xp: Any, x: Any, *, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> Any:
+    return _arg(xp, x, axis, keepdims, select_last_index, True)
+
+
+@register("ArgMin")
+def argmin(xp: Any, x: Any, *, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> Any:
+    return _arg(xp, x, axis, keepdims, select_last_index, False)
