@@ -1,1 +1,96 @@
-"""placeholder"""
+"""If, Loop and Scan. Bodies run through the caller's ``run_graph(body, values)``, which
+supplies outer-scope tensors itself; these kernels only sequence the iterations."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from partition.ir import Graph
+
+from .registry import register_control_flow, to_host
+
+RunGraph = Callable[[Graph, list], list]
+
+
+def _truth(xp: Any, v: Any) -> bool:
+    return bool(to_host(xp, v).reshape(-1)[0])
+
+
+@register_control_flow("If")
+def if_(xp: Any, cond: Any, *, subgraphs: dict[str, Graph], run_graph: RunGraph,
+        then_branch: Any = None, else_branch: Any = None) -> tuple:
+    branch = subgraphs["then_branch" if _truth(xp, cond) else "else_branch"]
+    return tuple(run_graph(branch, []))
+
+
+def _stack(xp: Any, items: list[Any]) -> Any:
+    return xp.stack(items) if items else None
+
+
+@register_control_flow("Loop")
+def loop(xp: Any, max_trip: Any = None, cond: Any = None, *carried: Any, subgraphs: dict[str, Graph],
+         run_graph: RunGraph, body: Any = None) -> tuple:
+    graph = subgraphs["body"]
+    trips = None if max_trip is None else int(to_host(xp, max_trip).reshape(-1)[0])
+    keep_going = True if cond is None else _truth(xp, cond)
+    state = list(carried)
+    n_scan = len(graph.outputs) - 1 - len(state)
+    scans: list[list[Any]] = [[] for _ in range(n_scan)]
+    i = 0
+    while keep_going and (trips is None or i < trips):
+        values = run_graph(graph, [xp.asarray(np.array(i, dtype=np.int64)),
+                                   xp.asarray(np.array(keep_going)), *state])
+        keep_going = _truth(xp, values[0])
+        state = list(values[1:1 + len(state)])
+        for k, v in enumerate(values[1 + len(state):]):
+            scans[k].append(v)
+        i += 1
+    outs = [_stack(xp, s) if s else _empty_scan(xp, graph, 1 + len(state) + k)
+            for k, s in enumerate(scans)]
+    return tuple(state + outs)
+
+
+def _empty_scan(xp: Any, graph: Graph, index: int) -> Any:
+    """A zero-trip loop's scan output: empty along the iteration axis, typed if known."""
+    from partition.dtypes import to_numpy  # noqa: PLC0415
+    info = graph.info(graph.outputs[index])
+    try:
+        dtype = to_numpy(info.dtype) if info.dtype else np.float32
+    except KeyError:
+        dtype = np.float32
+    dims = [d if isinstance(d, int) else 0 for d in (info.shape or ())]
+    return xp.zeros([0] + dims, dtype=dtype)
+
+
+@register_control_flow("Scan", since=9)
+def scan(xp: Any, *inputs: Any, subgraphs: dict[str, Graph], run_graph: RunGraph, body: Any = None,
+         num_scan_inputs: int, scan_input_axes: list[int] | None = None,
+         scan_input_directions: list[int] | None = None, scan_output_axes: list[int] | None = None,
+         scan_output_directions: list[int] | None = None) -> tuple:
+    graph = subgraphs["body"]
+    n_state = len(inputs) - num_scan_inputs
+    state = list(inputs[:n_state])
+    seqs = list(inputs[n_state:])
+    in_axes = [a % seqs[k].ndim for k, a in enumerate(scan_input_axes or [0] * len(seqs))]
+    in_dirs = scan_input_directions or [0] * len(seqs)
+    steps = seqs[0].shape[in_axes[0]] if seqs else 0
+    n_out = len(graph.outputs) - n_state
+    collected: list[list[Any]] = [[] for _ in range(n_out)]
+    for t in range(steps):
+        slices = [xp.take(s, steps - 1 - t if d else t, axis=a) for s, a, d in zip(seqs, in_axes, in_dirs)]
+        values = run_graph(graph, state + slices)
+        state = list(values[:n_state])
+        for k, v in enumerate(values[n_state:]):
+            collected[k].append(v)
+    out_axes = scan_output_axes or [0] * n_out
+    out_dirs = scan_output_directions or [0] * n_out
+    outs = []
+    for k, items in enumerate(collected):
+        if out_dirs[k]:
+            items = items[::-1]
+        stacked = xp.stack(items)
+        axis = out_axes[k] % stacked.ndim
+        outs.append(xp.moveaxis(stacked, 0, axis))
+    return tuple(state + outs)

@@ -1,1 +1,177 @@
-"""placeholder"""
+"""Recurrent kernels: RNN, GRU, LSTM (forward, reverse, bidirectional; layout 0 and 1)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .registry import register, to_host
+
+Act = Callable[[Any], Any]
+
+
+def _activation(xp: Any, name: str, alpha: float | None, beta: float | None) -> Act:
+    n = name.lower()
+    if n == "sigmoid":
+        return lambda v: 1 / (1 + xp.exp(-v))
+    if n == "tanh":
+        return xp.tanh
+    if n == "relu":
+        return lambda v: xp.maximum(v, 0)
+    if n == "affine":
+        return lambda v: (1.0 if alpha is None else alpha) * v + (0.0 if beta is None else beta)
+    if n == "leakyrelu":
+        return lambda v: xp.where(v >= 0, v, v * (0.01 if alpha is None else alpha))
+    if n == "thresholdedrelu":
+        return lambda v: xp.where(v > (1.0 if alpha is None else alpha), v, 0)
+    if n == "scaledtanh":
+        return lambda v: (1.0 if alpha is None else alpha) * xp.tanh((1.0 if beta is None else beta) * v)
+    if n == "hardsigmoid":
+        return lambda v: xp.clip((0.2 if alpha is None else alpha) * v + (0.5 if beta is None else beta), 0, 1)
+    if n == "elu":
+        return lambda v: xp.where(v > 0, v, (1.0 if alpha is None else alpha) * (xp.exp(v) - 1))
+    if n == "softsign":
+        return lambda v: v / (1 + xp.abs(v))
+    if n == "softplus":
+        return lambda v: xp.logaddexp(v, 0)
+    raise ValueError(f"unknown recurrent activation '{name}'")
+
+
+def _activations(xp: Any, names: list[str] | None, default: list[str], n_dir: int,
+                 alphas: list[float] | None, betas: list[float] | None) -> list[list[Act]]:
+    """One list of activation functions per direction; alphas/betas are consumed in order."""
+    names = list(names) if names else default * n_dir
+    per = len(names) // n_dir
+    alphas, betas = list(alphas or []), list(betas or [])
+    acts = [_activation(xp, nm, alphas[i] if i < len(alphas) else None,
+                        betas[i] if i < len(betas) else None) for i, nm in enumerate(names)]
+    return [acts[d * per:(d + 1) * per] for d in range(n_dir)]
+
+
+def _prepare(xp: Any, x: Any, w: Any, b: Any, seq_lens: Any, h0: Any, layout: int, gates: int,
+             hidden: int) -> tuple:
+    if layout:
+        x = xp.swapaxes(x, 0, 1)
+    seq, batch = x.shape[:2]
+    n_dir = w.shape[0]
+    if b is None:
+        b = xp.zeros((n_dir, 2 * gates * hidden), dtype=x.dtype)
+    if h0 is not None and layout:
+        h0 = xp.swapaxes(h0, 0, 1)
+    if h0 is None:
+        h0 = xp.zeros((n_dir, batch, hidden), dtype=x.dtype)
+    lens = np.full(batch, seq) if seq_lens is None else to_host(xp, seq_lens).astype(np.int64)
+    return x, b, h0, lens, seq, batch, n_dir
+
+
+def _run_dirs(xp: Any, x: Any, n_dir: int, direction: str, lens: np.ndarray,
+              step: Callable[[int, Any, int], None], seq: int) -> None:
+    for d in range(n_dir):
+        reverse = direction == "reverse" or (direction == "bidirectional" and d == 1)
+        for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
+            step(d, x[t], t)
+
+
+def _masked(xp: Any, lens: np.ndarray, t: int, reverse: bool, new: Any, old: Any) -> tuple:
+    """Past a batch entry's sequence length the state holds and the output is zero."""
+    active = xp.asarray((t < lens).reshape(-1, 1))
+    return xp.where(active, new, old), xp.where(active, new, 0)
+
+
+def _finish(xp: Any, ys: Any, states: list[Any], layout: int) -> tuple:
+    y = ys  # [seq, n_dir, batch, hidden]
+    if layout:
+        y = xp.transpose(y, (2, 0, 1, 3))
+        states = [xp.swapaxes(s, 0, 1) for s in states]
+    return (y, *states)
+
+
+@register("RNN", since=7)
+def rnn(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0: Any = None, *,
+        activation_alpha: Any = None, activation_beta: Any = None, activations: Any = None,
+        clip: float | None = None, direction: str = "forward", hidden_size: int | None = None,
+        layout: int = 0) -> tuple:
+    hidden = r.shape[-1]
+    x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 1, hidden)
+    acts = _activations(xp, activations, ["Tanh"], n_dir, activation_alpha, activation_beta)
+    h = h.copy()
+    ys = xp.zeros((seq, n_dir, batch, hidden), dtype=x.dtype)
+
+    def step(d: int, xt: Any, t: int) -> None:
+        pre = xt @ w[d].T + h[d] @ r[d].T + b[d, :hidden] + b[d, hidden:]
+        if clip is not None:
+            pre = xp.clip(pre, -clip, clip)
+        h[d], ys[t, d] = _masked(xp, lens, t, False, acts[d][0](pre), h[d])
+
+    _run_dirs(xp, x, n_dir, direction, lens, step, seq)
+    return _finish(xp, ys, [h], layout)
+
+
+@register("GRU", since=7)
+def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0: Any = None, *,
+        activation_alpha: Any = None, activation_beta: Any = None, activations: Any = None,
+        clip: float | None = None, direction: str = "forward", hidden_size: int | None = None,
+        layout: int = 0, linear_before_reset: int = 0) -> tuple:
+    hs = r.shape[-1]
+    x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 3, hs)
+    acts = _activations(xp, activations, ["Sigmoid", "Tanh"], n_dir, activation_alpha, activation_beta)
+    h = h.copy()
+    ys = xp.zeros((seq, n_dir, batch, hs), dtype=x.dtype)
+
+    def clipped(v: Any) -> Any:
+        return v if clip is None else xp.clip(v, -clip, clip)
+
+    def step(d: int, xt: Any, t: int) -> None:
+        f, g = acts[d]
+        wx = xt @ w[d].T + b[d, :3 * hs]  # gate order z, r, h
+        rb = b[d, 3 * hs:]
+        hp = h[d]
+        rz = hp @ r[d, :2 * hs].T + rb[:2 * hs]
+        z = f(clipped(wx[:, :hs] + rz[:, :hs]))
+        rr = f(clipped(wx[:, hs:2 * hs] + rz[:, hs:]))
+        if linear_before_reset:
+            cand = g(clipped(wx[:, 2 * hs:] + rr * (hp @ r[d, 2 * hs:].T + rb[2 * hs:])))
+        else:
+            cand = g(clipped(wx[:, 2 * hs:] + (rr * hp) @ r[d, 2 * hs:].T + rb[2 * hs:]))
+        h[d], ys[t, d] = _masked(xp, lens, t, False, (1 - z) * cand + z * hp, hp)
+
+    _run_dirs(xp, x, n_dir, direction, lens, step, seq)
+    return _finish(xp, ys, [h], layout)
+
+
+@register("LSTM", since=7)
+def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0: Any = None,
+         c0: Any = None, p: Any = None, *, activation_alpha: Any = None, activation_beta: Any = None,
+         activations: Any = None, clip: float | None = None, direction: str = "forward",
+         hidden_size: int | None = None, input_forget: int = 0, layout: int = 0) -> tuple:
+    hs = r.shape[-1]
+    x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 4, hs)
+    if c0 is not None and layout:
+        c0 = xp.swapaxes(c0, 0, 1)
+    c = xp.zeros((n_dir, batch, hs), dtype=x.dtype) if c0 is None else c0.copy()
+    p = xp.zeros((n_dir, 3 * hs), dtype=x.dtype) if p is None else p
+    acts = _activations(xp, activations, ["Sigmoid", "Tanh", "Tanh"], n_dir, activation_alpha,
+                        activation_beta)
+    h = h.copy()
+    ys = xp.zeros((seq, n_dir, batch, hs), dtype=x.dtype)
+
+    def clipped(v: Any) -> Any:
+        return v if clip is None else xp.clip(v, -clip, clip)
+
+    def step(d: int, xt: Any, t: int) -> None:
+        f, g, hact = acts[d]
+        gates = xt @ w[d].T + h[d] @ r[d].T + b[d, :4 * hs] + b[d, 4 * hs:]  # order i, o, f, c
+        pi, po, pf = p[d, :hs], p[d, hs:2 * hs], p[d, 2 * hs:]
+        i = f(clipped(gates[:, :hs] + pi * c[d]))
+        fg = f(clipped(gates[:, 2 * hs:3 * hs] + pf * c[d]))
+        if input_forget:
+            fg = 1 - i
+        cell = fg * c[d] + i * g(clipped(gates[:, 3 * hs:]))
+        o = f(clipped(gates[:, hs:2 * hs] + po * cell))
+        new_h = o * hact(cell)
+        c[d], _ = _masked(xp, lens, t, False, cell, c[d])
+        h[d], ys[t, d] = _masked(xp, lens, t, False, new_h, h[d])
+
+    _run_dirs(xp, x, n_dir, direction, lens, step, seq)
+    return _finish(xp, ys, [h, c], layout)
