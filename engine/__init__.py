@@ -32,3 +32,29 @@ __all__ = [
     "NoGPUError", "OnCompleteError", "Operator", "OperatorError", "Profiler", "RunContext",
     "ThreadedEngine", "Var", "VariableError", "create_engine",
 ]
+
+# --- executor, subgraph operators, measurements (engine/executor.py & co.) ---
+# Imported lazily (PEP 562): they pull in partition/ and onnxruntime, which the
+# bare dependency engine does not need.
+_EXECUTOR_EXPORTS = {
+    "Executor": "executor", "RunResult": "executor", "SubgraphRecord": "executor",
+    "SubgraphOp": "subgraph_ops", "EXECUTORS": "subgraph_ops",
+    "measure": "measure", "Measurement": "measure",
+    "compare": "compare", "Comparison": "compare",
+    "random_inputs": "inputs",
+    "RunError": "run_errors", "KernelFailure": "run_errors", "DeviceError": "run_errors",
+    "ExecutorUnavailableError": "run_errors", "MissingKernelError": "run_errors",
+    "InputError": "run_errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXECUTOR_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+__all__ += sorted(_EXECUTOR_EXPORTS)
+# --- end of executor exports ---
