@@ -28,7 +28,8 @@ STATE -- the whole of it, all guarded by the engine's one lock ``Engine._lock``
 
 ``Engine``
   ``_pending``      pushed user blocks not yet complete (``wait_for_all`` waits for 0)
-  ``_errors``       original errors (not inherited ones) not yet reported
+  ``_errors``       ``(push seq, error)`` of original errors (not inherited ones)
+                    not yet reported; raised in push order
   ``_failed_vars``  variables whose ``error`` is set
 
 The threaded engine adds its worker pools (``threaded.py``, state listed there).
@@ -227,7 +228,7 @@ class _OnComplete:
             err = OnCompleteError(
                 f"on_complete of async function {block.op.name!r} was called twice; "
                 "call it exactly once, when the function's work is finished")
-            engine._report(err)
+            engine._report(err, block.seq)
             raise err
         engine._finish(block, error, original=error is not None)
 
@@ -244,7 +245,7 @@ class Engine:
         self._seq = count()
         self._var_ids = count()
         self._pending = 0
-        self._errors: list[BaseException] = []
+        self._errors: list[tuple[int, BaseException]] = []
         self._failed_vars: set[Var] = set()
 
     # --- the seed's API ---------------------------------------------------
@@ -298,8 +299,8 @@ class Engine:
     def wait_for_all(self, timeout: float | None = None) -> None:
         raise NotImplementedError
 
-    def shutdown(self) -> None:
-        """Release threads (ThreadedEngine); the engine refuses work after it."""
+    def shutdown(self, wait: bool = True) -> None:
+        """Release threads (ThreadedEngine; after pending work if ``wait``)."""
 
     def __enter__(self) -> "Engine":
         return self
@@ -374,7 +375,7 @@ class Engine:
                 with self._lock:
                     late, block.done = block.done, True
                 if late:  # async, after on_complete: no variable left to mark
-                    self._report(_note(exc, op, "after calling on_complete"))
+                    self._report(_note(exc, op, "after calling on_complete"), block.seq)
                 else:
                     self._finish(block, exc, original=True)
                 return
@@ -421,7 +422,7 @@ class Engine:
     def _mark_vars_locked(self, block: Block, error: BaseException | None,
                           original: bool) -> None:
         if error is not None and original:
-            self._errors.append(error)
+            self._errors.append((block.seq, error))
         if block.op.prop is FnProperty.DELETE_VAR:
             for v in block.op.mutable_vars:  # a deleted variable reports nothing
                 v.error = None
@@ -442,11 +443,12 @@ class Engine:
         if err is not None:
             var.error = None
             self._failed_vars.discard(var)
-            self._errors = [e for e in self._errors if e is not err]
+            self._errors = [(s, e) for s, e in self._errors if e is not err]
         return err
 
     def _take_all_errors_locked(self) -> BaseException | None:
-        errors, self._errors = self._errors, []
+        errors = [e for _, e in sorted(self._errors, key=lambda se: se[0])]
+        self._errors = []
         for v in self._failed_vars:
             v.error = None
         self._failed_vars.clear()
@@ -458,10 +460,10 @@ class Engine:
             first.add_note(f"{len(errors) - 1} more engine error(s): {others}")
         return first
 
-    def _report(self, error: BaseException) -> None:
+    def _report(self, error: BaseException, seq: int) -> None:
         """Record an error that has no variable to mark (wait_for_all raises it)."""
         with self._lock:
-            self._errors.append(error)
+            self._errors.append((seq, error))
 
     def _hook_start(self, block: Block, stream: Any) -> None:
         rec = FnRecord(block.op.name, block.ctx, block.op.prop, block.priority,
@@ -474,7 +476,7 @@ class Engine:
         try:
             self._hooks.fn_start(rec)  # type: ignore[union-attr]
         except Exception as exc:
-            self._report(exc)
+            self._report(exc, block.seq)
 
     def _hook_end(self, block: Block, error: BaseException | None, skipped: bool) -> None:
         rec = block.record
@@ -490,7 +492,7 @@ class Engine:
         try:
             self._hooks.fn_end(rec)  # type: ignore[union-attr]
         except Exception as exc:
-            self._report(exc)
+            self._report(exc, block.seq)
 
 
 def _wait_event(stream: Any, event: Any) -> None:

@@ -16,6 +16,8 @@ STATE -- beyond the core's (``core.py``), all guarded by ``Engine._lock``:
   ``_pools``    pool key -> ``_Pool``
   ``_streams``  every GPU worker's stream (``wait_for_all`` synchronises them)
   ``_closed``   pushes are refused after ``shutdown()``
+  ``_running``  seq -> Block for blocks dispatched and not complete (timeouts
+                name them: an async function that never calls on_complete)
 
 ``_WaitFor`` (one per ``wait_for_var`` call that has to wait)
   ``event``     set when granted; ``error`` / ``events`` taken from the variable
@@ -121,6 +123,7 @@ class ThreadedEngine(Engine):
         self._pools: dict[tuple[str, int, str], _Pool] = {}
         self._streams: list[Any] = []
         self._closed = False
+        self._running: dict[int, Block] = {}
 
     # --- push and complete (the core's rule, under the lock) ----------------
 
@@ -148,6 +151,7 @@ class ThreadedEngine(Engine):
         own = getattr(_tls, "pool", None) if getattr(_tls, "block", None) is block else None
         with self._lock:
             self._mark_vars_locked(block, error, original)
+            self._running.pop(block.seq, None)
             for v in block.op.const_vars:
                 release_read(v, ready)
             for v in block.op.mutable_vars:
@@ -177,6 +181,7 @@ class ThreadedEngine(Engine):
         if pool is None:
             pool = self._new_pool_locked(key)
         heapq.heappush(pool.heap, (-block.priority, block.seq, block))
+        self._running[block.seq] = block
         if pool is quiet:
             return None
         if pool.idle:
@@ -251,8 +256,9 @@ class ThreadedEngine(Engine):
                 waiter.abandoned = not waiter.event.is_set()
             if waiter.abandoned:
                 raise EngineTimeoutError(
-                    f"wait_for_var({var.name}) timed out after {timeout}s; "
-                    f"{self._pending} function(s) pending: {var.state()['queued'][:5]}")
+                    f"wait_for_var({var.name}) timed out after {timeout}s; started and "
+                    f"not complete on it: {self._running_names(var)}; queued: "
+                    f"{[n for n, _ in var.state()['queued'][:5]]}")
         for e in waiter.events:  # GPU producers: the host waits for their events
             e.synchronize()
         raise_error(waiter.error)
@@ -273,17 +279,24 @@ class ThreadedEngine(Engine):
         """Wait until no pushed function is pending; raise the first unreported error."""
         self._check_self_wait("wait_for_all", None)
         with self._lock:
-            if not self._all_done.wait_for(lambda: self._pending == 0, timeout):
-                raise EngineTimeoutError(
-                    f"wait_for_all timed out after {timeout}s with {self._pending} "
-                    "function(s) pending (an async function that never calls "
-                    "on_complete stays pending forever)")
-            streams = list(self._streams)
+            done = self._all_done.wait_for(lambda: self._pending == 0, timeout)
+            pending, streams = self._pending, list(self._streams)
+        if not done:
+            raise EngineTimeoutError(
+                f"wait_for_all timed out after {timeout}s with {pending} function(s) "
+                f"pending, started: {self._running_names(None)} (an async function "
+                "that never calls on_complete stays pending forever)")
         for s in streams:
             s.synchronize()
         with self._lock:
             error = self._take_all_errors_locked()
         raise_error(error)
+
+    def _running_names(self, var: Var | None) -> list[str]:
+        with self._lock:
+            blocks = list(self._running.values())
+        return [b.op.name for b in blocks
+                if var is None or var in b.op.const_vars or var in b.op.mutable_vars][:5]
 
     def shutdown(self, wait: bool = True) -> None:
         """Stop the workers (after pending work, if ``wait``); refuse pushes after."""
