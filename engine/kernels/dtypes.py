@@ -18,8 +18,9 @@ try:  # bfloat16 / float8 / int4 live in ml_dtypes, which onnx itself depends on
     _CODES.update({16: ml_dtypes.bfloat16, 17: ml_dtypes.float8_e4m3fn, 18: ml_dtypes.float8_e4m3fnuz,
                    19: ml_dtypes.float8_e5m2, 20: ml_dtypes.float8_e5m2fnuz, 21: ml_dtypes.uint4,
                    22: ml_dtypes.int4})
-    if hasattr(ml_dtypes, "float4_e2m1fn"):
-        _CODES[23] = ml_dtypes.float4_e2m1fn
+    for _code, _name in ((23, "float4_e2m1fn"), (24, "float8_e8m0fnu"), (25, "uint2"), (26, "int2")):
+        if hasattr(ml_dtypes, _name):
+            _CODES[_code] = getattr(ml_dtypes, _name)
 except ImportError:  # pragma: no cover - onnx always brings it
     pass
 

@@ -1,1 +1,125 @@
-"""placeholder"""
+"""Quantisation kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinear*, *Integer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .dtypes import np_dtype
+from .linalg import matmul_integer
+from .nn import conv
+from .registry import register
+
+
+def _broadcast_param(p: Any, x: Any, axis: int, block_size: int) -> Any:
+    """A scale or zero point shaped to broadcast over x: scalar, per-axis or blocked."""
+    if p.ndim == 0 or p.size == 1 and block_size == 0:
+        return p.reshape(())
+    axis = axis % x.ndim
+    if block_size:
+        return p.repeat(block_size, axis=axis)[tuple(slice(0, d) for d in x.shape)]
+    shape = [1] * x.ndim
+    shape[axis] = p.size
+    return p.reshape(shape)
+
+
+def _saturate_to(xp: Any, v: Any, dtype: np.dtype) -> Any:
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return xp.clip(xp.rint(v), info.min, info.max).astype(dtype)
+    try:
+        import ml_dtypes  # noqa: PLC0415 - int4/uint4 are not numpy integer kinds
+        if dtype in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)):
+            info = ml_dtypes.iinfo(dtype)
+            return xp.clip(xp.rint(v), int(info.min), int(info.max)).astype(dtype)
+    except ImportError:  # pragma: no cover
+        pass
+    return v.astype(dtype)
+
+
+@register("QuantizeLinear", since=10)
+def quantize_linear(xp: Any, x: Any, scale: Any, zero_point: Any = None, *, axis: int = 1,
+                    block_size: int = 0, saturate: int = 1, output_dtype: int = 0,
+                    precision: int = 0) -> Any:
+    if zero_point is not None:
+        dtype = np.dtype(zero_point.dtype)
+    else:
+        dtype = np_dtype(output_dtype) if output_dtype else np.dtype(np.uint8)
+    s = _broadcast_param(scale, x, axis, block_size).astype(np.float32)
+    v = x.astype(np.float32) / s
+    if dtype.kind in "iu" or dtype.name in ("int4", "uint4"):
+        v = xp.rint(v)
+        if zero_point is not None:
+            v = v + _broadcast_param(zero_point, x, axis, block_size).astype(np.float32)
+    elif zero_point is not None:
+        v = v + _broadcast_param(zero_point, x, axis, block_size).astype(np.float32)
+    return _saturate_to(xp, v, dtype)
+
+
+@register("DequantizeLinear", since=10)
+def dequantize_linear(xp: Any, x: Any, scale: Any, zero_point: Any = None, *, axis: int = 1,
+                      block_size: int = 0, output_dtype: int = 0) -> Any:
+    s = _broadcast_param(scale, x, axis, block_size)
+    v = x.astype(np.float32)
+    if zero_point is not None:
+        v = v - _broadcast_param(zero_point, x, axis, block_size).astype(np.float32)
+    out_dtype = np_dtype(output_dtype) if output_dtype else s.dtype
+    return (v * s.astype(np.float32)).astype(out_dtype)
+
+
+@register("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(xp: Any, x: Any) -> tuple:
+    lo = xp.minimum(xp.min(x), 0)
+    hi = xp.maximum(xp.max(x), 0)
+    scale = ((hi - lo) / 255).astype(np.float32)
+    zp = xp.clip(xp.rint(0 - lo / scale), 0, 255).astype(np.uint8)
+    y = xp.clip(xp.rint(x / scale) + zp, 0, 255).astype(np.uint8)
+    return y, scale.reshape(()), zp.reshape(())
+
+
+def _dequant_rows(xp: Any, q: Any, scale: Any, zp: Any, axis: int) -> Any:
+    """A QLinear operand back in float32; per-row (axis -2) or per-column (axis -1) params."""
+    s = scale.astype(np.float32)
+    z = zp.astype(np.float32)
+    if s.ndim and s.size > 1:
+        shape = [1] * q.ndim
+        shape[axis] = s.size
+        s, z = s.reshape(shape), z.reshape(shape) if z.size > 1 else z
+    return (q.astype(np.float32) - z) * s
+
+
+@register("QLinearMatMul", since=10)
+def qlinear_matmul(xp: Any, a: Any, a_scale: Any, a_zp: Any, b: Any, b_scale: Any, b_zp: Any,
+                   y_scale: Any, y_zp: Any) -> Any:
+    fa = _dequant_rows(xp, a, a_scale, a_zp, -2)
+    fb = _dequant_rows(xp, b, b_scale, b_zp, -1)
+    y = xp.matmul(fa.astype(np.float64), fb.astype(np.float64))
+    return quantize_linear(xp, y.astype(np.float32), y_scale, y_zp)
+
+
+@register("QLinearConv", since=10)
+def qlinear_conv(xp: Any, x: Any, x_scale: Any, x_zp: Any, w: Any, w_scale: Any, w_zp: Any,
+                 y_scale: Any, y_zp: Any, b: Any = None, **attrs: Any) -> Any:
+    fx = (x.astype(np.float64) - x_zp.astype(np.float64)) * x_scale.astype(np.float64)
+    ws = w_scale.astype(np.float64).reshape((-1,) + (1,) * (w.ndim - 1)) if w_scale.size > 1 else \
+        w_scale.astype(np.float64)
+    wz = w_zp.astype(np.float64).reshape((-1,) + (1,) * (w.ndim - 1)) if w_zp.size > 1 else \
+        w_zp.astype(np.float64)
+    fw = (w.astype(np.float64) - wz) * ws
+    fb = None if b is None else b.astype(np.float64) * (x_scale.astype(np.float64) * ws.reshape(-1))
+    y = conv(xp, fx, fw, fb, **attrs)
+    return quantize_linear(xp, y.astype(np.float32), y_scale, y_zp)
+
+
+@register("ConvInteger", since=10)
+def conv_integer(xp: Any, x: Any, w: Any, x_zp: Any = None, w_zp: Any = None, **attrs: Any) -> Any:
+    fx = x.astype(np.int32) - (0 if x_zp is None else x_zp.astype(np.int32))
+    fw = w.astype(np.int32)
+    if w_zp is not None:
+        fw = fw - (w_zp.astype(np.int32).reshape((-1,) + (1,) * (w.ndim - 1)) if w_zp.size > 1
+                   else w_zp.astype(np.int32))
+    return conv(xp, fx.astype(np.int64), fw.astype(np.int64), **attrs).astype(np.int32)
+
+
+__all__ = ["matmul_integer"]

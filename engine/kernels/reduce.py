@@ -12,6 +12,8 @@ from .registry import host_ints, register
 def _identity(dtype: Any, kind: str) -> Any:
     """What an empty reduction yields: ONNX uses the op's identity element."""
     dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return kind in ("min", "prod")
     if kind == "max":
         return -np.inf if dt.kind == "f" else np.iinfo(dt).min
     if kind == "min":

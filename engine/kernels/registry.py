@@ -49,8 +49,8 @@ def register(op_type: str, domain: str = "", since: int = 1) -> Callable[[Kernel
         @functools.wraps(fn)
         def kernel(xp: Any, *inputs: Any, **attrs: Any) -> tuple:
             out = fn(xp, *inputs, **attrs)
-            # A kernel may return one array; callers always get a tuple.
-            return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            # A kernel may return one array (or one sequence, a list); callers always get a tuple.
+            return out if isinstance(out, tuple) else (out,)
 
         key = (_norm_domain(domain), op_type)
         versions = [v for v in _REGISTRY.get(key, []) if v[0] != since]

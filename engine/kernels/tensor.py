@@ -41,7 +41,7 @@ def reshape_v1(xp: Any, x: Any, *, shape: list[int], consumed_inputs: Any = None
 
 @register("Flatten")
 def flatten(xp: Any, x: Any, *, axis: int = 1) -> Any:
-    axis = axis % (x.ndim + 1) if axis < 0 else axis
+    axis = axis + x.ndim if axis < 0 else axis
     lead = int(np.prod(x.shape[:axis], dtype=np.int64))
     return x.reshape(lead, int(np.prod(x.shape[axis:], dtype=np.int64)))
 
@@ -222,10 +222,12 @@ def depth_to_space(xp: Any, x: Any, *, blocksize: int, mode: str = "DCR") -> Any
 
 
 @register("SpaceToDepth", since=1)
-def space_to_depth(xp: Any, x: Any, *, blocksize: int) -> Any:
+def space_to_depth(xp: Any, x: Any, *, blocksize: int, mode: str = "DCR") -> Any:
     n, c, h, w = x.shape
     b = blocksize
-    t = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    t = x.reshape(n, c, h // b, b, w // b, b)
+    # DCR puts the block offsets before the channel, CRD after it (the inverse of DepthToSpace).
+    t = t.transpose(0, 3, 5, 1, 2, 4) if mode == "DCR" else t.transpose(0, 1, 3, 5, 2, 4)
     return t.reshape(n, c * b * b, h // b, w // b)
 
 
