@@ -458,6 +458,7 @@
   document.addEventListener("keydown", ev => {
     const tag = (ev.target.tagName || "").toLowerCase();
     if (["input", "select", "textarea"].includes(tag) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (tag === "button" && (ev.key === " " || ev.key === "Enter")) return;   // the button's own action
     const keys = { ArrowRight: () => step("next"), ArrowLeft: () => step("prev"), Home: () => step("first"),
       End: () => { stopPlay(); step("last"); }, " ": togglePlay, b: runToBreakpoint, f: () => view.fit(), "/": () => $("search").focus() };
     if (keys[ev.key]) { ev.preventDefault(); keys[ev.key](); }

@@ -371,3 +371,23 @@ def test_collapsed_view_groups_by_partition(tmp_path):
     assert sum(p["count"] for p in parts) == sum(len(s["nodes"]) for s in result["subgraphs"])
     opened = c.get(f"/api/models/sample-conv_bn_relu_chain/layout?{q}&expand={parts[0]['id']}").get_json()
     assert parts[0]["id"] not in {n["id"] for n in opened["nodes"]}
+
+
+def test_layout_falls_back_to_collapsed_when_dot_is_too_slow(monkeypatch):
+    import app.layout as layout
+    from partition import load_model
+    from sample_models.synthetic import synthetic_model
+    g = load_model(synthetic_model(300).SerializeToString())
+    real = layout._dot_json
+    sizes = []
+
+    def slow_when_big(source):
+        sizes.append(source.count("\n"))
+        if sizes[-1] > 300:          # the flat graph: "times out"; the collapsed one is small
+            raise layout.LayoutTimeout("dot took over 60 s")
+        return real(source)
+    monkeypatch.setattr(layout, "_dot_json", slow_when_big)
+    view = layout.graph_view(g, flat_limit=1500)
+    assert len(sizes) == 2
+    assert view["mode"] == "collapsed" and "too long" in view["note"]
+    assert sum(n.get("count", 1) for n in view["nodes"]) == 300

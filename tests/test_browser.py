@@ -87,6 +87,13 @@ def test_library_upload_error_and_walkthrough(server, page):
     page.click("#upload-form button[type=submit]")
     page.wait_for_selector("#upload-error:not([hidden])")
     assert "broken.onnx" in page.inner_text("#upload-error")
+    from sample_models.generate import build_all
+    page.set_input_files("#upload-file", files=[{"name": "my_mlp.onnx", "mimeType": "application/octet-stream",
+                                                "buffer": build_all()["mlp.onnx"].SerializeToString()}])
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_selector("#upload-progress .label:text('loaded my_mlp.onnx: 10 nodes')")
+    page.wait_for_selector(".card:has-text('my_mlp.onnx')")
+    assert page.locator("#upload-error").is_hidden()
     shot(page, "library")
     page.click("#learn-link")
     page.wait_for_selector("#learn-steps li")
