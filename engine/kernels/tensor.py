@@ -130,7 +130,7 @@ def _slice(x: Any, starts: list[int], ends: list[int], axes: list[int] | None,
             s = max(0, min(dim, s + dim if s < 0 else s))
             e = max(0, min(dim, e + dim if e < 0 else e))
         else:
-            s = max(-1, min(dim - 1, s + dim if s < 0 else s))
+            s = max(0, min(dim - 1, s + dim if s < 0 else s))
             e = max(-1, min(dim - 1, e + dim if e < 0 else e))
             e = None if e == -1 else e
         index[a % x.ndim] = slice(s, e, st)
