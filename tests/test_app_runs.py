@@ -50,6 +50,7 @@ def test_run_compares_and_is_stored(app, tmp_path):
     mem = r["memory"]
     assert mem["peak_bytes"] == max(mem["bytes"]) > 0 and len(mem["t_us"]) == len(mem["bytes"])
     assert r["partition"]["cycles"][0]["path"] == ["A", "D", "C"]
+    assert set(r["original_node_seconds"]) == {"A", "B", "C", "D"}     # the "time" colouring
     trace = c.get(f"/api/runs/{rid}/trace.json")
     events = json.loads(trace.data)["traceEvents"]
     assert any(e.get("ph") == "X" and e["name"] == "default_0" for e in events)

@@ -158,6 +158,9 @@ def test_run_comparison_shows_plots(server, page):
         page.wait_for_selector(f".{cls} .main-svg", timeout=60000)
     assert "outputs match onnxruntime" in page.inner_text("#run-plots")
     assert page.locator("#run-list tr").count() >= 2
+    page.select_option("#colour", "time")                 # per-node time from the run colours the graph
+    fills = {n: page.locator(f'g.node[data-id="{n}"] rect').evaluate("r => r.style.fill") for n in "ABCD"}
+    assert all(fills.values()) and len(set(fills.values())) > 1, fills
     # let the panel grow to its content so the screenshot shows every plot
     page.evaluate("document.querySelector('.model-layout').style.height = 'auto';"
                   "document.querySelector('#tab-runs').style.overflow = 'visible'")
