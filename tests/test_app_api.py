@@ -391,3 +391,21 @@ def test_layout_falls_back_to_collapsed_when_dot_is_too_slow(monkeypatch):
     assert len(sizes) == 2
     assert view["mode"] == "collapsed" and "too long" in view["note"]
     assert sum(n.get("count", 1) for n in view["nodes"]) == 300
+
+
+def test_unknown_ops_load_and_are_explained(client):
+    from onnx import TensorProto, helper
+    from conftest import make_model
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("FrobnicateOp", ["a"], ["b"], name="frob", domain="com.example"),
+             helper.make_node("Relu", ["b"], ["y"], name="relu2")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])])
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    up = _upload(client, model.SerializeToString(), "custom.onnx")
+    assert up.status_code == 201, up.get_data(as_text=True)
+    mid = up.get_json()["id"]
+    res = client.post(f"/api/models/{mid}/partition", json={"backend": "tensorrt"}).get_json()
+    reason = {e["node"]: e["reason"] for e in res["excluded"]}["frob"]
+    assert "FrobnicateOp" in reason
+    assert client.get(f"/api/models/{mid}/layout").get_json()["mode"] == "flat"
