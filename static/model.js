@@ -174,9 +174,11 @@
   async function step(action, extra) {
     if (!S.session || S.busy) return;
     S.busy = true;
+    const t0 = performance.now();
     try {
       const st = await SG.api("POST", "/api/sessions/" + S.session + "/step", Object.assign({ action, index: S.index }, extra || {}));
       applyState(st);
+      $("dbg-status").dataset.ms = (performance.now() - t0).toFixed(1);   // round trip + drawing
       if (action === "run" || action === "last") { const h = st.highlight; if (h && h.node.length) view.center(h.node[0]); }
       return st;
     } catch (e) {
