@@ -15,7 +15,8 @@ import numpy as np
 from partition.errors import LensError
 from partition.ir import Graph, Node
 
-from .kernels import KernelError, is_control_flow, kernel_attrs, lookup
+from .kernels import (KernelError, KernelNotFound, is_control_flow, kernel_attrs, lookup,
+                      missing_kernels)
 from .kernels.registry import graph_opset
 
 Env = MutableMapping[str, Any]
@@ -31,6 +32,13 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], xp: Any = np, opset: int |
     if missing:
         raise KernelError(f"graph '{graph.name}' needs inputs {missing}, which were not fed; "
                           f"feed every graph input ({list(graph.inputs)})")
+    if opset is None:
+        # Say up front which ops cannot run, rather than failing half way through.
+        absent = missing_kernels(graph)
+        if absent:
+            listed = ", ".join(f"'{name}' ({op})" for name, op in absent[:10])
+            raise KernelNotFound(f"no kernel exists for {len(absent)} node(s) of graph '{graph.name}': "
+                                 f"{listed}; the model cannot run on the reference interpreter")
     env: Env = ChainMap({})
     _bind_initializers(graph, env, xp)
     for name, value in feeds.items():
