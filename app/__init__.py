@@ -47,6 +47,7 @@ class Lens:
 
     def __init__(self, app: Flask) -> None:
         from .jobs import JobManager
+        from .layout import LayoutCache
         from .sessions import SessionStore
         from .store import ModelStore, RunStore
         cfg = app.config
@@ -56,6 +57,7 @@ class Lens:
         self.sessions = SessionStore(max_sessions=int(cfg["SGLENS_MAX_SESSIONS"]))
         self.jobs = JobManager(self, workers=int(cfg["SGLENS_RUN_WORKERS"]))
         self.flat_limit = int(cfg["SGLENS_FLAT_LIMIT"])
+        self.layouts = LayoutCache()
         #: kernel finder for runs (engine.executor's ``kernels=``): Python config only, for tests
         self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")
         self.plugins: dict[str, list[str]] = {}

@@ -153,7 +153,6 @@ def delete_model(mid: str):
 @bp.get("/models/<mid>/layout")
 def layout(mid: str):
     """Positions from graphviz, cached per graph, partition and expanded groups."""
-    from .layout import cached_view
     entry = lens().models.get(mid)
     args = request.args
     body = args.get("body") or ""
@@ -168,8 +167,8 @@ def layout(mid: str):
     collapse = {"1": True, "0": False}.get(args.get("collapse", ""))
     group = args.get("group") == "partition"
     key = (mid, body, pkey, expanded, collapse, group)
-    view = cached_view(key, graph, assignment=assignment, expanded=expanded,
-                       flat_limit=lens().flat_limit, collapse=collapse, group_partitions=group)
+    view = lens().layouts.view(key, graph, assignment=assignment, expanded=expanded,
+                               flat_limit=lens().flat_limit, collapse=collapse, group_partitions=group)
     return jsonify({**view, "model": mid, "body": body, "metrics": serialize.node_metrics(graph)
                     if len(graph.nodes) <= lens().flat_limit else {}})
 
@@ -404,7 +403,6 @@ def run_partitioned(rid: str):
 @bp.get("/learn")
 def learn():
     """The walkthrough: the real trace of seed 004's cycle example, explained, and its layout."""
-    from .layout import cached_view
     from .teaching import WALKTHROUGH_BACKEND, WALKTHROUGH_MODEL, WALKTHROUGH_OPS, walkthrough
     L = lens()
     entry = next((e for e in L.models.list() if e.name == WALKTHROUGH_MODEL), None)
@@ -414,7 +412,7 @@ def learn():
         data = BUILDERS[WALKTHROUGH_MODEL]().SerializeToString()
         entry = L.models.add_graph(WALKTHROUGH_MODEL, load_model(data), data)
     steps = L.models.cached(("learn", entry.id), lambda: walkthrough(entry.graph))
-    view = cached_view((entry.id, "", (), (), False, False), entry.graph, collapse=False)
+    view = L.layouts.view((entry.id, "", (), (), False, False), entry.graph, collapse=False)
     return jsonify({"model": entry.id, "backend": WALKTHROUGH_BACKEND, "ops": WALKTHROUGH_OPS,
                     "nodes": {n.name: n.op_type for n in entry.graph.nodes},
                     "steps": steps, "layout": view})

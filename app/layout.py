@@ -34,9 +34,6 @@ NODE_W, NODE_H = 1.55, 0.42          # inches: dot's unit
 IO_W, IO_H = 1.1, 0.3
 DOT_TIMEOUT = 60
 
-_cache: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
-_cache_lock = threading.Lock()
-_key_locks: dict[tuple, threading.Lock] = {}
 CACHE_SIZE = 64
 
 
@@ -48,24 +45,33 @@ class LayoutTimeout(LayoutError):
     pass
 
 
-def cached_view(key: tuple, graph: Graph, **kwargs: Any) -> dict[str, Any]:
-    """``graph_view(graph, **kwargs)`` computed once per ``key`` (concurrent askers wait for one run)."""
-    with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-        lock = _key_locks.setdefault(key, threading.Lock())
-    with lock:
-        with _cache_lock:
-            if key in _cache:
-                return _cache[key]
-        view = graph_view(graph, **kwargs)
-        with _cache_lock:
-            _cache[key] = view
-            _key_locks.pop(key, None)
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
-    return view
+class LayoutCache:
+    """Views computed once per key (concurrent askers of one key wait for one ``dot`` run); LRU.
+    One per app, so two apps in a process never share layouts."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self._views: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple, threading.Lock] = {}
+
+    def view(self, key: tuple, graph: Graph, **kwargs: Any) -> dict[str, Any]:
+        with self._lock:
+            if key in self._views:
+                self._views.move_to_end(key)
+                return self._views[key]
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        with lock:
+            with self._lock:
+                if key in self._views:
+                    return self._views[key]
+            view = graph_view(graph, **kwargs)
+            with self._lock:
+                self._views[key] = view
+                self._key_locks.pop(key, None)
+                while len(self._views) > self.size:
+                    self._views.popitem(last=False)
+        return view
 
 
 def scope_parts(name: str) -> list[str]:
