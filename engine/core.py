@@ -25,6 +25,9 @@ STATE -- the whole of it, all guarded by the engine's one lock ``Engine._lock``
   ``wait``          grants still missing; +1 while the push is in progress so a
                     half-pushed block never starts; 0 means ready to run
   ``done``          completed (a second ``on_complete`` is an error)
+  ``stream``        the GPU stream it ran on (None on CPU / not yet run)
+  ``record``        its ``FnRecord`` while hooks are set, else None
+  ``finished``      NaiveEngine only: set on completion (async functions)
 
 ``Engine``
   ``_pending``      pushed user blocks not yet complete (``wait_for_all`` waits for 0)
