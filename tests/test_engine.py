@@ -208,11 +208,12 @@ def test_threaded_push_is_thread_safe(threaded: ThreadedEngine) -> None:
         assert [i for t, i in seen if t == tid] == list(range(1000))
 
 
-def test_priority_orders_ready_work(threaded: ThreadedEngine) -> None:
+def test_priority_orders_ready_work() -> None:
     eng = ThreadedEngine(num_cpu_workers=1)
     try:
-        gate, order = threading.Event(), []
-        eng.push_sync(lambda rc: gate.wait(10), CPU, [], [eng.new_variable()])
+        gate, started, order = threading.Event(), threading.Event(), []
+        eng.push_sync(lambda rc: (started.set(), gate.wait(10)), CPU, [], [eng.new_variable()])
+        assert started.wait(10)  # the only worker is busy: the rest queue up
         for p in (0, 5, 1, 9):
             eng.push_sync(lambda rc, p=p: order.append(p), CPU, [], [eng.new_variable()],
                           priority=p)
@@ -226,8 +227,9 @@ def test_priority_orders_ready_work(threaded: ThreadedEngine) -> None:
 def test_cpu_prioritized_is_not_queued_behind_normal_work() -> None:
     eng = ThreadedEngine(num_cpu_workers=1)
     try:
-        gate, ran = threading.Event(), threading.Event()
-        eng.push_sync(lambda rc: gate.wait(10), CPU, [], [eng.new_variable()])
+        gate, started, ran = threading.Event(), threading.Event(), threading.Event()
+        eng.push_sync(lambda rc: (started.set(), gate.wait(10)), CPU, [], [eng.new_variable()])
+        assert started.wait(10)
         eng.push_sync(lambda rc: ran.set(), CPU, [], [eng.new_variable()],
                       prop=FnProperty.CPU_PRIORITIZED)
         assert ran.wait(5)  # while the only normal worker is still blocked
