@@ -22,18 +22,8 @@ from .subgraph_ops import EXECUTORS
 
 
 def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
-    p.add_argument("model", help="path of an ONNX model")
-    p.add_argument("--backend", default=backend_default,
-                   help="partition with this backend first" + (
-                       " (default: run unpartitioned)" if backend_default is None else
-                       f" (default: {backend_default})"))
-    p.add_argument("--ops", default="", help="comma-separated op types for the default backend")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
-                   help="Python file registering its own subgraph properties (repeatable)")
-    p.add_argument("--min-size", type=int, default=None, metavar="N",
-                   help="smallest subgraph kept, in compute nodes")
-    p.add_argument("--keep-data-dependent", action="store_true",
-                   help="tensorrt: allow ops whose output shape depends on input values")
+    from partition.cli import add_selection_options
+    add_selection_options(p, backend_default)
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--executor", choices=EXECUTORS, default="auto",
                    help="how subgraph nodes run (default auto: tensorrt on gpu if installed, "

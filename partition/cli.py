@@ -18,9 +18,11 @@ from .errors import LensError
 EXIT_USAGE = 2
 
 
-def _selection_options(parser: argparse.ArgumentParser) -> None:
+def add_selection_options(parser: argparse.ArgumentParser, backend_default: str | None = "default") -> None:
+    """MODEL and the options that choose a partition (shared with ``run`` and ``compare``)."""
     parser.add_argument("model", help="path of an ONNX model")
-    parser.add_argument("--backend", default="default", help="registered backend name (default: default)")
+    parser.add_argument("--backend", default=backend_default, help="registered backend name " + (
+        "(default: run unpartitioned)" if backend_default is None else f"(default: {backend_default})"))
     parser.add_argument("--ops", default="", help="comma-separated op types for the default backend")
     parser.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
                         help="Python file registering its own subgraph properties (repeatable)")
@@ -167,19 +169,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sglens", description="Subgraph Lens: see how a model is partitioned")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("partition", help="partition a model and print the subgraphs")
-    _selection_options(p)
+    add_selection_options(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--export", metavar="OUT.onnx", help="write the partitioned model (subgraphs as functions)")
     p.add_argument("--export-dir", metavar="DIR", help="write each subgraph as a standalone ONNX model")
     p.set_defaults(func=cmd_partition)
     p = sub.add_parser("trace", help="print every partitioning event as one JSON object per line")
-    _selection_options(p)
+    add_selection_options(p)
     p.set_defaults(func=cmd_trace)
     p = sub.add_parser("check", help="check the partition's invariants (exit 1 on a violation)")
-    _selection_options(p)
+    add_selection_options(p)
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("groups", help="a node's incompatibility groups (ancestors / descendants)")
-    _selection_options(p)
+    add_selection_options(p)
     p.add_argument("node", help="node name")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_groups, backend="tensorrt")
