@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .api import ContainOpSelector, NodeView, SubgraphProperty, SubgraphSelector
 from .cycles import CycleChecker
 from .errors import SelectorError
-from .ir import Graph, Node
+from .ir import Graph, Node, TensorInfo
 from .trace import TraceEvent
 
 FREE, TAKEN, REJECTED = 0, 1, 2
@@ -44,11 +44,9 @@ class PassState:
         self.progress = progress
         self.prop_name = prop_name
         self.tracer = tracer
-        self.order: list[Node] = seed_order(graph)
+        self.order, self.preds, self.succs = adjacency(graph)
         self.id_of: dict[str, int] = {n.name: i for i, n in enumerate(self.order)}
         self.views = [NodeView(n, graph, i) for i, n in enumerate(self.order)]
-        self.preds: list[list[int]] = [[self.id_of[p.name] for p in graph.input_nodes(n)] for n in self.order]
-        self.succs: list[list[int]] = _successors(self.preds)
         self.status: list[int] = [FREE] * len(self.order)
         self.reasons: dict[str, str] = {}
         self.cycles = CycleChecker(self.succs)
@@ -110,24 +108,45 @@ class Tracer:
 
 def seed_order(graph: Graph) -> list[Node]:
     """Iterative post-order DFS from the outputs, then unreached nodes in file order."""
-    visited: set[str] = set()
-    order: list[Node] = []
+    return [graph.nodes[p] for p in _seed_positions(graph)]
+
+
+def adjacency(graph: Graph) -> tuple[list[Node], list[list[int]], list[list[int]]]:
+    """Nodes in seed order, and by id: producer ids (read order) and consumer ids (id order)."""
+    positions = _seed_positions(graph)
+    rank = [0] * len(positions)
+    for node_id, pos in enumerate(positions):
+        rank[pos] = node_id
+    pred_positions = graph.pred_positions
+    preds = [[rank[p] for p in pred_positions[pos]] for pos in positions]
+    return [graph.nodes[p] for p in positions], preds, _successors(preds)
+
+
+def _seed_positions(graph: Graph) -> list[int]:
+    preds = graph.pred_positions
+    visited = bytearray(len(graph.nodes))
+    order: list[int] = []
     for out in graph.outputs:
         root = graph.producer(out)
-        if root is None or root.name in visited:
+        if root is None or visited[graph.index[root.name]]:
             continue
-        visited.add(root.name)
-        stack: list[tuple[Node, Iterator[Node]]] = [(root, iter(graph.input_nodes(root)))]
+        start = graph.index[root.name]
+        visited[start] = 1
+        stack: list[list[int]] = [[start, 0]]  # [node position, next input to look at]
         while stack:
-            node, children = stack[-1]
-            child = next((c for c in children if c.name not in visited), None)
-            if child is None:
+            frame = stack[-1]
+            inputs = preds[frame[0]]
+            k = frame[1]
+            while k < len(inputs) and visited[inputs[k]]:
+                k += 1
+            if k == len(inputs):
                 stack.pop()
-                order.append(node)
+                order.append(frame[0])
             else:
-                visited.add(child.name)
-                stack.append((child, iter(graph.input_nodes(child))))
-    order.extend(n for n in graph.nodes if n.name not in visited)
+                frame[1] = k + 1
+                visited[inputs[k]] = 1
+                stack.append([inputs[k], 0])
+    order.extend(i for i in range(len(graph.nodes)) if not visited[i])
     return order
 
 
@@ -149,12 +168,24 @@ def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
             if t not in produced:
                 inputs[t] = None
     graph_outputs = set(graph.outputs)
-    outputs = [t for n in members for t in n.outputs if t and (
-        t in graph_outputs or any(c.name not in inside for c in graph.consumers(t)))]
-    names = set(inputs) | produced
-    tensors = {t: graph.info(t) for t in names if graph.info(t).dtype or graph.info(t).shape}
-    return Graph(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, {}, graph.opset,
-                 is_body=True)
+    outputs: list[str] = []
+    for node in members:
+        for t in node.outputs:
+            if not t:
+                continue
+            if t in graph_outputs:
+                outputs.append(t)
+                continue
+            for reader in graph.consumers(t):
+                if reader.name not in inside:
+                    outputs.append(t)
+                    break
+    tensors: dict[str, TensorInfo] = {}
+    for t in (*inputs, *produced):
+        info = graph.info(t)
+        if info.dtype or info.shape:
+            tensors[t] = info
+    return Graph.trusted(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset)
 
 
 # ------------------------------------------------------------ generic pass --

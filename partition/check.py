@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .build import seed_order
+from .build import adjacency
 from .cycles import CycleChecker
 from .errors import PartitionCheckError
 from .trace import PartitionResult
@@ -24,13 +24,8 @@ def check_partition(result: PartitionResult) -> None:
             if name in owner:
                 raise PartitionCheckError(f"node '{name}' is in subgraphs {owner[name]} and {sg.id}")
             owner[name] = sg.id
-    order = seed_order(original)
+    order, preds, succs = adjacency(original)
     id_of = {n.name: i for i, n in enumerate(order)}
-    preds = [[id_of[p.name] for p in original.input_nodes(n)] for n in order]
-    succs: list[list[int]] = [[] for _ in order]
-    for i, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(i)
     checker = CycleChecker(succs)
     for sg in result.subgraphs:
         ids = [id_of[n] for n in sg.nodes]

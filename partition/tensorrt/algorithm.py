@@ -26,7 +26,7 @@ import weakref
 from typing import Any, Iterable, Iterator
 
 from ..api import NodeView, SubgraphProperty, SubgraphSelector, register_backend_factory
-from ..build import FREE, REJECTED, PassState, seed_order
+from ..build import FREE, REJECTED, PassState, adjacency
 from ..errors import LensError
 from ..ir import Graph
 from ..trace import TraceEvent
@@ -57,13 +57,7 @@ class _Context:
 
     @classmethod
     def from_graph(cls, graph: Graph, rules: TRTRules, mode: str) -> "_Context":
-        order = seed_order(graph)
-        id_of = {n.name: i for i, n in enumerate(order)}
-        preds = [[id_of[p.name] for p in graph.input_nodes(n)] for n in order]
-        succs: list[list[int]] = [[] for _ in order]
-        for i, ps in enumerate(preds):
-            for p in ps:
-                succs[p].append(i)
+        order, preds, succs = adjacency(graph)
         return cls(graph, rules, order, preds, succs, mode)
 
     def tracker(self) -> NaiveTracker | FastTracker:
