@@ -214,6 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sglens: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`sglens trace ... | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
         if os.environ.get("SGLENS_DEBUG"):
             raise
