@@ -86,3 +86,15 @@ def test_plugin_registers_a_backend(cycle_model, tmp_path) -> None:
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [(s["property"], s["nodes"]) for s in data["subgraphs"]] == [("relu_sigmoid", ["A", "B"])]
+
+
+def test_installed_console_script_has_every_command(tmp_path) -> None:
+    """The `sglens` entry point (not `python -m`) finds app/ and engine/ from any folder."""
+    from pathlib import Path
+    script = Path(sys.executable).parent / "sglens"
+    if not script.exists():
+        pytest.skip("sglens is not installed in this environment")
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    for command in ("partition", "trace", "check", "groups", "run", "compare", "serve"):
+        assert command in out.stdout
