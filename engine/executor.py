@@ -51,6 +51,7 @@ from partition.ir import Graph, Node
 from .context import Context, RunContext
 from .core import Engine, Var
 from .errors import NoGPUError
+from .kernels import kernel_attrs
 from .run_errors import DeviceError, KernelFailure, MissingKernelError, RunError
 
 DEVICES = ("cpu", "gpu")
@@ -446,7 +447,7 @@ class Executor:
 
     def _kernel_call(self, node: Node) -> Callable[[_Run, list, RunContext], tuple]:
         kernel = self.find_kernel(node, self.graph.opset)
-        attrs = dict(node.attrs)
+        attrs = kernel_attrs(node)  # attributes, plus the output count for the ops that need it
         xp = self.xp
 
         def call(run: _Run, args: list, rctx: RunContext) -> tuple:
@@ -455,7 +456,7 @@ class Executor:
 
     def _control_flow_call(self, node: Node) -> Callable[[_Run, list, RunContext], tuple]:
         kernel = self.find_kernel(node, self.graph.opset)
-        attrs = dict(node.attrs)
+        attrs = kernel_attrs(node)
         subgraphs = dict(node.subgraphs)
         xp = self.xp
         label = f"'{node.name}' ({node.op_type})"
