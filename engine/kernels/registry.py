@@ -154,8 +154,9 @@ def all_kernels() -> Iterable[tuple[str, str]]:
     return list(_REGISTRY)
 
 
-#: Ops whose output count is not implied by inputs and attributes (Split before opset 18).
-_NEEDS_OUTPUT_COUNT = {("", "Split")}
+#: Ops whose output count is not implied by inputs and attributes (Split before opset 18),
+#: or that skip work for outputs nobody declared (MaxPool's Indices).
+_NEEDS_OUTPUT_COUNT = {("", "Split"), ("", "MaxPool")}
 
 
 def kernel_attrs(node: Any) -> dict[str, Any]:
