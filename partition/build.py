@@ -315,12 +315,7 @@ def _grow_by_op(state: PassState, op_types: frozenset[str], seed: int, excluded:
     queue = deque([seed])
     while queue:
         cur = queue.popleft()
-        for nb in preds[cur]:
-            if accept[nb] and nb not in in_set and status[nb] == FREE and nb not in excluded:
-                members.append(nb)
-                in_set.add(nb)
-                queue.append(nb)
-        for nb in succs[cur]:
+        for nb in (*preds[cur], *succs[cur]):  # producers first, then consumers, as _grow asks
             if accept[nb] and nb not in in_set and status[nb] == FREE and nb not in excluded:
                 members.append(nb)
                 in_set.add(nb)
