@@ -155,8 +155,16 @@ class JobManager:
         notes: list[str] = []
         feeds = random_inputs(graph, {}, seed=0, default_dim=1, notes=notes)
         model = parse_model_bytes(entry.model_bytes(), entry.name)
+        stages = {"onnxruntime": (0.25, "onnxruntime on the whole model (the reference)"),
+                  "engine": (0.4, "our engine, unpartitioned"),
+                  "partitioned": (0.6, f"the partitioned graph, subgraphs on {executor}")}
+
+        def compare_progress(stage: str) -> None:
+            at, message = stages.get(stage, (0.2, stage))
+            self._stage(job, "compare", at, message)  # also where a cancel takes effect
         c = compare(graph, model, feeds, partitioned=part, executor=executor, device=device,
-                    repeat=repeat, label=entry.name, kernels=self.lens.run_kernels)
+                    repeat=repeat, label=entry.name, kernels=self.lens.run_kernels,
+                    progress=compare_progress)
         self._stage(job, "timeline", 0.8, "a profiled run of the partitioned graph for the timeline")
         profiler = Profiler()
         with Executor(part.graph, device=device, executor=executor, hooks=profiler,

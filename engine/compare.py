@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import onnx
@@ -146,13 +146,19 @@ def _time_ort(session, feeds: Mapping[str, np.ndarray], repeat: int, warmup: int
 def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *,
             partitioned: Any = None, executor: str = "auto", device: str = "cpu", repeat: int = 3,
             warmup: int = 1, label: str = "model", engine_name: str | None = None,
-            kernels: Any = None) -> Comparison:
-    """Compare the three runs; ``partitioned`` is a ``PartitionResult`` (or None)."""
+            kernels: Any = None, progress: Callable[[str], None] | None = None) -> Comparison:
+    """Compare the three runs; ``partitioned`` is a ``PartitionResult`` (or None).
+
+    ``progress(stage)`` is called as each run starts ("onnxruntime", "engine",
+    "partitioned"), for a bar on the terminal or a status line in the browser.
+    """
+    step = progress or (lambda stage: None)
     notes: list[str] = []
     sg_infos = list(partitioned.subgraphs) if partitioned is not None else []
     weights = set(graph.initializers)
     boundary = list(dict.fromkeys(t for s in sg_infos for t in (*s.inputs, *s.outputs)
                                   if t not in weights and t not in graph.inputs))
+    step("onnxruntime")
     session = reference_session(model, boundary, device)
     ref, ref_times = _time_ort(session, feeds, repeat, warmup)
     timings: dict[str, Any] = {"onnxruntime": {"seconds": statistics.median(ref_times), "peak_bytes": None}}
@@ -169,11 +175,13 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
                          "weight_bytes": m.weight_bytes, "subgraphs": m.subgraphs}
         return m, values
 
+    step("engine")
     eng, _ = run_ours(graph, "engine", False, "engine")
     outputs: dict[str, dict[str, Any]] = {o: {"engine": errors(eng.outputs[o], ref[o])} for o in graph.outputs}
     subgraphs: list[dict[str, Any]] = []
     first = None
     if partitioned is not None:
+        step("partitioned")
         part, values = run_ours(partitioned.graph, executor, True, "partitioned")
         for o in graph.outputs:
             outputs[o]["partitioned"] = errors(part.outputs[o], ref[o])

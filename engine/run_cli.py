@@ -176,8 +176,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare
     graph, model, feeds, notes = _prepare(args)
     result = _partition(graph, args) if args.backend else None
-    c = compare(graph, model, feeds, partitioned=result, executor=args.executor, device=args.device,
-                repeat=max(1, args.repeat), label=args.model, engine_name=args.engine)
+    from tqdm import tqdm
+    stages = 3 if result is not None else 2
+    with tqdm(total=stages, desc="compare", file=sys.stderr, disable=None, leave=False) as bar:
+        def progress(stage: str) -> None:
+            bar.set_description(f"compare: {stage}")
+            bar.update(1)
+        c = compare(graph, model, feeds, partitioned=result, executor=args.executor, device=args.device,
+                    repeat=max(1, args.repeat), label=args.model, engine_name=args.engine,
+                    progress=progress)
     c.notes = notes + c.notes
     if args.json:
         print(json.dumps(c.to_json(), default=str))

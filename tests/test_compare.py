@@ -141,3 +141,19 @@ def test_cli_compare_json(mlp_path, capsys):
     assert rc == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] and set(data["timings"]) == {"onnxruntime", "engine", "partitioned"}
+
+
+def test_compare_reports_each_stage_in_order() -> None:
+    from engine.compare import compare
+    from engine.inputs import random_inputs
+    from partition import partition
+    from partition.onnx_io import from_model_proto
+    from sample_models.generate import build_all
+    model = build_all()["trt_cycle.onnx"]
+    graph = from_model_proto(model)
+    stages: list[str] = []
+    result = partition(graph, "tensorrt")
+    c = compare(graph, model, random_inputs(graph, {}, seed=1), partitioned=result, repeat=1,
+                progress=stages.append)
+    assert stages == ["onnxruntime", "engine", "partitioned"]
+    assert c.ok
