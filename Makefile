@@ -9,6 +9,7 @@ PYTEST_ARGS ?=
 .PHONY: run test install install-test samples sysdeps-run sysdeps-test bench clean
 
 $(PY):
+	@bash scripts/sysdeps.sh python3-venv
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Install the Debian packages Subgraph Lens needs when they are missing.
-# Usage: scripts/sysdeps.sh graphviz [chromium]
+# Usage: scripts/sysdeps.sh graphviz [chromium] [python3-venv]
 set -euo pipefail
-declare -A probe=([graphviz]=dot [chromium]=chromium)
+declare -A probe=(
+  [graphviz]="command -v dot"
+  [chromium]="command -v chromium"
+  [python3-venv]="python3 -c 'import ensurepip, venv'"
+)
 missing=()
 for pkg in "$@"; do
-  command -v "${probe[$pkg]:-$pkg}" >/dev/null 2>&1 || missing+=("$pkg")
+  bash -c "${probe[$pkg]:-command -v $pkg}" >/dev/null 2>&1 || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
