@@ -56,3 +56,24 @@ def test_trt_cycle_default_backend_avoids_the_cycle() -> None:
     check_partition(result)
     assert not any({"A", "C"} <= set(sg.nodes) for sg in result.subgraphs)
     assert result.cycles and result.cycles[0]["path"] == ["A", "D", "C"]
+
+
+@pytest.mark.parametrize("name", ["if_model.onnx", "loop_model.onnx", "scan_rnn.onnx"])
+def test_control_flow_nodes_inside_subgraphs_keep_their_outer_reads(name: str) -> None:
+    """If/Loop/Scan taken into a subgraph: outer-scope reads of their bodies become subgraph inputs."""
+    model = MODELS[name]
+    graph = from_model_proto(model)
+    result = partition(graph, "default", ops=sorted({n.op_type for n in graph.nodes}))
+    check_partition(result)
+    flow = [n for n in graph.nodes if n.subgraphs]
+    sg = next(s for s in result.subgraphs if flow[0].name in s.nodes)
+    produced_inside = {t for n in sg.nodes for t in graph.node_by_name[n].outputs}
+    for body in flow[0].subgraphs.values():
+        for t in body.free_tensors:
+            assert t in produced_inside or t in sg.inputs
+    feeds = random_feeds(model, seed=int(np.random.default_rng().integers(1 << 30)))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = ort.InferenceSession(to_model_proto(result.graph).SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
