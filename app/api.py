@@ -233,14 +233,19 @@ def _stem(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:80] or "model"
 
 
+def _model_of(data: dict[str, Any]) -> tuple[str, Any]:
+    """The model a JSON body names in ``model``: (id, store entry); 404 when unknown."""
+    mid = data.get("model")
+    if not isinstance(mid, str):
+        raise ApiError("'model' (a model id) is required")
+    return mid, lens().models.get(mid)
+
+
 # ---------------------------------------------------------------- sessions --
 @bp.post("/sessions")
 def create_session():
     data = _json_body()
-    mid = data.get("model")
-    if not isinstance(mid, str):
-        raise ApiError("'model' (a model id) is required")
-    entry = lens().models.get(mid)
+    mid, entry = _model_of(data)
     backend, options, props, _ = selection(data)
     session = lens().sessions.create(mid, entry.graph, backend, options, props)
     with session.lock:
@@ -339,10 +344,7 @@ def list_runs():
 @bp.post("/runs")
 def start_run():
     data = _json_body()
-    mid = data.get("model")
-    if not isinstance(mid, str):
-        raise ApiError("'model' (a model id) is required")
-    entry = lens().models.get(mid)
+    mid, entry = _model_of(data)
     backend, options, props, _ = selection(data)
     repeat = data.get("repeat", current_app.config["SGLENS_RUN_REPEAT"])
     if not isinstance(repeat, int) or not 1 <= repeat <= 100:
