@@ -30,7 +30,7 @@ from .api import ContainOpSelector, NodeView, SubgraphProperty, SubgraphSelector
 from .cycles import CycleChecker
 from .errors import SelectorError
 from .ir import Graph, Node, TensorInfo
-from .trace import TraceEvent
+from .trace import Snapshot, TraceEvent
 
 FREE, TAKEN, REJECTED = 0, 1, 2
 
@@ -65,6 +65,10 @@ class PassState:
     def names(self, ids: Sequence[int]) -> tuple[str, ...]:
         order = self.order
         return tuple(order[i].name for i in ids)
+
+    def snapshot(self, members: list[int], start: int = 0) -> Snapshot:
+        """The names of ``members[start:]`` now, for a list that only grows (no copy)."""
+        return Snapshot(self.order, members, start)
 
     def add_subgraph(self, prop: SubgraphProperty, members: list[int]) -> tuple[Node | None, int]:
         """Make the subgraph node for ``members``; None when the property rejects it."""
@@ -270,9 +274,10 @@ def _grow(state: PassState, selector: SubgraphSelector, seed: int,
     status, views, tracing = state.status, state.views, state.tracing
     members = [seed]
     in_set = {seed}
-    queue = deque([seed])
-    while queue:
-        cur = queue.popleft()
+    head = 0  # members[head:] is the FIFO queue: nodes found and not yet expanded
+    while head < len(members):
+        cur = members[head]
+        head += 1
         cur_view = views[cur]
         for direction, neighbours in (("select_input", state.preds[cur]), ("select_output", state.succs[cur])):
             method = selector.select_input if direction == "select_input" else selector.select_output
@@ -283,18 +288,17 @@ def _grow(state: PassState, selector: SubgraphSelector, seed: int,
                     if tracing:
                         why = "excluded after a cycle" if nb in excluded else "already in a subgraph"
                         yield state.emit("refuse", node=cur_view.name, neighbour=views[nb].name,
-                                         reason=why, candidates=state.names(members))
+                                         reason=why, candidates=state.snapshot(members))
                     continue
                 ok = bool(_ask(method, direction, cur_view, views[nb]))
                 if ok:
                     members.append(nb)
                     in_set.add(nb)
-                    queue.append(nb)
                 else:
                     state.reasons.setdefault(views[nb].name, f"refused by {direction} from {cur_view.name}")
                 if tracing:
                     yield state.emit(direction, node=cur_view.name, neighbour=views[nb].name, result=ok,
-                                     candidates=state.names(members), queue=state.names(queue))
+                                     candidates=state.snapshot(members), queue=state.snapshot(members, head))
     return members
 
 

@@ -7,8 +7,8 @@ the web debugger's stepping and the tests all read the same events. A
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence, overload
 
 from .ir import Graph
 
@@ -30,7 +30,55 @@ EVENT_KINDS = (
 )
 
 
-@dataclass
+class Snapshot(Sequence[str]):
+    """Node names of ``ids[start:stop]`` for a list of node ids that only ever grows.
+
+    An event's candidate set is such a window on the growing candidate list, so
+    every event shares that list instead of copying it: trace memory stays linear
+    in the number of events, not quadratic. Compares equal to the tuple of names.
+    """
+
+    __slots__ = ("_order", "_ids", "_start", "_stop")
+
+    def __init__(self, order: Sequence[Any], ids: Sequence[int], start: int = 0, stop: int | None = None) -> None:
+        self._order, self._ids = order, ids
+        self._start, self._stop = start, len(ids) if stop is None else stop
+
+    def __len__(self) -> int:
+        return max(0, self._stop - self._start)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._order[self._ids[self._start + index]].name
+
+    def __iter__(self) -> Iterator[str]:
+        order, ids = self._order, self._ids
+        for k in range(self._start, self._stop):
+            yield order[ids[k]].name
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Snapshot, tuple, list)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+@dataclass(slots=True)  # a large trace holds hundreds of thousands of these
 class TraceEvent:
     """One step of partitioning. ``candidates`` and ``queue`` are snapshots."""
 
@@ -48,13 +96,14 @@ class TraceEvent:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["candidates"] = list(self.candidates)
-        data["queue"] = list(self.queue)
-        data["path"] = list(self.path)
-        if isinstance(self.result, tuple):
-            data["result"] = list(self.result)
-        return data
+        # Field by field, not dataclasses.asdict: that would deep-copy the graph behind a Snapshot.
+        result = self.result
+        if isinstance(result, tuple):
+            result = [list(r) if isinstance(r, (tuple, Snapshot)) else r for r in result]
+        return {"step": self.step, "kind": self.kind, "property": self.property, "node": self.node,
+                "neighbour": self.neighbour, "result": result, "candidates": list(self.candidates),
+                "queue": list(self.queue), "reason": self.reason, "path": list(self.path),
+                "subgraph_id": self.subgraph_id, "extra": dict(self.extra)}
 
 
 @dataclass

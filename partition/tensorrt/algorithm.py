@@ -247,14 +247,14 @@ class TensorRTProperty(SubgraphProperty):
                 refused.add(nb)
                 if tracing:
                     yield state.emit("refuse", node=order[cur].name, neighbour=order[nb].name, reason=why,
-                                     candidates=state.names(members), extra=extra)
+                                     candidates=state.snapshot(members), extra=extra)
                 continue
             tracker.join(nb)
             members.append(nb)
             in_set.add(nb)
             if tracing:
                 yield state.emit("select_input" if is_input else "select_output", node=order[cur].name,
-                                 neighbour=order[nb].name, result=True, candidates=state.names(members),
+                                 neighbour=order[nb].name, result=True, candidates=state.snapshot(members),
                                  queue=state.names([e[1] for e in reversed(stack[-20:])]))
             stack.extend((nb, o, False) for o in reversed(succs[nb]))
             stack.extend((nb, p, True) for p in reversed(preds[nb]))
