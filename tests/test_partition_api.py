@@ -171,3 +171,13 @@ def test_trace_events_record_the_calls() -> None:
     made = [e.candidates for e in events if e.kind == "subgraph"]
     assert made == [("a", "b"), ("c",)]
     assert all(isinstance(e.to_json(), dict) for e in events)
+
+
+def test_event_snapshots_keep_the_candidates_of_their_moment() -> None:
+    spec = [(f"r{i}", "Relu", [f"r{i-1}" if i else "x"]) for i in range(5)]
+    events = list(PartitionRun(chain_graph(spec), "default", ops=["Relu"]).events())
+    grows = [e for e in events if e.kind in ("select_input", "select_output") and e.result]
+    assert [len(e.candidates) for e in grows] == [2, 3, 4, 5]
+    assert grows[0].candidates == ("r0", "r1") and list(grows[-1].candidates)[-1] == "r4"
+    assert [tuple(e.queue) for e in grows] == [("r1",), ("r2",), ("r3",), ("r4",)]
+    assert grows[1].to_json()["candidates"] == ["r0", "r1", "r2"]
