@@ -24,7 +24,13 @@ from typing import Sequence
 
 @dataclass
 class Witness:
-    """A path leaving the candidates and coming back, and the candidates on such paths."""
+    """A path leaving the candidates and coming back into the highest such re-entry,
+    and every candidate such a path comes back into (``offenders``, ascending).
+
+    With ids topological, a re-entry always has a higher id than the candidate its
+    path left from, so the highest offender is MXNet's "highest id on the loop";
+    only paths through earlier subgraphs (which MXNet does not see) can break that.
+    """
 
     path: list[int]
     offenders: list[int]
@@ -71,64 +77,79 @@ class CycleChecker:
         self.spans.add(min(members), max(members))
 
     def find_cycle(self, candidates: Sequence[int]) -> Witness | None:
-        """A witness that contracting ``candidates`` closes a cycle, or None.
+        """A witness that contracting ``candidates`` closes a cycle, or None."""
+        return _Search(self, candidates).witness()
 
-        Breadth-first from the candidates' outside consumers, never past
-        ``bound``: any node with a larger id cannot lead back (ids grow along
-        edges, and no earlier subgraph reaching past ``bound`` has a member at
-        or below it, by the merging of spans), so the search is exact.
-        """
-        cand = set(candidates)
-        bound = self.spans.bound(max(candidates))
-        parent: dict[int, int] = {}
-        origin: dict[int, int] = {}  # visited node -> the candidate its path left from
+
+class _Search:
+    """The cycle state of one candidate set.
+
+    ``parent`` holds the outside nodes a path leaving the candidates can get to
+    (breadth-first from their outside consumers, never past ``bound``: a node with
+    a larger id cannot lead back, since ids grow along edges and no earlier
+    subgraph reaching past ``bound`` has a member at or below it, by the merging
+    of spans -- so the search is exact). ``hits`` are the candidates such a path
+    comes back into: contracting the set closes a cycle exactly when there is one.
+    """
+
+    def __init__(self, checker: CycleChecker, candidates: Sequence[int]) -> None:
+        self.checker = checker
+        self.cand = set(candidates)
+        self.bound = checker.spans.bound(max(candidates))
+        self.parent: dict[int, int] = {}     # reached node -> the node its path came from
+        self.entry: dict[int, int] = {}      # hit -> the outside node whose edge enters it
+        self.hits: list[int] = []            # in the order found
+        self.entered: set[int] = set()       # earlier subgraphs a path has entered
         frontier: list[int] = []
-        for c in sorted(cand):
-            for o in self.succs[c]:
-                if o not in cand and o not in parent and o <= bound:
-                    parent[o] = c
-                    origin[o] = c
-                    frontier.append(o)
-        first_hit: tuple[int, int] | None = None
-        offenders: set[int] = set()
-        entered: set[int] = set()
+        for c in sorted(self.cand):
+            for o in checker.succs[c]:
+                self._step(c, o, frontier)
+        self._spread(frontier)
+
+    def _step(self, src: int, o: int, frontier: list[int]) -> None:
+        if o > self.bound or o in self.parent:
+            return
+        if o in self.cand:
+            if src not in self.cand and o not in self.entry:
+                self.entry[o] = src
+                self.hits.append(o)
+            return
+        self.parent[o] = src
+        frontier.append(o)
+
+    def _spread(self, frontier: list[int]) -> None:
+        succs = self.checker.succs
         while frontier:
             nxt: list[int] = []
             for w in frontier:
-                for src in self._exits(w, parent, origin, entered):
-                    src_origin = origin[src]
-                    for o in self.succs[src]:
-                        if o in parent or o > bound:
-                            continue
-                        if o in cand:
-                            offenders.add(o)
-                            offenders.add(src_origin)
-                            if first_hit is None:
-                                first_hit = (o, src)
-                            continue
-                        parent[o] = src
-                        origin[o] = src_origin
-                        nxt.append(o)
+                for src in self._exits(w):
+                    for o in succs[src]:
+                        self._step(src, o, nxt)
             frontier = nxt
-        if first_hit is None:
-            return None
-        target, src = first_hit
-        path = [target, src]
-        while path[-1] not in cand:
-            path.append(parent[path[-1]])
-        path.reverse()
-        return Witness(path, sorted(offenders))
 
-    def _exits(self, w: int, parent: dict[int, int], origin: dict[int, int], entered: set[int]) -> list[int]:
-        """Nodes whose consumers a path at ``w`` can continue from (all members of its subgraph)."""
-        g = self.group.get(w)
+    def _exits(self, w: int) -> list[int]:
+        """Nodes whose consumers a path at ``w`` continues from (all members of its subgraph)."""
+        g = self.checker.group.get(w)
         if g is None:
             return [w]
-        if g in entered:
+        if g in self.entered:
             return []
-        entered.add(g)
-        for m in self.members[g]:
-            if m != w and m not in parent:
-                parent[m] = w  # a jump inside the earlier subgraph, entered at w
-                origin[m] = origin[w]
-        return self.members[g]
+        self.entered.add(g)
+        members = self.checker.members[g]
+        for m in members:
+            if m != w and m not in self.parent:
+                self.parent[m] = w  # a jump inside the earlier subgraph, entered at w
+        return members
+
+    def path_to(self, hit: int) -> list[int]:
+        """A path from a candidate, through outside nodes only, back into candidate ``hit``."""
+        path = [hit, self.entry[hit]]
+        while path[-1] not in self.cand:
+            path.append(self.parent[path[-1]])
+        path.reverse()
+        return path
+
+    def witness(self) -> Witness | None:
+        if not self.hits:
+            return None
+        return Witness(self.path_to(max(self.hits)), sorted(self.hits))
