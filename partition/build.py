@@ -253,7 +253,7 @@ def _grow_acyclic(state: PassState, selector: SubgraphSelector, seed: int) -> It
             yield state.emit("cycle", node=state.order[seed].name, path=path,
                              candidates=state.names(members), reason=f"contracting would close {' -> '.join(path)}")
             yield state.emit("exclude", node=name, reason="highest id among the candidates on the cycle")
-        if victim in excluded:  # cannot happen with the rule above; guard against looping forever
+        if victim in excluded:  # the seed was the only re-entry, twice: it stays alone (MXNet's fallback)
             return [seed]
         excluded.add(victim)
         _ask(selector.reset, "reset")
