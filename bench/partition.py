@@ -108,10 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         fx_worker(args.fx_worker, args.seed)
         return 0
 
-    import partition as _partition  # noqa: F401 - registers the built-in backends
-    from partition.tensorrt import register
+    import partition as _partition  # noqa: F401 - registers the built-in backends and tensorrt
     from sample_models.synthetic import SUPPORTED_CHAIN_OPS, UNSUPPORTED_OPS
-    register()
     ops = sorted(set(SUPPORTED_CHAIN_OPS) | {"Add"})
     sizes = [int(s) for s in args.sizes.split(",") if s]
     have_torch = True

@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from . import gpu
 from .context import Context, FnProperty, RunContext
-from .errors import (DeadlockError, EngineError, OnCompleteError, OperatorError,
+from .errors import (DeadlockError, OnCompleteError, OperatorError,
                      VariableError)
 from .profiling import EngineHooks, FnRecord
 

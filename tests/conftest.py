@@ -27,10 +27,8 @@ def chain_graph(spec: list[tuple[str, str, list[str]]], shape: list[int] | None 
     """A float graph from (name, op_type, input names) triples; input 'x', output = last node's."""
     shape = shape or [2, 3]
     nodes = [helper.make_node(op, ins, [name], name=name) for name, op, ins in spec]
-    produced = {name for name, _, _ in spec}
     consumed = {i for _, _, ins in spec for i in ins}
     outputs = [name for name, _, _ in spec if name not in consumed] or [spec[-1][0]]
-    del produced
     model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                        [helper.make_tensor_value_info(o, TensorProto.FLOAT, shape) for o in outputs])
     return load_model(model.SerializeToString())

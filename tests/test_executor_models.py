@@ -8,7 +8,6 @@ skipped with the missing ops named.
 
 from __future__ import annotations
 
-import numpy as np
 import onnxruntime as ort
 import pytest
 
