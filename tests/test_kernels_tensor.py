@@ -98,7 +98,10 @@ def test_gather_family(xp: Any, rng: np.random.Generator) -> None:
     check("Gather", {"x": x, "i": rng.integers(-n, n, (2, 3)).astype(i64)}, xp=xp, axis=axis)
     idx_shape = list(x.shape)
     idx_shape[axis] = int(rng.integers(1, 4))
-    check("GatherElements", {"x": x, "i": rng.integers(-n, n, idx_shape).astype(i64)}, xp=xp, axis=axis)
+    # A non-negative axis here: onnx's reference GatherElements mishandles axis=-1 (it slices
+    # shape[dim + 1:] = shape[0:]) and fails whenever the index is shorter along that axis.
+    check("GatherElements", {"x": x, "i": rng.integers(-n, n, idx_shape).astype(i64)}, xp=xp,
+          axis=axis % x.ndim)
     nd = np.stack([rng.integers(0, x.shape[0], 4), rng.integers(0, x.shape[1], 4)], -1).astype(i64)
     check("GatherND", {"x": x, "i": nd}, xp=xp)
 

@@ -47,13 +47,33 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-def _compare_with_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
+def _compare_with_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
+                            conditioned: bool = False) -> None:
+    """onnxruntime against onnx's reference evaluator.
+
+    ``conditioned``: random arithmetic DAGs can cancel catastrophically, so two
+    correct float32 evaluations in different op orders legitimately differ. The
+    reference is then run a second time on inputs moved by a few float32 ulps, and
+    the spread between its two answers widens the tolerance where the output is
+    that sensitive; well-conditioned outputs keep rtol 1e-4.
+    """
     got = _session(model).run(None, feeds)
-    want = ReferenceEvaluator(model).run(None, feeds)
+    reference = ReferenceEvaluator(model)
+    want = reference.run(None, feeds)
+    spread = [np.zeros_like(np.asarray(w, dtype=np.float64)) for w in want]
+    if conditioned:
+        nudged = {k: (v * np.float32(1 + 4e-7)).astype(v.dtype) for k, v in feeds.items()}
+        spread = [np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+                  for a, b in zip(want, reference.run(None, nudged))]
     assert len(got) == len(want) == len(model.graph.output)
-    for g, w, out in zip(got, want, model.graph.output):
+    for g, w, sp, out in zip(got, want, spread, model.graph.output):
         assert g.shape == np.asarray(w).shape, out.name
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=out.name)
+        allowed = 1e-5 + 1e-4 * np.abs(np.asarray(w, np.float64)) + 10 * sp
+        finite = np.isfinite(np.asarray(w, np.float64))
+        np.testing.assert_array_equal(np.isfinite(g), finite, err_msg=out.name)
+        np.testing.assert_array_equal(np.asarray(g)[~finite], np.asarray(w)[~finite], err_msg=out.name)
+        excess = np.abs(np.asarray(g, np.float64)[finite] - np.asarray(w, np.float64)[finite]) - allowed[finite]
+        assert not (excess > 0).any(), f"{out.name}: {g} vs {w} (allowed {allowed})"
 
 
 def _producer(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
@@ -289,7 +309,7 @@ def test_random_dag_property(n: int, seed: int) -> None:
     model = random_dag_model(n, seed)
     _check_random_dag(model, n)
     with np.errstate(all="ignore"):  # Mul chains may legitimately overflow to inf
-        _compare_with_reference(model, random_feeds(model, seed=seed))
+        _compare_with_reference(model, random_feeds(model, seed=seed), conditioned=True)
 
 
 def test_random_dag_custom_ops_and_arity() -> None:
