@@ -1,4 +1,4 @@
-"""``sglens run`` and ``sglens compare``: parsers and commands (wired by partition/cli.py).
+"""``sglens run`` and ``sglens compare``: parsers and commands (wired by ``sglens/cli.py`` via ``register``).
 
     sglens run MODEL [--backend NAME] [--ops ...] [--plugin F]... [--device cpu|gpu]
                [--executor auto|engine|onnxruntime|tensorrt] [--inputs IN.npz]
@@ -18,11 +18,19 @@ import json
 import sys
 from typing import Any
 
+from partition.runner import partition
+from partition.selection import add_selection_options, backend_options
+
 from .subgraph_ops import EXECUTORS
 
 
+def register(subparsers: Any) -> None:
+    """Add ``run`` and ``compare`` to the ``sglens`` subparsers."""
+    add_run_parser(subparsers)
+    add_compare_parser(subparsers)
+
+
 def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
-    from partition.cli import add_selection_options
     add_selection_options(p, backend_default)
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--executor", choices=EXECUTORS, default="auto",
@@ -87,8 +95,6 @@ def _prepare(args: argparse.Namespace):
 
 
 def _partition(graph, args: argparse.Namespace):
-    from partition.cli import backend_options
-    from partition.runner import partition
     return partition(graph, args.backend, **backend_options(args))
 
 
