@@ -28,6 +28,11 @@ from typing import Any, Mapping
 
 from flask import Flask
 
+from partition.backends import builtin_registry
+from partition.errors import LensError
+from partition.plugins import load_plugin
+from partition.registry import use_registry
+
 DEFAULTS: dict[str, Any] = {
     "SGLENS_MAX_UPLOAD": 1 << 30,
     "SGLENS_SAMPLES": False,
@@ -60,6 +65,8 @@ class Lens:
         self.layouts = LayoutCache()
         #: kernel finder for runs (engine.executor's ``kernels=``): Python config only, for tests
         self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")
+        #: this app's backends: the built-ins plus its own plugins, never another app's
+        self.registry = builtin_registry()
         self.plugins: dict[str, list[str]] = {}
         self.plugin_errors: dict[str, str] = {}
 
@@ -78,11 +85,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     os.makedirs(app.instance_path, exist_ok=True)
     lens = Lens(app)
     app.extensions["sglens"] = lens
-    from partition.plugins import load_plugin
-    from partition.errors import LensError
     for path in merged.get("SGLENS_PLUGINS") or ():
         try:
-            lens.plugins[str(path)] = load_plugin(path)
+            with use_registry(lens.registry):  # the plugin's registrations go to this app only
+                lens.plugins[str(path)] = load_plugin(path)
         except LensError as exc:  # a broken plugin is reported in the page, the server still serves
             lens.plugin_errors[str(path)] = str(exc)
     if merged.get("SGLENS_SAMPLES"):
