@@ -47,6 +47,12 @@ DEFAULTS: dict[str, Any] = {
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _assets(name: str) -> str:
+    """``templates``/``static``: inside the package when installed from a wheel, else the checkout's."""
+    packaged = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    return packaged if os.path.isdir(packaged) else os.path.join(ROOT, name)
+
+
 class Lens:
     """Everything one app instance holds: stores, sessions, jobs."""
 
@@ -77,8 +83,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     merged.update(config or {})
     instance = merged.get("SGLENS_INSTANCE") or os.path.join(os.getcwd(), "instance")
     app = Flask(__name__, instance_path=os.path.abspath(instance),
-                template_folder=os.path.join(ROOT, "templates"),
-                static_folder=os.path.join(ROOT, "static"))
+                template_folder=_assets("templates"), static_folder=_assets("static"))
     app.config.update(merged)
     app.config["MAX_CONTENT_LENGTH"] = int(merged["SGLENS_MAX_UPLOAD"]) + (1 << 20)  # multipart overhead
     app.json.sort_keys = False
