@@ -1,11 +1,11 @@
 """``sglens run`` and ``sglens compare``: parsers and commands (wired by ``sglens/cli.py`` via ``register``).
 
     sglens run MODEL [--backend NAME] [--ops ...] [--plugin F]... [--device cpu|gpu]
-               [--executor auto|engine|onnxruntime|tensorrt] [--inputs IN.npz]
+               [--subgraph-runtime auto|engine|onnxruntime|tensorrt] [--inputs IN.npz]
                [--save-outputs OUT.npz] [--repeat N] [--dim NAME=VALUE]... [--json]
                [--report OUT.json] [--trace OUT.json]
     sglens compare MODEL [--backend NAME] [--ops ...] [--plugin F]... [--device ...]
-               [--executor ...] [--inputs IN.npz] [--dim NAME=VALUE]... [--repeat N] [--json]
+               [--subgraph-runtime ...] [--inputs IN.npz] [--dim NAME=VALUE]... [--repeat N] [--json]
 
 Without ``--backend``, ``run`` runs the model unpartitioned on our engine.
 Errors are ``LensError``: the CLI prints one line and exits 2.
@@ -33,8 +33,9 @@ def register(subparsers: Any) -> None:
 def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
     add_selection_options(p, backend_default)
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--executor", choices=EXECUTORS, default="auto",
-                   help="how subgraph nodes run (default auto: tensorrt on gpu if installed, "
+    # --executor is the older spelling (docs/architecture.md: "executor" is the Executor class only)
+    p.add_argument("--subgraph-runtime", "--executor", dest="executor", choices=EXECUTORS, default="auto",
+                   help="what runs subgraph nodes (default auto: tensorrt on gpu if installed, "
                         "else onnxruntime, else engine; the report says which ran)")
     p.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",

@@ -23,7 +23,7 @@ from .trace import TraceEvent
 __all__ = ["BackendOption", "BackendRegistry", "ContainOpProperty", "ContainOpSelector", "NodeView",
            "SubgraphProperty", "SubgraphSelector", "backend_names", "backend_options_schema",
            "current_registry", "default_subgraph_node", "get_backend", "register_backend_factory",
-           "register_subgraph_property", "sequence_names", "unregister_backend", "use_registry",
+           "register_subgraph_property", "unregister_backend", "use_registry",
            "validate_backend_options"]
 
 
@@ -116,6 +116,3 @@ def unregister_backend(backend: str) -> None:
     """Remove a backend (plugins reloaded in tests)."""
     current_registry().remove(backend)
 
-
-def sequence_names(props: Sequence[SubgraphProperty]) -> list[str]:
-    return [p.property_name for p in props]
