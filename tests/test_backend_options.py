@@ -178,3 +178,18 @@ def test_cli_keep_data_dependent_alias(tmp_path) -> None:
         assert out.returncode == 0, out.stderr
         excluded.append("nz" in [e["node"] for e in json.loads(out.stdout)["excluded"]])
     assert excluded == [True, False, False]
+
+
+def test_web_api_refuses_options_the_backend_does_not_declare(tmp_path) -> None:
+    client = create_app({"SGLENS_INSTANCE": str(tmp_path / "i"), "SGLENS_SAMPLES": True}).test_client()
+    url = "/api/models/sample-trt_cycle/partition"
+    bad = client.post(url, json={"backend": "conv_bn", "min_size": 2})
+    assert bad.status_code == 400 and "backend 'conv_bn' has no option min_size" in bad.get_json()["error"]
+    bad = client.post(url, json={"backend": "tensorrt", "options": {"mode": "quick"}})
+    assert bad.status_code == 400 and "mode must be one of fast, teaching" in bad.get_json()["error"]
+    bad = client.post("/api/runs", json={"model": "sample-trt_cycle", "backend": "tensorrt",
+                                         "options": {"colour": "red"}})
+    assert bad.status_code == 400 and "has no option colour" in bad.get_json()["error"]
+    good = client.post(url, json={"backend": "tensorrt", "options": {"min_size": "1", "mode": "teaching"}})
+    assert good.status_code == 200, good.get_json()
+    assert good.get_json()["subgraphs"]
