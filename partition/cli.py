@@ -138,3 +138,8 @@ def register(sub: Any) -> None:
     p.add_argument("node", help="node name")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_groups, backend="tensorrt")
+
+
+if __name__ == "__main__":  # `python -m partition.cli` is the older spelling of `python -m sglens`
+    from sglens.cli import main
+    sys.exit(main())

@@ -4,7 +4,10 @@ Layers, bottom up: ``partition`` (IR, passes, reports) < ``engine`` (running
 graphs) < ``app`` (the web debugger) < ``sglens`` (the command line, the only
 module that knows all three). A module may import only from its own layer or
 below. Every import counts, also those inside functions (they run sooner or
-later); only ``if TYPE_CHECKING:`` blocks are left out (they never run).
+later); only ``if TYPE_CHECKING:`` blocks (they never run) and ``if __name__ ==
+"__main__":`` blocks (they run only when the module is itself the program, the
+top of the stack, e.g. ``python -m partition.cli`` kept as the older spelling of
+``python -m sglens``) are left out.
 
 An edge goes to the most specific module the import names (``from .api import
 X`` -> ``partition.api``; ``from . import report`` -> ``partition.report``),
@@ -42,9 +45,14 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+def _never_on_import(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``__name__ == "__main__"``: a block importing the module never runs."""
+    if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+            (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+        return True
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__")
 
 
 def _imports(tree: ast.AST) -> list[tuple[str, int, list[str]]]:
@@ -53,7 +61,7 @@ def _imports(tree: ast.AST) -> list[tuple[str, int, list[str]]]:
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if isinstance(node, ast.If) and _never_on_import(node.test):
             stack.extend(node.orelse)
             continue
         if isinstance(node, ast.Import):

@@ -27,3 +27,9 @@ def test_python_dash_m_sglens_and_unknown_model_is_one_line(tmp_path) -> None:
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.startswith("sglens: error:")
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_older_spelling_python_dash_m_partition_cli_still_works(tmp_path) -> None:
+    out = subprocess.run([sys.executable, "-m", "partition.cli", "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert out.returncode == 0 and "serve" in out.stdout and "run" in out.stdout, out.stderr
