@@ -45,8 +45,9 @@ class BackendOption:
     help: str = ""
     choices: tuple[str, ...] | None = None
     minimum: int | float | None = None
-    #: the extra CLI spelling kept for compatibility (e.g. ``--keep-data-dependent``); the generic
-    #: ``--NAME`` flag and ``--opt NAME=VALUE`` always exist.
+    #: an extra CLI spelling kept for compatibility: for a bool it sets the opposite of the default
+    #: (``--keep-data-dependent``), otherwise it names the same flag; ``--NAME`` and ``--opt NAME=VALUE``
+    #: always exist.
     flag: str | None = None
 
     def __post_init__(self) -> None:
@@ -103,9 +104,10 @@ def _convert(kind: str, value: Any) -> Any:
     if kind == "str":
         return value if isinstance(value, str) else None
     if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, str) for v in value):
-        return list(value)
+        value = [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        # Names never hold commas (op types, plugin names): "A,B" and ["A", "B"] mean the same.
+        return [part.strip() for v in value for part in v.split(",") if part.strip()]
     return None
 
 

@@ -7,7 +7,8 @@ Shared by ``sglens partition|trace|check|groups`` and by ``sglens run|compare``
 plugin backends, which are only known once ``--plugin`` files are imported.
 A ``BackendOption.flag`` is an older spelling kept working: for a boolean it
 sets the opposite of the default (``--keep-data-dependent`` means
-``exclude_data_dependent=false``).
+``exclude_data_dependent=false``), otherwise it is a second name of the flag.
+List options repeat (``--fallback-ops A --fallback-ops B``) or take ``A,B``.
 
 Options are checked against the chosen backend's schema: one not declared is
 an error naming it and the valid ones.
@@ -49,15 +50,25 @@ def add_selection_options(parser: argparse.ArgumentParser, backend_default: str 
     group = parser.add_argument_group("backend options (each applies to the backends named in brackets)")
     for option, backends in _flag_options(registry):
         dest = _DEST + option.name
+        where = f"[{', '.join(backends)}]"
         extra = f"; one of {', '.join(option.choices)}" if option.choices else ""
-        group.add_argument("--" + option.name.replace("_", "-"), dest=dest, default=None,
-                           metavar=option.type.upper(),
-                           help=f"[{', '.join(backends)}] {option.help}{extra}")
-        if option.flag:
-            const = (not option.default) if option.type == "bool" else None
+        names = ["--" + option.name.replace("_", "-")]
+        if option.flag and option.type != "bool":
+            names.append(option.flag)  # an older spelling of the same flag
+        if option.type == "str_list":  # repeatable, and each value may be comma-separated
+            group.add_argument(*names, dest=dest, default=None, action="append", metavar="A,B",
+                               help=f"{where} {option.help} (repeatable)")
+        else:
+            group.add_argument(*names, dest=dest, default=None, metavar=option.type.upper(),
+                               help=f"{where} {option.help}{extra}")
+        if option.flag and option.type == "bool":
+            const = not option.default
             group.add_argument(option.flag, dest=dest, action="store_const", const=const,
-                               help=f"[{', '.join(backends)}] same as --opt {option.name}={str(const).lower()}"
-                               if option.type == "bool" else argparse.SUPPRESS)
+                               help=f"{where} same as --opt {option.name}={str(const).lower()}")
+
+
+def _text(value: Any) -> str:
+    return ",".join(value) if isinstance(value, list) else str(value)
 
 
 def parse_opt(text: str) -> tuple[str, str]:
@@ -80,7 +91,7 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
             options[key[len(_DEST):]] = value
     for text in args.opt:
         name, value = parse_opt(text)
-        if name in options and str(options[name]).lower() != value.lower():
+        if name in options and _text(options[name]).lower() != value.lower():
             raise BackendOptionError(f"option {name} is given twice ({options[name]!r} and {value!r})")
         options[name] = value
     if args.backend:

@@ -193,3 +193,13 @@ def test_web_api_refuses_options_the_backend_does_not_declare(tmp_path) -> None:
     good = client.post(url, json={"backend": "tensorrt", "options": {"min_size": "1", "mode": "teaching"}})
     assert good.status_code == 200, good.get_json()
     assert good.get_json()["subgraphs"]
+
+
+def test_cli_list_options_repeat_or_take_commas(chain_model) -> None:
+    left_out = []
+    for extra in (["--fallback-ops", "Relu", "--fallback-ops", "Tanh"], ["--fallback-ops", "Relu,Tanh"],
+                  ["--opt", "fallback_ops=Relu,Tanh"], []):
+        out = _sglens("partition", chain_model, "--backend", "tensorrt", "--min-size", "1", "--json", *extra)
+        assert out.returncode == 0, out.stderr
+        left_out.append(sorted(e["node"] for e in json.loads(out.stdout)["excluded"]))
+    assert left_out == [["A", "B", "C", "D"]] * 3 + [[]]
