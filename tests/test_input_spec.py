@@ -119,3 +119,25 @@ def test_shape_inference_refuses_a_shape_the_model_cannot_take(rng):
     check_with_inference(model, materialize(g, [InputSpec("x", [2, 16], "FLOAT")]))
     with pytest.raises(InputError, match="cannot take these input shapes"):
         check_with_inference(model, materialize(g, [InputSpec("x", [2, 15], "FLOAT")]))
+
+
+@pytest.mark.parametrize("builder, shapes", [
+    ("cnn_dynamic", [[1, 3, 96, 128], [2, 3, 64, 40]]),
+    ("transformer_dynamic", [[1, 32], [3, 7]]),
+])
+def test_dynamic_samples_run_at_several_real_shapes(rng, builder, shapes):
+    from sample_models import builders_dynamic
+    model = getattr(builders_dynamic, f"build_{builder}")()
+    g = load_model(model.SerializeToString())
+    (suggested,) = suggest_specs(g)
+    assert suggested.shape == shapes[0]             # the example shape the model carries
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in shapes:
+        spec = InputSpec(suggested.name, shape, suggested.dtype, low=suggested.low,
+                         high=suggested.high, seed=int(rng.integers(1 << 30)))
+        feeds = materialize(g, [spec])
+        check_with_inference(model, feeds)
+        want = session.run(None, feeds)[0]
+        with Executor(g) as ex:
+            got = ex.run(feeds).numpy_outputs()[session.get_outputs()[0].name]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
