@@ -34,6 +34,7 @@ from partition.ir import Graph
 
 from .executor import Executor, to_numpy
 from .measure import measure
+from .ort_fallback import LABEL, OrtFallback
 from .rss import PeakRSS
 from .tolerance import Tolerance, compare_arrays
 
@@ -66,6 +67,7 @@ class Comparison:
     first_divergent_node: dict[str, Any] | None = None  # first node (topological order) out of tolerance
     tolerance: Tolerance = field(default_factory=Tolerance)
     notes: list[str] = field(default_factory=list)
+    fallback_nodes: list[dict[str, str]] = field(default_factory=list)  # ran on onnxruntime, one by one
 
     @property
     def ok(self) -> bool:
@@ -77,6 +79,7 @@ class Comparison:
                 "outputs": self.outputs, "subgraphs": self.subgraphs,
                 "first_divergent": self.first_divergent,
                 "first_divergent_node": self.first_divergent_node,
+                "fallback_nodes": self.fallback_nodes,
                 "timings": self.timings, "notes": self.notes}
 
     def text(self) -> str:
@@ -190,6 +193,9 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
     """
     step = progress or (lambda stage: None)
     tol = tolerance or Tolerance()
+    # Nodes we have no kernel for run in single-node onnxruntime sessions and are listed.
+    fallback = kernels if isinstance(kernels, OrtFallback) else OrtFallback(kernels)
+    kernels = fallback
     notes: list[str] = [
         "times: median and p10-p90 of the measured repeats; warm-up runs are excluded",
         "peak RSS: rise of this process's resident memory during the run (set-up, warm-up and "
@@ -236,8 +242,12 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
         for o in graph.outputs:
             outputs[o]["partitioned"] = errors(part.outputs[o], ref[o], tol)
         subgraphs, first = _boundaries(sg_infos, part.subgraphs, values, ref_values, weights, tol)
+    if fallback.nodes:
+        notes.append(f"{len(fallback.nodes)} node(s) without a kernel of ours ran on {LABEL}: "
+                     + ", ".join(f"{n} ({op})" for n, op in list(fallback.nodes.items())[:20]))
     return Comparison(label, partitioned.backend if partitioned is not None else None,
-                      executor, device, outputs, subgraphs, timings, first, first_node, tol, notes)
+                      executor, device, outputs, subgraphs, timings, first, first_node, tol, notes,
+                      fallback.report())
 
 
 def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: Mapping[str, Any],
