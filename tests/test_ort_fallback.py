@@ -69,5 +69,7 @@ def test_compare_completes_and_lists_the_fallback_nodes(rng):
     c = compare(g, model, {"x": rng.standard_normal((3, 8)).astype(np.float32)},
                 kernels=_without_erf, repeat=1)
     assert c.ok
-    assert [r["node"] for r in c.fallback_nodes] == ["erf"]
+    listed = [r["node"] for r in c.fallback_nodes]
+    assert "erf" in listed and "add" not in listed
+    assert all(_without_erf(g.node_by_name[n], g.opset) is None for n in listed)
     assert any("ran on onnxruntime" in n for n in c.notes)
