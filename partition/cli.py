@@ -29,6 +29,10 @@ def add_selection_options(parser: argparse.ArgumentParser, backend_default: str 
                         help="tensorrt: smallest subgraph kept, in compute nodes (default 2)")
     parser.add_argument("--keep-data-dependent", action="store_true",
                         help="tensorrt: allow ops whose output shape depends on input values")
+    parser.add_argument("--trt-version", default=None, metavar="X.Y",
+                        help="tensorrt: rule table of this TensorRT release (default: the newest we have)")
+    parser.add_argument("--trt-plugin", action="append", default=[], metavar="NAME",
+                        help="tensorrt: an op type your TensorRT plugin library implements (repeatable)")
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -45,6 +49,10 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
             options["min_size"] = args.min_size
         if args.keep_data_dependent:
             options["exclude_data_dependent"] = False
+        if getattr(args, "trt_version", None):
+            options["trt_version"] = args.trt_version
+        if getattr(args, "trt_plugin", None):
+            options["plugins"] = list(args.trt_plugin)
     elif args.min_size is not None:
         options["min_size"] = args.min_size
     return options
@@ -94,6 +102,9 @@ def result_json(result: Any) -> dict[str, Any]:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    if getattr(args, "check_parser", False):
+        from .tensorrt.real_trt import cli_check_parser
+        return cli_check_parser(args, backend_options(args), _load(args.model))
     result = _partition(args)
     if args.export:
         from .onnx_io import save_model
@@ -172,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--export", metavar="OUT.onnx", help="write the partitioned model (subgraphs as functions)")
     p.add_argument("--export-dir", metavar="DIR", help="write each subgraph as a standalone ONNX model")
+    p.add_argument("--check-parser", action="store_true",
+                   help="tensorrt: list every node where our rules and the installed TensorRT parser disagree")
     p.set_defaults(func=cmd_partition)
     p = sub.add_parser("trace", help="print every partitioning event as one JSON object per line")
     add_selection_options(p)

@@ -185,7 +185,8 @@ def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any
     options.pop("mode", None)
     options.pop("ops", None)
     rules = TRTRules(exclude_data_dependent=options.pop("exclude_data_dependent", True),
-                     fallback_ops=options.pop("fallback_ops", ()))
+                     fallback_ops=options.pop("fallback_ops", ()), version=options.pop("trt_version", None),
+                     plugins=options.pop("plugins", ()))
     ancestors, descendants = incompatibility_groups(graph, node_name)
     node = graph.node_by_name[node_name]
     reason = rules.check(graph, node)
