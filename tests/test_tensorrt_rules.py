@@ -384,3 +384,53 @@ def test_onnx_checker_accepts_the_rule_models():
     onnx.checker.check_model(_function_model("Relu"))
     onnx.checker.check_model(proto([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2])],
                                    [vi("y", [2])]))
+
+
+# ------------------------------------------------- the release in every result --
+def _saved(tmp_path, m: onnx.ModelProto) -> str:
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    return str(path)
+
+
+def _sglens(*args: str):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "partition.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def _two_relus(op2: str = "Relu", domain: str = "") -> onnx.ModelProto:
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
+             helper.make_node(op2, ["b"], ["y"], name="n", domain=domain)]
+    extra = [(domain, 1)] if domain else []
+    return proto(nodes, [vi("x", [2])], [vi("y", [2])], extra_opsets=extra)
+
+
+def test_partition_result_names_the_rule_table(tmp_path):
+    from partition import partition
+    from partition.tensorrt import register
+    register()
+    g = load_model(_two_relus().SerializeToString())
+    assert partition(g, "tensorrt").summary["tensorrt_rules"] == "10.1"
+    assert partition(g, "tensorrt", trt_version="10.0").summary["tensorrt_rules"] == "10.0"
+    result = partition(load_model(_two_relus("MyOp", "custom").SerializeToString()), "tensorrt", plugins=["MyOp"])
+    assert result.excluded == {} and "MyOp" in result.summary["tensorrt_notes"]["n"]
+
+
+def test_cli_json_carries_tensorrt_rules_and_takes_version_and_plugins(tmp_path):
+    import json
+    path = _saved(tmp_path, _two_relus("MyOp", "custom"))
+    out = _sglens("partition", path, "--backend", "tensorrt", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["summary"]["tensorrt_rules"] == "10.1"
+    assert [e["node"] for e in data["excluded"]] == ["n"]
+    out = _sglens("partition", path, "--backend", "tensorrt", "--json", "--trt-version", "10.0",
+                  "--trt-plugin", "MyOp", "--trt-plugin", "Other")
+    data = json.loads(out.stdout)
+    assert data["summary"]["tensorrt_rules"] == "10.0" and data["excluded"] == []
+    bad = _sglens("partition", path, "--backend", "tensorrt", "--trt-version", "7.2")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines()[-1].endswith("no TensorRT rule table for --trt-version '7.2'; "
+                                                        "tables: 10.0, 10.1")
+    assert len(bad.stderr.strip().splitlines()) == 1

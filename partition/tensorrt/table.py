@@ -53,16 +53,19 @@ def resolve_version(version: str | None) -> str:
     return version
 
 
-@lru_cache(maxsize=8)
 def load_table(version: str | None = None) -> dict[str, Any]:
     """The rule table of ``version`` (default the newest), overlays merged onto their base (cached)."""
-    version = resolve_version(version)
+    return _load(resolve_version(version))
+
+
+@lru_cache(maxsize=8)
+def _load(version: str) -> dict[str, Any]:
     with open(table_path(version), encoding="utf-8") as f:
         table = json.load(f)
     base_version = table.get("base")
     if not base_version:
         return table
-    base = load_table(base_version)
+    base = _load(resolve_version(base_version))
     merged = {k: v for k, v in base.items() if k != "ops"}
     merged.update({k: v for k, v in table.items() if k not in ("ops", "base")})
     merged["ops"] = {**base["ops"], **table["ops"]}
