@@ -71,3 +71,12 @@ def _load(version: str) -> dict[str, Any]:
     merged["ops"] = {**base["ops"], **table["ops"]}
     merged["overlay_of"] = base_version
     return merged
+
+
+#: The options this module adds to the tensorrt backend, for the per-backend option schema (``partition/backends.py``).
+OPTION_SCHEMA: list[dict[str, Any]] = [
+    {"name": "trt_version", "type": "str", "default": None, "cli": "--trt-version",
+     "help": "rule table of this TensorRT release (default: the newest we have the parser source for)"},
+    {"name": "plugins", "type": "list[str]", "default": [], "cli": "--trt-plugin",
+     "help": "op types your own TensorRT plugin library implements (repeatable)"},
+]
