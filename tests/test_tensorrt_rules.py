@@ -434,3 +434,24 @@ def test_cli_json_carries_tensorrt_rules_and_takes_version_and_plugins(tmp_path)
     assert bad.stderr.strip().splitlines()[-1].endswith("no TensorRT rule table for --trt-version '7.2'; "
                                                         "tables: 10.0, 10.1")
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_web_api_partition_carries_tensorrt_rules_and_takes_version_and_plugins(tmp_path):
+    from app import create_app
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path / "instance"), "TESTING": True})
+    client = app.test_client()
+    got = client.post("/api/models/sample-mlp/partition", json={"backend": "tensorrt"})
+    assert got.status_code == 200, got.get_json()
+    assert got.get_json()["summary"]["tensorrt_rules"] == "10.1"
+    got = client.post("/api/models/sample-mlp/partition",
+                      json={"backend": "tensorrt", "trt_version": "10.0", "trt_plugins": "MyOp,Other"})
+    assert got.status_code == 200 and got.get_json()["summary"]["tensorrt_rules"] == "10.0"
+    bad = client.post("/api/models/sample-mlp/partition", json={"backend": "tensorrt", "trt_version": "7"})
+    assert bad.status_code == 400 and "no TensorRT rule table for --trt-version '7'" in json_text(bad)
+    bad = client.post("/api/models/sample-mlp/partition", json={"backend": "tensorrt", "trt_plugins": [1]})
+    assert bad.status_code == 400 and "'trt_plugins' must be a list of op type names" in json_text(bad)
+
+
+def json_text(response) -> str:
+    import json
+    return json.dumps(response.get_json())
