@@ -151,7 +151,8 @@ def test_deform_conv_restrictions_and_release_difference():
                      tensors, opset={"": 19})
     assert reason(deform(), "n") is None
     assert reason(deform(pads=(1, 1, 0, 0)), "n").startswith("DeformConv: pads [1, 1, 0, 0] must add the same")
-    assert reason(deform(shape=(1, 2, 5, 5, 5)), "n") == "DeformConv: input 0 has rank 5; TensorRT takes rank 3 or 4 here"
+    assert reason(deform(shape=(1, 2, 5, 5, 5)), "n") == \
+        "DeformConv: input 0 has rank 5; TensorRT takes rank 3 or 4 here"
     why, cite = verdict(deform(), "n", version="10.0")
     assert why == "DeformConv: not supported by TensorRT 10.0's ONNX parser"
     assert cite == "10.0-GA:onnxOpCheckers.cpp:909"
@@ -313,7 +314,8 @@ def test_value_checks_topk_dropout():
         inits = [] if as_input else [numpy_helper.from_array(np.array(mode), "t")]
         return one("Dropout", ["x", "r", "t"], ["y"], inputs, [vi("y", [3])], inits)
     assert reason(dropout(False), "n") is None
-    assert reason(dropout(True), "n") == "Dropout: input 2 't' (training_mode) is True; TensorRT takes only 0 (inference)"
+    assert reason(dropout(True), "n") == \
+        "Dropout: input 2 't' (training_mode) is True; TensorRT takes only 0 (inference)"
     assert reason(dropout(as_input=True), "n").startswith("Dropout: input 2 't' (training_mode) must be an initializer")
 
 

@@ -29,12 +29,13 @@ DOC_TYPES = {"FP32": "FLOAT", "FP16": "FLOAT16", "BF16": "BFLOAT16", "INT32": "I
 UNARY_DEFAULT = (["BOOL", "INT32", "INT64", "UINT8"], "By default TRT does not support BOOL, INT32, INT64, and UINT8")
 UNARY_ABS = (["BOOL", "UINT8"], "ABS and SIGN supports everything except BOOL and UINT8")
 UNARY_NEG = (["BOOL", "UINT8"], "case nvinfer1::UnaryOperation::kNEG:")
-UNARY_NOT = (["FLOAT", "FLOAT16", "BFLOAT16", "INT32", "INT64", "UINT8", "INT8"], "TRT only supports BOOL types for the NOT")
+NOT_BOOL = ["FLOAT", "FLOAT16", "BFLOAT16", "INT32", "INT64", "UINT8", "INT8"]
+UNARY_NOT = (NOT_BOOL, "TRT only supports BOOL types for the NOT")
 ACTIVATION = (["INT32", "BOOL", "UINT8"], 'notInvalidType(inputs.at(0), {"INT32", "BOOL", "UINT8"}')
 REDUCE = (["BOOL", "UINT8"], "TensorRT does not support reduction on Bool or UINT8 tensors.")
 ARGMINMAX = (["UINT8"], "NodeImportResult argMinMaxHelper(")
 SCATTER = (["UINT8"], "NodeImportResult addScatterLayer(")
-EW_BOOL_ONLY = (["FLOAT", "FLOAT16", "BFLOAT16", "INT32", "INT64", "UINT8", "INT8"], "These operations only support boolean inputs")
+EW_BOOL_ONLY = (NOT_BOOL, "These operations only support boolean inputs")
 EW_NO_BOOL = (["BOOL"], "These operations do not support boolean types")
 EW_POW = (["BOOL", "INT32", "INT64"], "Pow does not support bool or integer types")
 
@@ -173,140 +174,237 @@ def base_row(src: Src, op: str) -> dict[str, Any]:
     return row
 
 
+def _merge(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for op, extra in part.items():
+            row = out.setdefault(op, {})
+            for key, value in extra.items():
+                row[key] = row.get(key, []) + value if key == "cite_more" else value
+    return out
+
+
 def overlay_10_1(src: Src) -> dict[str, dict[str, Any]]:
-    """Per-op restrictions beyond the type lists, each with the phrase that proves it."""
-    I, K, D, U = src.imp, src.chk, src.docrow, (lambda p: src.find("importerUtils.cpp", p))
-    quant = ["INT8", "FLOAT8E4M3FN", "INT4"]
+    """Per-op restrictions beyond the generated type lists, each with the phrase that proves it."""
+    return _merge(_types(src), _weights_inputs(src), _other_inputs(src), _qdq(src), _attrs(src), _pool_rnn(src),
+                  _structure(src))
+
+
+def _types(src: Src) -> dict[str, dict[str, Any]]:
+    I, U = src.imp, (lambda p: src.find("importerUtils.cpp", p))
     F = ["FLOAT", "FLOAT16", "BFLOAT16"]
-    reduce_axes = {"1": {"kind": "weights", "cite": U("Axis input must be an initializer!"),
-                         "what": "axes"}}
-    o: dict[str, dict[str, Any]] = {
-        "Cast": {"types": None, "attrs": [
-            {"name": "to", "as": "dtype", "allowed": ["FLOAT", "DOUBLE", "INT8", "UINT8", "FLOAT16", "BFLOAT16",
-                                                      "BOOL", "INT32", "INT64", "FLOAT8E4M3FN", "INT4"],
-             "message": "Cast to {value}: the parser has no TensorRT type for it",
-             "cite": K("Cast", "Unsupported data type for the Cast operator")},
-            {"name": "to", "as": "dtype", "forbidden": quant,
-             "message": "Cast to {value}: {value} is a quantized type in TensorRT, reached only through "
-                        "QuantizeLinear/DequantizeLinear, never by a cast",
-             "cite": I("Cast", "TRT will reject casts to FP8")}]},
-        "CastLike": {"inputs": {"1": {"kind": "any", "cite": I("CastLike", "convertToTensor(inputs.at(1)")}}},
-        "Clip": {"inputs": {"1": {"kind": "any", "cite": I("Clip", "elementwiseClip |= inputs.at(i).is_tensor()")},
-                            "2": {"kind": "any", "cite": I("Clip", "elementwiseClip |= inputs.at(i).is_tensor()")}}},
-        "CumSum": {"inputs": {"1": {"kind": "weights", "what": "axis",
-                                    "cite": I("CumSum", "Axis input for CumSum must be an initializer")}}},
-        "Dropout": {"inputs": {"1": {"kind": "any", "cite": I("Dropout")},
-                               "2": {"kind": "weights", "what": "training_mode", "equals": 0,
-                                     "cite": I("Dropout", "only supports the training_mode input as an initializer"),
-                                     "value_cite": I("Dropout", "does not support the Dropout operator in training")}}},
-        "Squeeze": {"inputs": {"1": {"kind": "weights", "what": "axes",
-                                     "cite": I("Squeeze", "Squeeze axes input must be an initializer")}}},
-        "Unsqueeze": {"inputs": {"1": {"kind": "weights", "what": "axes",
-                                       "cite": I("Unsqueeze", "should be a constant tensor")}}},
+    fp32_16 = {"GlobalLpPool": "(inputType == DataType::kFLOAT || inputType == DataType::kHALF)",
+               "LpPool": "(dt == DataType::kFLOAT || dt == DataType::kHALF)",
+               "LpNormalization": "(dt == DataType::kFLOAT || dt == DataType::kHALF)",
+               "InstanceNormalization": "(inputDataType == DataType::kFLOAT || inputDataType == DataType::kHALF)",
+               "Mish": "x->getType() == DataType::kFLOAT || x->getType() == DataType::kHALF"}
+    o: dict[str, dict[str, Any]] = {op: {"types": ["FLOAT", "FLOAT16"], "cite_more": [I(op, phrase)]}
+                                    for op, phrase in fp32_16.items()}
+    o.update({
+        "Cast": {"types": None},
+        "ConstantOfShape": {"types": None},
+        "Equal": {"types": F + ["INT32", "INT64", "BOOL"], "cite_more": [U("// Equal supports all types.")]},
+        "ArgMax": {"output_types": {"0": ["INT32", "INT64"]}},
+        "ArgMin": {"output_types": {"0": ["INT32", "INT64"]}},
+        "Range": {"types": ["FLOAT", "INT32", "INT64"], "all_inputs": True,
+                  "cite_more": [I("Range", "only supports int32, int64, and float input types for Range")]},
+        "NonZero": {"data_dependent_shape": True, "output_types": {"0": ["INT64"]},
+                    "types": F + ["INT32", "INT64", "INT8", "BOOL"],
+                    "cite_more": [I("NonZero", "Only FLOAT32, FLOAT16, BFLOAT16, INT32, INT64, INT8 or BOOL")]},
+        "NonMaxSuppression": {"data_dependent_shape": True, "input_types": {"2": ["INT32", "INT64"], "3": F, "4": F},
+                              "output_types": {"0": ["INT32", "INT64"]}},
+        "Shrink": {"types": ["FLOAT", "FLOAT16", "INT8", "INT32", "INT64"],
+                   "cite_more": [I("Shrink", "Only FLOAT, HALF, INT8, INT32, and INT64 are supported in Shrink")]},
+        "TopK": {"output_types": {"1": ["INT32", "INT64"]}},
+        "If": {"control_flow": True}, "Loop": {"control_flow": True}, "Scan": {"control_flow": True},
+    })
+    return o
+
+
+def _weights_inputs(src: Src) -> dict[str, dict[str, Any]]:
+    """Inputs the importers read with ``is_weights()`` / ``assertIsWeights`` / ``allValuesKnown()``."""
+    I = src.imp
+
+    def w(what: str, cite: str, **more: Any) -> dict[str, Any]:
+        return {"kind": "weights", "what": what, "cite": cite, **more}
+    axes = w("axes", src.find("importerUtils.cpp", "Axis input must be an initializer!"))
+    o: dict[str, dict[str, Any]] = {op: {"inputs": {"1": axes}} for op in (
+        "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+        "ReduceProd", "ReduceSum", "ReduceSumSquare")}
+    o.update({
+        "CumSum": {"inputs": {"1": w("axis", I("CumSum", "Axis input for CumSum must be an initializer"))}},
+        "Dropout": {"inputs": {
+            "1": {"kind": "any", "cite": I("Dropout")},
+            "2": w("training_mode", I("Dropout", "only supports the training_mode input as an initializer"),
+                   equals=0, value_cite=I("Dropout", "does not support the Dropout operator in training"))}},
+        "Squeeze": {"inputs": {"1": w("axes", I("Squeeze", "Squeeze axes input must be an initializer"))}},
+        "Unsqueeze": {"inputs": {"1": w("axes", I("Unsqueeze", "should be a constant tensor"))}},
         "Pad": {"inputs": {"1": {"kind": "shape", "what": "pads", "cite": I("Pad", "if (inputs.at(1).is_weights())")},
                            "2": {"kind": "any", "what": "constant_value",
                                  "cite": I("Pad", "if (inputs.at(2).is_weights())")},
-                           "3": {"kind": "weights", "what": "axes",
-                                 "cite": I("Pad", "does not support dynamic axes for pad")}}},
-        "Slice": {"inputs": {"1": {"kind": "shape", "what": "starts", "cite": I("Slice", "castHelper(ctx, &convertToTensor(inputs.at(1)")},
-                             "2": {"kind": "shape", "what": "ends", "cite": I("Slice", "castHelper(ctx, &convertToTensor(inputs.at(2)")},
-                             "3": {"kind": "weights", "what": "axes",
-                                   "cite": I("Slice", "does not support dynamic axes")}}},
-        "Split": {"inputs": {"1": {"kind": "any", "what": "split", "cite": I("Split", "if (inputs.at(1).is_weights())")}}},
-        "Trilu": {"inputs": {"1": {"kind": "any", "what": "k", "cite": I("Trilu")}}},
-        "TopK": {"inputs": {"1": {"kind": "any", "what": "K", "less_than": 3840,
-                                  "cite": I("TopK", "nvinfer1::ITensor* kPtr = &convertToTensor(inputs.at(1), ctx);"),
-                                  "value_cite": D("TopK")}},
-                 "output_types": {"1": ["INT32", "INT64"]}},
-        "Upsample": {"inputs": {"1": {"kind": "any", "what": "scales", "cite": I("Upsample", "if (scales_input.is_weights())")}},
-                     "attrs": [{"name": "mode", "allowed": ["nearest", "linear", "bilinear"], "default": "nearest",
-                                "message": "Upsample mode={value}: only nearest, linear or bilinear",
-                                "cite": K("Upsample", "mode can only be nearest, linear, or bilinear")}]},
-        "Resize": {"inputs": {"1": {"kind": "any", "what": "roi", "cite": I("Resize")},
-                              "2": {"kind": "any", "what": "scales", "cite": I("Resize", "if (scales.is_weights())")},
-                              "3": {"kind": "shape", "what": "sizes", "cite": I("Resize", "if (inputs.at(3).is_weights())")}},
-                   "attrs": [
-                       {"name": "mode", "allowed": ["nearest", "linear", "cubic"], "default": "nearest",
-                        "message": "Resize mode={value}: only nearest, linear and cubic", "cite": K("Resize", "Invalid Resize mode")},
-                       {"name": "coordinate_transformation_mode", "min_opset": 11,
-                        "allowed": ["half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn", "asymmetric", "align_corners"],
-                        "default": "half_pixel", "message": "Resize coordinate_transformation_mode={value} not supported",
-                        "cite": K("Resize", "TensorRT only supports half_pixel, pytorch_half_pixel")},
-                       {"name": "antialias", "allowed": [0], "default": 0, "message": "Resize antialias={value}: antialiasing is not supported",
-                        "cite": K("Resize", "Antialiasing is not supported currently")},
-                       {"name": "keep_aspect_ratio_policy", "allowed": ["stretch"], "default": "stretch",
-                        "message": "Resize keep_aspect_ratio_policy={value}: only stretch",
-                        "cite": K("Resize", "Only `stretch` is supported")}],
-                   "requires": [{"if": {"coordinate_transformation_mode": "tf_half_pixel_for_nn"},
-                                 "then": {"nearest_mode": ["round_prefer_floor"]}, "default": {"nearest_mode": "round_prefer_floor"},
-                                 "message": "Resize: tf_half_pixel_for_nn takes only nearest_mode=round_prefer_floor, not {value}",
-                                 "cite": K("Resize", "only support round_prefer_floor nearest mode")}]},
-        "QuantizeLinear": {"types": F, "output_types": {"0": quant}, "input_types": {"2": quant},
-                           "refuses": {"2": {"types": ["UINT8"], "cite": I("DepthToSpace", "CHECK_STATUS(notInvalidType(inputs.at(2), {\"UINT8\"}")}},
-                           "inputs": {"1": {"kind": "any", "what": "scale", "static_shape": True, "positive": True,
-                                            "cite": I("DepthToSpace", "Dynamic shape for scale tensor is not supported"),
-                                            "value_cite": I("DepthToSpace", "Scale coefficients must all be positive")},
-                                      "2": {"kind": "any", "what": "zero point", "all_zero": True,
-                                            "cite": I("DepthToSpace", "CHECK_STATUS(notInvalidType(inputs.at(2), {\"UINT8\"}"),
-                                            "value_cite": I("DepthToSpace", "TensorRT only supports symmetric quantization")}}},
-        "DequantizeLinear": {"types": quant, "output_types": {"0": F}, "input_types": {"2": quant},
-                             "refuses": {"0": {"types": ["UINT8"], "cite": I("DepthToSpace", "CHECK_STATUS(notInvalidType(inputs.at(0), {\"UINT8\"}")}},
-                             "inputs": {"1": {"kind": "any", "what": "scale", "static_shape": True, "positive": True,
-                                              "cite": I("DepthToSpace", "Dynamic shape for scale tensor is not supported"),
-                                              "value_cite": I("DepthToSpace", "Scale coefficients must all be positive")},
-                                        "2": {"kind": "any", "what": "zero point", "all_zero": True,
-                                              "cite": I("DepthToSpace", "zero_point. TensorRT will use"),
-                                              "value_cite": I("DepthToSpace", "TensorRT only supports symmetric quantization")}}},
-        "ScatterND": {"attrs": [{"name": "reduction", "absent": True, "message": "ScatterND reduction={value}: not supported",
-                                 "cite": I("ScatterND", "Attribute reduction is not supported")}]},
-        "ScatterElements": {"plugin_when": {"attr": "reduction", "not": "none", "plugin": "ScatterElements",
-                                            "cite": I("ScatterElements", "return scatterPluginHelper(")}},
+                           "3": w("axes", I("Pad", "does not support dynamic axes for pad"))}},
+        "Slice": {"inputs": {
+            "1": {"kind": "shape", "what": "starts",
+                  "cite": I("Slice", "castHelper(ctx, &convertToTensor(inputs.at(1)")},
+            "2": {"kind": "shape", "what": "ends", "cite": I("Slice", "castHelper(ctx, &convertToTensor(inputs.at(2)")},
+            "3": w("axes", I("Slice", "does not support dynamic axes"))}},
+        "RandomUniformLike": {"inputs": {"0": {"kind": "not_weights",
+                                               "cite": I("RandomUniformLike", "cannot be an initializer")}}},
+        "RandomNormalLike": {"inputs": {"0": {"kind": "not_weights",
+                                              "cite": I("RandomNormalLike", "cannot be an initializer")}}},
+    })
+    return o
+
+
+def _other_inputs(src: Src) -> dict[str, dict[str, Any]]:
+    """Inputs any tensor may feed, and shape-tensor inputs."""
+    I, D = src.imp, src.docrow
+
+    def any_(what: str, cite: str, **more: Any) -> dict[str, Any]:
+        return {"kind": "any", "what": what, "cite": cite, **more}
+
+    def shape(what: str, cite: str) -> dict[str, Any]:
+        return {"kind": "shape", "what": what, "cite": cite}
+    clip = I("Clip", "elementwiseClip |= inputs.at(i).is_tensor()")
+    return {
+        "CastLike": {"inputs": {"1": any_("target", I("CastLike", "convertToTensor(inputs.at(1)"))}},
+        "Clip": {"inputs": {"1": any_("min", clip), "2": any_("max", clip)}},
+        "Split": {"inputs": {"1": any_("split", I("Split", "if (inputs.at(1).is_weights())"))}},
+        "Trilu": {"inputs": {"1": any_("k", I("Trilu"))}},
+        "TopK": {"inputs": {"1": any_("K", I("TopK", "nvinfer1::ITensor* kPtr = &convertToTensor(inputs.at(1), ctx);"),
+                                      less_than=3840, value_cite=D("TopK"))}},
+        "Upsample": {"inputs": {"1": any_("scales", I("Upsample", "if (scales_input.is_weights())"))}},
+        "Resize": {"inputs": {"1": any_("roi", I("Resize")),
+                              "2": any_("scales", I("Resize", "if (scales.is_weights())")),
+                              "3": shape("sizes", I("Resize", "if (inputs.at(3).is_weights())"))}},
+        "OneHot": {"inputs": {"1": any_("depth", I("OneHot", "depth = castHelper(ctx, depth"))}},
+        "Reshape": {"inputs": {"1": shape("shape", I("Reshape"))}},
+        "Expand": {"inputs": {"1": shape("shape", I("Expand", "The shape tensor is required to be 1D"))}},
+        "Tile": {"inputs": {"1": shape("repeats", I("Tile"))}},
+        "ConstantOfShape": {"inputs": {"0": shape("shape", I("ConstantOfShape"))}},
+    }
+
+
+def _qdq(src: Src) -> dict[str, dict[str, Any]]:
+    """QuantizeLinear/DequantizeLinear: their shared helper sits inside the DepthToSpace importer's range."""
+    def at(phrase: str) -> str:
+        return src.imp("DepthToSpace", phrase)
+    quant, F = ["INT8", "FLOAT8E4M3FN", "INT4"], ["FLOAT", "FLOAT16", "BFLOAT16"]
+    scale = {"kind": "any", "what": "scale", "static_shape": True, "positive": True,
+             "cite": at("Dynamic shape for scale tensor is not supported"),
+             "value_cite": at("Scale coefficients must all be positive")}
+    symmetric = at("TensorRT only supports symmetric quantization")
+    return {
+        "QuantizeLinear": {
+            "types": F, "output_types": {"0": quant}, "input_types": {"2": quant},
+            "refuses": {"2": {"types": ["UINT8"], "cite": at('CHECK_STATUS(notInvalidType(inputs.at(2), {"UINT8"}')}},
+            "inputs": {"1": scale, "2": {"kind": "any", "what": "zero point", "all_zero": True,
+                                         "cite": at('CHECK_STATUS(notInvalidType(inputs.at(2), {"UINT8"}'),
+                                         "value_cite": symmetric}}},
+        "DequantizeLinear": {
+            "types": quant, "output_types": {"0": F}, "input_types": {"2": quant},
+            "refuses": {"0": {"types": ["UINT8"], "cite": at('CHECK_STATUS(notInvalidType(inputs.at(0), {"UINT8"}')}},
+            "inputs": {"1": scale, "2": {"kind": "any", "what": "zero point", "all_zero": True,
+                                         "cite": at("zero_point. TensorRT will use"), "value_cite": symmetric}}},
+    }
+
+
+def _attr(name: str, message: str, cite: str, **spec: Any) -> dict[str, Any]:
+    return {"name": name, **spec, "message": message, "cite": cite}
+
+
+def _attrs(src: Src) -> dict[str, dict[str, Any]]:
+    I, K = src.imp, src.chk
+    quant = ["INT8", "FLOAT8E4M3FN", "INT4"]
+    known = ["FLOAT", "DOUBLE", "INT8", "UINT8", "FLOAT16", "BFLOAT16", "BOOL", "INT32", "INT64", "FLOAT8E4M3FN",
+             "INT4"]
+    ctm = ["half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn", "asymmetric", "align_corners"]
+    return {
+        "Cast": {"attrs": [
+            _attr("to", "Cast to {value}: the parser has no TensorRT type for it",
+                  K("Cast", "Unsupported data type for the Cast operator"), **{"as": "dtype"}, allowed=known),
+            _attr("to", "Cast to {value}: {value} is a quantized type in TensorRT, reached only through "
+                        "QuantizeLinear/DequantizeLinear, never by a cast",
+                  I("Cast", "TRT will reject casts to FP8"), **{"as": "dtype"}, forbidden=quant)]},
+        "Upsample": {"attrs": [_attr("mode", "Upsample mode={value}: only nearest, linear or bilinear",
+                                     K("Upsample", "mode can only be nearest, linear, or bilinear"),
+                                     allowed=["nearest", "linear", "bilinear"], default="nearest")]},
+        "Resize": {"attrs": [
+            _attr("mode", "Resize mode={value}: only nearest, linear and cubic", K("Resize", "Invalid Resize mode"),
+                  allowed=["nearest", "linear", "cubic"], default="nearest"),
+            _attr("coordinate_transformation_mode", "Resize coordinate_transformation_mode={value} not supported",
+                  K("Resize", "TensorRT only supports half_pixel, pytorch_half_pixel"), min_opset=11, allowed=ctm,
+                  default="half_pixel"),
+            _attr("antialias", "Resize antialias={value}: antialiasing is not supported",
+                  K("Resize", "Antialiasing is not supported currently"), allowed=[0], default=0),
+            _attr("keep_aspect_ratio_policy", "Resize keep_aspect_ratio_policy={value}: only stretch",
+                  K("Resize", "Only `stretch` is supported"), allowed=["stretch"], default="stretch")]},
+        "ScatterND": {"attrs": [_attr("reduction", "ScatterND reduction={value}: not supported",
+                                      I("ScatterND", "Attribute reduction is not supported"), absent=True)]},
+        "BatchNormalization": {"attrs": [_attr(
+            "training_mode", "BatchNormalization training_mode={value}: only inference (0)",
+            K("BatchNormalization", "does not support training_mode == 1"), allowed=[0], default=0)]},
+        "LpNormalization": {"attrs": [_attr("p", "LpNormalization p={value}: only 1 or 2",
+                                            K("LpNormalization", "Only L1 and L2 normalization are supported"),
+                                            allowed=[1, 2], default=2)]},
+        "Gelu": {"attrs": [_attr("approximate", "Gelu approximate={value}: only none or tanh",
+                                 I("Gelu", "Invalid value provided for the Gelu"), allowed=["none", "tanh"],
+                                 default="none")]},
+        "Constant": {"attrs": [_attr(n, f"Constant {n}: not supported", K("Constant", '!attrs.count("sparse_value")'),
+                                     absent=True) for n in ("sparse_value", "value_string", "value_strings")]},
+        "RoiAlign": {"attrs": [
+            _attr("mode", "RoiAlign mode={value}: only avg or max", K("RoiAlign", "Mode must be avg or max"),
+                  allowed=["avg", "max"], default="avg"),
+            _attr("coordinate_transformation_mode", "RoiAlign coordinate_transformation_mode={value} not supported",
+                  K("RoiAlign", "Coordinate transformation mode must be half_pixel"), min_opset=16,
+                  allowed=["half_pixel", "output_half_pixel"], default="half_pixel")]},
+    }
+
+
+def _pool_rnn(src: Src) -> dict[str, dict[str, Any]]:
+    K, D = src.chk, src.docrow
+    dil = src.find("onnxOpCheckers.cpp", "does not support dilations other than 1")
+    return {
         "MaxPool": {"max_outputs": 1, "max_outputs_message": "MaxPool: the Indices output is not supported",
                     "max_outputs_cite": K("MaxPool", "does not support the indices output in MaxPool"),
-                    "attrs": [{"name": "dilations", "all_equal": 1, "min_opset": 10,
-                               "message": "MaxPool dilations={value}: only 1", "cite": src.find("onnxOpCheckers.cpp", "does not support dilations other than 1")}]},
-        "AveragePool": {"attrs": [{"name": "dilations", "all_equal": 1, "min_opset": 10,
-                                   "message": "AveragePool dilations={value}: only 1",
-                                   "cite": src.find("onnxOpCheckers.cpp", "does not support dilations other than 1")}]},
-        "LpPool": {"attrs": [{"name": "p", "allowed": [1, 2], "default": 2, "message": "LpPool p={value}: only 1 or 2",
-                              "cite": K("LpPool", "Only L1 and L2 normalization are supported")},
-                             {"name": "dilations", "all_equal": 1, "message": "LpPool dilations={value}: only 1",
-                              "cite": D("LpPool")}]},
-        "LpNormalization": {"attrs": [{"name": "p", "allowed": [1, 2], "default": 2,
-                                       "message": "LpNormalization p={value}: only 1 or 2",
-                                       "cite": K("LpNormalization", "Only L1 and L2 normalization are supported")}]},
-        "BatchNormalization": {"attrs": [{"name": "training_mode", "allowed": [0], "default": 0,
-                                          "message": "BatchNormalization training_mode={value}: only inference (0)",
-                                          "cite": K("BatchNormalization", "does not support training_mode == 1")}]},
-        "LSTM": {"attrs": [{"name": "input_forget", "allowed": [0], "default": 0,
-                            "message": "LSTM input_forget={value}: coupled input/forget gates are not supported",
-                            "cite": K("LSTM", "Coupled input/forget is unsupported")},
-                           {"name": "layout", "allowed": [0], "default": 0,
-                            "message": "LSTM layout={value}: only 0 (documented; the parser does not check it and would read the tensors as layout 0)",
-                            "cite": D("LSTM")}],
-                 "bidirectional_same": K("LSTM", "std::equal(activations.begin()")},
+                    "attrs": [_attr("dilations", "MaxPool dilations={value}: only 1", dil, all_equal=1,
+                                    min_opset=10)]},
+        "AveragePool": {"attrs": [_attr("dilations", "AveragePool dilations={value}: only 1", dil, all_equal=1,
+                                        min_opset=10)]},
+        "LpPool": {"attrs": [_attr("p", "LpPool p={value}: only 1 or 2",
+                                   K("LpPool", "Only L1 and L2 normalization are supported"), allowed=[1, 2],
+                                   default=2),
+                             _attr("dilations", "LpPool dilations={value}: only 1", D("LpPool"), all_equal=1)]},
+        "LSTM": {"attrs": [
+            _attr("input_forget", "LSTM input_forget={value}: coupled input/forget gates are not supported",
+                  K("LSTM", "Coupled input/forget is unsupported"), allowed=[0], default=0),
+            _attr("layout", "LSTM layout={value}: only 0 (documented; the parser does not check it and would read "
+                            "the tensors as layout 0)", D("LSTM"), allowed=[0], default=0)],
+            "bidirectional_same": K("LSTM", "std::equal(activations.begin()")},
         "GRU": {"bidirectional_same": K("GRU", "std::equal(activations.begin()")},
         "RNN": {"bidirectional_same": K("RNN", "std::equal(activations.begin()")},
-        "ReverseSequence": {"requires_distinct": ["batch_axis", 1, "time_axis", 0,
-                                                  K("ReverseSequence", "batch_axis and time_axis cannot be the same")]},
+    }
+
+
+def _structure(src: Src) -> dict[str, dict[str, Any]]:
+    I, K, D, U = src.imp, src.chk, src.docrow, (lambda p: src.find("importerUtils.cpp", p))
+    return {
+        "Resize": {"requires": [{
+            "if": {"coordinate_transformation_mode": "tf_half_pixel_for_nn"}, "min_opset": 11,
+            "then": {"nearest_mode": ["round_prefer_floor"]}, "default": {"nearest_mode": "round_prefer_floor"},
+            "message": "Resize: tf_half_pixel_for_nn takes only nearest_mode=round_prefer_floor, not {value}",
+            "cite": K("Resize", "only support round_prefer_floor nearest mode")}]},
+        "ScatterElements": {"plugin_when": {"attr": "reduction", "not": "none", "plugin": "ScatterElements",
+                                            "cite": I("ScatterElements", "return scatterPluginHelper(")}},
+        "ReverseSequence": {"requires_distinct": ["batch_axis", 1, "time_axis", 0, K(
+            "ReverseSequence", "batch_axis and time_axis cannot be the same")]},
         "RoiAlign": {"data_dependent_shape": True, "plugin": "ROIAlign_TRT",
                      "plugin_cite": I("RoiAlign", 'std::string const pluginName = "ROIAlign_TRT";'),
-                     "input_types": {"1": F, "2": ["INT32", "INT64"]},
-                     "attrs": [{"name": "mode", "allowed": ["avg", "max"], "default": "avg",
-                                "message": "RoiAlign mode={value}: only avg or max", "cite": K("RoiAlign", "Mode must be avg or max")},
-                               {"name": "coordinate_transformation_mode", "min_opset": 16,
-                                "allowed": ["half_pixel", "output_half_pixel"], "default": "half_pixel",
-                                "message": "RoiAlign coordinate_transformation_mode={value} not supported",
-                                "cite": K("RoiAlign", "Coordinate transformation mode must be half_pixel")}]},
+                     "input_types": {"1": ["FLOAT", "FLOAT16", "BFLOAT16"], "2": ["INT32", "INT64"]}},
         "InstanceNormalization": {"plugin_note": "may use the InstanceNormalization_TRT plugin",
                                   "cite_more": [U('std::string const pluginName = "InstanceNormalization_TRT";')]},
-        "Gelu": {"attrs": [{"name": "approximate", "allowed": ["none", "tanh"], "default": "none",
-                            "message": "Gelu approximate={value}: only none or tanh",
-                            "cite": I("Gelu", "Invalid value provided for the Gelu")}]},
-        "Constant": {"attrs": [{"name": n, "absent": True, "message": f"Constant {n}: not supported",
-                                "cite": K("Constant", "!attrs.count(\"sparse_value\")")}
-                               for n in ("sparse_value", "value_string", "value_strings")]},
-        "LayerNormalization": {"max_outputs": 1, "max_outputs_message": "LayerNormalization: only the first output Y is supported",
+        "LayerNormalization": {"max_outputs": 1,
+                               "max_outputs_message": "LayerNormalization: only the first output Y is supported",
                                "max_outputs_cite": D("LayerNormalization")},
         "EyeLike": {"rank": [2], "static_input": True, "rank_cite": I("EyeLike", "Only 2D tensors are supported"),
                     "static_cite": I("EyeLike", "Eyelike does not work for dynamically shaped tensors")},
@@ -317,44 +415,8 @@ def overlay_10_1(src: Src) -> dict[str, dict[str, Any]]:
                        "symmetric_pads": U("TensorRT only support the pads attribute of the DeformConv"),
                        "plugin_note": "imported through the ModulatedDeformConv2d plugin",
                        "cite_more": [U('std::string const pluginName = "ModulatedDeformConv2d";')]},
-        "RandomUniformLike": {"inputs": {"0": {"kind": "not_weights", "cite": I("RandomUniformLike", "cannot be an initializer")}}},
-        "RandomNormalLike": {"inputs": {"0": {"kind": "not_weights", "cite": I("RandomNormalLike", "cannot be an initializer")}}},
-        "Range": {"types": ["FLOAT", "INT32", "INT64"], "all_inputs": True,
-                  "cite_more": [I("Range", "only supports int32, int64, and float input types for Range")]},
-        "NonZero": {"data_dependent_shape": True, "output_types": {"0": ["INT64"]},
-                    "types": ["FLOAT", "FLOAT16", "BFLOAT16", "INT32", "INT64", "INT8", "BOOL"],
-                    "cite_more": [I("NonZero", "Only FLOAT32, FLOAT16, BFLOAT16, INT32, INT64, INT8 or BOOL")]},
-        "NonMaxSuppression": {"data_dependent_shape": True, "input_types": {"2": ["INT32", "INT64"], "3": F, "4": F},
-                              "output_types": {"0": ["INT32", "INT64"]}},
-        "Shrink": {"types": ["FLOAT", "FLOAT16", "INT8", "INT32", "INT64"],
-                   "cite_more": [I("Shrink", "Only FLOAT, HALF, INT8, INT32, and INT64 are supported in Shrink")]},
-        "LpNormalization_types": {},
-        "Equal": {"types": ["FLOAT", "FLOAT16", "BFLOAT16", "INT32", "INT64", "BOOL"],
-                  "cite_more": [U("// Equal supports all types.")]},
-        "ArgMax": {"output_types": {"0": ["INT32", "INT64"]}},
-        "ArgMin": {"output_types": {"0": ["INT32", "INT64"]}},
-        "Reshape": {"inputs": {"1": {"kind": "shape", "what": "shape", "cite": I("Reshape")}}},
-        "Expand": {"inputs": {"1": {"kind": "shape", "what": "shape", "cite": I("Expand", "The shape tensor is required to be 1D")}}},
-        "Tile": {"inputs": {"1": {"kind": "shape", "what": "repeats", "cite": I("Tile")}}},
-        "ConstantOfShape": {"types": None, "inputs": {"0": {"kind": "shape", "what": "shape", "cite": I("ConstantOfShape")}}},
-        "OneHot": {"inputs": {"1": {"kind": "any", "what": "depth", "cite": I("OneHot", "depth = castHelper(ctx, depth")}}},
-        "If": {"control_flow": True}, "Loop": {"control_flow": True}, "Scan": {"control_flow": True},
         "Mod": {"requires_int_when": {"attr": "fmod", "value": 0, "cite": I("Mod", "The fmod attribute is set to 0")}},
     }
-    for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
-               "ReduceProd", "ReduceSum", "ReduceSumSquare"):
-        o[op] = {"inputs": reduce_axes}
-    for op in ("GlobalLpPool", "LpPool", "LpNormalization", "InstanceNormalization", "Mish"):
-        phrase = {"GlobalLpPool": "(inputType == DataType::kFLOAT || inputType == DataType::kHALF)",
-                  "LpPool": "(dt == DataType::kFLOAT || dt == DataType::kHALF)",
-                  "LpNormalization": "(dt == DataType::kFLOAT || dt == DataType::kHALF)",
-                  "InstanceNormalization": "(inputDataType == DataType::kFLOAT || inputDataType == DataType::kHALF)",
-                  "Mish": "x->getType() == DataType::kFLOAT || x->getType() == DataType::kHALF"}[op]
-        o.setdefault(op, {})
-        o[op]["types"] = ["FLOAT", "FLOAT16"]
-        o[op].setdefault("cite_more", []).append(I(op, phrase))
-    del o["LpNormalization_types"]
-    return o
 
 
 def build(ref: Path, plugin_readme: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -386,7 +448,8 @@ def header(src: Src, version: str, tag: str, commit: str, plugin_readme: Path | 
         for i, line in enumerate(plugin_readme.read_text().split("\n")):
             cells = [c.strip() for c in line.split("|")]
             if line.startswith("| [") and len(cells) > 3 and cells[2] not in [p["name"] for p in plugins]:
-                plugins.append({"name": cells[2], "cite": f"NVIDIA/TensorRT@release/{version}:plugin/README.md:{i + 1}"})
+                cite = f"NVIDIA/TensorRT@release/{version}:plugin/README.md:{i + 1}"
+                plugins.append({"name": cells[2], "cite": cite})
     return {
         "tensorrt_rules": version,
         "release": {"repo": "https://github.com/onnx/onnx-tensorrt", "tag": tag, "commit": commit},
@@ -395,20 +458,23 @@ def header(src: Src, version: str, tag: str, commit: str, plugin_readme: Path | 
                     "(docs/operators.md rows included); plugin names cite NVIDIA/TensorRT's plugin/README.md of the "
                     "same release. Where operators.md and the parser disagree, the parser decides."),
         "opset": {"supported": [9, 20], "supported_cite": d("supports operators in the inclusive range of opset 9"),
-                  "warn_below": 7, "warn_below_cite": m("TensorRT supports ONNX graphs generated with at least opset 7")},
+                  "warn_below": 7,
+                  "warn_below_cite": m("TensorRT supports ONNX graphs generated with at least opset 7")},
         "dispatch": {"by_op_type": m("if (opImporters.count(nodeType))"),
                      "local_functions": m("else if (ctx->localFunctions().count(nodeType))"),
                      "plugin_fallback": m('importFunc = &opImporters.at("FallbackPluginImporter");'),
                      "plugin_lookup": src.imp("FallbackPluginImporter", "Plugin not found, are the plugin name")},
         "types": {"cast_down": {"DOUBLE": "FLOAT"},
-                  "cast_down_cite": [u("case ::ONNX_NAMESPACE::TensorProto::DOUBLE: *trt_dtype = nvinfer1::DataType::kFLOAT"),
+                  "cast_down_cite": [u("case ::ONNX_NAMESPACE::TensorProto::DOUBLE: *trt_dtype = "),
                                      src.find("WeightsContext.cpp", "// Cast DOUBLE weights to FLOAT.")],
                   "known": ["FLOAT", "DOUBLE", "INT8", "UINT8", "FLOAT16", "BFLOAT16", "BOOL", "INT32", "INT64",
                             "FLOAT8E4M3FN", "INT4"],
                   "known_cite": u("bool convertDtype(int32_t onnx_dtype, nvinfer1::DataType* trt_dtype)"),
-                  "io_only": ["UINT8"], "io_only_cite": m("TensorRT does not support UINT8 types for intermediate tensors"),
+                  "io_only": ["UINT8"],
+                  "io_only_cite": m("TensorRT does not support UINT8 types for intermediate tensors"),
                   "io_only_doc": d("UINT8 is only supported as network input or output"),
-                  "quantized": ["INT8", "FLOAT8E4M3FN", "INT4"], "quantized_cite": d("are treated as `Quantized Types`")},
+                  "quantized": ["INT8", "FLOAT8E4M3FN", "INT4"],
+                  "quantized_cite": d("are treated as `Quantized Types`")},
         "bundled_plugins": plugins,
         "plugin_cite": src.imp("FallbackPluginImporter"),
         "non_compute_ops": ["Constant", "Identity"],

@@ -232,7 +232,7 @@ class TRTRules:
         for spec in row.get("requires", ()):
             (key, want), = spec["if"].items()
             (other, allowed), = spec["then"].items()
-            if (_opset(scope) or 99) >= 11 and attrs.get(key) == want:
+            if (_opset(scope) or 99) >= spec.get("min_opset", 0) and attrs.get(key) == want:
                 value = attrs.get(other, spec["default"][other])
                 if value not in allowed:
                     return spec["message"].format(value=value), spec["cite"]
@@ -250,7 +250,8 @@ class TRTRules:
         if row.get("symmetric_pads") and attrs.get("pads"):
             pads = list(attrs["pads"])
             if pads[:len(pads) // 2] != pads[len(pads) // 2:]:
-                return f"{op}: pads {pads} must add the same at the beginning and end of each axis", row["symmetric_pads"]
+                return (f"{op}: pads {pads} must add the same at the beginning and end of each axis",
+                        row["symmetric_pads"])
         when = row.get("requires_int_when")
         if when and attrs.get(when["attr"], 0) == when["value"]:
             dtype = self._dtype(scope, node.inputs[0]) if node.inputs else None
