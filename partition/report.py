@@ -209,4 +209,6 @@ def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any
                           "'descendants', and the reverse: this node would stay between them")
     report["incompatible_ancestors"] = [n for n in ancestors if n in reasons]
     report["incompatible_descendants"] = [n for n in descendants if n in reasons]
+    report["tensorrt_rules"] = rules.version  # which release's table decided, and from which source line
+    report["reason_source"] = rules.cite(node_name) or ""
     return report

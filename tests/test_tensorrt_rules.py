@@ -457,3 +457,12 @@ def test_web_api_partition_carries_tensorrt_rules_and_takes_version_and_plugins(
 def json_text(response) -> str:
     import json
     return json.dumps(response.get_json())
+
+
+def test_groups_report_names_the_table_and_the_source_line():
+    from partition.report import groups_report
+    g = model([helper.make_node("Relu", ["x"], ["a"], name="r"), helper.make_node("Det", ["a"], ["y"], name="n")],
+              [vi("x", [3, 3])], [vi("y", [])])
+    rep = groups_report(g, "n")
+    assert rep["tensorrt_rules"] == "10.1" and rep["reason_source"].startswith("onnxOpCheckers.cpp:")
+    assert groups_report(g, "n", trt_version="10.0")["tensorrt_rules"] == "10.0"
