@@ -466,3 +466,13 @@ def test_groups_report_names_the_table_and_the_source_line():
     rep = groups_report(g, "n")
     assert rep["tensorrt_rules"] == "10.1" and rep["reason_source"].startswith("onnxOpCheckers.cpp:")
     assert groups_report(g, "n", trt_version="10.0")["tensorrt_rules"] == "10.0"
+
+
+def test_per_opset_attribute_checks():
+    # Dropout's is_test exists up to opset 6, and the checker refuses training mode there only.
+    old = ir_one("Dropout", opset=6, is_test=0)
+    assert reason(old, "n") == "Dropout is_test=0: training mode is not supported"
+    assert reason(ir_one("Dropout", opset=6, is_test=1), "n") is None
+    # Resize's coordinate_transformation_mode is checked from opset 11 (Resize-10 has no such attribute).
+    assert reason(ir_one("Resize", opset=10, coordinate_transformation_mode="tf_crop_and_resize"), "n") is None
+    assert reason(ir_one("Resize", opset=11, coordinate_transformation_mode="tf_crop_and_resize"), "n") is not None

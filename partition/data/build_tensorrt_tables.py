@@ -339,6 +339,9 @@ def _attrs(src: Src) -> dict[str, dict[str, Any]]:
                   K("Resize", "Antialiasing is not supported currently"), allowed=[0], default=0),
             _attr("keep_aspect_ratio_policy", "Resize keep_aspect_ratio_policy={value}: only stretch",
                   K("Resize", "Only `stretch` is supported"), allowed=["stretch"], default="stretch")]},
+        "Dropout": {"attrs": [_attr("is_test", "Dropout is_test={value}: training mode is not supported",
+                                    K("Dropout", "does not support the Droupout operator with training mode"),
+                                    allowed=[1], default=1, max_opset=6)]},
         "ScatterND": {"attrs": [_attr("reduction", "ScatterND reduction={value}: not supported",
                                       I("ScatterND", "Attribute reduction is not supported"), absent=True)]},
         "BatchNormalization": {"attrs": [_attr(

@@ -204,7 +204,7 @@ class TRTRules:
     def _attrs(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         opset = _opset(scope)
         for spec in rule.attrs:
-            if opset is not None and opset < spec.get("min_opset", 0):
+            if opset is not None and not spec.get("min_opset", 0) <= opset <= spec.get("max_opset", 10 ** 6):
                 continue
             name = spec["name"]
             if spec.get("absent"):
