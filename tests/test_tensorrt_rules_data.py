@@ -129,3 +129,41 @@ def test_every_documented_op_and_every_importer_has_a_row():
     for op in doc:
         documented_y = any(line.startswith(f"| {op} ") and "| Y" in line for line in _lines("docs/operators.md"))
         assert ops[op]["supported"] == documented_y or not ops[op]["supported"], op
+
+
+MIRROR = Path(os.environ.get("SGLENS_TRT_MIRROR", "/work/.mirror/onnx+onnx-tensorrt/repo"))
+
+
+@pytest.mark.skipif(not MIRROR.exists(), reason="no onnx-tensorrt git mirror here")
+def test_10_0_overlay_citations_point_at_the_10_0_source():
+    import subprocess
+    raw = json.loads((DATA_DIR / "tensorrt_10.0.json").read_text())
+    for op, row in raw["ops"].items():
+        for cite in _cites(row):
+            assert cite.startswith("10.0-GA:"), (op, cite)
+            name, line = cite[len("10.0-GA:"):].rsplit(":", 1)
+            text = subprocess.run(["git", "-C", str(MIRROR), "show", f"10.0-GA:{name}"], capture_output=True,
+                                  text=True, check=True).stdout.split("\n")[int(line) - 1]
+            assert op in text or "STATIC_CHECK(false" in text or "kEQUAL" in text, (op, cite, text)
+
+
+@needs_ref
+def test_refusal_and_weights_citations_name_the_right_kind_of_check():
+    files: dict[str, list[str]] = {}
+
+    def line(cite: str) -> str:
+        name, number = cite.rsplit(":", 1)
+        return files.setdefault(name, _lines(name))[int(number) - 1]
+    for op, row in load_table("10.1")["ops"].items():
+        for index, spec in row.get("refuses", {}).items():
+            if spec["cite"].startswith("onnxOpImporters.cpp"):
+                assert "notInvalidType" in line(spec["cite"]), (op, index, spec)
+        for index, spec in row.get("inputs", {}).items():
+            if spec.get("kind") == "weights":
+                text = line(spec["cite"])
+                assert re.search(r"is_weights|initializer|allValuesKnown|constant tensor|dynamic axes", text), \
+                    (op, index, text)
+        for spec in row.get("attrs", ()):
+            if spec["cite"].startswith("onnxOpCheckers.cpp"):
+                text = line(spec["cite"])
+                assert "STATIC_CHECK" in text or '"' in text, (op, spec["name"], text)
