@@ -25,12 +25,15 @@ from ..ir import Graph, Node
 class Scope:
     """A graph and the graphs around it (for bodies reading outer tensors)."""
 
-    __slots__ = ("graph", "outer", "_const")
+    __slots__ = ("graph", "outer", "_const", "opset")
 
     def __init__(self, graph: Graph, outer: "Scope | None") -> None:
         self.graph = graph
         self.outer = outer
         self._const: dict[tuple[str, bool], str | None] = {}
+        #: the model's default-domain opset (bodies inherit it)
+        self.opset: int | None = outer.opset if outer is not None else graph.opset.get(
+            "", graph.opset.get("ai.onnx"))
 
     def owner(self, t: str) -> "Scope | None":
         scope: Scope | None = self
@@ -42,6 +45,9 @@ class Scope:
         return None
 
     def dtype(self, t: str) -> str | None:
+        info = self.graph.tensors.get(t)
+        if info is not None and info.dtype is not None:
+            return info.dtype
         scope: Scope | None = self
         while scope is not None:
             g = scope.graph
