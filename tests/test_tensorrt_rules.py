@@ -476,3 +476,31 @@ def test_per_opset_attribute_checks():
     # Resize's coordinate_transformation_mode is checked from opset 11 (Resize-10 has no such attribute).
     assert reason(ir_one("Resize", opset=10, coordinate_transformation_mode="tf_crop_and_resize"), "n") is None
     assert reason(ir_one("Resize", opset=11, coordinate_transformation_mode="tf_crop_and_resize"), "n") is not None
+
+
+def test_fp8_and_int4_as_the_parser_says():
+    from partition import TensorInfo
+
+    def dq(dtype):
+        t = {"x": TensorInfo("x", dtype, (4,)), "s": TensorInfo("s", "FLOAT", ()), "y": TensorInfo("y", "FLOAT", (4,))}
+        return Graph("g", [Node("n", "DequantizeLinear", ("x", "s"), ("y",))], ["x", "s"], ["y"], t, opset={"": 21})
+    assert reason(dq("FLOAT8E4M3FN"), "n") is None
+    assert reason(dq("INT4"), "n") is None
+    assert reason(dq("FLOAT8E5M2"), "n") == "DequantizeLinear on FLOAT8E5M2: TensorRT has no FLOAT8E5M2 type (input 0 'x')"
+    g = ir_one("Relu", dtype="FLOAT8E4M3FN")
+    assert reason(g, "n").startswith("Relu on FLOAT8E4M3FN: FLOAT8E4M3FN is a quantized type in TensorRT")
+
+
+def test_symmetric_int8_qdq_chain_is_one_tensorrt_subgraph():
+    from partition import partition
+    from partition.tensorrt import register
+    register()
+    w = numpy_helper.from_array(np.ones((2, 2, 1, 1), np.int8), "w")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq"),
+             helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wd"], name="dqw"),
+             helper.make_node("Conv", ["xd", "wd"], ["y"], name="conv")]
+    g = model(nodes, [vi("x", [1, 2, 3, 3])], [vi("y", [1, 2, 3, 3])],
+              [w, init("s", 0.1, np.float32), init("z", 0, np.int8)], opset=13)
+    result = partition(g, "tensorrt")
+    assert result.excluded == {} and len(result.subgraphs) == 1
