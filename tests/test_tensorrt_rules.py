@@ -486,7 +486,8 @@ def test_fp8_and_int4_as_the_parser_says():
         return Graph("g", [Node("n", "DequantizeLinear", ("x", "s"), ("y",))], ["x", "s"], ["y"], t, opset={"": 21})
     assert reason(dq("FLOAT8E4M3FN"), "n") is None
     assert reason(dq("INT4"), "n") is None
-    assert reason(dq("FLOAT8E5M2"), "n") == "DequantizeLinear on FLOAT8E5M2: TensorRT has no FLOAT8E5M2 type (input 0 'x')"
+    assert reason(dq("FLOAT8E5M2"), "n") == \
+        "DequantizeLinear on FLOAT8E5M2: TensorRT has no FLOAT8E5M2 type (input 0 'x')"
     g = ir_one("Relu", dtype="FLOAT8E4M3FN")
     assert reason(g, "n").startswith("Relu on FLOAT8E4M3FN: FLOAT8E4M3FN is a quantized type in TensorRT")
 
