@@ -35,7 +35,6 @@ from ..ir import Graph, Node
 from .rules_constants import Scope, check_input
 from .table import load_table
 
-Verdict = "tuple[str, str] | None"  # (reason, citation) or None
 ML_DOMAIN = "ai.onnx.ml"
 _ORDER = ["FLOAT", "FLOAT16", "BFLOAT16", "INT8", "UINT8", "INT32", "INT64", "BOOL", "FLOAT8E4M3FN", "INT4"]
 
@@ -392,9 +391,10 @@ def incompatible(rules: TRTRules, graph: Graph, names: Sequence[str]) -> dict[st
 
 def local_functions_of(model: Any) -> dict[str, Graph]:
     """Bodies of a ``ModelProto``'s local functions by name (the IR does not carry them yet)."""
-    from ..onnx_io import load_model
     import onnx
     from onnx import helper
+
+    from ..onnx_io import load_model
     out: dict[str, Graph] = {}
     for f in model.functions:
         g = helper.make_graph(list(f.node), f.name, [onnx.ValueInfoProto(name=i) for i in f.input],
@@ -402,5 +402,5 @@ def local_functions_of(model: Any) -> dict[str, Graph]:
         m = helper.make_model(g, opset_imports=list(model.opset_import) or [helper.make_opsetid("", 17)])
         m.ir_version = min(model.ir_version or 8, 8)
         body = load_model(m.SerializeToString())
-        out[f.name] = body.replace(is_body=True) if hasattr(body, "replace") else body
+        out[f.name] = body.replace(is_body=True)
     return out
