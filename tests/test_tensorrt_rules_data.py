@@ -167,3 +167,22 @@ def test_refusal_and_weights_citations_name_the_right_kind_of_check():
             if spec["cite"].startswith("onnxOpCheckers.cpp"):
                 text = line(spec["cite"])
                 assert "STATIC_CHECK" in text or '"' in text, (op, spec["name"], text)
+
+
+TRT_MIRROR = Path(os.environ.get("SGLENS_TENSORRT_MIRROR", "/work/.mirror/NVIDIA+TensorRT/repo"))
+
+
+@needs_ref
+@pytest.mark.skipif(not TRT_MIRROR.exists(), reason="no NVIDIA/TensorRT git mirror here")
+def test_generator_reproduces_the_committed_tables(tmp_path):
+    import importlib.util
+    import subprocess
+    readme = tmp_path / "README.md"
+    readme.write_text(subprocess.run(["git", "-C", str(TRT_MIRROR), "show", "release/10.1:plugin/README.md"],
+                                     capture_output=True, text=True, check=True).stdout)
+    spec = importlib.util.spec_from_file_location("build_tables", DATA_DIR / "build_tensorrt_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    t101, t100 = module.build(REF, readme)
+    assert t101 == json.loads((DATA_DIR / "tensorrt_10.1.json").read_text())
+    assert t100 == json.loads((DATA_DIR / "tensorrt_10.0.json").read_text())
