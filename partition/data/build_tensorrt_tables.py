@@ -10,7 +10,10 @@ by searching for a phrase (never typed as a number), so a row's ``file:line``
 points at the check it describes; ``tests/test_tensorrt_rules_data.py`` re-reads
 the lines where the source is present. The 10.0 file is an overlay: the rows
 whose verdict differs from 10.1 (from ``git diff release/10.0-GA release/10.1-GA``
-of the parser, and the two operators.md tables).
+of the parser, and the two operators.md tables); its two source lines were read
+on the 10.0-GA branch and are re-checked against a git mirror by the tests.
+The plugin names come from NVIDIA/TensorRT's ``plugin/README.md`` at
+``release/10.1`` (``git show release/10.1:plugin/README.md``).
 """
 
 from __future__ import annotations
