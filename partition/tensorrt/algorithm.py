@@ -152,8 +152,9 @@ class TensorRTProperty(SubgraphProperty):
 
     def summary_fields(self) -> dict[str, Any]:
         """Which rule table decided (``"tensorrt_rules": "10.1"``), and its warnings (opset, plugins)."""
+        notes = self.rules.notes  # bounded: a model may have thousands of plugin nodes
         return {"tensorrt_rules": self.rules.version, "tensorrt_warnings": list(self.rules.warnings),
-                "tensorrt_notes": dict(self.rules.notes)}
+                "tensorrt_notes": dict(list(notes.items())[:200]), "tensorrt_note_count": len(notes)}
 
     # --------------------------------------------------------------- pass --
     def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
