@@ -68,6 +68,15 @@ def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, t
             raise ApiError("'min_size' must be an integer") from None
     if str(data.get("keep_data_dependent", "")).lower() in ("1", "true"):
         options["exclude_data_dependent"] = False
+    if backend == "tensorrt":  # trt-rules (issue 11): the rule table's release and the user's own plugins
+        if data.get("trt_version") not in (None, ""):
+            options["trt_version"] = str(data["trt_version"])[:20]
+        plugins = data.get("trt_plugins")
+        plugins = plugins.split(",") if isinstance(plugins, str) else plugins or []
+        if not isinstance(plugins, list) or not all(isinstance(p, str) and len(p) <= 200 for p in plugins):
+            raise ApiError("'trt_plugins' must be a list of op type names")
+        if any(p.strip() for p in plugins):
+            options["trt_plugins"] = [p.strip() for p in plugins if p.strip()]
     if isinstance(data.get("options"), dict):  # any schema option by name (GET /api/backends lists them)
         options.update(data["options"])
     props = _backend_properties(backend, options)

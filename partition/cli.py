@@ -21,6 +21,7 @@ from .onnx_io import load_model, save_model
 from .report import export_subgraphs, groups_report, result_json
 from .runner import PartitionRun, partition
 from .selection import add_selection_options, backend_options
+from .tensorrt.real_trt import cli_check_parser
 
 
 def _load(path: str) -> Any:
@@ -55,6 +56,8 @@ def _partition(args: argparse.Namespace):
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    if getattr(args, "check_parser", False):
+        return cli_check_parser(args, backend_options(args), _load(args.model))
     result = _partition(args)
     if args.export:
         save_model(result.graph, args.export)
@@ -126,6 +129,8 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--export", metavar="OUT.onnx", help="write the partitioned model (subgraphs as functions)")
     p.add_argument("--export-dir", metavar="DIR", help="write each subgraph as a standalone ONNX model")
+    p.add_argument("--check-parser", action="store_true",
+                   help="tensorrt: list every node where our rules and the installed TensorRT parser disagree")
     p.set_defaults(func=cmd_partition)
     p = sub.add_parser("trace", help="print every partitioning event as one JSON object per line")
     add_selection_options(p)

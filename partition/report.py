@@ -188,7 +188,8 @@ def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any
     from .tensorrt.rules import TRTRules
     values = validate_backend_options("tensorrt", options)
     rules = TRTRules(exclude_data_dependent=values["exclude_data_dependent"],
-                     fallback_ops=values["fallback_ops"])
+                     fallback_ops=values["fallback_ops"], version=values["trt_version"],
+                     plugins=values["trt_plugins"])
     ancestors, descendants = incompatibility_groups(graph, node_name)
     node = graph.node_by_name[node_name]
     reason = rules.check(graph, node)
@@ -211,4 +212,6 @@ def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any
                           "'descendants', and the reverse: this node would stay between them")
     report["incompatible_ancestors"] = [n for n in ancestors if n in reasons]
     report["incompatible_descendants"] = [n for n in descendants if n in reasons]
+    report["tensorrt_rules"] = rules.version  # which release's table decided, and from which source line
+    report["reason_source"] = rules.cite(node_name) or ""
     return report

@@ -8,6 +8,7 @@ web form are generated from them.
 from __future__ import annotations
 
 from ..registry import BackendOption
+from .table import available_versions
 
 TENSORRT_OPTIONS = (
     BackendOption("min_size", "int", 2, "smallest subgraph kept, in compute nodes", minimum=1),
@@ -18,11 +19,10 @@ TENSORRT_OPTIONS = (
     BackendOption("mode", "str", "fast", "fast: incremental incompatibility groups; teaching: the "
                   "pairwise reference (same result, slower)", choices=("fast", "teaching")),
     BackendOption("fallback_ops", "str_list", [], "op types forced out of TensorRT subgraphs"),
-    # trt-rules (issue 11): once tensorrt_backend() takes them, declare them here (and drop the
-    # hand-written --trt-version/--trt-plugin flags: these generate them, with the same spellings):
-    # BackendOption("trt_version", "str", None, "rule table of this TensorRT release (default: the newest)"),
-    # BackendOption("plugins", "str_list", [], "op types your TensorRT plugin library implements",
-    #               flag="--trt-plugin"),
+    BackendOption("trt_version", "str", None, "rule table of this TensorRT release (default: the newest "
+                  "we have the parser source for)", choices=tuple(available_versions())),
+    BackendOption("trt_plugins", "str_list", [], "op types your own TensorRT plugin library implements",
+                  flag="--trt-plugin"),
 )
 #: why an option users try on this backend is not one of its options
 TENSORRT_HINTS = {"ops": "it decides support from TensorRT's operator table and takes no --ops; "
