@@ -63,6 +63,8 @@ def describe(result: PartitionResult, properties: Sequence[SubgraphProperty] | N
     summary = dict(data.get("summary") or {})
     summary.update(_summary(result, properties))
     data["summary"] = summary
+    if "tensorrt_rules" in summary:  # which rule table decided, at the top where a script looks first
+        data["tensorrt_rules"] = summary["tensorrt_rules"]
     return data
 
 

@@ -431,6 +431,7 @@ def test_cli_json_carries_tensorrt_rules_and_takes_version_and_plugins(tmp_path)
                   "--trt-plugin", "MyOp", "--trt-plugin", "Other")
     data = json.loads(out.stdout)
     assert data["summary"]["tensorrt_rules"] == "10.0" and data["excluded"] == []
+    assert data["tensorrt_rules"] == "10.0"
     bad = _sglens("partition", path, "--backend", "tensorrt", "--trt-version", "7.2")
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().splitlines()[-1].endswith("trt_version must be one of 10.0, 10.1, got '7.2'")
