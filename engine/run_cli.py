@@ -66,18 +66,14 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
 # ------------------------------------------------------------------ shared --
 def _prepare(args: argparse.Namespace):
     """(graph, model proto, feeds, notes) from the parsed arguments."""
-    from partition.onnx_io import load_model, parse_model_bytes
+    from partition.onnx_io import load_model, read_model_proto
 
     from .inputs import load_inputs, parse_dims, random_inputs
-    from .run_errors import InputError
     dims = parse_dims(args.dim)
-    try:
-        with open(args.model, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise InputError(f"{args.model}: cannot read the model ({exc.strerror})") from None
     graph = load_model(args.model)
-    model = parse_model_bytes(data, args.model)
+    # onnxruntime gets the model with its external data inline, read by our checked reader
+    # from the model's folder (from bytes it would resolve them against the cwd).
+    model = read_model_proto(args.model)
     notes: list[str] = []
     if args.inputs:
         feeds = load_inputs(args.inputs, graph)

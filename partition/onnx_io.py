@@ -2,7 +2,8 @@
 
 Import: ``load_model(path_or_bytes) -> Graph``. Shapes come from ONNX shape
 inference (symbolic dims kept as strings); weights are read lazily; external
-data is followed only inside the model's own folder.
+data is followed only inside the model's own folder (rules and reader in
+``partition/external_data.py``); a model given as bytes never follows it.
 
 Export: ``to_model_proto(graph)`` writes opset <= the graph's own and IR 8, so
 onnxruntime and TensorRT read it. A subgraph node becomes a node of domain
@@ -22,6 +23,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
+from . import external_data
 from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
 from .errors import ModelError, ModelTooLargeError
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
@@ -33,8 +35,37 @@ _INFER_LIMIT = 1 << 30
 
 # ------------------------------------------------------------------ import --
 def load_model(source: str | os.PathLike | bytes, *, max_bytes: int | None = None,
-               infer_shapes: bool = True) -> Graph:
-    """Read an ONNX model from a path or from bytes into a ``Graph``."""
+               infer_shapes: bool = True, data_root: str | os.PathLike | None = None) -> Graph:
+    """Read an ONNX model from a path or from bytes into a ``Graph``.
+
+    External data is read only from inside one folder: ``data_root`` when
+    given (a bundle upload names its own folder), else the model file's own
+    folder (symlinks resolved); a model given as bytes without ``data_root``
+    never follows external data.
+    """
+    data, base_dir, label = _read_source(source, max_bytes)
+    if data_root is not None:
+        base_dir = Path(data_root).resolve()
+    model = _parse(data, label)
+    return from_model_proto(model, base_dir=base_dir, infer_shapes=infer_shapes, label=label)
+
+
+def read_model_proto(source: str | os.PathLike | bytes, *, max_bytes: int | None = None,
+                     data_root: str | os.PathLike | None = None) -> onnx.ModelProto:
+    """The model as a proto with its external data (checked by the same rules) inline.
+
+    For onnxruntime, which would otherwise resolve external data of a model
+    given as bytes against the current directory.
+    """
+    data, base_dir, label = _read_source(source, max_bytes)
+    if data_root is not None:
+        base_dir = Path(data_root).resolve()
+    return external_data.inline_all(_parse(data, label), base_dir, label)
+
+
+def _read_source(source: str | os.PathLike | bytes,
+                 max_bytes: int | None) -> tuple[bytes, Path | None, str]:
+    """(bytes, the model's folder or None, a label for messages)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, base_dir, label = bytes(source), None, "upload"
     else:
@@ -44,14 +75,24 @@ def load_model(source: str | os.PathLike | bytes, *, max_bytes: int | None = Non
         size = path.stat().st_size
         if max_bytes is not None and size > max_bytes:
             raise ModelTooLargeError(f"{path.name}: {size} bytes is over the limit of {max_bytes}")
-        data, base_dir, label = path.read_bytes(), path.resolve().parent, path.name
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ModelError(f"{path}: cannot read the model ({exc.strerror})") from None
+        base_dir, label = path.resolve().parent, path.name
     if max_bytes is not None and len(data) > max_bytes:
         raise ModelTooLargeError(f"{label}: {len(data)} bytes is over the limit of {max_bytes}")
-    model = parse_model_bytes(data, label)
-    return from_model_proto(model, base_dir=base_dir, infer_shapes=infer_shapes, label=label)
+    return data, base_dir, label
 
 
 def parse_model_bytes(data: bytes, label: str = "model") -> onnx.ModelProto:
+    """A model from bytes alone: it has no folder, so external data is refused."""
+    model = _parse(data, label)
+    external_data.check_model(model, None, label)
+    return model
+
+
+def _parse(data: bytes, label: str = "model") -> onnx.ModelProto:
     if not data:
         raise ModelError(f"{label}: the file is empty; expected an ONNX model")
     model = onnx.ModelProto()
@@ -67,6 +108,13 @@ def parse_model_bytes(data: bytes, label: str = "model") -> onnx.ModelProto:
 
 def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
                      infer_shapes: bool = True, label: str = "model") -> Graph:
+    """The graph of ``model``; external data only from ``base_dir`` (None: refused)."""
+    if external_data.check_model(model, base_dir, label):
+        assert base_dir is not None  # check_model refuses external data without a folder
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # attribute tensors are inlined below; the caller's proto stays
+        external_data.inline_attributes(copy, base_dir, label)
+        model = copy
     if infer_shapes and model.ByteSize() < _INFER_LIMIT:
         try:
             model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
@@ -172,33 +220,18 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
 def _lazy_initializer(t: onnx.TensorProto, base_dir: Path | None, label: str) -> Initializer:
     dtype = ONNX_TYPE_NAMES.get(t.data_type)
     shape = tuple(int(d) for d in t.dims)
-    if t.data_location == onnx.TensorProto.EXTERNAL:
-        location = _external_location(t, base_dir, label)
+    if external_data.uses_external(t):
+        if base_dir is None:
+            raise external_data.upload_error(external_data.location_of(t))
+        root = base_dir
 
         def load() -> np.ndarray:
             copy = onnx.TensorProto()
             copy.CopyFrom(t)
-            onnx.external_data_helper.load_external_data_for_tensor(copy, str(location.parent))
+            external_data.inline(copy, root, label)  # checked again at read time
             return numpy_helper.to_array(copy)
         return Initializer(t.name, dtype, shape, load)
     return Initializer(t.name, dtype, shape, lambda: numpy_helper.to_array(t))
-
-
-def _external_location(t: onnx.TensorProto, base_dir: Path | None, label: str) -> Path:
-    """Where a weight's external data lies; never outside the model's folder."""
-    entries = {e.key: e.value for e in t.external_data}
-    location = entries.get("location", "")
-    if base_dir is None:
-        raise ModelError(f"{label}: weight '{t.name}' keeps its data in external file '{location}'; "
-                         "load the model from its folder, not as bytes")
-    target = (base_dir / location).resolve()
-    if not location or os.path.isabs(location) or not target.is_relative_to(base_dir):
-        raise ModelError(f"{label}: weight '{t.name}' points to external data '{location}' outside the "
-                         "model's folder; refusing to read it")
-    if not target.is_file():
-        raise ModelError(f"{label}: weight '{t.name}' needs external data file '{location}', "
-                         "which is missing beside the model")
-    return target
 
 
 # ------------------------------------------------------------------ export --
