@@ -35,6 +35,9 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
     p.add_argument("--engine", choices=("threaded", "naive"), default=None,
                    help="dependency engine (default: $SGLENS_ENGINE or threaded)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--memory-limit", metavar="SIZE", default=None,
+                   help="refuse the run before it starts when its tensors are estimated to need "
+                        "more than SIZE (e.g. 512M, 2G); default: no limit")
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -68,8 +71,10 @@ def _prepare(args: argparse.Namespace):
     """(graph, model proto, feeds, notes) from the parsed arguments."""
     from partition.onnx_io import load_model, read_model_proto
 
-    from .inputs import load_inputs, parse_dims, random_inputs
+    from .budget import check_memory_budget, parse_size
+    from .inputs import load_inputs, parse_dims, planned_shapes, random_inputs
     dims = parse_dims(args.dim)
+    limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
     graph = load_model(args.model)
     # onnxruntime gets the model with its external data inline, read by our checked reader
     # from the model's folder (from bytes it would resolve them against the cwd).
@@ -77,7 +82,10 @@ def _prepare(args: argparse.Namespace):
     notes: list[str] = []
     if args.inputs:
         feeds = load_inputs(args.inputs, graph)
+        check_memory_budget(graph, feeds, limit)
     else:
+        # The budget is checked on the shapes, before the random inputs are made.
+        check_memory_budget(graph, planned_shapes(graph, dims, default_dim=1, notes=notes), limit)
         feeds = random_inputs(graph, dims, seed=args.seed, default_dim=1, notes=notes)
     return graph, model, feeds, notes
 
