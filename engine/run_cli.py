@@ -109,6 +109,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .run_errors import RunError
     if args.repeat < 1:
         raise RunError(f"--repeat {args.repeat}: needs at least 1")
+    if args.workers is not None and args.workers < 1:
+        raise RunError(f"--workers {args.workers}: needs at least 1 (or leave it out for the CPU count)")
     graph, _model, feeds, notes = _prepare(args)
     result = None
     if args.backend:
@@ -121,11 +123,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                     label=f"{args.model}")
     outputs = {k: _host(v) for k, v in m.outputs.items()}
     if args.save_outputs:
-        save_outputs(args.save_outputs, outputs)
+        _writing("--save-outputs", args.save_outputs, lambda: save_outputs(args.save_outputs, outputs))
     if args.report:
-        write_json(args.report, _report(args, m, result, outputs, notes))
+        _writing("--report", args.report,
+                 lambda: write_json(args.report, _report(args, m, result, outputs, notes)))
     if args.trace:
-        write_json(args.trace, m.chrome_trace())
+        _writing("--trace", args.trace, lambda: write_json(args.trace, m.chrome_trace()))
     if args.json:
         print(json.dumps(_report(args, m, result, outputs, notes, timeline=False), default=str))
         return 0
@@ -133,6 +136,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: {n}", file=sys.stderr)
     print(_run_text(args, m, result, outputs))
     return 0
+
+
+def _writing(flag: str, path: str, write: Any) -> None:
+    """Run ``write``; a file that cannot be written is one line naming the flag."""
+    from .run_errors import RunError
+    try:
+        write()
+    except OSError as exc:
+        raise RunError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _host(v: Any):
@@ -178,6 +190,9 @@ def _run_text(args, m, result, outputs) -> str:
 # ----------------------------------------------------------------- compare --
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare
+    from .run_errors import RunError
+    if args.repeat < 1:
+        raise RunError(f"--repeat {args.repeat}: needs at least 1")
     graph, model, feeds, notes = _prepare(args)
     result = _partition(graph, args) if args.backend else None
     from tqdm import tqdm

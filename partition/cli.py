@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any, Callable, Sequence
 
@@ -38,6 +39,9 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
         load_plugin(plugin)
     options: dict[str, Any] = {}
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    bad = [o for o in ops if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.:]*", o)]
+    if bad:
+        raise LensError(f"--ops: {bad} are not op type names; pass them comma-separated, e.g. --ops Conv,Relu")
     if ops:
         options["ops"] = ops
     if args.backend == "tensorrt":
@@ -164,8 +168,15 @@ def cmd_groups(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2), like every other user error."""
+
+    def error(self, message: str) -> Any:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sglens", description="Subgraph Lens: see how a model is partitioned")
+    parser = _Parser(prog="sglens", description="Subgraph Lens: see how a model is partitioned")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("partition", help="partition a model and print the subgraphs")
     add_selection_options(p)
@@ -213,6 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sglens: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # only user code (a plugin's selector) exits inside a command
+        print(f"sglens: error: plugin code called sys.exit({exc.code!r}); a plugin must not end the "
+              "command", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:
         # The reader went away (`sglens trace ... | head`): not an error of ours.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

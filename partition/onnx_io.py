@@ -70,6 +70,8 @@ def _read_source(source: str | os.PathLike | bytes,
         data, base_dir, label = bytes(source), None, "upload"
     else:
         path = Path(source)
+        if path.is_dir():
+            raise ModelError(f"{path}: is a directory; expected an ONNX model file")
         if not path.is_file():
             raise ModelError(f"{path}: no such model file")
         size = path.stat().st_size
@@ -212,7 +214,8 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
     dtype = ONNX_TYPE_NAMES.get(tt.elem_type) if tt.elem_type else None
     shape: tuple[Dim, ...] | None = None
     if tt.HasField("shape"):
-        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+        # A negative dim_value (Paddle writes -1) means "unknown", as onnxruntime reads it.
+        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
                       for d in tt.shape.dim)
     return TensorInfo(vi.name, dtype, shape)
 
