@@ -174,15 +174,14 @@ def _vi_bytes(vi: onnx.ValueInfoProto) -> int | None:
 class _Walk:
     limit: int | None
     hint: str
-    unknown: list[str] = field(default_factory=list)
+    unknown: dict[str, None] = field(default_factory=dict)   # an ordered set
     peak: int = 0
     peak_node: str | None = None
 
     def size(self, sizes: Mapping[str, int | None], t: str) -> int:
         n = sizes.get(t)
         if n is None:
-            if t not in self.unknown:
-                self.unknown.append(t)
+            self.unknown[t] = None
             return 0
         return n
 
@@ -295,7 +294,7 @@ def estimate_memory(graph: Graph, inputs: Mapping[str, Any], limit_bytes: int | 
     walk = _Walk(limit_bytes, hint)
     feeds = [t for t in graph.inputs if t not in graph.initializers]
     _simulate(model.graph, {}, walk, 0, feeds)
-    return BudgetEstimate(walk.peak, walk.peak_node, walk.unknown)
+    return BudgetEstimate(walk.peak, walk.peak_node, list(walk.unknown))
 
 
 def check_memory_budget(graph: Graph, inputs: Mapping[str, Any], limit_bytes: int | None, *,

@@ -163,14 +163,29 @@ def read_external(t: onnx.TensorProto, root: Path, label: str) -> bytes:
     offset = _int_entry(t, "offset", label) or 0
     length = _int_entry(t, "length", label)
     with open(target, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode) or offset > size or \
+        _still_inside(f.fileno(), root, t, label)
+        info = os.fstat(f.fileno())
+        size = info.st_size
+        if not stat.S_ISREG(info.st_mode) or offset > size or \
                 (length is not None and offset + length > size):
             # No sizes in the message: they would tell an uploader about the file.
             raise ModelError(f"{label}: tensor '{shown(t.name)}' asks for bytes beyond the end of its "
                              f"external data file '{shown(location_of(t))}'; is the data file complete?")
         f.seek(offset)
         return f.read() if length is None else f.read(length)
+
+
+def _still_inside(fd: int, root: Path, t: onnx.TensorProto, label: str) -> None:
+    """The file actually opened lies in ``root`` (a folder swapped for a symlink after the
+    check would otherwise win the race); Linux tells through /proc, elsewhere this is skipped."""
+    try:
+        opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return
+    if not opened.is_relative_to(root.resolve()):
+        raise ModelError(f"{label}: tensor '{shown(t.name)}' points to external data "
+                         f"'{shown(location_of(t))}' outside the model's folder (through a symlink); "
+                         "refusing to read it")
 
 
 def inline(t: onnx.TensorProto, root: Path, label: str) -> None:
