@@ -127,7 +127,12 @@ def reference_session(model: onnx.ModelProto, extra_outputs: list[str], device: 
             m.graph.output.append(onnx.ValueInfoProto(name=name))  # onnxruntime infers the type
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    return ort.InferenceSession(m.SerializeToString(), opts, providers=ort_providers(device))
+    try:
+        return ort.InferenceSession(m.SerializeToString(), opts, providers=ort_providers(device))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own refusal, as one line naming it
+        from .run_errors import RunError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"onnxruntime cannot load the model as the reference: {first}") from None
 
 
 def _time_ort(session, feeds: Mapping[str, np.ndarray], repeat: int, warmup: int) -> tuple[dict, list[float]]:

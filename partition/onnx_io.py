@@ -25,7 +25,7 @@ from onnx import helper, numpy_helper
 
 from . import external_data
 from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
-from .errors import ModelError, ModelTooLargeError
+from .errors import LensError, ModelError, ModelTooLargeError
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
 
 EXPORT_IR_VERSION = 8
@@ -266,7 +266,12 @@ def _best_effort_infer(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def save_model(graph: Graph, path: str | os.PathLike) -> None:
-    onnx.save_model(to_model_proto(graph), str(path))
+    """Write the graph as ONNX to ``path``; a path that cannot be written is a one-line error."""
+    model = to_model_proto(graph)
+    try:
+        onnx.save_model(model, str(path))
+    except OSError as exc:
+        raise LensError(f"cannot write the model to '{path}' ({exc.strerror or exc})") from None
 
 
 def standalone_model(body: Graph, weights: Mapping[str, Initializer], opset: Mapping[str, int],

@@ -56,6 +56,11 @@ def files(tmp_path_factory) -> dict[str, str]:
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
     onnx.save_model(ident, str(d / "ident.onnx"))
+    custom = make_model([helper.make_node("Frob", ["x"], ["y"], domain="x.y", name="frob")],
+                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    custom.opset_import.append(helper.make_opsetid("x.y", 1))
+    onnx.save_model(custom, str(d / "custom.onnx"))
     (d / "empty.onnx").write_bytes(b"")
     (d / "trunc.onnx").write_bytes((d / "one.onnx").read_bytes()[:40])
     (d / "text.onnx").write_text("this is not a model\n")
@@ -76,7 +81,7 @@ def files(tmp_path_factory) -> dict[str, str]:
         "class P(SubgraphProperty):\n    property_name = 'late_exit'\n"
         "    def create_subgraph_selector(self):\n        return S()\n"
         "register_subgraph_property('late_exit', P())\n")
-    return {k: str(d / k) for k in ("one.onnx", "two.onnx", "ident.onnx", "empty.onnx", "trunc.onnx", "text.onnx",
+    return {k: str(d / k) for k in ("one.onnx", "two.onnx", "ident.onnx", "custom.onnx", "empty.onnx", "trunc.onnx", "text.onnx",
                                     "folder.onnx", "empty.npz", "junk.npz", "wrongkey.npz", "i64.npz",
                                     "f64.npz", "badshape.npz", "one.npy", "exit0.py", "exit3.py",
                                     "boom.py", "late_exit.py")} | {"dir": str(d)}
@@ -116,8 +121,13 @@ CASES = [
      "input 'x' has dtype float64, but the graph declares FLOAT (float32)"),
     (["run", "{two.onnx}", "--inputs", "{badshape.npz}"], "input 'i' has size 4 on axis 0"),
     (["run", "{two.onnx}", "--inputs", "{one.npy}"], "a .npy file holds one array, but the graph has 2 inputs"),
-    # --save-outputs where nothing can be written
+    # outputs where nothing can be written
     (["run", "{one.onnx}", "--save-outputs", "{dir}/no/such/dir/out.npz"], "--save-outputs"),
+    (["run", "{one.onnx}", "--report", "{dir}"], "--report"),
+    (["partition", "{one.onnx}", "--ops", "Relu", "--export", "{dir}"], "cannot write the model to"),
+    # a model onnxruntime refuses as the reference, and one our engine has no kernel for
+    (["compare", "{custom.onnx}", "--ops", "Frob"], "onnxruntime cannot load the model as the reference"),
+    (["run", "{custom.onnx}"], "no kernel for operator(s) ['x.y.Frob']"),
     # plugins that exit or raise
     (["partition", "{one.onnx}", "--ops", "Relu", "--plugin", "{exit0.py}"], "called sys.exit(0) on import"),
     (["partition", "{one.onnx}", "--ops", "Relu", "--plugin", "{exit3.py}"], "called sys.exit(3) on import"),
