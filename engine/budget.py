@@ -43,7 +43,9 @@ from .run_errors import RunError
 #: Integer weights up to this many elements keep their values for inference
 #: (shape inputs); larger weights become typed inputs, so nothing big is loaded.
 SMALL_INT_ELEMENTS = 4096
-_HINT = "raise the limit (--memory-limit) or use smaller inputs"
+_HINT = "raise the run memory limit or use smaller inputs"
+#: The hint of ``sglens run/compare`` (the web server passes its own flag's).
+CLI_HINT = "raise --memory-limit or use smaller inputs"
 
 
 class MemoryBudgetError(RunError):

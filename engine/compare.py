@@ -152,17 +152,21 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
             partitioned: Any = None, executor: str = "auto", device: str = "cpu", repeat: int = 3,
             warmup: int = 1, label: str = "model", engine_name: str | None = None,
             kernels: Any = None, progress: Callable[[str], None] | None = None,
-            memory_limit: int | None = None) -> Comparison:
+            memory_limit: int | None = None, memory_hint: str | None = None) -> Comparison:
     """Compare the three runs; ``partitioned`` is a ``PartitionResult`` (or None).
 
     ``memory_limit`` (bytes; None = unlimited): the run is refused before
-    anything runs when its tensors are estimated to pass it (``engine/budget.py``).
+    anything runs when its tensors are estimated to pass it (``engine/budget.py``);
+    ``memory_hint`` ends that message (the web server names its own flag).
 
     ``progress(stage)`` is called as each run starts ("onnxruntime", "engine",
     "partitioned"), for a bar on the terminal or a status line in the browser.
     """
     from .budget import check_memory_budget
-    check_memory_budget(graph, feeds, memory_limit)
+    if memory_hint is not None:
+        check_memory_budget(graph, feeds, memory_limit, hint=memory_hint)
+    else:
+        check_memory_budget(graph, feeds, memory_limit)
     step = progress or (lambda stage: None)
     notes: list[str] = []
     sg_infos = list(partitioned.subgraphs) if partitioned is not None else []

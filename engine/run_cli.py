@@ -71,7 +71,7 @@ def _prepare(args: argparse.Namespace):
     """(graph, model proto, feeds, notes) from the parsed arguments."""
     from partition.onnx_io import load_model, read_model_proto
 
-    from .budget import check_memory_budget, parse_size
+    from .budget import CLI_HINT, check_memory_budget, parse_size
     from .inputs import load_inputs, parse_dims, planned_shapes, random_inputs
     dims = parse_dims(args.dim)
     limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
@@ -82,10 +82,11 @@ def _prepare(args: argparse.Namespace):
     notes: list[str] = []
     if args.inputs:
         feeds = load_inputs(args.inputs, graph)
-        check_memory_budget(graph, feeds, limit)
+        check_memory_budget(graph, feeds, limit, hint=CLI_HINT)
     else:
         # The budget is checked on the shapes, before the random inputs are made.
-        check_memory_budget(graph, planned_shapes(graph, dims, default_dim=1, notes=notes), limit)
+        check_memory_budget(graph, planned_shapes(graph, dims, default_dim=1, notes=notes), limit,
+                            hint=CLI_HINT)
         feeds = random_inputs(graph, dims, seed=args.seed, default_dim=1, notes=notes)
     return graph, model, feeds, notes
 

@@ -81,6 +81,7 @@ def test_cli_refuses_the_bomb_in_one_line(tmp_path, command) -> None:
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "node 'cos' would allocate 381 MiB for 'y' (peak 763 MiB)" in lines[0]
+    assert lines[0].endswith("raise --memory-limit or use smaller inputs")
     assert time.perf_counter() - t0 < 60  # not a timing test: a run of the bomb is what must not happen
     done = sglens(command, str(path), "--memory-limit", "lots")
     assert done.returncode == 2 and "expected a number with an optional unit" in done.stderr
@@ -188,3 +189,16 @@ def test_loop_body_counts_on_top_of_live_tensors() -> None:
     with pytest.raises(MemoryBudgetError, match=r"node 'loop > inner_fill' would allocate 15 MiB"):
         check_memory_budget(graph, {}, 8 << 20)
     assert estimate_memory(graph, {}).peak_bytes >= 16 * 10**6
+
+
+def test_compare_checks_the_budget_before_onnxruntime_runs(monkeypatch) -> None:
+    """The web run path calls compare(); the reference session must never be made for the bomb."""
+    import engine.compare as cmp
+    model = bomb()
+    graph = load_model(model.SerializeToString())
+    made: list[int] = []
+    monkeypatch.setattr(cmp, "reference_session", lambda *a, **k: made.append(1))
+    with pytest.raises(MemoryBudgetError, match=r"node 'cos'.*; raise --run-memory-limit or use smaller"):
+        cmp.compare(graph, model, {}, memory_limit=512 << 20,
+                    memory_hint="raise --run-memory-limit or use smaller inputs")
+    assert made == []
