@@ -141,18 +141,56 @@ def load_inputs(path: str | os.PathLike, graph: Graph) -> dict[str, np.ndarray]:
     return check_feeds(graph, feeds, label=label)
 
 
-def _read_arrays(path: str | os.PathLike, label: str) -> Any:
-    """``np.load`` without pickles, its failures as one-line ``InputError``s."""
+def input_file_shapes(path: str | os.PathLike, graph: Graph) -> dict[str, tuple[int, ...]]:
+    """The shapes an --inputs file holds, from the array headers alone (no data read).
+
+    For the memory budget: a small compressed .npz can expand to gigabytes, so
+    its arrays are sized before they are loaded. Names not in the graph are
+    left out (``load_inputs`` reports them).
+    """
+    label = f"--inputs {os.fspath(path)}"
+    _read_arrays(path, label, load=False)  # the same one-line errors for a missing or foreign file
+    wanted = [n for n in graph.inputs if n not in graph.initializers]
+    try:
+        if zipfile.is_zipfile(path):
+            shapes: dict[str, tuple[int, ...]] = {}
+            with zipfile.ZipFile(path) as zf:
+                for member in zf.namelist():
+                    name = member[:-4] if member.endswith(".npy") else member
+                    if name in wanted:
+                        with zf.open(member) as f:
+                            shapes[name] = _header_shape(f)
+            return shapes
+        with open(path, "rb") as f:
+            return {wanted[0]: _header_shape(f)} if len(wanted) == 1 else {}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{label}: an array header cannot be read ({_reason(exc)})") from None
+
+
+def _header_shape(f: Any) -> tuple[int, ...]:
+    major, _minor = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    shape, _fortran, _dtype = read(f)
+    return tuple(int(d) for d in shape)
+
+
+def _read_arrays(path: str | os.PathLike, label: str, *, load: bool = True) -> Any:
+    """``np.load`` without pickles, its failures as one-line ``InputError``s.
+
+    ``load=False`` checks only that the file is there and looks like numpy's.
+    """
     if os.path.isdir(path):
         raise InputError(f"{label}: is a directory; expected an .npz file of input arrays")
     try:
         with open(path, "rb") as f:
             head = f.read(6)
-        if head and not head.startswith((b"PK", b"\x93NUMPY")):
+        if not head:
+            raise EOFError
+        if not head.startswith((b"PK", b"\x93NUMPY")):
             # np.load would try a pickle next (refused anyway); say what the file is not.
             raise InputError(f"{label}: not an .npz or .npy file; save inputs with "
                              "np.savez(path, input_name=array, ...)")
-        return np.load(path, allow_pickle=False)
+        return np.load(path, allow_pickle=False) if load else None
     except FileNotFoundError:
         raise InputError(f"{label}: no such file") from None
     except EOFError:

@@ -72,7 +72,7 @@ def _prepare(args: argparse.Namespace):
     from partition.onnx_io import load_model, read_model_proto
 
     from .budget import CLI_HINT, check_memory_budget, parse_size
-    from .inputs import load_inputs, parse_dims, planned_shapes, random_inputs
+    from .inputs import input_file_shapes, load_inputs, parse_dims, planned_shapes, random_inputs
     dims = parse_dims(args.dim)
     limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
     graph = load_model(args.model)
@@ -81,6 +81,8 @@ def _prepare(args: argparse.Namespace):
     model = read_model_proto(args.model)
     notes: list[str] = []
     if args.inputs:
+        if limit is not None:  # sized from the headers first: a small .npz can expand a lot
+            check_memory_budget(graph, input_file_shapes(args.inputs, graph), limit, hint=CLI_HINT)
         feeds = load_inputs(args.inputs, graph)
         check_memory_budget(graph, feeds, limit, hint=CLI_HINT)
     else:

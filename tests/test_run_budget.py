@@ -202,3 +202,39 @@ def test_compare_checks_the_budget_before_onnxruntime_runs(monkeypatch) -> None:
         cmp.compare(graph, model, {}, memory_limit=512 << 20,
                     memory_hint="raise --run-memory-limit or use smaller inputs")
     assert made == []
+
+
+def test_inputs_file_is_sized_from_its_headers_before_loading(tmp_path) -> None:
+    """A compressed .npz of zeros that expands to 381 MiB is refused without being expanded."""
+    vi = helper.make_tensor_value_info
+    model = model_of([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                     [vi("x", F, ["N", 10000])], [vi("y", F, ["N", 10000])])
+    path = tmp_path / "m.onnx"
+    onnx.save_model(model, str(path))
+    write_zeros_npz(tmp_path / "in.npz", "x", (10000, 10000))
+    assert (tmp_path / "in.npz").stat().st_size < 2 << 20
+    done = sglens("run", str(path), "--inputs", str(tmp_path / "in.npz"), "--memory-limit", "256M")
+    assert done.returncode == 2 and "node 'relu' would allocate 381 MiB for 'y' (peak 763 MiB)" in done.stderr
+    from engine.inputs import input_file_shapes
+    graph = load_model(path)
+    tracemalloc.start()
+    try:
+        assert input_file_shapes(tmp_path / "in.npz", graph) == {"x": (10000, 10000)}
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+
+
+def write_zeros_npz(path: Path, name: str, shape: tuple[int, ...]) -> None:
+    """A compressed .npz holding float32 zeros of ``shape``, written in 1 MiB chunks (the test
+    itself never holds the array)."""
+    import zipfile
+    total = int(np.prod(shape)) * 4
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open(name + ".npy", "w", force_zip64=True) as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": "<f4", "fortran_order": False, "shape": shape})
+            chunk = bytes(1 << 20)
+            for start in range(0, total, len(chunk)):
+                f.write(chunk[: min(len(chunk), total - start)])
