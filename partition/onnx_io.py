@@ -265,11 +265,29 @@ def _best_effort_infer(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
 
 
-def save_model(graph: Graph, path: str | os.PathLike) -> None:
-    """Write the graph as ONNX to ``path``; a path that cannot be written is a one-line error."""
+#: Weights above this total go to a data file beside the export (protobuf stops at 2 GiB).
+EXTERNAL_EXPORT_BYTES = 1_800_000_000
+
+
+def save_model(graph: Graph, path: str | os.PathLike, *,
+               external_above: int = EXTERNAL_EXPORT_BYTES) -> None:
+    """Write the graph as ONNX to ``path``; a path that cannot be written is a one-line error.
+
+    When its weights pass ``external_above`` bytes they go to ``<name>.data`` in
+    the same folder (a relative location, so the export loads again under the
+    folder rule of ``partition/external_data.py``).
+    """
     model = to_model_proto(graph)
+    weights = sum(len(t.raw_data) for t in model.graph.initializer)
     try:
-        onnx.save_model(model, str(path))
+        if weights > external_above:
+            stale = Path(path).with_name(Path(path).name + ".data")
+            if stale.is_file() or stale.is_symlink():
+                stale.unlink()  # onnx appends to an existing data file
+            onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=Path(path).name + ".data", size_threshold=0)
+        else:
+            onnx.save_model(model, str(path))
     except OSError as exc:
         raise LensError(f"cannot write the model to '{path}' ({exc.strerror or exc})") from None
 

@@ -289,3 +289,19 @@ def test_cli_refuses_an_attack_in_one_line(layout) -> None:
         done = sglens_cli(command, str(path), cwd=layout / "cwd")
         assert done.returncode == 2, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "going up" in done.stderr
+
+
+def test_large_export_keeps_its_weights_beside_it_and_loads_again(layout, rng) -> None:
+    """Past the size limit an export writes '<name>.data' in its own folder (relative location)."""
+    from partition.onnx_io import save_model
+    path = legit_model(layout / "model")
+    out_dir = layout / "export"
+    out_dir.mkdir()
+    (out_dir / "out.onnx.data").write_bytes(b"stale" * 100)  # from an earlier export
+    save_model(load_model(path), out_dir / "out.onnx", external_above=0)
+    assert (out_dir / "out.onnx.data").is_file()
+    reloaded = load_model(out_dir / "out.onnx")
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    with Executor(reloaded) as ex:
+        np.testing.assert_allclose(ex({"x": x})["y"], ort_run(path, x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ort_run(out_dir / "out.onnx", x), ort_run(path, x), rtol=1e-6, atol=1e-6)
