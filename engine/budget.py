@@ -49,9 +49,8 @@ CLI_HINT = "raise --memory-limit or use smaller inputs"
 
 
 class MemoryBudgetError(RunError):
-    """A run would pass its memory budget; names the node, the tensor and the sizes."""
-
-    http_status = 413
+    """A run would pass its memory budget; names the node, the tensor and the sizes (HTTP 400,
+    as every run error: the request was fine, the run it asks for is not)."""
 
     def __init__(self, message: str, *, node: str, tensor: str, tensor_bytes: int,
                  peak_bytes: int, limit_bytes: int, partial: bool) -> None:
