@@ -45,6 +45,9 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
     p.add_argument("--engine", choices=("threaded", "naive"), default=None,
                    help="dependency engine (default: $SGLENS_ENGINE or threaded)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--memory-limit", metavar="SIZE", default=None,
+                   help="refuse the run before it starts when its tensors are estimated to need "
+                        "more than SIZE (e.g. 512M, 2G); default: no limit")
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -81,22 +84,26 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
 # ------------------------------------------------------------------ shared --
 def _prepare(args: argparse.Namespace):
     """(graph, model proto, feeds, notes) from the parsed arguments."""
-    from partition.onnx_io import load_model, parse_model_bytes
+    from partition.onnx_io import load_model, read_model_proto
 
-    from .inputs import load_inputs, parse_dims, random_inputs
-    from .run_errors import InputError
+    from .budget import CLI_HINT, check_memory_budget, parse_size
+    from .inputs import input_file_shapes, load_inputs, parse_dims, planned_shapes, random_inputs
     dims = parse_dims(args.dim)
-    try:
-        with open(args.model, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise InputError(f"{args.model}: cannot read the model ({exc.strerror})") from None
+    limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
     graph = load_model(args.model)
-    model = parse_model_bytes(data, args.model)
+    # onnxruntime gets the model with its external data inline, read by our checked reader
+    # from the model's folder (from bytes it would resolve them against the cwd).
+    model = read_model_proto(args.model)
     notes: list[str] = []
     if args.inputs:
+        if limit is not None:  # sized from the headers first: a small .npz can expand a lot
+            check_memory_budget(graph, input_file_shapes(args.inputs, graph), limit, hint=CLI_HINT)
         feeds = load_inputs(args.inputs, graph)
+        check_memory_budget(graph, feeds, limit, hint=CLI_HINT)
     else:
+        # The budget is checked on the shapes, before the random inputs are made.
+        check_memory_budget(graph, planned_shapes(graph, dims, default_dim=1, notes=notes), limit,
+                            hint=CLI_HINT)
         feeds = random_inputs(graph, dims, seed=args.seed, default_dim=1, notes=notes)
     return graph, model, feeds, notes
 
@@ -118,6 +125,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .run_errors import RunError
     if args.repeat < 1:
         raise RunError(f"--repeat {args.repeat}: needs at least 1")
+    if args.workers is not None and args.workers < 1:
+        raise RunError(f"--workers {args.workers}: needs at least 1 (or leave it out for the CPU count)")
     graph, _model, feeds, notes = _prepare(args)
     result = None
     if args.backend:
@@ -130,11 +139,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                     label=f"{args.model}")
     outputs = {k: _host(v) for k, v in m.outputs.items()}
     if args.save_outputs:
-        save_outputs(args.save_outputs, outputs)
+        _writing("--save-outputs", args.save_outputs, lambda: save_outputs(args.save_outputs, outputs))
     if args.report:
-        write_json(args.report, _report(args, m, result, outputs, notes))
+        _writing("--report", args.report,
+                 lambda: write_json(args.report, _report(args, m, result, outputs, notes)))
     if args.trace:
-        write_json(args.trace, m.chrome_trace())
+        _writing("--trace", args.trace, lambda: write_json(args.trace, m.chrome_trace()))
     if args.json:
         print(json.dumps(_report(args, m, result, outputs, notes, timeline=False), default=str))
         return 0
@@ -142,6 +152,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: {n}", file=sys.stderr)
     print(_run_text(args, m, result, outputs))
     return 0
+
+
+def _writing(flag: str, path: str, write: Any) -> None:
+    """Run ``write``; a file that cannot be written is one line naming the flag."""
+    from .run_errors import RunError
+    try:
+        write()
+    except OSError as exc:
+        raise RunError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _host(v: Any):
@@ -195,6 +214,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InputError(f"--atol/--rtol: {exc}") from None
     if args.warmup < 0:
         raise InputError(f"--warmup {args.warmup}: must be 0 or more")
+    if args.repeat < 1:
+        raise InputError(f"--repeat {args.repeat}: needs at least 1")
     graph, model, feeds, notes = _prepare(args)
     result = _partition(graph, args) if args.backend else None
     from tqdm import tqdm
