@@ -21,6 +21,8 @@ from typing import Any
 from partition.runner import partition
 from partition.selection import add_selection_options, backend_options
 
+from .input_spec import FILLS
+from .run_errors import InputError
 from .subgraph_ops import EXECUTORS
 from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL
 
@@ -41,6 +43,14 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
     p.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="size of a symbolic input dim for random inputs (repeatable)")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=DIMS",
+                   help="shape of one input for generated values, e.g. images=1x3x640x640 (repeatable); "
+                        "symbolic dims not given take a size from their name (batch 1, sequence 128, "
+                        "height/width 224) and a note says so")
+    p.add_argument("--fill", choices=FILLS[:3], default="random",
+                   help="generated values: seeded uniform random (default), zeros or ones")
+    p.add_argument("--range", metavar="LOW,HIGH", default=None,
+                   help="range of random values (default -1,1 for floats, 0,4 for integers)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--engine", choices=("threaded", "naive"), default=None,
                    help="dependency engine (default: $SGLENS_ENGINE or threaded)")
@@ -87,7 +97,9 @@ def _prepare(args: argparse.Namespace):
     from partition.onnx_io import load_model, read_model_proto
 
     from .budget import CLI_HINT, check_memory_budget, parse_size
-    from .inputs import input_file_shapes, load_inputs, parse_dims, planned_shapes, random_inputs
+    from .input_spec import (check_specs, check_with_inference, materialize, parse_shape,
+                             specs_from_options)
+    from .inputs import input_file_shapes, load_inputs, parse_dims
     dims = parse_dims(args.dim)
     limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
     graph = load_model(args.model)
@@ -101,11 +113,25 @@ def _prepare(args: argparse.Namespace):
         feeds = load_inputs(args.inputs, graph)
         check_memory_budget(graph, feeds, limit, hint=CLI_HINT)
     else:
-        # The budget is checked on the shapes, before the random inputs are made.
-        check_memory_budget(graph, planned_shapes(graph, dims, default_dim=1, notes=notes), limit,
-                            hint=CLI_HINT)
-        feeds = random_inputs(graph, dims, seed=args.seed, default_dim=1, notes=notes)
+        specs = specs_from_options(graph, dims=dims, shapes=dict(parse_shape(t) for t in args.shape),
+                                   fill=args.fill, value_range=_parse_range(args.range), seed=args.seed,
+                                   notes=notes)
+        check_specs(graph, specs, {})
+        # The budget is checked on the shapes, before the values are made.
+        check_memory_budget(graph, {s.name: tuple(s.shape) for s in specs}, limit, hint=CLI_HINT)
+        feeds = materialize(graph, specs)
+        check_with_inference(model, feeds)
     return graph, model, feeds, notes
+
+
+def _parse_range(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        low, high = (float(v) for v in text.split(","))
+    except ValueError:
+        raise InputError(f"--range {text!r}: expected LOW,HIGH, e.g. --range 0,1") from None
+    return low, high
 
 
 def _partition(graph, args: argparse.Namespace):
@@ -206,7 +232,6 @@ def _run_text(args, m, result, outputs) -> str:
 # ----------------------------------------------------------------- compare --
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare
-    from .run_errors import InputError
     from .tolerance import Tolerance
     try:
         tolerance = Tolerance(atol=args.atol, rtol=args.rtol)
