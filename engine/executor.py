@@ -41,18 +41,25 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from partition.ir import Graph, Node
 
+from . import create_engine, gpu, kernels as _kernel_pkg
 from .context import Context, RunContext
 from .core import Engine, Var
 from .errors import NoGPUError
 from .kernels import kernel_attrs
-from .run_errors import DeviceError, KernelFailure, MissingKernelError, RunError
+from .plan import PLANS, segments
+from .run_errors import DeviceError, InputError, KernelFailure, MissingKernelError, RunError
+from .subgraph_ops import EXECUTORS, SubgraphOp
+from .values import SubgraphRecord, nbytes, shape_of, to_numpy
+
+__all__ = ["DEVICES", "ExecOptions", "Executor", "RunResult", "SubgraphRecord", "find_kernel",
+           "missing_ops", "nbytes", "shape_of", "to_numpy"]
 
 DEVICES = ("cpu", "gpu")
 
@@ -72,38 +79,12 @@ def device_context(device: str, device_id: int = 0) -> tuple[Context, Any]:
     raise DeviceError(f"unknown device {device!r}; choose one of {list(DEVICES)}")
 
 
-def to_numpy(value: Any) -> np.ndarray:
-    """A host copy of a numpy or cupy array."""
-    if isinstance(value, np.ndarray):
-        return value
-    get = getattr(value, "get", None)  # cupy.ndarray.get() copies to the host
-    return np.asarray(get() if callable(get) else value)
-
-
-def nbytes(value: Any) -> int:
-    return int(getattr(value, "nbytes", 0) or 0)
-
-
-def shape_of(value: Any) -> tuple[int, ...] | None:
-    shape = getattr(value, "shape", None)
-    return None if shape is None else tuple(int(d) for d in shape)
-
-
 # --------------------------------------------------------------- kernels --
-def _kernels():
-    from . import kernels  # imported late: the kernel package loads many modules
-    return kernels
-
-
 def find_kernel(node: Node, opset: Mapping[str, int]) -> Callable[..., tuple] | None:
     """The registry's kernel for ``node`` at the graph's opset, or None."""
-    k = _kernels()
-    lookup = getattr(k, "lookup", None)
-    if lookup is None:  # the kernel package is not there (yet)
-        return None
     try:
-        return lookup(node.op_type, node.domain, opset.get(node.domain or ""))
-    except getattr(k, "KernelNotFound", LookupError):
+        return _kernel_pkg.lookup(node.op_type, node.domain, opset.get(node.domain or ""))
+    except _kernel_pkg.KernelNotFound:
         return None
 
 
@@ -128,33 +109,6 @@ def missing_ops(graph: Graph, skip_subgraph_nodes: bool = False,
 
 
 # ------------------------------------------------------------ run records --
-@dataclass
-class SubgraphRecord:
-    """How one subgraph node ran: the executor that *actually* ran it, and why."""
-
-    node: str
-    subgraph_id: Any
-    property: str
-    requested: str
-    executor: str
-    reason: str
-    seconds: float = 0.0
-    peak_bytes: int = 0
-    boundary_bytes: int = 0
-    weights_rebuilt: bool = False
-    device_seconds: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        data = {"node": self.node, "subgraph_id": self.subgraph_id, "property": self.property,
-                "requested": self.requested, "executor": self.executor, "reason": self.reason,
-                "seconds": self.seconds, "peak_bytes": self.peak_bytes,
-                "boundary_bytes": self.boundary_bytes, "weights_rebuilt": self.weights_rebuilt,
-                "device_seconds": self.device_seconds}
-        data.update(self.extra)
-        return data
-
-
 @dataclass
 class RunResult:
     """What one run produced and measured."""
@@ -257,49 +211,86 @@ class _Run:
 _MISSING = object()
 
 
+# ----------------------------------------------------------------- options --
+@dataclass(frozen=True)
+class ExecOptions:
+    """How an ``Executor`` binds and runs a graph (one object instead of a dozen keywords).
+
+    ``executor`` chooses how subgraph nodes run: ``engine``, ``onnxruntime``,
+    ``tensorrt`` or ``auto`` (see ``engine/subgraph_ops.py``). ``plan`` cuts the
+    graph into engine functions (``engine/plan.py``): ``segments`` (default) or
+    ``nodes``; with ``hooks`` (a profiler) the plan is ``nodes`` so its timeline
+    shows every node. ``timing`` records per-node wall time (CUDA events on
+    GPU). ``kernels(node, opset) -> kernel | None`` replaces the kernel registry
+    (tests, experiments); nested executors inherit it. ``engine_name``,
+    ``workers`` and ``hooks`` only matter when the executor makes its own engine.
+    """
+
+    device: str = "cpu"
+    device_id: int = 0
+    executor: str = "engine"
+    plan: str = "segments"
+    keep_intermediates: bool = False
+    timing: bool = True
+    plan_cache_dir: str | None = None
+    engine_name: str | None = None
+    workers: int | None = None
+    hooks: Any = None
+    kernels: Callable[[Node, Mapping[str, int]], Any] | None = None
+
+    def effective_plan(self) -> str:
+        return "nodes" if self.hooks is not None else self.plan
+
+
 # ---------------------------------------------------------------- executor --
 class Executor:
     """A graph bound to an engine; ``run(feeds)`` any number of times.
 
-    ``executor`` chooses how subgraph nodes run: ``engine``, ``onnxruntime``,
-    ``tensorrt`` or ``auto`` (see ``engine/subgraph_ops.py``). ``engine`` may be
-    shared (nested executors share their parent's); one made here is closed by
-    ``close()``. ``timing`` records per-node wall time (CUDA events on GPU).
-    ``kernels(node, opset) -> kernel | None`` replaces the kernel registry
-    (tests, experiments); nested executors inherit it.
+    ``Executor(graph, engine=None, options=None, **changes)``: ``options`` is an
+    ``ExecOptions`` (default: all defaults); ``changes`` are ``ExecOptions``
+    fields to override, e.g. ``Executor(g, device="gpu", executor="auto")``.
+    ``engine`` may be shared (nested executors share their parent's); one made
+    here is closed by ``close()``.
     """
 
-    def __init__(self, graph: Graph, engine: Engine | None = None, *, device: str = "cpu",
-                 device_id: int = 0, executor: str = "engine", keep_intermediates: bool = False,
-                 timing: bool = True, plan_cache_dir: str | None = None,
-                 engine_name: str | None = None, workers: int | None = None,
-                 hooks: Any = None, kernels: Callable[[Node, Mapping[str, int]], Any] | None = None,
-                 _path: tuple[str, ...] = (), _parent: "Executor | None" = None) -> None:
-        from .subgraph_ops import EXECUTORS, SubgraphOp  # subgraph_ops imports this module
-        if executor not in EXECUTORS:
-            raise RunError(f"unknown subgraph executor {executor!r}; choose one of {list(EXECUTORS)}")
-        self.graph = graph
-        self.device, self.device_id = device, device_id
-        self.ctx, self.xp = device_context(device, device_id)
-        self.executor = executor
-        self.keep_intermediates = keep_intermediates
-        self.timing = timing
-        self.plan_cache_dir = plan_cache_dir
-        self.path = _path
-        self.find_kernel = kernels or find_kernel
-        self.parent = _parent
+    def __init__(self, graph: Graph, engine: Engine | None = None,
+                 options: ExecOptions | None = None, **changes: Any) -> None:
+        opts = replace(options or ExecOptions(), **changes)  # unknown names: TypeError
+        self._bind(graph, engine, opts, (), None)
+
+    @classmethod
+    def _nested(cls, body: Graph, parent: "Executor", label: str, opts: ExecOptions) -> "Executor":
+        ex = cls.__new__(cls)
+        ex._bind(body, parent.engine, opts, (*parent.path, label), parent)
+        return ex
+
+    def _bind(self, graph: Graph, engine: Engine | None, opts: ExecOptions,
+              path: tuple[str, ...], parent: "Executor | None") -> None:
+        if opts.executor not in EXECUTORS:
+            raise RunError(f"unknown subgraph executor {opts.executor!r}; "
+                           f"choose one of {list(EXECUTORS)}")
+        if opts.plan not in PLANS:
+            raise RunError(f"unknown plan {opts.plan!r}; choose one of {list(PLANS)}")
+        self.graph, self.options = graph, opts
+        self.device, self.device_id = opts.device, opts.device_id
+        self.ctx, self.xp = device_context(opts.device, opts.device_id)
+        self.executor = opts.executor
+        self.keep_intermediates = opts.keep_intermediates
+        self.timing = opts.timing
+        self.plan_cache_dir = opts.plan_cache_dir
+        self.path, self.parent = path, parent
+        self.find_kernel = opts.kernels or find_kernel
         self._own_engine = engine is None
         if engine is None:
-            from . import create_engine
-            kw: dict[str, Any] = {"hooks": hooks}
-            if workers is not None:
-                kw["num_cpu_workers"] = workers
-            engine = create_engine(engine_name, **kw)
+            kw: dict[str, Any] = {"hooks": opts.hooks}
+            if opts.workers is not None:
+                kw["num_cpu_workers"] = opts.workers
+            engine = create_engine(opts.engine_name, **kw)
         self.engine = engine
         self._children: dict[int, Executor] = {}
         self._children_lock = threading.Lock()
         self._outputs = frozenset(graph.outputs)
-        missing = missing_ops(graph, skip_subgraph_nodes=executor != "engine", finder=self.find_kernel)
+        missing = self.missing_kernels(graph, skip_subgraph_nodes=opts.executor != "engine")
         if missing:
             raise MissingKernelError(
                 f"no kernel for operator(s) {missing} in graph '{graph.name}'; run it with "
@@ -308,9 +299,13 @@ class Executor:
         self._weights: dict[str, Any] = {n: self._upload(w.value) for n, w in graph.initializers.items()}
         self._weight_vars: dict[str, Var] = {n: engine.new_variable(f"w:{n}") for n in self._weights}
         self.weight_bytes = sum(nbytes(v) for v in self._weights.values())
-        produced = {t for n in graph.nodes for t in n.outputs if t}
-        local = produced | {t for t in graph.inputs if t not in self._weights}
-        self._produced = [t for n in graph.nodes for t in n.outputs if t]
+        self._bind_steps(graph)
+        self._bind_operators(opts.effective_plan())
+
+    def _bind_steps(self, graph: Graph) -> None:
+        produced = dict.fromkeys(t for n in graph.nodes for t in n.outputs if t)  # ordered set
+        local = set(produced) | {t for t in graph.inputs if t not in self._weights}
+        self._produced = produced
         self._refcounts: dict[str, int] = {t: 0 for t in local}
         self._steps: list[_Step] = []
         for node in graph.nodes:
@@ -326,21 +321,37 @@ class Executor:
             else:
                 call = self._kernel_call(node)
             self._steps.append(_Step(node, reads, frees, call, weights))
-        # One persistent variable per produced tensor and one operator per node,
-        # made once (the seed's NewOperator: no per-run object creation).
-        self._vars: dict[str, Var] = {t: engine.new_variable(t) for t in self._produced}
+
+    def _bind_operators(self, plan: str) -> None:
+        """One engine operator per segment (``engine/plan.py``), made once (the
+        seed's NewOperator: no per-run object creation). A segment writes one
+        variable of its own and one per tensor another segment reads."""
+        eng = self.engine
+        groups = segments([s.reads for s in self._steps], [s.node.outputs for s in self._steps],
+                          self._produced, plan)
+        seg_of = {t: k for k, g in enumerate(groups) for i in g for t in self._steps[i].node.outputs if t}
+        exported = {t for k, g in enumerate(groups) for i in g for t in self._steps[i].reads
+                    if t in seg_of and seg_of[t] != k}
+        self._vars: dict[str, Var] = {t: eng.new_variable(t) for t in self._produced if t in exported}
+        self._seg_vars: list[Var] = []
+        self._ops = []
+        for k, group in enumerate(groups):
+            steps = [self._steps[i] for i in group]
+            const = dict.fromkeys(self._vars[t] for s in steps for t in s.reads
+                                  if t in exported and seg_of[t] != k)
+            const.update(dict.fromkeys(self._weight_vars[t] for s in steps for t in s.weights))
+            done = eng.new_variable(f"seg:{steps[0].node.name}")
+            self._seg_vars.append(done)
+            mutable = [done, *(self._vars[t] for s in steps for t in s.node.outputs if t in exported)]
+            name = steps[0].node.name if len(steps) == 1 else \
+                f"{steps[0].node.name} (+{len(steps) - 1} nodes)"
+            self._ops.append(eng.new_operator(self._segment_fn(steps), list(const), mutable,
+                                              is_async=False, name=name))
+        self._done = eng.new_variable(f"{self.graph.name}:done")
+        self._barrier = eng.new_operator(_noop, self._seg_vars, [self._done],
+                                         is_async=False, name=f"{self.graph.name}:barrier")
         self._current: _Run | None = None
         self._run_lock = threading.Lock()
-        self._ops = []
-        for step in self._steps:
-            const = [self._vars[t] for t in step.reads if t in self._vars]
-            const += [self._weight_vars[t] for t in step.weights]
-            mutable = [self._vars[t] for t in step.node.outputs if t]
-            self._ops.append(engine.new_operator(self._fn(step), const, mutable, is_async=False,
-                                                 name=step.node.name))
-        self._done = engine.new_variable(f"{graph.name}:done")
-        self._barrier = engine.new_operator(_noop, list(self._vars.values()), [self._done],
-                                            is_async=False, name=f"{graph.name}:barrier")
 
     # --- public -----------------------------------------------------------
 
@@ -351,17 +362,9 @@ class Executor:
         ``keep_intermediates`` overrides the executor's setting for this run:
         every tensor's value is then in ``RunResult.values``.
         """
-        g = self.graph
         start = time.perf_counter()
         keep = self.keep_intermediates if keep_intermediates is None else keep_intermediates
-        run = _Run(self, outer or {}, keep)
-        missing = [t for t in g.inputs if t not in feeds and t not in self._weights]
-        if missing:
-            from .run_errors import InputError
-            raise InputError(f"graph '{g.name}': no value for input(s) {missing}")
-        for name in g.inputs:
-            if name in feeds and name not in self._weights:
-                run.put(name, self._upload(feeds[name]))
+        run = self._start_run(feeds, outer, keep)
         eng, ctx = self.engine, self.ctx
         with self._run_lock:  # the bound operators serve one run at a time
             self._current = run
@@ -369,7 +372,7 @@ class Executor:
                 for op in self._ops:
                     eng.push(op, ctx)
                 # A CPU barrier: its start waits (on the host) for GPU producers too.
-                eng.push(self._barrier, Context.cpu(0))
+                eng.push(self._barrier, _CPU)
                 try:
                     eng.wait_for_var(self._done)
                 except BaseException:
@@ -380,18 +383,31 @@ class Executor:
                     raise self._user_error(run) from None
             finally:
                 self._current = None
-        outputs = {t: run.get(t) for t in g.outputs}
-        if self.timing and run.node_events:
-            for name, (a, b) in run.node_events.items():
-                run.node_seconds[name] = _elapsed_s(a, b)
-        run.deferred.clear()
-        values = dict(run.values) if keep else {}
-        return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
-                         time.perf_counter() - start, values, self.device, run.pool_peak)
+        return self._result(run, keep, start)
+
+    def run_inline(self, feeds: Mapping[str, Any], outer: Mapping[str, Any],
+                   stream: Any = None) -> RunResult:
+        """Run every node on the calling thread, in order, without the engine.
+
+        Bodies of If/Loop/Scan run this way under the ``segments`` plan: the
+        caller is already an engine function, and pushing a body's microsecond
+        nodes (then waiting for them from a worker) costs more than they do.
+        A failing node raises its ``KernelFailure`` at once.
+        """
+        start = time.perf_counter()
+        run = self._start_run(feeds, outer, False)
+        rctx = RunContext(self.ctx, stream)
+        for step in self._steps:
+            self._exec_step(step, run, rctx)
+        return self._result(run, False, start)
 
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run and return host (numpy) outputs."""
         return self.run(feeds).numpy_outputs()
+
+    def missing_kernels(self, graph: Graph, skip_subgraph_nodes: bool = False) -> list[str]:
+        """``domain.op`` names in ``graph`` this executor's kernel finder lacks."""
+        return missing_ops(graph, skip_subgraph_nodes, finder=self.find_kernel)
 
     def set_weight(self, name: str, value: Any) -> None:
         """Replace a weight through the engine: its variable's version goes up, so
@@ -435,13 +451,34 @@ class Executor:
             with self._children_lock:
                 ex = self._children.get(key)
                 if ex is None:
-                    opts = dict(device=self.device, device_id=self.device_id, executor=self.executor,
-                                keep_intermediates=False, timing=self.timing,
-                                plan_cache_dir=self.plan_cache_dir, kernels=self.find_kernel)
-                    opts.update(overrides)
-                    ex = Executor(body, self.engine, _path=(*self.path, label), _parent=self, **opts)
+                    opts = replace(self.options, keep_intermediates=False, **overrides)
+                    ex = Executor._nested(body, self, label, opts)
                     self._children[key] = ex
         return ex
+
+    # --- one run --------------------------------------------------------------
+
+    def _start_run(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None,
+                   keep: bool) -> "_Run":
+        g = self.graph
+        missing = [t for t in g.inputs if t not in feeds and t not in self._weights]
+        if missing:
+            raise InputError(f"graph '{g.name}': no value for input(s) {missing}")
+        run = _Run(self, outer or {}, keep)
+        for name in g.inputs:
+            if name in feeds and name not in self._weights:
+                run.put(name, self._upload(feeds[name]))
+        return run
+
+    def _result(self, run: "_Run", keep: bool, start: float) -> RunResult:
+        outputs = {t: run.get(t) for t in self.graph.outputs}
+        if self.timing and run.node_events:
+            for name, (a, b) in run.node_events.items():
+                run.node_seconds[name] = _elapsed_s(a, b)
+        run.deferred.clear()
+        values = dict(run.values) if keep else {}
+        return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
+                         time.perf_counter() - start, values, self.device, run.pool_peak)
 
     # --- binding of one node -----------------------------------------------
 
@@ -460,6 +497,7 @@ class Executor:
         subgraphs = dict(node.subgraphs)
         xp = self.xp
         label = f"'{node.name}' ({node.op_type})"
+        inline = self.options.effective_plan() == "segments"
 
         def call(run: _Run, args: list, rctx: RunContext) -> tuple:
             scope_cache: dict[int, dict[str, Any]] = {}
@@ -472,48 +510,61 @@ class Executor:
                     raise RunError(f"{label}: body '{body.name}' takes {len(body.inputs)} inputs, "
                                    f"got {len(values)}")
                 child = self.child(body, label)
-                result = child.run(dict(zip(body.inputs, values)), outer=scope)
+                feeds = dict(zip(body.inputs, values))
+                result = child.run_inline(feeds, scope, rctx.stream) if inline else \
+                    child.run(feeds, outer=scope)
                 return [result.outputs[t] for t in body.outputs]
             return kernel(xp, *args, subgraphs=subgraphs, run_graph=run_graph, **attrs)
         return call
 
-    def _fn(self, step: _Step) -> Callable[[RunContext], None]:
+    def _segment_fn(self, steps: list[_Step]) -> Callable[[RunContext], None]:
+        exec_step = self._exec_step
+        if len(steps) == 1:
+            step = steps[0]
+
+            def fn(rctx: RunContext) -> None:
+                exec_step(step, self._current, rctx)  # type: ignore[arg-type]
+            return fn
+
+        def fn_many(rctx: RunContext) -> None:
+            run = self._current
+            for step in steps:
+                exec_step(step, run, rctx)  # type: ignore[arg-type]
+        return fn_many
+
+    def _exec_step(self, step: _Step, run: "_Run", rctx: RunContext) -> None:
+        """Run one node: its kernel on its inputs, outputs stored, inputs released."""
         node = step.node
         outs = node.outputs
+        args = [run.get(t) for t in node.inputs]
+        stream = rctx.stream
         timing = self.timing
-
-        def fn(rctx: RunContext) -> None:
-            run = self._current
-            assert run is not None
-            args = [run.get(t) for t in node.inputs]
-            stream = rctx.stream
-            if timing:
-                if stream is not None:
-                    e0 = self._gpu_event(stream, timing=True)
-                t0 = time.perf_counter()
-            try:
-                results = step.call(run, args, rctx)
-                if len(results) < sum(1 for t in outs if t):
-                    raise RunError(f"the kernel returned {len(results)} output(s) for "
-                                   f"{len(outs)} declared")
-            except Exception as exc:  # noqa: BLE001 - re-raised, named
-                err = _named_failure(node, args, exc)
-                with run.lock:
-                    if run.error is None:
-                        run.error = err
-                if err is exc:
-                    raise
-                raise err from exc
-            if timing:
-                if stream is not None:
-                    run.node_events[node.name] = (e0, self._gpu_event(stream, timing=True))
-                else:
-                    run.node_seconds[node.name] = time.perf_counter() - t0
-            for t, value in zip(outs, results):
-                if t:
-                    run.put(t, value)
-            run.release(step.frees, stream)
-        return fn
+        if timing:
+            if stream is not None:
+                e0 = self._gpu_event(stream, timing=True)
+            t0 = time.perf_counter()
+        try:
+            results = step.call(run, args, rctx)
+            if len(results) < sum(1 for t in outs if t):
+                raise RunError(f"the kernel returned {len(results)} output(s) for "
+                               f"{len(outs)} declared")
+        except Exception as exc:  # noqa: BLE001 - re-raised, named
+            err = _named_failure(node, args, exc)
+            with run.lock:
+                if run.error is None:
+                    run.error = err
+            if err is exc:
+                raise
+            raise err from exc
+        if timing:
+            if stream is not None:
+                run.node_events[node.name] = (e0, self._gpu_event(stream, timing=True))
+            else:
+                run.node_seconds[node.name] = time.perf_counter() - t0
+        for t, value in zip(outs, results):
+            if t:
+                run.put(t, value)
+        run.release(step.frees, stream)
 
     # --- helpers ------------------------------------------------------------
 
@@ -523,13 +574,12 @@ class Executor:
         return self.xp.asarray(value)
 
     def _gpu_event(self, stream: Any, timing: bool = False) -> Any:
-        from . import gpu
         return gpu.record_event(stream, timing=timing)
 
     def _drain(self) -> None:
         """Take every error a failed run left on the variables, so none leaks into
         the next run or a later ``wait_for_all`` of a shared engine."""
-        for var in [*self._vars.values(), self._done]:
+        for var in [*self._vars.values(), *self._seg_vars, self._done]:
             try:
                 self.engine.wait_for_var(var)
             except BaseException:  # noqa: BLE001 - reported once, by run()
@@ -542,12 +592,14 @@ class Executor:
         return err
 
 
+_CPU = Context.cpu(0)
+
+
 def _noop(_rctx: RunContext) -> None:
     pass
 
 
 def _elapsed_s(start: Any, end: Any) -> float:
-    from . import gpu
     return gpu.elapsed_ms(start, end) / 1e3
 
 
