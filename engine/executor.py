@@ -48,7 +48,7 @@ import numpy as np
 
 from partition.ir import Graph, Node
 
-from . import create_engine, gpu, kernels as _kernel_pkg
+from . import blas, create_engine, gpu, kernels as _kernel_pkg
 from .context import Context, RunContext
 from .core import Engine, Var
 from .errors import NoGPUError
@@ -224,6 +224,7 @@ class ExecOptions:
     GPU). ``kernels(node, opset) -> kernel | None`` replaces the kernel registry
     (tests, experiments); nested executors inherit it. ``engine_name``,
     ``workers`` and ``hooks`` only matter when the executor makes its own engine.
+    ``blas_threads`` sets the process's BLAS threads (``engine/blas.py``).
     """
 
     device: str = "cpu"
@@ -237,6 +238,7 @@ class ExecOptions:
     workers: int | None = None
     hooks: Any = None
     kernels: Callable[[Node, Mapping[str, int]], Any] | None = None
+    blas_threads: int | None = None   # None: cores // CPU workers; 0: leave BLAS alone
 
     def effective_plan(self) -> str:
         return "nodes" if self.hooks is not None else self.plan
@@ -287,6 +289,8 @@ class Executor:
                 kw["num_cpu_workers"] = opts.workers
             engine = create_engine(opts.engine_name, **kw)
         self.engine = engine
+        if parent is None and self.xp is np:
+            blas.apply(opts.blas_threads, getattr(engine, "num_cpu_workers", 1))
         self._children: dict[int, Executor] = {}
         self._children_lock = threading.Lock()
         self._outputs = frozenset(graph.outputs)
@@ -369,10 +373,13 @@ class Executor:
         with self._run_lock:  # the bound operators serve one run at a time
             self._current = run
             try:
+                # One segment: nothing can run beside it and this thread would only
+                # wait, so it runs here if its inputs are ready (no hand-off).
+                inline = len(self._ops) == 1
                 for op in self._ops:
-                    eng.push(op, ctx)
+                    eng.push(op, ctx, inline=inline)
                 # A CPU barrier: its start waits (on the host) for GPU producers too.
-                eng.push(self._barrier, _CPU)
+                eng.push(self._barrier, _CPU, inline=True)
                 try:
                     eng.wait_for_var(self._done)
                 except BaseException:

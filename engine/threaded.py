@@ -137,7 +137,7 @@ class ThreadedEngine(Engine):
 
     # --- push and complete (the core's rule, under the lock) ----------------
 
-    def _push_block(self, block: Block) -> None:
+    def _push_block(self, block: Block, inline: bool = False) -> None:
         op = block.op
         with self._lock:
             if self._closed:
@@ -162,8 +162,14 @@ class ThreadedEngine(Engine):
                 else:
                     v._writing = True
             block.wait = wait  # the push is whole: from here grants may start it
-            if wait == 0:
+            if wait:
+                return
+            if not (inline and block.ctx.device_type == "cpu"):
                 self._dispatch_locked(block)
+                return
+            self._running[block.seq] = block
+            block.inline = True
+        self._execute(block, None)  # ready and small: on this thread, as a worker would
 
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
         ready: list[Block] = []
@@ -171,7 +177,7 @@ class ThreadedEngine(Engine):
         # pool needs no wake-up: this worker pops it next.  Waking an idle peer
         # instead makes a chain ping-pong between threads (measured ~2x slower).
         tls = _tls.__dict__
-        own = tls.get("pool") if tls.get("block") is block else None
+        own = tls.get("pool") if tls.get("block") is block and not block.inline else None
         op = block.op
         with self._lock:
             if error is None and not self._gpu_seen:
@@ -357,6 +363,11 @@ class ThreadedEngine(Engine):
         for t in threads:
             if t is not threading.current_thread():
                 t.join(timeout=5)
+
+    @property
+    def num_cpu_workers(self) -> int:
+        """Target size of the normal CPU pool (BLAS threads are shared out by it)."""
+        return self._targets["cpu"]
 
     def num_threads(self) -> int:
         """Live worker threads over all pools (tests check spares leave)."""
