@@ -137,6 +137,7 @@ class _Step:
     frees: tuple[str, ...]              # of those, the ones this run may drop
     call: Callable[["_Run", list, RunContext], tuple]
     weights: tuple[str, ...]            # weights among its reads (persistent vars)
+    n_outputs: int                      # outputs the kernel must return (named ones)
 
 
 class _Run:
@@ -306,13 +307,30 @@ class Executor:
         self._bind_steps(graph)
         self._bind_operators(opts.effective_plan())
 
+    def _fold_constants(self, graph: Graph) -> list[Node]:
+        """Evaluate Constant nodes once, at bind time: their values join the
+        weights (no variable: nothing writes them). Exporters write every
+        weight of an If/Loop body this way; running them per call costs a node
+        each. Returns the nodes left to run."""
+        left = []
+        for node in graph.nodes:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") \
+                    and not node.inputs and len(node.outputs) == 1:
+                kernel = self.find_kernel(node, graph.opset)
+                if kernel is not None:
+                    self._weights[node.outputs[0]] = kernel(self.xp, **kernel_attrs(node))[0]
+                    continue
+            left.append(node)
+        return left
+
     def _bind_steps(self, graph: Graph) -> None:
-        produced = dict.fromkeys(t for n in graph.nodes for t in n.outputs if t)  # ordered set
+        nodes = self._fold_constants(graph)
+        produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
         local = set(produced) | {t for t in graph.inputs if t not in self._weights}
         self._produced = produced
         self._refcounts: dict[str, int] = {t: 0 for t in local}
         self._steps: list[_Step] = []
-        for node in graph.nodes:
+        for node in nodes:
             reads = tuple(t for t in graph.reads(node) if t)
             frees = tuple(t for t in reads if t in local)
             for t in frees:
@@ -324,7 +342,8 @@ class Executor:
                 call = self._control_flow_call(node)
             else:
                 call = self._kernel_call(node)
-            self._steps.append(_Step(node, reads, frees, call, weights))
+            self._steps.append(_Step(node, reads, frees, call, weights,
+                                     sum(1 for t in node.outputs if t)))
 
     def _bind_operators(self, plan: str) -> None:
         """One engine operator per segment (``engine/plan.py``), made once (the
@@ -419,7 +438,7 @@ class Executor:
     def set_weight(self, name: str, value: Any) -> None:
         """Replace a weight through the engine: its variable's version goes up, so
         subgraph operators that cached a converted copy rebuild it (seed 000)."""
-        if name not in self._weights:
+        if name not in self._weight_vars:
             raise RunError(f"'{name}' is not a weight of graph '{self.graph.name}'")
         new = self._upload(np.asarray(value) if not hasattr(value, "__cuda_array_interface__") else value)
         old = self._weights[name]
@@ -552,7 +571,7 @@ class Executor:
             t0 = time.perf_counter()
         try:
             results = step.call(run, args, rctx)
-            if len(results) < sum(1 for t in outs if t):
+            if len(results) < step.n_outputs:
                 raise RunError(f"the kernel returned {len(results)} output(s) for "
                                f"{len(outs)} declared")
         except Exception as exc:  # noqa: BLE001 - re-raised, named

@@ -96,7 +96,7 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
     cg, mg = c // group, m // group
     xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
     wg = w.reshape((group, mg, cg) + tuple(kernel))
-    npos = int(np.prod(out_sp, dtype=np.int64))
+    npos = math.prod(out_sp)  # (np.prod on a list costs more than a small conv's matmul)
     offsets = list(itertools.product(*(range(k) for k in kernel)))
     if len(offsets) == 1 and not any(offsets[0]):
         # 1x1 kernel: the (strided) input is already the column matrix -- one
@@ -111,7 +111,9 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
     elif n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
         # im2col: one copy of every window, then one batched matmul. Small feature maps
         # are dominated by per-call overhead, so fewer, larger calls win.
-        cols = xp.stack([_window(xg, o, dilations, strides, out_sp) for o in offsets], axis=3)
+        cols = xp.empty((n, group, cg, len(offsets)) + tuple(out_sp), dtype=x.dtype)
+        for j, o in enumerate(offsets):  # filled in place: cheaper than xp.stack's copies
+            cols[:, :, :, j] = _window(xg, o, dilations, strides, out_sp)
         cols = cols.reshape(n, group, cg * len(offsets), npos)
         acc = xp.matmul(wg.reshape(group, mg, cg * len(offsets)), cols)
     else:
