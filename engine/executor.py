@@ -373,6 +373,8 @@ class Executor:
         self._done = eng.new_variable(f"{self.graph.name}:done")
         self._barrier = eng.new_operator(_noop, self._seg_vars, [self._done],
                                          is_async=False, name=f"{self.graph.name}:barrier")
+        # "nodes" keeps the first version's behaviour: every node through a worker.
+        self._inline_single = plan == "segments" and len(self._ops) == 1
         self._current: _Run | None = None
         self._run_lock = threading.Lock()
 
@@ -394,7 +396,7 @@ class Executor:
             try:
                 # One segment: nothing can run beside it and this thread would only
                 # wait, so it runs here if its inputs are ready (no hand-off).
-                inline = len(self._ops) == 1
+                inline = self._inline_single
                 for op in self._ops:
                     eng.push(op, ctx, inline=inline)
                 # A CPU barrier: its start waits (on the host) for GPU producers too.
