@@ -172,13 +172,14 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
             pi, po, pf = p[d, :hs], p[d, hs:2 * hs], p[d, 2 * hs:]
             i = f(clipped(gates[:, :hs] + pi * cd))
             fg = f(clipped(gates[:, 2 * hs:3 * hs] + pf * cd))
-        else:
-            i = f(clipped(gates[:, :hs]))
-            fg = f(clipped(gates[:, 2 * hs:3 * hs]))
+        else:  # i, o, f are adjacent: one activation call for the three
+            iof = f(clipped(gates[:, :3 * hs]))
+            i, o, fg = iof[:, :hs], iof[:, hs:2 * hs], iof[:, 2 * hs:]
         if input_forget:
             fg = 1 - i
         cell = fg * cd + i * g(clipped(gates[:, 3 * hs:]))
-        o = f(clipped(gates[:, hs:2 * hs] + po * cell)) if peep else f(clipped(gates[:, hs:2 * hs]))
+        if peep:
+            o = f(clipped(gates[:, hs:2 * hs] + po * cell))
         new_h = o * hact(cell)
         if full:
             c[d] = cell
