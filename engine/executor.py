@@ -52,6 +52,7 @@ from . import blas, create_engine, gpu, kernels as _kernel_pkg
 from .context import Context, RunContext
 from .core import Engine, Var
 from .errors import NoGPUError
+from .fuse import FUSED_DOMAIN, Fused, fuse
 from .kernels import kernel_attrs
 from .plan import PLANS, segments
 from .run_errors import DeviceError, InputError, KernelFailure, MissingKernelError, RunError
@@ -325,18 +326,25 @@ class Executor:
 
     def _bind_steps(self, graph: Graph) -> None:
         nodes = self._fold_constants(graph)
+        self._fused: dict[str, Fused] = {}
+        if self.options.effective_plan() == "segments":  # "nodes" shows every node as written
+            nodes, fusions = fuse(graph, nodes, self._weights.get)
+            self._fused = {f.node.name: f for f in fusions}
         produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
         local = set(produced) | {t for t in graph.inputs if t not in self._weights}
         self._produced = produced
         self._refcounts: dict[str, int] = {t: 0 for t in local}
         self._steps: list[_Step] = []
         for node in nodes:
-            reads = tuple(t for t in graph.reads(node) if t)
+            fused = node.domain == FUSED_DOMAIN
+            reads = tuple(t for t in (node.inputs if fused else graph.reads(node)) if t)
             frees = tuple(t for t in reads if t in local)
             for t in frees:
                 self._refcounts[t] += 1
             weights = tuple(t for t in reads if t in self._weight_vars and t not in local)
-            if node.is_subgraph:
+            if fused:
+                call = self._fused_call(self._fused[node.name])
+            elif node.is_subgraph:
                 call = SubgraphOp(node, self).call
             elif node.subgraphs:
                 call = self._control_flow_call(node)
@@ -517,6 +525,19 @@ class Executor:
 
         def call(run: _Run, args: list, rctx: RunContext) -> tuple:
             return kernel(xp, *args, **attrs)
+        return call
+
+    def _fused_call(self, fused: Fused) -> Callable[[_Run, list, RunContext], tuple]:
+        kernel, xp, out = fused.kernel, self.xp, fused.node.outputs[0]
+        parts = [_Step(p, tuple(t for t in p.inputs if t), (), self._kernel_call(p), (), 1)
+                 for p in fused.parts]
+
+        def call(run: _Run, args: list, rctx: RunContext) -> tuple:
+            if not run.keep:
+                return kernel(xp, *args)
+            for part in parts:  # the debugger wants every tensor: run the chain as written
+                self._exec_step(part, run, rctx)
+            return (run.get(out),)
         return call
 
     def _control_flow_call(self, node: Node) -> Callable[[_Run, list, RunContext], tuple]:

@@ -113,3 +113,22 @@ def test_if_body_runs_inline_under_segments_and_on_the_engine_under_nodes(plan):
     assert y.tolist() == [0, 5]
     if_thread, body_thread = seen
     assert (if_thread is body_thread) == (plan == "segments")
+
+
+# ------------------------------------------------------------ GELU fusion --
+def test_gelu_chains_are_fused_and_the_debugger_still_sees_every_tensor(rng):
+    model, feeds = build("transformer2", seed=int(rng.integers(1 << 30)))
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    graph = load_model(model.SerializeToString())
+    erf_outs = {n.outputs[0] for n in graph.nodes if n.op_type == "Erf"}
+    with Executor(graph, plan="nodes") as ex:
+        assert not ex._fused
+    with Executor(graph) as ex:
+        assert len(ex._fused) == 2 and not any(s.node.op_type == "Erf" for s in ex._steps)
+        lean = ex.run(feeds)
+        kept = ex.run(feeds, keep_intermediates=True)
+    np.testing.assert_allclose(lean.outputs["hidden"], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(kept.outputs["hidden"], want, rtol=1e-4, atol=1e-4)
+    assert erf_outs <= set(kept.values)
+    assert not erf_outs & set(lean.values)
