@@ -124,10 +124,15 @@ class Operator:
                 _bad_var(engine, v, name, fn)
         if len(mutable) > 1 and len(set(mutable)) != len(mutable):
             mutable = tuple(dict.fromkeys(mutable))  # dedupe, keep order
-        if const and (len(const) > 1 or mutable):
-            # A variable in both lists is mutated only: reading it too would make the
-            # push wait for its own write grant (the deadlock the issue forbids).
-            const = tuple(v for v in dict.fromkeys(const) if v not in mutable)
+        if len(const) > 1:
+            if len(set(const)) != len(const):
+                const = tuple(dict.fromkeys(const))
+            if mutable and not set(const).isdisjoint(mutable):
+                # A variable in both lists is mutated only: reading it too would make
+                # the push wait for its own write grant (the deadlock the issue forbids).
+                const = tuple(v for v in const if v not in mutable)
+        elif const and const[0] in mutable:
+            const = ()
         self.engine = engine
         self.fn = fn
         self.const_vars = const
@@ -301,12 +306,18 @@ class Engine:
     def push_async(self, fn: AsyncFn, ctx: Context, const_vars: Sequence[Var],
                    mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                    priority: int = 0, *, name: str | None = None) -> None:
-        self.push(Operator(self, fn, const_vars, mutable_vars, prop, True, name), ctx, priority)
+        self._push_new(Operator(self, fn, const_vars, mutable_vars, prop, True, name), ctx, priority)
 
     def push_sync(self, fn: SyncFn, ctx: Context, const_vars: Sequence[Var],
                   mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                   priority: int = 0, *, name: str | None = None) -> None:
-        self.push(Operator(self, fn, const_vars, mutable_vars, prop, False, name), ctx, priority)
+        self._push_new(Operator(self, fn, const_vars, mutable_vars, prop, False, name), ctx, priority)
+
+    def _push_new(self, op: Operator, ctx: Context, priority: int) -> None:
+        # An operator made just now is ours and not deleted: only ctx needs a check.
+        if ctx.__class__ is not Context and not isinstance(ctx, Context):
+            raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
+        self._push_block(Block(op, ctx, priority, next(self._seq)))
 
     def delete_operator(self, op: Operator) -> None:
         """Refuse later pushes of ``op``; pushes already made still run."""
