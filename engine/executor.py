@@ -188,14 +188,29 @@ class _Run:
                     and name not in self.ex._outputs:
                 self._drop_locked(name, None)
 
-    def release(self, names: Sequence[str], stream: Any) -> None:
-        if self.keep:
-            return
+    def store(self, names: Sequence[str], values: Sequence[Any], frees: Sequence[str],
+              stream: Any) -> None:
+        """A node's outputs in, then its inputs released: ``put`` each, then
+        ``release``, under one lock (this runs once per node)."""
+        outputs, refs, keep = self.ex._outputs, self.refs, self.keep
         with self.lock:
-            for t in names:
-                n = self.refs[t] - 1
-                self.refs[t] = n
-                if n == 0 and t not in self.ex._outputs:
+            for name, value in zip(names, values):
+                if not name:
+                    continue
+                self.values[name] = value
+                self.live += nbytes(value)
+                if self.live > self.peak:
+                    self.peak = self.live
+                if self.pool is not None:
+                    self.pool_peak = max(self.pool_peak, self.pool.used_bytes())
+                if not keep and refs.get(name) == 0 and name not in outputs:
+                    self._drop_locked(name, None)
+            if keep:
+                return
+            for t in frees:
+                n = refs[t] - 1
+                refs[t] = n
+                if n == 0 and t not in outputs:
                     self._drop_locked(t, stream)
 
     def _drop_locked(self, name: str, stream: Any) -> None:
@@ -610,10 +625,7 @@ class Executor:
                 run.node_events[node.name] = (e0, self._gpu_event(stream, timing=True))
             else:
                 run.node_seconds[node.name] = time.perf_counter() - t0
-        for t, value in zip(outs, results):
-            if t:
-                run.put(t, value)
-        run.release(step.frees, stream)
+        run.store(outs, results, step.frees, stream)
 
     # --- helpers ------------------------------------------------------------
 
