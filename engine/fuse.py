@@ -23,6 +23,8 @@ import scipy.special
 
 from partition.ir import Graph, Node
 
+from .values import to_numpy
+
 FUSED_DOMAIN = "sglens.fused"
 
 
@@ -36,7 +38,7 @@ class Fused:
 def _scalar(value: Any) -> float | None:
     if value is None or getattr(value, "size", 0) != 1:
         return None
-    return float(np.asarray(value).reshape(()))
+    return float(to_numpy(value).reshape(()))  # a weight may live on the GPU
 
 
 def _other(node: Node, t: str) -> str | None:
