@@ -31,6 +31,7 @@ from ..errors import LensError
 from ..ir import Graph
 from ..trace import TraceEvent
 from .groups import ANCESTORS, FastTracker, NaiveTracker, naive_pairs
+from .options import TENSORRT_HINTS, TENSORRT_OPTIONS
 from .rules import TRTRules
 
 MODES = ("fast", "teaching")
@@ -341,5 +342,5 @@ def tensorrt_backend(min_size: int = 2, exclude_data_dependent: bool = True, mod
 
 def register() -> None:
     """Register the ``tensorrt`` backend (called from ``partition/__init__``)."""
-    register_backend_factory("tensorrt", tensorrt_backend)
+    register_backend_factory("tensorrt", tensorrt_backend, TENSORRT_OPTIONS, TENSORRT_HINTS)
 
