@@ -134,7 +134,8 @@ def profile_model(name, graph, feeds, args) -> None:
     main = cProfile.Profile()
     threading.setprofile(start_thread_profile)
     try:
-        with Executor(graph, engine_name=args.engine, workers=args.workers) as ex:
+        with Executor(graph, engine_name=args.engine, workers=args.workers,
+                      blas_threads=args.blas_threads) as ex:
             ex.run(feeds)
             main.enable()
             for _ in range(args.profile):
@@ -155,7 +156,7 @@ def bench_model(name, model, args, feeds=None) -> dict:
         feeds = random_inputs(graph, {}, seed=0, default_dim=2)
     row: dict = {"model": name, "nodes": count_nodes(model.graph),
                  "executed_nodes": executed_nodes(graph), "real": name in REAL_MODELS}
-    opts = dict(engine_name=args.engine, workers=args.workers)
+    opts = dict(engine_name=args.engine, workers=args.workers, blas_threads=args.blas_threads)
     missing = missing_ops(graph)
     if missing:
         row["ort_ms"] = ort_latency(model, feeds, args.repeat, args.warmup) * 1e3
@@ -199,6 +200,8 @@ def main(argv=None) -> int:
                    help="profile N extra runs per model with cProfile (default 20)")
     p.add_argument("--engine", default=None, choices=("threaded", "naive"))
     p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--blas-threads", type=int, default=None,
+                   help="BLAS threads for our engine (default: cores // workers; 0 = leave BLAS alone)")
     p.add_argument("--json", metavar="OUT.json")
     args = p.parse_args(argv)
     samples = build_all() if (args.samples or any(".onnx" in m for m in args.models.split(","))) else {}
