@@ -216,7 +216,8 @@ def main(argv=None) -> int:
             rows.append(bench_model(n, samples[n], args))
     print(f"engine={args.engine or os.environ.get('SGLENS_ENGINE') or 'threaded'} "
           f"workers={args.workers or os.cpu_count()} repeat={args.repeat} warmup={args.warmup} "
-          f"onnxruntime={ort.__version__} numpy={np.__version__}")
+          f"onnxruntime={ort.__version__} numpy={np.__version__} "
+          f"load={', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print(f"{'model':<26}{'nodes':>6}{'ort ms':>9}{'engine ms':>11}{'ratio':>7}{'ort-sub ms':>12}"
           + (f"{'gpu ms':>9}" if any('gpu_ms' in r for r in rows) else ""))
     for r in rows:
