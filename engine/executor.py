@@ -1,16 +1,21 @@
 """The executor: a ``Graph`` bound to the dependency engine.
 
-Binding (``Executor(graph, ...)``) decides everything that does not depend on
-the inputs: the kernel or subgraph operator of every node, the tensors each node
-depends on (``Graph.reads``: its inputs plus the outer-scope tensors its bodies
-read), reference counts for freeing, and one persistent engine variable per
-weight. A run (``Executor.run(feeds)``) then:
+Binding (``Executor(graph, engine=None, options=None, **changes)``; the options
+are one ``ExecOptions``) decides everything that does not depend on the inputs:
+the kernel or subgraph operator of every node, Constant nodes evaluated once,
+fused GELU chains (``engine/fuse.py``), the tensors each node depends on
+(``Graph.reads``: its inputs plus the outer-scope tensors its bodies read),
+reference counts for freeing, one persistent engine variable per weight, and
+the plan (``engine/plan.py``): the nodes cut into straight-line segments, one
+engine operator each (made at bind time, as the seed's ``NewOperator``). A run
+(``Executor.run(feeds)``) then:
 
-1. pushes one operator per node (made at bind time, as the seed's
-   ``NewOperator``), reading the variables of its inputs and writing those of
-   its outputs -- one engine variable per tensor a node produces -- so the
-   engine runs independent branches in parallel;
-2. pushes one barrier reading every produced variable and waits for it alone;
+1. pushes one operator per segment, reading the variables of the tensors it
+   takes from other segments (and its weights) and writing its own variable
+   plus those of the tensors other segments read -- so the engine runs
+   independent branches in parallel; a plan of one segment runs on the
+   calling thread when its inputs are ready (``push(..., inline=True)``);
+2. pushes one barrier reading every segment's variable and waits for it alone;
 3. after a failure, takes the errors off every variable (``_drain``), so the
    next run and a shared engine start clean.
 
@@ -18,18 +23,20 @@ The operators read the run's state from ``self._current``; runs of one
 executor are therefore serialized by a lock (nested bodies have executors of
 their own, so nesting never waits on that lock).
 
-Values live in the run's ``values`` dict next to the variables; a tensor is
-dropped when its last consumer finishes (unless ``keep_intermediates``, for the
-debugger). Graph inputs and outer-scope values are ready before the first push
-and need no variable.
+Values live in the run's ``values`` dict (``engine/run_state.py``); a tensor
+is dropped when its last consumer finishes (unless ``keep_intermediates``, for
+the debugger). Graph inputs and outer-scope values are ready before the first
+push and need no variable.
 
 Nodes with bodies run them as nested graphs (seed 003, approach 2):
 control-flow kernels get ``run_graph(body, values)``, which runs the body on a
 child executor of the *same* engine, with the body's outer-scope tensors taken
-from this run. The nested wait happens on a worker thread; the threaded engine
-compensates a worker blocked in a wait with a spare (seed 003's deadlock), so
-this is safe with one worker. Subgraph nodes (``node.is_subgraph``) run through
-a ``SubgraphOp`` (``engine/subgraph_ops.py``) with the chosen executor.
+from this run. Under the ``segments`` plan the body runs inline on the calling
+worker (``run_inline``: no pushes); under ``nodes`` its nodes are pushed and
+the nested wait happens on a worker thread, which the threaded engine
+compensates with a spare (seed 003's deadlock), so this is safe with one
+worker. Subgraph nodes (``node.is_subgraph``) run through a ``SubgraphOp``
+(``engine/subgraph_ops.py``) with the chosen executor.
 
 Errors: a failing kernel becomes ``KernelFailure`` naming the node, its op and
 its input shapes (and the enclosing nodes when nested); it is raised by
