@@ -232,7 +232,8 @@ class Executor:
         nodes = self._fold_constants(graph)
         self._fused: dict[str, Fused] = {}
         if self.options.effective_plan() == "segments":  # "nodes" shows every node as written
-            nodes, fusions = fuse(graph, nodes, self._weights.get)
+            nodes, fusions = fuse(graph, nodes, self._weights.get,
+                                  lambda n: self.find_kernel(n, graph.opset))
             self._fused = {f.node.name: f for f in fusions}
         produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
         local = set(produced) | {t for t in graph.inputs if t not in self._weights}
@@ -315,9 +316,9 @@ class Executor:
                 eng.push(self._barrier, _CPU, inline=True)
                 try:
                     eng.wait_for_var(self._done)
-                except BaseException:
+                except BaseException as exc:
                     self._drain()
-                    raise self._user_error(run) from None
+                    raise self._user_error(run, exc) from None
                 if run.error is not None:  # a failed node no output depends on
                     self._drain()
                     raise self._user_error(run) from None
@@ -535,10 +536,11 @@ class Executor:
             except BaseException:  # noqa: BLE001 - reported once, by run()
                 pass
 
-    def _user_error(self, run: _Run) -> BaseException:
+    def _user_error(self, run: _Run, cause: BaseException | None = None) -> BaseException:
         err = run.error
-        if err is None:
-            return RunError(f"graph '{self.graph.name}' failed without a node error")
+        if err is None:  # the engine itself failed (not a kernel): say what it raised
+            what = f": {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}" if cause else ""
+            return RunError(f"graph '{self.graph.name}' failed without a node error{what}")
         return err
 
 

@@ -7,7 +7,7 @@ GELU as PyTorch and BERT exporters write it, five nodes over one tensor::
 becomes one step computing the same expression with the model's own constants,
 in place after the first temporary (one allocation instead of five, and on CPU
 ``scipy.special.erf``, ~3x faster than the vectorised approximation of the Erf
-kernel; cupy's is ``cupyx.scipy.special.erf``). A chain is fused only when every
+kernel; on a device the Erf kernel's own path). A chain is fused only when every
 intermediate has exactly one reader and is not a graph output; the five nodes
 are kept, and a run that keeps intermediates (the debugger) runs them instead.
 """
@@ -51,14 +51,14 @@ def _other(node: Node, t: str) -> str | None:
     return None
 
 
-def gelu_kernel(div: float, one: float, half: float) -> Callable[..., tuple]:
+def gelu_kernel(div: float, one: float, half: float,
+                erf_kernel: Callable[..., tuple]) -> Callable[..., tuple]:
     def gelu(xp: Any, x: Any) -> tuple:
         dtype = x.dtype
         if xp is np:
             y = scipy.special.erf(x / dtype.type(div))
-        else:
-            from cupyx.scipy.special import erf  # type: ignore[import-not-found]  # GPU only
-            y = erf(x / dtype.type(div))
+        else:  # on the device: the Erf kernel's own device path
+            y = erf_kernel(xp, x / dtype.type(div))[0]
         y += dtype.type(one)
         y *= x
         y *= dtype.type(half)
@@ -66,8 +66,11 @@ def gelu_kernel(div: float, one: float, half: float) -> Callable[..., tuple]:
     return gelu
 
 
-def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any]) -> tuple[list[Node], list[Fused]]:
-    """``nodes`` with every GELU chain replaced by one fused node; the fusions made."""
+def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
+         kernel_of: Callable[[Node], Any]) -> tuple[list[Node], list[Fused]]:
+    """``nodes`` with every GELU chain replaced by one fused node; the fusions made.
+    ``kernel_of(node)`` is the executor's kernel lookup (the chain's Erf kernel
+    serves the device path)."""
     readers: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
         for t in dict.fromkeys(graph.reads(n)):
@@ -110,7 +113,10 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any]) -> tu
         chain.append(j)
         parts = tuple(nodes[k] for k in chain)
         node = Node(f"{d.name}+gelu", "Gelu", (x,), (parts[-1].outputs[0],), FUSED_DOMAIN)
-        fused.append(Fused(node, parts, gelu_kernel(div, one, half)))
+        erf_kernel = kernel_of(parts[1])
+        if erf_kernel is None:
+            continue
+        fused.append(Fused(node, parts, gelu_kernel(div, one, half, erf_kernel)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: its inputs are ready there
     out = [replace.get(i, n) for i, n in enumerate(nodes) if i not in drop or i in replace]
