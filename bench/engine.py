@@ -4,6 +4,7 @@ Reproduce from the repository root:
 
     .venv/bin/python bench/engine.py            # full: 10k functions, best of 3
     .venv/bin/python bench/engine.py --quick    # 2k functions, best of 2
+    .venv/bin/python bench/engine.py --profile  # cProfile (all threads) of the threaded chain and fan
 
 Measures, in one run so the ratios compare like with like:
   1. per-function overhead (us) on 10k no-op functions, as a chain (each writes
@@ -149,11 +150,44 @@ def pool_matmuls(mats: list[np.ndarray]) -> float:
         return time.perf_counter() - t
 
 
+def profile(n: int) -> None:
+    """cProfile of ThreadedEngine(2) on the chain and the fan, over every thread
+    (each worker enables its own profile when it starts)."""
+    import cProfile
+    import pstats
+    import threading
+    profiles: list[cProfile.Profile] = []
+
+    def start(*_: object) -> None:
+        prof = cProfile.Profile()
+        profiles.append(prof)
+        prof.enable()
+
+    main_prof = cProfile.Profile()
+    threading.setprofile(start)
+    try:
+        main_prof.enable()
+        for shape in ("chain", "fan"):
+            on_engine(lambda: ThreadedEngine(num_cpu_workers=WORKERS), n, shape)
+        main_prof.disable()
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    stats = pstats.Stats(main_prof)
+    for prof in profiles:  # the engines are shut down: their workers have left
+        stats.add(prof)
+    print(f"cProfile, ThreadedEngine({WORKERS}), chain + fan of {n} no-ops, all threads:")
+    stats.sort_stats("tottime").print_stats(20)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="2k functions, best of 2")
+    ap.add_argument("--profile", action="store_true", help="print a cProfile table instead")
     args = ap.parse_args()
     n, reps = (2_000, 2) if args.quick else (10_000, 3)
+    if args.profile:
+        profile(n)
+        return
 
     print(f"engine benchmark: {n} no-op functions, best of {reps}; "
           f"{os.cpu_count()} CPUs visible; python {sys.version.split()[0]}")
