@@ -288,6 +288,15 @@ class Executor:
                                          is_async=False, name=f"{self.graph.name}:barrier")
         # "nodes" keeps the first version's behaviour: every node through a worker.
         self._inline_single = plan == "segments" and len(self._ops) == 1
+        # The whole graph as one function, for graphs whose last run was too short
+        # for parallel branches to pay for the hand-offs between threads.
+        self._serial_op = None
+        if plan == "segments" and len(self._ops) > 1:
+            weights = dict.fromkeys(self._weight_vars[t] for s in self._steps for t in s.weights)
+            self._serial_op = eng.new_operator(
+                self._segment_fn(self._steps), list(weights), [*self._seg_vars, *self._vars.values()],
+                is_async=False, name=f"{self.graph.name} (all {len(self._steps)} nodes)")
+        self._last_seconds = float("inf")
         self._current: _Run | None = None
         self._run_lock = threading.Lock()
 
@@ -308,10 +317,15 @@ class Executor:
             self._current = run
             try:
                 # One segment: nothing can run beside it and this thread would only
-                # wait, so it runs here if its inputs are ready (no hand-off).
-                inline = self._inline_single
-                for op in self._ops:
-                    eng.push(op, ctx, inline=inline)
+                # wait, so it runs here if its inputs are ready (no hand-off). A
+                # graph whose last run took under SERIAL_BELOW_S runs likewise, as one
+                # function in graph order: its branches cost less than the hand-offs.
+                if self._serial_op is not None and self._last_seconds < SERIAL_BELOW_S:
+                    eng.push(self._serial_op, ctx, inline=True)
+                else:
+                    inline = self._inline_single
+                    for op in self._ops:
+                        eng.push(op, ctx, inline=inline)
                 # A CPU barrier: its start waits (on the host) for GPU producers too.
                 eng.push(self._barrier, _CPU, inline=True)
                 try:
@@ -324,7 +338,9 @@ class Executor:
                     raise self._user_error(run) from None
             finally:
                 self._current = None
-        return self._result(run, keep, start)
+        result = self._result(run, keep, start)
+        self._last_seconds = result.seconds
+        return result
 
     def run_inline(self, feeds: Mapping[str, Any], outer: Mapping[str, Any],
                    stream: Any = None) -> RunResult:
@@ -545,6 +561,9 @@ class Executor:
 
 
 _CPU = Context.cpu(0)
+#: Below this wall time a run's graph runs as one function on the calling thread
+#: (hand-offs to workers cost ~10-50 us each on a shared 2-CPU machine).
+SERIAL_BELOW_S = 1e-3
 
 
 def _noop(_rctx: RunContext) -> None:

@@ -132,3 +132,44 @@ def test_gelu_chains_are_fused_and_the_debugger_still_sees_every_tensor(rng):
     np.testing.assert_allclose(kept.outputs["hidden"], want, rtol=1e-4, atol=1e-4)
     assert erf_outs <= set(kept.values)
     assert not erf_outs & set(lean.values)
+
+
+# ------------------------------------------------ short graphs run serially --
+def test_a_short_graph_runs_serially_on_the_caller_after_its_first_run(monkeypatch):
+    monkeypatch.setattr("engine.executor.SERIAL_BELOW_S", 60.0)  # "short", whatever the load
+    seen: list[threading.Thread] = []
+
+    def relu(xp, x, **_):
+        seen.append(threading.current_thread())
+        return (np.maximum(x, 0),)
+    nodes = [helper.make_node("Relu", ["x"], [f"b{i}"], name=f"branch{i}") for i in range(3)]
+    g = load_model(make_model(nodes, [vi("x", [2])], [vi(f"b{i}", [2]) for i in range(3)])
+                   .SerializeToString())
+    with Executor(g, kernels=lambda node, opset: relu if node.op_type == "Relu" else None) as ex:
+        assert len(ex._ops) == 3  # three independent segments
+        ex({"x": np.array([-1, 1], np.float32)})
+        first = list(seen)
+        seen.clear()
+        out = ex({"x": np.array([-1, 1], np.float32)})
+    assert threading.current_thread() not in first  # the first run: on the workers
+    assert seen == [threading.current_thread()] * 3  # then: one function, here
+    assert all(out[f"b{i}"].tolist() == [0, 1] for i in range(3))
+
+
+def test_a_failing_dead_end_branch_is_reported_in_serial_runs_too(monkeypatch):
+    from engine.run_errors import KernelFailure
+
+    monkeypatch.setattr("engine.executor.SERIAL_BELOW_S", 60.0)
+    def boom(xp, x, **_):
+        if x[0] > 0:
+            raise ValueError("boom on purpose")
+        return (x,)
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="ok"),
+             helper.make_node("Boom", ["x"], ["dead"], name="dead_end", domain="test")]
+    g = load_model(make_model(nodes, [vi("x", [2])], [vi("y", [2])]).SerializeToString())
+    kernels = {"Relu": lambda xp, x, **_: (np.maximum(x, 0),), "Boom": boom}
+    with Executor(g, kernels=lambda node, opset: kernels.get(node.op_type)) as ex:
+        ex({"x": np.array([-1, 1], np.float32)})  # fine: a short first run
+        with pytest.raises(KernelFailure, match="dead_end"):
+            ex({"x": np.array([1, 1], np.float32)})
+        assert ex({"x": np.array([-2, 1], np.float32)})["y"].tolist() == [0, 1]  # clean after
