@@ -98,11 +98,8 @@ def _kernels():
 def find_kernel(node: Node, opset: Mapping[str, int]) -> Callable[..., tuple] | None:
     """The registry's kernel for ``node`` at the graph's opset, or None."""
     k = _kernels()
-    lookup = getattr(k, "lookup", None)
-    if lookup is None:  # the kernel package is not there (yet)
-        return None
-    try:
-        return lookup(node.op_type, node.domain, opset.get(node.domain or ""))
+    try:  # the one lookup the interpreter uses too ("" and "ai.onnx" are one domain)
+        return k.kernel_for(node.op_type, node.domain, opset)
     except getattr(k, "KernelNotFound", LookupError):
         return None
 

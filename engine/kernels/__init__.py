@@ -8,13 +8,13 @@ this package registers every op family module.
 from __future__ import annotations
 
 from .registry import (CONTROL_FLOW_OPS, KernelError, KernelNotFound, graph_opset, has_kernel,
-                       host_ints, is_control_flow, kernel_attrs, lookup, missing_kernels, register,
+                       host_ints, is_control_flow, kernel_attrs, kernel_for, lookup, missing_kernels, register,
                        register_control_flow, registered_ops, to_host)
 from . import (activations, control_flow, elementwise, indexing, linalg, nn, norm,  # noqa: F401
-               quant, reduce, resize, rnn, detection, sequence, tensor)
+               quant, reduce, resize, rnn, detection, sequence, tensor, functions)
 
 __all__ = [
     "CONTROL_FLOW_OPS", "KernelError", "KernelNotFound", "graph_opset", "has_kernel", "host_ints",
-    "is_control_flow", "kernel_attrs", "lookup", "missing_kernels", "register",
+    "is_control_flow", "kernel_attrs", "kernel_for", "lookup", "missing_kernels", "register",
     "register_control_flow", "registered_ops", "to_host",
 ]
