@@ -13,65 +13,111 @@ kernels, so the expansion runs on cupy as well as numpy.
 from __future__ import annotations
 
 import functools
+from collections import ChainMap
 from typing import Any, Mapping
 
 import numpy as np
 import onnx
 from onnx import helper
 
-from partition.onnx_io import _attr_value, _make_attr
+from partition.ir import Graph, Node
+from partition.onnx_io import _import_function, _make_attr
 
-from .registry import Kernel, KernelNotFound, kernel_for
+from .registry import Kernel, KernelNotFound, kernel_attrs, kernel_for
 
 #: Bodies built so far: (op, domain, opset, attrs, input types) -> compiled body.
 _BODIES: dict[tuple, "_Body"] = {}
 
 
 class _Body:
-    """A function body as (kernel, inputs, outputs, attrs) steps, ready to run."""
+    """A function body imported as a graph of our IR, ready to run on any ``xp``."""
 
-    def __init__(self, proto: onnx.FunctionProto, attrs: Mapping[str, Any]) -> None:
+    def __init__(self, proto: onnx.FunctionProto, attrs: Mapping[str, Any],
+                 schema: onnx.defs.OpSchema) -> None:
+        defaults = {name: a.default_value for name, a in schema.attributes.items()
+                    if a.default_value.type != onnx.AttributeProto.UNDEFINED}
+        defaults.update({a.name: a for a in proto.attribute_proto})
+        proto = onnx.FunctionProto.FromString(proto.SerializeToString())  # bound in a copy
+        _bind_refs(proto.node, attrs, defaults)
         opsets = {o.domain: o.version for o in proto.opset_import}
-        defaults = {a.name: a for a in proto.attribute_proto}
-        self.inputs = list(proto.input)
-        self.outputs = list(proto.output)
-        self.steps: list[tuple[Kernel, list[str], list[str], dict[str, Any]]] = []
-        for node in proto.node:
-            node_attrs = _bind_attrs(node, attrs, defaults)
-            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-                raise KernelNotFound(f"the function body of '{proto.name}' holds a control-flow node "
-                                     f"({node.op_type}); expanding it is not supported")
-            fn = kernel_for(node.op_type, node.domain, opsets)
-            if node.op_type in ("Split", "MaxPool"):
-                node_attrs["_n_outputs"] = len(node.output)
-            self.steps.append((fn, list(node.input), list(node.output), node_attrs))
+        self.graph = _import_function(proto, None, {}, opsets, f"function {proto.name}")
+        self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
+        missing = [n.op_type for n in _walk(self.graph) if not _resolvable(n, self.opsets)]
+        if missing:
+            raise KernelNotFound(f"the ONNX function body of '{proto.name}' uses {sorted(set(missing))}, "
+                                 "which have no kernel")
 
     def run(self, xp: Any, inputs: list[Any], n_outputs: int) -> tuple:
-        env: dict[str, Any] = {n: v for n, v in zip(self.inputs, inputs) if n}
-        for fn, ins, outs, attrs in self.steps:
-            args = [env[n] if n else None for n in ins]
-            while args and args[-1] is None:
-                args.pop()
-            results = fn(xp, *args, **attrs)
-            for name, value in zip(outs, results):
-                if name:
-                    env[name] = value
-        return tuple(env.get(n) for n in self.outputs[:n_outputs])
+        values = _run_graph(self.graph, ChainMap({}), xp, self.opsets, inputs)
+        return tuple(values[:n_outputs])
 
 
-def _bind_attrs(node: onnx.NodeProto, attrs: Mapping[str, Any],
-                defaults: Mapping[str, onnx.AttributeProto]) -> dict[str, Any]:
-    """A body node's attributes, with references to the caller's attributes resolved."""
-    bound: dict[str, Any] = {}
-    for a in node.attribute:
-        if a.ref_attr_name:
-            if a.ref_attr_name in attrs:
-                bound[a.name] = attrs[a.ref_attr_name]
-            elif a.ref_attr_name in defaults:
-                bound[a.name] = _attr_value(defaults[a.ref_attr_name])
-            continue  # neither given nor defaulted: the body op's own default applies
-        bound[a.name] = _attr_value(a)
-    return bound
+def _walk(graph: Graph) -> list[Node]:
+    nodes, stack = [], [graph]
+    while stack:
+        g = stack.pop()
+        for node in g.nodes:
+            nodes.append(node)
+            stack.extend(node.subgraphs.values())
+    return nodes
+
+
+def _resolvable(node: Node, opsets: Mapping[str, int]) -> bool:
+    try:
+        kernel_for(node.op_type, node.domain, opsets)
+        return True
+    except KernelNotFound:
+        return False
+
+
+def _run_graph(graph: Graph, outer: ChainMap, xp: Any, opsets: Mapping[str, int],
+               inputs: list[Any]) -> list[Any]:
+    """Run a body (or a control-flow branch inside one) in a child scope of ``outer``."""
+    env = outer.new_child()
+    for name, init in graph.initializers.items():
+        env[name] = xp.asarray(init.value)
+    for name, value in zip(graph.inputs, inputs):
+        if name:
+            env[name] = value
+    for node in graph.nodes:
+        fn = kernel_for(node.op_type, node.domain, opsets)
+        attrs = kernel_attrs(node)
+        if node.subgraphs:
+            attrs["subgraphs"] = dict(node.subgraphs)
+            attrs["run_graph"] = (lambda body, vals, env=env:
+                                  _run_graph(body, env, xp, opsets, list(vals)))
+        args = [env[n] if n else None for n in node.inputs]
+        while args and args[-1] is None:
+            args.pop()
+        for name, value in zip(node.outputs, fn(xp, *args, **attrs)):
+            if name:
+                env[name] = value
+    return [env.get(n) for n in graph.outputs]
+
+
+def _bind_refs(nodes: Any, attrs: Mapping[str, Any], defaults: Mapping[str, onnx.AttributeProto]) -> None:
+    """Replace attribute references (``ref_attr_name``) by the caller's values, in place,
+    nested graphs included; a reference neither given nor defaulted is dropped, so the
+    body op's own default applies."""
+    stack = [nodes]
+    while stack:
+        for node in stack.pop():
+            kept = []
+            for a in node.attribute:
+                if a.ref_attr_name:
+                    if a.ref_attr_name in attrs:
+                        kept.append(_make_attr(a.name, attrs[a.ref_attr_name]))
+                    elif a.ref_attr_name in defaults:
+                        bound = onnx.AttributeProto()
+                        bound.CopyFrom(defaults[a.ref_attr_name])
+                        bound.name = a.name
+                        kept.append(bound)
+                    continue
+                kept.append(a)
+                if a.type == onnx.AttributeProto.GRAPH:
+                    stack.append(a.g.node)
+            del node.attribute[:]
+            node.attribute.extend(kept)
 
 
 def _type_proto(value: Any) -> onnx.TypeProto:
@@ -108,7 +154,7 @@ def _build(schema: onnx.defs.OpSchema, opset: int, inputs: list[Any], attrs: dic
             opset, node.SerializeToString(), types))
     else:
         proto.ParseFromString(schema.get_function_with_opset_version(opset))
-    body = _Body(proto, attrs)
+    body = _Body(proto, attrs, schema)
     if len(_BODIES) > 512:  # a bound on memory for models with very many signatures
         _BODIES.clear()
     _BODIES[key] = body
