@@ -28,30 +28,33 @@ def erf(xp: Any, x: Any) -> Any:
     if xp is np and x.dtype == np.float64:
         flat = np.fromiter((math.erf(v) for v in x.ravel()), dtype=np.float64, count=x.size)
         return flat.reshape(x.shape)
-    if xp is np:
-        with np.errstate(invalid="ignore", over="ignore"):  # inf inputs: the series branch is discarded
-            return _erf_vectorised(np.asarray(x, dtype=np.float64)).astype(x.dtype)
-    from cupyx.scipy.special import erf as cupy_erf  # type: ignore[import-not-found]
-    return cupy_erf(x).astype(x.dtype)
+    if xp is not np:
+        try:  # cupy's own erf where cupyx is there (it ships with cupy)
+            from cupyx.scipy.special import erf as cupy_erf  # type: ignore[import-not-found]
+            return cupy_erf(x).astype(x.dtype)
+        except ImportError:
+            return _erf_vectorised(xp, x.astype(xp.float64)).astype(x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf inputs: the series branch is discarded
+        return _erf_vectorised(np, np.asarray(x, dtype=np.float64)).astype(x.dtype)
 
 
 _ERF_TAYLOR = (1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360)
 _ERF_AS = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
-def _erf_vectorised(x: np.ndarray) -> np.ndarray:
-    a = np.abs(x)
+def _erf_vectorised(xp: Any, x: Any) -> Any:
+    a = xp.abs(x)
     x2 = x * x
-    series = np.zeros_like(x)
+    series = xp.zeros_like(x)
     for c in reversed(_ERF_TAYLOR):
         series = series * x2 + c
     small = (2.0 / math.sqrt(math.pi)) * x * series
     t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = np.zeros_like(x)
+    poly = xp.zeros_like(x)
     for c in reversed(_ERF_AS):
         poly = (poly + c) * t
-    large = np.copysign(1.0 - poly * np.exp(-x2), x)
-    return np.where(a < 0.5, small, large)
+    large = xp.copysign(1.0 - poly * xp.exp(-x2), x)
+    return xp.where(a < 0.5, small, large)
 
 
 def _unary(op: str, fn: Callable[[Any, Any], Any], since: int = 1) -> None:
