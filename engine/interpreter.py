@@ -61,8 +61,12 @@ def _opsets(graph: Graph, override: int | None, outer: Mapping[str, int] | None)
 
 
 def _as_array(xp: Any, value: Any) -> Any:
-    if value is None or isinstance(value, (list, tuple)):
-        return value  # sequences and absent optionals pass through as they are
+    if value is None:
+        return value  # an absent optional
+    if isinstance(value, (list, tuple)):
+        # A sequence value: each element moves to the device (on cupy a host element would
+        # meet device tensors inside SequenceMap / ConcatFromSequence and fail there).
+        return [_as_array(xp, v) for v in value]
     arr = np.asarray(value) if not hasattr(value, "__cuda_array_interface__") else value
     if isinstance(arr, np.ndarray) and arr.dtype == object:
         return arr  # strings stay on the host

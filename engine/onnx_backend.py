@@ -83,10 +83,13 @@ class LensBackend(Backend):
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
         return cls.supports_device(device)
 
+    #: An array module forced on every prepared model (tests run the suite on a strict cupy stand-in).
+    forced_xp: Any = None
+
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> LensBackendRep:
         graph = from_model_proto(model, infer_shapes=True)
-        return LensBackendRep(graph, _xp_for(device))
+        return LensBackendRep(graph, cls.forced_xp if cls.forced_xp is not None else _xp_for(device))
 
     @classmethod
     def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
@@ -149,8 +152,11 @@ def _short(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:160]
 
 
-def run_node_suite(pattern: str | None = None) -> _Collect:
-    """Run the CPU node cases (optionally only names matching ``pattern``); returns the tally."""
+def run_node_suite(pattern: str | None = None, xp: Any = None) -> _Collect:
+    """Run the CPU node cases (optionally only names matching ``pattern``); returns the tally.
+
+    ``xp`` runs every case on that array module instead of numpy (inputs are copied to it
+    and outputs back with ``.get()``): the tests pass a strict cupy stand-in."""
     bt = node_backend_test()
     case = bt.test_cases[NODE_CASE]
     names = sorted(n for n in dir(case) if n.startswith("test_") and n.endswith("_cpu"))
@@ -158,9 +164,13 @@ def run_node_suite(pattern: str | None = None) -> _Collect:
         names = [n for n in names if re.search(pattern, n)]
     suite = unittest.TestSuite(case(n) for n in names)
     result = _Collect()
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        suite.run(result)
+    LensBackend.forced_xp = xp
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            suite.run(result)
+    finally:
+        LensBackend.forced_xp = None
     return result
 
 
