@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import sys
 import threading
 import types
 from typing import Any, Callable
@@ -196,6 +197,8 @@ class _FakeCuda:
             def __exit__(self, *a: object) -> None:
                 pass
 
+            done = True
+
             def wait_event(self, event: Any) -> None:
                 cuda._add("wait_event", self.ptr, event.id)
 
@@ -205,6 +208,9 @@ class _FakeCuda:
         class Event:
             def __init__(self, disable_timing: bool = True, **kw: Any) -> None:
                 self.id = next(cuda._ids)
+
+            #: cupy's Event.done: the work before it has finished (numpy runs eagerly: always).
+            done = True
 
             def record(self, stream: Any = None) -> None:
                 cuda._add("record", getattr(stream, "ptr", None), self.id)
@@ -341,7 +347,8 @@ def install(monkeypatch: Any) -> FakeCupy:
     """Make ``engine.gpu`` (and so the executor's ``--device gpu``) find the fake as cupy."""
     import engine.gpu  # noqa: PLC0415 - tests only
 
-    fake = FakeCupy()
+    fake = FakeCupy("cupy")
+    monkeypatch.setitem(sys.modules, "cupy", fake)  # the executor imports cupy by name
     monkeypatch.setattr(engine.gpu, "_cupy", fake)
     monkeypatch.setattr(engine.gpu, "_probed", True)
     return fake
