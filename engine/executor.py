@@ -369,9 +369,9 @@ class Executor:
                 eng.push(self._barrier, Context.cpu(0))
                 try:
                     eng.wait_for_var(self._done)
-                except BaseException:
+                except BaseException as exc:
                     self._drain()
-                    raise self._user_error(run) from None
+                    raise self._user_error(run, exc) from None
                 if run.error is not None:  # a failed node no output depends on
                     self._drain()
                     raise self._user_error(run) from None
@@ -532,10 +532,11 @@ class Executor:
             except BaseException:  # noqa: BLE001 - reported once, by run()
                 pass
 
-    def _user_error(self, run: _Run) -> BaseException:
+    def _user_error(self, run: _Run, cause: BaseException | None = None) -> BaseException:
         err = run.error
-        if err is None:
-            return RunError(f"graph '{self.graph.name}' failed without a node error")
+        if err is None:  # the engine itself failed (not a kernel): say what it raised
+            what = f": {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}" if cause else ""
+            return RunError(f"graph '{self.graph.name}' failed without a node error{what}")
         return err
 
 

@@ -352,3 +352,40 @@ def install(monkeypatch: Any) -> FakeCupy:
     monkeypatch.setattr(engine.gpu, "_cupy", fake)
     monkeypatch.setattr(engine.gpu, "_probed", True)
     return fake
+
+
+# --- a pytest plugin: any test file's executors on the fake GPU ------------------
+# PYTHONPATH=tests python -m pytest -p fake_cupy --fake-gpu tests/test_executor.py ...
+# runs those tests unchanged with every Executor on ``--device gpu`` over this fake
+# (``device_context`` answers the GPU context and the fake for "cpu" too).
+
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption("--fake-gpu", action="store_true",
+                     help="run every Executor on the strict fake cupy (tests/fake_cupy.py)")
+
+
+def _force_gpu(monkeypatch: Any) -> FakeCupy:
+    import engine.executor  # noqa: PLC0415 - tests only
+    from engine import Context  # noqa: PLC0415
+
+    fake = install(monkeypatch)
+    real = engine.executor.device_context
+
+    def device_context(device: str, device_id: int = 0) -> tuple[Any, Any]:
+        if device in ("cpu", "gpu"):
+            return Context.gpu(device_id), fake
+        return real(device, device_id)
+    monkeypatch.setattr(engine.executor, "device_context", device_context)
+    return fake
+
+
+try:
+    import pytest as _pytest
+
+    @_pytest.fixture(autouse=True)
+    def _fake_gpu_everywhere(request: Any, monkeypatch: Any) -> Any:
+        if request.config.getoption("--fake-gpu", default=False):
+            _force_gpu(monkeypatch)
+        yield
+except ImportError:  # pragma: no cover - only ever imported under pytest
+    pass

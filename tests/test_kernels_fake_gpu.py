@@ -101,3 +101,33 @@ def test_partitioned_engine_subgraphs_on_fake_gpu(name: str, monkeypatch: pytest
         res = ex.run(feeds)
         _check(res.numpy_outputs(), ref)
     assert len(res.subgraphs) == len(result.subgraphs)
+
+
+@pytest.mark.parametrize("name", ["if_model.onnx", "loop_model.onnx", "scan_rnn.onnx"])
+def test_control_flow_bodies_nest_on_one_gpu_worker(name: str, monkeypatch: pytest.MonkeyPatch,
+                                                    rng: np.random.Generator) -> None:
+    """Seed 003's hazard on the GPU side: every body waits on the only GPU worker."""
+    from engine import create_engine  # noqa: PLC0415
+
+    install(monkeypatch)
+    graph, feeds, ref = _setup(name, int(rng.integers(1 << 30)))
+    eng = create_engine("threaded", num_cpu_workers=1, num_gpu_workers=1, num_copy_workers=1)
+    try:
+        with Executor(graph, eng, device="gpu") as ex:
+            _check(ex.run(feeds).numpy_outputs(), ref)
+    finally:
+        eng.shutdown()
+
+
+def test_an_engine_side_failure_is_named_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found with the stand-in: when something outside a kernel failed on the GPU path
+    # (here cupy's Event.done, removed as an older cupy might lack it), the run said only
+    # "failed without a node error", hiding the AttributeError.
+    from engine.run_errors import RunError  # noqa: PLC0415
+
+    fake = install(monkeypatch)
+    monkeypatch.delattr(fake.cuda.Event, "done")
+    graph, feeds, _ = _setup("resnet_small.onnx", 1)
+    with Executor(graph, device="gpu") as ex, pytest.raises(RunError) as info:
+        ex.run(feeds)
+    assert "AttributeError" in str(info.value) and "done" in str(info.value)
