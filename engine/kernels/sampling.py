@@ -1,4 +1,4 @@
-"""GridSample (N-D; nearest, linear, cubic; zeros, border, reflection padding), vectorised on ``xp``.
+"""GridSample (N-D; nearest, linear, cubic; zeros, border, reflection padding) and Col2Im, vectorised on ``xp``.
 
 Every output position gathers its 1, 2^k or 4^k neighbours with one advanced-indexing
 call per neighbour; no python loop over pixels, so it runs on cupy as on numpy.
@@ -7,9 +7,10 @@ call per neighbour; no python loop over pixels, so it runs on cupy as on numpy.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
-from .registry import register
+from .registry import host_ints, register
 
 _CUBIC_A = -0.75  # Keys' cubic convolution, as PyTorch and ONNX use
 
@@ -96,3 +97,24 @@ def grid_sample(xp: Any, x: Any, grid: Any, *, align_corners: int = 0, mode: str
         term = _fetch(xp, x, idx, dims, padding_mode, borders) * w[:, None]
         out = term if out is None else out + term
     return out.astype(x.dtype)
+
+
+@register("Col2Im", since=18)
+def col2im(xp: Any, x: Any, image_shape: Any, block_shape: Any, *, dilations: list[int] | None = None,
+           pads: list[int] | None = None, strides: list[int] | None = None) -> Any:
+    """The inverse of im2col: every column's block is summed back into the (padded) image,
+    one strided slice-add per position inside the block."""
+    image, block = host_ints(xp, image_shape), host_ints(xp, block_shape)
+    k = len(image)
+    dil, st = dilations or [1] * k, strides or [1] * k
+    pad = pads or [0] * (2 * k)
+    counts = [(image[d] + pad[d] + pad[d + k] - dil[d] * (block[d] - 1) - 1) // st[d] + 1 for d in range(k)]
+    n, c = x.shape[0], x.shape[1] // math.prod(block)
+    cols = x.reshape(n, c, *block, *counts)
+    out = xp.zeros((n, c, *[image[d] + pad[d] + pad[d + k] for d in range(k)]), dtype=x.dtype)
+    for offset in itertools.product(*[range(b) for b in block]):
+        window = tuple(slice(offset[d] * dil[d], offset[d] * dil[d] + st[d] * (counts[d] - 1) + 1, st[d])
+                       for d in range(k))
+        out[(slice(None), slice(None), *window)] += cols[(slice(None), slice(None), *offset)]
+    crop = tuple(slice(pad[d], pad[d] + image[d]) for d in range(k))
+    return out[(slice(None), slice(None), *crop)]
