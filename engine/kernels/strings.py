@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .registry import register
+from .registry import register, to_host
 
 
 def _strings(x: Any) -> np.ndarray:
@@ -75,3 +75,69 @@ def string_normalizer(xp: Any, x: Any, *, case_change_action: str = "NONE", is_c
     kept = kept or [""]
     out = np.array(kept, dtype=object)
     return out.reshape(1, -1) if s.ndim == 2 else out
+
+
+def _gram_table(pool: list[Any], counts: list[int], lo: int, hi: int) -> tuple[dict, set]:
+    """The pool's n-grams within [lo, hi] as gram -> id (ids count every pool gram, from 1),
+    and the set of their prefixes (a walk stops as soon as it leaves them)."""
+    grams: dict[tuple, int] = {}
+    prefixes: set[tuple] = set()
+    next_id = 1
+    for size, start in enumerate(counts, start=1):
+        end = counts[size] if size < len(counts) else len(pool)
+        for at in range(start, end, size):
+            gram = tuple(pool[at:at + size])
+            if lo <= size <= hi:
+                grams[gram] = next_id
+                prefixes.update(gram[:k] for k in range(1, size + 1))
+            next_id += 1
+    return grams, prefixes
+
+
+@register("TfIdfVectorizer", since=9)
+def tfidf_vectorizer(xp: Any, x: Any, *, max_gram_length: int, max_skip_count: int, min_gram_length: int,
+                     mode: str, ngram_counts: list[int], ngram_indexes: list[int],
+                     pool_int64s: list[int] | None = None, pool_strings: list[str] | None = None,
+                     weights: list[float] | None = None) -> Any:
+    """Counts of the pool's n-grams (with up to ``max_skip_count`` skipped items between
+    neighbours) in each row, weighted TF / IDF / TFIDF. Host code: n-gram matching is a
+    dictionary walk, and string input lives on the host anyway."""
+    host = _strings(x) if pool_strings is not None else to_host(xp, x)
+    pool = list(pool_strings) if pool_strings is not None else [int(v) for v in pool_int64s or []]
+    grams, prefixes = _gram_table(pool, list(ngram_counts), min_gram_length, max_gram_length)
+    rows = host.reshape(1, -1) if host.ndim < 2 else host
+    size = max(ngram_indexes) + 1
+    freq = np.zeros((rows.shape[0], size), dtype=np.float32)
+    for r, row in enumerate(rows):
+        items = [v if pool_strings is not None else int(v) for v in row]
+        _count_row(items, grams, prefixes, ngram_indexes, freq[r], min_gram_length, max_gram_length,
+                   max_skip_count)
+    w = np.asarray(weights, dtype=np.float32) if weights else None
+    if mode == "IDF":
+        freq = np.where(freq > 0, w if w is not None else 1.0, 0.0).astype(np.float32)
+    elif mode == "TFIDF" and w is not None:
+        freq = freq * w
+    out = freq if host.ndim == 2 else freq[0]
+    return xp.asarray(out)
+
+
+def _count_row(items: list[Any], grams: dict, prefixes: set, indexes: list[int], freq: np.ndarray,
+               lo: int, hi: int, max_skip: int) -> None:
+    first = lo
+    for skip in range(1, max_skip + 2):
+        for start in range(len(items)):
+            if start + skip * (first - 1) >= len(items):
+                break
+            gram: tuple = ()
+            for at in range(start, len(items), skip):
+                if len(gram) >= hi:
+                    break
+                gram = gram + (items[at],)
+                if gram not in prefixes:
+                    break
+                if len(gram) >= first and gram in grams:
+                    freq[indexes[grams[gram] - 1]] += 1
+        if first == 1:  # unigrams do not depend on the skip: count them once
+            first = 2
+            if first > hi:
+                break
