@@ -118,3 +118,46 @@ def col2im(xp: Any, x: Any, image_shape: Any, block_shape: Any, *, dilations: li
         out[(slice(None), slice(None), *window)] += cols[(slice(None), slice(None), *offset)]
     crop = tuple(slice(pad[d], pad[d] + image[d]) for d in range(k))
     return out[(slice(None), slice(None), *crop)]
+
+
+@register("DeformConv", since=19)
+def deform_conv(xp: Any, x: Any, w: Any, offset: Any, b: Any = None, mask: Any = None, *,
+                dilations: list[int] | None = None, group: int = 1, kernel_shape: list[int] | None = None,
+                offset_group: int = 1, pads: list[int] | None = None, strides: list[int] | None = None) -> Any:
+    """2-D deformable convolution: each kernel tap samples X bilinearly (zeros outside) at its
+    regular position plus a learned offset, scaled by ``mask``; then a grouped matmul.
+    Sampling reuses GridSample (align_corners=1); an image of height or width 1 is refused
+    because that normalisation has no scale there."""
+    if min(x.shape[2:]) < 2:
+        raise ValueError(f"DeformConv needs images at least 2x2, got {tuple(x.shape[2:])}")
+    if x.ndim != 4:
+        raise ValueError(f"DeformConv is implemented for 2-D images (4-D X), got X of rank {x.ndim}")
+    n, c, h, wd = x.shape
+    kh, kw = kernel_shape or list(w.shape[2:])
+    dh, dw = dilations or [1, 1]
+    sh, sw = strides or [1, 1]
+    pt, pl = (pads or [0, 0, 0, 0])[:2]
+    oh, ow = offset.shape[2:]
+    k = kh * kw
+    off = offset.reshape(n, offset_group, kh, kw, 2, oh, ow).astype(xp.float64)
+    base_y = (xp.arange(oh) * sh - pt)[None, :, None] + (xp.arange(kh) * dh)[:, None, None]  # [kh, oh, 1]
+    base_x = (xp.arange(ow) * sw - pl)[None, None, :] + (xp.arange(kw) * dw)[:, None, None]  # [kw, 1, ow]
+    py = off[:, :, :, :, 0] + base_y[None, None, :, None, :, :]  # [n, G, kh, kw, oh, ow]
+    px = off[:, :, :, :, 1] + base_x[None, None, None, :, :, :]
+    # Pixel coordinates -> GridSample's align_corners=1 normalisation, so one sampler serves both.
+    gy = py / max(h - 1, 1) * 2 - 1
+    gx = px / max(wd - 1, 1) * 2 - 1
+    grid = xp.stack([gx, gy], axis=-1).reshape(n * offset_group, k * oh, ow, 2)
+    cg = c // offset_group
+    xs = x.astype(xp.float64).reshape(n * offset_group, cg, h, wd)
+    cols = grid_sample(xp, xs, grid, align_corners=1, mode="linear", padding_mode="zeros")
+    cols = cols.reshape(n, offset_group, cg, k, oh, ow)
+    if mask is not None:
+        cols = cols * mask.astype(xp.float64).reshape(n, offset_group, 1, k, oh, ow)
+    cols = cols.reshape(n, group, (c // group) * k, oh * ow)
+    oc = w.shape[0]
+    wg = w.astype(xp.float64).reshape(group, oc // group, (c // group) * k)
+    out = xp.matmul(wg[None], cols).reshape(n, oc, oh, ow)
+    if b is not None:
+        out = out + b.astype(xp.float64).reshape(1, -1, 1, 1)
+    return out.astype(x.dtype)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import host_ints, register
+import numpy as np
+
+from .dtypes import np_dtype
+from .registry import host_ints, register, to_host
 
 
 def _complex(xp: Any, x: Any) -> Any:
@@ -73,3 +76,31 @@ def stft(xp: Any, signal: Any, frame_step: Any, window: Any = None, frame_length
     if onesided:
         out = out[..., :length // 2 + 1]
     return _pair(xp, out, signal.dtype)
+
+
+@register("MelWeightMatrix", since=17)
+def mel_weight_matrix(xp: Any, num_mel_bins: Any, dft_length: Any, sample_rate: Any, lower_edge_hertz: Any,
+                      upper_edge_hertz: Any, *, output_datatype: int = 1) -> Any:
+    """[dft_length // 2 + 1, num_mel_bins] triangular filters, equally spaced on the mel
+    scale (mel = 2595 log10(1 + hz / 700)), with ONNX's integer bin placement. Small and
+    made from scalars: built on the host, then moved to ``xp``."""
+    bins, length = int(host_ints(xp, num_mel_bins)[0]), int(host_ints(xp, dft_length)[0])
+    rate = float(to_host(xp, sample_rate).reshape(-1)[0])
+    lo_hz = float(to_host(xp, lower_edge_hertz).reshape(-1)[0])
+    hi_hz = float(to_host(xp, upper_edge_hertz).reshape(-1)[0])
+    lo_mel, hi_mel = (2595 * np.log10(1 + f / 700) for f in (lo_hz, hi_hz))
+    points = np.arange(bins + 2) * ((hi_mel - lo_mel) / (bins + 2)) + lo_mel
+    hz = 700 * (10 ** (points / 2595) - 1)
+    edges = (((length + 1) * hz) // rate).astype(np.int64)
+    out = np.zeros((length // 2 + 1, bins))
+    for i in range(bins):
+        left, centre, right = int(edges[i]), int(edges[i + 1]), int(edges[i + 2])
+        if centre == left:
+            out[centre, i] = 1
+        else:
+            j = np.arange(left, centre + 1)
+            out[j, i] = (j - left) / (centre - left)
+        if right > centre:
+            j = np.arange(centre, right)
+            out[j, i] = (right - j) / (right - centre)
+    return xp.asarray(out.astype(np_dtype(output_datatype)))
