@@ -17,6 +17,7 @@ documented conversion policy, which is what breaks code written with numpy in mi
   array assignment (``a[:]``, ``a[...]``), as in cupy.
 * Reductions and scalar indexing return 0-d device arrays (cupy never returns numpy
   scalars), and ``operator.index(a)`` raises (cupy leaves ``__index__`` out on purpose).
+* Constructors refuse object and string dtypes (cupy has none): strings stay on the host.
 * A few numpy-only names cupy does not have (``errstate``, ``ndindex``, ``vectorize``,
   ``char``, ...) raise ``AttributeError``.
 
@@ -310,7 +311,11 @@ class FakeCupy(types.ModuleType):
                 args = tuple(a._a if isinstance(a, FakeArray) else mod._unwrap_host_list(a) for a in args)
                 kwargs = {k: v._a if isinstance(v, FakeArray) else v for k, v in kwargs.items()}
                 result = fn(*args, **kwargs)
-                return mod._wrap(np.asarray(result) if not isinstance(result, np.ndarray) else result)
+                result = np.asarray(result) if not isinstance(result, np.ndarray) else result
+                if result.dtype == object or result.dtype.kind in "US":
+                    raise DeviceConversionError(f"{name}: cupy has no string/object arrays "
+                                                f"(dtype {result.dtype}); keep them on the host")
+                return mod._wrap(result)
             args = tuple(mod._unwrap(a, name) for a in args)
             kwargs = {k: mod._unwrap(v, name) for k, v in kwargs.items()}
             return mod._wrap(fn(*args, **kwargs))

@@ -58,7 +58,8 @@ def to_numpy(value: Any) -> Any:
 
 def run_ours(model: onnx.ModelProto, feeds: dict[str, np.ndarray], xp: Any = np) -> list[Any]:
     graph = from_model_proto(model)
-    out = run_graph(graph, {k: xp.asarray(v) for k, v in feeds.items()}, xp=xp)
+    # String tensors stay on the host (cupy has no object dtype), as the interpreter keeps them.
+    out = run_graph(graph, {k: v if v.dtype == object else xp.asarray(v) for k, v in feeds.items()}, xp=xp)
     return [to_numpy(out[name]) for name in graph.outputs]
 
 

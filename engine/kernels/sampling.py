@@ -71,8 +71,8 @@ def grid_sample(xp: Any, x: Any, grid: Any, *, align_corners: int = 0, mode: str
         nrm = g[..., k - 1 - i]  # the grid lists coordinates innermost (x) first
         c = (nrm + 1) / 2 * (d - 1) if align_corners else ((nrm + 1) * d - 1) / 2
         lo, hi = (0.0, d - 1.0) if align_corners else (-0.5, d - 0.5)
-        if padding_mode == "border":
-            c = xp.clip(c, 0, d - 1)
+        if padding_mode == "border":  # only points beyond the border move (matters for cubic)
+            c = xp.where((c < lo) | (c > hi), xp.clip(c, 0, d - 1), c)
         elif padding_mode == "reflection":
             c = _reflect(xp, c, lo, hi)
         coords.append(c)

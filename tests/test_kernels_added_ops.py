@@ -1,0 +1,85 @@
+"""Kernels added for conformance, on fresh random inputs against onnx's ReferenceEvaluator,
+on numpy and on the strict cupy stand-in (and real cupy where a GPU is present)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from test_kernels_harness import check, xp_param
+
+
+@xp_param
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_2d(xp: Any, mode: str, padding_mode: str, align_corners: int,
+                        rng: np.random.Generator) -> None:
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    grid = rng.uniform(-1.3, 1.3, size=(2, 4, 7, 2)).astype(np.float32)  # some points outside
+    check("GridSample", {"x": x, "grid": grid}, xp=xp, mode=mode, padding_mode=padding_mode,
+          align_corners=align_corners, rtol=1e-4, atol=1e-5)
+
+
+@xp_param
+def test_grid_sample_3d_linear(xp: Any, rng: np.random.Generator) -> None:
+    x = rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32)
+    grid = rng.uniform(-1.1, 1.1, size=(1, 2, 3, 4, 3)).astype(np.float32)
+    check("GridSample", {"x": x, "grid": grid}, xp=xp, opset=20, rtol=1e-4, atol=1e-5)
+
+
+@xp_param
+@pytest.mark.parametrize("inverse,onesided", [(0, 0), (0, 1), (1, 0)])
+def test_dft(xp: Any, inverse: int, onesided: int, rng: np.random.Generator) -> None:
+    x = rng.standard_normal((2, 8, 2 if inverse else 1)).astype(np.float32)
+    check("DFT", {"x": x}, xp=xp, axis=1, inverse=inverse, onesided=onesided, rtol=1e-4, atol=1e-4)
+
+
+@xp_param
+def test_col2im(xp: Any, rng: np.random.Generator) -> None:
+    image, block = np.array([5, 6], np.int64), np.array([2, 3], np.int64)
+    counts = [(5 + 1 + 0 - 2 * (2 - 1) - 1) // 1 + 1, (6 + 0 + 1 - 1 * (3 - 1) - 1) // 2 + 1]
+    x = rng.standard_normal((2, 3 * 6, counts[0] * counts[1])).astype(np.float32)
+    check("Col2Im", {"x": x, "image": image, "block": block}, xp=xp, opset=18, dilations=[2, 1],
+          pads=[1, 0, 0, 1], strides=[1, 2], rtol=1e-5, atol=1e-5)
+
+
+@xp_param
+def test_deform_conv_with_mask_and_groups(xp: Any, rng: np.random.Generator) -> None:
+    x = rng.standard_normal((2, 4, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 2)).astype(np.float32)
+    oh, ow = (6 + 2 - 3) // 1 + 1, (7 + 0 - 2) // 2 + 1
+    offset = rng.uniform(-1.5, 1.5, size=(2, 2 * 3 * 2 * 2, oh, ow)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    mask = rng.uniform(0, 1, size=(2, 2 * 3 * 2, oh, ow)).astype(np.float32)
+    check("DeformConv", {"x": x, "w": w, "offset": offset, "b": b, "mask": mask}, xp=xp, opset=19,
+          group=2, offset_group=2, pads=[1, 0, 1, 0], strides=[1, 2], rtol=1e-4, atol=1e-4)
+
+
+@xp_param
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_tensor_scatter(xp: Any, mode: str, rng: np.random.Generator) -> None:
+    past = rng.standard_normal((3, 2, 6, 4)).astype(np.float32)
+    update = rng.standard_normal((3, 2, 2, 4)).astype(np.float32)
+    where = rng.integers(0, 5 if mode == "circular" else 4, size=3).astype(np.int64)
+    check("TensorScatter", {"past": past, "update": update, "where": where}, xp=xp, opset=24, mode=mode)
+
+
+@xp_param
+@pytest.mark.parametrize("is_causal", [0, 1])
+def test_attention_runs_as_its_onnx_function(xp: Any, is_causal: int, rng: np.random.Generator) -> None:
+    # No hand-written kernel: the op runs as the body onnx gives for these inputs' types.
+    q = rng.standard_normal((2, 3, 4, 8)).astype(np.float32)
+    k = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)
+    v = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    check("Attention", {"q": q, "k": k, "v": v}, xp=xp, opset=23, is_causal=is_causal, rtol=1e-4, atol=1e-5)
+
+
+@xp_param
+def test_string_ops(xp: Any) -> None:
+    words = np.array(["Monday", "tuesday", "a b  c", ""], dtype=object)
+    check("StringConcat", {"a": words, "b": np.array(["!"], dtype=object)}, xp=xp, opset=20)
+    check("StringSplit", {"x": words}, xp=xp, opset=20, n_outputs=2)
+    check("RegexFullMatch", {"x": words}, xp=xp, opset=20, pattern="[a-z]+day")
