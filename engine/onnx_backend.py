@@ -193,7 +193,6 @@ KNOWN_FAILURES: list[tuple[str, str]] = [
     (r"^test_image_decoder", "ImageDecoder needs image codecs (JPEG, PNG, WebP, ...), not a tensor kernel"),
     (r"^test_ai_onnx_ml_tree_ensemble", "ai.onnx.ml TreeEnsemble not implemented (classic-ML trees, "
      "outside the engine's scope)"),
-    (r"deform_conv", "DeformConv not implemented"),
     (r"^test_bernoulli", "random ops (Bernoulli / RandomUniformLike): outputs are random, not comparable"),
     (r"^test_training_dropout", "training-mode Dropout: the mask is random, not comparable"),
     (r"^test_flexattention_", "FlexAttention with score_mod/prob_mod/mask_mod graph attributes: "
@@ -202,7 +201,6 @@ KNOWN_FAILURES: list[tuple[str, str]] = [
      "we do not reproduce"),
     (r"^test_loop16_seq_none", "harness limitation: our output equals the expected sequence, but onnx's "
      "assert_similar_outputs recurses into a sequence and calls len() on its 0-d first element"),
-    (r"^test_melweightmatrix", "MelWeightMatrix not implemented"),
 ]
 
 
