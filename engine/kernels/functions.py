@@ -176,7 +176,11 @@ def function_kernel(op_type: str, domain: str, opset: int | None) -> Kernel | No
         return None
     body_opset = max(versions)
 
-    def kernel(xp: Any, *inputs: Any, _n_outputs: int | None = None, **attrs: Any) -> tuple:
+    def kernel(xp: Any, *inputs: Any, _n_outputs: int | None = None, subgraphs: Any = None,
+               run_graph: Any = None, **attrs: Any) -> tuple:
+        if subgraphs:
+            raise ValueError(f"{op_type} has graph attributes ({sorted(subgraphs)}); running an ONNX "
+                             "function body with graph attributes is not supported")
         n_outputs = _n_outputs if _n_outputs is not None else len(schema.outputs)
         body = _build(schema, body_opset, list(inputs), attrs, n_outputs)
         return body.run(xp, list(inputs), n_outputs)
