@@ -83,3 +83,34 @@ def test_string_ops(xp: Any) -> None:
     check("StringConcat", {"a": words, "b": np.array(["!"], dtype=object)}, xp=xp, opset=20)
     check("StringSplit", {"x": words}, xp=xp, opset=20, n_outputs=2)
     check("RegexFullMatch", {"x": words}, xp=xp, opset=20, pattern="[a-z]+day")
+
+
+@pytest.mark.parametrize("device", ["cpu", "fake-gpu"])
+def test_function_defined_op_through_the_executor_matches_onnxruntime(device: str, rng: np.random.Generator,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # The executor resolves kernels with the same kernel_for, so it runs function bodies too.
+    import onnxruntime as ort  # noqa: PLC0415
+    from onnx import TensorProto, helper  # noqa: PLC0415
+
+    from engine.executor import Executor  # noqa: PLC0415
+    from fake_cupy import install  # noqa: PLC0415
+    from partition import load_model  # noqa: PLC0415
+
+    scores = rng.standard_normal((4, 5, 3)).astype(np.float32)
+    labels = rng.integers(0, 5, size=(4, 3)).astype(np.int64)
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["s", "l"], ["loss", "logp"], reduction="mean",
+                            ignore_index=2)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4, 5, 3]),
+                                            helper.make_tensor_value_info("l", TensorProto.INT64, [4, 3])],
+                              [helper.make_tensor_value_info("loss", TensorProto.FLOAT, []),
+                               helper.make_tensor_value_info("logp", TensorProto.FLOAT, [4, 5, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    feeds = {"s": scores, "l": labels}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    if device == "fake-gpu":
+        install(monkeypatch)
+    with Executor(load_model(model.SerializeToString()), device="gpu" if device == "fake-gpu" else "cpu") as ex:
+        got = ex.run(feeds).numpy_outputs()
+    np.testing.assert_allclose(got["loss"], want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["logp"], want[1], rtol=1e-5, atol=1e-6)

@@ -1,6 +1,7 @@
 """ONNX kernels written once against an array module ``xp`` (numpy or cupy).
 
-``lookup(op, domain, opset)`` returns ``fn(xp, *inputs, **attrs) -> tuple``;
+``kernel_for(op, domain, opset_imports)`` (the one lookup every runner uses) and
+``lookup(op, domain, opset)`` return ``fn(xp, *inputs, **attrs) -> tuple``;
 ``missing_kernels(graph)`` says before a run which nodes have none. Importing
 this package registers every op family module.
 """
