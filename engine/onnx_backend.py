@@ -195,8 +195,6 @@ KNOWN_FAILURES: list[tuple[str, str]] = [
      "outside the engine's scope)"),
     (r"^test_bernoulli", "random ops (Bernoulli / RandomUniformLike): outputs are random, not comparable"),
     (r"^test_training_dropout", "training-mode Dropout: the mask is random, not comparable"),
-    (r"^test_roialign_mode_max", "RoiAlign max mode: ONNX takes the max over weighted corners, a quirk "
-     "we do not reproduce"),
     (r"^test_loop16_seq_none", "harness limitation: our output equals the expected sequence, but onnx's "
      "assert_similar_outputs recurses into a sequence and calls len() on its 0-d first element"),
 ]

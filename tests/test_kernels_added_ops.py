@@ -114,3 +114,15 @@ def test_function_defined_op_through_the_executor_matches_onnxruntime(device: st
         got = ex.run(feeds).numpy_outputs()
     np.testing.assert_allclose(got["loss"], want[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got["logp"], want[1], rtol=1e-5, atol=1e-6)
+
+
+@xp_param
+@pytest.mark.parametrize("mode", ["avg", "max"])
+def test_roi_align_modes(xp: Any, mode: str, rng: np.random.Generator) -> None:
+    # max mode is ONNX's: the largest weighted corner term per sample, then the max over samples.
+    x = rng.standard_normal((2, 3, 8, 9)).astype(np.float32)
+    corners = np.sort(rng.uniform(0, 7, size=(4, 2, 2)), axis=1)  # [roi, (lo, hi), (y, x)]
+    rois = np.stack([corners[:, 0, 1], corners[:, 0, 0], corners[:, 1, 1], corners[:, 1, 0]], axis=1)
+    check("RoiAlign", {"x": x, "rois": rois.astype(np.float32),
+                       "batch": rng.integers(0, 2, size=4).astype(np.int64)}, xp=xp, opset=16, mode=mode,
+          output_height=3, output_width=2, sampling_ratio=2, rtol=1e-4, atol=1e-5)
