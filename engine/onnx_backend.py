@@ -191,8 +191,6 @@ def _op_of_cases() -> dict[str, str]:
 #: requires every failing case to match one, so a new failure must be explained here.
 KNOWN_FAILURES: list[tuple[str, str]] = [
     (r"^test_image_decoder", "ImageDecoder needs image codecs (JPEG, PNG, WebP, ...), not a tensor kernel"),
-    (r"^test_ai_onnx_ml_tree_ensemble", "ai.onnx.ml TreeEnsemble not implemented (classic-ML trees, "
-     "outside the engine's scope)"),
     (r"^test_bernoulli", "random ops (Bernoulli / RandomUniformLike): outputs are random, not comparable"),
     (r"^test_training_dropout", "training-mode Dropout: the mask is random, not comparable"),
     (r"^test_loop16_seq_none", "harness limitation: our output equals the expected sequence, but onnx's "

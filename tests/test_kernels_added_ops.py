@@ -126,3 +126,36 @@ def test_roi_align_modes(xp: Any, mode: str, rng: np.random.Generator) -> None:
     check("RoiAlign", {"x": x, "rois": rois.astype(np.float32),
                        "batch": rng.integers(0, 2, size=4).astype(np.int64)}, xp=xp, opset=16, mode=mode,
           output_height=3, output_width=2, sampling_ratio=2, rtol=1e-4, atol=1e-5)
+
+
+@xp_param
+@pytest.mark.parametrize("aggregate", [0, 1, 2, 3])
+def test_tree_ensemble_random_rows(xp: Any, aggregate: int, rng: np.random.Generator) -> None:
+    from onnx import TensorProto, helper  # noqa: PLC0415
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+
+    from test_kernels_harness import assert_same, run_ours  # noqa: PLC0415
+
+    # Two trees over 3 features: a LEQ/GT/MEMBER mix, NaN inputs following nodes_missing_value_tracks_true.
+    node = helper.make_node(
+        "TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", tree_roots=[0, 3], n_targets=2,
+        aggregate_function=aggregate, nodes_featureids=[0, 1, 2, 2, 1],
+        nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [5], [0, 3, 6, 1, 4]),
+        nodes_splits=helper.make_tensor("s", TensorProto.FLOAT, [5], [0.1, -0.3, 0.0, 0.4, 0.0]),
+        membership_values=helper.make_tensor("mv", TensorProto.FLOAT, [3], [1.0, 2.0, float("nan")]),
+        nodes_truenodeids=[1, 0, 2, 4, 3], nodes_trueleafs=[0, 1, 1, 0, 1],
+        nodes_falsenodeids=[2, 1, 3, 5, 4], nodes_falseleafs=[0, 1, 1, 1, 1],
+        nodes_missing_value_tracks_true=[1, 0, 0, 1, 0],
+        leaf_targetids=[0, 1, 0, 1, 0, 1], leaf_weights=helper.make_tensor("w", TensorProto.FLOAT, [6],
+                                                                          [1.5, -2.0, 3.0, 0.5, 7.0, -1.0]))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", 5)])
+    model.ir_version = 8
+    x = rng.standard_normal((8, 3)).astype(np.float32)
+    x[:, 2] = rng.integers(0, 3, size=8)  # hits and misses of the membership set
+    x[rng.integers(0, 8), rng.integers(0, 3)] = np.nan
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = run_ours(model, {"x": x}, xp)[0]
+    assert_same(got, np.asarray(want), 1e-6, 1e-6, "TreeEnsemble")
