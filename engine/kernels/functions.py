@@ -3,7 +3,8 @@
 Many newer operators (Attention, RotaryEmbedding, SoftmaxCrossEntropyLoss,
 NegativeLogLikelihoodLoss, CenterCropPad, AffineGrid, the window ops, ...) come with
 a body in their schema: a small graph of simpler ops. Where no hand-written kernel
-exists, ``registry.kernel_for`` falls back to ``function_kernel`` here, which asks
+exists, ``registry.kernel_for`` falls back to ``function_kernel`` here (registered with
+``register_fallback`` when this module is imported, which ``engine.kernels`` does), which asks
 onnx for the body (for "context dependent" functions the body depends on the input
 types, so it is built per call signature and cached) and runs its nodes in order
 through the same lookup. Everything stays on ``xp``: the body's nodes are ordinary
@@ -23,7 +24,7 @@ from onnx import helper
 from partition.ir import Graph, Node
 from partition.onnx_io import _import_function, _make_attr
 
-from .registry import Kernel, KernelNotFound, kernel_attrs, kernel_for
+from .registry import Kernel, KernelNotFound, kernel_attrs, kernel_for, register_fallback
 
 #: Bodies built so far: (op, domain, opset, attrs, input types) -> compiled body.
 _BODIES: dict[tuple, "_Body"] = {}
@@ -161,6 +162,7 @@ def _build(schema: onnx.defs.OpSchema, opset: int, inputs: list[Any], attrs: dic
     return body
 
 
+@register_fallback
 @functools.lru_cache(maxsize=None)
 def function_kernel(op_type: str, domain: str, opset: int | None) -> Kernel | None:
     """A kernel running ``op_type``'s ONNX function body, or None when its schema has none."""

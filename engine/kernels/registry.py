@@ -123,17 +123,23 @@ def kernel_for(op_type: str, domain: str | None, opsets: Mapping[str, int] | Non
     fn = _find(op_type, domain or "", opset)
     if fn is not None:
         return fn
-    expanded = _function_kernel(op_type, _norm_domain(domain), opset)
-    if expanded is not None:
-        return expanded
+    for fallback in _FALLBACKS:
+        expanded = fallback(op_type, _norm_domain(domain), opset)
+        if expanded is not None:
+            return expanded
     return lookup(op_type, domain or "", LATEST_OPSET if opset is None else opset)  # raises, named
 
 
-def _function_kernel(op_type: str, domain: str, opset: int | None) -> Kernel | None:
-    # Imported here, not at the top: the function module imports this one (it resolves the
-    # ops of a body through kernel_for), so the import must wait until both exist.
-    from .functions import function_kernel  # noqa: PLC0415
-    return function_kernel(op_type, domain, opset)
+#: Resolvers ``(op_type, domain, opset) -> kernel | None`` that ``kernel_for`` tries when no
+#: kernel is registered. ``functions.py`` installs the ONNX function-body expansion here (it
+#: depends on this module, so it registers itself rather than being imported from here).
+_FALLBACKS: list[Callable[[str, str, int | None], Kernel | None]] = []
+
+
+def register_fallback(fn: Callable[[str, str, int | None], Kernel | None]) -> Callable[..., Kernel | None]:
+    """Decorator: try ``fn`` in ``kernel_for`` for ops that have no registered kernel."""
+    _FALLBACKS.append(fn)
+    return fn
 
 
 def registered_ops() -> list[tuple[str, str, list[int]]]:
