@@ -83,6 +83,10 @@ def test_executor_on_fake_gpu_matches_onnxruntime(name: str, monkeypatch: pytest
         pytest.skip(f"no kernel for {missing_ops(graph)}")
     with Executor(graph, device="gpu") as ex:
         res = ex.run(feeds)
+        # Device->host reads during the run are only explicit copies (registry.to_host / .get()
+        # for shape tensors and control-flow conditions), never an implicit float()/bool()/item().
+        implicit = {k: n for k, n in fake.syncs.items() if k != "get"}
+        assert not implicit, f"implicit device->host syncs during the run: {implicit}"
         assert all(isinstance(v, FakeArray) for v in res.outputs.values())  # results stay on the device
         _check(res.numpy_outputs(), ref)
     assert fake.cuda.log, "the GPU run recorded no CUDA events"
