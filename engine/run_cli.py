@@ -162,6 +162,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         graph = result.graph
     profiler = Profiler()
     fallback = OrtFallback()  # nodes without a kernel of ours run on onnxruntime, one by one, and are listed
+    fallback.check(graph)
     with Executor(graph, device=args.device, executor=args.executor, engine_name=args.engine,
                   workers=args.workers, hooks=profiler, kernels=fallback) as ex:
         m = measure(ex, feeds, repeat=args.repeat, warmup=1, profiler=profiler,

@@ -89,3 +89,17 @@ def test_sglens_run_completes_and_notes_the_fallback(tmp_path):
     import json
     notes = json.loads(done.stdout)["notes"]
     assert any("gelu (com.microsoft.Gelu)" in n and "onnxruntime" in n for n in notes)
+
+
+def test_the_check_names_every_op_nobody_can_run_before_anything_runs():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("Frobnicate", ["x"], ["a"], name="frob", domain="acme"),
+             helper.make_node("Relu", ["a"], ["b"], name="relu"),
+             helper.make_node("Twiddle", ["b"], ["y"], name="twiddle", domain="acme")]
+    model = make_model(nodes, [x], [y])
+    model.opset_import.append(helper.make_opsetid("acme", 1))
+    g = load_model(model.SerializeToString())
+    with pytest.raises(RunError, match=r"acme.Frobnicate \(node 'frob'\), acme.Twiddle \(node 'twiddle'\)"):
+        OrtFallback().check(g)
+    OrtFallback().check(load_model(_model().SerializeToString()))   # Gelu: onnxruntime has it
