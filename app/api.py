@@ -18,6 +18,7 @@ from partition.ir import Graph
 
 from . import serialize
 from .errors import ApiError
+from .quota import BYTES_PER_NODE
 
 bp = Blueprint("api", __name__)
 
@@ -66,9 +67,25 @@ def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, t
             options["min_size"] = int(data["min_size"])
         except (TypeError, ValueError):
             raise ApiError("'min_size' must be an integer") from None
+        if options["min_size"] < 1:
+            raise ApiError(f"'min_size' must be at least 1, got {options['min_size']}")
     if str(data.get("keep_data_dependent", "")).lower() in ("1", "true"):
         options["exclude_data_dependent"] = False
+    check_backend(backend, options)
     return backend, options, None, (backend, json.dumps(options, sort_keys=True))
+
+
+def check_backend(backend: str, options: dict[str, Any]) -> None:
+    """Build the backend once, so an unknown name or a bad option is a 400 now, not a failed run later."""
+    from partition.api import get_backend
+    try:
+        get_backend(backend, **options)
+    except LensError as exc:
+        raise ApiError(str(exc)) from None
+    except TypeError as exc:     # a factory given an option it does not take
+        raise ApiError(f"backend '{backend}' does not take these options ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - a plugin's factory raised
+        raise ApiError(f"backend '{backend}' could not be set up: {type(exc).__name__}: {exc}") from None
 
 
 def _partition(mid: str, data: dict[str, Any]):
@@ -83,7 +100,14 @@ def _partition(mid: str, data: dict[str, Any]):
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's factory or property raised
             raise SelectorError(f"backend '{backend}' raised {type(exc).__name__}: {exc}") from None
-    return entry, lens().models.cached((mid, *key), compute)
+    from .security import client_id
+    results = lens().results
+    cache_key = (mid, *key)
+    value = results.get(cache_key)
+    if value is None:
+        value = compute()
+        results.put(cache_key, value, client_id(), len(entry.graph.nodes) * BYTES_PER_NODE)
+    return entry, value
 
 
 def _body(graph: Graph, path: str | None) -> Graph:
@@ -163,14 +187,20 @@ def layout(mid: str):
         _, result = _partition(mid, args.to_dict())
         assignment = serialize.assignment(result)
         pkey = selection(args.to_dict())[3]
-    expanded = tuple(sorted(e for e in args.get("expand", "").split(",") if e))
-    collapse = {"1": True, "0": False}.get(args.get("collapse", ""))
-    group = args.get("group") == "partition"
+    from .layout import normalise
+    L = lens()
+    scopes = L.layouts.scopes((mid, body), graph)
+    expanded, collapse, note = normalise(graph, scopes, args.get("expand", "")[:20000],
+                                         args.get("collapse"), L.flat_limit)
+    group = collapse and args.get("group") == "partition" and bool(assignment)
     key = (mid, body, pkey, expanded, collapse, group)
-    view = lens().layouts.view(key, graph, assignment=assignment, expanded=expanded,
-                               flat_limit=lens().flat_limit, collapse=collapse, group_partitions=group)
-    return jsonify({**view, "model": mid, "body": body, "metrics": serialize.node_metrics(graph)
-                    if len(graph.nodes) <= lens().flat_limit else {}})
+    view = L.layouts.view(key, graph, assignment=assignment, expanded=expanded,
+                          flat_limit=L.flat_limit, collapse=collapse, group_partitions=group)
+    out = {**view, "model": mid, "body": body,
+           "metrics": serialize.node_metrics(graph) if len(graph.nodes) <= L.flat_limit else {}}
+    if note:
+        out["note"] = note + (f"; {view['note']}" if view.get("note") else "")
+    return jsonify(out)
 
 
 @bp.get("/models/<mid>/node")
@@ -247,17 +277,19 @@ def create_session():
     data = _json_body()
     mid, entry = _model_of(data)
     backend, options, props, _ = selection(data)
-    session = lens().sessions.create(mid, entry.graph, backend, options, props)
+    from .security import client_id
+    session = lens().sessions.create(mid, entry.graph, backend, options, props, client=client_id())
     with session.lock:
         session.ensure(0)
         state = session.state(0 if session.events else -1)
+    lens().sessions.charge(session)
     return jsonify({"id": session.id, "model": mid, "backend": backend, **state}), 201
 
 
 @bp.get("/sessions/<sid>")
 def get_session(sid: str):
     session = lens().sessions.get(sid)
-    index = request.args.get("index", type=int)
+    index = _int_arg("index", None, -1, 1 << 62)
     with session.lock:
         if index is None:
             index = len(session.events) - 1
@@ -298,6 +330,7 @@ def step(sid: str):
         session.ensure(target)
         target = max(-1, min(target, len(session.events) - 1))
         state = session.state(target)
+    lens().sessions.charge(session)
     if state["error"]:
         state["error"] = f"the selector failed: {state['error']}"
     return jsonify(state)
@@ -309,7 +342,7 @@ def session_events(sid: str):
     from .teaching import explain, selector_call
     session = lens().sessions.get(sid)
     kinds = {k for k in request.args.get("kinds", "").split(",") if k}
-    limit = min(request.args.get("limit", 2000, type=int), 20000)
+    limit = _int_arg("limit", 2000, 0, 20000) or 0
     with session.lock:
         session.ensure(1 << 62)
         events = [(i, e) for i, e in enumerate(session.events) if not kinds or e.kind in kinds]
@@ -318,7 +351,22 @@ def session_events(sid: str):
             data = serialize.event_json(e, explain(e, session.graph))
             data["call"], data["index"] = selector_call(e), i
             out.append(data)
+    lens().sessions.charge(session)
     return jsonify({"events": out, "total": len(events), "done": session.done, "error": session.error})
+
+
+def _int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
+    """An integer query argument; junk or out of [low, high] is a 400 naming it."""
+    raw = request.args.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(f"'{name}' must be an integer, got '{raw[:40]}'") from None
+    if not low <= value <= high:
+        raise ApiError(f"'{name}' must be from {low} to {high}, got {value}")
+    return value
 
 
 @bp.delete("/sessions/<sid>")

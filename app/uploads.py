@@ -1,0 +1,103 @@
+"""Uploads: streamed to a temp file in the instance folder, parsed from the file, never followed
+out of it.
+
+- ``request_class(tmp_dir)``: multipart file parts go to an unnamed temp file under the instance
+  folder (werkzeug's default keeps up to 500 KiB in memory and the rest in the system temp dir).
+- ``load_upload(path, max_bytes, label)``: the stored file is parsed from a read-only memory map
+  (no second copy of the file in the Python heap), every tensor at every nesting level (initializers,
+  sparse initializers, ``Constant`` values and other tensor attributes, If/Loop/Scan bodies,
+  local functions) is checked for external data, and a model using any is refused: a single
+  uploaded file has no folder of its own, so ``location`` could only point at the server's files.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+from typing import IO, Any, Iterator
+
+import onnx
+from flask import Request
+
+from partition.errors import ModelError, ModelTooLargeError
+from partition.ir import Graph
+
+
+def request_class(tmp_dir: str) -> type[Request]:
+    class UploadRequest(Request):
+        def _get_file_stream(self, total_content_length: int | None, content_type: str | None,
+                             filename: str | None = None, content_length: int | None = None) -> IO[bytes]:
+            os.makedirs(tmp_dir, exist_ok=True)
+            return tempfile.TemporaryFile("wb+", dir=tmp_dir, prefix="upload-")
+    return UploadRequest
+
+
+def _tensors_of_attr(a: onnx.AttributeProto) -> Iterator[onnx.TensorProto]:
+    if a.HasField("t"):
+        yield a.t
+    yield from a.tensors
+    if a.HasField("sparse_tensor"):
+        yield a.sparse_tensor.values
+        yield a.sparse_tensor.indices
+    for s in a.sparse_tensors:
+        yield s.values
+        yield s.indices
+
+
+def _graphs_of_attr(a: onnx.AttributeProto) -> Iterator[onnx.GraphProto]:
+    if a.HasField("g"):
+        yield a.g
+    yield from a.graphs
+
+
+def all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor in ``model``, at every nesting level; iterative (no recursion to body depth)."""
+    graphs: list[onnx.GraphProto] = [model.graph]
+    node_lists: list[Any] = [f.node for f in model.functions]
+    while graphs or node_lists:
+        if graphs:
+            g = graphs.pop()
+            yield from g.initializer
+            for s in g.sparse_initializer:
+                yield s.values
+                yield s.indices
+            node_lists.append(g.node)
+            continue
+        for node in node_lists.pop():
+            for a in node.attribute:
+                yield from _tensors_of_attr(a)
+                graphs.extend(_graphs_of_attr(a))
+
+
+def refuse_external_data(model: onnx.ModelProto, label: str) -> None:
+    for t in all_tensors(model):
+        if t.data_location == onnx.TensorProto.EXTERNAL or t.external_data:
+            location = next((e.value for e in t.external_data if e.key == "location"), "")
+            shown = location.replace("\\", "/").rsplit("/", 1)[-1][:100] or "?"
+            raise ModelError(f"{label}: model uses external data file '{shown}'; upload the model "
+                             "together with its data files")
+
+
+def load_upload(path: str, max_bytes: int, label: str) -> Graph:
+    """The stored upload at ``path`` as a ``Graph``; external data refused."""
+    from partition.onnx_io import from_model_proto
+    size = os.path.getsize(path)
+    if size > max_bytes:
+        raise ModelTooLargeError(f"{label}: {size} bytes is over the limit of {max_bytes}")
+    if size == 0:
+        raise ModelError(f"{label}: the file is empty; expected an ONNX model")
+    model = onnx.ModelProto()
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        view = memoryview(mm)
+        try:
+            model.ParseFromString(view)
+        except Exception:  # noqa: BLE001 - protobuf's errors differ by implementation
+            raise ModelError(f"{label}: not a valid ONNX model (protobuf parse failed); "
+                             "is the file truncated or not ONNX?") from None
+        finally:
+            view.release()
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelError(f"{label}: the file parsed but holds no ONNX graph; is it an ONNX model?")
+    refuse_external_data(model, label)
+    return from_model_proto(model, base_dir=None, label=label)
