@@ -306,7 +306,13 @@ def _units_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str],
         a, b = units[src], units[dst]
         if a != b:
             counts[(a, b)] = counts.get((a, b), 0) + 1
-    edges = [(a, b, str(n), False) for (a, b), n in counts.items()]
+    # The strongest FANOUT edges out of each box are drawn by dot, the rest as stubs: a dense
+    # 50-box view of a random DAG (1,155 edges) takes dot over 30 s, its 300 strongest 0.3 s.
+    kept: dict[str, int] = {}
+    edges = []
+    for (a, b), n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        kept[a] = kept.get(a, 0) + 1
+        edges.append((a, b, str(n), kept[a] > FANOUT))
     view = _run_dot(items, ids, edges, {})
     view.update(mode="collapsed", node_count=len(graph.nodes), expanded=sorted(expanded),
                 units={n: u for n, u in units.items() if n != u})
@@ -354,7 +360,7 @@ def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tu
              clusters: Mapping[int, list[str]], grid_fallback: bool = True) -> dict[str, Any]:
     # Big graphs: bound crossing minimisation and network simplex (a random 1,500-node DAG:
     # 6.2 s -> 2.0 s); small ones keep dot's best effort.
-    limits = "mclimit=0.1, nslimit=1, " if len(items) > BIG else ""
+    limits = "mclimit=0.1, nslimit=1, " if len(items) > BIG or len(edges) > BIG else ""
     lines = ["digraph G {", f'graph [{limits}rankdir=TB, nodesep=0.18, ranksep=0.32, splines=true, outputorder=edgesfirst];',
              f'node [shape=box, fixedsize=true, width={NODE_W}, height={NODE_H}, label=""];']
     in_cluster = {n for names in clusters.values() for n in names}

@@ -1,0 +1,140 @@
+"""Issue 9 in-process: per-client quotas, one graphviz per model, normalised layout keys, the
+upload checker on every nesting level, path scrubbing, the Flask test client under the guards."""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from app import create_app, layout
+from app.quota import ClientQuota
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "security"))
+import sec_models  # noqa: E402
+
+
+@pytest.fixture
+def app(tmp_path):
+    return create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path / "inst")})
+
+
+def test_test_client_passes_the_guards_and_gets_headers(app):
+    c = app.test_client()
+    r = c.post("/api/sessions", json={"model": "sample-trt_cycle", "backend": "tensorrt"})
+    assert r.status_code == 201                                   # no Origin: not a browser page
+    assert r.headers["X-Frame-Options"] == "DENY" and "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+    assert c.post("/api/sessions", json={}, headers={"Origin": "http://x.example"}).status_code == 403
+    assert c.get("/api/health", headers={"Host": "x.example"}).status_code == 400
+
+
+def test_one_client_cannot_evict_another_clients_sessions(tmp_path):
+    # each session of trt_cycle is estimated at a few KiB: a quota of 40 KiB per client, 100 KiB in all
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path), "SGLENS_CLIENT_CACHE_BYTES": 40_000,
+                      "SGLENS_CACHE_BYTES": 100_000})
+    alice, mallory = app.test_client(), app.test_client()
+    body = {"model": "sample-resnet_small", "backend": "tensorrt"}
+    mine = alice.post("/api/sessions", json=body).get_json()["id"]
+    made = [mallory.post("/api/sessions", json=body).get_json()["id"] for _ in range(30)]
+    assert alice.get(f"/api/sessions/{mine}").status_code == 200          # still there
+    alive = [s for s in made if mallory.get(f"/api/sessions/{s}").status_code == 200]
+    assert 0 < len(alive) < len(made) and made[-1] in alive               # mallory evicted mallory's own
+    usage = app.extensions["sglens"].sessions.usage()
+    assert max(usage.values()) <= 40_000 + 20_000
+
+
+def test_quota_evicts_the_biggest_client_when_full():
+    q: ClientQuota[str] = ClientQuota(total_bytes=100, client_bytes=80)
+    q.put("a1", "x", "a", 30)
+    for i in range(5):
+        q.put(f"b{i}", "x", "b", 25)
+    assert "a1" in q and q.usage()["b"] <= 80
+    q.put("c1", "x", "c", 40)                                             # over the total: b pays
+    assert "a1" in q and "c1" in q and sum(q.usage().values()) <= 100
+
+
+def test_one_dot_per_model_at_a_time(app, monkeypatch):
+    running, peak, lock = [0], [0], threading.Lock()
+    real = layout._dot_json
+
+    def counting(source):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.3)
+        try:
+            return real(source)
+        finally:
+            with lock:
+                running[0] -= 1
+    monkeypatch.setattr(layout, "_dot_json", counting)
+    clients = [app.test_client() for _ in range(4)]
+    queries = ["", "?collapse=1", "?collapse=0", "?expand=x"]
+    threads = [threading.Thread(target=lambda c=c, q=q: c.get(f"/api/models/sample-resnet_small/layout{q}"))
+               for c, q in zip(clients, queries)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert peak[0] == 1
+
+
+def test_junk_layout_requests_share_one_cache_entry(app):
+    c = app.test_client()
+    cache = app.extensions["sglens"].layouts
+    first = c.get("/api/models/sample-mlp/layout").get_json()
+    n = len(cache._views)
+    for q in ("?expand=,,,", "?expand=scope:nope,seq:3-1,part:x", "?collapse=junk", "?expand=" + "a," * 5000):
+        assert c.get(f"/api/models/sample-mlp/layout{q}").get_json()["nodes"] == first["nodes"], q
+    assert len(cache._views) == n
+
+
+def test_dot_failure_gives_a_grid_with_a_note(app, monkeypatch):
+    def broken(source):
+        raise layout.LayoutError("graphviz dot failed (exit 1: syntax error)")
+    monkeypatch.setattr(layout, "_dot_json", broken)
+    r = app.test_client().get("/api/models/sample-trt_cycle/layout")
+    assert r.status_code == 200
+    view = r.get_json()
+    assert "graphviz dot failed" in view["note"] and "plain grid" in view["note"] and len(view["nodes"]) == 6
+
+
+def _function_model_with_external(location: str) -> bytes:
+    t = sec_models.external(numpy_helper.from_array(np.zeros(4, np.uint8), "c"), location)
+    fn = helper.make_function("local", "Leak", [], ["c"], [helper.make_node("Constant", [], ["c"], value=t)],
+                              [helper.make_opsetid("", 17)])
+    y = helper.make_tensor_value_info("y", TensorProto.UINT8, [4])
+    m = sec_models.model([helper.make_node("Leak", [], ["y"], domain="local", name="call")], [], [y],
+                         opsets=(("", 17), ("local", 1)))
+    m.functions.append(fn)
+    return m.SerializeToString()
+
+
+def test_upload_refuses_external_data_inside_functions(app):
+    r = app.test_client().post("/api/models", data={"file": (io.BytesIO(_function_model_with_external("runs.sqlite3")), "f.onnx")},
+                               content_type="multipart/form-data")
+    assert r.status_code == 400 and "model uses external data file 'runs.sqlite3'" in r.get_json()["error"]
+
+
+def test_error_messages_lose_server_paths(app):
+    from app.errors import scrub
+    with app.app_context():
+        msg = scrub(f"cannot open {app.instance_path}/uploads/x.onnx in {Path.cwd()}/y")
+    assert app.instance_path not in msg and str(Path.cwd()) not in msg
+    assert "<instance>/uploads/x.onnx" in msg
+    assert scrub("/model/Conv_1: bad") == "/model/Conv_1: bad"          # node names with slashes stay
+
+
+def test_index_and_limit_arguments_are_checked(app):
+    c = app.test_client()
+    sid = c.post("/api/sessions", json={"model": "sample-trt_cycle", "backend": "tensorrt"}).get_json()["id"]
+    assert c.get(f"/api/sessions/{sid}?index=abc").status_code == 400
+    assert c.get(f"/api/sessions/{sid}/events?limit=-5").status_code == 400
+    assert c.get(f"/api/sessions/{sid}/events?limit=0").get_json()["events"] == []
