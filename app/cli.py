@@ -80,6 +80,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.run_memory_limit is not None and args.run_memory_limit < 0:
         print("sglens serve: --run-memory-limit must be 0 (no limit) or a number of bytes", file=sys.stderr)
         return 2
+    if not 0 <= args.port <= 65535:
+        print(f"sglens serve: --port must be from 0 to 65535, got {args.port}", file=sys.stderr)
+        return 2
     config, warnings = serve_config(args)
     try:
         server_probe = _bind(args.host, args.port)

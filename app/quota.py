@@ -53,11 +53,14 @@ class ClientQuota(Generic[V]):
                 self.on_evict(k, v)
 
     def resize(self, key: Hashable, size: int) -> None:
-        """A grown entry (a debug session that pulled more events) is charged its new size."""
+        """A grown entry (a debug session that pulled more events) is charged its new size; its
+        client's older entries make room, as for a new entry."""
         with self._lock:
             item = self._items.get(key)
-            if item is not None:
-                self._items[key] = (item[0], max(1, int(size)), item[2])
+            if item is None:
+                return
+            value = item[2]
+        self.put(key, value, item[0], size)
 
     def pop(self, key: Hashable) -> V | None:
         with self._lock:

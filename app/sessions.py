@@ -171,16 +171,16 @@ class SessionStore:
             self._quota.put(sid, session, client, session_bytes(session))
             self._order[sid] = client
             # Over the count: the oldest session of the client with the most sessions goes.
-            while len(self._quota) > self.max_sessions:
+            for gone in [k for k in self._order if k not in self._quota]:
+                self._order.pop(gone, None)
+            while len(self._order) > self.max_sessions:
                 counts: dict[str, int] = {}
                 for c in self._order.values():
                     counts[c] = counts.get(c, 0) + 1
-                top = max(counts, key=counts.__getitem__)
-                victim = next(k for k, c in self._order.items() if c == top and k != sid)
+                others = [(k, c) for k, c in self._order.items() if k != sid]
+                victim = max(others, key=lambda kc: counts[kc[1]])[0]   # first (oldest) of the biggest
                 self._quota.pop(victim)
                 self._order.pop(victim, None)
-            for gone in [k for k in self._order if k not in self._quota]:
-                self._order.pop(gone, None)
         return session
 
     def get(self, sid: str) -> DebugSession:
