@@ -7,6 +7,7 @@ import os
 import pytest
 
 import sec_models
+from sec_server import server  # noqa: F401 - the fixture
 
 SECRET = b"TOP-SECRET-0123456789abcdef-do-not-leak"
 

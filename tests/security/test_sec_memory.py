@@ -8,6 +8,7 @@ import time
 import pytest
 
 import sec_models
+from sec_server import server  # noqa: F401 - the fixture
 
 
 def _wait_run(server, rid: str, timeout: float = 120) -> dict:

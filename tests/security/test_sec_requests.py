@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import SGLENS, start_server, stop_server
+from sec_server import SGLENS, server, start_server, stop_server  # noqa: F401 - fixture
 
 SESSION = {"model": "sample-trt_cycle", "backend": "tensorrt"}
 

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import sec_models
+from sec_server import server  # noqa: F401 - the fixture
 from sec_models import PAYLOAD
 
 CHROMIUM = "/usr/bin/chromium"
