@@ -111,3 +111,12 @@ def injection_model() -> bytes:
     m.producer_name = f"producer{p}"
     helper.set_model_props(m, {f"key{p}": f"value{p}"})
     return m.SerializeToString()
+
+
+def big_weights(mib: int) -> bytes:
+    """An Add with a ``mib`` MiB float initializer."""
+    n = mib * (1 << 20) // 4
+    w = numpy_helper.from_array(np.random.default_rng(0).random(n, dtype=np.float32), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])
+    return model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [x], [y], [w]).SerializeToString()

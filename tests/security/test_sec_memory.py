@@ -79,3 +79,18 @@ def test_node_with_100k_inputs(server):
     node = server.request("GET", f"/api/models/{mid}/node?name=wide")
     assert node.status == 200 and len(node.json()["inputs"]) == 100_000
     server.request("DELETE", f"/api/models/{mid}")
+
+
+def test_upload_is_not_copied_in_memory(server):
+    """A 128 MiB upload: the server's peak grows by about the parsed model plus the file's pages,
+    not the 5-6 copies of reading it into bytes and running shape inference on the whole proto."""
+    data = sec_models.big_weights(128)
+    before = server.rss_peak()
+    reply = server.upload(data, "big.onnx")
+    assert reply.status == 201, reply.body[:300]
+    grew = server.rss_peak() - before
+    del data
+    assert grew < 3 * (128 << 20), f"peak grew by {grew >> 20} MiB for a 128 MiB upload"
+    model = server.request("GET", f"/api/models/{reply.json()['id']}").json()
+    assert model["outputs"][0]["shape"] == [128 * (1 << 20) // 4]        # shape inference still ran
+    server.request("DELETE", f"/api/models/{reply.json()['id']}")
