@@ -11,7 +11,7 @@ import json
 import tempfile
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify, request, send_file
+from flask import Blueprint, current_app, g, jsonify, request, send_file
 
 from partition.errors import LensError, SelectorError
 from partition.ir import Graph
@@ -29,9 +29,14 @@ def lens():
 
 # ------------------------------------------------------------ request parsing --
 def _json_body() -> dict[str, Any]:
+    raw = request.get_data(cache=True)
+    cap = g.get("sglens_body_cap")
+    if cap and len(raw) >= cap:   # a chunked body is cut at the cap, not refused, by werkzeug
+        raise ApiError(f"the request body is larger than the limit of {cap} bytes for JSON requests; "
+                       "send less data", 413)
     data = request.get_json(silent=True)
     if data is None:
-        if request.data:
+        if raw:
             raise ApiError("the request body is not valid JSON")
         return {}
     if not isinstance(data, dict):
