@@ -93,7 +93,8 @@ class Guard:
         bound = str(config.get("SGLENS_BIND_HOST") or "127.0.0.1")
         names = {n.lower() for n in LOOPBACK_NAMES}
         names.add(bound.strip("[]").lower())
-        names.update(n.strip().strip("[]").lower() for n in config.get("SGLENS_ALLOWED_HOSTS") or () if n.strip())
+        # "name", "name:port" and "[v6]" all mean the name: the port is not part of the check
+        names.update(host_name(n) for n in config.get("SGLENS_ALLOWED_HOSTS") or () if n.strip())
         self.allowed_hosts = frozenset(names)
         self.any_ip = _is_wildcard(bound)
         self.token: str | None = config.get("SGLENS_TOKEN") or None

@@ -138,3 +138,27 @@ def test_index_and_limit_arguments_are_checked(app):
     assert c.get(f"/api/sessions/{sid}?index=abc").status_code == 400
     assert c.get(f"/api/sessions/{sid}/events?limit=-5").status_code == 400
     assert c.get(f"/api/sessions/{sid}/events?limit=0").get_json()["events"] == []
+
+
+@pytest.mark.parametrize("header,name", [("[::1]:8000", "::1"), ("LocalHost:80", "localhost"), ("a.example.", "a.example"),
+                                         ("127.0.0.1", "127.0.0.1"), ("[::1]", "::1"), ("", "")])
+def test_host_name_of_a_host_header(header, name):
+    from app.security import host_name
+    assert host_name(header) == name
+
+
+def test_allowed_host_given_with_a_port_or_brackets(tmp_path):
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path), "SGLENS_ALLOWED_HOSTS": ("Lens.Example:8000", "[fd00::1]")})
+    c = app.test_client()
+    for host in ("lens.example", "lens.example:9999", "[fd00::1]:80"):
+        assert c.get("/api/health", headers={"Host": host}).status_code == 200, host
+    assert c.get("/api/health", headers={"Host": "other.example"}).status_code == 400
+
+
+def test_wildcard_bind_answers_ip_literals_only(tmp_path):
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path), "SGLENS_BIND_HOST": "0.0.0.0", "SGLENS_TOKEN": "t"})
+    c = app.test_client()
+    auth = {"Authorization": "Bearer t"}
+    assert c.get("/api/health", headers={"Host": "192.0.2.7:8000", **auth}).status_code == 200
+    assert c.get("/api/health", headers={"Host": "rebind.example:8000", **auth}).status_code == 400
+    assert c.get("/api/health", headers={"Host": "192.0.2.7:8000"}).status_code == 401
