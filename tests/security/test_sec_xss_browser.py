@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 
 import pytest
 from onnx import TensorProto, helper
