@@ -391,7 +391,7 @@ def list_runs():
     items = live + stored
     if model:
         items = [r for r in items if r.get("model_id") == model]
-    return jsonify({"runs": items})
+    return jsonify({"runs": [_run_out(r) for r in items]})
 
 
 @bp.post("/runs")
@@ -414,21 +414,28 @@ def get_run(rid: str):
     L = lens()
     job = L.jobs.get(rid)
     if job is not None and job.status in ("queued", "running"):
-        return jsonify({**job.to_json(), "result": None})
+        return jsonify(_run_out({**job.to_json(), "result": None}))
     stored = L.runs.get(rid)
     if stored is None:
         if job is not None:  # finished a moment ago, being written
-            return jsonify({**job.to_json(), "result": None})
+            return jsonify(_run_out({**job.to_json(), "result": None}))
         raise ApiError(f"no run with id '{rid}'", 404)
     if job is not None:
         stored["progress"], stored["stage"], stored["message"] = job.progress, job.stage, job.message
-    return jsonify(stored)
+    return jsonify(_run_out(stored))
 
 
 @bp.post("/runs/<rid>/cancel")
 def cancel_run(rid: str):
     job = lens().jobs.cancel(rid)
-    return jsonify(job.to_json())
+    return jsonify(_run_out(job.to_json()))
+
+
+def _run_out(run: dict[str, Any]) -> dict[str, Any]:
+    """A run as JSON: its error and progress texts come from engine and library exceptions, which
+    may name server files; those paths are replaced as in every error response."""
+    from .errors import scrub
+    return {**run, **{k: scrub(run[k]) for k in ("error", "message") if isinstance(run.get(k), str)}}
 
 
 @bp.get("/runs/<rid>/trace.json")

@@ -161,3 +161,21 @@ def test_wildcard_bind_answers_ip_literals_only(tmp_path):
     assert c.get("/api/health", headers={"Host": "192.0.2.7:8000", **auth}).status_code == 200
     assert c.get("/api/health", headers={"Host": "rebind.example:8000", **auth}).status_code == 400
     assert c.get("/api/health", headers={"Host": "192.0.2.7:8000"}).status_code == 401
+
+
+def test_run_errors_lose_server_paths(app, monkeypatch):
+    from app import jobs
+
+    def failing(self, job, *a, **kw):
+        raise RuntimeError(f"cannot read {app.instance_path}/uploads/abc.onnx")
+    monkeypatch.setattr(jobs.JobManager, "_work", failing)
+    c = app.test_client()
+    rid = c.post("/api/runs", json={"model": "sample-trt_cycle", "backend": "tensorrt"}).get_json()["id"]
+    for _ in range(100):
+        run = c.get(f"/api/runs/{rid}").get_json()
+        if run["status"] == "failed":
+            break
+        time.sleep(0.05)
+    assert run["status"] == "failed" and "<instance>/uploads/abc.onnx" in run["error"]
+    listed = c.get("/api/runs").get_json()["runs"]
+    assert all(app.instance_path not in (r.get("error") or "") for r in listed)
