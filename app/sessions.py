@@ -31,8 +31,10 @@ MAX_RUN = 2_000_000
 
 
 class DebugSession:
-    def __init__(self, sid: str, model_id: str, graph: Graph, run: PartitionRun, label: str) -> None:
+    def __init__(self, sid: str, model_id: str, graph: Graph, run: PartitionRun, label: str,
+                 max_events: int = MAX_RUN) -> None:
         self.id = sid
+        self.max_events = max_events
         self.model_id = model_id
         self.graph = graph
         self.run = run
@@ -50,6 +52,12 @@ class DebugSession:
     # ---- pulling events ----
     def _pull(self) -> bool:
         if self.done:
+            return False
+        if len(self.events) >= self.max_events:   # the trace would outgrow the client's share
+            self.done = True
+            self.error = (f"the trace is longer than {self.max_events} events, more than this server keeps "
+                          "for one client (SGLENS_CLIENT_CACHE_BYTES); debug a smaller model or a narrower "
+                          "selection")
             return False
         try:
             event = next(self._gen)
@@ -166,7 +174,9 @@ class SessionStore:
         except Exception as exc:  # noqa: BLE001 - a plugin's factory raised
             raise SelectorError(f"backend '{backend}' could not be set up: {type(exc).__name__}: {exc}") from None
         sid = secrets.token_urlsafe(16)
-        session = DebugSession(sid, model_id, graph, run, backend)
+        base = len(graph.nodes) * BYTES_PER_NODE
+        max_events = max(1000, (self._quota.client_bytes - base) // BYTES_PER_EVENT)
+        session = DebugSession(sid, model_id, graph, run, backend, max_events=max_events)
         with self._lock:
             self._quota.put(sid, session, client, session_bytes(session))
             self._order[sid] = client

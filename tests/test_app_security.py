@@ -179,3 +179,21 @@ def test_run_errors_lose_server_paths(app, monkeypatch):
     assert run["status"] == "failed" and "<instance>/uploads/abc.onnx" in run["error"]
     listed = c.get("/api/runs").get_json()["runs"]
     assert all(app.instance_path not in (r.get("error") or "") for r in listed)
+
+
+def test_a_session_trace_stops_at_the_clients_share(tmp_path):
+    # a small share: the floor of 1,000 events; a 1,500-node chain's trace is longer
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path), "SGLENS_CLIENT_CACHE_BYTES": 100_000})
+    c = app.test_client()
+    data = sec_models.chain_without_scopes(1500)
+    mid = c.post("/api/models", data={"file": (io.BytesIO(data), "chain.onnx")},
+                 content_type="multipart/form-data").get_json()["id"]
+    sid = c.post("/api/sessions", json={"model": mid, "backend": "default", "ops": ["Relu"]}).get_json()["id"]
+    state = c.post(f"/api/sessions/{sid}/step", json={"action": "last", "index": 0}).get_json()
+    assert state["done"] and state["known"] == 1000 and "longer than 1000 events" in state["error"]
+    big = create_app({"SGLENS_INSTANCE": str(tmp_path / "b")}).test_client()       # the default share
+    mid = big.post("/api/models", data={"file": (io.BytesIO(data), "chain.onnx")},
+                   content_type="multipart/form-data").get_json()["id"]
+    sid = big.post("/api/sessions", json={"model": mid, "backend": "default", "ops": ["Relu"]}).get_json()["id"]
+    state = big.post(f"/api/sessions/{sid}/step", json={"action": "last", "index": 0}).get_json()
+    assert state["done"] and state["known"] > 1000 and state["error"] is None
