@@ -145,7 +145,9 @@ def backends():
     for name in backend_names():
         items.append({"name": name, "plugin": name in plugin_backends, "needs_ops": name == "default"})
     items.append({"name": "rule", "plugin": False, "needs_rule": True})
-    return jsonify({"backends": items, "plugins": L.plugins, "plugin_errors": L.plugin_errors,
+    from partition.trace import EVENT_KINDS
+    return jsonify({"backends": items, "event_kinds": list(EVENT_KINDS),
+                    "plugins": L.plugins, "plugin_errors": L.plugin_errors,
                     "runs": runs_available() or "available"})
 
 

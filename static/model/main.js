@@ -2,8 +2,6 @@
 "use strict";
 (function () {
   const M = SG.M, S = M.S, $ = M.$, h = SG.h;
-  const KINDS = ["seed", "select_input", "select_output", "refuse", "cycle", "exclude", "reset", "filter", "split",
-    "reject", "subgraph", "pass_start", "pass_end"];
 
   document.querySelectorAll(".tabs button").forEach(b => { b.onclick = () => { M.showTab(b.dataset.tab); if (b.dataset.tab === "runs") M.listRuns(); }; });
   $("backend").onchange = M.syncBackendUi;
@@ -40,7 +38,7 @@
       const [summary, be] = await Promise.all([SG.api("GET", M.api("")), SG.api("GET", "/api/backends")]);
       S.summary = summary; M.renderSummary(summary);
       SG.fill($("backend"), be.backends.map(b => h("option", { value: b.name }, b.name + (b.plugin ? " (plugin)" : b.name === "rule" ? " (made here)" : ""))));
-      SG.fill($("bp-kind"), KINDS.map(k => h("option", null, k)));
+      SG.fill($("bp-kind"), be.event_kinds.map(k => h("option", null, k)));   // the server's one list
       $("backend").value = M.params.get("backend") || "default";
       $("ops").value = M.params.get("ops") || Object.keys(summary.op_counts).slice(0, 3).join(",");
       const errs = Object.entries(be.plugin_errors || {});
