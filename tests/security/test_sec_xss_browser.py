@@ -177,3 +177,32 @@ def test_run_plots_and_compare_page(server, models, page):
     pg.goto(f"{server.origin}/learn")
     pg.wait_for_selector("#learn-steps li")
     watch.check("learn")
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory):
+    from sec_server import start_server, stop_server
+    cwd = tmp_path_factory.mktemp("token-browser")
+    srv = start_server(cwd, "--token", "browser-token", "--samples", "--instance", str(cwd / "instance"))
+    yield srv
+    stop_server(srv)
+
+
+def test_pages_work_with_the_access_token(token_server, page):
+    """The URL printed at start opens the library; the cookie carries the token to every fetch and
+    POST of our own pages (which also pass the same-origin check)."""
+    pg, watch = page
+    url = token_server.first_line.split()[2]
+    assert url.endswith("?token=browser-token")
+    pg.goto(url)
+    pg.wait_for_selector('.card[data-model="sample-trt_cycle"]')
+    assert "token" not in pg.url                                            # moved into a cookie
+    pg.goto(token_server.origin + "/models/sample-trt_cycle?backend=default&ops=Relu,Sigmoid,Add")
+    pg.wait_for_selector("body[data-ready='1']")
+    pg.click("#dbg-start")                                                  # a POST from our page
+    pg.wait_for_selector("#dbg-status[data-index='0']")
+    watch.check("token pages")
+    other = pg.context.browser.new_context()                               # no cookie: refused
+    p2 = other.new_page()
+    assert p2.goto(token_server.origin + "/").status == 401
+    other.close()
