@@ -274,16 +274,16 @@ def _runs(loose: list[str], expanded: set[str]) -> dict[str, str]:
 def _collapsed_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str], flat_limit: int,
                     group_partitions: bool) -> dict[str, Any]:
     note = None
-    attempts = [(expanded, True), (set(), True), (set(), False)]
-    for k, (exp, scopes) in enumerate(attempts):
-        units = unit_of_factory(graph, assignment, exp, group_partitions, use_scopes=scopes)
+    attempts = [(expanded, True, group_partitions), (set(), True, group_partitions), (set(), False, False)]
+    for k, (exp, scopes, by_part) in enumerate(attempts):
+        units = unit_of_factory(graph, assignment, exp, by_part, use_scopes=scopes)
         members: dict[str, list[str]] = {}
         for node in graph.nodes:
             members.setdefault(units[node.name], []).append(node.name)
         if len(members) <= flat_limit or k == len(attempts) - 1:
             break
         note = (f"{len(members)} boxes at this level is over the limit of {flat_limit}: "
-                + ("shown with every group closed" if k == 0 else "shown in runs of nodes, not name scopes"))
+                + ("shown with every group closed" if k == 0 else "shown in runs of nodes, not name scopes or partitions"))
     view = _units_view(graph, assignment, exp, units, members)
     if note:
         view["note"] = note + (f"; {view['note']}" if view.get("note") else "")

@@ -197,3 +197,15 @@ def test_a_session_trace_stops_at_the_clients_share(tmp_path):
     sid = big.post("/api/sessions", json={"model": mid, "backend": "default", "ops": ["Relu"]}).get_json()["id"]
     state = big.post(f"/api/sessions/{sid}/step", json={"action": "last", "index": 0}).get_json()
     assert state["done"] and state["known"] > 1000 and state["error"] is None
+
+
+def test_too_many_scopes_fall_back_to_runs_of_nodes():
+    """2,000 top-level name scopes are too many boxes for one level: runs of nodes instead, with a note."""
+    from partition import load_model
+    from onnx import helper as oh
+    nodes = [oh.make_node("Relu", [f"t{i}" if i else "x"], [f"t{i + 1}"], name=f"s{i}/relu") for i in range(2000)]
+    m = sec_models.model(nodes, [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                         [oh.make_tensor_value_info("t2000", TensorProto.FLOAT, [2])])
+    view = layout.graph_view(load_model(m.SerializeToString()), flat_limit=1500)
+    assert view["mode"] == "collapsed" and len(view["nodes"]) == 20
+    assert "not name scopes" in view["note"]
