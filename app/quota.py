@@ -3,8 +3,10 @@
 Each entry belongs to the client that created it (``security.client_id()``: the client cookie,
 else the remote address). When a client goes over its own quota, only that client's least
 recently used entries go. When the total goes over the global limit, entries go from the client
-holding the most bytes: one client filling the cache evicts its own entries, never everyone
-else's first.
+holding the most bytes — counted per remote address, so a flood of fresh cookies from one
+address pays for itself: one client filling the cache evicts its own entries, never everyone
+else's first. With a per-client quota of at most half the total (the defaults: 384 MiB of
+1 GiB), a client within its quota is never evicted because of another address.
 """
 
 from __future__ import annotations
@@ -91,15 +93,29 @@ class ClientQuota(Generic[V]):
     def _shrink(self, over: Callable[[], bool], client: str | None, keep: Hashable) -> list[tuple[Hashable, Any]]:
         evicted: list[tuple[Hashable, Any]] = []
         while over():
-            victim_client = client or self._biggest_client()
-            victim = next((k for k, (c, _, _) in self._items.items() if c == victim_client and k != keep), None)
+            if client is not None:
+                victim = next((k for k, (c, _, _) in self._items.items() if c == client and k != keep), None)
+            else:
+                victim = self._from_biggest_group(keep)
             if victim is None:
                 break   # only the new entry is left: it is kept even when alone over the limit
             evicted.append((victim, self._items.pop(victim)[2]))
         return evicted
 
-    def _biggest_client(self) -> str:
+    def _from_biggest_group(self, keep: Hashable) -> Hashable | None:
+        """The oldest entry of the group (remote address) holding the most bytes, the new entry
+        counted: many fresh cookies from one address add up to one group, so they cannot outvote
+        another address. The new entry itself is never the victim."""
         usage: dict[str, int] = {}
         for c, size, _ in self._items.values():
-            usage[c] = usage.get(c, 0) + size
-        return max(usage, key=usage.__getitem__)
+            usage[_group(c)] = usage.get(_group(c), 0) + size
+        for group in sorted(usage, key=lambda grp: -usage[grp]):
+            victim = next((k for k, (c, _, _) in self._items.items() if _group(c) == group and k != keep), None)
+            if victim is not None:
+                return victim
+        return None
+
+
+def _group(client: str) -> str:
+    """``"<address>|<cookie>"`` -> the address part (a client without "|" is its own group)."""
+    return client.split("|", 1)[0]

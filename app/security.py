@@ -145,12 +145,14 @@ def _cookie_client() -> str | None:
 
 
 def client_id() -> str:
-    """Who is asking, for per-client cache quotas: the client cookie (the one being set by this
-    response on a first visit), else the remote address."""
-    cid = _cookie_client() or g.get("sglens_new_client")
-    if cid:
-        return "c:" + cid
-    return "a:" + (request.remote_addr or "?")
+    """Who is asking, for per-client cache quotas: ``"<remote address>|<client cookie>"`` (the cookie
+    being set by this response on a first visit). Quotas are per cookie; when the whole cache is
+    full, the address holding the most pays (``app.quota``); loopback clients count one by one."""
+    cid = _cookie_client() or g.get("sglens_new_client") or "-"
+    addr = request.remote_addr or "?"
+    # On loopback every client is on this machine: grouping them by address would merge them all.
+    group = f"{addr}/{cid}" if is_loopback(addr) else addr
+    return f"{group}|{cid}"
 
 
 def install(app: Flask) -> None:

@@ -209,3 +209,12 @@ def test_too_many_scopes_fall_back_to_runs_of_nodes():
     view = layout.graph_view(load_model(m.SerializeToString()), flat_limit=1500)
     assert view["mode"] == "collapsed" and len(view["nodes"]) == 20
     assert "not name scopes" in view["note"]
+
+
+def test_fresh_cookies_from_one_address_cannot_outvote_another_address():
+    # a client within its quota (at most half the total) is never the one to pay for another's entries
+    q: ClientQuota[str] = ClientQuota(total_bytes=100, client_bytes=50)
+    q.put("victim", "x", "10.0.0.1|alice", 50)
+    for i in range(20):                                             # a new cookie per request
+        q.put(f"flood{i}", "x", f"10.0.0.2|c{i}", 10)
+    assert "victim" in q and "flood19" in q and sum(q.usage().values()) <= 100
