@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from onnx import TensorProto, helper
@@ -16,6 +17,7 @@ from sec_server import server  # noqa: F401 - the fixture
 from sec_models import PAYLOAD
 
 CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"   # gitignored screenshots
 pytestmark = pytest.mark.browser
 if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
     pytest.skip(f"chromium is not installed at {CHROMIUM}", allow_module_level=True)
@@ -110,6 +112,8 @@ def test_model_page_every_tab(server, models, page):
     for needle in (f"[batch{PAYLOAD}, 4]", f"x{PAYLOAD}", f"key{PAYLOAD}", f"value{PAYLOAD}", f"Op{PAYLOAD}"):
         assert needle in text, needle
     watch.check("summary")
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / "xss_summary.png"))
     # Node: op type in a custom domain, attribute strings, dims, neighbours
     _click_node(pg, f"custom{PAYLOAD}")
     pg.wait_for_selector("#node-title")
@@ -138,6 +142,7 @@ def test_model_page_every_tab(server, models, page):
     pg.wait_for_selector("#groups-panel")
     assert f"custom{PAYLOAD}" in pg.inner_text("#groups-panel")
     watch.check("tensorrt")
+    pg.screenshot(path=str(ARTIFACTS / "xss_tensorrt.png"))
     # Rule dialog: op types as check boxes
     pg.select_option("#backend", "rule")
     pg.click("#rule-edit")
