@@ -10,7 +10,8 @@ Every request passes, in order:
 2. **Access token** (only when one is configured: ``--token``, or any non-loopback ``--host``):
    ``?token=...`` once (a cookie is set), the cookie, or ``Authorization: Bearer ...``.
 3. **Same origin for state changes** (CSRF): POST/PUT/PATCH/DELETE carrying an ``Origin`` (or,
-   without it, a ``Referer``) must come from this server's own origin; ``Origin: null`` is refused.
+   without it, a ``Referer``) must come from this server's own origin; ``Origin: null`` is refused,
+   and so is a ``Sec-Fetch-Site`` other than ``same-origin``/``none``.
    A request with neither header is not from a browser page (browsers send ``Origin`` on every
    cross-origin POST) and is accepted: curl and scripts keep working.
 4. **Body cap**: non-upload bodies are limited to ``SGLENS_MAX_JSON`` bytes (1 MiB) with a 413.
@@ -127,6 +128,9 @@ def _origin_of(url: str) -> str | None:
 def cross_site_reason() -> str | None:
     """Why this state-changing request is refused as cross-site, or None when it is fine."""
     own = f"{request.scheme}://{request.host}".lower()
+    site = request.headers.get("Sec-Fetch-Site")   # modern browsers: a third line besides Origin and Referer
+    if site is not None and site.strip().lower() not in ("same-origin", "none"):
+        return f"cross-site request ({site[:20]}) refused; only pages of {own} may change data"
     origin = request.headers.get("Origin")
     if origin is not None:
         if origin.strip().lower() != own:

@@ -27,6 +27,8 @@ def test_cross_origin_state_changes_are_refused(server):
     # a sandboxed frame or data: page sends Origin: null; a cross-site form without Origin, a Referer
     assert server.request("POST", "/api/sessions", SESSION, {"Origin": "null"}).status == 403
     assert server.request("POST", "/api/sessions", SESSION, {"Referer": "http://evil.example/page"}).status == 403
+    for site in ("cross-site", "same-site"):                     # what modern browsers add on their own
+        assert server.request("POST", "/api/sessions", SESSION, {"Sec-Fetch-Site": site}).status == 403
     # another port on the same host is another origin
     other = {"Origin": f"http://{server.host}:{server.port + 1}"}
     assert server.request("POST", "/api/sessions", SESSION, other).status == 403
