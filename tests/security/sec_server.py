@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SGLENS = Path(sys.executable).with_name("sglens")
+#: How the tests start the command line: the package's own entry module (no stale console script).
+SGLENS = [sys.executable, "-m", "sglens"]
 
 
 @dataclass
@@ -74,8 +75,7 @@ class Server:
 
 
 def start_server(cwd: Path, *args: str) -> Server:
-    cmd = [str(SGLENS) if SGLENS.exists() else sys.executable, *([] if SGLENS.exists() else ["-m", "partition.cli"]),
-           "serve", "--port", "0", *args]
+    cmd = [*SGLENS, "serve", "--port", "0", *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     err: list[str] = []

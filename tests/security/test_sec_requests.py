@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.client
 import subprocess
-import sys
 
 import pytest
 
@@ -177,7 +176,7 @@ def test_errors_do_not_show_server_paths(server):
 
 # --------------------------------------------------------------------- cli --
 def test_busy_port_is_one_line_and_exit_2(server, tmp_path):
-    proc = subprocess.run([str(SGLENS) if SGLENS.exists() else sys.executable, "serve", "--port", str(server.port),
+    proc = subprocess.run([*SGLENS, "serve", "--port", str(server.port),
                            "--instance", str(tmp_path / "i")], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     lines = (proc.stdout + proc.stderr).strip().splitlines()
