@@ -154,12 +154,17 @@ def backends():
     for name in L.registry.names():
         items.append({"name": name, "plugin": name in plugin_backends, "needs_ops": name == "default"})
     items.append({"name": "rule", "plugin": False, "needs_rule": True})
-    from partition.trace import EVENT_KINDS
     # Each backend's option schema (name, type, default, help, choices): enough to generate its form.
     schemas = {name: [o.to_json() for o in L.registry.schema(name)] for name in L.registry.names()}
-    return jsonify({"backends": items, "options": schemas, "event_kinds": list(EVENT_KINDS),
-                    "plugins": L.plugins, "plugin_errors": L.plugin_errors,
-                    "runs": runs_available() or "available"})
+    return jsonify({"backends": items, "options": schemas, "plugins": L.plugins,
+                    "plugin_errors": L.plugin_errors, "runs": runs_available() or "available"})
+
+
+@bp.get("/kinds")
+def kinds():
+    """The trace event kinds, for the front end (one list, from partition/trace.py)."""
+    from partition.trace import EVENT_KINDS
+    return jsonify({"events": list(EVENT_KINDS)})
 
 
 # ------------------------------------------------------------------ models --

@@ -35,10 +35,10 @@
 
   async function init() {
     try {
-      const [summary, be] = await Promise.all([SG.api("GET", M.api("")), SG.api("GET", "/api/backends")]);
+      const [summary, be, kinds] = await Promise.all([SG.api("GET", M.api("")), SG.api("GET", "/api/backends"), SG.api("GET", "/api/kinds")]);
       S.summary = summary; M.renderSummary(summary);
       SG.fill($("backend"), be.backends.map(b => h("option", { value: b.name }, b.name + (b.plugin ? " (plugin)" : b.name === "rule" ? " (made here)" : ""))));
-      SG.fill($("bp-kind"), be.event_kinds.map(k => h("option", null, k)));   // the server's one list
+      SG.fill($("bp-kind"), kinds.events.map(k => h("option", null, k)));   // the server's one list
       $("backend").value = M.params.get("backend") || "default";
       $("ops").value = M.params.get("ops") || Object.keys(summary.op_counts).slice(0, 3).join(",");
       const errs = Object.entries(be.plugin_errors || {});
