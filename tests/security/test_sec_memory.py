@@ -8,7 +8,7 @@ import time
 import pytest
 
 import sec_models
-from sec_server import server  # noqa: F401 - the fixture
+from sec_server import server, start_server, stop_server  # noqa: F401 - the fixture
 
 
 def _wait_run(server, rid: str, timeout: float = 120) -> dict:
@@ -81,9 +81,18 @@ def test_node_with_100k_inputs(server):
     server.request("DELETE", f"/api/models/{mid}")
 
 
-def test_upload_is_not_copied_in_memory(server):
+@pytest.fixture
+def fresh_server(tmp_path):
+    """A server of its own: its peak memory (a high-water mark) is not raised by earlier tests."""
+    srv = start_server(tmp_path, "--instance", str(tmp_path / "instance"))
+    yield srv
+    stop_server(srv)
+
+
+def test_upload_is_not_copied_in_memory(fresh_server):
     """A 128 MiB upload: the server's peak grows by about the parsed model plus the file's pages,
     not the 5-6 copies of reading it into bytes and running shape inference on the whole proto."""
+    server = fresh_server
     data = sec_models.big_weights(128)
     before = server.rss_peak()
     reply = server.upload(data, "big.onnx")
