@@ -13,6 +13,10 @@ from partition.errors import LensError
 from partition.ir import Graph
 
 
+#: How a refused run's message ends: the server's own flag.
+HINT = "use smaller inputs or start the server with a larger --run-memory-limit"
+
+
 class RunMemoryError(LensError):
     """A run would need more memory than the server's budget allows."""
 
@@ -23,7 +27,7 @@ def check_run_budget(graph: Graph, feeds: Mapping[str, Any], limit: int) -> None
     except ImportError:   # engine/budget.py arrives with the engine's side of issue 9
         _estimate(graph, feeds, limit)
         return
-    check_memory_budget(graph, feeds, limit)
+    check_memory_budget(graph, feeds, limit, hint=HINT)
 
 
 def _estimate(graph: Graph, feeds: Mapping[str, Any], limit: int) -> None:
@@ -37,5 +41,4 @@ def _estimate(graph: Graph, feeds: Mapping[str, Any], limit: int) -> None:
             if size > limit or total > limit:
                 raise RunMemoryError(
                     f"node '{node.name}' ({node.op_type}) would bring the run to about {total} bytes "
-                    f"(output '{t}' alone {size}), over the server's run memory limit of {limit} bytes; "
-                    "use smaller inputs or start the server with a larger --run-memory-limit")
+                    f"(output '{t}' alone {size}), over the server's run memory limit of {limit} bytes; {HINT}")
