@@ -4,10 +4,11 @@ out of it.
 - ``request_class(tmp_dir)``: multipart file parts go to an unnamed temp file under the instance
   folder (werkzeug's default keeps up to 500 KiB in memory and the rest in the system temp dir).
 - ``load_upload(path, max_bytes, label)``: the stored file is parsed from a read-only memory map
-  (no second copy of the file in the Python heap), every tensor at every nesting level (initializers,
-  sparse initializers, ``Constant`` values and other tensor attributes, If/Loop/Scan bodies,
-  local functions) is checked for external data, and a model using any is refused: a single
-  uploaded file has no folder of its own, so ``location`` could only point at the server's files.
+  (no second copy of the file in the Python heap); a model using external data anywhere
+  (initializers, ``Constant`` values and other tensor attributes, If/Loop/Scan bodies, local
+  functions: ``partition.external_data.check_model`` with no folder) is refused: a single uploaded
+  file has no folder of its own, so ``location`` could only point at the server's files. It is not
+  loaded through ``load_model(path)``, whose folder rule would let it name another upload.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import math
 import mmap
 import os
 import tempfile
-from typing import IO, Any, Iterator
+from typing import IO
 
 import onnx
 from flask import Request
 
+from partition import external_data
 from partition.errors import ModelError, ModelTooLargeError
 from partition.ir import Graph
 
@@ -32,52 +34,6 @@ def request_class(tmp_dir: str) -> type[Request]:
             os.makedirs(tmp_dir, exist_ok=True)
             return tempfile.TemporaryFile("wb+", dir=tmp_dir, prefix="upload-")
     return UploadRequest
-
-
-def _tensors_of_attr(a: onnx.AttributeProto) -> Iterator[onnx.TensorProto]:
-    if a.HasField("t"):
-        yield a.t
-    yield from a.tensors
-    if a.HasField("sparse_tensor"):
-        yield a.sparse_tensor.values
-        yield a.sparse_tensor.indices
-    for s in a.sparse_tensors:
-        yield s.values
-        yield s.indices
-
-
-def _graphs_of_attr(a: onnx.AttributeProto) -> Iterator[onnx.GraphProto]:
-    if a.HasField("g"):
-        yield a.g
-    yield from a.graphs
-
-
-def all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor in ``model``, at every nesting level; iterative (no recursion to body depth)."""
-    graphs: list[onnx.GraphProto] = [model.graph]
-    node_lists: list[Any] = [f.node for f in model.functions]
-    while graphs or node_lists:
-        if graphs:
-            g = graphs.pop()
-            yield from g.initializer
-            for s in g.sparse_initializer:
-                yield s.values
-                yield s.indices
-            node_lists.append(g.node)
-            continue
-        for node in node_lists.pop():
-            for a in node.attribute:
-                yield from _tensors_of_attr(a)
-                graphs.extend(_graphs_of_attr(a))
-
-
-def refuse_external_data(model: onnx.ModelProto, label: str) -> None:
-    for t in all_tensors(model):
-        if t.data_location == onnx.TensorProto.EXTERNAL or t.external_data:
-            location = next((e.value for e in t.external_data if e.key == "location"), "")
-            shown = location.replace("\\", "/").rsplit("/", 1)[-1][:100] or "?"
-            raise ModelError(f"{label}: model uses external data file '{shown}'; upload the model "
-                             "together with its data files")
 
 
 def load_upload(path: str, max_bytes: int, label: str) -> Graph:
@@ -100,7 +56,8 @@ def load_upload(path: str, max_bytes: int, label: str) -> Graph:
             view.release()
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise ModelError(f"{label}: the file parsed but holds no ONNX graph; is it an ONNX model?")
-    refuse_external_data(model, label)
+    # The rules of partition/external_data.py: a file with no folder of its own follows none.
+    external_data.check_model(model, None, label)
     model = _infer_shapes_lean(model)
     return from_model_proto(model, base_dir=None, infer_shapes=False, label=label)
 
