@@ -154,6 +154,9 @@ class JobManager:
         self._stage(job, "compare", 0.2, "onnxruntime reference, our engine, the partitioned graph")
         notes: list[str] = []
         feeds = random_inputs(graph, {}, seed=0, default_dim=1, notes=notes)
+        if self.lens.run_memory_limit:  # --run-memory-limit: refuse before anything big is allocated
+            from .limits import check_run_budget
+            check_run_budget(graph, feeds, self.lens.run_memory_limit)
         model = parse_model_bytes(entry.model_bytes(), entry.name)
         stages = {"onnxruntime": (0.25, "onnxruntime on the whole model (the reference)"),
                   "engine": (0.4, "our engine, unpartitioned"),

@@ -93,7 +93,6 @@ class ModelStore:
 
     def upload(self, filename: str, stream: Any) -> ModelEntry:
         """Store an uploaded file under a generated name, then load it; a bad file leaves nothing behind."""
-        from partition.onnx_io import load_model
         label = _label(filename)
         os.makedirs(self.upload_dir, exist_ok=True)
         mid = secrets.token_hex(8)
@@ -110,9 +109,9 @@ class ModelStore:
                         from partition.errors import ModelTooLargeError
                         raise ModelTooLargeError(f"{label}: over the upload limit of {self.max_bytes} bytes")
                     out.write(chunk)
-            # Bytes, not the path: an upload's external data is never followed at all.
-            with open(path, "rb") as f:
-                graph = load_model(f.read(), max_bytes=self.max_bytes)
+            # Parsed from the stored file; an upload's external data is refused at every level.
+            from .uploads import load_upload
+            graph = load_upload(path, self.max_bytes, label)
         except LensError as exc:
             _unlink(path)
             msg = str(exc)
