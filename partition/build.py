@@ -36,6 +36,7 @@ loop runs incrementally (``partition/trim.py``) with the same exclusions.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections import deque
 from typing import Any, Callable, Iterator, Sequence
 
@@ -118,10 +119,9 @@ class PassState:
                                                          "incompatible": self.order[incompatible].name})
 
     def note_cycle(self, seed: int, path: Sequence[int], victim: int) -> None:
-        names = self.names(path)
+        names = Snapshot(self.order, path)  # named when read: most are never read one by one
         seed_name, name = self.order[seed].name, self.order[victim].name
-        self.cycle_log.append({"property": self.prop_name, "seed": seed_name, "path": list(names),
-                               "excluded": name})
+        self.cycle_log.append({"property": self.prop_name, "seed": seed_name, "path": names, "excluded": name})
         self._set(victim, ReasonKind.CYCLE, {"seed": seed_name, "path": names})
 
     def note_filtered(self, i: int, seed: int) -> None:
@@ -193,42 +193,62 @@ def seed_order(graph: Graph) -> list[Node]:
     return [graph.nodes[p] for p in _seed_positions(graph)]
 
 
+_ADJACENCY: "weakref.WeakKeyDictionary[Graph, tuple[list[Node], list[list[int]], list[list[int]]]]" = \
+    weakref.WeakKeyDictionary()
+
+
 def adjacency(graph: Graph) -> tuple[list[Node], list[list[int]], list[list[int]]]:
-    """Nodes in seed order, and by id: producer ids (read order) and consumer ids (id order)."""
+    """Nodes in seed order, and by id: producer ids (read order) and consumer ids (id order).
+
+    Cached per graph (graphs never change); callers must not modify the lists.
+    """
+    cached = _ADJACENCY.get(graph)
+    if cached is not None:
+        return cached
     positions = _seed_positions(graph)
     rank = [0] * len(positions)
     for node_id, pos in enumerate(positions):
         rank[pos] = node_id
     pred_positions = graph.pred_positions
     preds = [[rank[p] for p in pred_positions[pos]] for pos in positions]
-    return [graph.nodes[p] for p in positions], preds, _successors(preds)
+    nodes = graph.nodes
+    result = [nodes[p] for p in positions], preds, _successors(preds)
+    _ADJACENCY[graph] = result
+    return result
 
 
 def _seed_positions(graph: Graph) -> list[int]:
     preds = graph.pred_positions
     visited = bytearray(len(graph.nodes))
     order: list[int] = []
+    index = graph.index
     for out in graph.outputs:
         root = graph.producer(out)
-        if root is None or visited[graph.index[root.name]]:
+        if root is None or visited[index[root.name]]:
             continue
-        start = graph.index[root.name]
+        start = index[root.name]
         visited[start] = 1
-        stack: list[list[int]] = [[start, 0]]  # [node position, next input to look at]
-        while stack:
-            frame = stack[-1]
-            inputs = preds[frame[0]]
-            k = frame[1]
-            while k < len(inputs) and visited[inputs[k]]:
+        nodes_stack = [start]   # node positions on the DFS path
+        next_stack = [0]        # per entry: the next of its inputs to look at
+        while nodes_stack:
+            top = nodes_stack[-1]
+            inputs = preds[top]
+            k = next_stack[-1]
+            n = len(inputs)
+            while k < n and visited[inputs[k]]:
                 k += 1
-            if k == len(inputs):
-                stack.pop()
-                order.append(frame[0])
+            if k == n:
+                nodes_stack.pop()
+                next_stack.pop()
+                order.append(top)
             else:
-                frame[1] = k + 1
-                visited[inputs[k]] = 1
-                stack.append([inputs[k], 0])
-    order.extend(i for i in range(len(graph.nodes)) if not visited[i])
+                next_stack[-1] = k + 1
+                child = inputs[k]
+                visited[child] = 1
+                nodes_stack.append(child)
+                next_stack.append(0)
+    if len(order) < len(visited):
+        order.extend(i for i in range(len(graph.nodes)) if not visited[i])
     return order
 
 
@@ -267,7 +287,8 @@ def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
         info = graph.info(t)
         if info.dtype or info.shape:
             tensors[t] = info
-    return Graph.trusted(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset)
+    return Graph.trusted(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
+                         closed=True)  # every outer read is an input
 
 
 # ------------------------------------------------------------------ growers --

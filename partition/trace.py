@@ -116,7 +116,7 @@ class Reason:
     def to_json(self) -> dict[str, Any]:
         """``{"node", "reason" (the text), "kind"}`` plus ``"data"`` when there are facts beyond the text."""
         out: dict[str, Any] = {"node": self.node, "reason": self.text, "kind": str(self.kind)}
-        data = {k: (v.to_json() if isinstance(v, Reason) else list(v) if isinstance(v, tuple) else v)
+        data = {k: (v.to_json() if isinstance(v, Reason) else list(v) if isinstance(v, (tuple, Snapshot)) else v)
                 for k, v in self.data.items() if k != "rule"}  # a rule's text is the reason itself
         if data:
             out["data"] = data
@@ -252,7 +252,7 @@ class PartitionResult:
             "nodes": len(self.original.nodes),
             "subgraphs": [s.to_json() for s in self.subgraphs],
             "excluded": [r.to_json() for r in self.reasons.values()],
-            "cycles": self.cycles,
+            "cycles": [{**c, "path": list(c["path"])} for c in self.cycles],
             "summary": self.summary,
             "seconds": self.seconds,
         }

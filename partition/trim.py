@@ -112,13 +112,19 @@ class Trimmer:
         """A path from a candidate through reached nodes into ``hit``."""
         in_s, reach, preds = self.in_s, self.reach, self.preds
         path = [hit]
-        cur = next(p for p in preds[hit] if reach[p])
-        while not in_s[cur]:
-            path.append(cur)
-            ps = preds[cur]
-            inside = [p for p in ps if in_s[p]]
-            cur = inside[0] if inside else next(p for p in ps if reach[p])
-        path.append(cur)
+        cur = hit
+        while True:
+            back = -1
+            for p in preds[cur]:  # a candidate ends the walk; else the first reached producer
+                if in_s[p] and cur != hit:
+                    back = p
+                    break
+                if back < 0 and reach[p]:
+                    back = p
+            path.append(back)
+            if in_s[back]:
+                break
+            cur = back
         path.reverse()
         return path
 
@@ -138,6 +144,8 @@ class Trimmer:
         n = len(starts)
         if n <= 1:  # a leaf of S: nothing hangs on it
             return []
+        if n == 2:
+            return self._cut_off_two(seed, victim, alive, starts[0], starts[1])
         owner = {u: k for k, u in enumerate(starts)}
         parent = list(range(n))
         queues = [[u] for u in starts]
@@ -179,3 +187,28 @@ class Trimmer:
                         if a != b:
                             parent[max(a, b)] = min(a, b)
         return [x for x, k in owner.items() if root(k) != seed_root]
+
+    def _cut_off_two(self, seed: int, victim: int, alive: set[int], a: int, b: int) -> list[int]:
+        """``_cut_off`` for a victim with two remaining neighbours: two searches taking turns."""
+        preds, succs = self.preds, self.succs
+        seen = ({a}, {b})
+        queues = ([a], [b])
+        heads = [0, 0]
+        while True:
+            for side in (0, 1):
+                q = queues[side]
+                if heads[side] == len(q):  # this side is a whole component without the other
+                    if seed in seen[side]:
+                        keep = seen[side]
+                        return [x for x in alive if x not in keep and x != victim]
+                    return list(seen[side])
+                x = q[heads[side]]
+                heads[side] += 1
+                mine, other = seen[side], seen[1 - side]
+                for y in (*preds[x], *succs[x]):
+                    if y in mine or y == victim or y not in alive:
+                        continue
+                    if y in other:
+                        return []  # the two sides meet: nothing is cut off
+                    mine.add(y)
+                    q.append(y)
