@@ -120,6 +120,13 @@ def backends():
                     "runs": runs_available() or "available"})
 
 
+@bp.get("/kinds")
+def kinds():
+    """The trace event kinds and reason kinds, for the front end (one list, from partition/trace.py)."""
+    from partition.trace import EVENT_KINDS, REASON_KINDS, REASON_LABELS
+    return jsonify({"events": list(EVENT_KINDS), "reasons": list(REASON_KINDS), "reason_labels": REASON_LABELS})
+
+
 # ------------------------------------------------------------------ models --
 @bp.get("/models")
 def models():

@@ -469,10 +469,10 @@
 
   async function init() {
     try {
-      const [summary, be] = await Promise.all([SG.api("GET", "/api/models/" + encodeURIComponent(MID)), SG.api("GET", "/api/backends")]);
+      const [summary, be, kinds] = await Promise.all([SG.api("GET", "/api/models/" + encodeURIComponent(MID)), SG.api("GET", "/api/backends"), SG.api("GET", "/api/kinds")]);
       S.summary = summary; renderSummary(summary);
       $("backend").innerHTML = be.backends.map(b => '<option value="' + SG.esc(b.name) + '">' + SG.esc(b.name) + (b.plugin ? " (plugin)" : b.name === "rule" ? " (made here)" : "") + "</option>").join("");
-      $("bp-kind").innerHTML = ["seed", "select_input", "select_output", "refuse", "cycle", "exclude", "reset", "filter", "split", "reject", "subgraph", "pass_start", "pass_end"].map(k => "<option>" + k + "</option>").join("");
+      $("bp-kind").innerHTML = kinds.events.map(k => "<option>" + SG.esc(k) + "</option>").join("");
       $("backend").value = params.get("backend") || "default";
       $("ops").value = params.get("ops") || Object.keys(summary.op_counts).slice(0, 3).join(",");
       const errs = Object.entries(be.plugin_errors || {});
