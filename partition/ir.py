@@ -169,7 +169,12 @@ class Graph:
         """Node name -> tensors it reads: its inputs, then what its bodies read from outside."""
         result: dict[str, tuple[str, ...]] = {}
         for node in self.nodes:
-            reads = dict.fromkeys(t for t in node.inputs if t)
+            ins = node.inputs
+            if not node.subgraphs and (len(ins) == 1 and ins[0] or len(ins) == 2 and ins[0] != ins[1]
+                                       and ins[0] and ins[1]):
+                result[node.name] = ins  # the common case, already distinct and non-empty
+                continue
+            reads = dict.fromkeys(t for t in ins if t)
             for body in node.subgraphs.values():
                 reads.update(dict.fromkeys(body.free_tensors))
             result[node.name] = tuple(reads)
@@ -187,13 +192,12 @@ class Graph:
     def pred_positions(self) -> list[list[int]]:
         """Per node position: positions of the distinct producers of what it reads, in read order."""
         where = {t: i for i, n in enumerate(self.nodes) for t in n.outputs if t}
+        reads = self._reads
         result: list[list[int]] = []
         for node in self.nodes:
-            preds: list[int] = []
-            for t in self._reads[node.name]:
-                p = where.get(t)
-                if p is not None and p not in preds:
-                    preds.append(p)
+            preds = [where[t] for t in reads[node.name] if t in where]
+            if len(preds) > 1 and len(set(preds)) < len(preds):  # two tensors of one producer
+                preds = list(dict.fromkeys(preds))
             result.append(preds)
         return result
 
