@@ -62,6 +62,8 @@ class PassState:
         self.tracer = tracer
         self.order, self.preds, self.succs = adjacency(graph)
         self.views = [NodeView(n, graph, i) for i, n in enumerate(self.order)]
+        index = graph.index
+        self.position = [index[n.name] for n in self.order]  # id -> position in graph.nodes
         self.status: list[int] = [FREE] * len(self.order)
         self.reasons: dict[str, Reason] = {}
         self.cycles = CycleChecker(self.succs)
@@ -147,7 +149,7 @@ class PassState:
     def add_subgraph(self, prop: SubgraphProperty, members: list[int]) -> tuple[Node | None, int]:
         """Make the subgraph node for ``members``; None when the property rejects it."""
         index = self.graph.index
-        members = sorted(members, key=lambda i: index[self.order[i].name])
+        members = sorted(members, key=self.position.__getitem__)
         body = subgraph_body(self.graph, [self.order[i] for i in members], f"{self.prop_name}_{self.next_id}")
         sid = self.next_id
         try:
@@ -269,7 +271,7 @@ def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
         for t in graph.reads(node):
             if t not in produced:
                 inputs[t] = None
-    graph_outputs = set(graph.outputs)
+    graph_outputs = graph.outputs
     outputs: list[str] = []
     for node in members:
         for t in node.outputs:
@@ -283,8 +285,13 @@ def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
                     outputs.append(t)
                     break
     tensors: dict[str, TensorInfo] = {}
+    known, weights = graph.tensors, graph.initializers
     for t in (*inputs, *produced):
-        info = graph.info(t)
+        info = known.get(t)
+        if info is None:
+            if t not in weights:
+                continue  # nothing known about it: the body does not need an entry
+            info = weights[t].info()
         if info.dtype or info.shape:
             tensors[t] = info
     return Graph.trusted(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
