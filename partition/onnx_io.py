@@ -24,6 +24,7 @@ from onnx import helper, numpy_helper
 
 from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
 from .errors import ModelError, ModelTooLargeError
+from .gcpause import paused_gc
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
 
 EXPORT_IR_VERSION = 8
@@ -76,7 +77,8 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
     functions = {(f.domain, f.name): f for f in model.functions}
     meta = {p.key: p.value for p in model.metadata_props}
     # One Graph, validated once (building it and then replacing opset/metadata validated twice).
-    return _import_graph(model.graph, base_dir, functions, opset, is_body=False, label=label, metadata=meta)
+    with paused_gc():  # ~100k small acyclic objects per 100k nodes: see partition/gcpause.py
+        return _import_graph(model.graph, base_dir, functions, opset, is_body=False, label=label, metadata=meta)
 
 
 def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,

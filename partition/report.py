@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .api import SubgraphProperty
+from .gcpause import paused_gc
 from .ir import Graph
 from .trace import REASON_LABELS, PartitionResult, ReasonKind
 
@@ -47,6 +48,11 @@ def describe(result: PartitionResult, properties: Sequence[SubgraphProperty] | N
 
     ``properties`` is accepted for older callers and not needed: each reason carries its kind.
     """
+    with paused_gc():  # a large result is ~1M small acyclic objects: see partition/gcpause.py
+        return _describe(result)
+
+
+def _describe(result: PartitionResult) -> dict[str, Any]:
     data = result.to_json()
     original = result.original
     by_name = original.node_by_name
