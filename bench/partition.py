@@ -17,7 +17,8 @@ them); torch.fx gets an ``OperatorSupport`` accepting the same ops. Trace off.
   ``--fx-timeout`` seconds (it took 295 s at 4k nodes on this kind of machine).
 
 Times are the partitioner's own (``PartitionResult.seconds``, which includes
-building the pass state), not model loading. Two more rows per size:
+building the pass state), not model loading; ``cpu s`` is the process CPU time of
+the same call (on a shared machine wall time can be several times the CPU time). Two more rows per size:
 
 - ``load (IR import)``: ``load_model(path)`` of the saved model (``onnx.load``,
   shape inference, building our IR), beside ``onnx.load`` alone.
@@ -34,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -67,10 +69,10 @@ def _run_load(path: Path) -> dict:
     start = time.perf_counter()
     onnx.load(str(path))
     proto = time.perf_counter() - start
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     graph = load_model(str(path))
-    return {"seconds": time.perf_counter() - start, "onnx_load": proto, "partitions": 0,
-            "covered": len(graph.nodes)}
+    return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu, "onnx_load": proto,
+            "partitions": 0, "covered": len(graph.nodes)}
 
 
 def _run_cli(path: Path, ops: list[str]) -> dict:
@@ -78,13 +80,16 @@ def _run_cli(path: Path, ops: list[str]) -> dict:
     if not exe.exists():
         return {"skipped": f"no {exe}"}
     cmd = [str(exe), "partition", str(path), "--backend", "default", "--ops", ",".join(ops), "--json"]
-    start = time.perf_counter()
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["?"])[-1]}
     data = json.loads(done.stdout)
-    return {"seconds": seconds, "partitions": len(data["subgraphs"]), "covered": data["summary"]["nodes_covered"]}
+    return {"seconds": seconds, "cpu": cpu, "partitions": len(data["subgraphs"]),
+            "covered": data["summary"]["nodes_covered"]}
 
 
 def _profile(what: str, n: int, seed: int, ops: list[str], folder: Path) -> None:
@@ -105,10 +110,12 @@ def _profile(what: str, n: int, seed: int, ops: list[str], folder: Path) -> None
 
 def _run_ours(graph, backend: str, **options) -> dict:
     from partition import check_partition, partition
+    cpu = time.process_time()
     result = partition(graph, backend, **options)
+    cpu = time.process_time() - cpu
     check_partition(result)
-    return {"seconds": result.seconds, "partitions": len(result.subgraphs),
-            "covered": len(graph.nodes) - len(result.excluded)}
+    return {"seconds": result.seconds, "cpu": cpu, "partitions": len(result.subgraphs),
+            "covered": len(graph.nodes) - len(result.reasons)}
 
 
 # ------------------------------------------------------------------ torch.fx --
@@ -136,11 +143,11 @@ def fx_worker(n: int, seed: int) -> None:
         def is_node_supported(self, submodules, node) -> bool:
             return node.op == "call_function" and node.target not in unsupported
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=False)
     partitions = partitioner.propose_partitions()
-    seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "partitions": len(partitions),
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "partitions": len(partitions),
                       "covered": sum(len(p.nodes) for p in partitions), "torch": torch.__version__}))
 
 
@@ -190,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"# python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
           f"synthetic chain with skips, 20% unsupported (Sin/Cos/Erf), seed {args.seed}; trace off")
-    header = f"{'nodes':>7} {'method':<18} {'seconds':>9} {'nodes/s':>10} {'partitions':>10} {'covered':>8} {'vs fast':>8}"
+    header = (f"{'nodes':>7} {'method':<18} {'seconds':>9} {'cpu s':>7} {'nodes/s':>10} {'partitions':>10} "
+              f"{'covered':>8} {'vs fast':>8}")
     print(header)
     print("-" * len(header))
     for n in sizes:
@@ -217,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             if "seconds" in r:
                 ratio = r["seconds"] / fast if fast else float("nan")
                 note = f"  (onnx.load alone {r['onnx_load']:.3f} s)" if "onnx_load" in r else ""
-                print(f"{n:>7} {method:<18} {r['seconds']:>9.3f} {n / r['seconds']:>10.0f} {r['partitions']:>10} "
+                cpu = f"{r['cpu']:>7.3f}" if "cpu" in r else f"{'':>7}"
+                print(f"{n:>7} {method:<18} {r['seconds']:>9.3f} {cpu} {n / r['seconds']:>10.0f} {r['partitions']:>10} "
                       f"{r['covered']:>8} {ratio:>7.1f}x{note}")
             else:
                 why = "timed out" + f" (> {args.fx_timeout:.0f} s)" if r.get("timed_out") else \
