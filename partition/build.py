@@ -366,6 +366,8 @@ class BreadthFirst(Grower):
 
     def filter(self, seed: int, members: list[int]) -> list[int]:
         assert self.selector is not None
+        if type(self.selector).filter is SubgraphSelector.filter:  # the API's default keeps everything
+            return members
         views = self.state.views
         return [v.id for v in _call_filter(self.selector, [views[i] for i in members])]
 
