@@ -162,9 +162,9 @@ def backends():
 
 @bp.get("/kinds")
 def kinds():
-    """The trace event kinds, for the front end (one list, from partition/trace.py)."""
-    from partition.trace import EVENT_KINDS
-    return jsonify({"events": list(EVENT_KINDS)})
+    """The trace event kinds and reason kinds, for the front end (one list, from partition/trace.py)."""
+    from partition.trace import EVENT_KINDS, REASON_KINDS, REASON_LABELS
+    return jsonify({"events": list(EVENT_KINDS), "reasons": list(REASON_KINDS), "reason_labels": REASON_LABELS})
 
 
 # ------------------------------------------------------------------ models --
