@@ -175,10 +175,18 @@ def models():
 
 @bp.post("/models")
 def upload():
-    f = request.files.get("file")
-    if f is None:
+    """One .onnx (field ``file``), or a bundle: several files in field ``file`` (the .onnx and its
+    external-data files) or one .zip/.tar/.tgz of the model's folder."""
+    from .uploads import is_bundle_upload, store_bundle
+    files = request.files.getlist("file")
+    if not files:
         raise ApiError("upload the model as multipart form field 'file'")
-    entry = lens().models.upload(f.filename or "upload.onnx", f.stream)
+    if is_bundle_upload(files):
+        entry = store_bundle(lens().models, current_app.instance_path, files,
+                             current_app.config["SGLENS_MAX_UPLOAD"])
+    else:
+        f = files[0]
+        entry = lens().models.upload(f.filename or "upload.onnx", f.stream)
     data = serialize.model_summary(entry)
     return jsonify(data), 201
 
@@ -194,7 +202,18 @@ def delete_model(mid: str):
     if entry.source == "sample":
         raise ApiError("sample models cannot be deleted", 403)
     lens().models.delete(mid)
+    if getattr(entry, "bundle", None):   # the bundle's unpacked folder (ours, named by the id)
+        import shutil
+        shutil.rmtree(entry.bundle, ignore_errors=True)
     return jsonify({"deleted": mid})
+
+
+@bp.get("/models/<mid>/inputs")
+def model_inputs(mid: str):
+    """The Runs tab's form: per graph input a prefilled spec (symbolic dims named), the tolerance."""
+    from .run_inputs import defaults_json, remembered
+    entry = lens().models.get(mid)
+    return jsonify(defaults_json(entry.graph, remembered(current_app.instance_path, mid)))
 
 
 @bp.get("/models/<mid>/layout")
@@ -412,19 +431,64 @@ def list_runs():
     return jsonify({"runs": [_run_out(r) for r in items]})
 
 
+#: Models up to this size are parsed once more to ask ONNX shape inference about a run's shapes
+#: before it is queued; bigger ones are checked by the run itself.
+INFER_CHECK_BYTES = 256 << 20
+
+
+def _run_request() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's JSON fields, and uploaded arrays: JSON, or multipart with a ``request`` JSON field
+    and one file per input (``input:<name>``, .npy or .npz)."""
+    if request.mimetype == "multipart/form-data":
+        try:
+            data = json.loads(request.form.get("request") or "{}")
+        except ValueError:
+            raise ApiError("form field 'request' is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise ApiError("form field 'request' must be a JSON object")
+        return data, {k: f for k, f in request.files.items()}
+    return _json_body(), {}
+
+
 @bp.post("/runs")
 def start_run():
-    data = _json_body()
+    from . import run_inputs as ri
+    data, uploads = _run_request()
+    instance = current_app.instance_path
+    previous = None
+    if data.get("repeat_of"):   # the same inputs, tolerance, backend and executor as a stored run
+        rid = str(data["repeat_of"])
+        old = lens().runs.get(rid)
+        previous = ri.load(instance, rid)
+        if old is None or previous is None:
+            raise ApiError(f"run '{rid[:40]}' has no stored inputs to repeat", 404)
+        opts = dict(old["options"] or {})
+        data = {"model": old["model_id"], "backend": old["backend"], "device": old["device"],
+                "executor": old["executor"], "rule": opts.pop("rule", None), "options": opts,
+                **({"repeat": data["repeat"]} if "repeat" in data else {})}
     mid, entry = _model_of(data)
     backend, options, props, _ = selection(data)
     repeat = data.get("repeat", current_app.config["SGLENS_RUN_REPEAT"])
     if not isinstance(repeat, int) or not 1 <= repeat <= 100:
         raise ApiError("'repeat' must be an integer from 1 to 100")
+    if previous is not None:
+        inputs = previous
+        inputs.feeds(entry.graph)        # the model may have been replaced: checked again
+    else:
+        arrays = ri.read_arrays(uploads, entry.graph)
+        model = None
+        if entry.size <= INFER_CHECK_BYTES:
+            import onnx
+            model = onnx.load_model_from_string(entry.model_bytes())
+        inputs = ri.parse_run_inputs(entry.graph, model, data, arrays,
+                                     ri.remembered(instance, mid), lens().run_memory_limit)
     job = lens().jobs.submit(entry, backend, options, props, data.get("device", "cpu"),
-                             data.get("executor", "auto"), repeat)
+                             data.get("executor", "auto"), repeat, run_inputs=inputs)
+    ri.save(instance, job.id, inputs)
+    ri.remember(instance, mid, inputs.specs)
     if backend == "rule":  # stored so the run's partitioned ONNX can be rebuilt: the rule is data
         job.meta["options"] = {"rule": data.get("rule")}
-    return jsonify(job.to_json()), 202
+    return jsonify({**job.to_json(), "inputs": inputs.to_json()}), 202
 
 
 @bp.get("/runs/<rid>")
@@ -440,7 +504,18 @@ def get_run(rid: str):
         raise ApiError(f"no run with id '{rid}'", 404)
     if job is not None:
         stored["progress"], stored["stage"], stored["message"] = job.progress, job.stage, job.message
-    return jsonify(_run_out(stored))
+    return jsonify(_run_out(_with_context(stored)))
+
+
+def _with_context(run: dict[str, Any]) -> dict[str, Any]:
+    """A stored run plus what it used (specs, tolerance) and whether its model is still loaded."""
+    from .run_inputs import stored_json
+    try:
+        lens().models.get(run["model_id"])
+        present = True
+    except ApiError:
+        present = False
+    return {**run, "model_present": present, "inputs_used": stored_json(current_app.instance_path, run["id"])}
 
 
 @bp.post("/runs/<rid>/cancel")

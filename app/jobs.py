@@ -66,7 +66,7 @@ class JobManager:
         self._lock = threading.Lock()
 
     def submit(self, entry: Any, backend: str, options: dict[str, Any], properties: list | None,
-               device: str, executor: str, repeat: int) -> Job:
+               device: str, executor: str, repeat: int, run_inputs: Any = None) -> Job:
         why = runs_available()
         if why:
             raise ApiError(why, 503)
@@ -80,6 +80,7 @@ class JobManager:
                 "options": {k: v for k, v in options.items()}, "device": device, "executor": executor,
                 "created": time.time()}
         job = Job(jid, meta)
+        job.run_inputs = run_inputs  # app.run_inputs.RunInputs: specs, uploaded arrays, tolerance
         with self._lock:
             self._jobs[jid] = job
             # Keep the in-memory table bounded: finished jobs live on in SQLite.
@@ -137,7 +138,6 @@ class JobManager:
               device: str, executor: str, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
         from engine.compare import compare
         from engine.executor import Executor
-        from engine.inputs import random_inputs
         from engine.measure import chrome_trace, measure, timeline_json
         from engine.profiling import Profiler
         from partition.onnx_io import parse_model_bytes
@@ -153,7 +153,9 @@ class JobManager:
         part = PartitionRun(graph, backend, trace=False, properties=properties, progress=progress, **options).run()
         self._stage(job, "compare", 0.2, "onnxruntime reference, our engine, the partitioned graph")
         notes: list[str] = []
-        feeds = random_inputs(graph, {}, seed=0, default_dim=1, notes=notes)
+        from .run_inputs import default_inputs
+        inputs = getattr(job, "run_inputs", None) or default_inputs(graph)
+        feeds = inputs.feeds(graph)   # engine.input_spec.materialize: same specs, same arrays
         if self.lens.run_memory_limit:  # --run-memory-limit: refuse before anything big is allocated
             from .limits import check_run_budget
             check_run_budget(graph, feeds, self.lens.run_memory_limit)
@@ -167,7 +169,7 @@ class JobManager:
             self._stage(job, "compare", at, message)  # also where a cancel takes effect
         c = compare(graph, model, feeds, partitioned=part, executor=executor, device=device,
                     repeat=repeat, label=entry.name, kernels=self.lens.run_kernels,
-                    progress=compare_progress)
+                    progress=compare_progress, tolerance=inputs.tolerance)
         self._stage(job, "timeline", 0.8, "a profiled run of the partitioned graph for the timeline")
         profiler = Profiler()
         with Executor(part.graph, device=device, executor=executor, hooks=profiler,
@@ -189,6 +191,8 @@ class JobManager:
                                 "peak_bytes": s.get("peak_bytes")} for s in m.subgraphs],
             "node_seconds": m.node_seconds,
             "original_node_seconds": node_seconds,
+            "inputs": {**inputs.to_json(), "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype)}
+                                                      for k, v in feeds.items()}},
         }
         return data, chrome_trace(m.timeline, entry.name)
 

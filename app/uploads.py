@@ -94,3 +94,74 @@ def _infer_shapes_lean(model: onnx.ModelProto) -> onnx.ModelProto:
         del target[:]
         target.extend(getattr(inferred.graph, field_name))
     return model
+
+
+# ------------------------------------------------------------------ bundles --
+# A model with external data arrives as a bundle: several files in one upload (the .onnx and its
+# data files) or one .zip/.tar of the model's folder. Each bundle is unpacked into its own folder
+# ``<instance>/bundles/<random id>/`` (partition/bundle.py: safe names, byte and file budgets) and
+# loaded with that folder as the only place external data may come from.
+
+def bundle_dir(instance: str, mid: str) -> str:
+    return os.path.join(instance, "bundles", mid)
+
+
+def is_bundle_upload(files: list) -> bool:
+    """Several files, or one archive: a bundle; one plain file: the single-file path."""
+    from partition.bundle import is_archive
+    return len(files) > 1 or (len(files) == 1 and is_archive(files[0].filename or ""))
+
+
+def store_bundle(store: object, instance: str, files: list, max_bytes: int) -> object:
+    """Unpack the uploaded bundle, load it, register it in ``store``; nothing left behind on error."""
+    import secrets
+    import shutil
+    from pathlib import Path
+
+    from partition.bundle import extract_archive, is_archive, stage_files
+    mid = secrets.token_hex(8)
+    folder = Path(bundle_dir(instance, mid))
+    try:
+        if len(files) == 1 and is_archive(files[0].filename or ""):
+            arch_dir = folder.parent / f".{mid}-archive"
+            arch_dir.mkdir(parents=True, exist_ok=True)
+            # our own name: extract_archive tells zip from tar by it (tarfile finds the compression)
+            archive = arch_dir / ("bundle.zip" if files[0].filename.lower().endswith(".zip") else "bundle.tar")
+            try:
+                with open(archive, "wb") as out:
+                    shutil.copyfileobj(files[0].stream, out, 1 << 20)
+                if archive.stat().st_size > max_bytes:
+                    raise ModelTooLargeError(f"the archive is over the upload limit of {max_bytes} bytes")
+                model_path = extract_archive(archive, folder, max_bytes)
+            finally:
+                shutil.rmtree(arch_dir, ignore_errors=True)
+        else:
+            model_path = stage_files([(f.filename or "file", f.stream) for f in files], folder, max_bytes)
+        return register_model_file(store, model_path, model_path.parent, label=model_path.name,
+                                   max_bytes=max_bytes, mid=mid, bundle=str(folder))
+    except Exception:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def register_model_file(store: object, model_path: object, data_root: object, *, label: str,
+                        max_bytes: int | None, mid: str | None = None, bundle: str | None = None,
+                        source: str = "upload") -> object:
+    """Load ``model_path`` (external data only from ``data_root``) and add it to the model store.
+
+    The entry's ``model_bytes()`` is the model with its external data inline (read by our checked
+    reader), which is what onnxruntime and the run workers are given."""
+    import secrets
+    from pathlib import Path
+
+    from partition.onnx_io import load_model, read_model_proto
+    path, root = Path(model_path), Path(data_root)
+    graph = load_model(path, max_bytes=max_bytes, data_root=root)
+    mid = mid or secrets.token_hex(8)
+    size = sum(p.stat().st_size for p in (root.rglob("*") if bundle else [path]) if p.is_file())
+    store._add(mid, label, graph, source, b"")   # in memory: kept while the server runs
+    entry = store.get(mid)
+    entry.size = size
+    entry.model_bytes = lambda: read_model_proto(path, max_bytes=max_bytes, data_root=root).SerializeToString()
+    entry.bundle = bundle
+    return entry

@@ -1,0 +1,226 @@
+"""What a web run feeds the model: input specs, uploaded arrays, tolerance; kept so it can be repeated.
+
+``POST /api/runs`` takes, per graph input, an ``engine.input_spec.InputSpec`` (shape,
+fill, range, seed), optionally an uploaded ``.npy``/``.npz`` per input, and a tolerance.
+Everything is checked here, before a job is queued: a bad spec, a shape the model
+cannot take (ONNX shape inference) or an unreadable array is a 400 naming the input.
+
+What a run used is written to ``<instance>/run_inputs/<run id>.json`` (specs and
+tolerance) and ``<run id>.npz`` (uploaded arrays only; random, zero and one fills are
+remade from their specs), so ``{"repeat_of": id}`` runs it again with the same values.
+Those files are ours (named by the random run id), never by anything from the request.
+
+Shapes entered are remembered per model in ``<instance>/input_shapes.json`` and prefill
+the form next time (``suggest_specs(graph, remembered)``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from engine.input_spec import InputSpec, check_specs, check_with_inference, graph_inputs, materialize, suggest_specs
+from engine.run_errors import InputError
+from engine.tolerance import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
+from partition.ir import Graph
+
+from .errors import ApiError
+
+_ID = re.compile(r"^[0-9a-f]{8,64}$")
+_lock = threading.Lock()
+
+
+@dataclass
+class RunInputs:
+    """The checked inputs of one run: specs, uploaded arrays by input name, tolerance."""
+
+    specs: list[InputSpec]
+    files: dict[str, np.ndarray] = field(default_factory=dict)
+    tolerance: Tolerance = field(default_factory=Tolerance)
+
+    def feeds(self, graph: Graph) -> dict[str, np.ndarray]:
+        return materialize(graph, self.specs, self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"specs": [s.to_json() for s in self.specs], "tolerance": self.tolerance.to_json(),
+                "files": sorted(self.files)}
+
+
+def default_inputs(graph: Graph) -> RunInputs:
+    """What a run gets when the request says nothing: the prefilled specs, the default tolerance."""
+    return RunInputs(suggest_specs(graph))
+
+
+def defaults_json(graph: Graph, remembered: Mapping[str, list[int]] | None) -> dict[str, Any]:
+    """``GET /api/models/<id>/inputs``: the prefilled specs and the default tolerance."""
+    specs = suggest_specs(graph, remembered)
+    return {"inputs": [s.to_json() for s in specs], "remembered": sorted(remembered or {}),
+            "tolerance": {"atol": DEFAULT_ATOL, "rtol": DEFAULT_RTOL},
+            "rule": Tolerance().describe(), "fills": ["random", "zeros", "ones", "file"]}
+
+
+def parse_tolerance(data: Any) -> Tolerance:
+    if data in (None, ""):
+        return Tolerance()
+    if not isinstance(data, dict):
+        raise ApiError("'tolerance' must be an object {\"atol\": number, \"rtol\": number}")
+    try:
+        atol = float(data.get("atol", DEFAULT_ATOL))
+        rtol = float(data.get("rtol", DEFAULT_RTOL))
+        return Tolerance(atol, rtol)
+    except (TypeError, ValueError) as exc:
+        raise ApiError(f"tolerance: {exc}") from None
+
+
+def read_arrays(uploads: Mapping[str, Any], graph: Graph) -> dict[str, np.ndarray]:
+    """Uploaded ``.npy``/``.npz`` per input: form field ``input:<name>`` (an .npz may also hold
+    several inputs by name, under any field name). Never unpickled."""
+    wanted = set(graph_inputs(graph))
+    arrays: dict[str, np.ndarray] = {}
+    for field_name, f in uploads.items():
+        target = field_name[len("input:"):] if field_name.startswith("input:") else None
+        label = f"uploaded values '{os.path.basename(f.filename or field_name)[:80]}'"
+        raw = f.read()
+        try:
+            loaded = np.load(io.BytesIO(raw), allow_pickle=False)
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+            raise ApiError(f"{label}: not a .npy or .npz file numpy can read without pickle "
+                           f"({type(exc).__name__})") from None
+        if isinstance(loaded, np.ndarray):
+            if target is None:
+                raise ApiError(f"{label}: a .npy holds one array; send it as field 'input:<input name>'")
+            arrays[target] = loaded
+        else:
+            with loaded:
+                names = list(loaded.files)
+                if target is not None and len(names) == 1:
+                    arrays[target] = loaded[names[0]]
+                else:
+                    for n in names:
+                        if n in wanted:
+                            arrays[n] = loaded[n]
+                    if target is not None and target not in arrays:
+                        raise ApiError(f"{label}: the .npz has {len(names)} arrays and none is named "
+                                       f"'{target}'")
+    unknown = sorted(set(arrays) - wanted)
+    if unknown:
+        raise ApiError(f"uploaded values for {unknown}, which are not graph inputs; the inputs are "
+                       f"{sorted(wanted)}")
+    return arrays
+
+
+def parse_run_inputs(graph: Graph, model: Any, data: Mapping[str, Any],
+                     arrays: Mapping[str, np.ndarray], remembered: Mapping[str, list[int]] | None,
+                     memory_limit: int | None = None) -> RunInputs:
+    """Check the run's input specs (prefilled ones for inputs not given) before anything runs."""
+    given = data.get("inputs")
+    if given is not None and not isinstance(given, list):
+        raise ApiError("'inputs' must be a list of input specs (GET /api/models/<id>/inputs gives them)")
+    by_name: dict[str, InputSpec] = {s.name: s for s in suggest_specs(graph, remembered)}
+    specs: list[InputSpec] = []
+    seen: set[str] = set()
+    for item in given or []:
+        name = item.get("name") if isinstance(item, dict) else None
+        if name not in by_name:
+            raise InputError(f"input {name!r} is not a graph input; the inputs are {list(by_name)}")
+        # Fields left out (dtype, seed, range) keep their prefilled values.
+        spec = InputSpec.from_json({**by_name[name].to_json(), **item})   # InputError (400) names it
+        if spec.name in seen:
+            raise InputError(f"input '{spec.name}' is given twice")
+        seen.add(spec.name)
+        spec.dim_names = by_name[spec.name].dim_names
+        specs.append(spec)
+    for name, spec in by_name.items():
+        if name not in seen:
+            if name in arrays:
+                spec.fill = "file"
+            specs.append(spec)
+    order = {n: i for i, n in enumerate(by_name)}
+    specs.sort(key=lambda s: order[s.name])
+    run = RunInputs(specs, dict(arrays), parse_tolerance(data.get("tolerance")))
+    check_specs(graph, run.specs, run.files)
+    if memory_limit:   # --run-memory-limit, on the shapes, before any value is made
+        from .limits import check_run_budget
+        check_run_budget(graph, {s.name: tuple(s.shape) for s in run.specs}, memory_limit)
+    feeds = run.feeds(graph)
+    if model is not None:
+        check_with_inference(model, feeds)    # a shape the model cannot take, named up front
+    return run
+
+
+# ----------------------------------------------------------- kept on disk --
+def _folder(instance: str) -> str:
+    path = os.path.join(instance, "run_inputs")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def save(instance: str, rid: str, run: RunInputs) -> None:
+    """Keep what run ``rid`` used: specs and tolerance as JSON, uploaded arrays as .npz."""
+    folder = _folder(instance)
+    with open(os.path.join(folder, f"{rid}.json"), "w", encoding="utf-8") as f:
+        json.dump(run.to_json(), f)
+    if run.files:
+        np.savez(os.path.join(folder, f"{rid}.npz"), **run.files)
+
+
+def load(instance: str, rid: str) -> RunInputs | None:
+    """What run ``rid`` used, or None (an unknown id, or a run from before inputs were kept)."""
+    if not _ID.match(rid):
+        return None
+    folder = os.path.join(instance, "run_inputs")
+    try:
+        with open(os.path.join(folder, f"{rid}.json"), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    files: dict[str, np.ndarray] = {}
+    if data.get("files"):
+        with np.load(os.path.join(folder, f"{rid}.npz"), allow_pickle=False) as z:
+            files = {k: z[k] for k in z.files}
+    return RunInputs([InputSpec.from_json(s) for s in data["specs"]], files,
+                     parse_tolerance(data.get("tolerance")))
+
+
+def stored_json(instance: str, rid: str) -> dict[str, Any] | None:
+    run = load(instance, rid)
+    return run.to_json() if run is not None else None
+
+
+# ------------------------------------------------------ remembered shapes --
+def remembered(instance: str, model_id: str) -> dict[str, list[int]]:
+    data = _read_shapes(instance)
+    value = data.get(model_id)
+    return value if isinstance(value, dict) else {}
+
+
+def remember(instance: str, model_id: str, specs: list[InputSpec]) -> None:
+    """Keep the shapes a run used as this model's prefill (uploaded arrays' shapes too)."""
+    with _lock:
+        data = _read_shapes(instance)
+        data[model_id] = {s.name: list(s.shape) for s in specs}
+        if len(data) > 1000:   # bounded: the oldest models' entries go first
+            for key in list(data)[: len(data) - 1000]:
+                data.pop(key)
+        path = os.path.join(instance, "input_shapes.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+
+
+def _read_shapes(instance: str) -> dict[str, Any]:
+    try:
+        with open(os.path.join(instance, "input_shapes.json"), encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
