@@ -13,15 +13,20 @@
     }
     if (params.get("a")) document.getElementById("run-a").value = params.get("a");
     if (params.get("b")) document.getElementById("run-b").value = params.get("b");
+    else if (params.get("a")) { const b = document.getElementById("run-b"); b.prepend(SG.h("option", { value: "" }, "(none)")); b.value = ""; }
     else if (runs.length > 1) document.getElementById("run-b").value = runs[1].id;
     if (runs.length < 2) SG.fill(document.getElementById("compare-out"), SG.h("p", { class: "muted" }, "Finish two runs (Runs tab of a model) to compare them."));
-    if (params.get("a") && params.get("b")) go();
+    if (params.get("a")) go();
   }
+  const band = t => (t && t.p10 != null ? " (p10–p90 " + (t.p10 * 1e3).toFixed(3) + "–" + (t.p90 * 1e3).toFixed(3) + ", n=" + t.repeat + ")" : "");
   function diffTable(a, b) {
     const ta = a.result.comparison.timings, tb = b.result.comparison.timings;
     const rows = [...new Set([...Object.keys(ta), ...Object.keys(tb)])].map(k => {
       const x = (ta[k] || {}).seconds, y = (tb[k] || {}).seconds;
-      return SG.row(k, SG.ms(x), SG.ms(y), x && y ? (y / x).toFixed(2) + "×" : "n/a");
+      // the ratio of medians means little when the spreads overlap: say so
+      const overlap = ta[k] && tb[k] && ta[k].p90 >= tb[k].p10 && tb[k].p90 >= ta[k].p10;
+      return SG.row(k, SG.ms(x) + band(ta[k]), SG.ms(y) + band(tb[k]),
+        x && y ? (y / x).toFixed(2) + "×" + (overlap ? " (spreads overlap)" : "") : "n/a");
     });
     const ok = r => r.result.comparison.ok ? "match" : "differ";
     const panel = SG.h("div", { class: "panel", id: "compare-diff" }, SG.h("h2", null, "A vs B"),
@@ -41,12 +46,17 @@
       try { const run = await SG.api("GET", "/api/runs/" + encodeURIComponent(rid)); runs.push(run); }
       catch (e) { SG.fill(col, SG.errorBox(e)); }
     }
-    if (runs.length === 2 && runs[0].result && runs[1].result) out.appendChild(diffTable(runs[0], runs[1]));
+    const both = runs.length === 2 && runs[0].result && runs[1].result;
+    if (both) out.appendChild(diffTable(runs[0], runs[1]));
+    let heat = null;
+    if (both) { heat = SG.h("div", { class: "panel", id: "compare-heat" }); heat.style.gridColumn = "1 / -1"; out.appendChild(heat); }
     cols.forEach(c => out.appendChild(c));
+    const ranges = SG.runRanges(runs);     // one y range per chart kind, shared by both sides
     for (let k = 0; k < runs.length; k++) {
       cols[k].appendChild(SG.h("h2", null, (k ? "B: " : "A: ") + label(runs[k])));
-      const box = SG.el("div"); cols[k].appendChild(box); await SG.renderRun(box, runs[k]);
+      const box = SG.el("div"); cols[k].appendChild(box); await SG.renderRun(box, runs[k], { ranges });
     }
+    if (heat) await SG.nodeHeatmap(heat, runs, ["A", "B"]);
   }
   document.getElementById("compare-go").onclick = go;
   init().catch(SG.error);

@@ -29,15 +29,17 @@
 
   document.getElementById("upload-form").addEventListener("submit", ev => {
     ev.preventDefault();
-    const file = document.getElementById("upload-file").files[0];
+    const files = [...document.getElementById("upload-file").files];
     const err = document.getElementById("upload-error");
     err.hidden = true;
-    if (!file) { err.textContent = "choose an .onnx file first"; err.hidden = false; return; }
-    if (file.size > maxBytes) { err.textContent = file.name + ": " + SG.bytes(file.size) + " is over the upload limit of " + SG.bytes(maxBytes); err.hidden = false; return; }
+    if (!files.length) { err.textContent = "choose an .onnx file (or the .onnx and its data files, or an archive) first"; err.hidden = false; return; }
+    const total = files.reduce((n, f) => n + f.size, 0);
+    const what = files.length === 1 ? files[0].name : files.length + " files (a bundle)";
+    if (total > maxBytes) { err.textContent = what + ": " + SG.bytes(total) + " is over the upload limit of " + SG.bytes(maxBytes); err.hidden = false; return; }
     const prog = document.getElementById("upload-progress");
     const bar = prog.querySelector(".bar"), label = prog.querySelector(".label");
-    prog.hidden = false; bar.style.width = "0%"; label.textContent = "uploading " + file.name;
-    const form = new FormData(); form.append("file", file);
+    prog.hidden = false; bar.style.width = "0%"; label.textContent = "uploading " + what;
+    const form = new FormData(); files.forEach(f => form.append("file", f));
     const xhr = new XMLHttpRequest();
     xhr.open("POST", "/api/models");
     xhr.upload.onprogress = e => {

@@ -1,4 +1,6 @@
-/* Run plots with plotly (served from the installed python package, loaded on first use). */
+/* A run's report: honest numbers (errors against onnxruntime under the stated match rule, timing
+   spread, memory with what each figure includes, fallback nodes) and plotly charts with units on
+   every axis. Plotly is served from the installed python package and loaded on first use. */
 "use strict";
 (function () {
   let loading = null;
@@ -17,79 +19,175 @@
   };
 
   const CFG = { displaylogo: false, responsive: true };
+  const MiB = 1024 * 1024;
   const base = (title, extra) => Object.assign({ title: { text: title, font: { size: 13 } },
-    margin: { l: 60, r: 12, t: 32, b: 40 }, font: { size: 11 }, showlegend: false }, extra || {});
+    margin: { l: 64, r: 12, t: 32, b: 48 }, font: { size: 11 }, showlegend: false }, extra || {});
+  const axis = (title, extra) => Object.assign({ title: { text: title } }, extra || {});
 
   function tag(parent, cls, ...kids) { const d = SG.h("div", { class: cls || null }, kids); parent.appendChild(d); return d; }
   /* plotly reads a few tags and entities in labels (<b>, <br>, &lt;): model strings are escaped so
      plotly shows them as the literal text they are. */
   const pt = v => String(v == null ? "" : v).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  SG.plotText = pt;
+  const num = x => (x == null ? "n/a" : (x === 0 ? "0" : Math.abs(x) >= 1e-3 && Math.abs(x) < 1e4 ? Number(x.toPrecision(4)).toString() : x.toExponential(2)));
+  const ms = s => (s == null ? "n/a" : (s * 1e3).toFixed(3));
+  const mib = b => (b == null ? "n/a" : (b / MiB).toFixed(2) + " MiB");
+
+  /* ------------------------------------------------------------ tables -- */
+  function outputsTable(c) {
+    const h = SG.h; const rows = [];
+    for (const [name, per] of Object.entries(c.outputs)) {
+      for (const [run, e] of Object.entries(per)) {
+        rows.push(h("tr", { class: e.match ? "ok" : "bad", "data-output": name, "data-run": run },
+          [h("td", null, h("code", null, name)), h("td", null, run), h("td", null, num(e.max_abs)), h("td", null, num(e.max_rel)),
+            h("td", null, num(e.mean_abs)), h("td", null, e.cosine == null ? "n/a" : e.cosine.toFixed(6)),
+            h("td", null, e.mismatched == null ? (e.note || "n/a") : String(e.mismatched)),
+            h("td", null, e.match ? "✔ match" : "✘ differs")]));
+      }
+    }
+    return h("table", { class: "grid run-errors" },
+      SG.headRow("output", "run", "max abs", "max rel", "mean abs", "cosine", "elements out", "verdict"), rows);
+  }
+
+  function timingsTable(c) {
+    const h = SG.h;
+    const rows = Object.entries(c.timings).map(([run, t]) => h("tr", { "data-run": run },
+      [h("td", null, run), h("td", { class: "t-median" }, ms(t.seconds)),
+        h("td", { class: "t-spread" }, ms(t.p10) + " – " + ms(t.p90)),
+        h("td", { class: "t-repeats" }, (t.repeat != null ? t.repeat : "?") + " (+" + (t.warmup || 0) + " warm-up)"),
+        h("td", null, mib(t.rss_added_bytes)), h("td", null, t.peak_bytes == null ? "n/a (not our executor)" : mib(t.peak_bytes))]));
+    return h("table", { class: "grid run-timings" },
+      SG.headRow("run", "median ms", "p10 – p90 ms", "measured runs", "peak RSS added", "live tensors (ours)"), rows);
+  }
+
+  function inputsTable(r) {
+    const used = r.inputs; if (!used || !used.specs) return null;
+    const h = SG.h;
+    return h("table", { class: "grid run-inputs-used" }, SG.headRow("input", "shape", "dtype", "values"),
+      used.specs.map(s => SG.row(h("code", null, s.name), "[" + s.shape.join(", ") + "]", s.dtype,
+        s.fill === "random" ? "random " + s.low + " … " + s.high + ", seed " + s.seed : s.fill === "file" ? "uploaded array" : s.fill)));
+  }
 
   SG.runSummary = function (run) {
     const h = SG.h;
     const r = run.result; const c = r.comparison;
-    const rows = Object.entries(c.timings).map(([k, v]) => SG.row(k, SG.ms(v.seconds), SG.bytes(v.peak_bytes)));
     const sum = r.partition.summary || {};
+    const tol = c.tolerance || {};
+    const fd = c.first_divergent_node;
+    const fb = c.fallback_nodes || [];
     return h("div", { class: "run-summary" },
-      h("b", null, c.ok ? "✔ outputs match onnxruntime" : "✘ outputs differ from onnxruntime"),
-      c.first_divergent ? [" — first subgraph introducing a difference: ", h("code", null, c.first_divergent)] : null,
+      h("b", { class: "verdict" }, c.ok ? "✔ outputs match onnxruntime" : "✘ outputs differ from onnxruntime"),
+      h("div", { class: "match-rule muted" }, "match rule (as Polygraphy): every element |ours − ref| ≤ atol + rtol·|ref|, atol " +
+        num(tol.atol) + ", rtol " + num(tol.rtol) + "; max rel is reported, not used (it explodes near zero)"),
       h("div", { class: "muted" }, "backend " + run.backend + " · executor " + c.executor + " · device " + c.device + " · " +
         (sum.partitions != null ? sum.partitions + " partitions, coverage " + (100 * sum.coverage).toFixed(0) + "%" : "")),
-      h("table", { class: "grid" }, SG.headRow("run", "median", "peak memory"), rows),
+      inputsTable(r),
+      h("h4", null, "Outputs against onnxruntime"), outputsTable(c),
+      fd ? h("div", { class: "first-node" }, "first node out of tolerance (topological order, engine run): ",
+        h("code", null, fd.node), " (" + fd.op_type + "), output ", h("code", null, fd.tensor), ", max abs " + num(fd.max_abs)) : null,
+      c.first_divergent ? h("div", null, "first subgraph introducing a difference: ", h("code", null, c.first_divergent)) : null,
+      fb.length ? h("div", { class: "fallback" }, h("b", null, fb.length + " node(s) without a kernel of ours ran on onnxruntime, one session per node: "),
+        fb.map((n, k) => [k ? ", " : "", h("code", null, n.node || n.name || "?"), " (" + (n.op_type || n.op || "?") + ")"])) : null,
+      h("h4", null, "Timings and memory"), timingsTable(c),
+      h("div", { class: "muted mem-legend" }, "peak RSS added: the rise of the whole process's resident-memory high-water mark during " +
+        "that run (set-up, warm-up and repeats; onnxruntime's arenas included), measured the same way for every run. " +
+        "live tensors: the largest total of tensors our executor held at once (not measured for onnxruntime)."),
       (r.notes || []).map(n => h("div", { class: "muted" }, "note: " + n)));
   };
+
+  /* The y range every chart of one kind should share (the compare page passes both runs'). */
+  SG.runRanges = function (runs) {
+    const max = (f) => Math.max(0, ...runs.filter(r => r && r.result).map(f));
+    return {
+      subgraph_ms: max(r => Math.max(0, ...(r.result.subgraph_times || []).map(s => (s.seconds || 0) * 1e3))),
+      timing_ms: max(r => Math.max(0, ...Object.values(r.result.comparison.timings).flatMap(t => (t.all_seconds || [t.seconds || 0]).map(x => x * 1e3)))),
+      memory_mib: max(r => ((r.result.memory || {}).peak_bytes || 0) / MiB),
+      timeline_ms: max(r => Math.max(0, ...(r.result.timeline || []).map(x => (x.start_us + x.dur_us) / 1e3))),
+    };
+  };
+  const pad = v => (v > 0 ? [0, v * 1.1] : undefined);
 
   SG.renderRun = async function (box, run, opts) {
     opts = opts || {};
     box.replaceChildren();
+    if (run.model_present === false) {
+      tag(box, "notice model-gone", "The model of this run (" + (run.model_name || "?") + ", id " + run.model_id +
+        ") is no longer loaded on this server; the stored numbers are shown, but the graph, downloads of the partitioned model and Repeat need the model again.");
+    }
     if (!run.result) { box.appendChild(SG.errorBox(run.error || ("run " + run.status))); return; }
     box.appendChild(SG.runSummary(run));
     if (!opts.noLinks) {
       const rid = encodeURIComponent(run.id);
       tag(box, "row", SG.h("a", { class: "button", href: "/api/runs/" + rid + "/trace.json", download: true }, "Chrome trace"),
-        SG.h("a", { class: "button", href: "/api/runs/" + rid + "/partitioned.onnx", download: true }, "partitioned ONNX"),
+        run.model_present === false ? null : SG.h("a", { class: "button", href: "/api/runs/" + rid + "/partitioned.onnx", download: true }, "partitioned ONNX"),
         SG.h("span", { class: "muted" }, "open the trace in ui.perfetto.dev or chrome://tracing"));
     }
     let Plotly;
     try { Plotly = await SG.loadPlotly(); } catch (e) { tag(box, "error", e.message); return; }
+    const ranges = opts.ranges || SG.runRanges([run]);
     const r = run.result;
+    const c = r.comparison;
+    // timings of every measured repeat: the spread as a box per run
+    const tnames = Object.keys(c.timings);
+    const p0 = tag(box, "plot plot-timing-spread");
+    Plotly.newPlot(p0, tnames.map(k => ({ type: "box", name: pt(k), boxpoints: "all", jitter: 0.4, pointpos: 0,
+      y: (c.timings[k].all_seconds || [c.timings[k].seconds]).map(x => x * 1e3) })),
+    base("wall time of each measured run (warm-ups excluded)", { yaxis: axis("ms", { range: pad(ranges.timing_ms), rangemode: "tozero" }), xaxis: axis("run") }), CFG);
     const sub = r.subgraph_times || [];
     const p1 = tag(box, "plot plot-subgraph-time");
     Plotly.newPlot(p1, [{ type: "bar", x: sub.map(s => pt(s.node)), y: sub.map(s => (s.seconds || 0) * 1e3),
       text: sub.map(s => pt(s.executor)), marker: { color: "#60a5fa" } }],
-    base("time per subgraph (ms, median)", { yaxis: { title: "ms" } }), CFG);
+    base("time per subgraph (one profiled run)", { yaxis: axis("ms", { range: pad(ranges.subgraph_ms) }), xaxis: axis("subgraph") }), CFG);
     const tl = (r.timeline || []).filter(x => !x.skipped);
     const p2 = tag(box, "plot plot-timeline");
     const workers = [...new Set(tl.map(x => x.worker || "?"))];
-    p2.style.height = (130 + 30 * workers.length) + "px";
-    Plotly.newPlot(p2, [{ type: "bar", orientation: "h", y: tl.map(x => pt(x.worker || "?")), x: tl.map(x => Math.max(x.dur_us, 0.5)),
-      base: tl.map(x => x.start_us), text: tl.map(x => pt(x.name)), hovertemplate: "%{text}<br>start %{base:.1f} µs<br>%{x:.1f} µs<extra></extra>",
+    p2.style.height = (150 + 30 * workers.length) + "px";
+    Plotly.newPlot(p2, [{ type: "bar", orientation: "h", y: tl.map(x => pt(x.worker || "?")), x: tl.map(x => Math.max(x.dur_us, 0.5) / 1e3),
+      base: tl.map(x => x.start_us / 1e3), text: tl.map(x => pt(x.name)), hovertemplate: "%{text}<br>start %{base:.3f} ms<br>%{x:.3f} ms<extra></extra>",
       marker: { color: tl.map(x => SG.palette[Math.abs(hash(x.name)) % SG.palette.length]), line: { width: 0.5, color: "#334155" } } }],
-    base("engine timeline (a row per worker)", { margin: { l: 150, r: 12, t: 32, b: 40 }, xaxis: { title: "µs" }, yaxis: { categoryarray: workers.map(pt) }, height: 120 + 26 * workers.length, barmode: "overlay" }), CFG);
+    base("engine timeline (a row per worker)", { margin: { l: 150, r: 12, t: 32, b: 48 }, xaxis: axis("ms", { range: pad(ranges.timeline_ms) }),
+      yaxis: axis("worker", { categoryarray: workers.map(pt) }), height: 140 + 26 * workers.length, barmode: "overlay" }), CFG);
     const mem = r.memory || { t_us: [], bytes: [] };
     const p3 = tag(box, "plot plot-memory");
     Plotly.newPlot(p3, [
-      { type: "scatter", mode: "lines", line: { shape: "hv", color: "#10b981" }, x: mem.t_us, y: mem.bytes.map(b => b / 1024), fill: "tozeroy" },
-      { type: "scatter", mode: "markers+text", x: [mem.peak_t_us], y: [mem.peak_bytes / 1024], text: ["peak " + SG.bytes(mem.peak_bytes)],
+      { type: "scatter", mode: "lines", line: { shape: "hv", color: "#10b981" }, x: mem.t_us.map(t => t / 1e3), y: mem.bytes.map(b => b / MiB), fill: "tozeroy" },
+      { type: "scatter", mode: "markers+text", x: [mem.peak_t_us / 1e3], y: [mem.peak_bytes / MiB], text: ["peak " + mib(mem.peak_bytes)],
         textposition: "top right", marker: { color: "#ef4444", size: 10 } }],
-    base("memory over time (live activations, KiB)", { xaxis: { title: "µs" }, yaxis: { title: "KiB" } }), CFG);
-    const outs = r.comparison.outputs; const names = Object.keys(outs);
+    base("live activations over one run (from tensor shapes; weights and onnxruntime not included)",
+      { xaxis: axis("ms"), yaxis: axis("MiB", { range: pad(ranges.memory_mib) }) }), CFG);
+    const outs = c.outputs; const names = Object.keys(outs);
     const runs = [...new Set(names.flatMap(n => Object.keys(outs[n])))];
     const tiny = 1e-12;
     const p4 = tag(box, "plot plot-output-diff");
-    Plotly.newPlot(p4, runs.map((rn, k) => ({ type: "bar", name: pt(rn), x: names.map(pt), y: names.map(n => Math.max(tiny, (outs[n][rn] || {}).max_rel || 0)),
+    Plotly.newPlot(p4, runs.map((rn, k) => ({ type: "bar", name: pt(rn), x: names.map(pt), y: names.map(n => Math.max(tiny, (outs[n][rn] || {}).max_abs || 0)),
       marker: { color: ["#a78bfa", "#f59e0b"][k % 2] } })),
-    base("relative error per output vs onnxruntime (0 drawn at 1e-12)", { yaxis: { type: "log", title: "max rel" }, barmode: "group", showlegend: true }), CFG);
+    base("max abs error per output vs onnxruntime (0 drawn at 1e-12; tolerance line dashed)", {
+      yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: axis("output"), barmode: "group", showlegend: true,
+      shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: (c.tolerance || {}).atol || 1e-4, y1: (c.tolerance || {}).atol || 1e-4, line: { dash: "dash", color: "#ef4444" } }] }), CFG);
     const bx = [], by = [], bc = [];
-    for (const s of r.comparison.subgraphs || []) {
+    for (const s of c.subgraphs || []) {
       for (const kind of ["inputs", "outputs"]) for (const t in s[kind]) {
-        bx.push(pt("#" + s.id + " " + kind.slice(0, -1) + " " + t)); by.push(Math.max(tiny, s[kind][t].max_rel || 0));
+        bx.push(pt("#" + s.id + " " + kind.slice(0, -1) + " " + t)); by.push(Math.max(tiny, s[kind][t].max_abs || 0));
         bc.push(s[kind][t].match ? "#34d399" : "#ef4444");
       }
     }
     const p5 = tag(box, "plot plot-boundary-diff");
     Plotly.newPlot(p5, [{ type: "bar", x: bx, y: by, marker: { color: bc } }],
-      base("relative error per subgraph boundary tensor (green: matches)", { yaxis: { type: "log", title: "max rel" } }), CFG);
+      base("max abs error per subgraph boundary tensor (green: within tolerance)", { yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: axis("boundary tensor") }), CFG);
+  };
+
+  /* Per-node time of both runs as a heat map with its colour scale (ms): the compare page. */
+  SG.nodeHeatmap = async function (box, runs, labels) {
+    const Plotly = await SG.loadPlotly();
+    const per = runs.map(r => (r.result && r.result.original_node_seconds) || {});
+    const nodes = [...new Set(per.flatMap(p => Object.keys(p)))];
+    if (!nodes.length) return;
+    const z = per.map(p => nodes.map(n => (p[n] == null ? null : p[n] * 1e3)));
+    const div = tag(box, "plot plot-node-heatmap");
+    div.style.height = "240px";
+    Plotly.newPlot(div, [{ type: "heatmap", z, x: nodes.map(pt), y: labels.map(pt), colorscale: "YlOrRd", reversescale: true,
+      colorbar: { title: { text: "ms" } }, hovertemplate: "%{y} · %{x}: %{z:.4f} ms<extra></extra>" }],
+    base("time per node, our engine unpartitioned (median)", { xaxis: axis("node", { showticklabels: nodes.length <= 60 }), yaxis: axis("run"), margin: { l: 64, r: 12, t: 32, b: 60 } }), CFG);
   };
   function hash(s) { let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0; return h; }
 })();

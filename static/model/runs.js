@@ -1,22 +1,131 @@
-/* The Runs tab: start a comparison run, follow its progress, list this model's runs, plots. */
+/* The Runs tab: per graph input a shape form (symbolic dims named, prefilled by the server from the
+   model's dims, its example shapes and the shapes entered last time), the values (seeded random in a
+   range, zeros, ones, or an uploaded .npy/.npz), the tolerance; then a comparison run with live
+   progress, this model's runs (Repeat re-submits a run's stored inputs), and the report. */
 "use strict";
 (function () {
   const M = SG.M, S = M.S, $ = M.$, h = SG.h;
   let poll = null;
+  let form = null;          // {inputs: [{spec, dims: [input], fill, low, high, seed, file}], atol, rtol, repeat}
   const runUrl = (rid, path) => "/api/runs/" + encodeURIComponent(rid) + (path || "");
 
   function showError(msg) { $("run-error").textContent = msg; $("run-error").hidden = false; }
 
-  M.startRun = async function () {
-    let sel; try { sel = M.selection(); } catch (e) { SG.error(e); return; }
+  /* The form lives in a box of its own, made here, between the run buttons and the report. */
+  function formBox() {
+    let box = $("run-inputs");
+    if (!box) {
+      box = h("div", { id: "run-inputs", class: "run-inputs" });
+      const row = document.querySelector("#tab-runs .row");
+      row.parentNode.insertBefore(box, row);
+    }
+    return box;
+  }
+
+  const num = (attrs) => { const e = h("input", Object.assign({ type: "number" }, attrs)); e.style.width = (attrs.width || 70) + "px"; return e; };
+
+  function inputBlock(spec) {
+    const dims = spec.shape.map((d, i) => {
+      const name = spec.dim_names[i];
+      const e = num({ value: d, min: 0, step: 1, class: "dim", "data-input": spec.name, "data-axis": i,
+        title: name ? "symbolic dim '" + name + "'" : "axis " + i, width: 72 });
+      return e;
+    });
+    const fill = h("select", { class: "fill", "data-input": spec.name },
+      ["random", "zeros", "ones", "file"].map(f => h("option", { value: f }, f === "file" ? "uploaded .npy/.npz" : f)));
+    fill.value = spec.fill;
+    const low = num({ value: spec.low, step: "any", class: "low", width: 70 });
+    const high = num({ value: spec.high, step: "any", class: "high", width: 70 });
+    const seed = num({ value: spec.seed, step: 1, class: "seed", width: 60 });
+    const file = h("input", { type: "file", accept: ".npy,.npz", class: "file", "data-input": spec.name });
+    const randomBox = h("span", { class: "random-opts" }, " range ", low, " … ", high, " seed ", seed);
+    const sync = () => {
+      randomBox.hidden = fill.value !== "random"; file.hidden = fill.value !== "file";
+      dims.forEach(d => { d.disabled = fill.value === "file"; });
+    };
+    fill.onchange = sync; sync();
+    const labels = spec.shape.map((d, i) => {
+      const name = spec.dim_names[i];
+      return h("label", { class: "dimlabel" }, h("span", { class: name ? "dimname" : "muted" }, name || ("axis " + i)), dims[i]);
+    });
+    const el = h("fieldset", { class: "input-spec", "data-input": spec.name },
+      h("legend", null, h("code", null, spec.name), " ", h("span", { class: "chip dtype" }, spec.dtype)),
+      h("div", { class: "row dims" }, "shape ", labels),
+      h("div", { class: "row values" }, "values ", fill, randomBox, file));
+    el.style.border = "1px solid #e2e8f0"; el.style.borderRadius = "6px"; el.style.margin = "6px 0"; el.style.padding = "4px 8px";
+    labels.forEach(l => { l.style.display = "inline-flex"; l.style.flexDirection = "column"; l.style.fontSize = "11px"; l.style.marginRight = "4px"; });
+    return { spec, el, dims, fill, low, high, seed, file };
+  }
+
+  M.loadRunForm = async function (force) {
+    if (form && !force) return;
+    const box = formBox();
+    let data;
+    try { data = await SG.api("GET", M.api("/inputs")); } catch (e) { SG.fill(box, SG.errorBox(e)); return; }
+    const blocks = data.inputs.map(inputBlock);
+    const atol = num({ id: "run-atol", value: data.tolerance.atol, step: "any", min: 0, width: 90 });
+    const rtol = num({ id: "run-rtol", value: data.tolerance.rtol, step: "any", min: 0, width: 90 });
+    const repeat = num({ id: "run-repeat", value: 5, min: 1, max: 100, step: 1, width: 60 });
+    form = { blocks, atol, rtol, repeat };
+    SG.fill(box, h("h3", null, "Inputs"),
+      data.remembered.length ? h("div", { class: "muted" }, "shapes prefilled from your last run of this model") :
+        h("div", { class: "muted" }, "shapes prefilled from the model (its example shapes when it carries them); named boxes are symbolic dims"),
+      blocks.map(b => b.el),
+      h("div", { class: "row tolerance" }, "tolerance: atol ", atol, " rtol ", rtol,
+        h("span", { class: "muted" }, " match when |ours − ref| ≤ atol + rtol·|ref| for every element (defaults " +
+          data.tolerance.atol + ", " + data.tolerance.rtol + ")")),
+      h("div", { class: "row" }, "measured repeats ", repeat, h("span", { class: "muted" }, " (+1 warm-up, excluded)")));
+  };
+
+  function collect() {
+    const inputs = []; const files = [];
+    for (const b of form.blocks) {
+      const spec = { name: b.spec.name, fill: b.fill.value };
+      if (b.fill.value === "file") {
+        if (!b.file.files[0]) throw new Error("input '" + b.spec.name + "': choose a .npy or .npz file for its values");
+        files.push(["input:" + b.spec.name, b.file.files[0]]);
+      } else {
+        spec.shape = b.dims.map(d => {
+          const v = Number(d.value);
+          if (d.value === "" || !Number.isInteger(v) || v < 0) throw new Error("input '" + b.spec.name + "': " + (d.title || "a dim") + " must be a whole number ≥ 0");
+          return v;
+        });
+      }
+      if (b.fill.value === "random") { spec.low = Number(b.low.value); spec.high = Number(b.high.value); spec.seed = Number(b.seed.value); }
+      inputs.push(spec);
+    }
+    return { inputs, files, tolerance: { atol: Number(form.atol.value), rtol: Number(form.rtol.value) }, repeat: Number(form.repeat.value) };
+  }
+
+  /* JSON, or multipart (a "request" JSON field and one file per input) when arrays are uploaded. */
+  async function submit(body, files) {
+    if (!files || !files.length) return SG.api("POST", "/api/runs", body);
+    const fd = new FormData(); fd.append("request", JSON.stringify(body));
+    for (const [k, f] of files) fd.append(k, f);
+    const resp = await fetch("/api/runs", { method: "POST", body: fd });
+    const data = await resp.json().catch(() => null);
+    if (!resp.ok) throw new Error((data && data.error) || ("HTTP " + resp.status));
+    return data;
+  }
+
+  async function launch(body, files) {
     $("run-error").hidden = true; $("run-plots").replaceChildren();
     try {
-      const job = await SG.api("POST", "/api/runs", Object.assign({ model: M.MID, device: $("run-device").value, executor: $("run-executor").value }, sel));
+      const job = await submit(body, files);
       S.runId = job.id; $("run-cancel").hidden = false; $("run-go").disabled = true;
       progress(job);
       poll = setInterval(pollRun, 300);
     } catch (e) { showError(e.message); }
+  }
+
+  M.startRun = async function () {
+    let sel, got;
+    try { sel = M.selection(); await M.loadRunForm(); got = collect(); } catch (e) { showError(e.message); return; }
+    await launch(Object.assign({ model: M.MID, device: $("run-device").value, executor: $("run-executor").value,
+      inputs: got.inputs, tolerance: got.tolerance, repeat: got.repeat }, sel), got.files);
   };
+  M.repeatRun = rid => launch({ repeat_of: rid });
+
   function progress(job) {
     const p = $("run-progress"); p.hidden = false;
     p.querySelector(".bar").style.width = (100 * (job.progress || 0)).toFixed(0) + "%";
@@ -30,7 +139,7 @@
         clearInterval(poll); poll = null; $("run-cancel").hidden = true; $("run-go").disabled = false;
         if (run.status === "done" && run.result) { S.lastRun = run; await SG.renderRun($("run-plots"), run); $("run-plots").dataset.run = run.id; }
         else showError(run.status === "cancelled" ? "the run was cancelled" : ("the run failed: " + (run.error || "unknown error")));
-        M.listRuns();
+        M.listRuns(); M.loadRunForm(true);   // the shapes just used are the new prefill
       }
     } catch (e) { clearInterval(poll); poll = null; $("run-go").disabled = false; SG.error(e); }
   }
@@ -40,13 +149,16 @@
     try { const run = await SG.api("GET", runUrl(rid)); S.lastRun = run; await SG.renderRun($("run-plots"), run); } catch (e) { SG.error(e); }
   }
   M.listRuns = async function () {
+    M.loadRunForm();
     try {
       const data = await SG.api("GET", "/api/runs?model=" + encodeURIComponent(M.MID));
       const rows = data.runs.map(r => SG.row(h("input", { type: "checkbox", value: r.id, disabled: r.status !== "done" }),
         new Date(r.created * 1000).toLocaleTimeString(), r.backend, r.executor + "/" + r.device,
-        [r.status, r.status === "done" ? [" ", h("span", { class: "clickable", "data-show": r.id, onclick: () => showRun(r.id) }, "show")] : null]));
+        [r.status, r.status === "done" ? [" ", h("span", { class: "clickable", "data-show": r.id, onclick: () => showRun(r.id) }, "show")] : null],
+        ["done", "failed"].includes(r.status) ? h("button", { class: "repeat", "data-repeat": r.id, title: "run again with the same inputs, tolerance and backend",
+          onclick: () => M.repeatRun(r.id) }, "Repeat") : null));
       if (!rows.length) { SG.fill($("run-list"), h("p", { class: "muted" }, "no runs yet")); return; }
-      SG.fill($("run-list"), h("table", { class: "grid" }, SG.headRow("", "when", "backend", "executor", "status"), rows),
+      SG.fill($("run-list"), h("table", { class: "grid" }, SG.headRow("", "when", "backend", "executor", "status", ""), rows),
         h("button", { id: "run-compare", onclick: () => {
           const ids = [...$("run-list").querySelectorAll("input:checked")].map(i => i.value);
           if (ids.length !== 2) { SG.error("tick exactly two finished runs"); return; }

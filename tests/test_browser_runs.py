@@ -1,0 +1,214 @@
+"""Issue 12 "done when", the runs part: three differently shaped models in a real browser.
+
+Playwright drives Debian's chromium against a real server (our real engine kernels, real
+onnxruntime). For each model the test sets the input shapes in the Runs tab, runs a
+comparison and checks the report: the outputs match onnxruntime (the server's verdict, and
+our own onnxruntime run on the same inputs for the bundle model), and the timings show a
+spread (a median inside a p10-p90 band over several measured repeats, warm-ups counted).
+
+- ``cnn_dynamic``: symbolic batch, height and width;
+- ``transformer_dynamic``: int64 ids with a symbolic sequence length;
+- ``mlp`` saved with external data (``model.onnx`` + ``model.onnx.data``) and uploaded as a
+  bundle through the library page's file input (both files selected at once).
+
+Screenshots land in ``test-artifacts/runs_*.png``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
+
+pytestmark = pytest.mark.browser
+
+if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+    pytest.skip(f"chromium is not installed at {CHROMIUM} (make sysdeps-test installs it)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from app import create_app
+    from app.cli import make_server
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path_factory.mktemp("inst"))})
+    srv = make_server("127.0.0.1", 0, app)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_port}", app
+    srv.shutdown()
+    thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"),
+                              args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+    pg.set_default_timeout(30000)
+    yield pg
+    ctx.close()
+    assert errors == [], f"JavaScript errors in the page: {errors}"
+
+
+def _open_runs(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("[data-tab=runs]")
+    page.wait_for_selector("fieldset.input-spec")
+
+
+def _set_dims(page, name: str, dims: dict[int, int]) -> None:
+    for axis, value in dims.items():
+        page.fill(f'input.dim[data-input="{name}"][data-axis="{axis}"]', str(value))
+
+
+def _run_and_wait(page) -> None:
+    page.fill("#run-repeat", "7")
+    page.click("#run-go")
+    page.wait_for_selector("#run-plots .run-summary", timeout=120000)
+    page.wait_for_selector(".plot-timing-spread .main-svg", timeout=60000)
+
+
+def _check_report(page, shape: str) -> dict[str, tuple[float, float, float]]:
+    text = page.inner_text("#run-plots")
+    assert "outputs match onnxruntime" in text, text[:2000]
+    assert shape in page.inner_text("#run-plots .run-inputs-used"), page.inner_text("#run-plots .run-inputs-used")
+    assert "|ours − ref| ≤ atol + rtol·|ref|" in page.inner_text("#run-plots .match-rule")
+    # every output row of the error table is a match, with the metrics shown
+    rows = page.locator("#run-plots table.run-errors tr[data-output]")
+    assert rows.count() >= 2 and page.locator("#run-plots table.run-errors tr.bad").count() == 0
+    spreads = {}
+    for run in ("onnxruntime", "engine", "partitioned"):
+        row = page.locator(f'#run-plots table.run-timings tr[data-run="{run}"]')
+        median = float(row.locator(".t-median").inner_text())
+        low, high = (float(x) for x in row.locator(".t-spread").inner_text().split("–"))
+        assert "7 (+1 warm-up)" == row.locator(".t-repeats").inner_text()
+        assert 0 < low <= median <= high, (run, low, median, high)
+        spreads[run] = (low, median, high)
+    # a spread over 7 runs: the band is not a single point for at least one run
+    assert any(h > l for l, _, h in spreads.values()), spreads
+    # units on the axes: ms for times, MiB for memory
+    for cls, unit in (("plot-timing-spread", "ms"), ("plot-subgraph-time", "ms"), ("plot-memory", "MiB")):
+        assert unit in page.locator(f".{cls} .ytitle").first.text_content()
+    return spreads
+
+
+def _shot(page, name: str) -> None:
+    page.evaluate("document.querySelector('.model-layout').style.height = 'auto';"
+                  "document.querySelector('#tab-runs').style.overflow = 'visible'")
+    page.wait_for_timeout(300)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"runs_{name}.png"), full_page=True)
+
+
+def test_cnn_with_symbolic_batch_and_spatial_dims(server, page):
+    url, app = server
+    _open_runs(page, url + "/models/sample-cnn_dynamic?backend=default&ops=Conv,Relu")
+    labels = page.locator('fieldset[data-input="images"] .dimname').all_inner_texts()
+    assert labels == ["batch", "height", "width"]                     # symbolic dims named
+    # prefilled from the model's own example shape (metadata), not 1
+    assert page.input_value('input.dim[data-input="images"][data-axis="2"]') == "96"
+    assert "FLOAT" in page.inner_text('fieldset[data-input="images"] .dtype')
+    # a shape the model cannot take is refused before anything runs, naming the input
+    _set_dims(page, "images", {0: 2, 2: 40, 3: 56})
+    page.fill('input.dim[data-input="images"][data-axis="1"]', "4")  # the model fixes axis 1 to 3
+    page.click("#run-go")
+    page.wait_for_selector("#run-error:not([hidden])")
+    assert "input 'images'" in page.inner_text("#run-error") and "fixes it to 3" in page.inner_text("#run-error")
+    page.fill('input.dim[data-input="images"][data-axis="1"]', "3")
+    _run_and_wait(page)
+    _check_report(page, "[2, 3, 40, 56]")
+    _shot(page, "cnn_dynamic")
+    # the shapes are remembered for this model: a fresh page prefills them
+    _open_runs(page, url + "/models/sample-cnn_dynamic?backend=default&ops=Conv,Relu")
+    assert [page.input_value(f'input.dim[data-input="images"][data-axis="{a}"]') for a in range(4)] == \
+        ["2", "3", "40", "56"]
+
+
+def test_transformer_with_symbolic_sequence_length(server, page):
+    url, app = server
+    _open_runs(page, url + "/models/sample-transformer_dynamic?backend=default&ops=MatMul,Add")
+    assert page.locator('fieldset[data-input="input_ids"] .dimname').all_inner_texts() == ["batch", "sequence"]
+    assert "INT64" in page.inner_text('fieldset[data-input="input_ids"] .dtype')
+    _set_dims(page, "input_ids", {1: 24})
+    page.fill('fieldset[data-input="input_ids"] .high', "50")
+    _run_and_wait(page)
+    _check_report(page, "[1, 24]")
+    _shot(page, "transformer_dynamic")
+    # Repeat re-submits the stored inputs: the same shape, values and verdict again
+    first = page.locator("#run-list button.repeat").first
+    first.click()
+    page.locator("#run-list tr").nth(2).wait_for(timeout=120000)   # listed once it has finished
+    page.wait_for_selector("#run-plots .run-summary", timeout=120000)
+    assert "[1, 24]" in page.inner_text("#run-plots .run-inputs-used")
+    assert "outputs match onnxruntime" in page.inner_text("#run-plots")
+
+
+def _external_mlp(folder: Path) -> Path:
+    """The sample MLP (symbolic batch N) saved with its weights in model.onnx.data."""
+    model = onnx.load(str(SAMPLES / "mlp.onnx"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "mlp_ext.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="mlp_ext.onnx.data", size_threshold=0)
+    return path
+
+
+def test_model_with_external_data_uploaded_as_a_bundle(server, page, tmp_path):
+    import onnxruntime as ort
+    url, app = server
+    path = _external_mlp(tmp_path / "bundle")
+    page.goto(url + "/")
+    page.set_input_files("#upload-file", [str(path), str(path.parent / "mlp_ext.onnx.data")])
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_selector("#upload-progress .label:text('loaded mlp_ext.onnx')")
+    card = page.locator(".card", has_text="mlp_ext.onnx")
+    card.locator("h3 a").click()
+    page.wait_for_selector("body[data-ready='1']")
+    mid = page.url.rsplit("/", 1)[-1].split("?")[0]
+    _open_runs(page, f"{url}/models/{mid}?backend=default&ops=Gemm,MatMul,Add,Relu")
+    assert page.locator('fieldset[data-input="input"] .dimname').all_inner_texts() == ["N"]
+    _set_dims(page, "input", {0: 5})
+    page.select_option('fieldset[data-input="input"] select.fill', "random")
+    page.fill('fieldset[data-input="input"] .seed', "7")
+    _run_and_wait(page)
+    _check_report(page, "[5, 64]")
+    _shot(page, "external_data_bundle")
+    # independent oracle: onnxruntime on the original files, fed the very inputs the run stored
+    from app.run_inputs import load
+    from partition.onnx_io import load_model
+    rid = page.locator("#run-plots a[href$='trace.json']").get_attribute("href").split("/")[3]
+    used = load(app.instance_path, rid)
+    feeds = used.feeds(load_model(str(path)))
+    assert feeds["input"].shape == (5, 64)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    from engine.executor import Executor
+    with Executor(load_model(str(path))) as ex:
+        got = ex.run(feeds).numpy_outputs()
+    for name, value in zip([o.name for o in onnx.load(str(path), load_external_data=False).graph.output], want):
+        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5)
