@@ -12,6 +12,7 @@ Config keys (defaults in ``DEFAULTS``):
 - ``SGLENS_MAX_UPLOAD``: largest accepted upload in bytes (1 GiB); also Flask's
   ``MAX_CONTENT_LENGTH``, so bigger requests get a 413 JSON error.
 - ``SGLENS_SAMPLES``: load ``sample_models/*.onnx`` at start.
+- ``SGLENS_MODELS``: model paths to load at start (``.onnx``, a model folder, or a .zip/.tar bundle).
 - ``SGLENS_PLUGINS``: plugin files to import (paths from the command line only).
 - ``SGLENS_INSTANCE``: the instance folder (uploads, ``runs.sqlite3``).
 - ``SGLENS_MAX_SESSIONS``: debug sessions kept (least recently used evicted).
@@ -41,6 +42,7 @@ from partition.registry import use_registry
 DEFAULTS: dict[str, Any] = {
     "SGLENS_MAX_UPLOAD": 1 << 30,
     "SGLENS_SAMPLES": False,
+    "SGLENS_MODELS": (),
     "SGLENS_PLUGINS": (),
     "SGLENS_INSTANCE": None,
     "SGLENS_MAX_SESSIONS": 64,
@@ -119,6 +121,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             lens.plugin_errors[str(path)] = str(exc)
     if merged.get("SGLENS_SAMPLES"):
         lens.models.load_samples()
+    from .uploads import preload_model
+    for path in merged.get("SGLENS_MODELS") or ():   # sglens serve --model PATH (file, folder, archive)
+        preload_model(lens.models, app.instance_path, str(path), int(merged["SGLENS_MAX_UPLOAD"]))
     from .api import bp as api_bp
     from .pages import bp as pages_bp
     from .errors import register_error_handlers

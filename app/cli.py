@@ -31,6 +31,9 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
                    help="Python file registering its own subgraph properties (repeatable)")
     p.add_argument("--samples", action="store_true", help="load the sample models (sample_models/*.onnx)")
+    p.add_argument("--model", action="append", default=[], metavar="PATH",
+                   help="load this model at start: a .onnx file, a model folder, or a .zip/.tar of one, "
+                        "with its external data (repeatable)")
     p.add_argument("--instance", default=None, metavar="DIR",
                    help="instance folder for uploads and runs.sqlite3 (default ./instance)")
     p.add_argument("--max-upload", type=int, default=None, metavar="BYTES",
@@ -62,6 +65,7 @@ def serve_config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     """The app config from the command line, and the warnings to print."""
     from .security import is_loopback
     config: dict[str, Any] = {"SGLENS_SAMPLES": args.samples, "SGLENS_PLUGINS": tuple(args.plugin),
+                              "SGLENS_MODELS": tuple(getattr(args, "model", ()) or ()),
                               "SGLENS_BIND_HOST": args.host, "SGLENS_ALLOWED_HOSTS": tuple(args.allowed_host)}
     if args.instance:
         config["SGLENS_INSTANCE"] = args.instance
@@ -94,7 +98,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"sglens serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    app = create_app(config)
+    from partition.errors import LensError
+    try:
+        app = create_app(config)
+    except LensError as exc:   # a --model that cannot be loaded: one line, exit 2
+        print(f"sglens serve: {exc}", file=sys.stderr)
+        return 2
     lens = app.extensions["sglens"]
     for path, err in lens.plugin_errors.items():
         print(f"sglens serve: plugin {path}: {err}")

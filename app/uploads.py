@@ -158,10 +158,31 @@ def register_model_file(store: object, model_path: object, data_root: object, *,
     path, root = Path(model_path), Path(data_root)
     graph = load_model(path, max_bytes=max_bytes, data_root=root)
     mid = mid or secrets.token_hex(8)
-    size = sum(p.stat().st_size for p in (root.rglob("*") if bundle else [path]) if p.is_file())
+    size = sum(p.stat().st_size for p in (Path(bundle).rglob("*") if bundle else [path]) if p.is_file())
     store._add(mid, label, graph, source, b"")   # in memory: kept while the server runs
     entry = store.get(mid)
     entry.size = size
     entry.model_bytes = lambda: read_model_proto(path, max_bytes=max_bytes, data_root=root).SerializeToString()
     entry.bundle = bundle
     return entry
+
+
+def preload_model(store: object, instance: str, path: str, max_bytes: int) -> object:
+    """``sglens serve --model PATH``: a .onnx file, a model folder or a .zip/.tar bundle, loaded at
+    start. The user named the path on the command line, so its own folder may hold external data;
+    an archive is unpacked into ``<instance>/bundles/<id>/`` and read only from there."""
+    import secrets
+    import shutil
+    from pathlib import Path
+
+    from partition.bundle import is_archive, open_model_path
+    mid = secrets.token_hex(8)
+    folder = Path(bundle_dir(instance, mid)) if is_archive(str(path)) else None
+    try:
+        model, root = open_model_path(path, max_bytes, unpack_to=folder)
+        return register_model_file(store, model, root, label=model.name, max_bytes=max_bytes, mid=mid,
+                                   bundle=str(folder) if folder else None, source="preload")
+    except Exception:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise

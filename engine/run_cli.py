@@ -104,10 +104,12 @@ def _prepare(args: argparse.Namespace):
     from .inputs import input_file_shapes, load_inputs, parse_dims
     dims = parse_dims(args.dim)
     limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
-    graph = load_model(args.model)
+    from partition.bundle import open_model_path
+    path, root = open_model_path(args.model, 1 << 40)   # a .onnx, a model folder or a .zip/.tar bundle
+    graph = load_model(path, data_root=root)
     # onnxruntime gets the model with its external data inline, read by our checked reader
     # from the model's folder (from bytes it would resolve them against the cwd).
-    model = read_model_proto(args.model)
+    model = read_model_proto(path, data_root=root)
     notes: list[str] = []
     if args.inputs:
         if limit is not None:  # sized from the headers first: a small .npz can expand a lot

@@ -140,3 +140,29 @@ def find_model(folder: Path) -> Path:
         names = ", ".join(str(p.relative_to(folder)) for p in found[:10])
         raise ModelError(f"bundle has {len(found)} .onnx files ({names}); upload one model per bundle")
     return found[0]
+
+
+def open_model_path(path: str | Path, max_bytes: int, unpack_to: Path | None = None) -> tuple[Path, Path]:
+    """(the .onnx file, the folder its external data may come from) for a model given on the
+    command line as a ``.onnx`` file, a model folder, or a ``.zip``/``.tar`` bundle.
+
+    An archive is unpacked into ``unpack_to`` (created), else into a temp folder removed when
+    the process exits. A folder or an archive must hold exactly one ``.onnx`` file.
+    """
+    p = Path(path)
+    if p.is_dir():
+        try:
+            return find_model(p), p
+        except ModelError as exc:
+            raise ModelError(f"{p}: is a directory, and a model folder must hold one .onnx file: {exc}") from None
+    if is_archive(p.name):
+        if not p.is_file():
+            raise ModelError(f"{p}: no such archive")
+        if unpack_to is None:
+            import atexit
+            import tempfile
+            unpack_to = Path(tempfile.mkdtemp(prefix="sglens-bundle-"))
+            atexit.register(shutil.rmtree, unpack_to, True)
+        model = extract_archive(p, unpack_to, max_bytes)
+        return model, model.parent
+    return p, p.parent

@@ -25,8 +25,10 @@ from .tensorrt.real_trt import cli_check_parser
 
 
 def _load(path: str) -> Any:
+    from .bundle import open_model_path
     with _Progress(f"loading {os.path.basename(path)}") as _:
-        return load_model(path)
+        model, root = open_model_path(path, 1 << 40)   # a .onnx, a model folder or a .zip/.tar bundle
+        return load_model(model, data_root=root)
 
 
 class _Progress:

@@ -31,7 +31,6 @@
   SG.plotText = pt;
   const num = x => (x == null ? "n/a" : (x === 0 ? "0" : Math.abs(x) >= 1e-3 && Math.abs(x) < 1e4 ? Number(x.toPrecision(4)).toString() : x.toExponential(2)));
   const ms = s => (s == null ? "n/a" : (s * 1e3).toFixed(3));
-  const mib = b => (b == null ? "n/a" : (b / MiB).toFixed(2) + " MiB");
 
   /* ------------------------------------------------------------ tables -- */
   function outputsTable(c) {
@@ -55,7 +54,7 @@
       [h("td", null, run), h("td", { class: "t-median" }, ms(t.seconds)),
         h("td", { class: "t-spread" }, ms(t.p10) + " – " + ms(t.p90)),
         h("td", { class: "t-repeats" }, (t.repeat != null ? t.repeat : "?") + " (+" + (t.warmup || 0) + " warm-up)"),
-        h("td", null, mib(t.rss_added_bytes)), h("td", null, t.peak_bytes == null ? "n/a (not our executor)" : mib(t.peak_bytes))]));
+        h("td", null, SG.bytes(t.rss_added_bytes)), h("td", null, t.peak_bytes == null ? "n/a (not our executor)" : SG.bytes(t.peak_bytes))]));
     return h("table", { class: "grid run-timings" },
       SG.headRow("run", "median ms", "p10 – p90 ms", "measured runs", "peak RSS added", "live tensors (ours)"), rows);
   }
@@ -151,7 +150,7 @@
     const p3 = tag(box, "plot plot-memory");
     Plotly.newPlot(p3, [
       { type: "scatter", mode: "lines", line: { shape: "hv", color: "#10b981" }, x: mem.t_us.map(t => t / 1e3), y: mem.bytes.map(b => b / MiB), fill: "tozeroy" },
-      { type: "scatter", mode: "markers+text", x: [mem.peak_t_us / 1e3], y: [mem.peak_bytes / MiB], text: ["peak " + mib(mem.peak_bytes)],
+      { type: "scatter", mode: "markers+text", x: [mem.peak_t_us / 1e3], y: [mem.peak_bytes / MiB], text: ["peak " + SG.bytes(mem.peak_bytes)],
         textposition: "top right", marker: { color: "#ef4444", size: 10 } }],
     base("live activations over one run (from tensor shapes; weights and onnxruntime not included)",
       { xaxis: axis("ms"), yaxis: axis("MiB", { range: pad(ranges.memory_mib) }) }), CFG);

@@ -118,3 +118,266 @@ def test_memory_series_marks_the_peak():
     assert m["t_us"] == [0.0, 5.0, 15.0, 25.0, 35.0]
     assert m["bytes"] == [64, 64, 128, 68, 0]
     assert m["peak_bytes"] == 128 and m["peak_t_us"] == 15.0
+
+
+# ----------------------------------------------- issue 12: inputs, tolerance, bundles --
+import io as _io
+import subprocess as _subprocess
+import sys as _sys
+import zipfile as _zipfile
+from pathlib import Path as _Path
+
+import numpy as _np
+import onnx as _onnx
+import onnxruntime as _ort
+
+from app.run_inputs import load as _load_inputs
+from partition.onnx_io import load_model as _load_model
+
+SAMPLES = _Path(__file__).resolve().parent.parent / "sample_models"
+CNN = {"model": "sample-cnn_dynamic", "backend": "default", "ops": ["Conv", "Relu"]}
+
+
+@pytest.fixture
+def real_app(tmp_path):
+    """Our real engine kernels (no injected ones): the numbers are the engine's own."""
+    return create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path / "inst"), "SGLENS_RUN_REPEAT": 3})
+
+
+def _ext_mlp(folder: _Path) -> _Path:
+    """The sample MLP (input [N, 64]) with every weight in mlp_ext.onnx.data beside it."""
+    model = _onnx.load(str(SAMPLES / "mlp.onnx"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "mlp_ext.onnx"
+    _onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                     location="mlp_ext.onnx.data", size_threshold=0)
+    return path
+
+
+def test_inputs_form_is_prefilled_from_the_model(real_app):
+    c = real_app.test_client()
+    cnn = c.get("/api/models/sample-cnn_dynamic/inputs").get_json()
+    (spec,) = cnn["inputs"]
+    assert spec["name"] == "images" and spec["dtype"] == "FLOAT"
+    assert spec["dim_names"] == ["batch", None, "height", "width"]
+    assert spec["shape"] == [1, 3, 96, 128]                       # the model's own example shape
+    assert cnn["tolerance"] == {"atol": 1e-4, "rtol": 1e-3} and "atol" not in cnn["rule"]
+    tr = c.get("/api/models/sample-transformer_dynamic/inputs").get_json()["inputs"][0]
+    assert tr["dtype"] == "INT64" and tr["dim_names"] == ["batch", "sequence"] and tr["shape"] == [1, 32]
+    assert c.get("/api/models/nope/inputs").status_code == 404
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"inputs": [{"name": "images", "shape": [2, 3, 32]}]}, "input 'images': shape [2, 3, 32] has rank 3"),
+    ({"inputs": [{"name": "images", "shape": [1, 4, 32, 32]}]}, "input 'images': size 4 on axis 1"),
+    ({"inputs": [{"name": "pixels", "shape": [1]}]}, "input 'pixels' is not a graph input"),
+    ({"inputs": [{"name": "images", "shape": [1, 3, 8, 8], "low": 3, "high": 1}]}, "low < high"),
+    ({"inputs": [{"name": "images", "shape": [1, 3, 8, 8], "fill": "file"}]}, "no array was uploaded"),
+    ({"inputs": [{"name": "images", "shape": [1, 3, 8, 8], "fill": "noise"}]}, "fill 'noise' is not one of"),
+    ({"tolerance": {"atol": -1}}, "atol must be a finite number >= 0"),
+    ({"inputs": "images=1x3x8x8"}, "'inputs' must be a list"),
+])
+def test_bad_inputs_are_refused_before_anything_runs(real_app, body, message):
+    c = real_app.test_client()
+    resp = c.post("/api/runs", json={**CNN, **body})
+    assert resp.status_code == 400 and message in resp.get_json()["error"], resp.get_json()
+    assert c.get("/api/runs").get_json()["runs"] == []            # nothing was queued
+
+
+def test_shape_the_model_cannot_take_is_refused_by_shape_inference(real_app):
+    """A MatMul whose inner dims disagree: ONNX shape inference says so before the run is queued."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+    w = _onnx.numpy_helper.from_array(_np.ones((8, 4), _np.float32), "W")
+    model = make_model([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "k"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    c = real_app.test_client()
+    mid = c.post("/api/models", data={"file": (_io.BytesIO(model.SerializeToString()), "mm.onnx")},
+                 content_type="multipart/form-data").get_json()["id"]
+    resp = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["MatMul"],
+                                     "inputs": [{"name": "x", "shape": [2, 5]}]})
+    assert resp.status_code == 400 and "cannot take these input shapes" in resp.get_json()["error"]
+    ok = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["MatMul"],
+                                   "inputs": [{"name": "x", "shape": [2, 8]}]})
+    assert ok.status_code == 202
+
+
+def test_run_uses_the_shapes_tolerance_and_remembers_them(real_app):
+    c = real_app.test_client()
+    resp = c.post("/api/runs", json={**CNN, "repeat": 5, "tolerance": {"atol": 1e-5, "rtol": 1e-4},
+                                     "inputs": [{"name": "images", "shape": [2, 3, 40, 56], "seed": 3,
+                                                 "low": 0, "high": 2}]})
+    assert resp.status_code == 202, resp.get_json()
+    run, _ = _wait(c, resp.get_json()["id"], timeout=180)
+    assert run["status"] == "done", run
+    comp = run["result"]["comparison"]
+    assert comp["tolerance"] == {"atol": 1e-5, "rtol": 1e-4}
+    assert run["result"]["inputs"]["arrays"] == {"images": {"shape": [2, 3, 40, 56], "dtype": "float32"}}
+    assert run["inputs_used"]["specs"][0]["shape"] == [2, 3, 40, 56] and run["model_present"] is True
+    for name in ("onnxruntime", "engine", "partitioned"):
+        t = comp["timings"][name]
+        assert t["repeat"] == 5 and t["warmup"] == 1 and len(t["all_seconds"]) == 5
+        assert t["p10"] <= t["seconds"] <= t["p90"]
+    # the verdict is right: onnxruntime on the same stored inputs agrees with our engine
+    used = _load_inputs(real_app.instance_path, run["id"])
+    feeds = used.feeds(real_app.extensions["sglens"].models.get("sample-cnn_dynamic").graph)
+    assert float(feeds["images"].min()) >= 0 and float(feeds["images"].max()) <= 2
+    want = _ort.InferenceSession(str(SAMPLES / "cnn_dynamic.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    from engine.executor import Executor
+    with Executor(_load_model(str(SAMPLES / "cnn_dynamic.onnx"))) as ex:
+        got = next(iter(ex.run(feeds).numpy_outputs().values()))
+    assert comp["ok"] == bool(_np.allclose(got, want, atol=1e-5, rtol=1e-4)) is True
+    # remembered per model: the next form is prefilled with the shape just used
+    assert c.get("/api/models/sample-cnn_dynamic/inputs").get_json()["inputs"][0]["shape"] == [2, 3, 40, 56]
+    assert c.get("/api/models/sample-mlp/inputs").get_json()["remembered"] == []
+
+
+def test_uploaded_arrays_are_used_stored_and_repeated_exactly(real_app):
+    c = real_app.test_client()
+    x = _np.random.default_rng(5).standard_normal((3, 3, 20, 24)).astype(_np.float32)
+    buf = _io.BytesIO()
+    _np.save(buf, x)
+    buf.seek(0)
+    resp = c.post("/api/runs", data={"request": json.dumps({**CNN, "inputs": [{"name": "images", "fill": "file"}]}),
+                                     "input:images": (buf, "images.npy")}, content_type="multipart/form-data")
+    assert resp.status_code == 202, resp.get_json()
+    first, _ = _wait(c, resp.get_json()["id"], timeout=180)
+    assert first["status"] == "done" and first["inputs_used"]["files"] == ["images"]
+    assert first["result"]["inputs"]["arrays"]["images"]["shape"] == [3, 3, 20, 24]
+    again = c.post("/api/runs", json={"repeat_of": first["id"]})
+    assert again.status_code == 202
+    second, _ = _wait(c, again.get_json()["id"], timeout=180)
+    assert second["status"] == "done" and second["backend"] == "default"
+    graph = real_app.extensions["sglens"].models.get("sample-cnn_dynamic").graph
+    for rid in (first["id"], second["id"]):
+        _np.testing.assert_array_equal(_load_inputs(real_app.instance_path, rid).feeds(graph)["images"], x)
+    # junk instead of an array, a pickled array, an .npz without the input: 400 naming the upload
+    for payload, name in ((b"junk", "a.npy"), (_pickled(), "p.npy")):
+        bad = c.post("/api/runs", data={"request": json.dumps(CNN), "input:images": (_io.BytesIO(payload), name)},
+                     content_type="multipart/form-data")
+        assert bad.status_code == 400 and name in bad.get_json()["error"]
+    assert c.post("/api/runs", json={"repeat_of": "0123456789abcdef"}).status_code == 404
+
+
+def _pickled() -> bytes:
+    buf = _io.BytesIO()
+    _np.save(buf, _np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    return buf.getvalue()
+
+
+def test_random_values_are_the_same_for_the_same_specs(real_app):
+    c = real_app.test_client()
+    ids = [c.post("/api/runs", json={**CNN, "inputs": [{"name": "images", "shape": [1, 3, 16, 16], "seed": 9}]})
+           .get_json()["id"] for _ in range(2)]
+    for rid in ids:
+        _wait(c, rid, timeout=180)
+    graph = real_app.extensions["sglens"].models.get("sample-cnn_dynamic").graph
+    a, b = (_load_inputs(real_app.instance_path, rid).feeds(graph)["images"] for rid in ids)
+    _np.testing.assert_array_equal(a, b)
+
+
+def test_bundle_upload_as_files_and_as_zip_runs_against_onnxruntime(real_app, tmp_path):
+    c = real_app.test_client()
+    path = _ext_mlp(tmp_path / "src")
+    data = path.parent / "mlp_ext.onnx.data"
+    # the .onnx alone is refused (its data is not there), as before
+    alone = c.post("/api/models", data={"file": (_io.BytesIO(path.read_bytes()), "mlp_ext.onnx")},
+                   content_type="multipart/form-data")
+    assert alone.status_code == 400 and "upload the model together with its data files" in alone.get_json()["error"]
+    files = c.post("/api/models", data={"file": [(_io.BytesIO(path.read_bytes()), "mlp_ext.onnx"),
+                                                 (_io.BytesIO(data.read_bytes()), "mlp_ext.onnx.data")]},
+                   content_type="multipart/form-data")
+    assert files.status_code == 201, files.get_json()
+    zbuf = _io.BytesIO()
+    with _zipfile.ZipFile(zbuf, "w") as zf:
+        zf.write(path, "mlp/mlp_ext.onnx")
+        zf.write(data, "mlp/mlp_ext.onnx.data")
+    zbuf.seek(0)
+    zipped = c.post("/api/models", data={"file": (zbuf, "mlp.zip")}, content_type="multipart/form-data")
+    assert zipped.status_code == 201, zipped.get_json()
+    assert zipped.get_json()["inputs"][0]["shape"] == ["N", 64]
+    for mid in (files.get_json()["id"], zipped.get_json()["id"]):
+        resp = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["MatMul", "Add", "Relu"],
+                                         "inputs": [{"name": "input", "shape": [6, 64], "seed": 2}]})
+        assert resp.status_code == 202, resp.get_json()
+        run, _ = _wait(c, resp.get_json()["id"], timeout=180)
+        assert run["status"] == "done" and run["result"]["comparison"]["ok"] is True, run.get("error")
+        feeds = _load_inputs(real_app.instance_path, run["id"]).feeds(_load_model(str(path)))
+        want = _ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        from engine.executor import Executor
+        with Executor(real_app.extensions["sglens"].models.get(mid).graph) as ex:
+            _np.testing.assert_allclose(ex.run(feeds).numpy_outputs()["probs"], want, rtol=1e-4, atol=1e-6)
+
+
+def test_bad_bundles_are_refused_and_leave_nothing(real_app, tmp_path):
+    c = real_app.test_client()
+    path = _ext_mlp(tmp_path / "src")
+    bundles = _Path(real_app.instance_path) / "bundles"
+
+    def post(files):
+        return c.post("/api/models", data={"file": files}, content_type="multipart/form-data")
+    # the data file is missing from the bundle (another file given instead)
+    r = post([(_io.BytesIO(path.read_bytes()), "mlp_ext.onnx"), (_io.BytesIO(b"x"), "notes.txt")])
+    assert r.status_code == 400 and "mlp_ext.onnx.data" in r.get_json()["error"]
+    # a member escaping the bundle
+    zbuf = _io.BytesIO()
+    with _zipfile.ZipFile(zbuf, "w") as zf:
+        zf.writestr("../evil.onnx", path.read_bytes())
+    zbuf.seek(0)
+    r = post((zbuf, "evil.zip"))
+    assert r.status_code == 400 and "outside the bundle" in r.get_json()["error"]
+    r = post([(_io.BytesIO(b"a"), "a.data"), (_io.BytesIO(b"b"), "b.data")])
+    assert r.status_code == 400 and "no .onnx file" in r.get_json()["error"]
+    assert not bundles.exists() or not any(p for p in bundles.iterdir() if not p.name.startswith("."))
+    assert len(c.get("/api/models").get_json()["models"]) == len([p for p in SAMPLES.glob("*.onnx")])
+
+
+def test_a_run_whose_model_is_gone_says_so(real_app, tmp_path):
+    c = real_app.test_client()
+    path = _ext_mlp(tmp_path / "src")
+    data = path.parent / "mlp_ext.onnx.data"
+    mid = c.post("/api/models", data={"file": [(_io.BytesIO(path.read_bytes()), "mlp_ext.onnx"),
+                                               (_io.BytesIO(data.read_bytes()), "mlp_ext.onnx.data")]},
+                 content_type="multipart/form-data").get_json()["id"]
+    rid = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["MatMul"]}).get_json()["id"]
+    _wait(c, rid, timeout=180)
+    folder = _Path(real_app.instance_path) / "bundles" / mid
+    assert folder.is_dir()
+    assert c.delete(f"/api/models/{mid}").status_code == 200
+    assert not folder.exists()                                      # the bundle's files went with it
+    run = c.get(f"/api/runs/{rid}").get_json()
+    assert run["status"] == "done" and run["model_present"] is False and run["result"] is not None
+
+
+def test_serve_preloads_models_from_files_folders_and_archives(tmp_path):
+    path = _ext_mlp(tmp_path / "folder")
+    zpath = tmp_path / "mlp.zip"
+    with _zipfile.ZipFile(zpath, "w") as zf:
+        for p in path.parent.iterdir():
+            zf.write(p, p.name)
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst"),
+                      "SGLENS_MODELS": (str(path), str(path.parent), str(zpath))})
+    models = app.test_client().get("/api/models").get_json()["models"]
+    assert [m["name"] for m in models] == ["mlp_ext.onnx"] * 3 and all(m["nodes"] == 10 for m in models)
+    # a bad --model is one line and exit 2
+    bad = _subprocess.run([_sys.executable, "-m", "sglens", "serve", "--port", "0", "--instance", str(tmp_path / "i2"),
+                           "--model", str(tmp_path / "missing.onnx")], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such model file" in bad.stderr
+
+
+def test_cli_commands_take_a_bundle_archive(tmp_path):
+    path = _ext_mlp(tmp_path / "folder")
+    zpath = tmp_path / "mlp.zip"
+    with _zipfile.ZipFile(zpath, "w") as zf:
+        for p in path.parent.iterdir():
+            zf.write(p, f"m/{p.name}")
+    out = _subprocess.run([_sys.executable, "-m", "sglens", "partition", str(zpath), "--ops", "MatMul,Add", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["summary"]["partitions"] >= 1
+    out = _subprocess.run([_sys.executable, "-m", "sglens", "compare", str(zpath), "--ops", "MatMul,Add",
+                           "--shape", "input=4x64"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "OK" in out.stdout.splitlines()[0]
