@@ -465,7 +465,7 @@ def start_run():
         opts = dict(old["options"] or {})
         data = {"model": old["model_id"], "backend": old["backend"], "device": old["device"],
                 "executor": old["executor"], "rule": opts.pop("rule", None), "options": opts,
-                **({"repeat": data["repeat"]} if "repeat" in data else {})}
+                "repeat": data.get("repeat", previous.repeat or current_app.config["SGLENS_RUN_REPEAT"])}
     mid, entry = _model_of(data)
     backend, options, props, _ = selection(data)
     repeat = data.get("repeat", current_app.config["SGLENS_RUN_REPEAT"])
@@ -482,6 +482,7 @@ def start_run():
             model = onnx.load_model_from_string(entry.model_bytes())
         inputs = ri.parse_run_inputs(entry.graph, model, data, arrays,
                                      ri.remembered(instance, mid), lens().run_memory_limit)
+    inputs.repeat = repeat
     job = lens().jobs.submit(entry, backend, options, props, data.get("device", "cpu"),
                              data.get("executor", "auto"), repeat, run_inputs=inputs)
     ri.save(instance, job.id, inputs)

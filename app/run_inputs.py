@@ -45,13 +45,14 @@ class RunInputs:
     specs: list[InputSpec]
     files: dict[str, np.ndarray] = field(default_factory=dict)
     tolerance: Tolerance = field(default_factory=Tolerance)
+    repeat: int | None = None     # measured repeats per side, kept so Repeat measures alike
 
     def feeds(self, graph: Graph) -> dict[str, np.ndarray]:
         return materialize(graph, self.specs, self.files)
 
     def to_json(self) -> dict[str, Any]:
         return {"specs": [s.to_json() for s in self.specs], "tolerance": self.tolerance.to_json(),
-                "files": sorted(self.files)}
+                "files": sorted(self.files), "repeat": self.repeat}
 
 
 def default_inputs(graph: Graph) -> RunInputs:
@@ -186,8 +187,9 @@ def load(instance: str, rid: str) -> RunInputs | None:
     if data.get("files"):
         with np.load(os.path.join(folder, f"{rid}.npz"), allow_pickle=False) as z:
             files = {k: z[k] for k in z.files}
+    repeat = data.get("repeat")
     return RunInputs([InputSpec.from_json(s) for s in data["specs"]], files,
-                     parse_tolerance(data.get("tolerance")))
+                     parse_tolerance(data.get("tolerance")), repeat if isinstance(repeat, int) else None)
 
 
 def stored_json(instance: str, rid: str) -> dict[str, Any] | None:

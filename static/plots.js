@@ -153,7 +153,7 @@
       { type: "scatter", mode: "markers+text", x: [mem.peak_t_us / 1e3], y: [mem.peak_bytes / MiB], text: ["peak " + SG.bytes(mem.peak_bytes)],
         textposition: "top right", marker: { color: "#ef4444", size: 10 } }],
     base("live activations over one run (from tensor shapes; weights and onnxruntime not included)",
-      { xaxis: axis("ms"), yaxis: axis("MiB", { range: pad(ranges.memory_mib) }) }), CFG);
+      { xaxis: axis("ms", { range: pad(ranges.timeline_ms) }), yaxis: axis("MiB", { range: pad(ranges.memory_mib) }) }), CFG);
     const outs = c.outputs; const names = Object.keys(outs);
     const runs = [...new Set(names.flatMap(n => Object.keys(outs[n])))];
     const tiny = 1e-12;

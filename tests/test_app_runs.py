@@ -240,7 +240,8 @@ def test_uploaded_arrays_are_used_stored_and_repeated_exactly(real_app):
     buf = _io.BytesIO()
     _np.save(buf, x)
     buf.seek(0)
-    resp = c.post("/api/runs", data={"request": json.dumps({**CNN, "inputs": [{"name": "images", "fill": "file"}]}),
+    resp = c.post("/api/runs", data={"request": json.dumps({**CNN, "repeat": 4,
+                                                            "inputs": [{"name": "images", "fill": "file"}]}),
                                      "input:images": (buf, "images.npy")}, content_type="multipart/form-data")
     assert resp.status_code == 202, resp.get_json()
     first, _ = _wait(c, resp.get_json()["id"], timeout=180)
@@ -250,6 +251,7 @@ def test_uploaded_arrays_are_used_stored_and_repeated_exactly(real_app):
     assert again.status_code == 202
     second, _ = _wait(c, again.get_json()["id"], timeout=180)
     assert second["status"] == "done" and second["backend"] == "default"
+    assert second["result"]["comparison"]["timings"]["engine"]["repeat"] == 4     # measured alike
     graph = real_app.extensions["sglens"].models.get("sample-cnn_dynamic").graph
     for rid in (first["id"], second["id"]):
         _np.testing.assert_array_equal(_load_inputs(real_app.instance_path, rid).feeds(graph)["images"], x)

@@ -167,6 +167,20 @@ def test_transformer_with_symbolic_sequence_length(server, page):
     page.wait_for_selector("#run-plots .run-summary", timeout=120000)
     assert "[1, 24]" in page.inner_text("#run-plots .run-inputs-used")
     assert "outputs match onnxruntime" in page.inner_text("#run-plots")
+    # the two runs side by side: same y-scales on both sides, units on the axes, a heat map with a scale
+    boxes = page.locator("#run-list input[type=checkbox]")
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    page.click("#run-compare")
+    page.wait_for_selector("#col-run-b .plot-boundary-diff .main-svg", timeout=60000)
+    page.wait_for_selector("#compare-heat .plot-node-heatmap .colorbar", timeout=60000)
+    for cls in ("plot-timing-spread", "plot-subgraph-time", "plot-memory"):
+        ranges = page.evaluate(f"[...document.querySelectorAll('.{cls}')].map(p => p.layout.yaxis.range)")
+        assert len(ranges) == 2 and ranges[0] == ranges[1], (cls, ranges)
+    assert "ms" in page.locator("#compare-heat .colorbar .cbtitle").first.text_content()
+    assert "spreads overlap" in page.inner_text("#compare-diff") or "×" in page.inner_text("#compare-diff")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "runs_compare.png"), full_page=True)
 
 
 def _external_mlp(folder: Path) -> Path:
