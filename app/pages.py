@@ -21,7 +21,11 @@ def index():
 
 @bp.get("/models/<mid>")
 def model(mid: str):
-    entry = lens().models.get(mid)  # 404 JSON for an unknown id
+    from .errors import ApiError
+    try:
+        entry = lens().models.get(mid)
+    except ApiError:   # deleted, or uploaded before a restart: a page that says so, with its runs
+        return render_template("model_gone.html", model_id=mid[:100]), 404
     return render_template("model.html", model_id=entry.id, model_name=entry.name)
 
 

@@ -110,8 +110,9 @@
     opts = opts || {};
     box.replaceChildren();
     if (run.model_present === false) {
-      tag(box, "notice model-gone", "The model of this run (" + (run.model_name || "?") + ", id " + run.model_id +
+      const note = tag(box, "notice model-gone", "The model of this run (" + (run.model_name || "?") + ", id " + run.model_id +
         ") is no longer loaded on this server; the stored numbers are shown, but the graph, downloads of the partitioned model and Repeat need the model again.");
+      Object.assign(note.style, { background: "#fffbeb", border: "1px solid #fcd34d", borderRadius: "6px", padding: "6px 10px", margin: "6px 0" });
     }
     if (!run.result) { box.appendChild(SG.errorBox(run.error || ("run " + run.status))); return; }
     box.appendChild(SG.runSummary(run));

@@ -337,7 +337,8 @@ def test_pages_render_and_plotly_is_served(client):
     js = client.get("/vendor/plotly.min.js")
     assert js.status_code == 200 and js.content_length > 1_000_000 and b"plotly" in js.data[:2000].lower()
     js.close()
-    _error(client.get("/models/unknown"), 404)
+    gone = client.get("/models/unknown")   # issue 12: a page saying the model is gone, not raw JSON
+    assert gone.status_code == 404 and "not loaded on this server" in gone.get_data(as_text=True)
 
 
 def test_serve_command_is_registered():

@@ -383,3 +383,14 @@ def test_cli_commands_take_a_bundle_archive(tmp_path):
                            "--shape", "input=4x64"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "OK" in out.stdout.splitlines()[0]
+
+
+def test_page_of_a_model_that_is_gone_says_so(real_app):
+    c = real_app.test_client()
+    page = c.get("/models/0123456789abcdef")
+    text = page.get_data(as_text=True)
+    assert page.status_code == 404 and page.mimetype == "text/html"
+    assert "not loaded on this server" in text and 'data-model="0123456789abcdef"' in text
+    assert "<script>" not in text and "gone.js" in text
+    evil = c.get('/models/"><script>alert(1)</script>')
+    assert evil.status_code == 404 and "<script>alert" not in evil.get_data(as_text=True)
