@@ -17,7 +17,7 @@ import math
 import mmap
 import os
 import tempfile
-from typing import IO
+from typing import IO, Any
 
 import onnx
 from flask import Request
@@ -112,7 +112,7 @@ def is_bundle_upload(files: list) -> bool:
     return len(files) > 1 or (len(files) == 1 and is_archive(files[0].filename or ""))
 
 
-def store_bundle(store: object, instance: str, files: list, max_bytes: int) -> object:
+def store_bundle(store: Any, instance: str, files: list, max_bytes: int) -> Any:
     """Unpack the uploaded bundle, load it, register it in ``store``; nothing left behind on error."""
     import secrets
     import shutil
@@ -144,9 +144,9 @@ def store_bundle(store: object, instance: str, files: list, max_bytes: int) -> o
         raise
 
 
-def register_model_file(store: object, model_path: object, data_root: object, *, label: str,
+def register_model_file(store: Any, model_path: str | os.PathLike, data_root: str | os.PathLike, *, label: str,
                         max_bytes: int | None, mid: str | None = None, bundle: str | None = None,
-                        source: str = "upload") -> object:
+                        source: str = "upload") -> Any:
     """Load ``model_path`` (external data only from ``data_root``) and add it to the model store.
 
     The entry's ``model_bytes()`` is the model with its external data inline (read by our checked
@@ -167,7 +167,7 @@ def register_model_file(store: object, model_path: object, data_root: object, *,
     return entry
 
 
-def preload_model(store: object, instance: str, path: str, max_bytes: int) -> object:
+def preload_model(store: Any, instance: str, path: str, max_bytes: int) -> Any:
     """``sglens serve --model PATH``: a .onnx file, a model folder or a .zip/.tar bundle, loaded at
     start. The user named the path on the command line, so its own folder may hold external data;
     an archive is unpacked into ``<instance>/bundles/<id>/`` and read only from there."""

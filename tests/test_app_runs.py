@@ -394,3 +394,30 @@ def test_page_of_a_model_that_is_gone_says_so(real_app):
     assert "<script>" not in text and "gone.js" in text
     evil = c.get('/models/"><script>alert(1)</script>')
     assert evil.status_code == 404 and "<script>alert" not in evil.get_data(as_text=True)
+
+
+def _off_sigmoid(node, opset):
+    """The web kernels with a Sigmoid that is off by 5e-4: between the two tolerances below."""
+    if node.op_type == "Sigmoid":
+        return lambda xp, x, **_: (((1 / (1 + _np.exp(-x))) + 5e-4).astype(x.dtype),)
+    return find_kernel(node, opset)
+
+
+def test_tolerance_decides_the_verdict_and_the_first_node_is_named(tmp_path):
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path / "inst"),
+                      "SGLENS_RUN_KERNELS": _off_sigmoid, "SGLENS_RUN_REPEAT": 1})
+    c = app.test_client()
+    verdicts = {}
+    for atol in (1e-4, 1e-3):
+        rid = c.post("/api/runs", json={"model": "sample-trt_cycle", **OPS, "tolerance": {"atol": atol, "rtol": 0},
+                                        "inputs": [{"name": "input", "seed": 1}]}).get_json()["id"]
+        run, _ = _wait(c, rid)
+        comp = run["result"]["comparison"]
+        verdicts[atol] = comp["ok"]
+        err = comp["outputs"]["output"]["engine"]
+        assert 4e-4 < err["max_abs"] < 6e-4 and err["mean_abs"] > 0 and err["cosine"] > 0.99
+        if not comp["ok"]:
+            node = comp["first_divergent_node"]
+            assert (node["node"], node["op_type"], node["tensor"]) == ("B", "Sigmoid", "b_out")
+            assert err["mismatched"] > 0
+    assert verdicts == {1e-4: False, 1e-3: True}
