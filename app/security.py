@@ -39,6 +39,8 @@ TOKEN_COOKIE = "sglens_token"
 CLIENT_COOKIE = "sglens_client"
 #: Paths whose bodies are uploads (capped by SGLENS_MAX_UPLOAD instead of SGLENS_MAX_JSON).
 UPLOAD_PATHS = frozenset({"/api/models"})
+#: Paths taking uploads only as multipart forms (a run's input arrays); their JSON stays capped.
+MULTIPART_UPLOAD_PATHS = frozenset({"/api/runs"})
 
 # plotly.min.js (2.x/3.x) draws bar and scatter charts without eval; its styles are injected as
 # <style> elements, hence 'unsafe-inline' for styles only. No inline or eval'd script anywhere.
@@ -189,7 +191,9 @@ def install(app: Flask) -> None:
             why = cross_site_reason()
             if why:
                 return error_response(why, 403)
-            if request.path not in UPLOAD_PATHS:
+            upload = request.path in UPLOAD_PATHS or (request.path in MULTIPART_UPLOAD_PATHS
+                                                      and request.mimetype == "multipart/form-data")
+            if not upload:
                 # Read past this many bytes and werkzeug raises 413 (chunked bodies too).
                 request.max_content_length = guard.max_json
                 g.sglens_body_cap = guard.max_json
