@@ -19,6 +19,11 @@ Config keys (defaults in ``DEFAULTS``):
 - ``SGLENS_RUN_WORKERS``: background run jobs at once.
 - ``SGLENS_RUN_REPEAT``: measured repeats per side of a comparison.
 - ``SGLENS_RUN_KERNELS``: a kernel finder handed to the engine (``kernels=``); None = the registry.
+- ``SGLENS_RUN_CLUSTER``: None runs in threads of this process; ``"local"`` starts a Dask
+  ``LocalCluster`` (``SGLENS_WORKERS`` processes of ``SGLENS_WORKER_MEMORY`` bytes); a
+  ``tcp://`` address uses that scheduler (``app.dask_runs``, ``docs/deploy.md``).
+- ``SGLENS_STORE_URL``: the store's database (default ``<instance>/runs.sqlite3``; a
+  ``postgresql://`` URL for a shared one); ``SGLENS_STORE_LIMIT``: bytes the store may hold.
 """
 
 from __future__ import annotations
@@ -37,6 +42,12 @@ DEFAULTS: dict[str, Any] = {
     "SGLENS_FLAT_LIMIT": 1500,
     "SGLENS_RUN_WORKERS": 2,
     "SGLENS_RUN_REPEAT": 3,
+    "SGLENS_RUN_CLUSTER": None,
+    "SGLENS_WORKERS": 1,
+    "SGLENS_WORKER_MEMORY": None,
+    "SGLENS_SHARED_STORE": False,
+    "SGLENS_STORE_URL": None,
+    "SGLENS_STORE_LIMIT": None,
 }
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,20 +57,24 @@ class Lens:
     """Everything one app instance holds: stores, sessions, jobs."""
 
     def __init__(self, app: Flask) -> None:
-        from .jobs import JobManager
+        from .dask_runs import make_job_manager
         from .layout import LayoutCache
         from .sessions import SessionStore
-        from .store import ModelStore, RunStore
+        from .store import Database, ModelStore, RunStore
         cfg = app.config
+        database = Database(cfg.get("SGLENS_STORE_URL") or os.path.join(app.instance_path, "runs.sqlite3"))
+        self.runs = RunStore(database)          # migrates the schema
+        self.runs.mark_interrupted()            # runs a stopped server left in flight
+        limit = cfg.get("SGLENS_STORE_LIMIT")
         self.models = ModelStore(os.path.join(app.instance_path, "uploads"),
-                                 max_bytes=int(cfg["SGLENS_MAX_UPLOAD"]))
-        self.runs = RunStore(os.path.join(app.instance_path, "runs.sqlite3"))
+                                 max_bytes=int(cfg["SGLENS_MAX_UPLOAD"]), database=database,
+                                 store_limit=int(limit) if limit else None)
         self.sessions = SessionStore(max_sessions=int(cfg["SGLENS_MAX_SESSIONS"]))
-        self.jobs = JobManager(self, workers=int(cfg["SGLENS_RUN_WORKERS"]))
+        self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")
+        self.jobs = make_job_manager(self, cfg)
+        self.models.on_delete.append(self.jobs.cancel_model)
         self.flat_limit = int(cfg["SGLENS_FLAT_LIMIT"])
         self.layouts = LayoutCache()
-        #: kernel finder for runs (engine.executor's ``kernels=``): Python config only, for tests
-        self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")
         self.plugins: dict[str, list[str]] = {}
         self.plugin_errors: dict[str, str] = {}
 
