@@ -19,6 +19,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="instance folder for uploads and runs.sqlite3 (default ./instance)")
     p.add_argument("--max-upload", type=int, default=None, metavar="BYTES",
                    help="largest upload accepted (default 1 GiB)")
+    from .server import add_server_arguments
+    add_server_arguments(p)  # --debug, --threads, --workers, --worker-memory, --scheduler, --store-limit, ...
     p.set_defaults(func=cmd_serve)
     return p
 
@@ -35,17 +37,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config["SGLENS_INSTANCE"] = args.instance
     if args.max_upload:
         config["SGLENS_MAX_UPLOAD"] = args.max_upload
+    from .server import config_from_args, make_production_server
+    config.update(config_from_args(args))
     app = create_app(config)
     lens = app.extensions["sglens"]
     for path, err in lens.plugin_errors.items():
         print(f"sglens serve: plugin {path}: {err}")
-    server = make_server(args.host, args.port, app)
+    server = make_server(args.host, args.port, app) if args.debug else \
+        make_production_server(args.host, args.port, app, args)
     print(f"Subgraph Lens: http://{args.host}:{server.server_port}/  "
           f"({len(lens.models.list())} models loaded; Ctrl-C stops)", flush=True)
+    print(f"runs: {lens.jobs.describe()}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        lens.jobs.close()
     return 0

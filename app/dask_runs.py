@@ -137,7 +137,7 @@ class DaskJobManager(BaseJobs):
         if cluster == "local":
             self.worker_memory = worker_memory or default_worker_memory(workers)
             self.cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                                        memory_limit=self.worker_memory, dashboard_address=None,
+                                        memory_limit=self.worker_memory, dashboard_address=":0", worker_dashboard_address=None,
                                         silence_logs=40, host="127.0.0.1")
             self.client = Client(self.cluster, set_as_default=False)
         else:
@@ -178,11 +178,12 @@ class DaskJobManager(BaseJobs):
         if job.status in FINAL:
             return
         Event(cancel_event_name(job.id), client=self.client).set()   # the running task's next check()
-        if job.handle is not None and job.status == "queued":
+        queued = job.status == "queued"
+        self.finish(job, "cancelled")
+        if job.handle is not None and queued:
             # Not started as far as we know: the scheduler drops it. (Its event is left set, a few
             # bytes on the scheduler, in case it had just started.)
             job.handle.cancel()
-        self.finish(job, "cancelled")
 
     def _cancel_foreign(self, stored: dict[str, Any]) -> Job:
         from distributed import Event
@@ -197,7 +198,7 @@ class DaskJobManager(BaseJobs):
         """Runs on the client's event loop: update the job in memory, the store now and then."""
         msg = event[1]
         job = self.get(msg.get("id", ""))
-        if job is None or job.status in FINAL:
+        if job is None or job.finishing or job.status in FINAL:
             return
         stage_changed = job.stage != msg["stage"]
         job.status = "running"
@@ -210,7 +211,7 @@ class DaskJobManager(BaseJobs):
 
     def _save_progress(self, job: Job) -> None:
         try:
-            if job.status not in FINAL:
+            if not job.finishing and job.status not in FINAL:
                 self.lens.runs.update(job.id, status="running", stage=job.stage, progress=job.progress,
                                       message=job.message, worker=job.worker)
         except Exception:  # noqa: BLE001 - progress is best effort; the end is saved by finish()
@@ -236,6 +237,7 @@ class DaskJobManager(BaseJobs):
         """Runs in a thread of the client: turn the future's outcome into the run's end."""
         if future.cancelled():
             self.finish(job, "cancelled")
+            job.handle = None
             return
         try:
             exc = future.exception()
@@ -249,6 +251,8 @@ class DaskJobManager(BaseJobs):
             traceback.print_exc()
             self.finish(job, "failed", f"{type(exc).__name__}: {exc}")
         finally:
+            job.handle = None      # release the result on the worker (else a dying worker's results get recomputed)
+            future.release()
             self._forget_event(job)
 
     def _reason(self, exc: BaseException) -> str:

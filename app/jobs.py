@@ -64,6 +64,7 @@ class Job:
         self.created = time.time()
         self.handle: Any = None          # the runner's handle (a Dask future)
         self.saved_at = 0.0              # last progress write to the store
+        self.finishing = False           # set once, by whoever records the end first
 
     def check(self) -> None:
         if self.cancel_event.is_set():
@@ -154,9 +155,9 @@ class BaseJobs:
                result: dict[str, Any] | None = None, trace: Any = None) -> None:
         """Record the end of a run, in memory and in the store (once)."""
         with self._lock:
-            if job.status in FINAL:
+            if job.finishing or job.status in FINAL:
                 return
-            job.status, job.error = status, error
+            job.finishing = True
         if status == "done":
             job.stage, job.progress, job.message = "done", 1.0, "finished"
         elif status == "cancelled":
@@ -169,9 +170,14 @@ class BaseJobs:
             self.lens.runs.save(meta, result, trace)
         except Exception:  # noqa: BLE001 - the server goes on; the run stays visible in memory
             traceback.print_exc()
+        # Only now: a reader that sees the final status in memory finds it in the store too.
+        job.status, job.error = status, error
 
     def close(self) -> None:
         """Stop taking runs and release workers (idempotent)."""
+
+    def describe(self) -> str:
+        return "in threads of the server process"
 
 
 class JobManager(BaseJobs):

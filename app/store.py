@@ -149,21 +149,32 @@ def migrate(database: Database) -> int:
 
 
 def owner_id() -> str:
-    """This server process, as written on the runs it starts: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This server process, as written on the runs it starts: ``host:pid:start time``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_started(os.getpid())}"
+
+
+def _started(pid: int) -> str:
+    import psutil
+    try:
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "gone"
 
 
 def _owner_gone(owner: str | None) -> bool:
-    """True when the process that started a run is certainly not running any more."""
-    if not owner:
+    """True when the process that started a run is certainly not running any more.
+
+    The process's start time is part of the owner, so a new server that got the old one's
+    pid (a container restarting) still counts the old runs as lost."""
+    parts = (owner or "").rsplit(":", 2)
+    if len(parts) != 3:
         return True
-    host, _, pid = owner.rpartition(":")
+    host, pid, started = parts
     if host != socket.gethostname():
         return False   # another machine's server: its own start-up decides
     try:
-        import psutil
-        return int(pid) == os.getpid() or not psutil.pid_exists(int(pid))
-    except (ValueError, ImportError):
+        return _started(int(pid)) != started
+    except ValueError:
         return True
 
 
@@ -420,15 +431,16 @@ class RunStore:
                         run.get("repeat"), json.dumps(run.get("inputs")), owner_id(), time.time()))
 
     def update(self, rid: str, **fields: Any) -> None:
-        """Set some of status, stage, progress, message, error, worker, options, finished."""
+        """Set some of status, stage, progress, message, error, worker, options, finished of a run in
+        flight; a run that has ended is never changed (a late progress write cannot undo its end)."""
         allowed = {"status", "stage", "progress", "message", "error", "worker", "finished", "options", "inputs"}
         cols = [k for k in fields if k in allowed]
         if not cols:
             return
         values = [json.dumps(fields[k]) if k in ("options", "inputs") else fields[k] for k in cols]
         with self.db.connect() as db:
-            db.execute(f"UPDATE runs SET {', '.join(c + ' = ?' for c in cols)}, updated = ? WHERE id = ?",
-                       (*values, time.time(), rid))
+            db.execute(f"UPDATE runs SET {', '.join(c + ' = ?' for c in cols)}, updated = ?"
+                       " WHERE id = ? AND status IN (?, ?)", (*values, time.time(), rid, *IN_FLIGHT))
 
     def save(self, run: dict[str, Any], result: dict[str, Any] | None, chrome_trace: Any | None) -> None:
         """The end of a run: its status, error, result and trace (the row is made if missing)."""

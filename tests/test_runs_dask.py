@@ -1,0 +1,248 @@
+"""Runs on a real Dask ``LocalCluster`` (one worker process) behind the production server on loopback.
+
+One cluster and one server for the module (start-up costs a few seconds): a memory bomb's
+run fails with the memory message while ``/api/health`` keeps answering, a worker that
+crashes fails its run and the next one works, cancel stops a running run (and deleting a
+model cancels its queued runs), and 20 clients x 50 requests mixed with 4 runs get no error.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from _web_kernels import KERNELS, find_kernel
+
+pytestmark = pytest.mark.slow
+OPS = {"backend": "default", "ops": ["Relu", "Sigmoid", "Add"]}
+WORKER_MEMORY = 400 << 20          # the idle worker holds ~120 MB (numpy, onnx, onnxruntime, the engine)
+
+
+# ------------------------------------------------------- kernels for the worker --
+# Kernel finders travel to the worker process with the run (cloudpickle, by reference to this module).
+def crash_finder(node, opset):
+    if node.op_type == "Sigmoid":
+        def crash(xp, x, **_):
+            os._exit(3)            # what a segfaulting native kernel looks like from outside
+        return crash
+    return find_kernel(node, opset)
+
+
+def slow_finder(node, opset):
+    if node.op_type == "Relu":
+        def slow(xp, x, **_):
+            time.sleep(0.5)
+            return (np.maximum(x, 0),)
+        return slow
+    return KERNELS.get(node.op_type)
+
+
+def bomb_model(floats: int = 320 << 20) -> bytes:
+    """x[1] + ConstantOfShape([floats], 1.0): a 133-byte-ish model asking ~1.3 GB of touched memory."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [floats])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["big"], name="big",
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+             helper.make_node("Add", ["big", "x"], ["sum"], name="add"),
+             helper.make_node("ReduceSum", ["sum"], ["y"], name="reduce", keepdims=0)]
+    graph = helper.make_graph(nodes, "bomb", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])], [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+# ---------------------------------------------------------------- fixtures --
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from app import create_app
+    from app.server import ProductionServer
+    inst = tmp_path_factory.mktemp("dask")
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(inst), "SGLENS_RUN_KERNELS": find_kernel,
+                      "SGLENS_RUN_REPEAT": 1, "SGLENS_RUN_CLUSTER": "local", "SGLENS_WORKERS": 1,
+                      "SGLENS_WORKER_MEMORY": WORKER_MEMORY})
+    lens = app.extensions["sglens"]
+    server = ProductionServer("127.0.0.1", 0, app, threads=8)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}", lens
+    server.shutdown()
+    lens.jobs.close()
+
+
+def call(url: str, method: str = "GET", body: dict | None = None, timeout: float = 30) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def upload(base: str, name: str, data: bytes) -> dict:
+    boundary = "sglensboundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    req = urllib.request.Request(f"{base}/api/models", data=body, method="POST",
+                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 201
+        return json.loads(resp.read())
+
+
+def start_run(base: str, model: str, **extra) -> str:
+    status, run = call(f"{base}/api/runs", "POST", {"model": model, **OPS, **extra})
+    assert status == 202, run
+    return run["id"]
+
+
+def wait(base: str, rid: str, timeout: float = 90, until=("done", "failed", "cancelled")) -> dict:
+    end = time.time() + timeout
+    while time.time() < end:
+        status, run = call(f"{base}/api/runs/{rid}")
+        assert status == 200, run
+        if run["status"] in until:
+            return run
+        time.sleep(0.05)
+    raise AssertionError(f"run {rid} did not reach {until}: {run}")
+
+
+# ------------------------------------------------------------------- tests --
+def test_run_on_a_worker_process_reports_progress_and_result(served):
+    base, lens = served
+    rid = start_run(base, "sample-trt_cycle")
+    stages = set()
+    end = time.time() + 60
+    while time.time() < end:
+        run = call(f"{base}/api/runs/{rid}")[1]
+        stages.add(run["stage"])
+        if run["status"] == "done":
+            break
+        time.sleep(0.01)
+    assert run["status"] == "done", run
+    assert run["result"]["comparison"]["ok"] is True
+    assert run["worker"].startswith("tcp://127.0.0.1:")
+    assert run["worker"] in lens.jobs.client.scheduler_info()["workers"]    # a Dask worker ran it
+    assert os.getpid() not in lens.jobs.client.run(os.getpid).values()      # ... in another process
+    assert stages - {"queued", "done"}, stages                               # progress reached the API
+    assert run["inputs"] == {"seed": 0, "default_dim": 1}
+
+
+def test_memory_bomb_fails_with_the_memory_message_while_the_server_serves(served):
+    base, lens = served
+    model = upload(base, "bomb.onnx", bomb_model())
+    health: list[tuple[int, float]] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            t = time.perf_counter()
+            status, body = call(f"{base}/api/health", timeout=10)
+            health.append((status if body == {"ok": True} else -1, time.perf_counter() - t))
+            time.sleep(0.05)
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        run = wait(base, start_run(base, model["id"]), timeout=90)
+    finally:
+        stop.set()
+        poller.join()
+    assert run["status"] == "failed", run
+    assert run["error"].startswith("exceeded the memory limit of 400.00 MiB on worker tcp://127.0.0.1:"), run
+    assert health and all(status == 200 for status, _ in health), health
+    assert max(seconds for _, seconds in health) < 5
+    # the nanny started a new worker: the next run works
+    assert wait(base, start_run(base, "sample-trt_cycle"))["status"] == "done"
+
+
+def test_worker_crash_fails_the_run_and_the_next_run_works(served):
+    base, lens = served
+    lens.run_kernels = crash_finder
+    try:
+        run = wait(base, start_run(base, "sample-trt_cycle"))
+    finally:
+        lens.run_kernels = find_kernel
+    assert run["status"] == "failed", run
+    assert "died while running this run" in run["error"] and "tcp://127.0.0.1:" in run["error"], run
+    assert "memory" not in run["error"]
+    assert wait(base, start_run(base, "sample-trt_cycle"))["status"] == "done"
+    assert call(f"{base}/api/health") == (200, {"ok": True})
+
+
+def test_cancel_stops_a_running_run_and_deleting_a_model_cancels_its_queued_runs(served):
+    base, lens = served
+    from sample_models.generate import build_all
+    lens.run_kernels = slow_finder
+    try:
+        rid = start_run(base, "sample-trt_cycle")
+        mine = upload(base, "mine.onnx", build_all()["trt_cycle.onnx"].SerializeToString())
+        queued = start_run(base, mine["id"])          # one worker thread: this one waits
+        running = wait(base, rid, until=("running",), timeout=60)
+        worker = running["worker"]
+        assert call(f"{base}/api/runs/{queued}")[1]["status"] == "queued"
+        status, _ = call(f"{base}/api/models/{mine['id']}", "DELETE")
+        assert status == 200
+        assert call(f"{base}/api/runs/{queued}")[1]["status"] == "cancelled"
+        assert not os.path.exists(os.path.join(lens.models.upload_dir, f"{mine['id']}.onnx"))
+        time.sleep(0.3)
+        status, body = call(f"{base}/api/runs/{rid}/cancel", "POST")
+        assert status == 200 and body["status"] == "cancelled"
+    finally:
+        lens.run_kernels = find_kernel
+    assert call(f"{base}/api/runs/{rid}")[1]["status"] == "cancelled"
+    # The run stopped at its next check: the same worker (not killed) takes the next run at once.
+    t = time.time()
+    nxt = wait(base, start_run(base, "sample-trt_cycle"))
+    assert nxt["status"] == "done" and nxt["worker"] == worker
+    assert time.time() - t < 20
+    stored = lens.runs.get(rid)
+    assert stored["status"] == "cancelled" and stored["result"] is None
+
+
+def _client(base: str, k: int, requests: int, run: bool) -> list[str]:
+    problems: list[str] = []
+    model = ["sample-trt_cycle", "sample-mlp", "sample-resnet_small", "sample-conv_bn_relu_chain"][k % 4]
+    rid = None
+    for i in range(requests):
+        if run and i == 0:
+            status, out = call(f"{base}/api/runs", "POST", {"model": "sample-trt_cycle", **OPS})
+            rid = out.get("id")
+        elif rid and i % 5 == 4:
+            status, out = call(f"{base}/api/runs/{rid}")
+        elif i % 4 == 0:
+            status, out = call(f"{base}/api/models")
+        elif i % 4 == 1:
+            status, out = call(f"{base}/api/models/{model}/layout")
+        elif i % 4 == 2:
+            status, out = call(f"{base}/api/models/{model}/partition", "POST", {"backend": "tensorrt"})
+        else:
+            status, out = call(f"{base}/api/health")
+        if status >= 300:
+            problems.append(f"client {k} request {i}: HTTP {status} {out}")
+    if rid:
+        final = wait(base, rid, timeout=120)
+        if final["status"] != "done":
+            problems.append(f"client {k}: run {final['status']}: {final['error']}")
+    return problems
+
+
+def test_twenty_clients_fifty_requests_with_four_runs(served):
+    base, _ = served
+    start = time.perf_counter()
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(lambda k: _client(base, k, 50, run=k % 5 == 0), range(20)))
+    assert [p for r in results for p in r] == []
+    assert time.perf_counter() - start < 180
+    assert call(f"{base}/api/health") == (200, {"ok": True})
