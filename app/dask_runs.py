@@ -79,8 +79,8 @@ def run_task(spec: dict[str, Any], model: Any) -> dict[str, Any]:
     graph_bytes = _model_bytes(model)
     from partition.onnx_io import load_model
     graph = load_model(graph_bytes)
-    report("started", 0.01, f"started on {worker.address}")
     try:
+        report("started", 0.01, f"started on {worker.address}")   # a run cancelled while queued stops here
         result, trace = execute_run(spec, graph, lambda: graph_bytes, report, check)
     except Cancelled:
         return {"status": "cancelled", "worker": worker.address}

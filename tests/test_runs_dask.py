@@ -246,3 +246,66 @@ def test_twenty_clients_fifty_requests_with_four_runs(served):
     assert [p for r in results for p in r] == []
     assert time.perf_counter() - start < 180
     assert call(f"{base}/api/health") == (200, {"ok": True})
+
+
+# ------------------------------------------------ an existing cluster (--scheduler) --
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """``dask scheduler`` plus two ``dask worker`` processes, one declaring ``GPU=1`` (a label only)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    tmp = tmp_path_factory.mktemp("cluster")
+    sched_file = tmp / "scheduler.json"
+    dask_cli = Path(sys.executable).with_name("dask")
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([str(dask_cli), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(sched_file)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    deadline = time.time() + 60
+    while not sched_file.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    for name, extra in (("cpu", []), ("gpu", ["--resources", "GPU=1"])):
+        procs.append(subprocess.Popen([str(dask_cli), "worker", "--scheduler-file", str(sched_file), "--name", name,
+                                       "--nthreads", "1", "--no-dashboard", "--no-nanny", *extra], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    from app import create_app
+    address = json.loads(sched_file.read_text())["address"]
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp / "inst"), "SGLENS_RUN_REPEAT": 1,
+                      "SGLENS_RUN_KERNELS": find_kernel, "SGLENS_RUN_CLUSTER": address})
+    lens = app.extensions["sglens"]
+    lens.jobs.client.wait_for_workers(2, timeout=60)
+    names = {w["name"]: a for a, w in lens.jobs.client.scheduler_info(n_workers=-1)["workers"].items()}
+    yield app.test_client(), names
+    lens.jobs.close()
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def _wait_client(c, rid: str, timeout: float = 60) -> dict:
+    end = time.time() + timeout
+    while time.time() < end:
+        run = c.get(f"/api/runs/{rid}").get_json()
+        if run["status"] in ("done", "failed", "cancelled"):
+            return run
+        time.sleep(0.05)
+    raise AssertionError(f"run {rid} did not finish: {run}")
+
+
+def test_an_existing_scheduler_runs_cpu_anywhere_and_gpu_runs_only_on_gpu_workers(cluster):
+    c, names = cluster
+    assert set(names) == {"cpu", "gpu"}
+    for _ in range(3):   # GPU runs ask for resources={"GPU": 1}: always the worker that offers it
+        rid = c.post("/api/runs", json={"model": "sample-trt_cycle", "device": "gpu", **OPS}).get_json()["id"]
+        run = _wait_client(c, rid)
+        assert run["worker"] == names["gpu"], run
+        assert run["status"] == "failed" and "cupy" in run["error"].lower(), run   # no CUDA here: the engine says why
+    rid = c.post("/api/runs", json={"model": "sample-trt_cycle", "device": "cpu", **OPS}).get_json()["id"]
+    run = _wait_client(c, rid)
+    assert run["status"] == "done" and run["worker"] in names.values()
