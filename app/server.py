@@ -99,6 +99,8 @@ class ProductionServer:
         self._server = create_server(app, host=host, port=port, threads=threads, channel_timeout=read_timeout,
                                      max_request_header_size=max_header_bytes, max_request_body_size=body,
                                      connection_limit=connection_limit, ident="sglens",
+                                     # idle channels are looked for this often (waitress: every 30 s)
+                                     cleanup_interval=max(1, min(30, read_timeout // 2)),
                                      clear_untrusted_proxy_headers=True)
         self.server_port = int(self._server.effective_port)
         self._stop = threading.Event()

@@ -230,6 +230,7 @@ class ModelStore:
         self._results: OrderedDict[tuple, Any] = OrderedDict()
         self._results_lock = threading.Lock()
         self._max_results = max_results
+        _sweep_partial_uploads(upload_dir)
 
     # ---- models ----
     def load_samples(self) -> list[str]:
@@ -398,6 +399,16 @@ def _label(filename: str | None) -> str:
     base = os.path.basename((filename or "upload.onnx").replace("\\", "/")) or "upload.onnx"
     clean = "".join(c for c in base if c.isprintable())[:120]
     return clean or "upload.onnx"
+
+
+def _sweep_partial_uploads(upload_dir: str, older_than: float = 3600.0) -> None:
+    """Remove uploads a crashed server left half-written (old enough that no live upload owns them)."""
+    if not os.path.isdir(upload_dir):
+        return
+    cutoff = time.time() - older_than
+    for entry in os.scandir(upload_dir):
+        if entry.name.startswith(".upload-") and entry.name.endswith(".part") and entry.stat().st_mtime < cutoff:
+            _unlink(entry.path)
 
 
 def _unlink(path: str) -> None:

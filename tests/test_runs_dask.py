@@ -309,3 +309,38 @@ def test_an_existing_scheduler_runs_cpu_anywhere_and_gpu_runs_only_on_gpu_worker
     rid = c.post("/api/runs", json={"model": "sample-trt_cycle", "device": "cpu", **OPS}).get_json()["id"]
     run = _wait_client(c, rid)
     assert run["status"] == "done" and run["worker"] in names.values()
+
+
+# ------------------------------------------------------ the production server --
+def test_production_server_drops_stalled_connections_and_refuses_huge_headers(tmp_path):
+    """Ten clients sending half a request hold no request thread and are cut after the read
+    timeout; a 100 KiB header is refused; the server answers throughout (2 threads only)."""
+    import socket
+    from app import create_app
+    from app.server import ProductionServer
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")})
+    server = ProductionServer("127.0.0.1", 0, app, threads=2, read_timeout=2, max_header_bytes=16 * 1024)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        stalled = []
+        for _ in range(10):
+            s = socket.create_connection(("127.0.0.1", server.server_port), timeout=10)
+            s.sendall(b"POST /api/models HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc")
+            stalled.append(s)
+        t = time.perf_counter()
+        assert call(f"{base}/api/health", timeout=5) == (200, {"ok": True})
+        assert time.perf_counter() - t < 2
+        for s in stalled:                     # closed by the server: recv gives b"" (or a reset)
+            try:
+                assert s.recv(100) == b""
+            except ConnectionResetError:
+                pass
+        assert time.perf_counter() - t < 8
+        req = urllib.request.Request(f"{base}/api/health", headers={"X-Big": "a" * (100 * 1024)})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10)
+        assert err.value.code in (400, 431)
+        assert call(f"{base}/api/health") == (200, {"ok": True})
+    finally:
+        server.shutdown()
