@@ -141,7 +141,7 @@ class DaskJobManager(BaseJobs):
                                         silence_logs=40, host="127.0.0.1")
             self.client = Client(self.cluster, set_as_default=False)
         else:
-            self.client = Client(cluster, set_as_default=False, timeout=30)
+            self.client = Client(cluster, set_as_default=False, timeout=10)
         self.address = self.client.scheduler.address
         self._memory_kills: dict[str, dict[str, Any]] = {}
         self._limits: dict[str, int] = {}

@@ -262,7 +262,8 @@ def execute_run(spec: dict[str, Any], graph: Any, model_bytes: Callable[[], byte
 
     def progress(done: int, total: int) -> None:
         check()
-        report("partition", 0.02 + 0.18 * (done / max(1, total)), f"partitioning with {backend}")
+        report("partition", 0.02 + 0.18 * (done / max(1, total)),
+               f"partitioning with {backend}: {done}/{total} nodes")
     part = PartitionRun(graph, backend, trace=False, properties=spec.get("properties"), progress=progress,
                         **spec["options"]).run()
     report("compare", 0.2, "onnxruntime reference, our engine, the partitioned graph")

@@ -344,3 +344,18 @@ def test_production_server_drops_stalled_connections_and_refuses_huge_headers(tm
         assert call(f"{base}/api/health") == (200, {"ok": True})
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--worker-memory", "lots"], "--worker-memory: 'lots' is not a size"),
+    (["--workers", "0"], "--workers: '0' must be 1 or more"),
+    (["--scheduler", "localhost"], "--scheduler: 'localhost' is not a scheduler address"),
+    (["--store-limit", "-5"], "--store-limit:"),
+])
+def test_bad_serve_flags_exit_2_with_one_line(flags, says):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "partition.cli", "serve", "--port", "0", *flags],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and says in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and out.stderr.strip().splitlines()[-1].startswith("sglens")
