@@ -137,8 +137,10 @@ class DaskJobManager(BaseJobs):
         if cluster == "local":
             self.worker_memory = worker_memory or default_worker_memory(workers)
             self.cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                                        memory_limit=self.worker_memory, dashboard_address=":0", worker_dashboard_address=None,
-                                        silence_logs=40, host="127.0.0.1")
+                                        memory_limit=self.worker_memory, silence_logs=40,
+                                        # loopback only, any free port: never a dashboard open to the network
+                                        host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                        worker_dashboard_address=None)
             self.client = Client(self.cluster, set_as_default=False)
         else:
             self.client = Client(cluster, set_as_default=False, timeout=10)
