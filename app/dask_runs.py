@@ -16,7 +16,8 @@ The model's bytes travel with the task (scattered first when large), or, with
 ``shared_store=True``, only the path of the stored file (workers must see the same path).
 Progress goes worker -> scheduler -> this process as structured events on the topic
 ``sglens-run``; cancel is ``Future.cancel`` plus a ``distributed.Event`` per run that the
-run checks between nodes and stages (cooperative: a kernel already running finishes).
+run checks between nodes and stages; a run still going ``CANCEL_GRACE`` seconds after its
+cancel (one long kernel, a hang) has its worker restarted.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ TOPIC = "sglens-run"
 MEMORY_TOPIC = "worker-restart-memory"     # logged by the nanny when it kills a worker for memory
 SCATTER_OVER = 1 << 20                     # model bytes above this are scattered, not embedded
 CHECK_EVERY = 0.2                          # seconds between cancel checks inside a run
+CANCEL_GRACE = 10.0                        # seconds a cancelled run may take to notice before its worker restarts
 REPORT_EVERY = 0.05                        # seconds between progress events within one stage
 SAVE_EVERY = 0.5                           # seconds between progress writes to the store
 
@@ -85,6 +87,11 @@ def run_task(spec: dict[str, Any], model: Any) -> dict[str, Any]:
     except Cancelled:
         return {"status": "cancelled", "worker": worker.address}
     return {"status": "done", "result": result, "trace": trace, "worker": worker.address}
+
+
+async def _exit_worker() -> None:
+    import os
+    os._exit(75)
 
 
 def _model_bytes(model: Any) -> bytes:
@@ -153,6 +160,7 @@ class DaskJobManager(BaseJobs):
         if plugins:
             self.client.register_plugin(PluginLoader(plugins))
         self._closed = False
+        self.cancel_grace = CANCEL_GRACE
 
     # ---- submit / cancel ----
     def _start(self, job: Job, entry: Any, spec: dict[str, Any]) -> None:
@@ -170,7 +178,9 @@ class DaskJobManager(BaseJobs):
             if len(model) > SCATTER_OVER:
                 model = self.client.scatter(model, hash=False)
         self._workers()        # remember the workers' memory limits for the failure message
-        future = self.client.submit(run_task, spec, model, key=f"sglens-run-{job.id}", pure=False,
+        job.attempts += 1
+        job.resubmit = (entry, spec)
+        future = self.client.submit(run_task, spec, model, key=f"sglens-run-{job.id}-{job.attempts}", pure=False,
                                     resources=resources, retries=0)
         job.handle = future
         future.add_done_callback(lambda f, job=job: self._done(job, f))
@@ -186,6 +196,22 @@ class DaskJobManager(BaseJobs):
             # Not started as far as we know: the scheduler drops it. (Its event is left set, a few
             # bytes on the scheduler, in case it had just started.)
             job.handle.cancel()
+        elif job.handle is not None:
+            # The checks sit between nodes and stages: one long kernel (or a hung one) never reaches
+            # them. If the task is still there after the grace period, its worker is restarted.
+            timer = threading.Timer(self.cancel_grace, self._restart_if_running, args=(job,))
+            timer.daemon = True
+            timer.start()
+
+    def _restart_if_running(self, job: Job) -> None:
+        if job.handle is None or not job.worker or self._closed:
+            return       # the run returned (its done callback released the handle)
+        try:
+            # Runs on the worker's event loop, not in the stuck task thread. The worker dies as if it
+            # had crashed and its nanny starts a new one (the path a crashing run takes, too).
+            self.client.run(_exit_worker, workers=[job.worker], wait=False)
+        except Exception:  # noqa: BLE001 - the worker may be gone already
+            traceback.print_exc()
 
     def _cancel_foreign(self, stored: dict[str, Any]) -> Job:
         from distributed import Event
@@ -243,6 +269,12 @@ class DaskJobManager(BaseJobs):
             return
         try:
             exc = future.exception()
+            if exc is not None and self._innocent(job, exc):
+                # Its worker died (another run's memory or crash) before this run started: not its
+                # fault, and allowed-failures=0 failed it with the other one. Once more, elsewhere.
+                future.release()
+                self._start(job, *job.resubmit)
+                return
             if exc is None:
                 out = future.result()
                 job.worker = out.get("worker") or job.worker
@@ -253,9 +285,15 @@ class DaskJobManager(BaseJobs):
             traceback.print_exc()
             self.finish(job, "failed", f"{type(exc).__name__}: {exc}")
         finally:
-            job.handle = None      # release the result on the worker (else a dying worker's results get recomputed)
-            future.release()
-            self._forget_event(job)
+            if job.handle is future:
+                job.handle = None  # release the result on the worker (else a dying worker's results get recomputed)
+                future.release()
+                self._forget_event(job)
+
+    def _innocent(self, job: Job, exc: BaseException) -> bool:
+        from distributed.scheduler import KilledWorker
+        return (isinstance(exc, KilledWorker) and job.status == "queued" and job.attempts < 2
+                and not job.finishing and not self._closed)
 
     def _reason(self, exc: BaseException) -> str:
         from distributed.scheduler import KilledWorker

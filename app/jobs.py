@@ -63,6 +63,8 @@ class Job:
         self.cancel_event = threading.Event()
         self.created = time.time()
         self.handle: Any = None          # the runner's handle (a Dask future)
+        self.attempts = 0                # submissions (a run whose worker died before it started goes again)
+        self.resubmit: Any = None        # what a new submission needs
         self.saved_at = 0.0              # last progress write to the store
         self.finishing = False           # set once, by whoever records the end first
 

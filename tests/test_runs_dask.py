@@ -48,6 +48,15 @@ def slow_finder(node, opset):
     return KERNELS.get(node.op_type)
 
 
+def hang_finder(node, opset):
+    if node.op_type == "Relu":
+        def hang(xp, x, **_):
+            time.sleep(120)        # one kernel that never reaches a cancel check
+            return (np.maximum(x, 0),)
+        return hang
+    return KERNELS.get(node.op_type)
+
+
 def bomb_model(floats: int = 320 << 20) -> bytes:
     """x[1] + ConstantOfShape([floats], 1.0): a 133-byte-ish model asking ~1.3 GB of touched memory."""
     shape = helper.make_tensor("shape", TensorProto.INT64, [1], [floats])
@@ -155,7 +164,10 @@ def test_memory_bomb_fails_with_the_memory_message_while_the_server_serves(serve
     poller = threading.Thread(target=poll)
     poller.start()
     try:
-        run = wait(base, start_run(base, model["id"]), timeout=90)
+        bomb = start_run(base, model["id"])
+        behind = start_run(base, "sample-trt_cycle")        # queued on the same worker
+        run = wait(base, bomb, timeout=90)
+        after = wait(base, behind, timeout=90)
     finally:
         stop.set()
         poller.join()
@@ -163,8 +175,8 @@ def test_memory_bomb_fails_with_the_memory_message_while_the_server_serves(serve
     assert run["error"].startswith("exceeded the memory limit of 400.00 MiB on worker tcp://127.0.0.1:"), run
     assert health and all(status == 200 for status, _ in health), health
     assert max(seconds for _, seconds in health) < 5
-    # the nanny started a new worker: the next run works
-    assert wait(base, start_run(base, "sample-trt_cycle"))["status"] == "done"
+    # the nanny started a new worker: the run queued behind the bomb went there (not failed with it)
+    assert after["status"] == "done" and after["worker"] != run["worker"], after
 
 
 def test_worker_crash_fails_the_run_and_the_next_run_works(served):
@@ -209,6 +221,28 @@ def test_cancel_stops_a_running_run_and_deleting_a_model_cancels_its_queued_runs
     assert time.time() - t < 20
     stored = lens.runs.get(rid)
     assert stored["status"] == "cancelled" and stored["result"] is None
+
+
+def test_a_run_that_ignores_its_cancel_gets_its_worker_restarted(served):
+    base, lens = served
+    lens.run_kernels, lens.jobs.cancel_grace = hang_finder, 1.0
+    try:
+        rid = start_run(base, "sample-trt_cycle")
+        end = time.time() + 60
+        while time.time() < end:      # onnxruntime first, then our engine: in the hanging Relu
+            run = call(f"{base}/api/runs/{rid}")[1]
+            if "our engine" in run["message"]:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert call(f"{base}/api/runs/{rid}/cancel", "POST")[1]["status"] == "cancelled"
+    finally:
+        lens.run_kernels, lens.jobs.cancel_grace = find_kernel, 10.0
+    t = time.time()
+    nxt = wait(base, start_run(base, "sample-trt_cycle"), timeout=60)
+    assert nxt["status"] == "done" and nxt["worker"] != run["worker"]      # a fresh worker process
+    assert time.time() - t < 30
+    assert lens.runs.get(rid)["status"] == "cancelled"
 
 
 def _client(base: str, k: int, requests: int, run: bool) -> list[str]:
