@@ -149,6 +149,23 @@ def test_run_on_a_worker_process_reports_progress_and_result(served):
     assert run["inputs"] == {"seed": 0, "default_dim": 1}
 
 
+def test_shared_store_mode_sends_the_path_and_the_worker_reads_the_file(served):
+    base, lens = served
+    from sample_models.generate import build_all
+    m = upload(base, "shared.onnx", build_all()["trt_cycle.onnx"].SerializeToString())
+    lens.jobs.shared_store = True
+    seen = []
+    real = lens.jobs.client.submit
+    lens.jobs.client.submit = lambda fn, spec, model, **kw: seen.append(model) or real(fn, spec, model, **kw)
+    try:
+        run = wait(base, start_run(base, m["id"]))
+    finally:
+        lens.jobs.shared_store = False
+        del lens.jobs.client.submit
+    assert seen == [{"path": os.path.join(lens.models.upload_dir, f"{m['id']}.onnx")}]
+    assert run["status"] == "done" and run["result"]["comparison"]["ok"] is True
+
+
 def test_memory_bomb_fails_with_the_memory_message_while_the_server_serves(served):
     base, lens = served
     model = upload(base, "bomb.onnx", bomb_model())
