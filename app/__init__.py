@@ -33,6 +33,11 @@ from typing import Any, Mapping
 
 from flask import Flask
 
+from partition.backends import builtin_registry
+from partition.errors import LensError
+from partition.plugins import load_plugin
+from partition.registry import use_registry
+
 DEFAULTS: dict[str, Any] = {
     "SGLENS_MAX_UPLOAD": 1 << 30,
     "SGLENS_SAMPLES": False,
@@ -51,6 +56,12 @@ DEFAULTS: dict[str, Any] = {
 }
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _assets(name: str) -> str:
+    """``templates``/``static``: inside the package when installed from a wheel, else the checkout's."""
+    packaged = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    return packaged if os.path.isdir(packaged) else os.path.join(ROOT, name)
 
 
 class Lens:
@@ -75,6 +86,8 @@ class Lens:
         self.models.on_delete.append(self.jobs.cancel_model)
         self.flat_limit = int(cfg["SGLENS_FLAT_LIMIT"])
         self.layouts = LayoutCache()
+        #: this app's backends: the built-ins plus its own plugins, never another app's
+        self.registry = builtin_registry()
         self.plugins: dict[str, list[str]] = {}
         self.plugin_errors: dict[str, str] = {}
 
@@ -85,19 +98,17 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     merged.update(config or {})
     instance = merged.get("SGLENS_INSTANCE") or os.path.join(os.getcwd(), "instance")
     app = Flask(__name__, instance_path=os.path.abspath(instance),
-                template_folder=os.path.join(ROOT, "templates"),
-                static_folder=os.path.join(ROOT, "static"))
+                template_folder=_assets("templates"), static_folder=_assets("static"))
     app.config.update(merged)
     app.config["MAX_CONTENT_LENGTH"] = int(merged["SGLENS_MAX_UPLOAD"]) + (1 << 20)  # multipart overhead
     app.json.sort_keys = False
     os.makedirs(app.instance_path, exist_ok=True)
     lens = Lens(app)
     app.extensions["sglens"] = lens
-    from partition.plugins import load_plugin
-    from partition.errors import LensError
     for path in merged.get("SGLENS_PLUGINS") or ():
         try:
-            lens.plugins[str(path)] = load_plugin(path)
+            with use_registry(lens.registry):  # the plugin's registrations go to this app only
+                lens.plugins[str(path)] = load_plugin(path)
         except LensError as exc:  # a broken plugin is reported in the page, the server still serves
             lens.plugin_errors[str(path)] = str(exc)
     if merged.get("SGLENS_SAMPLES"):

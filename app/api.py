@@ -68,7 +68,29 @@ def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, t
             raise ApiError("'min_size' must be an integer") from None
     if str(data.get("keep_data_dependent", "")).lower() in ("1", "true"):
         options["exclude_data_dependent"] = False
-    return backend, options, None, (backend, json.dumps(options, sort_keys=True))
+    if backend == "tensorrt":  # trt-rules (issue 11): the rule table's release and the user's own plugins
+        if data.get("trt_version") not in (None, ""):
+            options["trt_version"] = str(data["trt_version"])[:20]
+        plugins = data.get("trt_plugins")
+        plugins = plugins.split(",") if isinstance(plugins, str) else plugins or []
+        if not isinstance(plugins, list) or not all(isinstance(p, str) and len(p) <= 200 for p in plugins):
+            raise ApiError("'trt_plugins' must be a list of op type names")
+        if any(p.strip() for p in plugins):
+            options["trt_plugins"] = [p.strip() for p in plugins if p.strip()]
+    if isinstance(data.get("options"), dict):  # any schema option by name (GET /api/backends lists them)
+        options.update(data["options"])
+    props = _backend_properties(backend, options)
+    return backend, options, props, (backend, json.dumps(options, sort_keys=True))
+
+
+def _backend_properties(backend: str, options: dict[str, Any]) -> list:
+    """The backend's properties from this app's own registry: bad options are a 400 up front."""
+    try:
+        return lens().registry.get(backend, options)
+    except LensError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plugin's factory raised
+        raise SelectorError(f"backend '{backend}' could not be set up: {type(exc).__name__}: {exc}") from None
 
 
 def _partition(mid: str, data: dict[str, Any]):
@@ -107,17 +129,17 @@ def health():
 
 @bp.get("/backends")
 def backends():
-    from partition.api import backend_names
-
     from .jobs import runs_available
     L = lens()
     plugin_backends = {b for names in L.plugins.values() for b in names}
     items = []
-    for name in backend_names():
+    for name in L.registry.names():
         items.append({"name": name, "plugin": name in plugin_backends, "needs_ops": name == "default"})
     items.append({"name": "rule", "plugin": False, "needs_rule": True})
-    return jsonify({"backends": items, "plugins": L.plugins, "plugin_errors": L.plugin_errors,
-                    "runs": runs_available() or "available"})
+    # Each backend's option schema (name, type, default, help, choices): enough to generate its form.
+    schemas = {name: [o.to_json() for o in L.registry.schema(name)] for name in L.registry.names()}
+    return jsonify({"backends": items, "options": schemas, "plugins": L.plugins,
+                    "plugin_errors": L.plugin_errors, "runs": runs_available() or "available"})
 
 
 # ------------------------------------------------------------------ models --
@@ -351,7 +373,7 @@ def start_run():
         raise ApiError("'repeat' must be an integer from 1 to 100")
     job = lens().jobs.submit(entry, backend, options, props, data.get("device", "cpu"),
                              data.get("executor", "auto"), repeat)
-    if props:  # stored so the run's partitioned ONNX can be rebuilt: the rule is data
+    if backend == "rule":  # stored so the run's partitioned ONNX can be rebuilt: the rule is data
         job.meta["options"] = {"rule": data.get("rule")}
     return jsonify(job.to_json()), 202
 

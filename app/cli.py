@@ -6,6 +6,11 @@ import argparse
 from typing import Any
 
 
+def register(subparsers: Any) -> None:
+    """Add ``serve`` to the ``sglens`` subparsers."""
+    add_serve_parser(subparsers)
+
+
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("serve", help="start the web debugger",
                               description="Serve the Subgraph Lens web debugger (binds 127.0.0.1 "

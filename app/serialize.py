@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from partition import report
 from partition.ir import Graph, Node, TensorInfo
 from partition.trace import PartitionResult, TraceEvent
 
@@ -107,8 +108,7 @@ def _plain(value: Any) -> Any:
 
 def result_json(result: PartitionResult) -> dict[str, Any]:
     """The same JSON as ``sglens partition --json``."""
-    from partition.cli import result_json as cli_json
-    return cli_json(result)
+    return report.result_json(result)
 
 
 def assignment(result: PartitionResult) -> dict[str, int]:

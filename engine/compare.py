@@ -9,12 +9,15 @@ Three runs on the same inputs:
 - **partitioned**: the partitioned graph on our engine, subgraph nodes run by
   the chosen executor, intermediates kept so boundary values can be read.
 
-Errors are reported per graph output and per subgraph boundary tensor as max
-absolute error and *relative* error = max|ours - ref| / max(max|ref|, tiny)
-(relative to the reference's magnitude, so values near zero do not blow it up).
-A subgraph whose inputs all match but whose outputs do not *introduced* the
-difference: ``first_divergent`` names it. Timings (median of ``repeat`` after
-a warm-up) and peak memory sit side by side.
+Each graph output and each subgraph boundary tensor is judged elementwise,
+``|ours - ref| <= atol + rtol * |ref|`` (``engine.tolerance``), and reported as max
+abs, max rel, mean abs error and cosine similarity. A subgraph whose inputs all
+match but whose outputs do not *introduced* the difference: ``first_divergent``
+names it. When the unpartitioned engine run differs, one diagnosis run names the
+first node in topological order whose output leaves tolerance
+(``first_divergent_node``). Timings are the median and p10-p90 of ``repeat``
+measured runs after ``warmup`` unmeasured ones; memory is both the live tensors
+our executor held and, for every run alike, the rise of the process's peak RSS.
 """
 
 from __future__ import annotations
@@ -31,32 +34,24 @@ from partition.ir import Graph
 
 from .executor import Executor, to_numpy
 from .measure import measure
+from .ort_fallback import LABEL, OrtFallback
+from .rss import PeakRSS
+from .tolerance import Tolerance, compare_arrays
 
-TINY = 1e-12
-#: A boundary is "matching" below this relative error (float32 arithmetic noise).
-MATCH_RTOL = 1e-4
 
 
-def errors(ours: Any, ref: Any) -> dict[str, Any]:
-    """max abs and relative error of ``ours`` against ``ref`` (shapes must agree)."""
-    a, b = np.asarray(to_numpy(ours)), np.asarray(to_numpy(ref))
-    if a.shape != b.shape:
-        return {"shape": list(a.shape), "ref_shape": list(b.shape), "max_abs": None,
-                "max_rel": None, "match": False, "note": "shapes differ"}
-    if a.size == 0:
-        return {"shape": list(a.shape), "max_abs": 0.0, "max_rel": 0.0, "match": True}
-    if a.dtype.kind in "biu" and b.dtype.kind in "biu" or a.dtype == bool:
-        diff = float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64))))
-        scale = float(np.max(np.abs(b.astype(np.int64))))
-    else:
-        a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        both_nan = np.isnan(a64) & np.isnan(b64)
-        d = np.where(both_nan, 0.0, np.abs(a64 - b64))
-        diff = float(np.max(np.where(np.isnan(d), np.inf, d)))
-        finite = np.abs(b64[np.isfinite(b64)])
-        scale = float(np.max(finite)) if finite.size else 0.0
-    rel = diff / max(scale, TINY)
-    return {"shape": list(a.shape), "max_abs": diff, "max_rel": rel, "match": rel <= MATCH_RTOL}
+def errors(ours: Any, ref: Any, tol: Tolerance | None = None) -> dict[str, Any]:
+    """Metrics and verdict of ``ours`` against ``ref`` (see ``engine.tolerance``)."""
+    return compare_arrays(np.asarray(to_numpy(ours)), np.asarray(to_numpy(ref)), tol or Tolerance())
+
+
+def spread(times: list[float], warmup: int) -> dict[str, Any]:
+    """Median and p10-p90 of measured wall times; warm-up runs are excluded and counted."""
+    ordered = sorted(times)
+    def pct(q: float) -> float:
+        return float(np.percentile(ordered, q)) if ordered else float("nan")
+    return {"seconds": statistics.median(ordered), "p10": pct(10), "p90": pct(90),
+            "repeat": len(ordered), "warmup": warmup, "all_seconds": list(times)}
 
 
 @dataclass
@@ -67,9 +62,12 @@ class Comparison:
     device: str
     outputs: dict[str, dict[str, Any]]                 # output -> {"engine": err, "partitioned": err}
     subgraphs: list[dict[str, Any]]                    # per subgraph: boundary errors, executor used
-    timings: dict[str, Any]                            # run -> {"seconds", "peak_bytes", ...}
-    first_divergent: str | None = None
+    timings: dict[str, Any]                            # run -> {"seconds", "p10", "p90", "rss_peak_bytes", ...}
+    first_divergent: str | None = None                 # first subgraph introducing a difference
+    first_divergent_node: dict[str, Any] | None = None  # first node (topological order) out of tolerance
+    tolerance: Tolerance = field(default_factory=Tolerance)
     notes: list[str] = field(default_factory=list)
+    fallback_nodes: list[dict[str, str]] = field(default_factory=list)  # ran on onnxruntime, one by one
 
     @property
     def ok(self) -> bool:
@@ -77,19 +75,25 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "backend": self.backend, "executor": self.executor,
-                "device": self.device, "ok": self.ok, "outputs": self.outputs,
-                "subgraphs": self.subgraphs, "first_divergent": self.first_divergent,
+                "device": self.device, "ok": self.ok, "tolerance": self.tolerance.to_json(),
+                "outputs": self.outputs, "subgraphs": self.subgraphs,
+                "first_divergent": self.first_divergent,
+                "first_divergent_node": self.first_divergent_node,
+                "fallback_nodes": self.fallback_nodes,
                 "timings": self.timings, "notes": self.notes}
 
     def text(self) -> str:
         lines = [f"compare {self.model}: backend {self.backend or '-'}, executor {self.executor}, "
-                 f"device {self.device}  ->  {'OK' if self.ok else 'DIFFERENT'} "
-                 f"(match: relative error <= {MATCH_RTOL:g})", "", "outputs (vs onnxruntime):"]
-        lines.append(f"  {'output':<28} {'run':<12} {'max abs':>11} {'max rel':>11}")
+                 f"device {self.device}  ->  {'OK' if self.ok else 'DIFFERENT'}",
+                 f"match rule: {self.tolerance.describe()}", "", "outputs (vs onnxruntime):",
+                 f"  {'output':<28} {'run':<12} {'max abs':>10} {'max rel':>10} {'mean abs':>10} {'cosine':>9}"]
         for name, per in self.outputs.items():
             for run, e in per.items():
-                lines.append(f"  {name[:28]:<28} {run:<12} {_num(e['max_abs'])} {_num(e['max_rel'])}"
-                             + ("" if e["match"] else "  <- differs"))
+                lines.append(f"  {name[:28]:<28} {run:<12} {_metrics(e)}" + ("" if e["match"] else "  <- differs"))
+        if self.first_divergent_node:
+            d = self.first_divergent_node
+            lines.append(f"  first node out of tolerance (engine run, topological order): "
+                         f"{d['node']} ({d['op_type']}), output {d['tensor']}")
         if self.subgraphs:
             lines += ["", "subgraph boundaries (partitioned vs onnxruntime):"]
             for sg in self.subgraphs:
@@ -97,21 +101,30 @@ class Comparison:
                              f" ({sg['reason']})")
                 for kind in ("inputs", "outputs"):
                     for name, e in sg[kind].items():
-                        lines.append(f"      {kind[:-1]:<6} {name[:34]:<34} {_num(e['max_abs'])} "
-                                     f"{_num(e['max_rel'])}" + ("" if e["match"] else "  <- differs"))
+                        lines.append(f"      {kind[:-1]:<6} {name[:34]:<34} {_metrics(e)}"
+                                     + ("" if e["match"] else "  <- differs"))
             if self.first_divergent:
                 lines.append(f"  first subgraph introducing a difference: {self.first_divergent}")
-        lines += ["", f"  {'run':<12} {'median ms':>10} {'peak MiB':>10}"]
+        lines += ["", f"  {'run':<12} {'median ms':>10} {'p10-p90 ms':>17} {'repeats':>8} "
+                      f"{'peak RSS MiB':>13} {'tensors MiB':>12}"]
         for run, t in self.timings.items():
-            peak = t.get("peak_bytes")
-            lines.append(f"  {run:<12} {t['seconds'] * 1e3:>10.3f} "
-                         f"{'n/a' if peak is None else f'{peak / 2**20:.3f}':>10}")
+            band = f"{t['p10'] * 1e3:.3f}-{t['p90'] * 1e3:.3f}"
+            tensors = t.get("peak_bytes")
+            lines.append(f"  {run:<12} {t['seconds'] * 1e3:>10.3f} {band:>17} {t['repeat']:>4}+{t['warmup']}w "
+                         f"{t['rss_added_bytes'] / 2**20:>13.1f} "
+                         f"{'n/a' if tensors is None else f'{tensors / 2**20:.3f}':>12}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
+def _metrics(e: dict[str, Any]) -> str:
+    cos = e.get("cosine")
+    return (f"{_num(e['max_abs'])} {_num(e['max_rel'])} {_num(e.get('mean_abs'))} "
+            f"{'n/a' if cos is None else f'{cos:.6f}':>9}")
+
+
 def _num(x: float | None) -> str:
-    return f"{'n/a':>11}" if x is None else f"{x:>11.3e}"
+    return f"{'n/a':>10}" if x is None else f"{x:>10.3e}"
 
 
 def reference_session(model: onnx.ModelProto, extra_outputs: list[str], device: str = "cpu"):
@@ -130,79 +143,134 @@ def reference_session(model: onnx.ModelProto, extra_outputs: list[str], device: 
     return ort.InferenceSession(m.SerializeToString(), opts, providers=ort_providers(device))
 
 
-def _time_ort(session, feeds: Mapping[str, np.ndarray], repeat: int, warmup: int) -> tuple[dict, list[float]]:
-    out_names = [o.name for o in session.get_outputs()]
-    for _ in range(max(0, warmup)):
-        session.run(out_names, dict(feeds))
-    times = []
-    result = None
-    for _ in range(max(1, repeat)):
-        t0 = time.perf_counter()
-        result = session.run(out_names, dict(feeds))
-        times.append(time.perf_counter() - t0)
-    return dict(zip(out_names, result)), times
+def _run_ort(model: onnx.ModelProto, extra: list[str], device: str, feeds: Mapping[str, np.ndarray],
+             repeat: int, warmup: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Reference values and timings; session set-up counts in the RSS figure, not in the times."""
+    import onnxruntime  # noqa: F401  loading the library once per process is not this run's memory
+    with PeakRSS() as rss:
+        session = reference_session(model, extra, device)
+        out_names = [o.name for o in session.get_outputs()]
+        for _ in range(max(0, warmup)):
+            session.run(out_names, dict(feeds))
+        times, result = [], None
+        for _ in range(max(1, repeat)):
+            t0 = time.perf_counter()
+            result = session.run(out_names, dict(feeds))
+            times.append(time.perf_counter() - t0)
+    timing = spread(times, warmup) | rss.to_json() | {"peak_bytes": None}
+    return dict(zip(out_names, result)), timing
+
+
+def first_node_out_of_tolerance(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+                                ours: Mapping[str, Any], tol: Tolerance,
+                                device: str = "cpu") -> dict[str, Any] | None:
+    """The first node, in topological order, one of whose outputs leaves tolerance.
+
+    ``ours`` holds every intermediate of our engine's run; onnxruntime is run once
+    more with every top-level node output exposed. Nodes inside If/Loop bodies are
+    judged through the control-flow node that holds them.
+    """
+    names = [t for n in graph.nodes for t in n.outputs if t]
+    ref, _ = _run_ort(model, names, device, feeds, repeat=1, warmup=0)
+    for node in graph.nodes:
+        for t in node.outputs:
+            if t and t in ours and t in ref:
+                e = errors(ours[t], ref[t], tol)
+                if not e["match"]:
+                    return {"node": node.name, "op_type": node.op_type, "tensor": t, **e}
+    return None
 
 
 def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *,
             partitioned: Any = None, executor: str = "auto", device: str = "cpu", repeat: int = 3,
             warmup: int = 1, label: str = "model", engine_name: str | None = None,
-            kernels: Any = None, progress: Callable[[str], None] | None = None) -> Comparison:
+            kernels: Any = None, progress: Callable[[str], None] | None = None,
+            tolerance: Tolerance | None = None) -> Comparison:
     """Compare the three runs; ``partitioned`` is a ``PartitionResult`` (or None).
 
     ``progress(stage)`` is called as each run starts ("onnxruntime", "engine",
-    "partitioned"), for a bar on the terminal or a status line in the browser.
+    "partitioned", "diagnosis"), for a bar on the terminal or a status line in the browser.
     """
     step = progress or (lambda stage: None)
-    notes: list[str] = []
+    tol = tolerance or Tolerance()
+    # Nodes we have no kernel for run in single-node onnxruntime sessions and are listed.
+    fallback = kernels if isinstance(kernels, OrtFallback) else OrtFallback(kernels)
+    kernels = fallback
+    notes: list[str] = [
+        "times: median and p10-p90 of the measured repeats; warm-up runs are excluded",
+        "peak RSS: rise of this process's resident memory during the run (set-up, warm-up and "
+        "repeats; includes onnxruntime's arenas); tensors: live tensors our executor held (n/a for onnxruntime)"]
     sg_infos = list(partitioned.subgraphs) if partitioned is not None else []
     weights = set(graph.initializers)
     boundary = list(dict.fromkeys(t for s in sg_infos for t in (*s.inputs, *s.outputs)
                                   if t not in weights and t not in graph.inputs))
     step("onnxruntime")
-    session = reference_session(model, boundary, device)
-    ref, ref_times = _time_ort(session, feeds, repeat, warmup)
-    timings: dict[str, Any] = {"onnxruntime": {"seconds": statistics.median(ref_times), "peak_bytes": None}}
-    notes.append("onnxruntime's peak memory is its arena's, not visible here (n/a)")
+    ref, ref_timing = _run_ort(model, boundary, device, feeds, repeat, warmup)
+    timings: dict[str, Any] = {"onnxruntime": ref_timing}
     ref_values = dict(feeds) | ref
 
     def run_ours(g: Graph, execname: str, keep: bool, name: str):
-        with Executor(g, device=device, executor=execname, engine_name=engine_name,
-                      kernels=kernels) as ex:
-            m = measure(ex, feeds, repeat=repeat, warmup=warmup, label=name)
-            # Boundary values from one more run that keeps every tensor (not measured).
-            values = ex.run(feeds, keep_intermediates=True).values if keep else {}
-        timings[name] = {"seconds": m.seconds, "peak_bytes": m.peak_bytes,
-                         "weight_bytes": m.weight_bytes, "subgraphs": m.subgraphs}
+        with PeakRSS() as rss:
+            with Executor(g, device=device, executor=execname, engine_name=engine_name,
+                          kernels=kernels) as ex:
+                m = measure(ex, feeds, repeat=repeat, warmup=warmup, label=name)
+                # Every tensor from one more run (not measured): boundaries and diagnosis.
+                values = ex.run(feeds, keep_intermediates=True).values if keep else {}
+        timings[name] = (spread(m.all_seconds, warmup) | rss.to_json()
+                         | {"peak_bytes": m.peak_bytes, "weight_bytes": m.weight_bytes,
+                            "subgraphs": m.subgraphs})
         return m, values
 
     step("engine")
     eng, _ = run_ours(graph, "engine", False, "engine")
-    outputs: dict[str, dict[str, Any]] = {o: {"engine": errors(eng.outputs[o], ref[o])} for o in graph.outputs}
-    subgraphs: list[dict[str, Any]] = []
-    first = None
+    outputs: dict[str, dict[str, Any]] = {o: {"engine": errors(eng.outputs[o], ref[o], tol)}
+                                          for o in graph.outputs}
+    first_node = None
+    if not all(per["engine"]["match"] for per in outputs.values()):
+        step("diagnosis")
+        try:
+            with Executor(graph, device=device, executor="engine", engine_name=engine_name,
+                          kernels=kernels) as ex:
+                eng_values = ex.run(feeds, keep_intermediates=True).values
+            first_node = first_node_out_of_tolerance(graph, model, feeds, eng_values, tol, device)
+        except Exception as exc:  # diagnosis is a bonus: never lose the comparison over it
+            notes.append(f"could not locate the first differing node: {type(exc).__name__}: {exc}")
+    subgraphs, first = [], None
     if partitioned is not None:
         step("partitioned")
         part, values = run_ours(partitioned.graph, executor, True, "partitioned")
         for o in graph.outputs:
-            outputs[o]["partitioned"] = errors(part.outputs[o], ref[o])
-        ran = {s["node"]: s for s in part.subgraphs}
-        for info in sg_infos:
-            rec = ran.get(info.node_name, {})
-            entry = {"id": info.id, "node": info.node_name, "property": info.property,
-                     "executor": rec.get("executor", "?"), "reason": rec.get("reason", ""),
-                     "seconds": rec.get("seconds"), "peak_bytes": rec.get("peak_bytes"),
-                     "inputs": {}, "outputs": {}}
-            for kind, names in (("inputs", info.inputs), ("outputs", info.outputs)):
-                for t in names:
-                    if t in weights:
-                        continue
-                    if t in values and t in ref_values:
-                        entry[kind][t] = errors(values[t], ref_values[t])
-            ins_ok = all(e["match"] for e in entry["inputs"].values())
-            outs_ok = all(e["match"] for e in entry["outputs"].values())
-            entry["introduces_difference"] = ins_ok and not outs_ok
-            if entry["introduces_difference"] and first is None:
-                first = f"#{info.id} {info.node_name}"
-            subgraphs.append(entry)
+            outputs[o]["partitioned"] = errors(part.outputs[o], ref[o], tol)
+        subgraphs, first = _boundaries(sg_infos, part.subgraphs, values, ref_values, weights, tol)
+    if fallback.nodes:
+        notes.append(f"{len(fallback.nodes)} node(s) without a kernel of ours ran on {LABEL}: "
+                     + ", ".join(f"{n} ({op})" for n, op in list(fallback.nodes.items())[:20]))
     return Comparison(label, partitioned.backend if partitioned is not None else None,
-                      executor, device, outputs, subgraphs, timings, first, notes)
+                      executor, device, outputs, subgraphs, timings, first, first_node, tol, notes,
+                      fallback.report())
+
+
+def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: Mapping[str, Any],
+                ref_values: Mapping[str, Any], weights: set[str],
+                tol: Tolerance) -> tuple[list[dict[str, Any]], str | None]:
+    """Per subgraph: errors at its inputs and outputs, and whether it introduced a difference."""
+    ran = {s["node"]: s for s in ran_records}
+    subgraphs: list[dict[str, Any]] = []
+    first = None
+    for info in sg_infos:
+        rec = ran.get(info.node_name, {})
+        entry = {"id": info.id, "node": info.node_name, "property": info.property,
+                 "executor": rec.get("executor", "?"), "reason": rec.get("reason", ""),
+                 "seconds": rec.get("seconds"), "peak_bytes": rec.get("peak_bytes"),
+                 "inputs": {}, "outputs": {}}
+        for kind, names in (("inputs", info.inputs), ("outputs", info.outputs)):
+            for t in names:
+                if t not in weights and t in values and t in ref_values:
+                    entry[kind][t] = errors(values[t], ref_values[t], tol)
+        ins_ok = all(e["match"] for e in entry["inputs"].values())
+        outs_ok = all(e["match"] for e in entry["outputs"].values())
+        entry["introduces_difference"] = ins_ok and not outs_ok
+        if entry["introduces_difference"] and first is None:
+            first = f"#{info.id} {info.node_name}"
+        subgraphs.append(entry)
+    return subgraphs, first

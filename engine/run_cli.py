@@ -1,11 +1,11 @@
-"""``sglens run`` and ``sglens compare``: parsers and commands (wired by partition/cli.py).
+"""``sglens run`` and ``sglens compare``: parsers and commands (wired by ``sglens/cli.py`` via ``register``).
 
     sglens run MODEL [--backend NAME] [--ops ...] [--plugin F]... [--device cpu|gpu]
-               [--executor auto|engine|onnxruntime|tensorrt] [--inputs IN.npz]
+               [--subgraph-runtime auto|engine|onnxruntime|tensorrt] [--inputs IN.npz]
                [--save-outputs OUT.npz] [--repeat N] [--dim NAME=VALUE]... [--json]
                [--report OUT.json] [--trace OUT.json]
     sglens compare MODEL [--backend NAME] [--ops ...] [--plugin F]... [--device ...]
-               [--executor ...] [--inputs IN.npz] [--dim NAME=VALUE]... [--repeat N] [--json]
+               [--subgraph-runtime ...] [--inputs IN.npz] [--dim NAME=VALUE]... [--repeat N] [--json]
 
 Without ``--backend``, ``run`` runs the model unpartitioned on our engine.
 Errors are ``LensError``: the CLI prints one line and exits 2.
@@ -18,15 +18,25 @@ import json
 import sys
 from typing import Any
 
+from partition.runner import partition
+from partition.selection import add_selection_options, backend_options
+
 from .subgraph_ops import EXECUTORS
+from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL
+
+
+def register(subparsers: Any) -> None:
+    """Add ``run`` and ``compare`` to the ``sglens`` subparsers."""
+    add_run_parser(subparsers)
+    add_compare_parser(subparsers)
 
 
 def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
-    from partition.cli import add_selection_options
     add_selection_options(p, backend_default)
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--executor", choices=EXECUTORS, default="auto",
-                   help="how subgraph nodes run (default auto: tensorrt on gpu if installed, "
+    # --executor is the older spelling (docs/architecture.md: "executor" is the Executor class only)
+    p.add_argument("--subgraph-runtime", "--executor", dest="executor", choices=EXECUTORS, default="auto",
+                   help="what runs subgraph nodes (default auto: tensorrt on gpu if installed, "
                         "else onnxruntime, else engine; the report says which ran)")
     p.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
@@ -59,6 +69,11 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
                                           "and relative error of our runs; timings side by side.")
     _common(p, "default")
     p.add_argument("--repeat", type=int, default=3, help="measured runs per side (default 3)")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured runs before them (default 1)")
+    p.add_argument("--atol", type=float, default=DEFAULT_ATOL,
+                   help=f"absolute tolerance: match when |ours-ref| <= atol + rtol*|ref| (default {DEFAULT_ATOL:g})")
+    p.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
+                   help=f"relative tolerance (default {DEFAULT_RTOL:g})")
     p.set_defaults(func=cmd_compare)
     return p
 
@@ -87,8 +102,6 @@ def _prepare(args: argparse.Namespace):
 
 
 def _partition(graph, args: argparse.Namespace):
-    from partition.cli import backend_options
-    from partition.runner import partition
     return partition(graph, args.backend, **backend_options(args))
 
 
@@ -174,17 +187,25 @@ def _run_text(args, m, result, outputs) -> str:
 # ----------------------------------------------------------------- compare --
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare
+    from .run_errors import InputError
+    from .tolerance import Tolerance
+    try:
+        tolerance = Tolerance(atol=args.atol, rtol=args.rtol)
+    except ValueError as exc:
+        raise InputError(f"--atol/--rtol: {exc}") from None
+    if args.warmup < 0:
+        raise InputError(f"--warmup {args.warmup}: must be 0 or more")
     graph, model, feeds, notes = _prepare(args)
     result = _partition(graph, args) if args.backend else None
     from tqdm import tqdm
-    stages = 3 if result is not None else 2
+    stages = 4 if result is not None else 3
     with tqdm(total=stages, desc="compare", file=sys.stderr, disable=None, leave=False) as bar:
         def progress(stage: str) -> None:
             bar.set_description(f"compare: {stage}")
             bar.update(1)
         c = compare(graph, model, feeds, partitioned=result, executor=args.executor, device=args.device,
-                    repeat=max(1, args.repeat), label=args.model, engine_name=args.engine,
-                    progress=progress)
+                    repeat=max(1, args.repeat), warmup=args.warmup, label=args.model,
+                    engine_name=args.engine, progress=progress, tolerance=tolerance)
     c.notes = notes + c.notes
     if args.json:
         print(json.dumps(c.to_json(), default=str))

@@ -4,92 +4,27 @@ A backend is an ordered list of ``SubgraphProperty`` objects, registered with
 ``register_subgraph_property(backend, prop)``; each property makes a fresh
 ``SubgraphSelector`` per seed node and turns each found subgraph into a node.
 Properties run in registration order, each on the graph the previous produced.
+A backend built from options registers a factory and declares its options
+once (``register_backend_factory(name, factory, options=[BackendOption(...)])``);
+``backend_options_schema`` and ``validate_backend_options`` read that schema.
+The registry functions act on the current registry (``partition.registry``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .errors import UnknownBackendError
-from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Graph, Node, TensorInfo
+from .build import PassState, generic_pass
+from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Graph, Node
+from .registry import BackendOption, BackendRegistry, current_registry, use_registry
+from .selectors import ContainOpSelector, NodeView, SubgraphSelector
+from .trace import TraceEvent
 
-if TYPE_CHECKING:
-    from .build import PassState
-    from .trace import TraceEvent
-
-
-class NodeView:
-    """What a selector sees of a node: name, op, attributes, typed inputs and outputs.
-
-    ``id`` is the node's number in the partitioner's seed order.
-    """
-
-    __slots__ = ("node", "graph", "id")
-
-    def __init__(self, node: Node, graph: Graph, id: int) -> None:
-        self.node = node
-        self.graph = graph
-        self.id = id
-
-    name = property(lambda self: self.node.name)
-    op_type = property(lambda self: self.node.op_type)
-    domain = property(lambda self: self.node.domain)
-    attrs = property(lambda self: self.node.attrs)
-
-    @property
-    def inputs(self) -> list[TensorInfo]:
-        return [self.graph.info(t) if t else TensorInfo("") for t in self.node.inputs]
-
-    @property
-    def outputs(self) -> list[TensorInfo]:
-        return [self.graph.info(t) for t in self.node.outputs]
-
-    @property
-    def input_shapes(self) -> list[Any]:
-        return [i.shape for i in self.inputs]
-
-    @property
-    def output_shapes(self) -> list[Any]:
-        return [o.shape for o in self.outputs]
-
-    @property
-    def input_dtypes(self) -> list[str | None]:
-        return [i.dtype for i in self.inputs]
-
-    @property
-    def output_dtypes(self) -> list[str | None]:
-        return [o.dtype for o in self.outputs]
-
-    def is_weight(self, index: int) -> bool:
-        """Whether input ``index`` is an initializer (a build-time constant weight)."""
-        t = self.node.inputs[index] if index < len(self.node.inputs) else ""
-        return bool(t) and t in self.graph.initializers
-
-    def __repr__(self) -> str:
-        return f"<{self.op_type} {self.name!r} #{self.id}>"
-
-
-class SubgraphSelector:
-    """Decides which nodes join a subgraph. Stateful: a fresh one per seed."""
-
-    def select(self, node: NodeView) -> bool:
-        """Whether growth may start at ``node``."""
-        return False
-
-    def select_input(self, node: NodeView, input_node: NodeView) -> bool:
-        """Whether ``input_node`` (a producer of ``node``) joins the candidates."""
-        return False
-
-    def select_output(self, node: NodeView, output_node: NodeView) -> bool:
-        """Whether ``output_node`` (a consumer of ``node``) joins the candidates."""
-        return False
-
-    def filter(self, candidates: list[NodeView]) -> list[NodeView]:
-        """The last word on the candidates: the nodes returned form the subgraph."""
-        return candidates
-
-    def reset(self) -> None:
-        """Forget state before growth restarts from the same seed."""
+__all__ = ["BackendOption", "BackendRegistry", "ContainOpProperty", "ContainOpSelector", "NodeView",
+           "SubgraphProperty", "SubgraphSelector", "backend_names", "backend_options_schema",
+           "current_registry", "default_subgraph_node", "get_backend", "register_backend_factory",
+           "register_subgraph_property", "unregister_backend", "use_registry",
+           "validate_backend_options"]
 
 
 class SubgraphProperty:
@@ -109,13 +44,12 @@ class SubgraphProperty:
         """Why ``node`` can never be in this property's subgraphs, if there is a simple reason."""
         return None
 
-    def partition_pass(self, state: "PassState") -> "Iterable[TraceEvent]":
+    def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
         """The algorithm that finds this property's subgraphs; yields trace events.
 
         The default is the generic breadth-first algorithm of seed 000; a backend
         with an algorithm of its own (TensorRT's, seed 004) overrides this.
         """
-        from .build import generic_pass
         return generic_pass(self, state)
 
 
@@ -124,22 +58,6 @@ def default_subgraph_node(subgraph: Graph, subgraph_id: int, property_name: str)
     return Node(f"{property_name}_{subgraph_id}", SUBGRAPH_OP, tuple(subgraph.inputs),
                 tuple(subgraph.outputs), SUBGRAPH_DOMAIN,
                 {"property": property_name, "subgraph_id": subgraph_id}, {"body": subgraph})
-
-
-class ContainOpSelector(SubgraphSelector):
-    """Selects connected nodes whose op type is in a set (seed 000's default selector)."""
-
-    def __init__(self, op_types: Iterable[str]) -> None:
-        self.op_types = frozenset(op_types)
-
-    def select(self, node: NodeView) -> bool:
-        return node.op_type in self.op_types
-
-    def select_input(self, node: NodeView, input_node: NodeView) -> bool:
-        return input_node.op_type in self.op_types
-
-    def select_output(self, node: NodeView, output_node: NodeView) -> bool:
-        return output_node.op_type in self.op_types
 
 
 class ContainOpProperty(SubgraphProperty):
@@ -159,43 +77,42 @@ class ContainOpProperty(SubgraphProperty):
 
 
 # ---------------------------------------------------------------- registry --
-_BACKENDS: dict[str, list[SubgraphProperty]] = {}
-#: Backends built from options (e.g. ``default`` needs the op set): name -> factory.
-_FACTORIES: dict[str, Callable[..., list[SubgraphProperty]]] = {}
-
-
 def register_subgraph_property(backend: str, prop: SubgraphProperty) -> SubgraphProperty:
-    """Append ``prop`` to ``backend``'s passes (registration order = run order)."""
+    """Append ``prop`` to ``backend``'s passes (registration order = run order). No options."""
     if not isinstance(prop, SubgraphProperty):
         raise TypeError(f"register_subgraph_property({backend!r}, ...) needs a SubgraphProperty, "
                         f"got {type(prop).__name__}")
-    _BACKENDS.setdefault(backend, []).append(prop)
+    current_registry().add_property(backend, prop)
     return prop
 
 
-def register_backend_factory(backend: str, factory: Callable[..., list[SubgraphProperty]]) -> None:
-    """Register a backend whose properties depend on options (``ops=...``, ``min_size=...``)."""
-    _FACTORIES[backend] = factory
+def register_backend_factory(backend: str, factory: Callable[..., list[SubgraphProperty]],
+                             options: Sequence[BackendOption] = (),
+                             hints: dict[str, str] | None = None) -> None:
+    """Register a backend built from ``options`` (its schema); ``factory`` gets every option, by name."""
+    current_registry().add_factory(backend, factory, options, hints)
 
 
 def backend_names() -> list[str]:
-    return sorted(set(_BACKENDS) | set(_FACTORIES))
+    return current_registry().names()
 
 
 def get_backend(backend: str, **options: Any) -> list[SubgraphProperty]:
-    """The properties of ``backend``, in run order."""
-    if backend in _FACTORIES:
-        return _FACTORIES[backend](**options)
-    if backend in _BACKENDS:
-        return list(_BACKENDS[backend])
-    raise UnknownBackendError(f"unknown backend '{backend}'; known: {', '.join(backend_names()) or 'none'}")
+    """The properties of ``backend``, in run order; options are validated against its schema first."""
+    return current_registry().get(backend, options)
+
+
+def backend_options_schema(backend: str) -> list[dict[str, Any]]:
+    """``backend``'s options as JSON-able dicts (name, type, default, help, choices, minimum)."""
+    return [o.to_json() for o in current_registry().schema(backend)]
+
+
+def validate_backend_options(backend: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` coerced to the schema's types plus the defaults; ``BackendOptionError`` names a bad one."""
+    return current_registry().validate(backend, options)
 
 
 def unregister_backend(backend: str) -> None:
-    """Remove a backend (plugins reloaded in tests, the web server's per-plugin cleanup)."""
-    _BACKENDS.pop(backend, None)
-    _FACTORIES.pop(backend, None)
+    """Remove a backend (plugins reloaded in tests)."""
+    current_registry().remove(backend)
 
-
-def sequence_names(props: Sequence[SubgraphProperty]) -> list[str]:
-    return [p.property_name for p in props]

@@ -1,12 +1,26 @@
-"""Built-in backends: ``default``, ``conv_bn`` (seed 002) and ``conv_bn_relu`` (oneDNN style)."""
+"""Built-in backends and their option schemas: ``default``, ``conv_bn`` (seed 002),
+``conv_bn_relu`` (oneDNN style) and ``tensorrt`` (seed 004, in ``partition/tensorrt``).
+
+Each backend's options are declared once as ``BackendOption`` lists (here; tensorrt's in
+``partition/tensorrt/options.py``);
+``register_builtins(registry)`` puts the four backends into a registry.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
-from .api import (ContainOpProperty, NodeView, SubgraphProperty, SubgraphSelector,
-                  register_backend_factory, register_subgraph_property)
+from .api import ContainOpProperty, NodeView, SubgraphProperty, SubgraphSelector
 from .errors import LensError
+from .ir import Graph, Node
+from .registry import BackendOption, BackendRegistry
+from .tensorrt.algorithm import tensorrt_backend
+from .tensorrt.options import TENSORRT_HINTS, TENSORRT_OPTIONS
+
+DEFAULT_OPTIONS = (
+    BackendOption("ops", "str_list", [], "op types the backend supports (CLI: comma-separated)"),
+    BackendOption("min_size", "int", 1, "smallest subgraph kept, in nodes", minimum=1),
+)
 
 
 def _single_consumer(node: NodeView, consumer: NodeView) -> bool:
@@ -81,15 +95,38 @@ class ConvBNReluProperty(SubgraphProperty):
         return ConvBNReluSelector()
 
 
-def _default_backend(ops: Iterable[str] | None = None, **_: Any) -> list[SubgraphProperty]:
-    ops = [o for o in (ops or []) if o]
+class MinSizeContainOpProperty(ContainOpProperty):
+    """``ContainOpProperty`` that rejects subgraphs with fewer than ``min_size`` nodes."""
+
+    def __init__(self, op_types: Iterable[str], min_size: int, property_name: str = "default") -> None:
+        super().__init__(op_types, property_name)
+        self.min_size = min_size
+
+    def create_subgraph_node(self, subgraph: Graph, subgraph_id: int) -> Node | None:
+        if len(subgraph.nodes) < self.min_size:
+            return None
+        return super().create_subgraph_node(subgraph, subgraph_id)
+
+
+def _default_backend(ops: list[str], min_size: int) -> list[SubgraphProperty]:
     if not ops:
         raise LensError("backend 'default' needs the op types it supports: pass --ops Conv,Relu,... "
                         "(or \"ops\": [...] in the API)")
+    if min_size > 1:
+        return [MinSizeContainOpProperty(ops, min_size, "default")]
     return [ContainOpProperty(ops, "default")]
 
 
-def register_builtins() -> None:
-    register_backend_factory("default", _default_backend)
-    register_subgraph_property("conv_bn", ConvBNProperty())
-    register_subgraph_property("conv_bn_relu", ConvBNReluProperty())
+def register_builtins(registry: BackendRegistry) -> None:
+    """Add ``default``, ``conv_bn``, ``conv_bn_relu`` and ``tensorrt`` to ``registry``."""
+    registry.add_factory("default", _default_backend, DEFAULT_OPTIONS)
+    registry.add_property("conv_bn", ConvBNProperty())
+    registry.add_property("conv_bn_relu", ConvBNReluProperty())
+    registry.add_factory("tensorrt", tensorrt_backend, TENSORRT_OPTIONS, TENSORRT_HINTS)
+
+
+def builtin_registry() -> BackendRegistry:
+    """A fresh registry holding only the built-in backends (what each web app starts from)."""
+    registry = BackendRegistry()
+    register_builtins(registry)
+    return registry

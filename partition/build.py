@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from .api import ContainOpSelector, NodeView, SubgraphProperty, SubgraphSelector
 from .cycles import CycleChecker
 from .errors import SelectorError
 from .ir import Graph, Node, TensorInfo
+from .selectors import ContainOpSelector, NodeView, SubgraphSelector
 from .trace import Snapshot, TraceEvent
+
+if TYPE_CHECKING:  # api.py imports this module; the property is only a type here
+    from .api import SubgraphProperty
 
 FREE, TAKEN, REJECTED = 0, 1, 2
 

@@ -1,7 +1,8 @@
-"""The ``sglens`` command line.
+"""``sglens partition|trace|check|groups``: parsers and commands (wired by ``sglens/cli.py``).
 
-Every user error is one line on stderr and exit code 2, never a traceback
-(set ``SGLENS_DEBUG=1`` to see one). ``sglens check`` exits 1 on a violation.
+``register(subparsers)`` adds the four commands; the entry point, its
+one-line errors (exit 2) and ``SGLENS_DEBUG`` live in ``sglens/cli.py``.
+``sglens check`` exits 1 on a violation.
 """
 
 from __future__ import annotations
@@ -10,48 +11,20 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from .errors import LensError
+from tqdm import tqdm
 
-EXIT_USAGE = 2
-
-
-def add_selection_options(parser: argparse.ArgumentParser, backend_default: str | None = "default") -> None:
-    """MODEL and the options that choose a partition (shared with ``run`` and ``compare``)."""
-    parser.add_argument("model", help="path of an ONNX model")
-    parser.add_argument("--backend", default=backend_default, help="registered backend name " + (
-        "(default: run unpartitioned)" if backend_default is None else f"(default: {backend_default})"))
-    parser.add_argument("--ops", default="", help="comma-separated op types for the default backend")
-    parser.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
-                        help="Python file registering its own subgraph properties (repeatable)")
-    parser.add_argument("--min-size", type=int, default=None, metavar="N",
-                        help="tensorrt: smallest subgraph kept, in compute nodes (default 2)")
-    parser.add_argument("--keep-data-dependent", action="store_true",
-                        help="tensorrt: allow ops whose output shape depends on input values")
-
-
-def backend_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Backend options from parsed selection arguments (used by run/compare too)."""
-    from .plugins import load_plugin
-    for plugin in args.plugin:
-        load_plugin(plugin)
-    options: dict[str, Any] = {}
-    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
-    if ops:
-        options["ops"] = ops
-    if args.backend == "tensorrt":
-        if args.min_size is not None:
-            options["min_size"] = args.min_size
-        if args.keep_data_dependent:
-            options["exclude_data_dependent"] = False
-    elif args.min_size is not None:
-        options["min_size"] = args.min_size
-    return options
+from .check import check_partition
+from .errors import PartitionCheckError
+from .onnx_io import load_model, save_model
+from .report import export_subgraphs, groups_report, result_json
+from .runner import PartitionRun, partition
+from .selection import add_selection_options, backend_options
+from .tensorrt.real_trt import cli_check_parser
 
 
 def _load(path: str) -> Any:
-    from .onnx_io import load_model
     with _Progress(f"loading {os.path.basename(path)}") as _:
         return load_model(path)
 
@@ -60,7 +33,6 @@ class _Progress:
     """A tqdm bar on stderr for long work; silent when stderr is not a terminal."""
 
     def __init__(self, label: str, total: int | None = None) -> None:
-        from tqdm import tqdm
         self.bar = tqdm(total=total, desc=label, file=sys.stderr, disable=None, leave=False,
                         unit="node", mininterval=0.3)
 
@@ -77,29 +49,19 @@ class _Progress:
 
 
 def _partition(args: argparse.Namespace):
-    from .runner import partition
     options = backend_options(args)
     graph = _load(args.model)
     with _Progress("partitioning") as bar:
         return partition(graph, args.backend, progress=bar.update, **options)
 
 
-def result_json(result: Any) -> dict[str, Any]:
-    """The JSON of a partition result, with the report's sizes and summary when available."""
-    try:
-        from .report import describe
-    except ImportError:
-        return result.to_json()
-    return describe(result)
-
-
 def cmd_partition(args: argparse.Namespace) -> int:
+    if getattr(args, "check_parser", False):
+        return cli_check_parser(args, backend_options(args), _load(args.model))
     result = _partition(args)
     if args.export:
-        from .onnx_io import save_model
         save_model(result.graph, args.export)
     if args.export_dir:
-        from .report import export_subgraphs
         export_subgraphs(result, args.export_dir)
     if args.json:
         print(json.dumps(result_json(result), indent=1))
@@ -126,7 +88,6 @@ def _table(result: Any) -> str:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from .runner import PartitionRun
     options = backend_options(args)
     graph = _load(args.model)
     run = PartitionRun(graph, args.backend, trace=True, **options)
@@ -137,8 +98,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .check import check_partition
-    from .errors import PartitionCheckError
     result = _partition(args)
     try:
         check_partition(result)
@@ -151,7 +110,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    from .report import groups_report
     options = backend_options(args)
     graph = _load(args.model)
     report = groups_report(graph, args.node, **options)
@@ -164,14 +122,15 @@ def cmd_groups(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sglens", description="Subgraph Lens: see how a model is partitioned")
-    sub = parser.add_subparsers(dest="command", required=True)
+def register(sub: Any) -> None:
+    """Add ``partition``, ``trace``, ``check`` and ``groups`` to the ``sglens`` subparsers."""
     p = sub.add_parser("partition", help="partition a model and print the subgraphs")
     add_selection_options(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--export", metavar="OUT.onnx", help="write the partitioned model (subgraphs as functions)")
     p.add_argument("--export-dir", metavar="DIR", help="write each subgraph as a standalone ONNX model")
+    p.add_argument("--check-parser", action="store_true",
+                   help="tensorrt: list every node where our rules and the installed TensorRT parser disagree")
     p.set_defaults(func=cmd_partition)
     p = sub.add_parser("trace", help="print every partitioning event as one JSON object per line")
     add_selection_options(p)
@@ -184,46 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("node", help="node name")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_groups, backend="tensorrt")
-    _optional_commands(sub)
-    return parser
 
 
-def _optional_commands(sub: Any) -> None:
-    """Commands whose modules live in engine/ and app/ (imported here, run lazily)."""
-    for module, names in (("engine.run_cli", ("add_run_parser", "add_compare_parser")),
-                          ("app.cli", ("add_serve_parser",))):
-        try:
-            mod = __import__(module, fromlist=list(names))
-        except ImportError:
-            continue
-        for name in names:
-            adder: Callable[[Any], Any] | None = getattr(mod, name, None)
-            if adder is not None:
-                adder(sub)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except LensError as exc:
-        print(f"sglens: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("sglens: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # The reader went away (`sglens trace ... | head`): not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
-        if os.environ.get("SGLENS_DEBUG"):
-            raise
-        print(f"sglens: error: {type(exc).__name__}: {exc} (set SGLENS_DEBUG=1 for a traceback)",
-              file=sys.stderr)
-        return EXIT_USAGE
-
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # `python -m partition.cli` is the older spelling of `python -m sglens`
+    from sglens.cli import main
     sys.exit(main())

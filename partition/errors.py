@@ -46,3 +46,7 @@ class PluginError(LensError):
 
 class PartitionCheckError(LensError):
     """``check_partition`` found a violation."""
+
+
+class BackendOptionError(LensError):
+    """An option a backend does not declare, or a value of the wrong type or range; names both."""

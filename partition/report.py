@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from .api import NodeView, SubgraphProperty, get_backend
+from .api import NodeView, SubgraphProperty, get_backend, validate_backend_options
 from .ir import Graph
 from .trace import PartitionResult
 
@@ -63,7 +63,14 @@ def describe(result: PartitionResult, properties: Sequence[SubgraphProperty] | N
     summary = dict(data.get("summary") or {})
     summary.update(_summary(result, properties))
     data["summary"] = summary
+    if "tensorrt_rules" in summary:  # which rule table decided, at the top where a script looks first
+        data["tensorrt_rules"] = summary["tensorrt_rules"]
     return data
+
+
+def result_json(result: PartitionResult) -> dict[str, Any]:
+    """The JSON of a partition result with sizes and summary: ``sglens partition --json`` and the web app."""
+    return describe(result)
 
 
 def _counts(items: Any) -> dict[str, int]:
@@ -176,16 +183,15 @@ def _flatten(body: Graph, original: Graph) -> Graph:
 def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any]:
     """A node's incompatibility groups (seed 004) and its TensorRT verdict, for ``sglens groups``.
 
-    Options are the tensorrt backend's (``exclude_data_dependent``,
-    ``fallback_ops``; ``min_size``/``mode`` are accepted and ignored).
+    Options are the tensorrt backend's, checked against its schema
+    (``exclude_data_dependent`` and ``fallback_ops`` matter; ``min_size``/``mode`` are ignored).
     """
     from .tensorrt.groups import incompatibility_groups
     from .tensorrt.rules import TRTRules
-    options.pop("min_size", None)
-    options.pop("mode", None)
-    options.pop("ops", None)
-    rules = TRTRules(exclude_data_dependent=options.pop("exclude_data_dependent", True),
-                     fallback_ops=options.pop("fallback_ops", ()))
+    values = validate_backend_options("tensorrt", options)
+    rules = TRTRules(exclude_data_dependent=values["exclude_data_dependent"],
+                     fallback_ops=values["fallback_ops"], version=values["trt_version"],
+                     plugins=values["trt_plugins"])
     ancestors, descendants = incompatibility_groups(graph, node_name)
     node = graph.node_by_name[node_name]
     reason = rules.check(graph, node)
@@ -208,4 +214,6 @@ def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any
                           "'descendants', and the reverse: this node would stay between them")
     report["incompatible_ancestors"] = [n for n in ancestors if n in reasons]
     report["incompatible_descendants"] = [n for n in descendants if n in reasons]
+    report["tensorrt_rules"] = rules.version  # which release's table decided, and from which source line
+    report["reason_source"] = rules.cite(node_name) or ""
     return report

@@ -60,6 +60,8 @@ class PartitionRun:
                 start = time.perf_counter()
         self.seconds += time.perf_counter() - start
         self.result = _result(self.backend, self.graph, graph, groups, reasons, cycles, self.seconds)
+        for prop in self.properties:  # a backend's own summary fields, e.g. tensorrt's "tensorrt_rules"
+            self.result.summary.update(getattr(prop, "summary_fields", dict)())
 
     def _paused(self, event: TraceEvent, start: float) -> TraceEvent:
         # Time spent by the consumer between steps is not partitioning time.

@@ -17,6 +17,7 @@ from ._common import random_feeds
 from .builders_cnn import (build_conv_bn_relu_chain, build_mlp, build_resnet_small,
                            build_trt_cycle)
 from .builders_control import build_if_model, build_loop_model, build_scan_rnn
+from .builders_dynamic import build_cnn_dynamic, build_transformer_dynamic
 from .builders_transformer import build_transformer_block
 
 __all__ = ["BUILDERS", "CONTROL_FLOW_MODELS", "build_all", "write_all", "random_feeds", "main"]
@@ -31,6 +32,8 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "if_model.onnx": build_if_model,
     "loop_model.onnx": build_loop_model,
     "scan_rnn.onnx": build_scan_rnn,
+    "cnn_dynamic.onnx": build_cnn_dynamic,
+    "transformer_dynamic.onnx": build_transformer_dynamic,
 }
 
 CONTROL_FLOW_MODELS = frozenset({"if_model.onnx", "loop_model.onnx", "scan_rnn.onnx"})

@@ -13,7 +13,7 @@ import pytest
 
 from app import create_app
 from partition.api import unregister_backend
-from partition.cli import main as cli_main
+from sglens.cli import main as cli_main
 from sample_models.generate import build_all
 
 TRT_OPS = ["Relu", "Sigmoid", "Add"]
@@ -302,7 +302,7 @@ def test_plugin_stepped_live_and_plugin_errors(tmp_path):
         be = c.get("/api/backends").get_json()
         assert {"name": name, "plugin": True, "needs_ops": False} in be["backends"]
         assert "cannot import me" in be["plugin_errors"][str(broken)]
-        s = _start(c, backend=name)
+        s = _start(c, backend=name, ops=None)  # a plugin backend without a schema takes no options
         st = c.post(f"/api/sessions/{s['id']}/step", json={"action": "last", "index": 0}).get_json()
         assert st["done"] and "boom in select" in st["error"] and "select(D (Det))" in st["error"]
         assert st["event"] is not None                 # the events before the failure stay viewable
@@ -341,7 +341,7 @@ def test_pages_render_and_plotly_is_served(client):
 
 
 def test_serve_command_is_registered():
-    from partition.cli import build_parser
+    from sglens.cli import build_parser
     args = build_parser().parse_args(["serve", "--samples", "--plugin", "a.py"])
     assert args.host == "127.0.0.1" and args.port == 8000 and args.samples and args.plugin == ["a.py"]
 

@@ -13,7 +13,7 @@ from tests.conftest import make_model
 
 
 def sglens(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "partition.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "sglens", *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture

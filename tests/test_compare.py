@@ -12,7 +12,7 @@ from engine.compare import compare, errors
 from engine.inputs import parse_dims, random_inputs
 from engine.run_errors import InputError
 from partition import load_model
-from partition.cli import main
+from sglens.cli import main
 from partition.runner import partition
 from sample_models.generate import build_all
 

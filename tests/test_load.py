@@ -26,7 +26,7 @@ CLIENTS, REQUESTS = 20, 50
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     inst = tmp_path_factory.mktemp("load")
-    proc = subprocess.Popen([sys.executable, "-m", "partition.cli", "serve", "--port", "0", "--samples",
+    proc = subprocess.Popen([sys.executable, "-m", "sglens", "serve", "--port", "0", "--samples",
                              "--instance", str(inst)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     line = ""

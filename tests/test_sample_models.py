@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXPECTED_FILES = {
     "resnet_small.onnx", "mlp.onnx", "conv_bn_relu_chain.onnx", "trt_cycle.onnx",
     "transformer_block.onnx", "if_model.onnx", "loop_model.onnx", "scan_rnn.onnx",
+    "cnn_dynamic.onnx", "transformer_dynamic.onnx",
 }
 MAX_BYTES = 2 * 1024 * 1024
 

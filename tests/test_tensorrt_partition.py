@@ -43,7 +43,7 @@ def test_seed_example_never_groups_a_b_c():
     result, events = trace(ir_graph(SEED), min_size=1)
     check_partition(result)
     assert groups_of(result) == [["A", "B"], ["C"]]
-    assert result.excluded["D"] == "Det: not supported by TensorRT 10.x's ONNX parser"
+    assert result.excluded["D"] == "Det: not supported by TensorRT 10.1's ONNX parser"
     refusals = [e for e in events if e.kind == "refuse" and e.neighbour == "C"]
     assert refusals and refusals[0].extra == {"incompatible": "D", "group": "descendants"}
     assert "descendants of incompatible node D" in refusals[0].reason
@@ -75,7 +75,7 @@ def test_refusal_through_the_ancestors_group():
     assert groups_of(result) == [["M", "Y"], ["P"]]
     refusal = next(e for e in events if e.kind == "refuse" and e.neighbour == "P")
     assert refusal.extra == {"incompatible": "J", "group": "ancestors"}
-    assert result.excluded == {"J": "Det: not supported by TensorRT 10.x's ONNX parser"}
+    assert result.excluded == {"J": "Det: not supported by TensorRT 10.1's ONNX parser"}
 
 
 def test_groups_do_not_matter_without_a_path_through_the_incompatible_node():
@@ -187,7 +187,7 @@ def test_explain_reasons_are_the_rule_reasons():
     prop = TensorRTProperty()
     graph = ir_graph(SEED)
     ctx = _Context.from_graph(graph, prop.rules, "fast")
-    assert ctx.reasons == {"D": "Det: not supported by TensorRT 10.x's ONNX parser"}
+    assert ctx.reasons == {"D": "Det: not supported by TensorRT 10.1's ONNX parser"}
 
 
 # ----------------------------------------------------------- sample models --

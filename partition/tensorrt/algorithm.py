@@ -31,6 +31,7 @@ from ..errors import LensError
 from ..ir import Graph
 from ..trace import TraceEvent
 from .groups import ANCESTORS, FastTracker, NaiveTracker, naive_pairs
+from .options import TENSORRT_HINTS, TENSORRT_OPTIONS
 from .rules import TRTRules
 
 MODES = ("fast", "teaching")
@@ -119,14 +120,16 @@ class TensorRTProperty(SubgraphProperty):
     property_name = "tensorrt"
 
     def __init__(self, min_size: int = 2, exclude_data_dependent: bool = True, mode: str = "fast",
-                 fallback_ops: Iterable[str] = (), table: dict[str, Any] | None = None) -> None:
+                 fallback_ops: Iterable[str] = (), table: dict[str, Any] | None = None,
+                 trt_version: str | None = None, plugins: Iterable[str] = ()) -> None:
         if mode not in MODES:
             raise LensError(f"tensorrt: mode must be one of {', '.join(MODES)}, not {mode!r}")
         if int(min_size) < 1:
             raise LensError(f"tensorrt: --min-size must be at least 1, not {min_size}")
         self.min_size = int(min_size)
         self.mode = mode
-        self.rules = TRTRules(table, exclude_data_dependent=exclude_data_dependent, fallback_ops=fallback_ops)
+        self.rules = TRTRules(table, version=trt_version, exclude_data_dependent=exclude_data_dependent,
+                              fallback_ops=fallback_ops, plugins=plugins)
         self._contexts: "weakref.WeakKeyDictionary[Graph, _Context]" = weakref.WeakKeyDictionary()
 
     # ----------------------------------------------------------- contexts --
@@ -147,6 +150,12 @@ class TensorRTProperty(SubgraphProperty):
 
     def explain(self, node: NodeView) -> str | None:
         return self.context(node.graph).reasons.get(node.name)
+
+    def summary_fields(self) -> dict[str, Any]:
+        """Which rule table decided (``"tensorrt_rules": "10.1"``), and its warnings (opset, plugins)."""
+        notes = self.rules.notes  # bounded: a model may have thousands of plugin nodes
+        return {"tensorrt_rules": self.rules.version, "tensorrt_warnings": list(self.rules.warnings),
+                "tensorrt_notes": dict(list(notes.items())[:200]), "tensorrt_note_count": len(notes)}
 
     # --------------------------------------------------------------- pass --
     def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
@@ -327,19 +336,21 @@ class _LazySelector(TensorRTSelector):
 
 
 def tensorrt_backend(min_size: int = 2, exclude_data_dependent: bool = True, mode: str = "fast",
-                     fallback_ops: Iterable[str] = (), **unknown: Any) -> list[SubgraphProperty]:
+                     fallback_ops: Iterable[str] = (), trt_version: str | None = None,
+                     trt_plugins: Iterable[str] = (), **unknown: Any) -> list[SubgraphProperty]:
     """Factory for ``register_backend_factory("tensorrt", ...)``."""
     if unknown.pop("ops", None):
         raise LensError("backend 'tensorrt' decides support from TensorRT's operator table and takes no --ops; "
                         "use fallback_ops to force ops out")
     if unknown:
         raise LensError(f"backend 'tensorrt' has no option(s) {', '.join(sorted(unknown))}; it takes min_size, "
-                        "exclude_data_dependent, mode and fallback_ops")
+                        "exclude_data_dependent, mode, fallback_ops, trt_version and trt_plugins")
+    plugins = [p for p in trt_plugins.split(",") if p.strip()] if isinstance(trt_plugins, str) else trt_plugins
     return [TensorRTProperty(min_size=min_size, exclude_data_dependent=exclude_data_dependent, mode=mode,
-                             fallback_ops=fallback_ops)]
+                             fallback_ops=fallback_ops, trt_version=trt_version, plugins=plugins)]
 
 
 def register() -> None:
     """Register the ``tensorrt`` backend (called from ``partition/__init__``)."""
-    register_backend_factory("tensorrt", tensorrt_backend)
+    register_backend_factory("tensorrt", tensorrt_backend, TENSORRT_OPTIONS, TENSORRT_HINTS)
 

@@ -76,3 +76,56 @@ def disagreements(result: Any, out_dir: str | os.PathLike) -> dict[str, Any]:
     bad = [{"subgraph": Path(c["path"]).stem, "path": c["path"], "errors": c["errors"]}
            for c in checks if not c["ok"]]
     return {"tensorrt": version(), "checked": len(checks), "disagreements": bad}
+
+
+def parser_support(model_bytes: bytes, path: str | None = None) -> dict[int, bool]:
+    """Node index -> does the real parser put it in a supported subgraph (``supports_model_v2``, TensorRT >= 10.1)."""
+    trt = _trt()
+    if trt is None:
+        raise RuntimeError("tensorrt is not installed here; --check-parser needs it")
+    logger = trt.Logger(trt.Logger.ERROR)
+    network = trt.Builder(logger).create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    if not hasattr(parser, "supports_model_v2"):
+        raise RuntimeError(f"tensorrt {version()} has no OnnxParser.supports_model_v2 (added in 10.1)")
+    parser.supports_model_v2(model_bytes, path) if path else parser.supports_model_v2(model_bytes)
+    count = _call(parser, "num_subgraphs")
+    if count is None:
+        count = _call(parser, "get_nb_subgraphs") or 0
+    verdict: dict[int, bool] = {}
+    for k in range(int(count)):
+        ok = bool(parser.is_subgraph_supported(k))
+        for index in parser.get_subgraph_nodes(k):
+            verdict[int(index)] = ok
+    return verdict
+
+
+def check_parser(graph: Any, model_bytes: bytes, rules: Any, path: str | None = None) -> dict[str, Any]:
+    """Every node where our rules and the real parser disagree (nodes in model order, as the parser counts them)."""
+    ours = rules.compat(graph)
+    theirs = parser_support(model_bytes, path)
+    rows = []
+    for index, node in enumerate(graph.nodes):
+        parser_ok = theirs.get(index)
+        our_ok = node.name not in ours
+        if parser_ok is not None and parser_ok != our_ok:
+            rows.append({"node": node.name, "op_type": node.op_type, "ours": our_ok, "parser": parser_ok,
+                         "our_reason": ours.get(node.name, "")})
+    return {"tensorrt": version(), "tensorrt_rules": rules.version, "nodes": len(graph.nodes),
+            "disagreements": rows}
+
+
+def cli_check_parser(args: Any, options: dict[str, Any], graph: Any) -> int:
+    """``sglens partition --backend tensorrt --check-parser``: print the disagreements (exit 1 when any)."""
+    import json
+    from ..errors import LensError
+    from .rules import TRTRules
+    if args.backend != "tensorrt":
+        raise LensError("--check-parser compares the tensorrt backend's rules; add --backend tensorrt")
+    if not available():
+        raise LensError("--check-parser needs TensorRT's Python package (tensorrt), which does not import here")
+    rules = TRTRules(version=options.get("trt_version"), plugins=options.get("plugins", ()),
+                     exclude_data_dependent=False)
+    report = check_parser(graph, Path(args.model).read_bytes(), rules, str(args.model))
+    print(json.dumps(report, indent=1))
+    return 1 if report["disagreements"] else 0

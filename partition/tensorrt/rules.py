@@ -1,331 +1,406 @@
-"""TensorRT compatibility of ONNX nodes, with a reason a person understands.
+"""TensorRT compatibility of ONNX nodes, decided as onnx-tensorrt's parser decides, with a reason and a source.
 
-The operator table is data (``partition/data/tensorrt_ops.json``, from
-onnx-tensorrt's ``docs/operators.md`` for TensorRT 10.x); this module only
-interprets it. For each node, in this order:
+The rules are data: one table per TensorRT release (``partition/data/
+tensorrt_<release>.json``, loaded by ``table.py``; every row cites the parser
+source line or the ``docs/operators.md`` row it comes from). This module
+interprets a table. For each node, in this order (the first failure is the
+reason; ``TRTRules.cite(name)`` gives its source):
 
-1. domain: only the default ONNX domain (custom domains need a plugin);
-2. the default-domain opset of the model is within the table's range;
-3. the op is in the table and marked supported;
-4. ops with data-dependent output shapes (NonZero, NonMaxSuppression) are out
-   unless ``exclude_data_dependent=False``;
-5. ``fallback_ops`` given by the user are out (like Torch-TensorRT's
-   ``torch_executed_ops``);
-6. attribute restrictions (``Resize mode=cubic``, ``Cast to=DOUBLE``, ...);
-7. input/output element types, where known;
-8. inputs that must be build-time constants, checked against their producers
-   (initializers, ``Constant`` nodes, nodes folding constants; for "shape"
-   inputs also TensorRT shape tensors computed from ``Shape``);
-9. ``If``/``Loop``/``Scan``: every node of every body passes, recursively.
+1. dispatch as the parser does: by op type with the domain ignored when the
+   parser has an importer of that name (``com.microsoft::Gelu`` is Gelu);
+   ``ai.onnx.ml`` ops are refused; a model-local function is expanded and its
+   body decides; any other name is a plugin lookup -- TensorRT's bundled
+   plugins (libnvinfer_plugin) and the user's ``plugins`` are accepted with a
+   note, the rest refused;
+2. the row is supported in this release;
+3. data-dependent output shapes (NonZero, NonMaxSuppression, RoiAlign) unless
+   ``exclude_data_dependent=False``; the user's ``fallback_ops``;
+4. attribute checks (``onnxOpCheckers.cpp`` and the importers);
+5. element types: DOUBLE is cast down to FLOAT by the parser; UINT8 only as a
+   network input/output and refused by the importers that say so; INT8/FP8/INT4
+   only through Q/DQ;
+6. inputs that must be weights, shape tensors, or known values (``rules_constants``);
+7. ``If``/``Loop``/``Scan`` and local functions: every body node passes.
 
-``TRTRules.check(graph, node)`` returns None (compatible) or the reason.
+The default-domain opset never refuses: outside the documented 9-20 (or below
+7, where the parser itself warns) it is a warning (``TRTRules.warnings``).
 """
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..dtypes import ONNX_TYPE_NAMES
 from ..ir import Graph, Node
+from .rules_constants import Scope, check_input
+from .table import load_table
 
-TABLE_PATH = Path(__file__).resolve().parent.parent / "data" / "tensorrt_ops.json"
-
-
-@lru_cache(maxsize=4)
-def load_table(path: str | None = None) -> dict[str, Any]:
-    """The operator table as a dict (cached)."""
-    with open(path or TABLE_PATH, encoding="utf-8") as f:
-        return json.load(f)
-
-
-class _OpRule:
-    """One op's row of the table, pre-digested for fast checks."""
-
-    __slots__ = ("name", "supported", "types", "input_types", "output_types", "index_inputs",
-                 "index_outputs", "constant_inputs", "attrs", "data_dependent", "control_flow",
-                 "max_outputs", "max_outputs_message", "simple")
-
-    def __init__(self, name: str, row: Mapping[str, Any], type_sets: Mapping[str, list[str]]) -> None:
-        def types(spec: Any) -> frozenset[str] | None:
-            if spec is None:
-                return None
-            return frozenset(type_sets[spec] if isinstance(spec, str) else spec)
-
-        self.name = name
-        self.supported = bool(row.get("supported", True))
-        self.types = types(row.get("types"))
-        self.input_types = {int(k): types(v) for k, v in row.get("input_types", {}).items()}
-        self.output_types = {int(k): types(v) for k, v in row.get("output_types", {}).items()}
-        self.index_inputs = frozenset(row.get("index_inputs", ()))
-        self.index_outputs = frozenset(row.get("index_outputs", ()))
-        self.constant_inputs = {int(k): v for k, v in row.get("constant_inputs", {}).items()}
-        self.attrs = [dict(a, allowed=(list(type_sets[a["allowed"]]) if isinstance(a["allowed"], str)
-                                       else a["allowed"])) for a in row.get("attrs", ())]
-        self.data_dependent = bool(row.get("data_dependent_shape", False))
-        self.control_flow = bool(row.get("control_flow", False))
-        self.max_outputs = row.get("max_outputs")
-        self.max_outputs_message = row.get("max_outputs_message", "")
-        self.simple = not (self.attrs or self.constant_inputs or self.control_flow or self.max_outputs)
-
-    def allowed(self, index: int, is_input: bool) -> frozenset[str] | None:
-        per = self.input_types if is_input else self.output_types
-        if index in per:
-            return per[index]
-        if index in (self.index_inputs if is_input else self.index_outputs):
-            return None
-        return self.types
+ML_DOMAIN = "ai.onnx.ml"
+_ORDER = ["FLOAT", "FLOAT16", "BFLOAT16", "INT8", "UINT8", "INT32", "INT64", "BOOL", "FLOAT8E4M3FN", "INT4"]
 
 
 def _names(types: Iterable[str]) -> str:
-    order = ["FLOAT", "FLOAT16", "BFLOAT16", "INT8", "UINT8", "INT32", "INT64", "BOOL", "FLOAT8E4M3FN", "INT4"]
-    return ", ".join(sorted(types, key=lambda t: (order.index(t) if t in order else 99, t)))
+    return ", ".join(sorted(types, key=lambda t: (_ORDER.index(t) if t in _ORDER else 99, t)))
+
+
+class _OpRule:
+    """One op's row, pre-digested."""
+
+    __slots__ = ("name", "row", "supported", "types", "refuses", "input_types", "output_types", "inputs",
+                 "attrs", "data_dependent", "control_flow", "all_inputs", "cite", "structural", "plugin")
+
+    def __init__(self, name: str, row: Mapping[str, Any]) -> None:
+        self.name, self.row = name, row
+        self.supported = bool(row.get("supported", True))
+        self.types = frozenset(row["types"]) if row.get("types") is not None else None
+        self.refuses = {int(k): (frozenset(v["types"]), v["cite"]) for k, v in row.get("refuses", {}).items()}
+        self.input_types = {int(k): frozenset(v) for k, v in row.get("input_types", {}).items()}
+        self.output_types = {int(k): frozenset(v) for k, v in row.get("output_types", {}).items()}
+        self.inputs = {int(k): v for k, v in row.get("inputs", {}).items()}
+        self.attrs = list(row.get("attrs", ()))
+        self.data_dependent = bool(row.get("data_dependent_shape", False))
+        self.control_flow = bool(row.get("control_flow", False))
+        self.all_inputs = bool(row.get("all_inputs", False))
+        self.cite = (row.get("cite") or ["?"])[0]
+        # Most rows have only a type list: skip the steps a row has nothing for (100k-node graphs).
+        self.structural = any(k in row for k in _STRUCTURAL)
+        self.plugin = any(k in row for k in ("plugin", "plugin_when", "plugin_note"))
+
+
+_STRUCTURAL = ("max_outputs", "requires", "bidirectional_same", "requires_distinct", "symmetric_pads",
+               "requires_int_when", "rank", "static_input")
 
 
 class TRTRules:
-    """Interprets the table; ``check`` gives a node's reason, ``compat`` a whole graph's."""
+    """Interprets one release's table; ``check`` gives a node's reason, ``compat`` a whole graph's."""
 
-    def __init__(self, table: Mapping[str, Any] | None = None, *, exclude_data_dependent: bool = True,
-                 fallback_ops: Iterable[str] = ()) -> None:
-        self.table = dict(table) if table is not None else load_table()
-        self.version = self.table.get("tensorrt_version", "?")
+    def __init__(self, table: Mapping[str, Any] | None = None, *, version: str | None = None,
+                 exclude_data_dependent: bool = True, fallback_ops: Iterable[str] = (),
+                 plugins: Iterable[str] = (), local_functions: Mapping[str, Graph] | None = None) -> None:
+        self.table = dict(table) if table is not None else load_table(version)
+        self.version = str(self.table.get("tensorrt_rules", self.table.get("tensorrt_version", "?")))
         self.exclude_data_dependent = exclude_data_dependent
         self.fallback_ops = frozenset(fallback_ops)
-        self.domains = frozenset(self.table.get("domains", ["", "ai.onnx"]))
-        opset = self.table.get("opset", {})
-        self.opset_min = int(opset.get("min", 1))
-        self.opset_max = int(opset.get("max", 10 ** 6))
-        type_sets = self.table.get("type_sets", {})
-        self.rules = {name: _OpRule(name, row, type_sets) for name, row in self.table["ops"].items()}
+        self.user_plugins = frozenset(p.strip() for p in plugins if p and p.strip())
+        self.local_functions = dict(local_functions or {})
+        self.rules = {name: _OpRule(name, row) for name, row in self.table["ops"].items()}
+        self.bundled = {p["name"]: p["cite"] for p in self.table.get("bundled_plugins", ())}
+        types = self.table.get("types", {})
+        self.cast_down: dict[str, str] = dict(types.get("cast_down", {"DOUBLE": "FLOAT"}))
+        self.known_types = frozenset(types.get("known", _ORDER + ["DOUBLE"]))
+        self.quantized = frozenset(types.get("quantized", ("INT8", "FLOAT8E4M3FN", "INT4")))
+        self.types_meta = types
+        self.dispatch = self.table.get("dispatch", {})
         self.shape_ops = frozenset(self.table.get("shape_ops", ()))
         self.non_compute_ops = frozenset(self.table.get("non_compute_ops", ("Constant", "Identity")))
+        opset = self.table.get("opset", {})
+        self.opset_supported = tuple(opset.get("supported", (9, 20)))
+        self.opset_warn_below = int(opset.get("warn_below", 7))
+        self.opset_meta = opset
+        self.notes: dict[str, str] = {}
+        self.cites: dict[str, str] = {}
+        self._type_ok: set[tuple[str, int, str]] = set()
+        self.warnings: list[str] = []
 
     # ---------------------------------------------------------- whole graph --
     def compat(self, graph: Graph) -> dict[str, str]:
-        """Node name -> reason, for every incompatible node of ``graph`` (top level)."""
+        """Node name -> reason, for every incompatible node of ``graph`` (top level).
+
+        Also sets ``self.cites`` (name -> source of the verdict), ``self.notes``
+        (accepted nodes with a caveat, e.g. plugins) and ``self.warnings``.
+        """
         out: dict[str, str] = {}
-        opset_reason = self.opset_reason(graph)
-        scope = _Scope(graph, None)
+        self.notes, self.cites = {}, {}
+        scope = Scope(graph, None)
         for node in graph.nodes:
-            why = opset_reason if opset_reason and node.domain in self.domains else None
-            why = why or self._check(scope, node)
-            if why:
-                out[node.name] = why
+            verdict = self._check(scope, node)
+            if verdict:
+                out[node.name], self.cites[node.name] = verdict
+        self.warnings = self.graph_warnings(graph)
         return out
 
     def check(self, graph: Graph, node: Node) -> str | None:
         """The reason ``node`` of ``graph`` cannot go to TensorRT, or None."""
-        if node.domain in self.domains:
-            opset_reason = self.opset_reason(graph)
-            if opset_reason:
-                return opset_reason
-        return self._check(_Scope(graph, None), node)
+        verdict = self._check(Scope(graph, None), node)
+        return verdict[0] if verdict else None
 
-    def opset_reason(self, graph: Graph) -> str | None:
+    def check_cited(self, graph: Graph, node: Node) -> tuple[str, str] | None:
+        """(reason, source) or None."""
+        return self._check(Scope(graph, None), node)
+
+    def graph_warnings(self, graph: Graph) -> list[str]:
+        found = [w for w in (self.opset_warning(graph),) if w]
+        plugins = sorted({n.split(": ", 1)[0] for n in self.notes.values() if "plugin" in n})
+        if plugins:
+            found.append(f"nodes imported as TensorRT plugins ({', '.join(plugins)}): the plugin library "
+                         "(libnvinfer_plugin or the user's) must be loaded when the engine is built")
+        return found
+
+    def opset_warning(self, graph: Graph) -> str | None:
+        """A warning (never a refusal) when the default-domain opset is outside what the release documents."""
         version = graph.opset.get("", graph.opset.get("ai.onnx"))
         if version is None:
             return None
-        if not self.opset_min <= version <= self.opset_max:
-            return (f"default-domain opset {version} is outside the range TensorRT {self.version} parses "
-                    f"({self.opset_min}-{self.opset_max})")
+        lo, hi = self.opset_supported
+        if version < self.opset_warn_below:
+            return (f"default-domain opset {version}: TensorRT {self.version}'s parser warns that models below "
+                    f"opset {self.opset_warn_below} are not guaranteed to work "
+                    f"({self.opset_meta.get('warn_below_cite', '')})")
+        if not lo <= version <= hi:
+            return (f"default-domain opset {version} is outside the range TensorRT {self.version} documents "
+                    f"({lo}-{hi}); the parser still imports it, op by op "
+                    f"({self.opset_meta.get('supported_cite', '')})")
         return None
 
     # ------------------------------------------------------------ one node --
-    def _check(self, scope: "_Scope", node: Node) -> str | None:
+    def _check(self, scope: Scope, node: Node) -> tuple[str, str] | None:
         op = node.op_type
-        if node.domain not in self.domains:
-            if node.is_subgraph:
-                return f"{op}: an earlier pass's subgraph node (domain '{node.domain}'), not an ONNX operator"
-            return (f"{node.domain}.{op}: custom domain '{node.domain}' is not parsed by TensorRT's ONNX "
-                    "parser (needs a plugin)")
+        if node.is_subgraph:
+            return (f"{op}: an earlier pass's subgraph node (domain '{node.domain}'), not an ONNX operator",
+                    "sglens")
+        if node.domain == ML_DOMAIN:
+            return (f"{ML_DOMAIN}.{op}: the ONNX-ML domain has no TensorRT importers",
+                    self.dispatch.get("plugin_fallback", "?"))
         rule = self.rules.get(op)
         if rule is None:
-            return f"{op}: not in TensorRT {self.version}'s ONNX operator table"
+            return self._not_builtin(scope, node)
         if not rule.supported:
-            return f"{op}: not supported by TensorRT {self.version}'s ONNX parser"
+            return f"{op}: not supported by TensorRT {self.version}'s ONNX parser", rule.cite
         if rule.data_dependent and self.exclude_data_dependent:
-            return f"{op}: output shape depends on input values"
+            return f"{op}: output shape depends on input values", rule.cite
         if op in self.fallback_ops:
-            return f"{op}: forced to fall back (fallback_ops)"
-        if not rule.simple:
-            why = self._attrs(rule, node)
-            if why:
-                return why
-            if rule.max_outputs is not None and len([t for t in node.outputs if t]) > rule.max_outputs:
-                return rule.max_outputs_message or f"{op}: more than {rule.max_outputs} outputs not supported"
-        why = self._types(scope, rule, node)
-        if why:
-            return why
-        if rule.constant_inputs:
-            why = self._constants(scope, rule, node)
-            if why:
-                return why
+            return f"{op}: forced to fall back (fallback_ops)", "user option fallback_ops"
+        verdict = (rule.attrs and self._attrs(scope, rule, node)) or \
+            (rule.structural and self._structure(scope, rule, node)) or self._types(scope, rule, node) or \
+            (rule.inputs and self._inputs(scope, rule, node))
+        if verdict:
+            return verdict
+        if rule.plugin:
+            self._plugin_note(rule, node)
         if rule.control_flow:
-            return self._bodies(scope, node)
+            return self._bodies(scope, node, node.subgraphs.items())
         return None
 
-    def _attrs(self, rule: _OpRule, node: Node) -> str | None:
+    def _not_builtin(self, scope: Scope, node: Node) -> tuple[str, str] | None:
+        op = node.op_type
+        body = self.local_functions.get(op) or node.subgraphs.get("function")
+        if body is not None:
+            return self._bodies(scope, node, [("function body", body)])
+        if op in self.user_plugins:
+            self.notes[node.name] = f"{op}: imported as the user's TensorRT plugin {op} (declared with --trt-plugin)"
+            return None
+        if op in self.bundled:
+            self.notes[node.name] = (f"{op}: imported as TensorRT's bundled plugin {op}; libnvinfer_plugin must be "
+                                     f"loaded ({self.bundled[op]})")
+            return None
+        where = f"{node.domain}.{op}" if node.domain else op
+        return (f"{where}: no importer for '{op}' in TensorRT {self.version}'s ONNX parser and no known plugin of "
+                f"that name (declare one with --trt-plugin {op} if you have it)",
+                self.dispatch.get("plugin_lookup", "?"))
+
+    def _plugin_note(self, rule: _OpRule, node: Node) -> None:
+        row = rule.row
+        when = row.get("plugin_when")
+        if row.get("plugin"):
+            self.notes[node.name] = (f"{node.op_type}: imported through TensorRT's plugin {row['plugin']}; "
+                                     "libnvinfer_plugin must be loaded")
+        elif when and str(node.attrs.get(when["attr"], when["not"])) != when["not"]:
+            self.notes[node.name] = (f"{node.op_type} {when['attr']}={node.attrs[when['attr']]}: imported through "
+                                     f"TensorRT's plugin {when['plugin']}; libnvinfer_plugin must be loaded")
+        elif row.get("plugin_note"):
+            self.notes[node.name] = f"{node.op_type}: {row['plugin_note']}"
+
+    def _attrs(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
+        opset = scope.opset
         for spec in rule.attrs:
+            if opset is not None and not spec.get("min_opset", 0) <= opset <= spec.get("max_opset", 10 ** 6):
+                continue
             name = spec["name"]
+            if spec.get("absent"):
+                if name in node.attrs:
+                    return spec["message"].format(value=_text(node.attrs[name])), spec["cite"]
+                continue
             if name not in node.attrs and "default" not in spec:
                 continue
             value = node.attrs.get(name, spec.get("default"))
             if spec.get("as") == "dtype":
                 value = ONNX_TYPE_NAMES.get(int(value), str(value))
-            if isinstance(value, bytes):
-                value = value.decode("utf-8", "replace")
-            if value not in spec["allowed"]:
-                return spec["message"].format(value=value, op=node.op_type)
+            value = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            bad = ("allowed" in spec and value not in spec["allowed"]) or \
+                  ("forbidden" in spec and value in spec["forbidden"]) or \
+                  ("all_equal" in spec and any(v != spec["all_equal"] for v in (value or ())))
+            if bad:
+                return spec["message"].format(value=_text(value), op=node.op_type), spec["cite"]
         return None
 
-    def _types(self, scope: "_Scope", rule: _OpRule, node: Node) -> str | None:
-        graph = scope.graph
-        tensors, inits = graph.tensors, graph.initializers
+    def _structure(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
+        """Output count, ranks, paired attributes: the checks that are code, not a list."""
+        row, op, attrs = rule.row, node.op_type, node.attrs
+        if "max_outputs" in row and len([t for t in node.outputs if t]) > row["max_outputs"]:
+            return row["max_outputs_message"], row.get("max_outputs_cite", rule.cite)
+        for spec in row.get("requires", ()):
+            (key, want), = spec["if"].items()
+            (other, allowed), = spec["then"].items()
+            if (scope.opset or 99) >= spec.get("min_opset", 0) and attrs.get(key) == want:
+                value = attrs.get(other, spec["default"][other])
+                if value not in allowed:
+                    return spec["message"].format(value=value), spec["cite"]
+        if row.get("bidirectional_same") and attrs.get("direction") == "bidirectional":
+            for key in ("activations", "activation_alpha", "activation_beta"):
+                values = list(attrs.get(key) or ())
+                half = len(values) // 2
+                if values and values[:half] != values[half:]:
+                    return (f"{op}: a bidirectional {op} needs the same {key} in both directions, got {values}",
+                            row["bidirectional_same"])
+        if row.get("requires_distinct"):
+            a, a_default, b, b_default, cite = row["requires_distinct"]
+            if attrs.get(a, a_default) == attrs.get(b, b_default):
+                return f"{op}: {a} and {b} cannot be the same ({attrs.get(a, a_default)})", cite
+        if row.get("symmetric_pads") and attrs.get("pads"):
+            pads = list(attrs["pads"])
+            if pads[:len(pads) // 2] != pads[len(pads) // 2:]:
+                return (f"{op}: pads {pads} must add the same at the beginning and end of each axis",
+                        row["symmetric_pads"])
+        when = row.get("requires_int_when")
+        if when and attrs.get(when["attr"], 0) == when["value"]:
+            dtype = self._dtype(scope, node.inputs[0]) if node.inputs else None
+            if dtype in ("FLOAT", "FLOAT16", "BFLOAT16"):
+                return f"{op} {when['attr']}={when['value']} on {dtype}: only INT32/INT64 inputs", when["cite"]
+        return self._shapes(scope, rule, node)
+
+    def _shapes(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
+        row, op = rule.row, node.op_type
+        shape = scope.shape(node.inputs[0]) if node.inputs and node.inputs[0] else None
+        if shape is None:
+            return None
+        if row.get("rank") and len(shape) not in row["rank"]:
+            ranks = " or ".join(str(r) for r in row["rank"])
+            return f"{op}: input 0 has rank {len(shape)}; TensorRT takes rank {ranks} here", row["rank_cite"]
+        if row.get("static_input") and not all(isinstance(d, int) for d in shape):
+            return f"{op}: input 0 must have static dimensions, not {list(shape)}", row["static_cite"]
+        return None
+
+    # -------------------------------------------------------------- types --
+    def _dtype(self, scope: Scope, t: str) -> str | None:
+        dtype = scope.dtype(t)
+        return self.cast_down.get(dtype, dtype) if dtype is not None else None
+
+    def _types(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
+        op, ok = node.op_type, self._type_ok
+        dtypes: list[str | None] = []
         for index, t in enumerate(node.inputs):
-            if not t:
+            dtype = self._dtype(scope, t) if t else None
+            dtypes.append(dtype)
+            if dtype is None or (op, index, dtype) in ok:
                 continue
-            info = tensors.get(t)
-            dtype = info.dtype if info is not None else None
-            if dtype is None:
-                if t in inits:
-                    dtype = inits[t].dtype
-                elif scope.outer is not None:
-                    dtype = scope.dtype(t)
-                if dtype is None:
-                    continue
-            allowed = rule.allowed(index, True)
-            if allowed is None:
-                continue
-            if dtype is not None and dtype not in allowed:
-                return (f"{node.op_type} on {dtype}: type not supported (input {index} '{t}'; "
-                        f"{node.op_type} takes {_names(allowed)})")
+            verdict = self._type_of(rule, node, index, t, dtype)
+            if verdict:
+                return verdict
+            ok.add((op, index, dtype))  # the verdict depends on (op, index, dtype) only
+        if rule.row.get("same_types"):
+            seen = {d for d in dtypes if d is not None}
+            if len(seen) > 1:
+                return f"{op}: all inputs must share one type, got {_names(seen)}", rule.row["same_types_cite"]
         for index, t in enumerate(node.outputs):
             if not t:
                 continue
-            allowed = rule.allowed(index, False)
-            if allowed is None:
-                continue
-            info = tensors.get(t)
-            dtype = info.dtype if info is not None else None
-            if dtype is not None and dtype not in allowed:
-                return (f"{node.op_type} producing {dtype}: type not supported (output {index} '{t}'; "
-                        f"{node.op_type} gives {_names(allowed)})")
+            dtype = self._dtype(scope, t)
+            allowed = rule.output_types.get(index)
+            if dtype is not None and allowed is not None and dtype not in allowed:
+                return (f"{op} producing {dtype}: type not supported (output {index} '{t}'; {op} gives "
+                        f"{_names(allowed)})", rule.cite)
+            if dtype in self.types_meta.get("io_only", ("UINT8",)) and not scope.is_graph_output(t):
+                return (f"{op} producing {dtype} for '{t}': TensorRT allows {dtype} only as a network input or "
+                        "output, not for intermediate tensors", self.types_meta.get("io_only_cite", rule.cite))
         return None
 
-    def _constants(self, scope: "_Scope", rule: _OpRule, node: Node) -> str | None:
-        for index, kind in sorted(rule.constant_inputs.items()):
+    def _type_of(self, rule: _OpRule, node: Node, index: int, t: str, dtype: str) -> tuple[str, str] | None:
+        op = node.op_type
+        if dtype not in self.known_types:
+            return (f"{op} on {dtype}: TensorRT has no {dtype} type (input {index} '{t}')",
+                    self.types_meta.get("known_cite", rule.cite))
+        refused = rule.refuses.get(index)
+        if refused and dtype in refused[0]:
+            return f"{op} on {dtype}: the parser refuses {dtype} for input {index} '{t}'", refused[1]
+        allowed = rule.input_types.get(index)
+        if allowed is None and (index == 0 or rule.all_inputs) and index not in rule.inputs:
+            allowed = rule.types
+        if allowed is None or dtype in allowed:
+            return None
+        if dtype in self.quantized:
+            return (f"{op} on {dtype}: {dtype} is a quantized type in TensorRT, taken only through "
+                    f"QuantizeLinear/DequantizeLinear (input {index} '{t}')",
+                    self.types_meta.get("quantized_cite", rule.cite))
+        if dtype in self.types_meta.get("io_only", ("UINT8",)):
+            return (f"{op} on {dtype}: TensorRT allows {dtype} only as a network input or output; Cast it first "
+                    f"(input {index} '{t}')", self.types_meta.get("io_only_doc", rule.cite))
+        return (f"{op} on {dtype}: type not supported (input {index} '{t}'; {op} takes {_names(allowed)})",
+                rule.cite)
+
+    def _inputs(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
+        for index, spec in sorted(rule.inputs.items()):
             if index >= len(node.inputs) or not node.inputs[index]:
                 continue
-            t = node.inputs[index]
-            origin = scope.non_constant_origin(t, kind == "shape", self.shape_ops)
-            if origin is not None:
-                what = "a build-time constant" if kind == "constant" else "a build-time constant or shape tensor"
-                return f"{node.op_type}: input {index} '{t}' must be {what}, but it comes from {origin}"
+            if spec.get("all_zero") and self._dtype(scope, node.inputs[index]) == "FLOAT8E4M3FN":
+                spec = {k: v for k, v in spec.items() if k != "all_zero"}  # FP8 zero points are not checked
+            verdict = check_input(scope, node, index, spec, self.shape_ops)
+            if verdict:
+                return verdict
         return None
 
-    def _bodies(self, scope: "_Scope", node: Node) -> str | None:
-        for key, body in node.subgraphs.items():
-            inner = _Scope(body, scope)
+    def _bodies(self, scope: Scope, node: Node, bodies: Iterable[tuple[str, Graph]]) -> tuple[str, str] | None:
+        for key, body in bodies:
+            inner = Scope(body, scope)
             for sub in body.nodes:
-                why = self._check(inner, sub)
-                if why:
-                    return f"{node.op_type}: node '{sub.name}' ({sub.op_type}) in its {key} is not compatible: {why}"
+                verdict = self._check(inner, sub)
+                if verdict:
+                    return (f"{node.op_type}: node '{sub.name}' ({sub.op_type}) in its {key} is not compatible: "
+                            f"{verdict[0]}", verdict[1])
         return None
 
     # ---------------------------------------------------------- utilities --
     def is_compute(self, node: Node) -> bool:
         return node.op_type not in self.non_compute_ops
 
-
-class _Scope:
-    """A graph and the graphs around it (for bodies reading outer tensors)."""
-
-    __slots__ = ("graph", "outer", "_const")
-
-    def __init__(self, graph: Graph, outer: "_Scope | None") -> None:
-        self.graph = graph
-        self.outer = outer
-        self._const: dict[tuple[str, bool], str | None] = {}
-
-    def _owner(self, t: str) -> "_Scope | None":
-        scope: _Scope | None = self
-        while scope is not None:
-            g = scope.graph
-            if t in g.initializers or g.producer(t) is not None or t in g.inputs:
-                return scope
-            scope = scope.outer
-        return None
-
-    def dtype(self, t: str) -> str | None:
-        scope: _Scope | None = self
-        while scope is not None:
-            info = scope.graph.info(t)
-            if info.dtype is not None:
-                return info.dtype
-            scope = scope.outer
-        return None
-
-    def non_constant_origin(self, t: str, shape_ok: bool, shape_ops: frozenset[str]) -> str | None:
-        """None when ``t`` is known at build time, else where the dynamic value comes from."""
-        owner = self._owner(t)
-        if owner is None:
-            return f"'{t}', defined nowhere in the model"
-        return owner._origin(t, shape_ok, shape_ops, 0)
-
-    def _origin(self, t: str, shape_ok: bool, shape_ops: frozenset[str], depth: int) -> str | None:
-        key = (t, shape_ok)
-        if key in self._const:
-            return self._const[key]
-        g = self.graph
-        result: str | None
-        if t in g.initializers:
-            result = None
-        elif t in g.inputs:
-            result = f"graph input '{t}'" if not g.is_body else f"body input '{t}' of {g.name}"
-        else:
-            node = g.producer(t)
-            if node is None:
-                owner = self.outer._owner(t) if self.outer is not None else None
-                result = owner._origin(t, shape_ok, shape_ops, depth + 1) if owner else f"'{t}', defined nowhere"
-            elif depth > 64:
-                result = f"node '{node.name}' ({node.op_type}), too deep a chain to fold"
-            elif node.op_type == "Constant" and not node.domain:
-                result = None
-            elif node.op_type in ("Shape", "Size") and not node.domain and (
-                    shape_ok or _static(g.info(node.inputs[0]).shape if node.inputs else None)):
-                result = None  # static shape, or a TensorRT shape tensor (known once input shapes are)
-            elif node.domain or node.subgraphs or node.op_type.startswith("Random") or \
-                    not [i for i in node.inputs if i]:
-                result = f"node '{node.name}' ({node.op_type})"
-            else:
-                inner_ok = shape_ok and node.op_type in shape_ops
-                result = None
-                for i in node.inputs:
-                    if i and self._origin(i, inner_ok, shape_ops, depth + 1) is not None:
-                        result = f"node '{node.name}' ({node.op_type}), which reads the dynamic '{i}'"
-                        break
-        self._const[key] = result
-        return result
+    def cite(self, name: str) -> str | None:
+        """The source of the last ``compat`` verdict on node ``name``."""
+        return self.cites.get(name)
 
 
-def _static(shape: Any) -> bool:
-    return shape is not None and all(isinstance(d, int) for d in shape)
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def explain_op_table(rules: TRTRules, op_type: str) -> dict[str, Any]:
-    """The table's row for ``op_type`` in plain words (for docs and ``sglens groups``)."""
+    """The table's row for ``op_type`` in plain words, with its sources (for docs and ``sglens groups``)."""
     rule = rules.rules.get(op_type)
     if rule is None:
-        return {"op": op_type, "in_table": False}
-    return {"op": op_type, "in_table": True, "supported": rule.supported,
-            "types": sorted(rule.types or ()), "constant_inputs": rule.constant_inputs,
+        return {"op": op_type, "in_table": False, "tensorrt_rules": rules.version,
+                "bundled_plugin": op_type in rules.bundled}
+    return {"op": op_type, "in_table": True, "tensorrt_rules": rules.version, "supported": rule.supported,
+            "types": sorted(rule.types or ()), "inputs": {str(k): v for k, v in rule.inputs.items()},
             "attrs": [{k: v for k, v in a.items() if k != "message"} for a in rule.attrs],
-            "data_dependent_shape": rule.data_dependent}
+            "data_dependent_shape": rule.data_dependent, "cite": list(rule.row.get("cite", ()))}
 
 
 def incompatible(rules: TRTRules, graph: Graph, names: Sequence[str]) -> dict[str, str]:
     """Reasons for the given node names only (a convenience for tests and reports)."""
     reasons = rules.compat(graph)
     return {n: reasons[n] for n in names if n in reasons}
+
+
+def local_functions_of(model: Any) -> dict[str, Graph]:
+    """Bodies of a ``ModelProto``'s local functions by name (the IR does not carry them yet)."""
+    import onnx
+    from onnx import helper
+
+    from ..onnx_io import load_model
+    out: dict[str, Graph] = {}
+    for f in model.functions:
+        g = helper.make_graph(list(f.node), f.name, [onnx.ValueInfoProto(name=i) for i in f.input],
+                              [onnx.ValueInfoProto(name=o) for o in f.output])
+        m = helper.make_model(g, opset_imports=list(model.opset_import) or [helper.make_opsetid("", 17)])
+        m.ir_version = min(model.ir_version or 8, 8)
+        body = load_model(m.SerializeToString())
+        out[f.name] = body.replace(is_body=True)
+    return out

@@ -1,0 +1,235 @@
+"""What a run feeds the model: per graph input a shape, a dtype and how to fill it.
+
+A real model declares symbolic dims (``batch``, ``height``, ``sequence``); forcing
+them to 1 made YOLO and VAD runs fail and ran OCR on a 1x1 image. A run therefore
+takes an ``InputSpec`` per input: the concrete shape, the dtype (the model's; shown,
+not chosen) and the values: seeded uniform random in a range the user sets, zeros,
+ones, or an uploaded array. The specs, with the seed, are stored with the run, so
+``materialize(graph, specs)`` gives the same arrays again and a run can be repeated
+exactly.
+
+``suggest_specs`` prefills the form: a shape the user entered before for this model
+(``remembered``), then example shapes the model carries in its metadata (key
+``sglens.input_shapes``: JSON ``{"input": [1, 3, 640, 640]}``, written by our sample
+generator and accepted from any exporter that sets it), then a default from the dim's
+name (batch-like names 1, sequence-like 128, spatial 224), else 1. ``check_specs``
+validates everything before anything runs and ``check_with_inference`` asks ONNX
+shape inference whether the model can take those shapes, so a wrong size is a message
+naming the input rather than a runtime error from deep inside a kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from partition.dtypes import to_numpy
+from partition.ir import Graph, TensorInfo
+
+from .run_errors import InputError
+
+FILLS = ("random", "zeros", "ones", "file")
+METADATA_KEY = "sglens.input_shapes"
+#: Largest number of elements one input may have (a typo like 2240 instead of 224 on
+#: four axes should be a message, not an allocation).
+MAX_ELEMENTS = 1 << 28
+
+_NAME_DEFAULTS: tuple[tuple[tuple[str, ...], int], ...] = (
+    (("batch", "batch_size", "n", "b", "bs", "num_images"), 1),
+    (("seq", "sequence", "seq_len", "sequence_length", "seqlen", "length", "len", "t", "time",
+      "tokens", "num_tokens", "past_sequence_length", "total_sequence_length"), 128),
+    (("h", "w", "height", "width", "image_height", "image_width", "img_h", "img_w"), 224),
+)
+
+
+@dataclass
+class InputSpec:
+    """How one graph input is made; JSON-serialisable, stored with the run."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    fill: str = "random"
+    low: float = -1.0
+    high: float = 1.0
+    seed: int = 0
+    #: symbolic dim names per axis (None for a fixed or unnamed axis), for display
+    dim_names: list[str | None] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "InputSpec":
+        if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+            raise InputError("an input spec must be an object with a 'name'")
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise InputError(f"input '{data['name']}': unknown field(s) {unknown}")
+        try:
+            spec = cls(**known)
+            spec.shape = [int(d) for d in spec.shape]
+            spec.low, spec.high, spec.seed = float(spec.low), float(spec.high), int(spec.seed)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"input '{data['name']}': {exc}") from None
+        return spec
+
+
+def _default_dim(dim_name: str | None, axis: int, info: TensorInfo) -> int:
+    if dim_name:
+        key = dim_name.strip().lower()
+        for names, value in _NAME_DEFAULTS:
+            if key in names or any(key.startswith(n + "_") for n in names if len(n) > 2):
+                return value
+    rank = len(info.shape or ())
+    if rank == 4 and axis in (2, 3) and info.dtype in ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16"):
+        return 224  # NCHW image
+    return 1
+
+
+def _metadata_shapes(metadata: Mapping[str, str]) -> dict[str, list[int]]:
+    raw = metadata.get(METADATA_KEY)
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+        return {str(k): [int(d) for d in v] for k, v in data.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}  # a broken hint is ignored, never fatal: it only prefills a form
+
+
+def graph_inputs(graph: Graph) -> list[str]:
+    return [n for n in graph.inputs if n not in graph.initializers]
+
+
+def suggest_specs(graph: Graph, remembered: Mapping[str, Sequence[int]] | None = None,
+                  seed: int = 0) -> list[InputSpec]:
+    """One prefilled spec per graph input (see the module docstring for the order)."""
+    remembered = remembered or {}
+    examples = _metadata_shapes(graph.metadata)
+    specs = []
+    for name in graph_inputs(graph):
+        info = graph.info(name)
+        declared = list(info.shape or ())
+        dim_names = [d if isinstance(d, str) else None for d in declared]
+        shape = [d if isinstance(d, int) and d >= 0 else _default_dim(n, i, info)
+                 for i, (d, n) in enumerate(zip(declared, dim_names))]
+        for source in (examples.get(name), remembered.get(name)):
+            if source is not None and len(source) == len(declared):
+                shape = [int(d) for d in source]
+        low, high = (0.0, 4.0) if _is_integer(info.dtype) else (-1.0, 1.0)
+        specs.append(InputSpec(name, shape, info.dtype or "FLOAT", low=low, high=high, seed=seed,
+                               dim_names=dim_names))
+    return specs
+
+
+def _is_integer(dtype: str | None) -> bool:
+    return bool(dtype) and dtype.startswith(("INT", "UINT"))
+
+
+def check_specs(graph: Graph, specs: Sequence[InputSpec], files: Mapping[str, np.ndarray]) -> None:
+    """Every input given once, shapes as declared, sizes sane, fills known: before anything runs."""
+    wanted = graph_inputs(graph)
+    names = [s.name for s in specs]
+    for problem, which in (("missing", [n for n in wanted if n not in names]),
+                           ("not graph inputs", [n for n in names if n not in wanted]),
+                           ("given twice", sorted({n for n in names if names.count(n) > 1}))):
+        if which:
+            raise InputError(f"inputs {problem}: {which}; the model's inputs are {wanted}")
+    for spec in specs:
+        _check_one(graph.info(spec.name), spec, files)
+
+
+def _check_one(info: TensorInfo, spec: InputSpec, files: Mapping[str, np.ndarray]) -> None:
+    label = f"input '{spec.name}'"
+    if spec.fill not in FILLS:
+        raise InputError(f"{label}: fill {spec.fill!r} is not one of {list(FILLS)}")
+    if spec.fill == "file":
+        if spec.name not in files:
+            raise InputError(f"{label}: fill 'file' but no array was uploaded for it")
+        spec.shape = list(np.shape(files[spec.name]))
+    if spec.fill == "random" and not spec.low < spec.high:
+        raise InputError(f"{label}: the random range needs low < high (got {spec.low} .. {spec.high})")
+    declared = info.shape
+    if declared is not None:
+        if len(spec.shape) != len(declared):
+            raise InputError(f"{label}: shape {spec.shape} has rank {len(spec.shape)}; the model "
+                             f"declares rank {len(declared)} {_show(declared)}")
+        for axis, (want, got) in enumerate(zip(declared, spec.shape)):
+            if isinstance(want, int) and want >= 0 and want != got:
+                raise InputError(f"{label}: size {got} on axis {axis}, but the model fixes it to "
+                                 f"{want} {_show(declared)}")
+    if any(d < 0 for d in spec.shape):
+        raise InputError(f"{label}: shape {spec.shape} has a negative size")
+    if int(np.prod(spec.shape, dtype=np.int64)) > MAX_ELEMENTS:
+        raise InputError(f"{label}: shape {spec.shape} has more than {MAX_ELEMENTS:,} elements")
+    if info.dtype and spec.dtype != info.dtype:
+        raise InputError(f"{label}: dtype {spec.dtype} given, the model declares {info.dtype}")
+
+
+def _show(shape: Sequence[Any]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def materialize(graph: Graph, specs: Sequence[InputSpec],
+                files: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """The arrays the specs describe (checked first); same specs, same arrays."""
+    files = dict(files or {})
+    check_specs(graph, specs, files)
+    feeds: dict[str, np.ndarray] = {}
+    for spec in specs:
+        try:
+            dtype = to_numpy(spec.dtype)
+        except KeyError:
+            raise InputError(f"input '{spec.name}': dtype {spec.dtype} cannot be generated; "
+                             "upload its values instead") from None
+        feeds[spec.name] = _fill(spec, dtype, files.get(spec.name))
+    return feeds
+
+
+def _fill(spec: InputSpec, dtype: np.dtype, uploaded: np.ndarray | None) -> np.ndarray:
+    shape = tuple(spec.shape)
+    if spec.fill == "zeros":
+        return np.zeros(shape, dtype)
+    if spec.fill == "ones":
+        return np.ones(shape, dtype)
+    if spec.fill == "file":
+        value = np.asarray(uploaded)
+        if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "safe"):
+            raise InputError(f"input '{spec.name}': uploaded dtype {value.dtype} cannot be cast "
+                             f"losslessly to the model's {dtype}")
+        return value.astype(dtype, copy=False)
+    # One stream per input from one seed, independent of the order the inputs are listed in.
+    rng = np.random.default_rng([spec.seed, zlib.crc32(spec.name.encode("utf-8"))])
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(int(np.ceil(spec.low)), int(np.ceil(spec.high)), size=shape).astype(dtype)
+    if np.issubdtype(dtype, np.complexfloating):
+        return (rng.uniform(spec.low, spec.high, shape) + 1j * rng.uniform(spec.low, spec.high, shape)).astype(dtype)
+    return rng.uniform(spec.low, spec.high, shape).astype(dtype)
+
+
+def check_with_inference(model: Any, feeds: Mapping[str, np.ndarray]) -> None:
+    """Ask ONNX shape inference (strict) whether the model takes these input shapes."""
+    import onnx
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for vi in m.graph.input:
+        if vi.name in feeds and vi.type.HasField("tensor_type"):
+            dims = vi.type.tensor_type.shape
+            del dims.dim[:]
+            for d in np.shape(feeds[vi.name]):
+                dims.dim.add().dim_value = int(d)
+    try:
+        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+    except onnx.shape_inference.InferenceError as exc:
+        first = str(exc).strip().splitlines()[0][:400]
+        raise InputError(f"the model cannot take these input shapes: {first}") from None
+    except Exception:  # noqa: BLE001  inference gaps (custom domains, huge models) are not the user's fault
+        return

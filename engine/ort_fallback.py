@@ -1,0 +1,104 @@
+"""Nodes our kernels do not cover, run by onnxruntime one node at a time.
+
+A real model with one op we have no kernel for used to give no result at all. With
+``OrtFallback`` as the executor's kernel finder, such a node gets a kernel that runs
+it in its own single-node onnxruntime session, so the run completes and the report
+names every node that ran this way (``OrtFallback.nodes``). Control-flow nodes are
+not handed over (their bodies must run on our engine to see outer-scope values);
+their bodies' nodes are, one by one.
+
+Each session is built once per node and input dtypes and cached. Inputs are typed but
+shapeless, so one session serves every shape. On a GPU the values make a host round
+trip (onnxruntime's CPU provider): correct, not fast, and said so in the report.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from partition.dtypes import from_numpy
+from partition.ir import Graph, Node, TensorInfo
+
+from .executor import find_kernel, to_numpy
+from .run_errors import RunError
+
+Finder = Callable[[Node, Mapping[str, int]], Any]
+LABEL = "onnxruntime (single-node session)"
+
+
+class OrtFallback:
+    """A kernel finder: ours first, else onnxruntime for the one node."""
+
+    def __init__(self, finder: Finder | None = None) -> None:
+        self.finder = finder or find_kernel
+        #: node name -> "domain.op" of every node handed to onnxruntime
+        self.nodes: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, node: Node, opset: Mapping[str, int]) -> Any:
+        kernel = self.finder(node, opset)
+        if kernel is not None or node.subgraphs or node.is_subgraph:
+            return kernel
+        with self._lock:
+            self.nodes[node.name] = f"{node.domain + '.' if node.domain else ''}{node.op_type}"
+        return _SingleNodeKernel(node, dict(opset))
+
+    def report(self) -> list[dict[str, str]]:
+        return [{"node": n, "op": op, "executor": LABEL} for n, op in self.nodes.items()]
+
+
+class _SingleNodeKernel:
+    """``kernel(xp, *args, **attrs)`` for one node, backed by cached onnxruntime sessions."""
+
+    runs_on = LABEL
+
+    def __init__(self, node: Node, opset: dict[str, int]) -> None:
+        self.node = node
+        self.opset = opset
+        self._sessions: dict[tuple[str, ...], Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, xp: Any, *args: Any, **_attrs: Any) -> tuple:
+        host = [None if a is None else np.asarray(to_numpy(a)) for a in args]
+        names = [t for t in self.node.inputs]
+        feeds = {t: v for t, v in zip(names, host) if t and v is not None}
+        session = self._session(feeds)
+        try:
+            out = session.run([t for t in self.node.outputs if t], feeds)
+        except Exception as exc:  # noqa: BLE001  onnxruntime raises its own types
+            raise RunError(f"node '{self.node.name}' ({self.node.op_type}): our engine has no kernel "
+                           f"and onnxruntime failed on it: {str(exc).splitlines()[0][:300]}") from None
+        values = iter(out)
+        return tuple(xp.asarray(next(values)) if t else None for t in self.node.outputs)
+
+    def _session(self, feeds: Mapping[str, np.ndarray]) -> Any:
+        key = tuple(f"{t}:{v.dtype.str}" for t, v in feeds.items())
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is None:
+                session = self._sessions[key] = self._build(feeds)
+        return session
+
+    def _build(self, feeds: Mapping[str, np.ndarray]) -> Any:
+        import onnxruntime as ort
+
+        from partition.onnx_io import to_model_proto
+        tensors = {t: TensorInfo(t, from_numpy(v.dtype), None) for t, v in feeds.items()}
+        outputs = [t for t in self.node.outputs if t]
+        opset = dict(self.opset)
+        opset.setdefault(self.node.domain or "", 1)
+        graph = Graph(f"fallback_{self.node.name}", [self.node], list(feeds), outputs, tensors,
+                      opset=opset)
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        try:
+            return ort.InferenceSession(to_model_proto(graph).SerializeToString(), opts,
+                                        providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001
+            op = f"{self.node.domain + '.' if self.node.domain else ''}{self.node.op_type}"
+            raise RunError(f"node '{self.node.name}': no kernel for {op} in our engine, and "
+                           f"onnxruntime cannot run it either ({str(exc).splitlines()[0][:300]}); "
+                           "no executor here can run this node") from None

@@ -1,0 +1,109 @@
+"""Model bundles (.onnx + external data) unpack safely and load only from themselves."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine.executor import Executor
+from partition import load_model
+from partition.bundle import extract_archive, find_model, stage_files
+from partition.errors import ModelError
+
+from conftest import make_model
+
+
+def _external_model(folder: Path, rng: np.random.Generator) -> Path:
+    """y = x @ W with W (64x32) stored in model.onnx.data beside model.onnx."""
+    w = numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "W")
+    model = make_model([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32])], [w])
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "model.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="model.onnx.data", size_threshold=0)
+    return path
+
+
+def _zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def _check_runs(model_path: Path, rng: np.random.Generator) -> None:
+    g = load_model(str(model_path))
+    x = {"x": rng.standard_normal((2, 64)).astype(np.float32)}
+    want = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"]).run(None, x)[0]
+    with Executor(g) as ex:
+        np.testing.assert_allclose(ex.run(x).numpy_outputs()["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_zip_bundle_loads_with_its_data(tmp_path, rng):
+    src = _external_model(tmp_path / "src", rng)
+    archive = _zip(tmp_path / "m.zip", {f"resnet/{p.name}": p.read_bytes() for p in src.parent.iterdir()})
+    model = extract_archive(archive, tmp_path / "out", max_bytes=1 << 24)
+    assert model == tmp_path / "out" / "resnet" / "model.onnx"
+    _check_runs(model, rng)
+
+
+def test_a_tar_gz_bundle_and_loose_files_load(tmp_path, rng):
+    src = _external_model(tmp_path / "src", rng)
+    archive = tmp_path / "m.tgz"
+    with tarfile.open(archive, "w:gz") as tf:
+        for p in src.parent.iterdir():
+            tf.add(p, arcname=p.name)
+    _check_runs(extract_archive(archive, tmp_path / "t", max_bytes=1 << 24), rng)
+    files = [(p.name, io.BytesIO(p.read_bytes())) for p in src.parent.iterdir()]
+    _check_runs(stage_files(files, tmp_path / "loose", max_bytes=1 << 24), rng)
+
+
+@pytest.mark.parametrize("name", ["../evil.onnx", "/etc/evil.onnx", "a/../../evil.onnx", "C:/evil.onnx"])
+def test_members_pointing_outside_are_refused(tmp_path, name):
+    archive = _zip(tmp_path / "slip.zip", {name: b"x"})
+    with pytest.raises(ModelError, match="outside the bundle"):
+        extract_archive(archive, tmp_path / "out", max_bytes=1 << 20)
+    assert not (tmp_path / "evil.onnx").exists() and not (tmp_path / "out").exists()
+    with pytest.raises(ModelError, match="outside the bundle"):
+        stage_files([(name, io.BytesIO(b"x"))], tmp_path / "loose", max_bytes=1 << 20)
+
+
+def test_links_in_a_tar_are_refused(tmp_path):
+    archive = tmp_path / "link.tar"
+    with tarfile.open(archive, "w") as tf:
+        info = tarfile.TarInfo("model.onnx.data")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tf.addfile(info)
+    with pytest.raises(ModelError, match="link"):
+        extract_archive(archive, tmp_path / "out", max_bytes=1 << 20)
+
+
+def test_a_zip_bomb_stops_at_the_budget(tmp_path):
+    archive = _zip(tmp_path / "bomb.zip", {"model.onnx": b"\0" * (64 << 20)})
+    assert archive.stat().st_size < 1 << 20
+    with pytest.raises(ModelError, match="more than the upload limit"):
+        extract_archive(archive, tmp_path / "out", max_bytes=8 << 20)
+    assert not (tmp_path / "out").exists()
+
+
+def test_not_an_archive_and_model_count_errors(tmp_path):
+    junk = tmp_path / "junk.zip"
+    junk.write_bytes(b"not a zip")
+    with pytest.raises(ModelError, match="not a readable archive"):
+        extract_archive(junk, tmp_path / "o1", max_bytes=1 << 20)
+    two = _zip(tmp_path / "two.zip", {"a.onnx": b"1", "b/c.onnx": b"2"})
+    with pytest.raises(ModelError, match="2 .onnx files"):
+        extract_archive(two, tmp_path / "o2", max_bytes=1 << 20)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelError, match="no .onnx file"):
+        find_model(tmp_path / "empty")

@@ -1,0 +1,113 @@
+"""Honest run numbers: the elementwise match rule, the first node out of tolerance,
+timing spread and a memory figure that means the same for every run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine.compare import compare, errors
+from engine.rss import PeakRSS
+from engine.tolerance import Tolerance, compare_arrays
+from partition import load_model
+
+from conftest import make_model
+from test_compare import _kernels, _model
+from test_executor import vi
+
+
+def test_tiny_outputs_with_tiny_errors_match(rng):
+    """PP-OCR det: outputs near 1e-9, error 1.8e-9: the old max|d|/max|ref| rule said 'differ'."""
+    ref = rng.uniform(0, 1e-9, size=(64,))
+    ours = ref + 1.8e-9
+    assert errors(ours, ref)["match"]
+    assert errors(ours, ref)["max_rel"] > 1.0       # reported, not used to judge
+
+
+def test_a_real_error_still_differs(rng):
+    ref = rng.standard_normal(1000)
+    ours = ref.copy()
+    ours[17] *= 1.01                                 # one element 1% off
+    e = errors(ours, ref)
+    assert not e["match"] and e["mismatched"] == 1
+    assert e["max_abs"] == pytest.approx(abs(ref[17]) * 0.01)
+
+
+def test_metrics_against_numpy(rng):
+    ref = rng.standard_normal((5, 7))
+    ours = ref + rng.normal(0, 1e-3, ref.shape)
+    e = compare_arrays(ours, ref, Tolerance(atol=0.0, rtol=0.0))
+    d = np.abs(ours - ref)
+    assert e["max_abs"] == pytest.approx(d.max()) and e["mean_abs"] == pytest.approx(d.mean())
+    cos = float((ours * ref).sum() / np.sqrt((ours ** 2).sum() * (ref ** 2).sum()))
+    assert e["cosine"] == pytest.approx(cos)
+    assert not e["match"]                            # zero tolerance: every element differs
+    loose = compare_arrays(ours, ref, Tolerance(atol=1e-2, rtol=0.0))
+    assert loose["match"] == bool(np.all(d <= 1e-2))
+    assert np.allclose(ours, ref, atol=1e-4, rtol=1e-3) == errors(ours, ref)["match"]
+
+
+def test_tolerance_is_validated():
+    with pytest.raises(ValueError, match="atol"):
+        Tolerance(atol=-1)
+    with pytest.raises(ValueError, match="rtol"):
+        Tolerance(rtol=float("nan"))
+
+
+def test_integers_match_exactly_and_nan_only_with_nan():
+    assert not errors(np.array([1, 2]), np.array([1, 3]))["match"]
+    assert errors(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))["match"]
+    assert not errors(np.array([np.nan, 1.0]), np.array([0.0, 1.0]))["match"]
+
+
+def test_compare_names_the_first_node_out_of_tolerance(rng):
+    model = _model()                                  # relu -> mul -> add
+    g = load_model(model.SerializeToString())
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32)}
+    c = compare(g, model, feeds, executor="engine", kernels=_kernels(True), repeat=2)
+    assert not c.ok
+    d = c.first_divergent_node
+    assert d is not None and d["node"] == "mul" and d["tensor"] == "b" and not d["match"]
+    assert "first node out of tolerance" in c.text()
+    good = compare(g, model, feeds, executor="engine", kernels=_kernels(False), repeat=2)
+    assert good.ok and good.first_divergent_node is None
+
+
+def test_timings_show_spread_and_count_warmups(rng):
+    model = _model()
+    g = load_model(model.SerializeToString())
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32)}
+    c = compare(g, model, feeds, executor="engine", kernels=_kernels(False), repeat=7, warmup=2)
+    for run in ("onnxruntime", "engine"):
+        t = c.timings[run]
+        assert t["repeat"] == 7 and t["warmup"] == 2 and len(t["all_seconds"]) == 7
+        assert min(t["all_seconds"]) <= t["p10"] <= t["seconds"] <= t["p90"] <= max(t["all_seconds"])
+    assert c.to_json()["tolerance"] == {"atol": 1e-4, "rtol": 1e-3}
+
+
+def _big_model(n: int):
+    """y = x + zeros(n): a tensor of n float32 that both runtimes must allocate."""
+    shape = numpy_helper.from_array(np.array([n], dtype=np.int64), "shape")
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros",
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+             helper.make_node("Add", ["z", "x"], ["y"], name="add")]
+    return make_model(nodes, [vi("x", [1])], [vi("y", [n])], initializers=[shape])
+
+
+def test_peak_rss_counts_every_runtime_the_same_way():
+    n = 16 << 20                                      # 64 MiB of float32
+    model = _big_model(n)
+    g = load_model(model.SerializeToString())
+    c = compare(g, model, {"x": np.ones(1, np.float32)}, repeat=1, warmup=0)
+    assert c.ok
+    for run in ("onnxruntime", "engine"):
+        assert c.timings[run]["rss_resettable"]
+        assert c.timings[run]["rss_added_bytes"] >= 4 * n * 0.9, run   # onnxruntime's arena shows too
+
+
+def test_peak_rss_context_sees_an_allocation():
+    with PeakRSS() as m:
+        a = np.ones(8 << 20)                          # 64 MiB, touched
+        del a
+    assert m.added_bytes >= (64 << 20) * 0.9 and m.peak_bytes >= m.start_bytes

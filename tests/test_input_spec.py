@@ -1,0 +1,143 @@
+"""Input specs: prefilled shapes, exact repeatability, checks before anything runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine.executor import Executor
+from engine.input_spec import (METADATA_KEY, InputSpec, check_with_inference, materialize,
+                               suggest_specs)
+from engine.run_errors import InputError
+from partition import load_model
+
+from conftest import make_model
+
+
+def _cnn(rng: np.random.Generator):
+    """Conv + Relu + GlobalAveragePool on [batch, 3, height, width]."""
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["image", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")]
+    x = helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, "height", "width"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 1, 1])
+    return make_model(nodes, [x], [y], initializers=[w])
+
+
+def _tokens():
+    """Gather from an embedding table on [batch, sequence] int64 ids, then a fixed Reshape."""
+    table = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "table")
+    shape = numpy_helper.from_array(np.array([1, 12], dtype=np.int64), "shape")
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="embed"),
+             helper.make_node("Reshape", ["e", "shape"], ["y"], name="flat")]
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "sequence"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12])
+    return make_model(nodes, [ids], [y], initializers=[table, shape])
+
+
+def test_suggestions_name_the_dims_and_use_sensible_sizes(rng):
+    g = load_model(_cnn(rng).SerializeToString())
+    (spec,) = suggest_specs(g)
+    assert spec.name == "image" and spec.dtype == "FLOAT"
+    assert spec.shape == [1, 3, 224, 224] and spec.dim_names == ["batch", None, "height", "width"]
+    (tok,) = suggest_specs(load_model(_tokens().SerializeToString()))
+    assert tok.shape == [1, 128] and (tok.low, tok.high) == (0.0, 4.0)
+
+
+def test_model_metadata_and_remembered_shapes_win(rng):
+    model = _cnn(rng)
+    model.metadata_props.add(key=METADATA_KEY, value=json.dumps({"image": [2, 3, 64, 48]}))
+    g = load_model(model.SerializeToString())
+    assert suggest_specs(g)[0].shape == [2, 3, 64, 48]
+    assert suggest_specs(g, remembered={"image": [1, 3, 32, 32]})[0].shape == [1, 3, 32, 32]
+    assert suggest_specs(g, remembered={"image": [1, 3]})[0].shape == [2, 3, 64, 48]  # wrong rank ignored
+
+
+def test_same_specs_give_the_same_arrays_and_respect_the_range(rng):
+    g = load_model(_cnn(rng).SerializeToString())
+    spec = InputSpec("image", [2, 3, 16, 20], "FLOAT", low=0.5, high=0.75, seed=7)
+    a = materialize(g, [spec])["image"]
+    b = materialize(g, [InputSpec.from_json(json.loads(json.dumps(spec.to_json())))])["image"]
+    assert a.dtype == np.float32 and a.shape == (2, 3, 16, 20)
+    assert np.array_equal(a, b) and a.min() >= 0.5 and a.max() < 0.75
+    other = materialize(g, [InputSpec("image", [2, 3, 16, 20], "FLOAT", low=0.5, high=0.75, seed=8)])
+    assert not np.array_equal(a, other["image"])
+    zeros = materialize(g, [InputSpec("image", [1, 3, 4, 4], "FLOAT", fill="zeros")])["image"]
+    assert not zeros.any()
+
+
+def test_a_run_at_a_real_shape_matches_onnxruntime(rng):
+    model = _cnn(rng)
+    g = load_model(model.SerializeToString())
+    feeds = materialize(g, [InputSpec("image", [2, 3, 40, 56], "FLOAT", seed=int(rng.integers(1 << 30)))])
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with Executor(g) as ex:
+        got = ex.run(feeds).numpy_outputs()["y"]
+    assert got.shape == (2, 4, 1, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("spec, message", [
+    (InputSpec("image", [1, 3, 8], "FLOAT"), "rank 3"),
+    (InputSpec("image", [1, 4, 8, 8], "FLOAT"), "fixes it to 3"),
+    (InputSpec("image", [1, 3, 8, 8], "FLOAT", fill="noise"), "fill 'noise'"),
+    (InputSpec("image", [1, 3, 8, 8], "FLOAT", low=1, high=1), "low < high"),
+    (InputSpec("image", [1, 3, 8, -8], "FLOAT"), "negative"),
+    (InputSpec("image", [64, 3, 4096, 4096], "FLOAT"), "elements"),
+    (InputSpec("image", [1, 3, 8, 8], "INT64"), "declares FLOAT"),
+    (InputSpec("image", [1, 3, 8, 8], "FLOAT", fill="file"), "no array was uploaded"),
+    (InputSpec("picture", [1, 3, 8, 8], "FLOAT"), "missing"),
+])
+def test_bad_specs_are_refused_with_the_input_named(rng, spec, message):
+    g = load_model(_cnn(rng).SerializeToString())
+    with pytest.raises(InputError, match=message):
+        materialize(g, [spec])
+
+
+def test_uploaded_values_are_used_and_cast_only_losslessly(rng):
+    g = load_model(_tokens().SerializeToString())
+    ids = np.array([[1, 2, 3]], dtype=np.int32)
+    feeds = materialize(g, [InputSpec("ids", [], "INT64", fill="file")], {"ids": ids})
+    assert feeds["ids"].dtype == np.int64 and feeds["ids"].tolist() == [[1, 2, 3]]
+    with pytest.raises(InputError, match="cannot be cast"):
+        materialize(g, [InputSpec("ids", [], "INT64", fill="file")], {"ids": ids.astype(np.float64)})
+
+
+def test_shape_inference_refuses_a_shape_the_model_cannot_take(rng):
+    """x[batch, features] @ W[16, 8]: any 'features' but 16 cannot work."""
+    w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "features"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [y], [w])
+    g = load_model(model.SerializeToString())
+    check_with_inference(model, materialize(g, [InputSpec("x", [2, 16], "FLOAT")]))
+    with pytest.raises(InputError, match="cannot take these input shapes"):
+        check_with_inference(model, materialize(g, [InputSpec("x", [2, 15], "FLOAT")]))
+
+
+@pytest.mark.parametrize("builder, shapes", [
+    ("cnn_dynamic", [[1, 3, 96, 128], [2, 3, 64, 40]]),
+    ("transformer_dynamic", [[1, 32], [3, 7]]),
+])
+def test_dynamic_samples_run_at_several_real_shapes(rng, builder, shapes):
+    from sample_models import builders_dynamic
+    model = getattr(builders_dynamic, f"build_{builder}")()
+    g = load_model(model.SerializeToString())
+    (suggested,) = suggest_specs(g)
+    assert suggested.shape == shapes[0]             # the example shape the model carries
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in shapes:
+        spec = InputSpec(suggested.name, shape, suggested.dtype, low=suggested.low,
+                         high=suggested.high, seed=int(rng.integers(1 << 30)))
+        feeds = materialize(g, [spec])
+        check_with_inference(model, feeds)
+        want = session.run(None, feeds)[0]
+        with Executor(g) as ex:
+            got = ex.run(feeds).numpy_outputs()[session.get_outputs()[0].name]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)

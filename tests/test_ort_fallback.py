@@ -1,0 +1,75 @@
+"""Nodes without a kernel of ours run in single-node onnxruntime sessions, and say so."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from engine.executor import Executor, find_kernel
+from engine.ort_fallback import LABEL, OrtFallback
+from engine.run_errors import RunError
+from partition import load_model
+
+from conftest import make_model
+
+
+def _model():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], name="gelu", domain="com.microsoft"),
+             helper.make_node("Erf", ["g"], ["e"], name="erf"),
+             helper.make_node("Add", ["e", "x"], ["y"], name="add")]
+    model = make_model(nodes, [x], [y])
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model
+
+
+def _without_erf(node, opset):
+    return None if node.op_type == "Erf" else find_kernel(node, opset)
+
+
+def test_nodes_without_kernels_run_on_onnxruntime_and_are_named(rng):
+    model = _model()
+    g = load_model(model.SerializeToString())
+    fallback = OrtFallback(_without_erf)
+    feeds = {"x": rng.standard_normal((5, 8)).astype(np.float32)}
+    with Executor(g, kernels=fallback) as ex:
+        got = ex.run(feeds).numpy_outputs()["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert "erf" in fallback.nodes and fallback.nodes["erf"] == "Erf"
+    assert all(r["executor"] == LABEL for r in fallback.report())
+    with Executor(g, kernels=fallback) as ex:   # a second shape reuses the typed, shapeless session
+        ex.run({"x": rng.standard_normal((2, 8)).astype(np.float32)})
+
+
+def test_without_the_fallback_the_missing_op_is_named():
+    g = load_model(_model().SerializeToString())
+    with pytest.raises(Exception, match="Erf"):
+        Executor(g, kernels=_without_erf)
+
+
+def test_an_op_nobody_can_run_names_the_node():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    model = make_model([helper.make_node("Frobnicate", ["x"], ["y"], name="frob", domain="acme")], [x], [y])
+    model.opset_import.append(helper.make_opsetid("acme", 1))
+    g = load_model(model.SerializeToString())
+    with Executor(g, kernels=OrtFallback()) as ex:
+        with pytest.raises(RunError, match="frob.*no executor here can run this node"):
+            ex.run({"x": np.ones(2, np.float32)})
+
+
+def test_compare_completes_and_lists_the_fallback_nodes(rng):
+    from engine.compare import compare
+    model = _model()
+    g = load_model(model.SerializeToString())
+    c = compare(g, model, {"x": rng.standard_normal((3, 8)).astype(np.float32)},
+                kernels=_without_erf, repeat=1)
+    assert c.ok
+    listed = [r["node"] for r in c.fallback_nodes]
+    assert "erf" in listed and "add" not in listed
+    assert all(_without_erf(g.node_by_name[n], g.opset) is None for n in listed)
+    assert any("ran on onnxruntime" in n for n in c.notes)
