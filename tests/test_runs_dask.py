@@ -315,14 +315,16 @@ def cluster(tmp_path_factory):
                                "--scheduler-file", str(sched_file)], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)]
     deadline = time.time() + 60
-    while not sched_file.exists() and time.time() < deadline:
-        time.sleep(0.1)
+    address = None
+    while address is None and time.time() < deadline:
+        try:                               # the scheduler writes the file in more than one step
+                except (OSError, ValueError, KeyError):
+            time.sleep(0.1)
     for name, extra in (("cpu", []), ("gpu", ["--resources", "GPU=1"])):
         procs.append(subprocess.Popen([str(dask_cli), "worker", "--scheduler-file", str(sched_file), "--name", name,
                                        "--nthreads", "1", "--no-dashboard", "--no-nanny", *extra], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     from app import create_app
-    address = json.loads(sched_file.read_text())["address"]
     app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp / "inst"), "SGLENS_RUN_REPEAT": 1,
                       "SGLENS_RUN_KERNELS": find_kernel, "SGLENS_RUN_CLUSTER": address})
     lens = app.extensions["sglens"]
