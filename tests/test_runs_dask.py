@@ -318,7 +318,8 @@ def cluster(tmp_path_factory):
     address = None
     while address is None and time.time() < deadline:
         try:                               # the scheduler writes the file in more than one step
-                except (OSError, ValueError, KeyError):
+            address = json.loads(sched_file.read_text())["address"]
+        except (OSError, ValueError, KeyError):
             time.sleep(0.1)
     for name, extra in (("cpu", []), ("gpu", ["--resources", "GPU=1"])):
         procs.append(subprocess.Popen([str(dask_cli), "worker", "--scheduler-file", str(sched_file), "--name", name,
