@@ -42,6 +42,7 @@ _EXECUTOR_EXPORTS = {
     "measure": "measure", "Measurement": "measure",
     "compare": "compare", "Comparison": "compare",
     "random_inputs": "inputs",
+    "check_memory_budget": "budget", "MemoryBudgetError": "budget",
     "RunError": "run_errors", "KernelFailure": "run_errors", "DeviceError": "run_errors",
     "ExecutorUnavailableError": "run_errors", "MissingKernelError": "run_errors",
     "InputError": "run_errors",

@@ -32,6 +32,7 @@ import onnx
 
 from partition.ir import Graph
 
+from .budget import check_memory_budget
 from .executor import Executor, to_numpy
 from .measure import measure
 from .ort_fallback import LABEL, OrtFallback
@@ -140,7 +141,12 @@ def reference_session(model: onnx.ModelProto, extra_outputs: list[str], device: 
             m.graph.output.append(onnx.ValueInfoProto(name=name))  # onnxruntime infers the type
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    return ort.InferenceSession(m.SerializeToString(), opts, providers=ort_providers(device))
+    try:
+        return ort.InferenceSession(m.SerializeToString(), opts, providers=ort_providers(device))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own refusal, as one line naming it
+        from .run_errors import RunError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"onnxruntime cannot load the model as the reference: {first}") from None
 
 
 def _run_ort(model: onnx.ModelProto, extra: list[str], device: str, feeds: Mapping[str, np.ndarray],
@@ -185,12 +191,21 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
             partitioned: Any = None, executor: str = "auto", device: str = "cpu", repeat: int = 3,
             warmup: int = 1, label: str = "model", engine_name: str | None = None,
             kernels: Any = None, progress: Callable[[str], None] | None = None,
-            tolerance: Tolerance | None = None) -> Comparison:
+            tolerance: Tolerance | None = None, memory_limit: int | None = None,
+            memory_hint: str | None = None) -> Comparison:
     """Compare the three runs; ``partitioned`` is a ``PartitionResult`` (or None).
+
+    ``memory_limit`` (bytes; None = unlimited): the run is refused before
+    anything runs when its tensors are estimated to pass it (``engine/budget.py``);
+    ``memory_hint`` ends that message (the web server names its own flag).
 
     ``progress(stage)`` is called as each run starts ("onnxruntime", "engine",
     "partitioned", "diagnosis"), for a bar on the terminal or a status line in the browser.
     """
+    if memory_hint is not None:
+        check_memory_budget(graph, feeds, memory_limit, hint=memory_hint)
+    else:
+        check_memory_budget(graph, feeds, memory_limit)
     step = progress or (lambda stage: None)
     tol = tolerance or Tolerance()
     # Nodes we have no kernel for run in single-node onnxruntime sessions and are listed.

@@ -233,3 +233,54 @@ def check_with_inference(model: Any, feeds: Mapping[str, np.ndarray]) -> None:
         raise InputError(f"the model cannot take these input shapes: {first}") from None
     except Exception:  # noqa: BLE001  inference gaps (custom domains, huge models) are not the user's fault
         return
+
+
+def parse_shape(text: str) -> tuple[str, list[int]]:
+    """``images=1x3x640x640`` (or ``1,3,640,640``; ``scalar=`` for rank 0) -> name and dims."""
+    name, sep, dims = text.partition("=")
+    if not sep or not name.strip():
+        raise InputError(f"--shape {text!r}: expected INPUT=DIMS, e.g. --shape images=1x3x640x640")
+    parts = [p for p in dims.replace(",", "x").split("x") if p.strip()]
+    try:
+        shape = [int(p) for p in parts]
+    except ValueError:
+        raise InputError(f"--shape {text!r}: dims must be integers separated by x") from None
+    return name.strip(), shape
+
+
+def specs_from_options(graph: Graph, *, dims: Mapping[str, int] | None = None,
+                       shapes: Mapping[str, Sequence[int]] | None = None, fill: str = "random",
+                       value_range: tuple[float, float] | None = None, seed: int = 0,
+                       notes: list[str] | None = None) -> list[InputSpec]:
+    """Specs from command-line style options on top of ``suggest_specs``.
+
+    ``dims`` sets symbolic dims by name (``--dim batch=4``), ``shapes`` whole inputs
+    (``--shape images=1x3x640x640``). Every axis that kept a suggested size is listed
+    in ``notes`` so the user sees what was assumed and how to change it.
+    """
+    dims, shapes = dict(dims or {}), dict(shapes or {})
+    unknown = sorted(set(shapes) - set(graph_inputs(graph)))
+    if unknown:
+        raise InputError(f"--shape names {unknown}, which are not graph inputs; the inputs are "
+                         f"{graph_inputs(graph)}")
+    specs = suggest_specs(graph, seed=seed)
+    for spec in specs:
+        spec.fill = fill
+        if value_range is not None:
+            spec.low, spec.high = value_range
+        if spec.name in shapes:
+            spec.shape = [int(d) for d in shapes[spec.name]]
+            continue
+        guessed = []
+        for axis, dim_name in enumerate(spec.dim_names):
+            declared = (graph.info(spec.name).shape or ())[axis]
+            if isinstance(declared, int) and declared >= 0:
+                continue
+            if dim_name and dim_name in dims:
+                spec.shape[axis] = int(dims[dim_name])
+            else:
+                guessed.append(f"{dim_name or f'axis {axis}'}={spec.shape[axis]}")
+        if guessed and notes is not None:
+            notes.append(f"input '{spec.name}': shape {spec.shape} ({', '.join(guessed)} assumed; "
+                         f"set with --dim NAME=VALUE or --shape {spec.name}=DIMS)")
+    return specs

@@ -12,7 +12,8 @@ guess. ``load_inputs(path, graph)`` reads an
 from __future__ import annotations
 
 import os
-from typing import Iterable, Mapping
+import zipfile
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -50,14 +51,14 @@ def concrete_shape(info: TensorInfo, dims: Mapping[str, int], default_dim: int |
                          "with --inputs IN.npz")
     shape = []
     for i, dim in enumerate(info.shape):
-        if isinstance(dim, int):
+        if isinstance(dim, int) and dim >= 0:
             shape.append(dim)
         elif isinstance(dim, str) and dim in dims:
             shape.append(int(dims[dim]))
         elif default_dim is not None:
             shape.append(default_dim)
             if notes is not None:
-                label = f"symbolic dim '{dim}'" if isinstance(dim, str) else f"unknown dim (axis {i})"
+                label = f"symbolic dim '{dim}'" if isinstance(dim, str) else f"unknown dim (axis {i})"  # -1 too
                 note = (f"{label} of input '{info.name}' not given: using {default_dim}"
                         + (f" (set it with --dim {dim}=VALUE)" if isinstance(dim, str) else ""))
                 if note not in notes:
@@ -94,9 +95,18 @@ def random_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: int
     return feeds
 
 
+def planned_shapes(graph: Graph, dims: Mapping[str, int] | None = None, *,
+                   default_dim: int | None = None,
+                   notes: list[str] | None = None) -> dict[str, tuple[int, ...]]:
+    """The shapes ``random_inputs`` would make, without making them (for the memory budget)."""
+    dims = dict(dims or {})
+    return {name: concrete_shape(graph.info(name), dims, default_dim, notes)
+            for name in graph.inputs if name not in graph.initializers}
+
+
 def _random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if dtype == np.bool_:
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)  # a 0-d draw compares to a numpy scalar, not an array
     if np.issubdtype(dtype, np.integer):
         return rng.integers(0, INT_HIGH, size=shape).astype(dtype)
     if np.issubdtype(dtype, np.complexfloating):
@@ -107,20 +117,106 @@ def _random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dt
 
 
 def load_inputs(path: str | os.PathLike, graph: Graph) -> dict[str, np.ndarray]:
-    """Arrays from an .npz whose keys are the graph's input names."""
+    """Arrays from an .npz whose keys are the graph's input names, checked and conformed.
+
+    A ``.npy`` file (one array) is taken as the value of the graph's only
+    input; for a graph with several inputs it is refused with the way to save
+    them. Dtypes are cast where numpy's safe casting says it is lossless
+    (``check_feeds``).
+    """
+    label = f"--inputs {os.fspath(path)}"
+    loaded = _read_arrays(path, label)
+    if isinstance(loaded, np.ndarray):
+        wanted = [n for n in graph.inputs if n not in graph.initializers]
+        if len(wanted) != 1:
+            raise InputError(f"{label}: a .npy file holds one array, but the graph has {len(wanted)} "
+                             f"inputs {wanted}; save them by name with np.savez(path, name=array, ...)")
+        feeds = {wanted[0]: loaded}
+    else:
+        try:
+            with loaded as data:
+                feeds = {k: data[k] for k in data.files}
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise InputError(f"{label}: a member of the .npz file cannot be read ({_reason(exc)})") from None
+    return check_feeds(graph, feeds, label=label)
+
+
+def input_file_shapes(path: str | os.PathLike, graph: Graph) -> dict[str, tuple[int, ...]]:
+    """The shapes an --inputs file holds, from the array headers alone (no data read).
+
+    For the memory budget: a small compressed .npz can expand to gigabytes, so
+    its arrays are sized before they are loaded. Names not in the graph are
+    left out (``load_inputs`` reports them).
+    """
+    label = f"--inputs {os.fspath(path)}"
+    _read_arrays(path, label, load=False)  # the same one-line errors for a missing or foreign file
+    wanted = [n for n in graph.inputs if n not in graph.initializers]
     try:
-        with np.load(path, allow_pickle=False) as data:
-            feeds = {k: data[k] for k in data.files}
+        if zipfile.is_zipfile(path):
+            shapes: dict[str, tuple[int, ...]] = {}
+            with zipfile.ZipFile(path) as zf:
+                for member in zf.namelist():
+                    name = member[:-4] if member.endswith(".npy") else member
+                    if name in wanted:
+                        with zf.open(member) as f:
+                            shapes[name] = _header_shape(f)
+            return shapes
+        with open(path, "rb") as f:
+            return {wanted[0]: _header_shape(f)} if len(wanted) == 1 else {}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{label}: an array header cannot be read ({_reason(exc)})") from None
+
+
+def _header_shape(f: Any) -> tuple[int, ...]:
+    major, _minor = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    shape, _fortran, _dtype = read(f)
+    return tuple(int(d) for d in shape)
+
+
+def _read_arrays(path: str | os.PathLike, label: str, *, load: bool = True) -> Any:
+    """``np.load`` without pickles, its failures as one-line ``InputError``s.
+
+    ``load=False`` checks only that the file is there and looks like numpy's.
+    """
+    if os.path.isdir(path):
+        raise InputError(f"{label}: is a directory; expected an .npz file of input arrays")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+        if not head:
+            raise EOFError
+        if not head.startswith((b"PK", b"\x93NUMPY")):
+            # np.load would try a pickle next (refused anyway); say what the file is not.
+            raise InputError(f"{label}: not an .npz or .npy file; save inputs with "
+                             "np.savez(path, input_name=array, ...)")
+        return np.load(path, allow_pickle=False) if load else None
     except FileNotFoundError:
-        raise InputError(f"--inputs {path}: no such file") from None
-    except (ValueError, OSError) as exc:
-        raise InputError(f"--inputs {path}: not a readable .npz file ({exc})") from None
-    check_feeds(graph, feeds, label=f"--inputs {os.fspath(path)}")
-    return feeds
+        raise InputError(f"{label}: no such file") from None
+    except EOFError:
+        raise InputError(f"{label}: the file is empty; expected an .npz file of input arrays") from None
+    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{label}: not a readable .npz or .npy file ({_reason(exc)}); save inputs with "
+                         "np.savez(path, input_name=array, ...)") from None
 
 
-def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], label: str = "inputs") -> None:
-    """Every graph input given, no unknown names, ranks and fixed dims as declared."""
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    if "pickled" in text or "allow_pickle" in text:
+        return "it holds pickled objects, which are never loaded"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def check_feeds(graph: Graph, feeds: Mapping[str, Any], label: str = "inputs") -> dict[str, np.ndarray]:
+    """Every graph input given, no unknown names, ranks, fixed dims and dtypes as declared.
+
+    Returns the feeds as arrays, each cast to its declared dtype when numpy's
+    ``can_cast(..., "safe")`` says that loses nothing (int32 into int64, float32
+    into double); any other dtype is refused naming the input, the declared and
+    the given dtype. Negative or unknown declared dims accept any size.
+    """
     wanted = [n for n in graph.inputs if n not in graph.initializers]
     missing = [n for n in wanted if n not in feeds]
     unknown = [n for n in feeds if n not in graph.inputs]
@@ -130,17 +226,40 @@ def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray], label: str = "inp
                          f"are {wanted}")
     if unknown:
         raise InputError(f"{label}: {unknown} are not graph inputs; the graph's inputs are {wanted}")
-    for name in wanted:
+    out: dict[str, np.ndarray] = {}
+    for name in feeds:
         info, value = graph.info(name), np.asarray(feeds[name])
-        if info.shape is None:
-            continue
-        if len(info.shape) != value.ndim:
-            raise InputError(f"{label}: input '{name}' has shape {list(value.shape)}, but the graph "
-                             f"declares rank {len(info.shape)} ({list(info.shape)})")
-        for axis, (want, got) in enumerate(zip(info.shape, value.shape)):
-            if isinstance(want, int) and want != got:
-                raise InputError(f"{label}: input '{name}' has size {got} on axis {axis}; the graph "
-                                 f"declares {want} ({list(info.shape)})")
+        if info.shape is not None:
+            _check_shape(info, value, label)
+        out[name] = _conform_dtype(info, value, label)
+    return out
+
+
+def _check_shape(info: TensorInfo, value: np.ndarray, label: str) -> None:
+    name = info.name
+    if len(info.shape or ()) != value.ndim:
+        raise InputError(f"{label}: input '{name}' has shape {list(value.shape)}, but the graph "
+                         f"declares rank {len(info.shape or ())} ({list(info.shape or ())})")
+    for axis, (want, got) in enumerate(zip(info.shape or (), value.shape)):
+        if isinstance(want, int) and want >= 0 and want != got:
+            raise InputError(f"{label}: input '{name}' has size {got} on axis {axis}; the graph "
+                             f"declares {want} ({list(info.shape or ())})")
+
+
+def _conform_dtype(info: TensorInfo, value: np.ndarray, label: str) -> np.ndarray:
+    if info.dtype is None:
+        return value
+    try:
+        want = to_numpy(info.dtype)
+    except KeyError:  # exotic declared type (float8, string...): leave it to the kernels
+        return value
+    if value.dtype == want:
+        return value
+    if np.can_cast(value.dtype, want, casting="safe"):
+        return value.astype(want)
+    raise InputError(f"{label}: input '{info.name}' has dtype {value.dtype}, but the graph declares "
+                     f"{info.dtype} ({want}); {value.dtype} does not convert to {want} without loss, "
+                     f"so save it as {want}")
 
 
 def save_outputs(path: str | os.PathLike, outputs: Mapping[str, np.ndarray]) -> None:

@@ -21,6 +21,8 @@ from typing import Any
 from partition.runner import partition
 from partition.selection import add_selection_options, backend_options
 
+from .input_spec import FILLS
+from .run_errors import InputError
 from .subgraph_ops import EXECUTORS
 from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL
 
@@ -41,10 +43,21 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
     p.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="size of a symbolic input dim for random inputs (repeatable)")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=DIMS",
+                   help="shape of one input for generated values, e.g. images=1x3x640x640 (repeatable); "
+                        "symbolic dims not given take a size from their name (batch 1, sequence 128, "
+                        "height/width 224) and a note says so")
+    p.add_argument("--fill", choices=FILLS[:3], default="random",
+                   help="generated values: seeded uniform random (default), zeros or ones")
+    p.add_argument("--range", metavar="LOW,HIGH", default=None,
+                   help="range of random values (default -1,1 for floats, 0,4 for integers)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--engine", choices=("threaded", "naive"), default=None,
                    help="dependency engine (default: $SGLENS_ENGINE or threaded)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--memory-limit", metavar="SIZE", default=None,
+                   help="refuse the run before it starts when its tensors are estimated to need "
+                        "more than SIZE (e.g. 512M, 2G); default: no limit")
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -81,24 +94,44 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
 # ------------------------------------------------------------------ shared --
 def _prepare(args: argparse.Namespace):
     """(graph, model proto, feeds, notes) from the parsed arguments."""
-    from partition.onnx_io import load_model, parse_model_bytes
+    from partition.onnx_io import load_model, read_model_proto
 
-    from .inputs import load_inputs, parse_dims, random_inputs
-    from .run_errors import InputError
+    from .budget import CLI_HINT, check_memory_budget, parse_size
+    from .input_spec import (check_specs, check_with_inference, materialize, parse_shape,
+                             specs_from_options)
+    from .inputs import input_file_shapes, load_inputs, parse_dims
     dims = parse_dims(args.dim)
-    try:
-        with open(args.model, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise InputError(f"{args.model}: cannot read the model ({exc.strerror})") from None
+    limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
     graph = load_model(args.model)
-    model = parse_model_bytes(data, args.model)
+    # onnxruntime gets the model with its external data inline, read by our checked reader
+    # from the model's folder (from bytes it would resolve them against the cwd).
+    model = read_model_proto(args.model)
     notes: list[str] = []
     if args.inputs:
+        if limit is not None:  # sized from the headers first: a small .npz can expand a lot
+            check_memory_budget(graph, input_file_shapes(args.inputs, graph), limit, hint=CLI_HINT)
         feeds = load_inputs(args.inputs, graph)
+        check_memory_budget(graph, feeds, limit, hint=CLI_HINT)
     else:
-        feeds = random_inputs(graph, dims, seed=args.seed, default_dim=1, notes=notes)
+        specs = specs_from_options(graph, dims=dims, shapes=dict(parse_shape(t) for t in args.shape),
+                                   fill=args.fill, value_range=_parse_range(args.range), seed=args.seed,
+                                   notes=notes)
+        check_specs(graph, specs, {})
+        # The budget is checked on the shapes, before the values are made.
+        check_memory_budget(graph, {s.name: tuple(s.shape) for s in specs}, limit, hint=CLI_HINT)
+        feeds = materialize(graph, specs)
+        check_with_inference(model, feeds)
     return graph, model, feeds, notes
+
+
+def _parse_range(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        low, high = (float(v) for v in text.split(","))
+    except ValueError:
+        raise InputError(f"--range {text!r}: expected LOW,HIGH, e.g. --range 0,1") from None
+    return low, high
 
 
 def _partition(graph, args: argparse.Namespace):
@@ -118,6 +151,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .run_errors import RunError
     if args.repeat < 1:
         raise RunError(f"--repeat {args.repeat}: needs at least 1")
+    if args.workers is not None and args.workers < 1:
+        raise RunError(f"--workers {args.workers}: needs at least 1 (or leave it out for the CPU count)")
     graph, _model, feeds, notes = _prepare(args)
     result = None
     if args.backend:
@@ -130,11 +165,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                     label=f"{args.model}")
     outputs = {k: _host(v) for k, v in m.outputs.items()}
     if args.save_outputs:
-        save_outputs(args.save_outputs, outputs)
+        _writing("--save-outputs", args.save_outputs, lambda: save_outputs(args.save_outputs, outputs))
     if args.report:
-        write_json(args.report, _report(args, m, result, outputs, notes))
+        _writing("--report", args.report,
+                 lambda: write_json(args.report, _report(args, m, result, outputs, notes)))
     if args.trace:
-        write_json(args.trace, m.chrome_trace())
+        _writing("--trace", args.trace, lambda: write_json(args.trace, m.chrome_trace()))
     if args.json:
         print(json.dumps(_report(args, m, result, outputs, notes, timeline=False), default=str))
         return 0
@@ -142,6 +178,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: {n}", file=sys.stderr)
     print(_run_text(args, m, result, outputs))
     return 0
+
+
+def _writing(flag: str, path: str, write: Any) -> None:
+    """Run ``write``; a file that cannot be written is one line naming the flag."""
+    from .run_errors import RunError
+    try:
+        write()
+    except OSError as exc:
+        raise RunError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _host(v: Any):
@@ -187,7 +232,6 @@ def _run_text(args, m, result, outputs) -> str:
 # ----------------------------------------------------------------- compare --
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare
-    from .run_errors import InputError
     from .tolerance import Tolerance
     try:
         tolerance = Tolerance(atol=args.atol, rtol=args.rtol)
@@ -195,6 +239,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InputError(f"--atol/--rtol: {exc}") from None
     if args.warmup < 0:
         raise InputError(f"--warmup {args.warmup}: must be 0 or more")
+    if args.repeat < 1:
+        raise InputError(f"--repeat {args.repeat}: needs at least 1")
     graph, model, feeds, notes = _prepare(args)
     result = _partition(graph, args) if args.backend else None
     from tqdm import tqdm

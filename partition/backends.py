@@ -8,6 +8,8 @@ Each backend's options are declared once as ``BackendOption`` lists (here; tenso
 
 from __future__ import annotations
 
+import re
+
 from typing import Iterable
 
 from .api import ContainOpProperty, NodeView, SubgraphProperty, SubgraphSelector
@@ -108,10 +110,16 @@ class MinSizeContainOpProperty(ContainOpProperty):
         return super().create_subgraph_node(subgraph, subgraph_id)
 
 
+_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
+
+
 def _default_backend(ops: list[str], min_size: int) -> list[SubgraphProperty]:
     if not ops:
         raise LensError("backend 'default' needs the op types it supports: pass --ops Conv,Relu,... "
                         "(or \"ops\": [...] in the API)")
+    bad = [o for o in ops if not _OP_NAME.fullmatch(o)]
+    if bad:
+        raise LensError(f"--ops: {bad} are not op type names; pass them comma-separated, e.g. --ops Conv,Relu")
     if min_size > 1:
         return [MinSizeContainOpProperty(ops, min_size, "default")]
     return [ContainOpProperty(ops, "default")]

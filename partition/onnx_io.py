@@ -2,7 +2,8 @@
 
 Import: ``load_model(path_or_bytes) -> Graph``. Shapes come from ONNX shape
 inference (symbolic dims kept as strings); weights are read lazily; external
-data is followed only inside the model's own folder.
+data is followed only inside the model's own folder (rules and reader in
+``partition/external_data.py``); a model given as bytes never follows it.
 
 Export: ``to_model_proto(graph)`` writes opset <= the graph's own and IR 8, so
 onnxruntime and TensorRT read it. A subgraph node becomes a node of domain
@@ -22,8 +23,9 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
+from . import external_data
 from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
-from .errors import ModelError, ModelTooLargeError
+from .errors import LensError, ModelError, ModelTooLargeError
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
 
 EXPORT_IR_VERSION = 8
@@ -33,25 +35,66 @@ _INFER_LIMIT = 1 << 30
 
 # ------------------------------------------------------------------ import --
 def load_model(source: str | os.PathLike | bytes, *, max_bytes: int | None = None,
-               infer_shapes: bool = True) -> Graph:
-    """Read an ONNX model from a path or from bytes into a ``Graph``."""
+               infer_shapes: bool = True, data_root: str | os.PathLike | None = None) -> Graph:
+    """Read an ONNX model from a path or from bytes into a ``Graph``.
+
+    External data is read only from inside one folder: ``data_root`` when
+    given (a bundle upload names its own folder), else the model file's own
+    folder (symlinks resolved); a model given as bytes without ``data_root``
+    never follows external data.
+    """
+    data, base_dir, label = _read_source(source, max_bytes)
+    if data_root is not None:
+        base_dir = Path(data_root).resolve()
+    model = _parse(data, label)
+    return from_model_proto(model, base_dir=base_dir, infer_shapes=infer_shapes, label=label)
+
+
+def read_model_proto(source: str | os.PathLike | bytes, *, max_bytes: int | None = None,
+                     data_root: str | os.PathLike | None = None) -> onnx.ModelProto:
+    """The model as a proto with its external data (checked by the same rules) inline.
+
+    For onnxruntime, which would otherwise resolve external data of a model
+    given as bytes against the current directory.
+    """
+    data, base_dir, label = _read_source(source, max_bytes)
+    if data_root is not None:
+        base_dir = Path(data_root).resolve()
+    return external_data.inline_all(_parse(data, label), base_dir, label)
+
+
+def _read_source(source: str | os.PathLike | bytes,
+                 max_bytes: int | None) -> tuple[bytes, Path | None, str]:
+    """(bytes, the model's folder or None, a label for messages)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, base_dir, label = bytes(source), None, "upload"
     else:
         path = Path(source)
+        if path.is_dir():
+            raise ModelError(f"{path}: is a directory; expected an ONNX model file")
         if not path.is_file():
             raise ModelError(f"{path}: no such model file")
         size = path.stat().st_size
         if max_bytes is not None and size > max_bytes:
             raise ModelTooLargeError(f"{path.name}: {size} bytes is over the limit of {max_bytes}")
-        data, base_dir, label = path.read_bytes(), path.resolve().parent, path.name
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ModelError(f"{path}: cannot read the model ({exc.strerror})") from None
+        base_dir, label = path.resolve().parent, path.name
     if max_bytes is not None and len(data) > max_bytes:
         raise ModelTooLargeError(f"{label}: {len(data)} bytes is over the limit of {max_bytes}")
-    model = parse_model_bytes(data, label)
-    return from_model_proto(model, base_dir=base_dir, infer_shapes=infer_shapes, label=label)
+    return data, base_dir, label
 
 
 def parse_model_bytes(data: bytes, label: str = "model") -> onnx.ModelProto:
+    """A model from bytes alone: it has no folder, so external data is refused."""
+    model = _parse(data, label)
+    external_data.check_model(model, None, label)
+    return model
+
+
+def _parse(data: bytes, label: str = "model") -> onnx.ModelProto:
     if not data:
         raise ModelError(f"{label}: the file is empty; expected an ONNX model")
     model = onnx.ModelProto()
@@ -67,6 +110,13 @@ def parse_model_bytes(data: bytes, label: str = "model") -> onnx.ModelProto:
 
 def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
                      infer_shapes: bool = True, label: str = "model") -> Graph:
+    """The graph of ``model``; external data only from ``base_dir`` (None: refused)."""
+    if external_data.check_model(model, base_dir, label):
+        assert base_dir is not None  # check_model refuses external data without a folder
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # attribute tensors are inlined below; the caller's proto stays
+        external_data.inline_attributes(copy, base_dir, label)
+        model = copy
     if infer_shapes and model.ByteSize() < _INFER_LIMIT:
         try:
             model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
@@ -164,7 +214,8 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
     dtype = ONNX_TYPE_NAMES.get(tt.elem_type) if tt.elem_type else None
     shape: tuple[Dim, ...] | None = None
     if tt.HasField("shape"):
-        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+        # A negative dim_value (Paddle writes -1) means "unknown", as onnxruntime reads it.
+        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
                       for d in tt.shape.dim)
     return TensorInfo(vi.name, dtype, shape)
 
@@ -172,33 +223,18 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
 def _lazy_initializer(t: onnx.TensorProto, base_dir: Path | None, label: str) -> Initializer:
     dtype = ONNX_TYPE_NAMES.get(t.data_type)
     shape = tuple(int(d) for d in t.dims)
-    if t.data_location == onnx.TensorProto.EXTERNAL:
-        location = _external_location(t, base_dir, label)
+    if external_data.uses_external(t):
+        if base_dir is None:
+            raise external_data.upload_error(external_data.location_of(t))
+        root = base_dir
 
         def load() -> np.ndarray:
             copy = onnx.TensorProto()
             copy.CopyFrom(t)
-            onnx.external_data_helper.load_external_data_for_tensor(copy, str(location.parent))
+            external_data.inline(copy, root, label)  # checked again at read time
             return numpy_helper.to_array(copy)
         return Initializer(t.name, dtype, shape, load)
     return Initializer(t.name, dtype, shape, lambda: numpy_helper.to_array(t))
-
-
-def _external_location(t: onnx.TensorProto, base_dir: Path | None, label: str) -> Path:
-    """Where a weight's external data lies; never outside the model's folder."""
-    entries = {e.key: e.value for e in t.external_data}
-    location = entries.get("location", "")
-    if base_dir is None:
-        raise ModelError(f"{label}: weight '{t.name}' keeps its data in external file '{location}'; "
-                         "load the model from its folder, not as bytes")
-    target = (base_dir / location).resolve()
-    if not location or os.path.isabs(location) or not target.is_relative_to(base_dir):
-        raise ModelError(f"{label}: weight '{t.name}' points to external data '{location}' outside the "
-                         "model's folder; refusing to read it")
-    if not target.is_file():
-        raise ModelError(f"{label}: weight '{t.name}' needs external data file '{location}', "
-                         "which is missing beside the model")
-    return target
 
 
 # ------------------------------------------------------------------ export --
@@ -229,8 +265,31 @@ def _best_effort_infer(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
 
 
-def save_model(graph: Graph, path: str | os.PathLike) -> None:
-    onnx.save_model(to_model_proto(graph), str(path))
+#: Weights above this total go to a data file beside the export (protobuf stops at 2 GiB).
+EXTERNAL_EXPORT_BYTES = 1_800_000_000
+
+
+def save_model(graph: Graph, path: str | os.PathLike, *,
+               external_above: int = EXTERNAL_EXPORT_BYTES) -> None:
+    """Write the graph as ONNX to ``path``; a path that cannot be written is a one-line error.
+
+    When its weights pass ``external_above`` bytes they go to ``<name>.data`` in
+    the same folder (a relative location, so the export loads again under the
+    folder rule of ``partition/external_data.py``).
+    """
+    model = to_model_proto(graph)
+    weights = sum(len(t.raw_data) for t in model.graph.initializer)
+    try:
+        if weights > external_above:
+            stale = Path(path).with_name(Path(path).name + ".data")
+            if stale.is_file() or stale.is_symlink():
+                stale.unlink()  # onnx appends to an existing data file
+            onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=Path(path).name + ".data", size_threshold=0)
+        else:
+            onnx.save_model(model, str(path))
+    except OSError as exc:
+        raise LensError(f"cannot write the model to '{path}' ({exc.strerror or exc})") from None
 
 
 def standalone_model(body: Graph, weights: Mapping[str, Initializer], opset: Mapping[str, int],

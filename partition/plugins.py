@@ -31,7 +31,13 @@ def load_plugin(path: str | Path) -> list[str]:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:
+        # sys.exit() in a plugin would end the command with its code, silently: a plugin error.
+        sys.modules.pop(name, None)
+        raise PluginError(f"plugin '{path}' called sys.exit({exc.code!r}) on import; a plugin must only "
+                          "register subgraph properties") from None
     except Exception as exc:  # noqa: BLE001 - user code: one line naming the file
         sys.modules.pop(name, None)
-        raise PluginError(f"plugin '{path}' raised {type(exc).__name__} on import: {exc}") from exc
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        raise PluginError(f"plugin '{path}' raised {type(exc).__name__} on import: {text}") from exc
     return sorted(set(backend_names()) - before)

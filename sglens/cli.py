@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 import app.cli
 import engine.run_cli
@@ -26,8 +26,18 @@ EXIT_USAGE = 2
 COMMAND_MODULES = (partition.cli, engine.run_cli, app.cli)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2), like every other user error.
+
+    Subcommand parsers inherit the class (``add_subparsers`` uses ``type(self)``).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sglens", description="Subgraph Lens: see how a model is partitioned")
+    parser = _Parser(prog="sglens", description="Subgraph Lens: see how a model is partitioned")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:
         module.register(sub)
@@ -45,6 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sglens: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # only user code (a plugin's selector) exits inside a command
+        print(f"sglens: error: plugin code called sys.exit({exc.code!r}); a plugin must not end the "
+              "command", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:
         # The reader went away (`sglens trace ... | head`): not an error of ours.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -141,3 +141,28 @@ def test_dynamic_samples_run_at_several_real_shapes(rng, builder, shapes):
         with Executor(g) as ex:
             got = ex.run(feeds).numpy_outputs()[session.get_outputs()[0].name]
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def _sglens(*args: str):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "sglens", *args], capture_output=True, text=True,
+                          timeout=240)
+
+
+def test_cli_takes_shapes_fills_and_ranges(tmp_path):
+    from sample_models.builders_dynamic import build_cnn_dynamic
+    path = tmp_path / "cnn.onnx"
+    path.write_bytes(build_cnn_dynamic().SerializeToString())
+    done = _sglens("compare", str(path), "--ops", "Conv", "--shape", "images=2x3x32x40",
+                   "--range", "0,1", "--repeat", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["ok"] and data["outputs"]["scores"]["engine"]["shape"] == [2, 10]
+    bad = _sglens("run", str(path), "--shape", "images=1x4x32x32")
+    assert bad.returncode == 2 and "fixes it to 3" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    for args, message in ((["--shape", "pixels=1x3x8x8"], "not graph inputs"),
+                          (["--shape", "images=1xthreex8"], "integers"),
+                          (["--range", "1"], "LOW,HIGH"), (["--range", "2,1"], "low < high")):
+        bad = _sglens("run", str(path), *args)
+        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)

@@ -86,6 +86,8 @@ def _hardmax(xp: Any, x: Any, axis: int) -> Any:
 def _coerced(fn: Any) -> Any:
     """Opsets < 13: the input is viewed as 2-D, [prod(shape[:axis]), prod(shape[axis:])]."""
     def kernel(xp: Any, x: Any, *, axis: int = 1) -> Any:
+        if x.size == 0:  # an empty axis has no max to shift by; the output is empty too
+            return x.copy()
         axis = axis % max(x.ndim, 1)
         lead = 1
         for d in x.shape[:axis]:
@@ -97,6 +99,8 @@ def _coerced(fn: Any) -> Any:
 
 def _single_axis(fn: Any) -> Any:
     def kernel(xp: Any, x: Any, *, axis: int = -1) -> Any:
+        if x.size == 0:  # as above: nothing to normalise, and max() of nothing raises
+            return x.copy()
         return same(xp, fn(xp, x, axis), x)
     return kernel
 
