@@ -166,6 +166,17 @@ def test_shared_store_mode_sends_the_path_and_the_worker_reads_the_file(served):
     assert run["status"] == "done" and run["result"]["comparison"]["ok"] is True
 
 
+def test_the_engine_memory_budget_refuses_on_the_worker_before_anything_runs(served):
+    base, lens = served
+    lens.run_memory_limit = 4096       # what sglens serve --run-memory-limit sets
+    try:
+        run = wait(base, start_run(base, "sample-resnet_small"))
+    finally:
+        lens.run_memory_limit = None
+    assert run["status"] == "failed" and "--run-memory-limit" in run["error"], run
+    assert "died" not in run["error"]
+
+
 def test_memory_bomb_fails_with_the_memory_message_while_the_server_serves(served):
     base, lens = served
     model = upload(base, "bomb.onnx", bomb_model())
