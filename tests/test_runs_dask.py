@@ -8,7 +8,6 @@ model cancels its queued runs), and 20 clients x 50 requests mixed with 4 runs g
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import threading
