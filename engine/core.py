@@ -28,6 +28,7 @@ STATE -- the whole of it, all guarded by the engine's one lock ``Engine._lock``
   ``stream``        the GPU stream it ran on (None on CPU / not yet run)
   ``record``        its ``FnRecord`` while hooks are set, else None
   ``finished``      NaiveEngine only: set on completion (async functions)
+  ``inline``        ThreadedEngine: pushed with ``inline=True`` and run by the pusher
 
 ``Engine``
   ``_pending``      pushed user blocks not yet complete (``wait_for_all`` waits for 0)
@@ -102,7 +103,7 @@ class Var:
 class Operator:
     """A function with its variable lists, made once and pushed many times."""
 
-    __slots__ = ("engine", "fn", "const_vars", "mutable_vars", "prop", "name",
+    __slots__ = ("engine", "fn", "const_vars", "mutable_vars", "prop", "_name",
                  "is_async", "deleted")
     is_wait = False  # True only for the engine's internal wait_for_var blocks
 
@@ -111,33 +112,56 @@ class Operator:
                  name: str | None) -> None:
         if not callable(fn):
             raise OperatorError(f"engine function must be callable, got {fn!r}")
-        mutable = tuple(dict.fromkeys(mutable_vars))  # dedupe, keep order
-        # A variable in both lists is mutated only: reading it too would make the
-        # push wait for its own write grant (the deadlock the issue forbids).
-        const = tuple(v for v in dict.fromkeys(const_vars) if v not in mutable)
-        for v in const + mutable:
-            if not isinstance(v, Var) or v.engine is not engine:
-                raise VariableError(
-                    f"{name or _fn_name(fn)}: {v!r} is not a variable of this engine; "
-                    "make variables with this engine's new_variable()")
+        # Made once per push_sync: the common case (no repeats, plain lists) is
+        # kept to a few tuple builds; the rare one dedupes.
+        mutable = tuple(mutable_vars)
+        const = tuple(const_vars)
+        for v in const:
+            if v.__class__ is not Var or v.engine is not engine:
+                _bad_var(engine, v, name, fn)
+        for v in mutable:
+            if v.__class__ is not Var or v.engine is not engine:
+                _bad_var(engine, v, name, fn)
+        if len(mutable) > 1 and len(set(mutable)) != len(mutable):
+            mutable = tuple(dict.fromkeys(mutable))  # dedupe, keep order
+        if len(const) > 1:
+            if len(set(const)) != len(const):
+                const = tuple(dict.fromkeys(const))
+            if mutable and not set(const).isdisjoint(mutable):
+                # A variable in both lists is mutated only: reading it too would make
+                # the push wait for its own write grant (the deadlock the issue forbids).
+                const = tuple(v for v in const if v not in mutable)
+        elif const and const[0] in mutable:
+            const = ()
         self.engine = engine
         self.fn = fn
         self.const_vars = const
         self.mutable_vars = mutable
-        self.prop = FnProperty(prop)
-        self.name = name or _fn_name(fn)
+        self.prop = prop if prop.__class__ is FnProperty else FnProperty(prop)
+        self._name = name  # the function's name is looked up only when asked for
         self.is_async = is_async
         self.deleted = False
 
+    @property
+    def name(self) -> str:
+        return self._name or _fn_name(self.fn)
+
     def __repr__(self) -> str:
         return f"<Operator {self.name}>"
+
+
+def _bad_var(engine: "Engine", v: Any, name: str | None, fn: Callable[..., Any]) -> None:
+    if not isinstance(v, Var) or v.engine is not engine:
+        raise VariableError(
+            f"{name or _fn_name(fn)}: {v!r} is not a variable of this engine; "
+            "make variables with this engine's new_variable()")
 
 
 class Block:
     """One push of an operator: what the queues hold and the workers run."""
 
     __slots__ = ("op", "ctx", "priority", "seq", "wait", "done", "stream",
-                 "record", "finished")
+                 "record", "finished", "inline")
 
     def __init__(self, op: Operator, ctx: Context, priority: int, seq: int) -> None:
         self.op = op
@@ -149,6 +173,7 @@ class Block:
         self.stream: Any = None
         self.record: FnRecord | None = None
         self.finished: threading.Event | None = None  # only NaiveEngine waits on it
+        self.inline = False  # ThreadedEngine: running on the thread that pushed it
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:
@@ -250,6 +275,7 @@ class Engine:
         self._pending = 0
         self._errors: list[tuple[int, BaseException]] = []
         self._failed_vars: set[Var] = set()
+        self._gpu_seen = False  # set once a GPU event is recorded on a variable
 
     # --- the seed's API ---------------------------------------------------
 
@@ -263,24 +289,35 @@ class Engine:
         ``is_async=False``."""
         return Operator(self, fn, const_vars, mutable_vars, prop, is_async, name)
 
-    def push(self, op: Operator, ctx: Context, priority: int = 0) -> None:
+    def push(self, op: Operator, ctx: Context, priority: int = 0, *, inline: bool = False) -> None:
+        """Push ``op``. ``inline=True`` (a hint for small CPU functions): if every
+        variable grants at once, run it now on the pushing thread instead of
+        handing it to a worker -- same grants, errors and completion, no thread
+        hand-off (two wake-ups, tens of us on a busy machine). Otherwise, and on
+        GPU, it is queued as usual."""
         if not isinstance(op, Operator) or op.engine is not self:
             raise OperatorError(f"{op!r} is not an operator of this engine")
         if op.deleted:
             raise OperatorError(f"operator {op.name!r} was deleted; make a new one")
         if not isinstance(ctx, Context):
             raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
-        self._push_block(Block(op, ctx, priority, next(self._seq)))
+        self._push_block(Block(op, ctx, priority, next(self._seq)), inline)
 
     def push_async(self, fn: AsyncFn, ctx: Context, const_vars: Sequence[Var],
                    mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                    priority: int = 0, *, name: str | None = None) -> None:
-        self.push(Operator(self, fn, const_vars, mutable_vars, prop, True, name), ctx, priority)
+        self._push_new(Operator(self, fn, const_vars, mutable_vars, prop, True, name), ctx, priority)
 
     def push_sync(self, fn: SyncFn, ctx: Context, const_vars: Sequence[Var],
                   mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                   priority: int = 0, *, name: str | None = None) -> None:
-        self.push(Operator(self, fn, const_vars, mutable_vars, prop, False, name), ctx, priority)
+        self._push_new(Operator(self, fn, const_vars, mutable_vars, prop, False, name), ctx, priority)
+
+    def _push_new(self, op: Operator, ctx: Context, priority: int) -> None:
+        # An operator made just now is ours and not deleted: only ctx needs a check.
+        if ctx.__class__ is not Context and not isinstance(ctx, Context):
+            raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
+        self._push_block(Block(op, ctx, priority, next(self._seq)))
 
     def delete_operator(self, op: Operator) -> None:
         """Refuse later pushes of ``op``; pushes already made still run."""
@@ -313,7 +350,7 @@ class Engine:
 
     # --- shared machinery ---------------------------------------------------
 
-    def _push_block(self, block: Block) -> None:
+    def _push_block(self, block: Block, inline: bool = False) -> None:
         raise NotImplementedError
 
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
@@ -357,11 +394,12 @@ class Engine:
 
     def _execute(self, block: Block, stream: Any = None) -> None:
         """Run (or skip) one ready block on this thread; completes sync ones."""
-        err = self._inherited_error(block)
-        if err is not None:  # an input failed: skip, and pass the error on
-            self._finish(block, err, original=False)
-            return
         op = block.op
+        if self._failed_vars:  # no variable holds an error: nothing can be inherited
+            err = self._inherited_error(block)
+            if err is not None:  # an input failed: skip, and pass the error on
+                self._finish(block, err, original=False)
+                return
         block.stream = stream
         if self._hooks is not None:
             self._hook_start(block, stream)
@@ -369,7 +407,8 @@ class Engine:
         _tls.block = block
         try:
             try:
-                self._prepare(block, stream)
+                if self._gpu_seen:  # only GPU work leaves events to order after
+                    self._prepare(block, stream)
                 if op.is_async:
                     op.fn(RunContext(block.ctx, stream), _OnComplete(self, block))
                     return
@@ -384,7 +423,10 @@ class Engine:
                 return
             if not op.is_async:
                 block.done = True
-                self._finish(block, None, original=False)
+                if stream is None and self._hooks is None:
+                    self._complete(block, None, False)  # _finish has nothing to add
+                else:
+                    self._finish(block, None, original=False)
         finally:
             _tls.block = prev
 
@@ -416,6 +458,7 @@ class Engine:
 
     def _record_gpu_events(self, block: Block, event: Any) -> None:
         with self._lock:
+            self._gpu_seen = True
             for v in block.op.const_vars:
                 v._read_events.append(event)
             for v in block.op.mutable_vars:
@@ -430,6 +473,10 @@ class Engine:
             for v in block.op.mutable_vars:  # a deleted variable reports nothing
                 v.error = None
                 self._failed_vars.discard(v)
+            return
+        if error is None and not self._gpu_seen:  # the common case: count the write
+            for v in block.op.mutable_vars:
+                v.version += 1
             return
         for v in block.op.mutable_vars:
             v.version += 1

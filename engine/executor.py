@@ -1,16 +1,21 @@
 """The executor: a ``Graph`` bound to the dependency engine.
 
-Binding (``Executor(graph, ...)``) decides everything that does not depend on
-the inputs: the kernel or subgraph operator of every node, the tensors each node
-depends on (``Graph.reads``: its inputs plus the outer-scope tensors its bodies
-read), reference counts for freeing, and one persistent engine variable per
-weight. A run (``Executor.run(feeds)``) then:
+Binding (``Executor(graph, engine=None, options=None, **changes)``; the options
+are one ``ExecOptions``) decides everything that does not depend on the inputs:
+the kernel or subgraph operator of every node, Constant nodes evaluated once,
+fused GELU chains (``engine/fuse.py``), the tensors each node depends on
+(``Graph.reads``: its inputs plus the outer-scope tensors its bodies read),
+reference counts for freeing, one persistent engine variable per weight, and
+the plan (``engine/plan.py``): the nodes cut into straight-line segments, one
+engine operator each (made at bind time, as the seed's ``NewOperator``). A run
+(``Executor.run(feeds)``) then:
 
-1. pushes one operator per node (made at bind time, as the seed's
-   ``NewOperator``), reading the variables of its inputs and writing those of
-   its outputs -- one engine variable per tensor a node produces -- so the
-   engine runs independent branches in parallel;
-2. pushes one barrier reading every produced variable and waits for it alone;
+1. pushes one operator per segment, reading the variables of the tensors it
+   takes from other segments (and its weights) and writing its own variable
+   plus those of the tensors other segments read -- so the engine runs
+   independent branches in parallel; a plan of one segment runs on the
+   calling thread when its inputs are ready (``push(..., inline=True)``);
+2. pushes one barrier reading every segment's variable and waits for it alone;
 3. after a failure, takes the errors off every variable (``_drain``), so the
    next run and a shared engine start clean.
 
@@ -18,18 +23,20 @@ The operators read the run's state from ``self._current``; runs of one
 executor are therefore serialized by a lock (nested bodies have executors of
 their own, so nesting never waits on that lock).
 
-Values live in the run's ``values`` dict next to the variables; a tensor is
-dropped when its last consumer finishes (unless ``keep_intermediates``, for the
-debugger). Graph inputs and outer-scope values are ready before the first push
-and need no variable.
+Values live in the run's ``values`` dict (``engine/run_state.py``); a tensor
+is dropped when its last consumer finishes (unless ``keep_intermediates``, for
+the debugger). Graph inputs and outer-scope values are ready before the first
+push and need no variable.
 
 Nodes with bodies run them as nested graphs (seed 003, approach 2):
 control-flow kernels get ``run_graph(body, values)``, which runs the body on a
 child executor of the *same* engine, with the body's outer-scope tensors taken
-from this run. The nested wait happens on a worker thread; the threaded engine
-compensates a worker blocked in a wait with a spare (seed 003's deadlock), so
-this is safe with one worker. Subgraph nodes (``node.is_subgraph``) run through
-a ``SubgraphOp`` (``engine/subgraph_ops.py``) with the chosen executor.
+from this run. Under the ``segments`` plan the body runs inline on the calling
+worker (``run_inline``: no pushes); under ``nodes`` its nodes are pushed and
+the nested wait happens on a worker thread, which the threaded engine
+compensates with a spare (seed 003's deadlock), so this is safe with one
+worker. Subgraph nodes (``node.is_subgraph``) run through a ``SubgraphOp``
+(``engine/subgraph_ops.py``) with the chosen executor.
 
 Errors: a failing kernel becomes ``KernelFailure`` naming the node, its op and
 its input shapes (and the enclosing nodes when nested); it is raised by
@@ -41,18 +48,27 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from partition.ir import Graph, Node
 
+from . import blas, create_engine, gpu, kernels as _kernel_pkg
 from .context import Context, RunContext
 from .core import Engine, Var
 from .errors import NoGPUError
+from .fuse import FUSED_DOMAIN, Fused, fuse
 from .kernels import kernel_attrs
-from .run_errors import DeviceError, KernelFailure, MissingKernelError, RunError
+from .plan import PLANS, segments
+from .run_errors import DeviceError, InputError, KernelFailure, MissingKernelError, RunError
+from .subgraph_ops import EXECUTORS, SubgraphOp
+from .run_state import RunResult, _Run, _Step
+from .values import SubgraphRecord, nbytes, shape_of, to_numpy
+
+__all__ = ["DEVICES", "ExecOptions", "Executor", "RunResult", "SubgraphRecord", "find_kernel",
+           "missing_ops", "nbytes", "shape_of", "to_numpy"]
 
 DEVICES = ("cpu", "gpu")
 
@@ -72,38 +88,12 @@ def device_context(device: str, device_id: int = 0) -> tuple[Context, Any]:
     raise DeviceError(f"unknown device {device!r}; choose one of {list(DEVICES)}")
 
 
-def to_numpy(value: Any) -> np.ndarray:
-    """A host copy of a numpy or cupy array."""
-    if isinstance(value, np.ndarray):
-        return value
-    get = getattr(value, "get", None)  # cupy.ndarray.get() copies to the host
-    return np.asarray(get() if callable(get) else value)
-
-
-def nbytes(value: Any) -> int:
-    return int(getattr(value, "nbytes", 0) or 0)
-
-
-def shape_of(value: Any) -> tuple[int, ...] | None:
-    shape = getattr(value, "shape", None)
-    return None if shape is None else tuple(int(d) for d in shape)
-
-
 # --------------------------------------------------------------- kernels --
-def _kernels():
-    from . import kernels  # imported late: the kernel package loads many modules
-    return kernels
-
-
 def find_kernel(node: Node, opset: Mapping[str, int]) -> Callable[..., tuple] | None:
     """The registry's kernel for ``node`` at the graph's opset, or None."""
-    k = _kernels()
-    lookup = getattr(k, "lookup", None)
-    if lookup is None:  # the kernel package is not there (yet)
-        return None
     try:
-        return lookup(node.op_type, node.domain, opset.get(node.domain or ""))
-    except getattr(k, "KernelNotFound", LookupError):
+        return _kernel_pkg.lookup(node.op_type, node.domain, opset.get(node.domain or ""))
+    except _kernel_pkg.KernelNotFound:
         return None
 
 
@@ -127,179 +117,90 @@ def missing_ops(graph: Graph, skip_subgraph_nodes: bool = False,
     return list(missing)
 
 
-# ------------------------------------------------------------ run records --
-@dataclass
-class SubgraphRecord:
-    """How one subgraph node ran: the executor that *actually* ran it, and why."""
+# ----------------------------------------------------------------- options --
+@dataclass(frozen=True)
+class ExecOptions:
+    """How an ``Executor`` binds and runs a graph (one object instead of a dozen keywords).
 
-    node: str
-    subgraph_id: Any
-    property: str
-    requested: str
-    executor: str
-    reason: str
-    seconds: float = 0.0
-    peak_bytes: int = 0
-    boundary_bytes: int = 0
-    weights_rebuilt: bool = False
-    device_seconds: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    ``executor`` chooses how subgraph nodes run: ``engine``, ``onnxruntime``,
+    ``tensorrt`` or ``auto`` (see ``engine/subgraph_ops.py``). ``plan`` cuts the
+    graph into engine functions (``engine/plan.py``): ``segments`` (default) or
+    ``nodes``; with ``hooks`` (a profiler) the plan is ``nodes`` so its timeline
+    shows every node. ``timing`` records per-node wall time (CUDA events on
+    GPU). ``kernels(node, opset) -> kernel | None`` replaces the kernel registry
+    (tests, experiments); nested executors inherit it. ``engine_name``,
+    ``workers`` and ``hooks`` only matter when the executor makes its own engine.
+    ``blas_threads`` sets the process's BLAS threads (``engine/blas.py``).
+    """
 
-    def to_json(self) -> dict[str, Any]:
-        data = {"node": self.node, "subgraph_id": self.subgraph_id, "property": self.property,
-                "requested": self.requested, "executor": self.executor, "reason": self.reason,
-                "seconds": self.seconds, "peak_bytes": self.peak_bytes,
-                "boundary_bytes": self.boundary_bytes, "weights_rebuilt": self.weights_rebuilt,
-                "device_seconds": self.device_seconds}
-        data.update(self.extra)
-        return data
-
-
-@dataclass
-class RunResult:
-    """What one run produced and measured."""
-
-    outputs: dict[str, Any]
-    node_seconds: dict[str, float]
-    subgraphs: list[SubgraphRecord]
-    peak_bytes: int
-    weight_bytes: int
-    seconds: float
-    values: dict[str, Any] = field(default_factory=dict)   # every tensor, if kept
     device: str = "cpu"
-    pool_peak_bytes: int | None = None   # GPU: cupy memory-pool used_bytes high-water mark
+    device_id: int = 0
+    executor: str = "engine"
+    plan: str = "segments"
+    keep_intermediates: bool = False
+    timing: bool = True
+    plan_cache_dir: str | None = None
+    engine_name: str | None = None
+    workers: int | None = None
+    hooks: Any = None
+    kernels: Callable[[Node, Mapping[str, int]], Any] | None = None
+    blas_threads: int | None = None   # None: cores // CPU workers; 0: leave BLAS alone
 
-    def numpy_outputs(self) -> dict[str, np.ndarray]:
-        return {k: to_numpy(v) for k, v in self.outputs.items()}
-
-
-# ------------------------------------------------------------------- steps --
-@dataclass
-class _Step:
-    """One node, bound: what it reads, what it writes, what runs it."""
-
-    node: Node
-    reads: tuple[str, ...]              # distinct tensors it depends on
-    frees: tuple[str, ...]              # of those, the ones this run may drop
-    call: Callable[["_Run", list, RunContext], tuple]
-    weights: tuple[str, ...]            # weights among its reads (persistent vars)
-
-
-class _Run:
-    """The state of one run: values, variables, counts, measurements."""
-
-    def __init__(self, ex: "Executor", outer: Mapping[str, Any], keep: bool) -> None:
-        self.ex = ex
-        self.keep = keep
-        self.outer = outer
-        self.values: dict[str, Any] = {}
-        self.refs: dict[str, int] = dict(ex._refcounts)
-        self.lock = threading.Lock()
-        self.live = 0
-        self.peak = 0
-        self.node_seconds: dict[str, float] = {}
-        self.node_events: dict[str, tuple[Any, Any]] = {}
-        self.subgraphs: list[SubgraphRecord] = []
-        self.error: BaseException | None = None
-        self.deferred: list[tuple[Any, Any]] = []  # GPU: (array, event) freed once event done
-        self.pool = ex.xp.get_default_memory_pool() if ex.xp is not np else None
-        self.pool_peak = self.pool.used_bytes() if self.pool is not None else None
-
-    def get(self, name: str) -> Any:
-        if not name:
-            return None
-        v = self.values.get(name, _MISSING)
-        if v is not _MISSING:
-            return v
-        w = self.ex._weights.get(name, _MISSING)
-        if w is not _MISSING:
-            return w
-        v = self.outer.get(name, _MISSING)
-        if v is not _MISSING:
-            return v
-        raise KeyError(f"tensor '{name}' has no value (freed too early, or never produced)")
-
-    def put(self, name: str, value: Any) -> None:
-        size = nbytes(value)
-        with self.lock:
-            self.values[name] = value
-            self.live += size
-            if self.live > self.peak:
-                self.peak = self.live
-            if self.pool is not None:
-                self.pool_peak = max(self.pool_peak, self.pool.used_bytes())
-            if self.refs.get(name) == 0 and not self.keep \
-                    and name not in self.ex._outputs:
-                self._drop_locked(name, None)
-
-    def release(self, names: Sequence[str], stream: Any) -> None:
-        if self.keep:
-            return
-        with self.lock:
-            for t in names:
-                n = self.refs[t] - 1
-                self.refs[t] = n
-                if n == 0 and t not in self.ex._outputs:
-                    self._drop_locked(t, stream)
-
-    def _drop_locked(self, name: str, stream: Any) -> None:
-        value = self.values.pop(name, None)
-        if value is None:
-            return
-        self.live -= nbytes(value)
-        if stream is not None:
-            # Kernels reading it may still be queued on this stream: keep the
-            # array alive until they are done, or the pool could hand it out.
-            self.deferred.append((value, self.ex._gpu_event(stream)))
-            self.deferred = [(a, e) for a, e in self.deferred if not e.done]
-
-
-_MISSING = object()
+    def effective_plan(self) -> str:
+        return "nodes" if self.hooks is not None else self.plan
 
 
 # ---------------------------------------------------------------- executor --
 class Executor:
     """A graph bound to an engine; ``run(feeds)`` any number of times.
 
-    ``executor`` chooses how subgraph nodes run: ``engine``, ``onnxruntime``,
-    ``tensorrt`` or ``auto`` (see ``engine/subgraph_ops.py``). ``engine`` may be
-    shared (nested executors share their parent's); one made here is closed by
-    ``close()``. ``timing`` records per-node wall time (CUDA events on GPU).
-    ``kernels(node, opset) -> kernel | None`` replaces the kernel registry
-    (tests, experiments); nested executors inherit it.
+    ``Executor(graph, engine=None, options=None, **changes)``: ``options`` is an
+    ``ExecOptions`` (default: all defaults); ``changes`` are ``ExecOptions``
+    fields to override, e.g. ``Executor(g, device="gpu", executor="auto")``.
+    ``engine`` may be shared (nested executors share their parent's); one made
+    here is closed by ``close()``.
     """
 
-    def __init__(self, graph: Graph, engine: Engine | None = None, *, device: str = "cpu",
-                 device_id: int = 0, executor: str = "engine", keep_intermediates: bool = False,
-                 timing: bool = True, plan_cache_dir: str | None = None,
-                 engine_name: str | None = None, workers: int | None = None,
-                 hooks: Any = None, kernels: Callable[[Node, Mapping[str, int]], Any] | None = None,
-                 _path: tuple[str, ...] = (), _parent: "Executor | None" = None) -> None:
-        from .subgraph_ops import EXECUTORS, SubgraphOp  # subgraph_ops imports this module
-        if executor not in EXECUTORS:
-            raise RunError(f"unknown subgraph executor {executor!r}; choose one of {list(EXECUTORS)}")
-        self.graph = graph
-        self.device, self.device_id = device, device_id
-        self.ctx, self.xp = device_context(device, device_id)
-        self.executor = executor
-        self.keep_intermediates = keep_intermediates
-        self.timing = timing
-        self.plan_cache_dir = plan_cache_dir
-        self.path = _path
-        self.find_kernel = kernels or find_kernel
-        self.parent = _parent
+    def __init__(self, graph: Graph, engine: Engine | None = None,
+                 options: ExecOptions | None = None, **changes: Any) -> None:
+        opts = replace(options or ExecOptions(), **changes)  # unknown names: TypeError
+        self._bind(graph, engine, opts, (), None)
+
+    @classmethod
+    def _nested(cls, body: Graph, parent: "Executor", label: str, opts: ExecOptions) -> "Executor":
+        ex = cls.__new__(cls)
+        ex._bind(body, parent.engine, opts, (*parent.path, label), parent)
+        return ex
+
+    def _bind(self, graph: Graph, engine: Engine | None, opts: ExecOptions,
+              path: tuple[str, ...], parent: "Executor | None") -> None:
+        if opts.executor not in EXECUTORS:
+            raise RunError(f"unknown subgraph executor {opts.executor!r}; "
+                           f"choose one of {list(EXECUTORS)}")
+        if opts.plan not in PLANS:
+            raise RunError(f"unknown plan {opts.plan!r}; choose one of {list(PLANS)}")
+        self.graph, self.options = graph, opts
+        self.device, self.device_id = opts.device, opts.device_id
+        self.ctx, self.xp = device_context(opts.device, opts.device_id)
+        self.executor = opts.executor
+        self.keep_intermediates = opts.keep_intermediates
+        self.timing = opts.timing
+        self.plan_cache_dir = opts.plan_cache_dir
+        self.path, self.parent = path, parent
+        self.find_kernel = opts.kernels or find_kernel
         self._own_engine = engine is None
         if engine is None:
-            from . import create_engine
-            kw: dict[str, Any] = {"hooks": hooks}
-            if workers is not None:
-                kw["num_cpu_workers"] = workers
-            engine = create_engine(engine_name, **kw)
+            kw: dict[str, Any] = {"hooks": opts.hooks}
+            if opts.workers is not None:
+                kw["num_cpu_workers"] = opts.workers
+            engine = create_engine(opts.engine_name, **kw)
         self.engine = engine
+        if parent is None and self.xp is np:
+            blas.apply(opts.blas_threads, getattr(engine, "num_cpu_workers", 1))
         self._children: dict[int, Executor] = {}
         self._children_lock = threading.Lock()
         self._outputs = frozenset(graph.outputs)
-        missing = missing_ops(graph, skip_subgraph_nodes=executor != "engine", finder=self.find_kernel)
+        missing = self.missing_kernels(graph, skip_subgraph_nodes=opts.executor != "engine")
         if missing:
             raise MissingKernelError(
                 f"no kernel for operator(s) {missing} in graph '{graph.name}'; run it with "
@@ -308,39 +209,96 @@ class Executor:
         self._weights: dict[str, Any] = {n: self._upload(w.value) for n, w in graph.initializers.items()}
         self._weight_vars: dict[str, Var] = {n: engine.new_variable(f"w:{n}") for n in self._weights}
         self.weight_bytes = sum(nbytes(v) for v in self._weights.values())
-        produced = {t for n in graph.nodes for t in n.outputs if t}
-        local = produced | {t for t in graph.inputs if t not in self._weights}
-        self._produced = [t for n in graph.nodes for t in n.outputs if t]
+        self._bind_steps(graph)
+        self._bind_operators(opts.effective_plan())
+
+    def _fold_constants(self, graph: Graph) -> list[Node]:
+        """Evaluate Constant nodes once, at bind time: their values join the
+        weights (no variable: nothing writes them). Exporters write every
+        weight of an If/Loop body this way; running them per call costs a node
+        each. Returns the nodes left to run."""
+        left = []
+        for node in graph.nodes:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") \
+                    and not node.inputs and len(node.outputs) == 1:
+                kernel = self.find_kernel(node, graph.opset)
+                if kernel is not None:
+                    self._weights[node.outputs[0]] = kernel(self.xp, **kernel_attrs(node))[0]
+                    continue
+            left.append(node)
+        return left
+
+    def _bind_steps(self, graph: Graph) -> None:
+        nodes = self._fold_constants(graph)
+        self._fused: dict[str, Fused] = {}
+        if self.options.effective_plan() == "segments":  # "nodes" shows every node as written
+            nodes, fusions = fuse(graph, nodes, self._weights.get,
+                                  lambda n: self.find_kernel(n, graph.opset))
+            self._fused = {f.node.name: f for f in fusions}
+        produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
+        local = set(produced) | {t for t in graph.inputs if t not in self._weights}
+        self._produced = produced
         self._refcounts: dict[str, int] = {t: 0 for t in local}
         self._steps: list[_Step] = []
-        for node in graph.nodes:
-            reads = tuple(t for t in graph.reads(node) if t)
+        for node in nodes:
+            fused = node.domain == FUSED_DOMAIN
+            reads = tuple(t for t in (node.inputs if fused else graph.reads(node)) if t)
             frees = tuple(t for t in reads if t in local)
             for t in frees:
                 self._refcounts[t] += 1
             weights = tuple(t for t in reads if t in self._weight_vars and t not in local)
-            if node.is_subgraph:
+            if fused:
+                call = self._fused_call(self._fused[node.name])
+            elif node.is_subgraph:
                 call = SubgraphOp(node, self).call
             elif node.subgraphs:
                 call = self._control_flow_call(node)
             else:
                 call = self._kernel_call(node)
-            self._steps.append(_Step(node, reads, frees, call, weights))
-        # One persistent variable per produced tensor and one operator per node,
-        # made once (the seed's NewOperator: no per-run object creation).
-        self._vars: dict[str, Var] = {t: engine.new_variable(t) for t in self._produced}
+            self._steps.append(_Step(node, reads, frees, call, weights,
+                                     sum(1 for t in node.outputs if t)))
+
+    def _bind_operators(self, plan: str) -> None:
+        """One engine operator per segment (``engine/plan.py``), made once (the
+        seed's NewOperator: no per-run object creation). A segment writes one
+        variable of its own and one per tensor another segment reads."""
+        eng = self.engine
+        groups = segments([s.reads for s in self._steps], [s.node.outputs for s in self._steps],
+                          self._produced, plan)
+        seg_of = {t: k for k, g in enumerate(groups) for i in g for t in self._steps[i].node.outputs if t}
+        exported = {t for k, g in enumerate(groups) for i in g for t in self._steps[i].reads
+                    if t in seg_of and seg_of[t] != k}
+        self._vars: dict[str, Var] = {t: eng.new_variable(t) for t in self._produced if t in exported}
+        self._seg_vars: list[Var] = []
+        self._ops = []
+        for k, group in enumerate(groups):
+            steps = [self._steps[i] for i in group]
+            const = dict.fromkeys(self._vars[t] for s in steps for t in s.reads
+                                  if t in exported and seg_of[t] != k)
+            const.update(dict.fromkeys(self._weight_vars[t] for s in steps for t in s.weights))
+            done = eng.new_variable(f"seg:{steps[0].node.name}")
+            self._seg_vars.append(done)
+            mutable = [done, *(self._vars[t] for s in steps for t in s.node.outputs if t in exported)]
+            name = steps[0].node.name if len(steps) == 1 else \
+                f"{steps[0].node.name} (+{len(steps) - 1} nodes)"
+            self._ops.append(eng.new_operator(self._segment_fn(steps), list(const), mutable,
+                                              is_async=False, name=name))
+        self._done = eng.new_variable(f"{self.graph.name}:done")
+        self._barrier = eng.new_operator(_noop, self._seg_vars, [self._done],
+                                         is_async=False, name=f"{self.graph.name}:barrier")
+        # "nodes" keeps the first version's behaviour: every node through a worker.
+        self._inline_single = plan == "segments" and len(self._ops) == 1
+        # The whole graph as one function, for graphs whose last run was too short
+        # for parallel branches to pay for the hand-offs between threads.
+        self._serial_op = None
+        if plan == "segments" and len(self._ops) > 1:
+            weights = dict.fromkeys(self._weight_vars[t] for s in self._steps for t in s.weights)
+            self._serial_op = eng.new_operator(
+                self._segment_fn(self._steps), list(weights), [*self._seg_vars, *self._vars.values()],
+                is_async=False, name=f"{self.graph.name} (all {len(self._steps)} nodes)")
+        self._last_seconds = float("inf")
         self._current: _Run | None = None
         self._run_lock = threading.Lock()
-        self._ops = []
-        for step in self._steps:
-            const = [self._vars[t] for t in step.reads if t in self._vars]
-            const += [self._weight_vars[t] for t in step.weights]
-            mutable = [self._vars[t] for t in step.node.outputs if t]
-            self._ops.append(engine.new_operator(self._fn(step), const, mutable, is_async=False,
-                                                 name=step.node.name))
-        self._done = engine.new_variable(f"{graph.name}:done")
-        self._barrier = engine.new_operator(_noop, list(self._vars.values()), [self._done],
-                                            is_async=False, name=f"{graph.name}:barrier")
 
     # --- public -----------------------------------------------------------
 
@@ -351,52 +309,67 @@ class Executor:
         ``keep_intermediates`` overrides the executor's setting for this run:
         every tensor's value is then in ``RunResult.values``.
         """
-        g = self.graph
         start = time.perf_counter()
         keep = self.keep_intermediates if keep_intermediates is None else keep_intermediates
-        run = _Run(self, outer or {}, keep)
-        missing = [t for t in g.inputs if t not in feeds and t not in self._weights]
-        if missing:
-            from .run_errors import InputError
-            raise InputError(f"graph '{g.name}': no value for input(s) {missing}")
-        for name in g.inputs:
-            if name in feeds and name not in self._weights:
-                run.put(name, self._upload(feeds[name]))
+        run = self._start_run(feeds, outer, keep)
         eng, ctx = self.engine, self.ctx
         with self._run_lock:  # the bound operators serve one run at a time
             self._current = run
             try:
-                for op in self._ops:
-                    eng.push(op, ctx)
+                # One segment: nothing can run beside it and this thread would only
+                # wait, so it runs here if its inputs are ready (no hand-off). A
+                # graph whose last run took under SERIAL_BELOW_S runs likewise, as one
+                # function in graph order: its branches cost less than the hand-offs.
+                if self._serial_op is not None and self._last_seconds < SERIAL_BELOW_S:
+                    eng.push(self._serial_op, ctx, inline=True)
+                else:
+                    inline = self._inline_single
+                    for op in self._ops:
+                        eng.push(op, ctx, inline=inline)
                 # A CPU barrier: its start waits (on the host) for GPU producers too.
-                eng.push(self._barrier, Context.cpu(0))
+                eng.push(self._barrier, _CPU, inline=True)
                 try:
                     eng.wait_for_var(self._done)
-                except BaseException:
+                except BaseException as exc:
                     self._drain()
-                    raise self._user_error(run) from None
+                    raise self._user_error(run, exc) from None
                 if run.error is not None:  # a failed node no output depends on
                     self._drain()
                     raise self._user_error(run) from None
             finally:
                 self._current = None
-        outputs = {t: run.get(t) for t in g.outputs}
-        if self.timing and run.node_events:
-            for name, (a, b) in run.node_events.items():
-                run.node_seconds[name] = _elapsed_s(a, b)
-        run.deferred.clear()
-        values = dict(run.values) if keep else {}
-        return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
-                         time.perf_counter() - start, values, self.device, run.pool_peak)
+        result = self._result(run, keep, start)
+        self._last_seconds = result.seconds
+        return result
+
+    def run_inline(self, feeds: Mapping[str, Any], outer: Mapping[str, Any],
+                   stream: Any = None) -> RunResult:
+        """Run every node on the calling thread, in order, without the engine.
+
+        Bodies of If/Loop/Scan run this way under the ``segments`` plan: the
+        caller is already an engine function, and pushing a body's microsecond
+        nodes (then waiting for them from a worker) costs more than they do.
+        A failing node raises its ``KernelFailure`` at once.
+        """
+        start = time.perf_counter()
+        run = self._start_run(feeds, outer, False)
+        rctx = RunContext(self.ctx, stream)
+        for step in self._steps:
+            self._exec_step(step, run, rctx)
+        return self._result(run, False, start)
 
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run and return host (numpy) outputs."""
         return self.run(feeds).numpy_outputs()
 
+    def missing_kernels(self, graph: Graph, skip_subgraph_nodes: bool = False) -> list[str]:
+        """``domain.op`` names in ``graph`` this executor's kernel finder lacks."""
+        return missing_ops(graph, skip_subgraph_nodes, finder=self.find_kernel)
+
     def set_weight(self, name: str, value: Any) -> None:
         """Replace a weight through the engine: its variable's version goes up, so
         subgraph operators that cached a converted copy rebuild it (seed 000)."""
-        if name not in self._weights:
+        if name not in self._weight_vars:
             raise RunError(f"'{name}' is not a weight of graph '{self.graph.name}'")
         new = self._upload(np.asarray(value) if not hasattr(value, "__cuda_array_interface__") else value)
         old = self._weights[name]
@@ -435,13 +408,34 @@ class Executor:
             with self._children_lock:
                 ex = self._children.get(key)
                 if ex is None:
-                    opts = dict(device=self.device, device_id=self.device_id, executor=self.executor,
-                                keep_intermediates=False, timing=self.timing,
-                                plan_cache_dir=self.plan_cache_dir, kernels=self.find_kernel)
-                    opts.update(overrides)
-                    ex = Executor(body, self.engine, _path=(*self.path, label), _parent=self, **opts)
+                    opts = replace(self.options, keep_intermediates=False, **overrides)
+                    ex = Executor._nested(body, self, label, opts)
                     self._children[key] = ex
         return ex
+
+    # --- one run --------------------------------------------------------------
+
+    def _start_run(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None,
+                   keep: bool) -> "_Run":
+        g = self.graph
+        missing = [t for t in g.inputs if t not in feeds and t not in self._weights]
+        if missing:
+            raise InputError(f"graph '{g.name}': no value for input(s) {missing}")
+        run = _Run(self, outer or {}, keep)
+        for name in g.inputs:
+            if name in feeds and name not in self._weights:
+                run.put(name, self._upload(feeds[name]))
+        return run
+
+    def _result(self, run: "_Run", keep: bool, start: float) -> RunResult:
+        outputs = {t: run.get(t) for t in self.graph.outputs}
+        if self.timing and run.node_events:
+            for name, (a, b) in run.node_events.items():
+                run.node_seconds[name] = _elapsed_s(a, b)
+        run.deferred.clear()
+        values = dict(run.values) if keep else {}
+        return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
+                         time.perf_counter() - start, values, self.device, run.pool_peak)
 
     # --- binding of one node -----------------------------------------------
 
@@ -454,12 +448,26 @@ class Executor:
             return kernel(xp, *args, **attrs)
         return call
 
+    def _fused_call(self, fused: Fused) -> Callable[[_Run, list, RunContext], tuple]:
+        kernel, xp, out = fused.kernel, self.xp, fused.node.outputs[0]
+        parts = [_Step(p, tuple(t for t in p.inputs if t), (), self._kernel_call(p), (), 1)
+                 for p in fused.parts]
+
+        def call(run: _Run, args: list, rctx: RunContext) -> tuple:
+            if not run.keep:
+                return kernel(xp, *args)
+            for part in parts:  # the debugger wants every tensor: run the chain as written
+                self._exec_step(part, run, rctx)
+            return (run.get(out),)
+        return call
+
     def _control_flow_call(self, node: Node) -> Callable[[_Run, list, RunContext], tuple]:
         kernel = self.find_kernel(node, self.graph.opset)
         attrs = kernel_attrs(node)
         subgraphs = dict(node.subgraphs)
         xp = self.xp
         label = f"'{node.name}' ({node.op_type})"
+        inline = self.options.effective_plan() == "segments"
 
         def call(run: _Run, args: list, rctx: RunContext) -> tuple:
             scope_cache: dict[int, dict[str, Any]] = {}
@@ -472,48 +480,58 @@ class Executor:
                     raise RunError(f"{label}: body '{body.name}' takes {len(body.inputs)} inputs, "
                                    f"got {len(values)}")
                 child = self.child(body, label)
-                result = child.run(dict(zip(body.inputs, values)), outer=scope)
+                feeds = dict(zip(body.inputs, values))
+                result = child.run_inline(feeds, scope, rctx.stream) if inline else \
+                    child.run(feeds, outer=scope)
                 return [result.outputs[t] for t in body.outputs]
             return kernel(xp, *args, subgraphs=subgraphs, run_graph=run_graph, **attrs)
         return call
 
-    def _fn(self, step: _Step) -> Callable[[RunContext], None]:
+    def _segment_fn(self, steps: list[_Step]) -> Callable[[RunContext], None]:
+        exec_step = self._exec_step
+        if len(steps) == 1:
+            step = steps[0]
+
+            def fn(rctx: RunContext) -> None:
+                exec_step(step, self._current, rctx)  # type: ignore[arg-type]
+            return fn
+
+        def fn_many(rctx: RunContext) -> None:
+            run = self._current
+            for step in steps:
+                exec_step(step, run, rctx)  # type: ignore[arg-type]
+        return fn_many
+
+    def _exec_step(self, step: _Step, run: "_Run", rctx: RunContext) -> None:
+        """Run one node: its kernel on its inputs, outputs stored, inputs released."""
         node = step.node
         outs = node.outputs
+        args = [run.get(t) for t in node.inputs]
+        stream = rctx.stream
         timing = self.timing
-
-        def fn(rctx: RunContext) -> None:
-            run = self._current
-            assert run is not None
-            args = [run.get(t) for t in node.inputs]
-            stream = rctx.stream
-            if timing:
-                if stream is not None:
-                    e0 = self._gpu_event(stream, timing=True)
-                t0 = time.perf_counter()
-            try:
-                results = step.call(run, args, rctx)
-                if len(results) < sum(1 for t in outs if t):
-                    raise RunError(f"the kernel returned {len(results)} output(s) for "
-                                   f"{len(outs)} declared")
-            except Exception as exc:  # noqa: BLE001 - re-raised, named
-                err = _named_failure(node, args, exc)
-                with run.lock:
-                    if run.error is None:
-                        run.error = err
-                if err is exc:
-                    raise
-                raise err from exc
-            if timing:
-                if stream is not None:
-                    run.node_events[node.name] = (e0, self._gpu_event(stream, timing=True))
-                else:
-                    run.node_seconds[node.name] = time.perf_counter() - t0
-            for t, value in zip(outs, results):
-                if t:
-                    run.put(t, value)
-            run.release(step.frees, stream)
-        return fn
+        if timing:
+            if stream is not None:
+                e0 = self._gpu_event(stream, timing=True)
+            t0 = time.perf_counter()
+        try:
+            results = step.call(run, args, rctx)
+            if len(results) < step.n_outputs:
+                raise RunError(f"the kernel returned {len(results)} output(s) for "
+                               f"{len(outs)} declared")
+        except Exception as exc:  # noqa: BLE001 - re-raised, named
+            err = _named_failure(node, args, exc)
+            with run.lock:
+                if run.error is None:
+                    run.error = err
+            if err is exc:
+                raise
+            raise err from exc
+        if timing:
+            if stream is not None:
+                run.node_events[node.name] = (e0, self._gpu_event(stream, timing=True))
+            else:
+                run.node_seconds[node.name] = time.perf_counter() - t0
+        run.store(outs, results, step.frees, stream)
 
     # --- helpers ------------------------------------------------------------
 
@@ -523,23 +541,29 @@ class Executor:
         return self.xp.asarray(value)
 
     def _gpu_event(self, stream: Any, timing: bool = False) -> Any:
-        from . import gpu
         return gpu.record_event(stream, timing=timing)
 
     def _drain(self) -> None:
         """Take every error a failed run left on the variables, so none leaks into
         the next run or a later ``wait_for_all`` of a shared engine."""
-        for var in [*self._vars.values(), self._done]:
+        for var in [*self._vars.values(), *self._seg_vars, self._done]:
             try:
                 self.engine.wait_for_var(var)
             except BaseException:  # noqa: BLE001 - reported once, by run()
                 pass
 
-    def _user_error(self, run: _Run) -> BaseException:
+    def _user_error(self, run: _Run, cause: BaseException | None = None) -> BaseException:
         err = run.error
-        if err is None:
-            return RunError(f"graph '{self.graph.name}' failed without a node error")
+        if err is None:  # the engine itself failed (not a kernel): say what it raised
+            what = f": {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}" if cause else ""
+            return RunError(f"graph '{self.graph.name}' failed without a node error{what}")
         return err
+
+
+_CPU = Context.cpu(0)
+#: Below this wall time a run's graph runs as one function on the calling thread
+#: (hand-offs to workers cost ~10-50 us each on a shared 2-CPU machine).
+SERIAL_BELOW_S = 1e-3
 
 
 def _noop(_rctx: RunContext) -> None:
@@ -547,7 +571,6 @@ def _noop(_rctx: RunContext) -> None:
 
 
 def _elapsed_s(start: Any, end: Any) -> float:
-    from . import gpu
     return gpu.elapsed_ms(start, end) / 1e3
 
 

@@ -38,7 +38,7 @@ class NaiveEngine(Engine):
             self._streams[dev] = gpu.new_stream(dev)
         return self._streams[dev]
 
-    def _push_block(self, block: Block) -> None:
+    def _push_block(self, block: Block, inline: bool = False) -> None:  # always inline
         with self._lock:
             self._admit_locked(block.op)
             self._pending += 1

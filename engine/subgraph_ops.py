@@ -33,18 +33,21 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from partition.ir import Initializer, Node
 
-from .executor import SubgraphRecord, nbytes, to_numpy
+from .context import RunContext
 from .run_errors import ExecutorUnavailableError, RunError
+from .values import SubgraphRecord, nbytes, to_numpy
 
-if TYPE_CHECKING:
-    from .context import RunContext
-    from .executor import Executor, _Run
+# The executor binds these operators and imports this module; this module never
+# imports the executor (its ``parent`` and ``run`` arguments are an ``Executor``
+# and its ``_Run``, typed ``Any`` here to keep the import graph one-way).
+Executor = Any
+_Run = Any
 
 EXECUTORS = ("auto", "engine", "onnxruntime", "tensorrt")
 
@@ -168,8 +171,7 @@ class SubgraphOp:
             return impl, "auto: " + "; ".join(notes + [f"onnxruntime session built ({impl.details['provider']})"])
         except Exception as exc:  # noqa: BLE001
             notes.append(f"onnxruntime session failed ({type(exc).__name__}: {_first_line(exc)})")
-        from .executor import missing_ops
-        missing = missing_ops(self.body, finder=self.parent.find_kernel)
+        missing = self.parent.missing_kernels(self.body)
         if missing:
             raise ExecutorUnavailableError(f"subgraph {self.label}: no executor can run it: "
                                            + "; ".join(notes) + f"; no kernel for {missing}")

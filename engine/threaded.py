@@ -7,7 +7,8 @@ STATE -- beyond the core's (``core.py``), all guarded by ``Engine._lock``:
   ``heap``      ``(-priority, seq, Block)`` ready blocks: highest priority first,
                 then push order
   ``threads``   live worker threads
-  ``idle``      workers waiting on ``cond`` for work (notify only when > 0)
+  ``idle``      workers waiting on ``cond`` and not yet woken (the waker counts
+                them off, so a dispatch sees a woken worker as awake)
   ``blocked``   workers inside a nested wait (see below)
   ``target``    workers wanted running (not blocked)
   ``closing``   ``shutdown()`` was called: workers leave once ``heap`` is empty
@@ -48,13 +49,14 @@ from typing import Any
 
 from . import gpu
 from .context import Context, FnProperty
-from .core import (Block, Engine, Var, _tls, append_read, append_write, raise_error,
-                   release_read, release_write)
+from .core import (Block, Engine, Var, _grant_head, _tls, append_write, raise_error,
+                   release_write)
 from .errors import EngineClosedError, EngineTimeoutError, VariableError
 from .profiling import EngineHooks
 
 _PRIO = frozenset({FnProperty.CPU_PRIORITIZED, FnProperty.GPU_PRIORITIZED})
 _COPY = frozenset({FnProperty.COPY_FROM_GPU, FnProperty.COPY_TO_GPU})
+_CPU_NORMAL = ("cpu", 0, "normal")
 
 
 class _Pool:
@@ -67,6 +69,7 @@ class _Pool:
         self.cond = threading.Condition(engine._lock)
         self.threads: set[threading.Thread] = set()
         self.idle = 0
+        self.busy = 0   # workers inside a function (between pop and completion)
         self.blocked = 0
         self.target = max(1, target)
         self.closing = False
@@ -79,10 +82,16 @@ class _Pool:
         self.threads.add(t)
         t.start()  # the new thread needs no lock to start: safe under ours
 
+    def wake_locked(self) -> None:
+        """Wake one idle worker; it stops counting as idle now, not when it runs,
+        so the next dispatch sees it as awake and does not wake a second."""
+        self.idle -= 1
+        self.cond.notify()
+
     def compensate_locked(self) -> None:
         """Keep ``target`` workers running while some are blocked in waits."""
         if self.heap and self.idle:  # a block left un-notified for this worker
-            self.cond.notify()
+            self.wake_locked()
         if not self.closing and len(self.threads) - self.blocked < self.target:
             self.spawn_locked()
 
@@ -124,38 +133,67 @@ class ThreadedEngine(Engine):
         self._streams: list[Any] = []
         self._closed = False
         self._running: dict[int, Block] = {}
+        self._deleted_seen = False  # a delete_variable was pushed: pushes check names
 
     # --- push and complete (the core's rule, under the lock) ----------------
 
-    def _push_block(self, block: Block) -> None:
+    def _push_block(self, block: Block, inline: bool = False) -> None:
         op = block.op
         with self._lock:
             if self._closed:
                 raise EngineClosedError(f"{op.name}: pushed after shutdown(); make a new engine")
-            self._admit_locked(op)
+            if op.prop is FnProperty.DELETE_VAR or self._deleted_seen:
+                self._admit_locked(op)
+                self._deleted_seen = True
             self._pending += 1
-            block.wait = len(op.const_vars) + len(op.mutable_vars) + 1
+            # append_read / append_write inlined (this is the hot path of a push):
+            # a grant is counted down from the number of variables.
+            wait = 0
             for v in op.const_vars:
-                append_read(v, block)
+                if v._writing or v._queue:
+                    v._queue.append((block, False))
+                    wait += 1
+                else:
+                    v._readers += 1
             for v in op.mutable_vars:
-                append_write(v, block)
-            block.wait -= 1  # the push is whole: now it may start
-            if block.wait == 0:
+                if v._writing or v._readers or v._queue:
+                    v._queue.append((block, True))
+                    wait += 1
+                else:
+                    v._writing = True
+            block.wait = wait  # the push is whole: from here grants may start it
+            if wait:
+                return
+            if not (inline and block.ctx.device_type == "cpu"):
                 self._dispatch_locked(block)
+                return
+            self._running[block.seq] = block
+            block.inline = True
+        self._execute(block, None)  # ready and small: on this thread, as a worker would
 
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
         ready: list[Block] = []
         # On the worker that ran it, the block's first successor for the same
         # pool needs no wake-up: this worker pops it next.  Waking an idle peer
         # instead makes a chain ping-pong between threads (measured ~2x slower).
-        own = getattr(_tls, "pool", None) if getattr(_tls, "block", None) is block else None
+        tls = _tls.__dict__
+        own = tls.get("pool") if tls.get("block") is block and not block.inline else None
+        op = block.op
         with self._lock:
-            self._mark_vars_locked(block, error, original)
-            self._running.pop(block.seq, None)
-            for v in block.op.const_vars:
-                release_read(v, ready)
-            for v in block.op.mutable_vars:
-                release_write(v, ready)
+            if error is None and not self._gpu_seen:
+                for v in op.mutable_vars:  # _mark_vars_locked's common case
+                    v.version += 1
+            else:
+                self._mark_vars_locked(block, error, original)
+            del self._running[block.seq]
+            for v in op.const_vars:
+                v._readers -= 1
+                if v._readers == 0 and v._queue:
+                    _grant_head(v, ready)
+            for v in op.mutable_vars:
+                v._writing = False
+                if v._queue:
+                    _grant_head(v, ready)
             for b in ready:
                 own = self._dispatch_locked(b, own)
             self._pending -= 1
@@ -167,25 +205,33 @@ class ThreadedEngine(Engine):
 
         No notify if the pool is ``quiet`` (the caller's worker takes it next);
         returns the ``quiet`` left for the next dispatch (only one block is free).
+        An idle worker is woken only when the ready blocks outnumber the
+        workers awake and between two functions (about to pop): each wake-up is
+        a system call and a GIL hand-off (~5-10 us), more than a small function
+        costs.  A worker running a function does not count: it may run long.
         """
-        if block.op.is_wait:
+        op = block.op
+        if op.is_wait:
             self._grant_wait_locked(block)
             return quiet
-        ctx, prop = block.ctx, block.op.prop
-        if ctx.device_type == "cpu":
-            key = ("cpu", 0, "prio" if prop in _PRIO else "normal")
+        ctx = block.ctx
+        if ctx.device_type == "cpu" and op.prop is FnProperty.NORMAL:
+            key: tuple[str, int, str] = _CPU_NORMAL
+        elif ctx.device_type == "cpu":
+            key = ("cpu", 0, "prio" if op.prop in _PRIO else "normal")
         else:
             key = ("gpu", ctx.device_id,
-                   "prio" if prop in _PRIO else "copy" if prop in _COPY else "normal")
+                   "prio" if op.prop in _PRIO else "copy" if op.prop in _COPY else "normal")
         pool = self._pools.get(key)
         if pool is None:
             pool = self._new_pool_locked(key)
-        heapq.heappush(pool.heap, (-block.priority, block.seq, block))
+        heap = pool.heap
+        heapq.heappush(heap, (-block.priority, block.seq, block))
         self._running[block.seq] = block
         if pool is quiet:
             return None
-        if pool.idle:
-            pool.cond.notify()
+        if pool.idle and len(heap) > len(pool.threads) - pool.idle - pool.blocked - pool.busy:
+            pool.wake_locked()
         return quiet
 
     def _new_pool_locked(self, key: tuple[str, int, str]) -> _Pool:
@@ -210,16 +256,20 @@ class ThreadedEngine(Engine):
         _tls.pool = pool
         me = threading.current_thread()
         heap, lock = pool.heap, self._lock
+        busy = False
         while True:
             with lock:
+                if busy:  # the last function is complete (counted here: one lock)
+                    pool.busy -= 1
                 while not heap:
                     if pool.closing or len(pool.threads) - pool.blocked > pool.target:
                         pool.threads.discard(me)
                         return
-                    pool.idle += 1
+                    pool.idle += 1  # the waker takes it off (wake_locked)
                     pool.cond.wait()
-                    pool.idle -= 1
                 block = heapq.heappop(heap)[2]
+                pool.busy += 1
+                busy = True
             self._execute(block, stream)
 
     def _blocking_wait(self, event: threading.Event, timeout: float | None) -> bool:
@@ -307,11 +357,17 @@ class ThreadedEngine(Engine):
             threads = []
             for pool in self._pools.values():
                 pool.closing = True
+                pool.idle = 0
                 pool.cond.notify_all()
                 threads += pool.threads
         for t in threads:
             if t is not threading.current_thread():
                 t.join(timeout=5)
+
+    @property
+    def num_cpu_workers(self) -> int:
+        """Target size of the normal CPU pool (BLAS threads are shared out by it)."""
+        return self._targets["cpu"]
 
     def num_threads(self) -> int:
         """Live worker threads over all pools (tests check spares leave)."""

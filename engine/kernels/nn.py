@@ -63,6 +63,26 @@ def _window(xp_arr: Any, offset: Sequence[int], dilations: Sequence[int], stride
     return xp_arr[tuple(index)]
 
 
+#: Above this many kernel positions Conv gathers its columns in one indexing call.
+_GATHER_OFFSETS = 32
+
+
+def _gather_index(xp: Any, kernel: Sequence[int], dilations: Sequence[int],
+                  strides: Sequence[int], out_sp: Sequence[int]) -> tuple:
+    """Index arrays (on ``xp``'s device) picking, per spatial axis, input position
+    ``k * dilation + o * stride``; broadcast to ``kernel + out_sp`` they gather the
+    columns in (kernel positions, output positions) order."""
+    nsp = len(kernel)
+    index = []
+    for i in range(nsp):
+        pos = xp.arange(kernel[i]).reshape(-1, 1) * dilations[i] + \
+            xp.arange(out_sp[i]).reshape(1, -1) * strides[i]          # (k_i, o_i)
+        shape = [1] * (2 * nsp)
+        shape[i], shape[nsp + i] = kernel[i], out_sp[i]
+        index.append(pos.reshape(shape))
+    return tuple(index)
+
+
 @register("Conv")
 def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", dilations: Any = None,
          group: int = 1, kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Any:
@@ -76,12 +96,24 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
     cg, mg = c // group, m // group
     xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
     wg = w.reshape((group, mg, cg) + tuple(kernel))
-    npos = int(np.prod(out_sp, dtype=np.int64))
+    npos = math.prod(out_sp)  # (np.prod on a list costs more than a small conv's matmul)
     offsets = list(itertools.product(*(range(k) for k in kernel)))
-    if n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
+    if len(offsets) == 1 and not any(offsets[0]):
+        # 1x1 kernel: the (strided) input is already the column matrix -- one
+        # matmul, no window copy beyond what a stride needs.
+        cols = _window(xg, offsets[0], dilations, strides, out_sp).reshape(n, group, cg, npos)
+        acc = xp.matmul(wg.reshape(group, mg, cg), cols)
+    elif len(offsets) > _GATHER_OFFSETS and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
+        # Many kernel positions (a 1D STFT-like conv has hundreds): one gather
+        # builds every column at once instead of one strided view per position.
+        cols = xg[(Ellipsis,) + _gather_index(xp, kernel, dilations, strides, out_sp)]
+        acc = xp.matmul(wg.reshape(group, mg, cg * len(offsets)), cols.reshape(n, group, -1, npos))
+    elif n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
         # im2col: one copy of every window, then one batched matmul. Small feature maps
         # are dominated by per-call overhead, so fewer, larger calls win.
-        cols = xp.stack([_window(xg, o, dilations, strides, out_sp) for o in offsets], axis=3)
+        cols = xp.empty((n, group, cg, len(offsets)) + tuple(out_sp), dtype=x.dtype)
+        for j, o in enumerate(offsets):  # filled in place: cheaper than xp.stack's copies
+            cols[:, :, :, j] = _window(xg, o, dilations, strides, out_sp)
         cols = cols.reshape(n, group, cg * len(offsets), npos)
         acc = xp.matmul(wg.reshape(group, mg, cg * len(offsets)), cols)
     else:
@@ -90,9 +122,11 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
             patch = _window(xg, offset, dilations, strides, out_sp).reshape(n, group, cg, npos)
             # (G, Mg, Cg) @ (N, G, Cg, P) -> (N, G, Mg, P): one batched matmul per kernel position.
             acc += xp.matmul(wg[(Ellipsis,) + tuple(offset)], patch)
+    if b is not None and acc.dtype == b.dtype:
+        acc += b.reshape(1, group, mg, 1)  # in place: acc is this call's own array
+    elif b is not None:
+        acc = acc + b.reshape(1, group, mg, 1)
     y = acc.reshape((n, m) + tuple(out_sp))
-    if b is not None:
-        y = y + b.reshape((1, -1) + (1,) * nsp)
     return same(xp, y, x)
 
 

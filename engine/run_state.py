@@ -1,0 +1,138 @@
+"""The state of one executor run (``_Run``), a bound node (``_Step``) and what a run
+returns (``RunResult``); split from ``engine/executor.py``, which uses them.
+
+``_Run`` holds the values of one run, the reference counts that free a tensor at
+its last reader, peak-memory accounting and the per-node times; the executor's
+engine functions and inline bodies write into it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from partition.ir import Node
+
+from .context import RunContext
+from .values import SubgraphRecord, nbytes, to_numpy
+
+# ------------------------------------------------------------ run records --
+@dataclass
+class RunResult:
+    """What one run produced and measured."""
+
+    outputs: dict[str, Any]
+    node_seconds: dict[str, float]
+    subgraphs: list[SubgraphRecord]
+    peak_bytes: int
+    weight_bytes: int
+    seconds: float
+    values: dict[str, Any] = field(default_factory=dict)   # every tensor, if kept
+    device: str = "cpu"
+    pool_peak_bytes: int | None = None   # GPU: cupy memory-pool used_bytes high-water mark
+
+    def numpy_outputs(self) -> dict[str, np.ndarray]:
+        return {k: to_numpy(v) for k, v in self.outputs.items()}
+
+
+# ------------------------------------------------------------------- steps --
+@dataclass
+class _Step:
+    """One node, bound: what it reads, what it writes, what runs it."""
+
+    node: Node
+    reads: tuple[str, ...]              # distinct tensors it depends on
+    frees: tuple[str, ...]              # of those, the ones this run may drop
+    call: Callable[["_Run", list, RunContext], tuple]
+    weights: tuple[str, ...]            # weights among its reads (persistent vars)
+    n_outputs: int                      # outputs the kernel must return (named ones)
+
+
+class _Run:
+    """The state of one run: values, variables, counts, measurements."""
+
+    def __init__(self, ex: Any, outer: Mapping[str, Any], keep: bool) -> None:  # ex: its Executor
+        self.ex = ex
+        self.keep = keep
+        self.outer = outer
+        self.values: dict[str, Any] = {}
+        self.refs: dict[str, int] = dict(ex._refcounts)
+        self.lock = threading.Lock()
+        self.live = 0
+        self.peak = 0
+        self.node_seconds: dict[str, float] = {}
+        self.node_events: dict[str, tuple[Any, Any]] = {}
+        self.subgraphs: list[SubgraphRecord] = []
+        self.error: BaseException | None = None
+        self.deferred: list[tuple[Any, Any]] = []  # GPU: (array, event) freed once event done
+        self.pool = ex.xp.get_default_memory_pool() if ex.xp is not np else None
+        self.pool_peak = self.pool.used_bytes() if self.pool is not None else None
+
+    def get(self, name: str) -> Any:
+        if not name:
+            return None
+        v = self.values.get(name, _MISSING)
+        if v is not _MISSING:
+            return v
+        w = self.ex._weights.get(name, _MISSING)
+        if w is not _MISSING:
+            return w
+        v = self.outer.get(name, _MISSING)
+        if v is not _MISSING:
+            return v
+        raise KeyError(f"tensor '{name}' has no value (freed too early, or never produced)")
+
+    def put(self, name: str, value: Any) -> None:
+        size = nbytes(value)
+        with self.lock:
+            self.values[name] = value
+            self.live += size
+            if self.live > self.peak:
+                self.peak = self.live
+            if self.pool is not None:
+                self.pool_peak = max(self.pool_peak, self.pool.used_bytes())
+            if self.refs.get(name) == 0 and not self.keep \
+                    and name not in self.ex._outputs:
+                self._drop_locked(name, None)
+
+    def store(self, names: Sequence[str], values: Sequence[Any], frees: Sequence[str],
+              stream: Any) -> None:
+        """A node's outputs in, then its inputs released: ``put`` each, then
+        ``release``, under one lock (this runs once per node)."""
+        outputs, refs, keep = self.ex._outputs, self.refs, self.keep
+        with self.lock:
+            for name, value in zip(names, values):
+                if not name:
+                    continue
+                self.values[name] = value
+                self.live += nbytes(value)
+                if self.live > self.peak:
+                    self.peak = self.live
+                if self.pool is not None:
+                    self.pool_peak = max(self.pool_peak, self.pool.used_bytes())
+                if not keep and refs.get(name) == 0 and name not in outputs:
+                    self._drop_locked(name, None)
+            if keep:
+                return
+            for t in frees:
+                n = refs[t] - 1
+                refs[t] = n
+                if n == 0 and t not in outputs:
+                    self._drop_locked(t, stream)
+
+    def _drop_locked(self, name: str, stream: Any) -> None:
+        value = self.values.pop(name, None)
+        if value is None:
+            return
+        self.live -= nbytes(value)
+        if stream is not None:
+            # Kernels reading it may still be queued on this stream: keep the
+            # array alive until they are done, or the pool could hand it out.
+            self.deferred.append((value, self.ex._gpu_event(stream)))
+            self.deferred = [(a, e) for a, e in self.deferred if not e.done]
+
+
+_MISSING = object()
