@@ -73,8 +73,13 @@ def bomb_model(floats: int = 320 << 20) -> bytes:
 # ---------------------------------------------------------------- fixtures --
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
+    import sys
     from app import create_app
     from app.server import ProductionServer
+    # Worker processes are spawned with this process's sys.path, and another test module puts
+    # bench/ first: its partition.py would shadow the package in the workers.
+    saved_path = list(sys.path)
+    sys.path[:] = [p for p in sys.path if not os.path.isfile(os.path.join(p or ".", "partition.py"))]
     inst = tmp_path_factory.mktemp("dask")
     app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(inst), "SGLENS_RUN_KERNELS": find_kernel,
                       "SGLENS_RUN_REPEAT": 1, "SGLENS_RUN_CLUSTER": "local", "SGLENS_WORKERS": 1,
@@ -86,6 +91,7 @@ def served(tmp_path_factory):
     yield f"http://127.0.0.1:{server.server_port}", lens
     server.shutdown()
     lens.jobs.close()
+    sys.path[:] = saved_path
 
 
 def call(url: str, method: str = "GET", body: dict | None = None, timeout: float = 30) -> tuple[int, dict]:
