@@ -24,6 +24,11 @@ Config keys (defaults in ``DEFAULTS``):
   ``tcp://`` address uses that scheduler (``app.dask_runs``, ``docs/deploy.md``).
 - ``SGLENS_STORE_URL``: the store's database (default ``<instance>/runs.sqlite3``; a
   ``postgresql://`` URL for a shared one); ``SGLENS_STORE_LIMIT``: bytes the store may hold.
+- ``SGLENS_RUN_MEMORY_LIMIT``: bytes a run's tensors may take (estimated before running); None = no limit.
+- ``SGLENS_BIND_HOST``, ``SGLENS_ALLOWED_HOSTS``, ``SGLENS_TOKEN``, ``SGLENS_MAX_JSON``: the request
+  guards of ``app.security`` (Host names answered, access token, cap on JSON bodies).
+- ``SGLENS_CACHE_BYTES``, ``SGLENS_CLIENT_CACHE_BYTES``: estimated bytes of partition results and of
+  debug sessions kept in all and per client (``app.quota``).
 """
 
 from __future__ import annotations
@@ -53,6 +58,13 @@ DEFAULTS: dict[str, Any] = {
     "SGLENS_SHARED_STORE": False,
     "SGLENS_STORE_URL": None,
     "SGLENS_STORE_LIMIT": None,
+    "SGLENS_RUN_MEMORY_LIMIT": None,
+    "SGLENS_BIND_HOST": "127.0.0.1",
+    "SGLENS_ALLOWED_HOSTS": (),
+    "SGLENS_TOKEN": None,
+    "SGLENS_MAX_JSON": 1 << 20,
+    "SGLENS_CACHE_BYTES": 1 << 30,
+    "SGLENS_CLIENT_CACHE_BYTES": 384 << 20,
 }
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,6 +82,7 @@ class Lens:
     def __init__(self, app: Flask) -> None:
         from .dask_runs import make_job_manager
         from .layout import LayoutCache
+        from .quota import ClientQuota
         from .sessions import SessionStore
         from .store import Database, ModelStore, RunStore
         cfg = app.config
@@ -80,7 +93,13 @@ class Lens:
         self.models = ModelStore(os.path.join(app.instance_path, "uploads"),
                                  max_bytes=int(cfg["SGLENS_MAX_UPLOAD"]), database=database,
                                  store_limit=int(limit) if limit else None)
-        self.sessions = SessionStore(max_sessions=int(cfg["SGLENS_MAX_SESSIONS"]))
+        total, per_client = int(cfg["SGLENS_CACHE_BYTES"]), int(cfg["SGLENS_CLIENT_CACHE_BYTES"])
+        self.sessions = SessionStore(max_sessions=int(cfg["SGLENS_MAX_SESSIONS"]), total_bytes=total,
+                                     client_bytes=per_client)
+        #: partition results by (model, backend options), charged to the client that asked first
+        self.results: ClientQuota[Any] = ClientQuota(total, per_client)
+        run_limit = cfg.get("SGLENS_RUN_MEMORY_LIMIT")
+        self.run_memory_limit: int | None = int(run_limit) if run_limit else None
         self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")
         self.jobs = make_job_manager(self, cfg)
         self.models.on_delete.append(self.jobs.cancel_model)
@@ -103,6 +122,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = int(merged["SGLENS_MAX_UPLOAD"]) + (1 << 20)  # multipart overhead
     app.json.sort_keys = False
     os.makedirs(app.instance_path, exist_ok=True)
+    from .uploads import request_class
+    app.request_class = request_class(os.path.join(app.instance_path, "tmp"))
     lens = Lens(app)
     app.extensions["sglens"] = lens
     for path in merged.get("SGLENS_PLUGINS") or ():
@@ -116,6 +137,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from .api import bp as api_bp
     from .pages import bp as pages_bp
     from .errors import register_error_handlers
+    from .security import install as install_guards
+    install_guards(app)
     app.register_blueprint(pages_bp)
     app.register_blueprint(api_bp, url_prefix="/api")
     register_error_handlers(app)

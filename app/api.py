@@ -11,13 +11,14 @@ import json
 import tempfile
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify, request, send_file
+from flask import Blueprint, current_app, g, jsonify, request, send_file
 
 from partition.errors import LensError, SelectorError
 from partition.ir import Graph
 
 from . import serialize
 from .errors import ApiError
+from .quota import BYTES_PER_NODE
 
 bp = Blueprint("api", __name__)
 
@@ -28,9 +29,14 @@ def lens():
 
 # ------------------------------------------------------------ request parsing --
 def _json_body() -> dict[str, Any]:
+    raw = request.get_data(cache=True)
+    cap = g.get("sglens_body_cap")
+    if cap and len(raw) >= cap:   # a chunked body is cut at the cap, not refused, by werkzeug
+        raise ApiError(f"the request body is larger than the limit of {cap} bytes for JSON requests; "
+                       "send less data", 413)
     data = request.get_json(silent=True)
     if data is None:
-        if request.data:
+        if raw:
             raise ApiError("the request body is not valid JSON")
         return {}
     if not isinstance(data, dict):
@@ -66,6 +72,8 @@ def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, t
             options["min_size"] = int(data["min_size"])
         except (TypeError, ValueError):
             raise ApiError("'min_size' must be an integer") from None
+        if options["min_size"] < 1:
+            raise ApiError(f"'min_size' must be at least 1, got {options['min_size']}")
     if str(data.get("keep_data_dependent", "")).lower() in ("1", "true"):
         options["exclude_data_dependent"] = False
     if backend == "tensorrt":  # trt-rules (issue 11): the rule table's release and the user's own plugins
@@ -85,8 +93,11 @@ def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, t
 
 def _backend_properties(backend: str, options: dict[str, Any]) -> list:
     """The backend's properties from this app's own registry: bad options are a 400 up front."""
+    from partition.errors import UnknownBackendError
     try:
         return lens().registry.get(backend, options)
+    except UnknownBackendError as exc:   # a bad field of the request (400), not a missing resource
+        raise ApiError(str(exc)) from None
     except LensError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's factory raised
@@ -105,7 +116,14 @@ def _partition(mid: str, data: dict[str, Any]):
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's factory or property raised
             raise SelectorError(f"backend '{backend}' raised {type(exc).__name__}: {exc}") from None
-    return entry, lens().models.cached((mid, *key), compute)
+    from .security import client_id
+    results = lens().results
+    cache_key = (mid, *key)
+    value = results.get(cache_key)
+    if value is None:
+        value = compute()
+        results.put(cache_key, value, client_id(), len(entry.graph.nodes) * BYTES_PER_NODE)
+    return entry, value
 
 
 def _body(graph: Graph, path: str | None) -> Graph:
@@ -140,6 +158,13 @@ def backends():
     schemas = {name: [o.to_json() for o in L.registry.schema(name)] for name in L.registry.names()}
     return jsonify({"backends": items, "options": schemas, "plugins": L.plugins,
                     "plugin_errors": L.plugin_errors, "runs": runs_available() or "available"})
+
+
+@bp.get("/kinds")
+def kinds():
+    """The trace event kinds and reason kinds, for the front end (one list, from partition/trace.py)."""
+    from partition.trace import EVENT_KINDS, REASON_KINDS, REASON_LABELS
+    return jsonify({"events": list(EVENT_KINDS), "reasons": list(REASON_KINDS), "reason_labels": REASON_LABELS})
 
 
 # ------------------------------------------------------------------ models --
@@ -185,14 +210,20 @@ def layout(mid: str):
         _, result = _partition(mid, args.to_dict())
         assignment = serialize.assignment(result)
         pkey = selection(args.to_dict())[3]
-    expanded = tuple(sorted(e for e in args.get("expand", "").split(",") if e))
-    collapse = {"1": True, "0": False}.get(args.get("collapse", ""))
-    group = args.get("group") == "partition"
+    from .layout import normalise
+    L = lens()
+    scopes = L.layouts.scopes((mid, body), graph)
+    expanded, collapse, note = normalise(graph, scopes, args.get("expand", "")[:20000],
+                                         args.get("collapse"), L.flat_limit)
+    group = collapse and args.get("group") == "partition" and bool(assignment)
     key = (mid, body, pkey, expanded, collapse, group)
-    view = lens().layouts.view(key, graph, assignment=assignment, expanded=expanded,
-                               flat_limit=lens().flat_limit, collapse=collapse, group_partitions=group)
-    return jsonify({**view, "model": mid, "body": body, "metrics": serialize.node_metrics(graph)
-                    if len(graph.nodes) <= lens().flat_limit else {}})
+    view = L.layouts.view(key, graph, assignment=assignment, expanded=expanded,
+                          flat_limit=L.flat_limit, collapse=collapse, group_partitions=group)
+    out = {**view, "model": mid, "body": body,
+           "metrics": serialize.node_metrics(graph) if len(graph.nodes) <= L.flat_limit else {}}
+    if note:
+        out["note"] = note + (f"; {view['note']}" if view.get("note") else "")
+    return jsonify(out)
 
 
 @bp.get("/models/<mid>/node")
@@ -269,17 +300,19 @@ def create_session():
     data = _json_body()
     mid, entry = _model_of(data)
     backend, options, props, _ = selection(data)
-    session = lens().sessions.create(mid, entry.graph, backend, options, props)
+    from .security import client_id
+    session = lens().sessions.create(mid, entry.graph, backend, options, props, client=client_id())
     with session.lock:
         session.ensure(0)
         state = session.state(0 if session.events else -1)
+    lens().sessions.charge(session)
     return jsonify({"id": session.id, "model": mid, "backend": backend, **state}), 201
 
 
 @bp.get("/sessions/<sid>")
 def get_session(sid: str):
     session = lens().sessions.get(sid)
-    index = request.args.get("index", type=int)
+    index = _int_arg("index", None, -1, 1 << 62)
     with session.lock:
         if index is None:
             index = len(session.events) - 1
@@ -320,6 +353,7 @@ def step(sid: str):
         session.ensure(target)
         target = max(-1, min(target, len(session.events) - 1))
         state = session.state(target)
+    lens().sessions.charge(session)
     if state["error"]:
         state["error"] = f"the selector failed: {state['error']}"
     return jsonify(state)
@@ -331,7 +365,7 @@ def session_events(sid: str):
     from .teaching import explain, selector_call
     session = lens().sessions.get(sid)
     kinds = {k for k in request.args.get("kinds", "").split(",") if k}
-    limit = min(request.args.get("limit", 2000, type=int), 20000)
+    limit = _int_arg("limit", 2000, 0, 20000) or 0
     with session.lock:
         session.ensure(1 << 62)
         events = [(i, e) for i, e in enumerate(session.events) if not kinds or e.kind in kinds]
@@ -340,7 +374,22 @@ def session_events(sid: str):
             data = serialize.event_json(e, explain(e, session.graph))
             data["call"], data["index"] = selector_call(e), i
             out.append(data)
+    lens().sessions.charge(session)
     return jsonify({"events": out, "total": len(events), "done": session.done, "error": session.error})
+
+
+def _int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
+    """An integer query argument; junk or out of [low, high] is a 400 naming it."""
+    raw = request.args.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(f"'{name}' must be an integer, got '{raw[:40]}'") from None
+    if not low <= value <= high:
+        raise ApiError(f"'{name}' must be from {low} to {high}, got {value}")
+    return value
 
 
 @bp.delete("/sessions/<sid>")
@@ -360,7 +409,7 @@ def list_runs():
     items = live + stored
     if model:
         items = [r for r in items if r.get("model_id") == model]
-    return jsonify({"runs": items})
+    return jsonify({"runs": [_run_out(r) for r in items]})
 
 
 @bp.post("/runs")
@@ -383,21 +432,28 @@ def get_run(rid: str):
     L = lens()
     job = L.jobs.get(rid)
     if job is not None and job.status in ("queued", "running"):
-        return jsonify({**job.to_json(), "result": None})
+        return jsonify(_run_out({**job.to_json(), "result": None}))
     stored = L.runs.get(rid)
     if stored is None:
         if job is not None:  # finished a moment ago, being written
-            return jsonify({**job.to_json(), "result": None})
+            return jsonify(_run_out({**job.to_json(), "result": None}))
         raise ApiError(f"no run with id '{rid}'", 404)
     if job is not None:
         stored["progress"], stored["stage"], stored["message"] = job.progress, job.stage, job.message
-    return jsonify(stored)
+    return jsonify(_run_out(stored))
 
 
 @bp.post("/runs/<rid>/cancel")
 def cancel_run(rid: str):
     job = lens().jobs.cancel(rid)
-    return jsonify(job.to_json())
+    return jsonify(_run_out(job.to_json()))
+
+
+def _run_out(run: dict[str, Any]) -> dict[str, Any]:
+    """A run as JSON: its error and progress texts come from engine and library exceptions, which
+    may name server files; those paths are replaced as in every error response."""
+    from .errors import scrub
+    return {**run, **{k: scrub(run[k]) for k in ("error", "message") if isinstance(run.get(k), str)}}
 
 
 @bp.get("/runs/<rid>/trace.json")

@@ -1,9 +1,19 @@
-"""``sglens serve``: the web debugger on loopback by default."""
+"""``sglens serve``: the web debugger on loopback by default.
+
+Bound to anything but loopback, the server requires an access token (``--token``, or one generated
+and printed once) and says so on stderr. A busy port is one line and exit 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
+import sys
 from typing import Any
+
+#: Default run memory budget: this fraction of the machine's RAM.
+RUN_MEMORY_FRACTION = 4
 
 
 def register(subparsers: Any) -> None:
@@ -15,7 +25,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("serve", help="start the web debugger",
                               description="Serve the Subgraph Lens web debugger (binds 127.0.0.1 "
                                           "unless --host says otherwise).")
-    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1); anything "
+                   "but loopback requires an access token")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
                    help="Python file registering its own subgraph properties (repeatable)")
@@ -24,6 +35,13 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="instance folder for uploads and runs.sqlite3 (default ./instance)")
     p.add_argument("--max-upload", type=int, default=None, metavar="BYTES",
                    help="largest upload accepted (default 1 GiB)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="also answer requests whose Host header names NAME (repeatable; loopback names "
+                        "and the bound address are always allowed)")
+    p.add_argument("--token", default=None, metavar="TOKEN",
+                   help="require this access token on every request (generated when --host is not loopback)")
+    p.add_argument("--run-memory-limit", type=int, default=None, metavar="BYTES",
+                   help="bytes a run's tensors may take, estimated before running (default 1/4 of RAM; 0 = no limit)")
     from .server import add_server_arguments
     add_server_arguments(p)  # --debug, --threads, --workers, --worker-memory, --scheduler, --store-limit, ...
     p.set_defaults(func=cmd_serve)
@@ -35,23 +53,63 @@ def make_server(host: str, port: int, app: Any):
     return mk(host, port, app, threaded=True)
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from . import create_app
-    config: dict[str, Any] = {"SGLENS_SAMPLES": args.samples, "SGLENS_PLUGINS": tuple(args.plugin)}
+def default_run_memory_limit() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // RUN_MEMORY_FRACTION
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def serve_config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """The app config from the command line, and the warnings to print."""
+    from .security import is_loopback
+    config: dict[str, Any] = {"SGLENS_SAMPLES": args.samples, "SGLENS_PLUGINS": tuple(args.plugin),
+                              "SGLENS_BIND_HOST": args.host, "SGLENS_ALLOWED_HOSTS": tuple(args.allowed_host)}
     if args.instance:
         config["SGLENS_INSTANCE"] = args.instance
     if args.max_upload:
         config["SGLENS_MAX_UPLOAD"] = args.max_upload
-    from .server import config_from_args, make_production_server
+    limit = args.run_memory_limit
+    config["SGLENS_RUN_MEMORY_LIMIT"] = default_run_memory_limit() if limit is None else (limit or None)
+    warnings: list[str] = []
+    token = args.token
+    if not is_loopback(args.host):
+        token = token or secrets.token_urlsafe(24)
+        warnings.append(f"sglens serve: warning: listening on {args.host}, reachable from other machines; "
+                        "every request needs the access token, and uploaded models are parsed by this "
+                        "server: expose it only to people you trust")
+    config["SGLENS_TOKEN"] = token
+    return config, warnings
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from . import create_app
+    if args.run_memory_limit is not None and args.run_memory_limit < 0:
+        print("sglens serve: --run-memory-limit must be 0 (no limit) or a number of bytes", file=sys.stderr)
+        return 2
+    if not 0 <= args.port <= 65535:
+        print(f"sglens serve: --port must be from 0 to 65535, got {args.port}", file=sys.stderr)
+        return 2
+    config, warnings = serve_config(args)
+    try:
+        server_probe = _bind(args.host, args.port)
+    except OSError as exc:
+        print(f"sglens serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    from .server import config_from_args
     config.update(config_from_args(args))
     app = create_app(config)
     lens = app.extensions["sglens"]
     for path, err in lens.plugin_errors.items():
         print(f"sglens serve: plugin {path}: {err}")
-    server = make_server(args.host, args.port, app) if args.debug else \
-        make_production_server(args.host, args.port, app, args)
-    print(f"Subgraph Lens: http://{args.host}:{server.server_port}/  "
-          f"({len(lens.models.list())} models loaded; Ctrl-C stops)", flush=True)
+    for w in warnings:
+        print(w, file=sys.stderr, flush=True)
+    server = server_probe(app, None if args.debug else args)   # waitress unless --debug
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{host}:{server.server_address[1]}/"
+    if config["SGLENS_TOKEN"]:
+        url += f"?token={config['SGLENS_TOKEN']}"
+    print(f"Subgraph Lens: {url}  ({len(lens.models.list())} models loaded; Ctrl-C stops)", flush=True)
     print(f"runs: {lens.jobs.describe()}", flush=True)
     try:
         server.serve_forever()
@@ -61,3 +119,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.server_close()
         lens.jobs.close()
     return 0
+
+
+def _bind(host: str, port: int):
+    """Bind the port before building the app (a busy port fails fast); returns a server factory."""
+    import socket
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    probe = socket.socket(family, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind((host, port))
+        probe.listen(128)
+    except OSError:
+        probe.close()
+        raise
+    bound_port = probe.getsockname()[1]
+
+    def factory(app: Any, production: argparse.Namespace | None = None):
+        if production is not None:       # waitress on the bound socket (app/server.py)
+            from .server import make_production_server
+            return make_production_server(host, bound_port, app, production, sockets=[probe])
+        from werkzeug.serving import make_server as mk
+        server = mk(host, bound_port, app, threaded=True, fd=probe.fileno())
+        probe.close()   # the server holds its own duplicate of the socket
+        return server
+    return factory

@@ -1,10 +1,17 @@
-"""Every error is a JSON body ``{"error": "..."}`` with a 4xx or 5xx status."""
+"""Every error is a JSON body ``{"error": "..."}`` with a 4xx or 5xx status.
+
+Messages never show absolute server paths: the instance folder, the checkout, the working
+directory and the temp folder are replaced by a short placeholder before they leave the server.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import tempfile
 
-from flask import Flask, jsonify
+from flask import Flask, current_app, g, has_app_context, jsonify
 from werkzeug.exceptions import HTTPException
 
 from partition.errors import LensError
@@ -20,8 +27,25 @@ class ApiError(LensError):
         self.http_status = status
 
 
+def _server_dirs() -> list[tuple[str, str]]:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    dirs = [(root, "<install>"), (os.getcwd(), "<cwd>"), (tempfile.gettempdir(), "<tmp>"),
+            (sys.prefix, "<python>"), (os.path.expanduser("~"), "~")]
+    if has_app_context():
+        dirs.insert(0, (current_app.instance_path, "<instance>"))
+    # longest first, so a folder inside another is replaced whole
+    return sorted(((d, n) for d, n in dirs if d and d != "/"), key=lambda dn: -len(dn[0]))
+
+
+def scrub(message: str) -> str:
+    """``message`` without the server's absolute folders."""
+    for path, name in _server_dirs():
+        message = message.replace(path, name)
+    return message
+
+
 def error_response(message: str, status: int):
-    resp = jsonify({"error": message})
+    resp = jsonify({"error": scrub(message)})
     resp.status_code = status
     return resp
 
@@ -33,6 +57,10 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(413)
     def _too_large(exc: HTTPException):
+        cap = g.get("sglens_body_cap")
+        if cap:
+            return error_response(f"the request body is larger than the limit of {cap} bytes for JSON "
+                                  "requests; send less data", 413)
         limit = app.config["SGLENS_MAX_UPLOAD"]
         return error_response(f"the upload is larger than the limit of {limit} bytes "
                               f"({limit / 2**20:.0f} MiB); raise SGLENS_MAX_UPLOAD to allow it", 413)

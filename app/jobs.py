@@ -279,9 +279,10 @@ def execute_run(spec: dict[str, Any], graph: Any, model_bytes: Callable[[], byte
     def compare_progress(stage: str) -> None:
         at, message = stages.get(stage, (0.2, stage))
         report("compare", at, message)  # also where a cancel takes effect
-    budget = _with_limit(compare, limit)
-    if budget and "memory_hint" in inspect.signature(compare).parameters:
-        budget["memory_hint"] = "raise sglens serve --run-memory-limit, or run a smaller input"
+    if limit:   # --run-memory-limit: refuse before anything big is allocated (app/limits.py)
+        from .limits import check_run_budget
+        check_run_budget(graph, feeds, limit)
+    budget: dict[str, Any] = {}
     c = compare(graph, model, feeds, partitioned=part, executor=executor, device=device, repeat=repeat,
                 label=label, kernels=kernels, progress=compare_progress, **budget)
     report("timeline", 0.8, "a profiled run of the partitioned graph for the timeline")

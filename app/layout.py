@@ -2,13 +2,17 @@
 
 - **Flat** (graphs up to ``flat_limit`` nodes, about 1,500): every node, graph
   inputs and outputs as small ellipses, partitions drawn as graphviz clusters.
-- **Collapsed** (bigger graphs, or when asked): nodes grouped by their ONNX
+- **Collapsed** (more than ``flat_limit`` boxes, or when asked): nodes grouped by their ONNX
   name scope (``stage0/block3/Conv_7`` -> ``stage0`` -> ``stage0/block3``),
   subgraph members optionally by partition (``part:<id>``), and what is left
-  ungrouped in runs of ``CHUNK`` nodes in graph order, so no level ever hands
+  ungrouped in nested runs of ``CHUNK`` nodes in graph order, so no level ever hands
   ``dot`` thousands of nodes (a flat 5,000-node graph takes ``dot`` ~45 s).
   ``expanded`` lists the groups opened, one level at a time, as in
   TensorBoard's graph view and Model Explorer.
+
+Never an error for a big or odd graph: too many boxes drop the expansions, then the name scopes;
+``dot`` failing or timing out gives a plain grid; each says so in ``note``. At most one ``dot`` per
+model at a time, two in the whole server.
 
 Positions are in points, y growing downwards; the browser draws SVG from
 them and only ever changes classes while stepping, so nodes never move.
@@ -32,35 +36,44 @@ INPUT_FANOUT = 2     # graph inputs: full edges to this many consumers, stubs to
 FANOUT = 6           # node outputs: the same
 NODE_W, NODE_H = 1.55, 0.42          # inches: dot's unit
 IO_W, IO_H = 1.1, 0.3
-DOT_TIMEOUT = 60
+DOT_TIMEOUT = 30
 
 CACHE_SIZE = 64
 
 
 class LayoutError(LensError):
-    http_status = 500
+    """graphviz is missing or failed: a clear message, and a 503 (the server itself is fine)."""
+    http_status = 503
 
 
 class LayoutTimeout(LayoutError):
     pass
 
 
+#: At most this many ``dot`` processes at once in the whole server (each is one CPU).
+DOT_PROCESSES = threading.BoundedSemaphore(2)
+#: At most this many groups may be listed as expanded; more is junk.
+MAX_EXPANDED = 256
+
+
 class LayoutCache:
     """Views computed once per key (concurrent askers of one key wait for one ``dot`` run); LRU.
+    One model's views are computed one at a time (one ``dot`` per model at once).
     One per app, so two apps in a process never share layouts."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
         self.size = size
         self._views: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
-        self._key_locks: dict[tuple, threading.Lock] = {}
+        self._model_locks: dict[Any, threading.Lock] = {}
+        self._scopes: OrderedDict[tuple, frozenset[str]] = OrderedDict()
 
     def view(self, key: tuple, graph: Graph, **kwargs: Any) -> dict[str, Any]:
         with self._lock:
             if key in self._views:
                 self._views.move_to_end(key)
                 return self._views[key]
-            lock = self._key_locks.setdefault(key, threading.Lock())
+            lock = self._model_locks.setdefault(key[0], threading.Lock())
         with lock:
             with self._lock:
                 if key in self._views:
@@ -68,10 +81,61 @@ class LayoutCache:
             view = graph_view(graph, **kwargs)
             with self._lock:
                 self._views[key] = view
-                self._key_locks.pop(key, None)
                 while len(self._views) > self.size:
                     self._views.popitem(last=False)
         return view
+
+    def scopes(self, key: tuple, graph: Graph) -> frozenset[str]:
+        """Every name scope of ``graph`` (cached by ``key``: model id and body)."""
+        with self._lock:
+            if key in self._scopes:
+                return self._scopes[key]
+        found = frozenset(p for n in graph.nodes for p in scope_parts(n.name))
+        with self._lock:
+            self._scopes[key] = found
+            while len(self._scopes) > self.size:
+                self._scopes.popitem(last=False)
+        return found
+
+
+def item_count(graph: Graph) -> int:
+    """Boxes of the flat view: nodes plus the graph inputs (not weights) and outputs."""
+    inputs = sum(1 for t in graph.inputs if t not in graph.initializers)
+    return len(graph.nodes) + inputs + len(graph.outputs)
+
+
+def normalise(graph: Graph, scopes: frozenset[str], expand: str, collapse: str | None,
+              flat_limit: int) -> tuple[tuple[str, ...], bool, str | None]:
+    """(expanded groups that exist, collapsed or not, a note): junk in a layout request's ``expand``
+    and ``collapse`` maps to the same cache key as a clean request."""
+    want_flat = {"1": False, "0": True}.get(collapse or "")
+    note = None
+    big = item_count(graph) > flat_limit
+    if want_flat is None:
+        collapsed = big
+    else:
+        collapsed = not want_flat
+        if want_flat and big:
+            collapsed = True
+            note = f"the flat view of {item_count(graph)} boxes is too big for graphviz: shown collapsed"
+    expanded: list[str] = []
+    if collapsed:
+        for e in dict.fromkeys(x for x in expand.split(",") if x):
+            kind, _, rest = e.partition(":")
+            ok = ((kind == "scope" and rest in scopes) or (kind == "part" and rest.isdigit())
+                  or (kind == "seq" and _seq_range(rest) is not None))
+            if ok:
+                expanded.append(e)
+            if len(expanded) >= MAX_EXPANDED:
+                break
+    return tuple(sorted(expanded)), collapsed, note
+
+
+def _seq_range(rest: str) -> tuple[int, int] | None:
+    a, _, b = rest.partition("-")
+    if a.isdigit() and b.isdigit() and int(a) <= int(b):
+        return int(a), int(b)
+    return None
 
 
 def scope_parts(name: str) -> list[str]:
@@ -83,24 +147,25 @@ def scope_parts(name: str) -> list[str]:
 def graph_view(graph: Graph, *, assignment: Mapping[str, int] | None = None, expanded: Iterable[str] = (),
                flat_limit: int = 1500, collapse: bool | None = None,
                group_partitions: bool = False) -> dict[str, Any]:
-    """The JSON-able view of ``graph``: nodes with positions, edges with spline points, clusters."""
+    """The JSON-able view of ``graph``: nodes with positions, edges with spline points, clusters.
+
+    Never fails on a big or odd graph: too many boxes for one level drops the expansions, then the
+    name scopes; ``dot`` timing out or failing gives a plain grid; each with a ``note``."""
     assignment = dict(assignment or {})
     if collapse is None:
-        collapse = len(graph.nodes) > flat_limit
+        collapse = item_count(graph) > flat_limit
     if not collapse:
-        try:
-            return _flat_view(graph, assignment)
-        except LayoutTimeout:
-            if len(graph.nodes) <= CHUNK:
-                raise
+        try:  # a small graph falls back to a grid, a bigger one to the collapsed view
+            return _flat_view(graph, assignment, grid_fallback=len(graph.nodes) <= CHUNK)
+        except LayoutError as exc:
             view = _collapsed_view(graph, assignment, set(expanded), flat_limit, group_partitions)
-            view["note"] = "dot took too long on the flat graph: shown collapsed"
+            view["note"] = f"dot took too long or failed on the flat graph ({exc}): shown collapsed"
             return view
     return _collapsed_view(graph, assignment, set(expanded), flat_limit, group_partitions)
 
 
 # -------------------------------------------------------------------- flat --
-def _flat_view(graph: Graph, assignment: Mapping[str, int]) -> dict[str, Any]:
+def _flat_view(graph: Graph, assignment: Mapping[str, int], grid_fallback: bool = True) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     ids: dict[str, str] = {}
     for i, t in enumerate(graph.inputs):
@@ -135,7 +200,7 @@ def _flat_view(graph: Graph, assignment: Mapping[str, int]) -> dict[str, Any]:
     for name, sid in assignment.items():
         if name in ids:
             clusters.setdefault(sid, []).append(name)
-    view = _run_dot(items, ids, edges, clusters)
+    view = _run_dot(items, ids, edges, clusters, grid_fallback=grid_fallback)
     view.update(mode="flat", node_count=len(graph.nodes))
     return view
 
@@ -159,7 +224,7 @@ def _node_edges(graph: Graph) -> list[tuple[str, str, str, bool]]:
 
 # --------------------------------------------------------------- collapsed --
 def unit_of_factory(graph: Graph, assignment: Mapping[str, int], expanded: set[str],
-                    group_partitions: bool) -> dict[str, str]:
+                    group_partitions: bool, use_scopes: bool = True) -> dict[str, str]:
     """Node name -> the id of the unit (group or node) it is drawn in."""
     units: dict[str, str] = {}
     loose: list[str] = []
@@ -169,7 +234,7 @@ def unit_of_factory(graph: Graph, assignment: Mapping[str, int], expanded: set[s
             key = f"part:{assignment[node.name]}"
             if key not in expanded:
                 unit = key
-        if unit is None:
+        if unit is None and use_scopes:
             for scope in scope_parts(node.name):
                 key = f"scope:{scope}"
                 if key not in expanded:
@@ -179,69 +244,111 @@ def unit_of_factory(graph: Graph, assignment: Mapping[str, int], expanded: set[s
             loose.append(node.name)
         else:
             units[node.name] = unit
-    # Ungrouped nodes at a level with too many of them: runs in graph order.
-    if len(loose) > CHUNK:
-        for i, name in enumerate(loose):
-            key = f"seq:{i // CHUNK}"
-            units[name] = key if key not in expanded else name
-    else:
-        for name in loose:
-            units[name] = name
+    units.update(_runs(loose, expanded))
     return units
+
+
+def _runs(loose: list[str], expanded: set[str]) -> dict[str, str]:
+    """Ungrouped nodes at a level with too many of them: nested runs in graph order, at most
+    ``CHUNK`` per level (200,000 nodes: 20 runs of 10,000, each opening into 100 runs of 100)."""
+    n = len(loose)
+    if n <= CHUNK:
+        return {name: name for name in loose}
+    top = CHUNK
+    while top * CHUNK < n:
+        top *= CHUNK
+    out: dict[str, str] = {}
+    for i, name in enumerate(loose):
+        size, unit = top, name
+        while size > 1:
+            start = (i // size) * size
+            key = f"seq:{start}-{min(start + size, n) - 1}"
+            if key not in expanded:
+                unit = key
+                break
+            size //= CHUNK
+        out[name] = unit
+    return out
 
 
 def _collapsed_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str], flat_limit: int,
                     group_partitions: bool) -> dict[str, Any]:
-    units = unit_of_factory(graph, assignment, expanded, group_partitions)
-    members: dict[str, list[str]] = {}
-    for node in graph.nodes:
-        members.setdefault(units[node.name], []).append(node.name)
-    if len(members) > flat_limit:
-        raise LayoutError(f"expanding this far would show {len(members)} boxes (limit {flat_limit}); "
-                          "collapse a group first")
+    note = None
+    attempts = [(expanded, True, group_partitions), (set(), True, group_partitions), (set(), False, False)]
+    for k, (exp, scopes, by_part) in enumerate(attempts):
+        units = unit_of_factory(graph, assignment, exp, by_part, use_scopes=scopes)
+        members: dict[str, list[str]] = {}
+        for node in graph.nodes:
+            members.setdefault(units[node.name], []).append(node.name)
+        if len(members) <= flat_limit or k == len(attempts) - 1:
+            break
+        note = (f"{len(members)} boxes at this level is over the limit of {flat_limit}: "
+                + ("shown with every group closed" if k == 0 else "shown in runs of nodes, not name scopes or partitions"))
+    view = _units_view(graph, assignment, exp, units, members)
+    if note:
+        view["note"] = note + (f"; {view['note']}" if view.get("note") else "")
+    return view
+
+
+def _units_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str], units: dict[str, str],
+                members: dict[str, list[str]]) -> dict[str, Any]:
     by_name = graph.node_by_name
     items: list[dict[str, Any]] = []
     ids: dict[str, str] = {}
     for i, (unit, names) in enumerate(members.items()):
         ids[unit] = f"u{i}"
         if unit == names[0] and len(names) == 1 and unit in by_name:
-            node = by_name[unit]
-            item = {"id": unit, "kind": "node", "op": node.op_type, "label": unit}
-            if unit in assignment:
-                item["sg"] = assignment[unit]
-            if node.subgraphs:
-                item["bodies"] = list(node.subgraphs)
+            items.append(_node_item(by_name[unit], assignment))
         else:
-            ops: dict[str, int] = {}
-            sgs: dict[int, int] = {}
-            for n in names:
-                op = by_name[n].op_type
-                ops[op] = ops.get(op, 0) + 1
-                if n in assignment:
-                    sgs[assignment[n]] = sgs.get(assignment[n], 0) + 1
-            kind, _, rest = unit.partition(":")
-            if kind == "scope":
-                label = rest.rsplit("/", 1)[-1]
-            elif kind == "part":
-                label = f"partition {rest}"
-            else:
-                label = f"nodes {int(rest) * CHUNK}..{int(rest) * CHUNK + len(names) - 1}"
-            item = {"id": unit, "kind": "group", "group": kind, "label": label, "count": len(names),
-                    "ops": dict(sorted(ops.items(), key=lambda kv: -kv[1])[:6]),
-                    "covered": sum(sgs.values())}
-            if sgs:
-                item["sg"] = max(sgs, key=sgs.get)
-        items.append(item)
+            items.append(_group_item(unit, names, by_name, assignment))
     counts: dict[tuple[str, str], int] = {}
     for src, dst, _t, _ghost in _node_edges(graph):
         a, b = units[src], units[dst]
         if a != b:
             counts[(a, b)] = counts.get((a, b), 0) + 1
-    edges = [(a, b, str(n), False) for (a, b), n in counts.items()]
+    # The strongest FANOUT edges out of each box are drawn by dot, the rest as stubs: a dense
+    # 50-box view of a random DAG (1,155 edges) takes dot over 30 s, its 300 strongest 0.3 s.
+    kept: dict[str, int] = {}
+    edges = []
+    for (a, b), n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        kept[a] = kept.get(a, 0) + 1
+        edges.append((a, b, str(n), kept[a] > FANOUT))
     view = _run_dot(items, ids, edges, {})
     view.update(mode="collapsed", node_count=len(graph.nodes), expanded=sorted(expanded),
                 units={n: u for n, u in units.items() if n != u})
     return view
+
+
+def _node_item(node: Any, assignment: Mapping[str, int]) -> dict[str, Any]:
+    item = {"id": node.name, "kind": "node", "op": node.op_type, "label": node.name}
+    if node.name in assignment:
+        item["sg"] = assignment[node.name]
+    if node.subgraphs:
+        item["bodies"] = list(node.subgraphs)
+    return item
+
+
+def _group_item(unit: str, names: list[str], by_name: Mapping[str, Any],
+                assignment: Mapping[str, int]) -> dict[str, Any]:
+    ops: dict[str, int] = {}
+    sgs: dict[int, int] = {}
+    for n in names:
+        op = by_name[n].op_type
+        ops[op] = ops.get(op, 0) + 1
+        if n in assignment:
+            sgs[assignment[n]] = sgs.get(assignment[n], 0) + 1
+    kind, _, rest = unit.partition(":")
+    if kind == "scope":
+        label = rest.rsplit("/", 1)[-1]
+    elif kind == "part":
+        label = f"partition {rest}"
+    else:
+        label = "nodes " + rest.replace("-", "..")
+    item = {"id": unit, "kind": "group", "group": kind, "label": label, "count": len(names),
+            "ops": dict(sorted(ops.items(), key=lambda kv: -kv[1])[:6]), "covered": sum(sgs.values())}
+    if sgs:
+        item["sg"] = max(sgs, key=sgs.get)
+    return item
 
 
 # --------------------------------------------------------------------- dot --
@@ -250,10 +357,10 @@ def _q(s: str) -> str:
 
 
 def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tuple[str, str, str, bool]],
-             clusters: Mapping[int, list[str]]) -> dict[str, Any]:
+             clusters: Mapping[int, list[str]], grid_fallback: bool = True) -> dict[str, Any]:
     # Big graphs: bound crossing minimisation and network simplex (a random 1,500-node DAG:
     # 6.2 s -> 2.0 s); small ones keep dot's best effort.
-    limits = "mclimit=0.1, nslimit=1, " if len(items) > BIG else ""
+    limits = "mclimit=0.1, nslimit=1, " if len(items) > BIG or len(edges) > BIG else ""
     lines = ["digraph G {", f'graph [{limits}rankdir=TB, nodesep=0.18, ranksep=0.32, splines=true, outputorder=edgesfirst];',
              f'node [shape=box, fixedsize=true, width={NODE_W}, height={NODE_H}, label=""];']
     in_cluster = {n for names in clusters.values() for n in names}
@@ -283,10 +390,34 @@ def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tu
         edge_list.append(e)
         lines.append(f"{ids[src]} -> {ids[dst]};")
     lines.append("}")
-    data = _dot_json("\n".join(lines))
-    view = _parse(data, items, ids, edge_list, clusters)
+    try:
+        data = _dot_json("\n".join(lines))
+    except LayoutError as exc:
+        if not grid_fallback:
+            raise
+        view = _grid(items, edge_list)
+        view["note"] = f"{exc}; shown as a plain grid"
+    else:
+        view = _parse(data, items, ids, edge_list, clusters)
     view["edges"].extend(ghosts)
     return view
+
+
+def _grid(items: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, Any]:
+    """A layout without graphviz: boxes in rows in graph order, edges as straight lines."""
+    per_row = max(4, int(len(items) ** 0.5))
+    step_x, step_y = NODE_W * 72 + 24, NODE_H * 72 + 40
+    nodes, pos = [], {}
+    for i, item in enumerate(items):
+        x, y = 20 + step_x / 2 + (i % per_row) * step_x, 20 + step_y / 2 + (i // per_row) * step_y
+        pos[item["id"]] = (x, y)
+        nodes.append({**item, "x": round(x, 1), "y": round(y, 1), "w": NODE_W * 72, "h": NODE_H * 72})
+    for e in edges:
+        (x0, y0), (x1, y1) = pos[e["source"]], pos[e["target"]]
+        e["points"] = [[x0, y0 + NODE_H * 36], [x1, y1 - NODE_H * 36]]
+    rows = (len(items) + per_row - 1) // per_row
+    return {"nodes": nodes, "edges": edges, "clusters": [], "width": round(40 + per_row * step_x, 1),
+            "height": round(40 + rows * step_y, 1)}
 
 
 def _dot_node(gid: str, item: dict[str, Any]) -> str:
@@ -302,13 +433,18 @@ def _dot_json(source: str) -> dict[str, Any]:
     if exe is None:
         raise LayoutError("graphviz 'dot' is not installed (apt-get install graphviz; `make run` does it)")
     try:
-        proc = subprocess.run([exe, "-Tjson"], input=source.encode(), capture_output=True,
-                              timeout=DOT_TIMEOUT, check=False)
+        with DOT_PROCESSES:
+            proc = subprocess.run([exe, "-Tjson"], input=source.encode(), capture_output=True,
+                                  timeout=DOT_TIMEOUT, check=False)
     except subprocess.TimeoutExpired:
-        raise LayoutTimeout(f"graphviz dot took over {DOT_TIMEOUT} s on this graph; open it collapsed") from None
+        raise LayoutTimeout(f"graphviz dot took over {DOT_TIMEOUT} s on this graph") from None
     if proc.returncode != 0:
-        raise LayoutError(f"graphviz dot failed: {proc.stderr.decode(errors='replace')[:300]}")
-    return json.loads(proc.stdout)
+        first = proc.stderr.decode(errors="replace").strip().splitlines()[:1]
+        raise LayoutError(f"graphviz dot failed (exit {proc.returncode}: {first[0][:200] if first else 'no message'})")
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise LayoutError("graphviz dot wrote output that is not JSON") from None
 
 
 def _floats(s: str) -> list[float]:

@@ -94,18 +94,21 @@ class ProductionServer:
     """A waitress server with Werkzeug's server interface (what ``app.cli`` and tests call)."""
 
     def __init__(self, host: str, port: int, app: Any, threads: int = 8, read_timeout: int = 60,
-                 max_header_bytes: int = 64 * 1024, connection_limit: int = 200) -> None:
+                 max_header_bytes: int = 64 * 1024, connection_limit: int = 200,
+                 sockets: list | None = None) -> None:
         from waitress.server import create_server
         # The body limit sits above Flask's MAX_CONTENT_LENGTH so that a declared oversize upload
         # gets the app's JSON 413; waitress's own limit bounds chunked bodies that declare nothing.
         body = int(app.config.get("MAX_CONTENT_LENGTH") or (1 << 30)) + (1 << 20)
-        self._server = create_server(app, host=host, port=port, threads=threads, channel_timeout=read_timeout,
+        where: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
+        self._server = create_server(app, **where, threads=threads, channel_timeout=read_timeout,
                                      max_request_header_size=max_header_bytes, max_request_body_size=body,
                                      connection_limit=connection_limit, ident="sglens",
                                      # idle channels are looked for this often (waitress: every 30 s)
                                      cleanup_interval=max(1, min(30, read_timeout // 2)),
                                      clear_untrusted_proxy_headers=True)
         self.server_port = int(self._server.effective_port)
+        self.server_address = (host, self.server_port)
         self._stop = threading.Event()
         self._stopped = threading.Event()
         self._closed = False
@@ -145,10 +148,10 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt()
 
 
-def make_production_server(host: str, port: int, app: Any, args: argparse.Namespace | None = None
-                           ) -> ProductionServer:
-    kw: dict[str, Any] = {}
+def make_production_server(host: str, port: int, app: Any, args: argparse.Namespace | None = None,
+                           sockets: list | None = None) -> ProductionServer:
+    kw: dict[str, Any] = {"sockets": sockets}
     if args is not None:
-        kw = {"threads": args.threads, "read_timeout": args.read_timeout,
+        kw = {**kw, "threads": args.threads, "read_timeout": args.read_timeout,
               "max_header_bytes": args.max_header_bytes, "connection_limit": args.connection_limit}
     return ProductionServer(host, port, app, **kw)

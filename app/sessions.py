@@ -4,8 +4,9 @@ A session holds the run's event generator and every event seen so far, so
 "back", "first" and any earlier step are answered from the list and "forward"
 pulls one more event from the live generator: a plugin's selector runs for
 real, one call at a time. Session ids are random (``secrets``): a tab sees
-only the session it created. The store keeps at most ``max_sessions``; the
-least recently used is dropped.
+only the session it created. The store keeps at most ``max_sessions`` and a
+byte estimate per client (``app.quota``): a client over its share loses its own
+least recently used sessions, not other clients'.
 """
 
 from __future__ import annotations
@@ -23,14 +24,17 @@ from partition.runner import PartitionRun
 from partition.trace import EVENT_KINDS, TraceEvent
 
 from .errors import ApiError
+from .quota import BYTES_PER_EVENT, BYTES_PER_NODE, ClientQuota
 
 #: Largest number of events a "run to" call pulls at once.
 MAX_RUN = 2_000_000
 
 
 class DebugSession:
-    def __init__(self, sid: str, model_id: str, graph: Graph, run: PartitionRun, label: str) -> None:
+    def __init__(self, sid: str, model_id: str, graph: Graph, run: PartitionRun, label: str,
+                 max_events: int = MAX_RUN) -> None:
         self.id = sid
+        self.max_events = max_events
         self.model_id = model_id
         self.graph = graph
         self.run = run
@@ -48,6 +52,12 @@ class DebugSession:
     # ---- pulling events ----
     def _pull(self) -> bool:
         if self.done:
+            return False
+        if len(self.events) >= self.max_events:   # the trace would outgrow the client's share
+            self.done = True
+            self.error = (f"the trace is longer than {self.max_events} events, more than this server keeps "
+                          "for one client (SGLENS_CLIENT_CACHE_BYTES); debug a smaller model or a narrower "
+                          "selection")
             return False
         try:
             event = next(self._gen)
@@ -147,13 +157,16 @@ def breakpoint_matcher(graph: Graph, spec: dict[str, Any]) -> Callable[[TraceEve
 
 
 class SessionStore:
-    def __init__(self, max_sessions: int = 64) -> None:
+    """Live debug sessions, limited by count and by estimated bytes per client (``quota``)."""
+
+    def __init__(self, max_sessions: int = 64, total_bytes: int = 1 << 30, client_bytes: int = 256 << 20) -> None:
         self.max_sessions = max_sessions
-        self._sessions: OrderedDict[str, DebugSession] = OrderedDict()
+        self._quota: ClientQuota[DebugSession] = ClientQuota(total_bytes, client_bytes)
+        self._order: OrderedDict[str, str] = OrderedDict()   # sid -> client, oldest first
         self._lock = threading.Lock()
 
     def create(self, model_id: str, graph: Graph, backend: str, options: dict[str, Any],
-               properties: list | None = None) -> DebugSession:
+               properties: list | None = None, client: str = "-") -> DebugSession:
         try:
             run = PartitionRun(graph, backend, trace=True, properties=properties, **options)
         except LensError:
@@ -161,26 +174,47 @@ class SessionStore:
         except Exception as exc:  # noqa: BLE001 - a plugin's factory raised
             raise SelectorError(f"backend '{backend}' could not be set up: {type(exc).__name__}: {exc}") from None
         sid = secrets.token_urlsafe(16)
-        session = DebugSession(sid, model_id, graph, run, backend)
+        base = len(graph.nodes) * BYTES_PER_NODE
+        max_events = max(1000, (self._quota.client_bytes - base) // BYTES_PER_EVENT)
+        session = DebugSession(sid, model_id, graph, run, backend, max_events=max_events)
         with self._lock:
-            self._sessions[sid] = session
-            while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)
+            self._quota.put(sid, session, client, session_bytes(session))
+            self._order[sid] = client
+            # Over the count: the oldest session of the client with the most sessions goes.
+            for gone in [k for k in self._order if k not in self._quota]:
+                self._order.pop(gone, None)
+            while len(self._order) > self.max_sessions:
+                counts: dict[str, int] = {}
+                for c in self._order.values():
+                    counts[c] = counts.get(c, 0) + 1
+                others = [(k, c) for k, c in self._order.items() if k != sid]
+                victim = max(others, key=lambda kc: counts[kc[1]])[0]   # first (oldest) of the biggest
+                self._quota.pop(victim)
+                self._order.pop(victim, None)
         return session
 
     def get(self, sid: str) -> DebugSession:
-        with self._lock:
-            session = self._sessions.get(sid)
-            if session is not None:
-                self._sessions.move_to_end(sid)
+        session = self._quota.get(sid)
         if session is None:
             raise ApiError("no such debug session (it may have expired); start a new one", 404)
         session.last_used = time.time()
         return session
 
+    def charge(self, session: DebugSession) -> None:
+        """Re-estimate a session's bytes after it pulled events."""
+        self._quota.resize(session.id, session_bytes(session))
+
     def delete(self, sid: str) -> None:
         with self._lock:
-            self._sessions.pop(sid, None)
+            self._quota.pop(sid)
+            self._order.pop(sid, None)
+
+    def usage(self) -> dict[str, int]:
+        return self._quota.usage()
 
     def __len__(self) -> int:
-        return len(self._sessions)
+        return len(self._quota)
+
+
+def session_bytes(session: DebugSession) -> int:
+    return len(session.graph.nodes) * BYTES_PER_NODE + len(session.events) * BYTES_PER_EVENT

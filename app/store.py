@@ -280,7 +280,6 @@ class ModelStore:
 
     def upload(self, filename: str, stream: Any) -> ModelEntry:
         """Store an uploaded file, then load it; a bad file leaves nothing behind."""
-        from partition.onnx_io import load_model
         label = _label(filename)
         os.makedirs(self.upload_dir, exist_ok=True)
         room = None if self.store_limit is None else self.store_limit - self.used_bytes()
@@ -301,9 +300,9 @@ class ModelStore:
                         raise StoreFull(self.store_limit - room, size, self.store_limit)  # type: ignore[operator]
                     digest.update(chunk)
                     out.write(chunk)
-            # Bytes, not the path: an upload's external data is never followed at all.
-            with open(tmp, "rb") as f:
-                graph = load_model(f.read(), max_bytes=self.max_bytes)
+            # Parsed from the stored file; an upload's external data is refused at every level.
+            from .uploads import load_upload
+            graph = load_upload(tmp, self.max_bytes, label)
         except LensError as exc:
             _unlink(tmp)
             msg = str(exc)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from partition.ir import Graph
-from partition.trace import TraceEvent
+from partition.trace import EventKind as E, TraceEvent
 
 WALKTHROUGH_MODEL = "trt_cycle.onnx"
 WALKTHROUGH_BACKEND = "default"
@@ -38,76 +38,76 @@ def _names(names: Any) -> str:
 def explain(e: TraceEvent, graph: Graph | None = None) -> str:
     """One event in plain words."""
     n, nb = e.node, e.neighbour
-    if e.kind == "pass_start":
+    if e.kind is E.PASS_START:
         return (f"Pass '{e.property}' begins ({e.reason}). The partitioner visits the nodes in graph "
                 "order and asks the selector, for each node not yet taken, whether a subgraph may start there.")
-    if e.kind == "seed":
+    if e.kind is E.SEED:
         if e.result:
             return (f"{n}{_op(graph, n)} is selected as a seed: select({n}) answered yes, so a new "
                     "subgraph starts growing from it.")
         why = f" ({e.reason})" if e.reason else ""
         return f"select({n}) answered no{why}: no subgraph starts at {n}{_op(graph, n)}."
-    if e.kind in ("select_input", "select_output"):
-        rel = "reads an output of" if e.kind == "select_output" else "produces an input of"
+    if e.kind in (E.SELECT_INPUT, E.SELECT_OUTPUT):
+        rel = "reads an output of" if e.kind is E.SELECT_OUTPUT else "produces an input of"
         if e.result:
             return (f"{nb}{_op(graph, nb)} joins through {e.kind}: it {rel} {n} and the selector accepts it. "
                     f"Candidates now: {_names(e.candidates)}.")
         return (f"{e.kind}({n}, {nb}) answered no: {nb}{_op(graph, nb)} {rel} {n} but stays out of "
                 "the subgraph.")
-    if e.kind == "refuse":
+    if e.kind is E.REFUSE:
         return f"{nb} is not offered to the selector from {n}: {e.reason}."
-    if e.kind == "cycle":
+    if e.kind is E.CYCLE:
         path = " -> ".join(e.path)
         outside = [p for p in e.path[1:-1] if p not in e.candidates]
         mid = f"{_names(outside)} {'is' if len(outside) == 1 else 'are'} outside the candidates, so " if outside else ""
         return (f"Cycle check: contracting {{{_names(e.candidates)}}} into one node would close the cycle "
                 f"{path}: {mid}the new node would have to run both before and after "
                 f"{'it' if len(outside) == 1 else 'them'}. One candidate must go.")
-    if e.kind == "exclude":
+    if e.kind is E.EXCLUDE:
         return (f"{n} is excluded ({e.reason}) so the subgraph cannot close the cycle, and the selector "
                 "starts again from the seed without it.")
-    if e.kind == "reset":
+    if e.kind is E.RESET:
         return f"The selector is reset: growth restarts from {n}, never offering the excluded nodes again."
-    if e.kind == "filter":
+    if e.kind is E.FILTER:
         kept = list(e.result or [])
         dropped = [c for c in e.candidates if c not in kept]
         tail = f"; it drops {_names(dropped)}" if dropped else ""
         why = f" ({e.reason})" if e.reason else ""
         return f"filter() receives the candidates {{{_names(e.candidates)}}} and keeps {{{_names(kept)}}}{tail}{why}."
-    if e.kind == "split":
+    if e.kind is E.SPLIT:
         return f"The filtered candidates were not connected, so they are split into connected pieces{': ' + e.reason if e.reason else ''}."
-    if e.kind == "reject":
+    if e.kind is E.REJECT:
         return f"The subgraph {{{_names(e.candidates)}}} is rejected: {e.reason or 'create_subgraph_node returned None'}."
-    if e.kind == "subgraph":
+    if e.kind is E.SUBGRAPH:
         ins, outs = (e.result or [[], []]) if isinstance(e.result, (list, tuple)) and len(e.result) == 2 else ([], [])
         return (f"Subgraph {e.subgraph_id} is created from {{{_names(e.candidates)}}}: they will be replaced "
                 f"by one node, {n}, reading {_names(ins)} and writing {_names(outs)}.")
-    if e.kind == "pass_end":
+    if e.kind is E.PASS_END:
         return f"Pass '{e.property}' is over: {e.result} subgraph(s) found."
     return f"{e.kind} {n or ''} {nb or ''} {e.reason}".strip()
 
 
 def selector_call(e: TraceEvent) -> str:
     """The call and its answer, as the debugger's log shows it."""
-    if e.kind == "seed":
+    if e.kind is E.SEED:
         return f"select({e.node}) -> {bool(e.result)}"
-    if e.kind in ("select_input", "select_output"):
+    if e.kind in (E.SELECT_INPUT, E.SELECT_OUTPUT):
         return f"{e.kind}({e.node}, {e.neighbour}) -> {bool(e.result)}"
-    if e.kind == "filter":
+    if e.kind is E.FILTER:
         return f"filter([{', '.join(e.candidates)}]) -> [{', '.join(e.result or [])}]"
-    if e.kind == "reset":
+    if e.kind is E.RESET:
         return "reset()"
-    if e.kind == "cycle":
+    if e.kind is E.CYCLE:
         return f"cycle check: {' -> '.join(e.path)}"
-    if e.kind == "subgraph":
+    if e.kind is E.SUBGRAPH:
         return f"create_subgraph_node(#{e.subgraph_id}) -> {e.node}"
-    if e.kind == "refuse":
+    if e.kind is E.REFUSE:
         return f"refuse {e.node} -> {e.neighbour}"
-    if e.kind == "exclude":
+    if e.kind is E.EXCLUDE:
         return f"exclude {e.node}"
-    if e.kind in ("pass_start", "pass_end"):
+    if e.kind in (E.PASS_START, E.PASS_END):
         return f"{e.kind} {e.property}"
-    if e.kind in ("split", "reject"):
+    if e.kind in (E.SPLIT, E.REJECT):
         return f"{e.kind} [{', '.join(e.candidates)}]"
     return e.kind
 

@@ -1,6 +1,7 @@
 """Partitioning time on model-shaped synthetic graphs, beside torch.fx's CapabilityBasedPartitioner.
 
     python bench/partition.py [--sizes 1000,10000,100000] [--fx-timeout 60] [--teaching-max 2000]
+                              [--profile default|tensorrt|load] [--no-cli]
 
 Graphs: ``sample_models.synthetic.synthetic_model(n, 0.2)``: a chain with skip
 connections, 20% of the nodes unsupported (Sin/Cos/Erf). The same supported
@@ -16,7 +17,16 @@ them); torch.fx gets an ``OperatorSupport`` accepting the same ops. Trace off.
   ``--fx-timeout`` seconds (it took 295 s at 4k nodes on this kind of machine).
 
 Times are the partitioner's own (``PartitionResult.seconds``, which includes
-building the pass state), not model loading.
+building the pass state), not model loading; ``cpu s`` is the process CPU time of
+the same call (on a shared machine wall time can be several times the CPU time). Two more rows per size:
+
+- ``load (IR import)``: ``load_model(path)`` of the saved model (``onnx.load``,
+  shape inference, building our IR), beside ``onnx.load`` alone.
+- ``cli --json (whole)``: wall time of ``sglens partition MODEL --backend default
+  --ops ... --json`` in a subprocess (start-up, load, partition, report, JSON).
+
+``--profile WHAT`` runs cProfile on one of them at the largest size and prints
+the top functions (by own time) instead of the table.
 """
 
 from __future__ import annotations
@@ -25,8 +35,10 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,12 +52,70 @@ def _graph(n: int, seed: int):
     return load_model(synthetic_model(n, 0.2, seed=seed).SerializeToString(), infer_shapes=False)
 
 
+def _model_file(n: int, seed: int, folder: Path) -> Path:
+    import onnx
+
+    from sample_models.synthetic import synthetic_model
+    path = folder / f"synthetic_{n}_{seed}.onnx"
+    if not path.exists():
+        onnx.save_model(synthetic_model(n, 0.2, seed=seed), str(path))
+    return path
+
+
+def _run_load(path: Path) -> dict:
+    import onnx
+
+    from partition import load_model
+    start = time.perf_counter()
+    onnx.load(str(path))
+    proto = time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    graph = load_model(str(path))
+    return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu, "onnx_load": proto,
+            "partitions": 0, "covered": len(graph.nodes)}
+
+
+def _run_cli(path: Path, ops: list[str]) -> dict:
+    exe = Path(sys.executable).parent / "sglens"
+    if not exe.exists():
+        return {"skipped": f"no {exe}"}
+    cmd = [str(exe), "partition", str(path), "--backend", "default", "--ops", ",".join(ops), "--json"]
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["?"])[-1]}
+    data = json.loads(done.stdout)
+    return {"seconds": seconds, "cpu": cpu, "partitions": len(data["subgraphs"]),
+            "covered": data["summary"]["nodes_covered"]}
+
+
+def _profile(what: str, n: int, seed: int, ops: list[str], folder: Path) -> None:
+    import cProfile
+    import pstats
+
+    from sample_models.synthetic import UNSUPPORTED_OPS
+    graph = _graph(n, seed)
+    path = _model_file(n, seed, folder)
+    calls = {"default": lambda: _run_ours(graph, "default", ops=ops),
+             "tensorrt": lambda: _run_ours(graph, "tensorrt", fallback_ops=UNSUPPORTED_OPS, mode="fast"),
+             "load": lambda: _run_load(path)}
+    profiler = cProfile.Profile()
+    profiler.runcall(calls[what])
+    print(f"# cProfile of {what} at {n} nodes (own time; cProfile slows Python code ~2x)")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
 def _run_ours(graph, backend: str, **options) -> dict:
     from partition import check_partition, partition
+    cpu = time.process_time()
     result = partition(graph, backend, **options)
+    cpu = time.process_time() - cpu
     check_partition(result)
-    return {"seconds": result.seconds, "partitions": len(result.subgraphs),
-            "covered": len(graph.nodes) - len(result.excluded)}
+    return {"seconds": result.seconds, "cpu": cpu, "partitions": len(result.subgraphs),
+            "covered": len(graph.nodes) - len(result.reasons)}
 
 
 # ------------------------------------------------------------------ torch.fx --
@@ -73,11 +143,11 @@ def fx_worker(n: int, seed: int) -> None:
         def is_node_supported(self, submodules, node) -> bool:
             return node.op == "call_function" and node.target not in unsupported
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=False)
     partitions = partitioner.propose_partitions()
-    seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "partitions": len(partitions),
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "partitions": len(partitions),
                       "covered": sum(len(p.nodes) for p in partitions), "torch": torch.__version__}))
 
 
@@ -101,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fx-timeout", type=float, default=60.0)
     parser.add_argument("--teaching-max", type=int, default=2000)
     parser.add_argument("--no-fx", action="store_true")
+    parser.add_argument("--no-cli", action="store_true", help="skip the load and whole-command rows")
+    parser.add_argument("--profile", choices=("default", "tensorrt", "load"),
+                        help="cProfile one method at the largest size instead of the table")
     parser.add_argument("--json", metavar="OUT.json", help="also write the rows as JSON")
     parser.add_argument("--fx-worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -112,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     from sample_models.synthetic import SUPPORTED_CHAIN_OPS, UNSUPPORTED_OPS
     ops = sorted(set(SUPPORTED_CHAIN_OPS) | {"Add"})
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    folder = Path(tempfile.mkdtemp(prefix="sglens-bench-"))
+    if args.profile:
+        _profile(args.profile, max(sizes), args.seed, ops, folder)
+        return 0
     have_torch = True
     try:
         import torch  # noqa: F401
@@ -120,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"# python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
           f"synthetic chain with skips, 20% unsupported (Sin/Cos/Erf), seed {args.seed}; trace off")
-    header = f"{'nodes':>7} {'method':<18} {'seconds':>9} {'nodes/s':>10} {'partitions':>10} {'covered':>8} {'vs fast':>8}"
+    header = (f"{'nodes':>7} {'method':<18} {'seconds':>9} {'cpu s':>7} {'nodes/s':>10} {'partitions':>10} "
+              f"{'covered':>8} {'vs fast':>8}")
     print(header)
     print("-" * len(header))
     for n in sizes:
@@ -138,12 +216,18 @@ def main(argv: list[str] | None = None) -> int:
                                    else "--no-fx"}
         else:
             results["torch.fx"] = _run_fx(n, args.seed, args.fx_timeout)
+        if not args.no_cli:
+            path = _model_file(n, args.seed, folder)
+            results["load (IR import)"] = _run_load(path)
+            results["cli --json (whole)"] = _run_cli(path, ops)
         fast = results["tensorrt fast"]["seconds"]
         for method, r in results.items():
             if "seconds" in r:
                 ratio = r["seconds"] / fast if fast else float("nan")
-                print(f"{n:>7} {method:<18} {r['seconds']:>9.3f} {n / r['seconds']:>10.0f} {r['partitions']:>10} "
-                      f"{r['covered']:>8} {ratio:>7.1f}x")
+                note = f"  (onnx.load alone {r['onnx_load']:.3f} s)" if "onnx_load" in r else ""
+                cpu = f"{r['cpu']:>7.3f}" if "cpu" in r else f"{'':>7}"
+                print(f"{n:>7} {method:<18} {r['seconds']:>9.3f} {cpu} {n / r['seconds']:>10.0f} {r['partitions']:>10} "
+                      f"{r['covered']:>8} {ratio:>7.1f}x{note}")
             else:
                 why = "timed out" + f" (> {args.fx_timeout:.0f} s)" if r.get("timed_out") else \
                     r.get("skipped") or f"error: {r.get('error')}"

@@ -210,6 +210,7 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
     tol = tolerance or Tolerance()
     # Nodes we have no kernel for run in single-node onnxruntime sessions and are listed.
     fallback = kernels if isinstance(kernels, OrtFallback) else OrtFallback(kernels)
+    fallback.check(graph)
     kernels = fallback
     notes: list[str] = [
         "times: median and p10-p90 of the measured repeats; warm-up runs are excluded",

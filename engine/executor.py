@@ -91,8 +91,8 @@ def device_context(device: str, device_id: int = 0) -> tuple[Context, Any]:
 # --------------------------------------------------------------- kernels --
 def find_kernel(node: Node, opset: Mapping[str, int]) -> Callable[..., tuple] | None:
     """The registry's kernel for ``node`` at the graph's opset, or None."""
-    try:
-        return _kernel_pkg.lookup(node.op_type, node.domain, opset.get(node.domain or ""))
+    try:  # the one lookup the interpreter uses too ("" and "ai.onnx" are one domain)
+        return _kernel_pkg.kernel_for(node.op_type, node.domain, opset)
     except _kernel_pkg.KernelNotFound:
         return None
 

@@ -207,7 +207,7 @@ def _fill(spec: InputSpec, dtype: np.dtype, uploaded: np.ndarray | None) -> np.n
     # One stream per input from one seed, independent of the order the inputs are listed in.
     rng = np.random.default_rng([spec.seed, zlib.crc32(spec.name.encode("utf-8"))])
     if dtype == np.bool_:
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)  # a 0-d comparison gives a numpy scalar, not an array
     if np.issubdtype(dtype, np.integer):
         return rng.integers(int(np.ceil(spec.low)), int(np.ceil(spec.high)), size=shape).astype(dtype)
     if np.issubdtype(dtype, np.complexfloating):

@@ -15,9 +15,8 @@ import numpy as np
 from partition.errors import LensError
 from partition.ir import Graph, Node
 
-from .kernels import (KernelError, KernelNotFound, is_control_flow, kernel_attrs, lookup,
+from .kernels import (KernelError, KernelNotFound, is_control_flow, kernel_attrs, kernel_for,
                       missing_kernels)
-from .kernels.registry import graph_opset
 
 Env = MutableMapping[str, Any]
 
@@ -48,19 +47,26 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], xp: Any = np, opset: int |
     return {name: _lookup(env, name, graph.name, "graph output") for name in graph.outputs}
 
 
-def _opsets(graph: Graph, override: int | None, outer: dict[str, int | None] | None) -> dict[str, int | None]:
-    """Opset per domain: the graph's own imports, else the enclosing graph's."""
-    result: dict[str, int | None] = dict(outer or {})
-    for domain in graph.opset:
-        result["" if domain in ("", "ai.onnx") else domain] = graph_opset(graph, domain)
+def _opsets(graph: Graph, override: int | None, outer: Mapping[str, int] | None) -> dict[str, int]:
+    """Opset imports per domain: the graph's own, else the enclosing graph's.
+
+    The default domain is kept under both spellings' one key "" so that ``kernel_for``
+    (the one lookup the executor uses too) sees the same opset either way."""
+    result: dict[str, int] = dict(outer or {})
+    for domain, version in graph.opset.items():
+        result["" if domain in ("", "ai.onnx") else domain] = int(version)
     if override is not None:
         result[""] = override
     return result
 
 
 def _as_array(xp: Any, value: Any) -> Any:
-    if value is None or isinstance(value, (list, tuple)):
-        return value  # sequences and absent optionals pass through as they are
+    if value is None:
+        return value  # an absent optional
+    if isinstance(value, (list, tuple)):
+        # A sequence value: each element moves to the device (on cupy a host element would
+        # meet device tensors inside SequenceMap / ConcatFromSequence and fail there).
+        return [_as_array(xp, v) for v in value]
     arr = np.asarray(value) if not hasattr(value, "__cuda_array_interface__") else value
     if isinstance(arr, np.ndarray) and arr.dtype == object:
         return arr  # strings stay on the host
@@ -80,7 +86,7 @@ def _lookup(env: Env, name: str, where: str, role: str) -> Any:
                           "it is not a graph input, weight or node output") from None
 
 
-def _run_nodes(graph: Graph, env: Env, xp: Any, opsets: dict[str, int | None]) -> None:
+def _run_nodes(graph: Graph, env: Env, xp: Any, opsets: Mapping[str, int]) -> None:
     for node in graph.nodes:
         inputs = [_lookup(env, t, node.name, "input") if t else None for t in node.inputs]
         outputs = _run_node(node, inputs, env, xp, opsets)
@@ -96,10 +102,10 @@ def _store(node: Node, outputs: tuple, env: Env) -> None:
         env[node.outputs[i]] = outputs[i]
 
 
-def _run_node(node: Node, inputs: list[Any], env: Env, xp: Any, opsets: dict[str, int | None]) -> tuple:
+def _run_node(node: Node, inputs: list[Any], env: Env, xp: Any, opsets: Mapping[str, int]) -> tuple:
     if node.is_subgraph:
         return tuple(_run_body(node.body, inputs, env, xp, opsets))
-    fn = lookup(node.op_type, node.domain, opsets.get(node.domain or ""))
+    fn = kernel_for(node.op_type, node.domain, opsets)
     attrs = kernel_attrs(node)
     if is_control_flow(node.op_type, node.domain) or node.subgraphs:
         attrs["subgraphs"] = dict(node.subgraphs)
@@ -121,7 +127,7 @@ def _run_node(node: Node, inputs: list[Any], env: Env, xp: Any, opsets: dict[str
 
 
 def _run_body(body: Graph, values: list[Any], outer: Env, xp: Any,
-              outer_opsets: dict[str, int | None]) -> list[Any]:
+              outer_opsets: Mapping[str, int]) -> list[Any]:
     """Run a body in a child scope of ``outer``; returns its outputs in order."""
     if len(values) > len(body.inputs):
         raise KernelError(f"body '{body.name}' takes {len(body.inputs)} inputs, got {len(values)}")

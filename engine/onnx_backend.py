@@ -83,10 +83,13 @@ class LensBackend(Backend):
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
         return cls.supports_device(device)
 
+    #: An array module forced on every prepared model (tests run the suite on a strict cupy stand-in).
+    forced_xp: Any = None
+
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> LensBackendRep:
         graph = from_model_proto(model, infer_shapes=True)
-        return LensBackendRep(graph, _xp_for(device))
+        return LensBackendRep(graph, cls.forced_xp if cls.forced_xp is not None else _xp_for(device))
 
     @classmethod
     def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
@@ -149,8 +152,11 @@ def _short(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:160]
 
 
-def run_node_suite(pattern: str | None = None) -> _Collect:
-    """Run the CPU node cases (optionally only names matching ``pattern``); returns the tally."""
+def run_node_suite(pattern: str | None = None, xp: Any = None) -> _Collect:
+    """Run the CPU node cases (optionally only names matching ``pattern``); returns the tally.
+
+    ``xp`` runs every case on that array module instead of numpy (inputs are copied to it
+    and outputs back with ``.get()``): the tests pass a strict cupy stand-in."""
     bt = node_backend_test()
     case = bt.test_cases[NODE_CASE]
     names = sorted(n for n in dir(case) if n.startswith("test_") and n.endswith("_cpu"))
@@ -158,9 +164,13 @@ def run_node_suite(pattern: str | None = None) -> _Collect:
         names = [n for n in names if re.search(pattern, n)]
     suite = unittest.TestSuite(case(n) for n in names)
     result = _Collect()
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        suite.run(result)
+    LensBackend.forced_xp = xp
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            suite.run(result)
+    finally:
+        LensBackend.forced_xp = None
     return result
 
 
@@ -175,6 +185,25 @@ def _op_of_cases() -> dict[str, str]:
         named = [op for op in ops if bare.startswith(op.lower())]
         result[tc.name + "_cpu"] = max(named, key=len) if named else (ops[0] if ops else "?")
     return result
+
+
+#: Why each remaining failing case fails: (case-name regex, reason). The test suite
+#: requires every failing case to match one, so a new failure must be explained here.
+KNOWN_FAILURES: list[tuple[str, str]] = [
+    (r"^test_image_decoder", "ImageDecoder needs image codecs (JPEG, PNG, WebP, ...), not a tensor kernel"),
+    (r"^test_bernoulli", "random ops (Bernoulli / RandomUniformLike): outputs are random, not comparable"),
+    (r"^test_training_dropout", "training-mode Dropout: the mask is random, not comparable"),
+    (r"^test_loop16_seq_none", "harness limitation: our output equals the expected sequence, but onnx's "
+     "assert_similar_outputs recurses into a sequence and calls len() on its 0-d first element"),
+]
+
+
+def failure_reason(case: str) -> str | None:
+    """The documented reason ``case`` fails, or None when it is not a known failure."""
+    for pattern, reason in KNOWN_FAILURES:
+        if re.search(pattern, case):
+            return reason
+    return None
 
 
 def write_report(path: Path, result: _Collect, seconds: float) -> tuple[int, int]:
@@ -195,10 +224,14 @@ def write_report(path: Path, result: _Collect, seconds: float) -> tuple[int, int
     for op in sorted(per_op):
         p, f = per_op[op]
         lines.append(f"| {op} | {p} | {f} |")
-    lines += ["", "## Failing cases", "", "| case | first line of the error |", "|---|---|"]
+    lines += ["", "## Failing cases", "",
+              "Every failing case has a reason (`KNOWN_FAILURES` in `engine/onnx_backend.py`); "
+              "`tests/test_onnx_backend.py` fails on a case without one and below the pass count.", "",
+              "| case | why | first line of the error |", "|---|---|---|"]
     for name in sorted(result.failed):
         msg = result.failed[name].replace("|", "\\|")
-        lines.append(f"| {name} | {msg} |")
+        why = (failure_reason(name) or "**unexplained**").replace("|", "\\|")
+        lines.append(f"| {name} | {why} | {msg} |")
     path.write_text("\n".join(lines) + "\n")
     return len(result.passed), total
 

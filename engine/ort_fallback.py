@@ -49,6 +49,48 @@ class OrtFallback:
     def report(self) -> list[dict[str, str]]:
         return [{"node": n, "op": op, "executor": LABEL} for n, op in self.nodes.items()]
 
+    def check(self, graph: Graph) -> None:
+        """Refuse up front, naming every op that neither our kernels nor onnxruntime can run."""
+        nobody = [f"{op} (node '{name}')" for name, op, node, opset in _walk(graph)
+                  if self.finder(node, opset) is None and not _onnxruntime_knows(node)]
+        if nobody:
+            raise RunError(f"no kernel in our engine or in onnxruntime for: {', '.join(nobody[:20])}"
+                           + (f" and {len(nobody) - 20} more" if len(nobody) > 20 else "")
+                           + "; partition them out to a backend that has them, or add kernels")
+
+
+def _walk(graph: Graph):
+    """(name, domain.op, node, opset) of every plain node, bodies included (iteratively)."""
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        for node in g.nodes:
+            stack.extend(node.subgraphs.values())
+            if node.subgraphs or node.is_subgraph:
+                continue
+            op = f"{node.domain + '.' if node.domain else ''}{node.op_type}"
+            yield node.name, op, node, g.opset or graph.opset
+
+
+_ORT_OPS: set[tuple[str, str]] | None = None
+
+
+def _onnxruntime_knows(node: Node) -> bool:
+    """onnxruntime has a CPU kernel for the op, or ONNX defines it (it may run as a function)."""
+    global _ORT_OPS
+    domain = "" if node.domain in ("", "ai.onnx") else node.domain
+    if _ORT_OPS is None:
+        try:
+            from onnxruntime.capi import onnxruntime_pybind11_state as C
+            _ORT_OPS = {("" if k.domain == "ai.onnx" else k.domain, k.op_name)
+                        for k in C.get_all_opkernel_def() if k.provider == "CPUExecutionProvider"}
+        except (ImportError, AttributeError):  # an onnxruntime without the listing: let it try
+            return True
+    if (domain, node.op_type) in _ORT_OPS:
+        return True
+    import onnx
+    return onnx.defs.has(node.op_type, domain)
+
 
 class _SingleNodeKernel:
     """``kernel(xp, *args, **attrs)`` for one node, backed by cached onnxruntime sessions."""

@@ -22,6 +22,8 @@ from partition.runner import partition
 from partition.selection import add_selection_options, backend_options
 
 from .input_spec import FILLS
+from .ort_fallback import LABEL as FALLBACK_LABEL
+from .ort_fallback import OrtFallback
 from .run_errors import InputError
 from .subgraph_ops import EXECUTORS
 from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL
@@ -159,10 +161,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = _partition(graph, args)
         graph = result.graph
     profiler = Profiler()
+    fallback = OrtFallback()  # nodes without a kernel of ours run on onnxruntime, one by one, and are listed
+    fallback.check(graph)
     with Executor(graph, device=args.device, executor=args.executor, engine_name=args.engine,
-                  workers=args.workers, hooks=profiler) as ex:
+                  workers=args.workers, hooks=profiler, kernels=fallback) as ex:
         m = measure(ex, feeds, repeat=args.repeat, warmup=1, profiler=profiler,
                     label=f"{args.model}")
+    if fallback.nodes:
+        notes.append(f"{len(fallback.nodes)} node(s) without a kernel of ours ran on {FALLBACK_LABEL}: "
+                     + ", ".join(f"{n} ({op})" for n, op in list(fallback.nodes.items())[:20]))
     outputs = {k: _host(v) for k, v in m.outputs.items()}
     if args.save_outputs:
         _writing("--save-outputs", args.save_outputs, lambda: save_outputs(args.save_outputs, outputs))

@@ -1,4 +1,15 @@
-"""The partitioning algorithm of seed 000, as a generator of trace events.
+"""The pass driver: one loop for every partitioning algorithm, one record of its decisions.
+
+``run_pass(prop, state, grower)`` is seed 000's loop, shared by every backend:
+
+    for each free node in id order:  grower.start(seed)     (select, or the backend's own test)
+        grow -> cycle check -> exclude the highest re-entry point, reset, grow again
+        filter -> split into connected pieces -> cycle check each -> create_subgraph_node
+
+Only growth differs between algorithms, so it is a pluggable ``Grower``:
+``BreadthFirst`` (seed 000: FIFO, ``select_input`` on producers then
+``select_output`` on consumers) here, the TensorRT depth-first growth with
+incompatibility tracking (seed 004) in ``partition/tensorrt/algorithm.py``.
 
 State of one property's pass (``PassState``), all indexed by node id:
 
@@ -9,20 +20,23 @@ State of one property's pass (``PassState``), all indexed by node id:
 - ``preds[i]`` / ``succs[i]``: distinct producer ids in input-index order /
   distinct consumer ids in id order (outer-scope reads of bodies count).
 - ``status[i]``: FREE (may still be taken), TAKEN (in a subgraph of this pass),
-  REJECTED (its subgraph was refused by ``create_subgraph_node``).
-- ``reasons[name]``: why a node is not in a subgraph, updated as events happen.
+  REJECTED (its subgraph was refused by ``create_subgraph_node`` or ``--min-size``).
+- ``reasons[name]``: a typed ``Reason`` per node not (yet) in a subgraph,
+  written only by the ``note_*`` methods; ``cycle_log``: every cycle avoided.
 - ``cycles``: a ``CycleChecker`` holding the subgraphs formed so far.
 
-Growth from a seed is breadth-first (FIFO); then the cycle check, the filter,
-the split into connected components and the cycle check again. Where MXNet
-ignores subgraphs formed earlier in its cycle check, bounds its search, and
-neither splits nor re-checks filtered subgraphs, we do all four exactly; see
-``partition/cycles.py``.
+Trace events are ``EventKind``s emitted through ``state.emit`` (built only when
+tracing). Where MXNet ignores subgraphs formed earlier in its cycle check,
+bounds its search, and neither splits nor re-checks filtered subgraphs, we do
+all four exactly; see ``partition/cycles.py``. For selectors that judge a node
+by itself (the built-in ``ContainOpSelector``) with tracing off, the exclusion
+loop runs incrementally (``partition/trim.py``) with the same exclusions.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
@@ -30,12 +44,14 @@ from .cycles import CycleChecker
 from .errors import SelectorError
 from .ir import Graph, Node, TensorInfo
 from .selectors import ContainOpSelector, NodeView, SubgraphSelector
-from .trace import Snapshot, TraceEvent
+from .trace import EventKind, Reason, ReasonKind, Snapshot, TraceEvent
+from .trim import Trimmer
 
 if TYPE_CHECKING:  # api.py imports this module; the property is only a type here
     from .api import SubgraphProperty
 
 FREE, TAKEN, REJECTED = 0, 1, 2
+_EARLIER_KINDS = (ReasonKind.REFUSED, ReasonKind.INCOMPATIBLE_GROUP)
 
 
 class PassState:
@@ -48,17 +64,19 @@ class PassState:
         self.prop_name = prop_name
         self.tracer = tracer
         self.order, self.preds, self.succs = adjacency(graph)
-        self.id_of: dict[str, int] = {n.name: i for i, n in enumerate(self.order)}
         self.views = [NodeView(n, graph, i) for i, n in enumerate(self.order)]
+        index = graph.index
+        self.position = [index[n.name] for n in self.order]  # id -> position in graph.nodes
         self.status: list[int] = [FREE] * len(self.order)
-        self.reasons: dict[str, str] = {}
+        self.reasons: dict[str, Reason] = {}
         self.cycles = CycleChecker(self.succs)
-        self.accept_cache: dict[frozenset[str], list[bool]] = {}
+        self.trimmer = Trimmer(self.preds, self.succs, self.cycles)
+        self._accept: dict[frozenset[str], list[bool]] = {}
         self.cycle_log: list[dict[str, Any]] = []  # every cycle found: seed, witness path, excluded node
         self.found: list[tuple[int, list[str], Node]] = []  # (subgraph id, member names, new node)
         self.next_id = next_id
 
-    def emit(self, kind: str, **fields: Any) -> TraceEvent:
+    def emit(self, kind: EventKind, **fields: Any) -> TraceEvent:
         return self.tracer.event(kind, self.prop_name, **fields)
 
     @property
@@ -73,9 +91,68 @@ class PassState:
         """The names of ``members[start:]`` now, for a list that only grows (no copy)."""
         return Snapshot(self.order, members, start)
 
+    def accepts_op(self, op_types: frozenset[str]) -> list[bool]:
+        """Per node id: is its op in ``op_types`` (computed once per pass and op set)."""
+        table = self._accept.get(op_types)
+        if table is None:
+            table = self._accept[op_types] = [n.op_type in op_types for n in self.order]
+        return table
+
+    # ---------------------------------------------------- the record --
+    # Every reason is written here: a later decision replaces an earlier one
+    # (``_set``), a refusal only fills a gap (``_default``).
+    def _set(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
+        name = self.order[i].name
+        self.reasons[name] = Reason(kind, name, data)
+
+    def _default(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
+        name = self.order[i].name
+        if name not in self.reasons:
+            self.reasons[name] = Reason(kind, name, data)
+
+    def has_reason(self, i: int) -> bool:
+        return self.order[i].name in self.reasons
+
+    def note_not_selected(self, i: int, selector: str) -> None:
+        self._default(i, ReasonKind.NOT_SELECTED, {"selector": selector, "op_type": self.order[i].op_type})
+
+    def note_refused(self, i: int, call: str, source: int) -> None:
+        self._default(i, ReasonKind.REFUSED, {"call": call, "from": self.order[source].name})
+
+    def note_group(self, i: int, seed: int, incompatible: int, group: str) -> None:
+        self._default(i, ReasonKind.INCOMPATIBLE_GROUP, {"seed": self.order[seed].name, "group": group,
+                                                         "incompatible": self.order[incompatible].name})
+
+    def note_cycle(self, seed: int, path: Sequence[int], victim: int) -> None:
+        names = Snapshot(self.order, path)  # named when read: most are never read one by one
+        seed_name, name = self.order[seed].name, self.order[victim].name
+        self.cycle_log.append({"property": self.prop_name, "seed": seed_name, "path": names, "excluded": name})
+        self._set(victim, ReasonKind.CYCLE, {"seed": seed_name, "path": names})
+
+    def note_filtered(self, i: int, seed: int) -> None:
+        self._set(i, ReasonKind.FILTERED, {"seed": self.order[seed].name})
+
+    def note_filter_cycle(self, component: Sequence[int], seed: int, path: Sequence[int]) -> None:
+        names = self.names(path)
+        self.cycle_log.append({"property": self.prop_name, "seed": self.order[seed].name,
+                               "path": list(names), "excluded": None})
+        for i in component:
+            self._set(i, ReasonKind.FILTER_CYCLE, {"seed": self.order[seed].name, "path": names})
+
+    def note_below_min_size(self, members: Sequence[int], compute_nodes: int, min_size: int) -> None:
+        """The members' subgraph is too small: they stay out, and are not offered again."""
+        for i in members:
+            self.status[i] = REJECTED
+            earlier = self.reasons.get(self.order[i].name)
+            data: dict[str, Any] = {"compute_nodes": compute_nodes, "min_size": min_size}
+            if earlier is not None and earlier.kind in _EARLIER_KINDS:  # why the bigger neighbour did not take it
+                data["earlier"] = earlier
+            self._set(i, ReasonKind.BELOW_MIN_SIZE, data)
+
     def add_subgraph(self, prop: SubgraphProperty, members: list[int]) -> tuple[Node | None, int]:
         """Make the subgraph node for ``members``; None when the property rejects it."""
-        members = sorted(members, key=lambda i: self.graph.index[self.order[i].name])
+        index = self.graph.index
+        members = sorted(members, key=self.position.__getitem__)
         body = subgraph_body(self.graph, [self.order[i] for i in members], f"{self.prop_name}_{self.next_id}")
         sid = self.next_id
         try:
@@ -85,17 +162,18 @@ class PassState:
                                 f"({', '.join(self.names(members[:5]))}...) raised "
                                 f"{type(exc).__name__}: {exc}") from exc
         if node is not None and node.name in self.graph.node_by_name and \
-                self.graph.index[node.name] not in {self.graph.index[self.order[i].name] for i in members}:
+                index[node.name] not in {index[self.order[i].name] for i in members}:
             node = dataclasses.replace(node, name=f"{node.name}__sg{sid}")  # keep names unique
         if node is None:
             for i in members:
                 self.status[i] = REJECTED
-                self.reasons[self.order[i].name] = f"subgraph {sid} rejected by create_subgraph_node"
+                self._set(i, ReasonKind.REJECTED, {"subgraph_id": sid})
             return None, sid
         self.next_id += 1
+        reasons = self.reasons
         for i in members:
             self.status[i] = TAKEN
-            self.reasons.pop(self.order[i].name, None)
+            reasons.pop(self.order[i].name, None)
         self.cycles.add(members)
         self.found.append((sid, list(self.names(members)), node))
         return node, sid
@@ -108,52 +186,74 @@ class Tracer:
         self.on = on
         self.step = 0
 
-    def event(self, kind: str, prop: str, **fields: Any) -> TraceEvent:
+    def event(self, kind: EventKind, prop: str, **fields: Any) -> TraceEvent:
         self.step += 1
         return TraceEvent(self.step, kind, prop, **fields)
 
 
+
+# ---------------------------------------------------------------- ordering --
 def seed_order(graph: Graph) -> list[Node]:
     """Iterative post-order DFS from the outputs, then unreached nodes in file order."""
     return [graph.nodes[p] for p in _seed_positions(graph)]
 
 
+_ADJACENCY: "weakref.WeakKeyDictionary[Graph, tuple[list[Node], list[list[int]], list[list[int]]]]" = \
+    weakref.WeakKeyDictionary()
+
+
 def adjacency(graph: Graph) -> tuple[list[Node], list[list[int]], list[list[int]]]:
-    """Nodes in seed order, and by id: producer ids (read order) and consumer ids (id order)."""
+    """Nodes in seed order, and by id: producer ids (read order) and consumer ids (id order).
+
+    Cached per graph (graphs never change); callers must not modify the lists.
+    """
+    cached = _ADJACENCY.get(graph)
+    if cached is not None:
+        return cached
     positions = _seed_positions(graph)
     rank = [0] * len(positions)
     for node_id, pos in enumerate(positions):
         rank[pos] = node_id
     pred_positions = graph.pred_positions
     preds = [[rank[p] for p in pred_positions[pos]] for pos in positions]
-    return [graph.nodes[p] for p in positions], preds, _successors(preds)
+    nodes = graph.nodes
+    result = [nodes[p] for p in positions], preds, _successors(preds)
+    _ADJACENCY[graph] = result
+    return result
 
 
 def _seed_positions(graph: Graph) -> list[int]:
     preds = graph.pred_positions
     visited = bytearray(len(graph.nodes))
     order: list[int] = []
+    index = graph.index
     for out in graph.outputs:
         root = graph.producer(out)
-        if root is None or visited[graph.index[root.name]]:
+        if root is None or visited[index[root.name]]:
             continue
-        start = graph.index[root.name]
+        start = index[root.name]
         visited[start] = 1
-        stack: list[list[int]] = [[start, 0]]  # [node position, next input to look at]
-        while stack:
-            frame = stack[-1]
-            inputs = preds[frame[0]]
-            k = frame[1]
-            while k < len(inputs) and visited[inputs[k]]:
+        nodes_stack = [start]   # node positions on the DFS path
+        next_stack = [0]        # per entry: the next of its inputs to look at
+        while nodes_stack:
+            top = nodes_stack[-1]
+            inputs = preds[top]
+            k = next_stack[-1]
+            n = len(inputs)
+            while k < n and visited[inputs[k]]:
                 k += 1
-            if k == len(inputs):
-                stack.pop()
-                order.append(frame[0])
+            if k == n:
+                nodes_stack.pop()
+                next_stack.pop()
+                order.append(top)
             else:
-                frame[1] = k + 1
-                visited[inputs[k]] = 1
-                stack.append([inputs[k], 0])
-    order.extend(i for i in range(len(graph.nodes)) if not visited[i])
+                next_stack[-1] = k + 1
+                child = inputs[k]
+                visited[child] = 1
+                nodes_stack.append(child)
+                next_stack.append(0)
+    if len(order) < len(visited):
+        order.extend(i for i in range(len(graph.nodes)) if not visited[i])
     return order
 
 
@@ -174,7 +274,7 @@ def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
         for t in graph.reads(node):
             if t not in produced:
                 inputs[t] = None
-    graph_outputs = set(graph.outputs)
+    graph_outputs = graph.outputs
     outputs: list[str] = []
     for node in members:
         for t in node.outputs:
@@ -188,33 +288,244 @@ def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
                     outputs.append(t)
                     break
     tensors: dict[str, TensorInfo] = {}
+    known, weights = graph.tensors, graph.initializers
     for t in (*inputs, *produced):
-        info = graph.info(t)
+        info = known.get(t)
+        if info is None:
+            if t not in weights:
+                continue  # nothing known about it: the body does not need an entry
+            info = weights[t].info()
         if info.dtype or info.shape:
             tensors[t] = info
-    return Graph.trusted(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset)
+    return Graph.trusted(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
+                         closed=True)  # every outer read is an input
 
 
-# ------------------------------------------------------------ generic pass --
+# ------------------------------------------------------------------ growers --
+class Grower:
+    """How one algorithm grows a subgraph from a seed; the driver does the rest.
+
+    ``start`` decides whether ``seed`` starts a subgraph (emitting the ``seed``
+    event and noting a reason if not); ``grow`` returns the candidates, never
+    taking a node in ``excluded``; ``reset`` forgets the growth (after a cycle);
+    ``filter`` returns the candidates kept, ``dropped`` notes why the others went.
+    ``accepts``, when set, says the growth takes exactly the free connected nodes
+    with ``accepts[id]`` true (the driver may then trim incrementally).
+    """
+
+    accepts: list[bool] | None = None
+
+    def __init__(self, state: PassState) -> None:
+        self.state = state
+
+    def start(self, seed: int) -> Iterator[TraceEvent]:
+        raise NotImplementedError
+
+    def grow(self, seed: int, excluded: set[int]) -> Iterator[TraceEvent]:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        raise NotImplementedError
+
+    def filter(self, seed: int, members: list[int]) -> list[int]:
+        return members
+
+    def filter_note(self, kept: list[int]) -> str:
+        """What the ``filter`` event says about the result ("" for nothing)."""
+        return ""
+
+    def dropped(self, seed: int, members: list[int], kept: list[int]) -> None:
+        kept_set = set(kept)
+        for i in members:
+            if i not in kept_set:
+                self.state.note_filtered(i, seed)
+
+
+class BreadthFirst(Grower):
+    """Seed 000's growth through a user ``SubgraphSelector`` (a fresh one per seed)."""
+
+    def __init__(self, prop: SubgraphProperty, state: PassState) -> None:
+        super().__init__(state)
+        self.prop = prop
+        self.selector: SubgraphSelector | None = None
+
+    def start(self, seed: int) -> Iterator[TraceEvent]:
+        state = self.state
+        selector = self.selector = _new_selector(self.prop)
+        self.accepts = None
+        if not state.tracing and type(selector) is ContainOpSelector:
+            self.accepts = state.accepts_op(selector.op_types)
+        view = state.views[seed]
+        chosen = bool(_ask(selector.select, "select", view))
+        if state.tracing:
+            yield state.emit(EventKind.SEED, node=view.name, result=chosen)
+        if not chosen:
+            state.note_not_selected(seed, type(selector).__name__)
+        return chosen
+
+    def reset(self) -> None:
+        assert self.selector is not None
+        _ask(self.selector.reset, "reset")
+
+    def filter(self, seed: int, members: list[int]) -> list[int]:
+        assert self.selector is not None
+        if type(self.selector).filter is SubgraphSelector.filter:  # the API's default keeps everything
+            return members
+        views = self.state.views
+        return [v.id for v in _call_filter(self.selector, [views[i] for i in members])]
+
+    def grow(self, seed: int, excluded: set[int]) -> Iterator[TraceEvent]:
+        """FIFO: select_input on producers, then select_output on consumers."""
+        state, selector = self.state, self.selector
+        assert selector is not None
+        if self.accepts is not None:
+            return _grow_by_op(state, self.accepts, seed, excluded)
+        status, views, tracing = state.status, state.views, state.tracing
+        members = [seed]
+        in_set = {seed}
+        head = 0  # members[head:] is the FIFO queue: nodes found and not yet expanded
+        while head < len(members):
+            cur = members[head]
+            head += 1
+            cur_view = views[cur]
+            for kind, neighbours in ((EventKind.SELECT_INPUT, state.preds[cur]),
+                                     (EventKind.SELECT_OUTPUT, state.succs[cur])):
+                method = selector.select_input if kind is EventKind.SELECT_INPUT else selector.select_output
+                for nb in neighbours:
+                    if nb in in_set:
+                        continue
+                    if status[nb] != FREE or nb in excluded:
+                        if tracing:
+                            why = "excluded after a cycle" if nb in excluded else "already in a subgraph"
+                            yield state.emit(EventKind.REFUSE, node=cur_view.name, neighbour=views[nb].name,
+                                             reason=why, candidates=state.snapshot(members),
+                                             extra={"cause": "excluded" if nb in excluded else "taken"})
+                        continue
+                    ok = bool(_ask(method, kind.value, cur_view, views[nb]))
+                    if ok:
+                        members.append(nb)
+                        in_set.add(nb)
+                    else:
+                        state.note_refused(nb, kind.value, cur)
+                    if tracing:
+                        yield state.emit(kind, node=cur_view.name, neighbour=views[nb].name, result=ok,
+                                         candidates=state.snapshot(members), queue=state.snapshot(members, head))
+        return members
+
+
+def _grow_by_op(state: PassState, accept: list[bool], seed: int, excluded: set[int] | tuple = ()) -> list[int]:
+    """``BreadthFirst.grow`` for a selector judging each node alone (``accept``), tracing off:
+    the nodes found, and their order, are exactly those the selector calls give."""
+    status, preds, succs = state.status, state.preds, state.succs
+    members = [seed]
+    in_set = {seed}
+    queue = deque([seed])
+    while queue:
+        cur = queue.popleft()
+        for nb in (*preds[cur], *succs[cur]):  # producers first, then consumers, as grow asks
+            if accept[nb] and nb not in in_set and status[nb] == FREE and nb not in excluded:
+                members.append(nb)
+                in_set.add(nb)
+                queue.append(nb)
+    return members
+
+
+# ------------------------------------------------------------------ driver --
 def generic_pass(prop: SubgraphProperty, state: PassState) -> Iterator[TraceEvent]:
-    """Seed 000's algorithm over every node in id order."""
+    """Seed 000's algorithm: the driver with breadth-first growth through ``prop``'s selectors."""
+    return run_pass(prop, state, BreadthFirst(prop, state))
+
+
+def run_pass(prop: SubgraphProperty, state: PassState, grower: Grower) -> Iterator[TraceEvent]:
+    """Every free node in id order may seed a subgraph; see the module docstring."""
     total = len(state.order)
+    status = state.status
     for seed in range(total):
         if state.progress is not None and seed & 4095 == 0:
             state.progress(seed, total)
-        if state.status[seed] != FREE:
+        if status[seed] != FREE:
             continue
-        selector = _new_selector(prop)
-        view = state.views[seed]
-        chosen = _ask(selector.select, "select", view)
-        if state.tracing:
-            yield state.emit("seed", node=view.name, result=chosen)
+        chosen = yield from grower.start(seed)
         if not chosen:
-            state.reasons.setdefault(view.name, f"not selected: {type(selector).__name__}.select "
-                                                f"returned False for {view.op_type}")
             continue
-        members = yield from _grow_acyclic(state, selector, seed)
-        yield from _filter_and_create(prop, state, selector, seed, members)
+        members = yield from _grow_acyclic(state, grower, seed)
+        yield from _filter_and_create(prop, state, grower, seed, members)
+
+
+def _grow_acyclic(state: PassState, grower: Grower, seed: int) -> Iterator[TraceEvent]:
+    """Grow from ``seed``; on a cycle exclude a node, reset and grow again (MXNet's rule)."""
+    if grower.accepts is not None and not state.tracing:
+        members = _grow_by_op(state, grower.accepts, seed)
+        if len(members) == 1:
+            return members
+        done = state.trimmer.trim(seed, members)
+        if done is not None:
+            final, log = done
+            for path, victim in log:
+                state.note_cycle(seed, path, victim)
+            return final
+    excluded: set[int] = set()
+    while True:
+        members = yield from grower.grow(seed, excluded)
+        if len(members) == 1:
+            return members
+        witness = state.cycles.find_cycle(members)
+        if witness is None:
+            return members
+        others = [i for i in witness.offenders if i != seed]
+        victim = max(others) if others else seed
+        state.note_cycle(seed, witness.path, victim)
+        if state.tracing:
+            path = state.names(witness.path)
+            name = state.order[victim].name
+            yield state.emit(EventKind.CYCLE, node=state.order[seed].name, path=path,
+                             candidates=state.names(members), reason=f"contracting would close {' -> '.join(path)}",
+                             extra={"excluded": name})
+            yield state.emit(EventKind.EXCLUDE, node=name,
+                             reason="the highest re-entry point on the cycle" if others else
+                             "the seed is the only re-entry point: it stays alone")
+        if victim == seed:  # MXNet's fallback: the seed alone
+            return [seed]
+        excluded.add(victim)
+        grower.reset()
+        if state.tracing:
+            yield state.emit(EventKind.RESET, node=state.order[seed].name)
+
+
+def _filter_and_create(prop: SubgraphProperty, state: PassState, grower: Grower,
+                       seed: int, members: list[int]) -> Iterator[TraceEvent]:
+    views = state.views
+    kept = grower.filter(seed, members)
+    if state.tracing:
+        yield state.emit(EventKind.FILTER, node=views[seed].name, candidates=state.names(members),
+                         result=state.names(kept), reason=grower.filter_note(kept))
+    if len(kept) != len(members):
+        grower.dropped(seed, members, kept)
+    if not kept:
+        return
+    components = _components(state, kept) if len(kept) != len(members) else [kept]
+    if len(components) > 1 and state.tracing:
+        yield state.emit(EventKind.SPLIT, node=views[seed].name, candidates=state.names(kept),
+                         result=tuple(state.names(c) for c in components))
+    for component in components:
+        if len(components) > 1 and len(component) > 1:
+            witness = state.cycles.find_cycle(component)
+            if witness is not None:
+                state.note_filter_cycle(component, seed, witness.path)
+                if state.tracing:
+                    yield state.emit(EventKind.REJECT, node=views[seed].name, candidates=state.names(component),
+                                     path=state.names(witness.path), reason="cycle after filter",
+                                     extra={"cause": "cycle"})
+                continue
+        node, sid = state.add_subgraph(prop, component)
+        if state.tracing:
+            if node is None:
+                yield state.emit(EventKind.REJECT, node=views[seed].name, candidates=state.names(component),
+                                 subgraph_id=sid, reason="create_subgraph_node returned None",
+                                 extra={"cause": "create_subgraph_node"})
+            else:
+                yield state.emit(EventKind.SUBGRAPH, node=node.name, candidates=state.names(component),
+                                 subgraph_id=sid, result=(list(node.inputs), list(node.outputs)))
 
 
 def _new_selector(prop: SubgraphProperty) -> SubgraphSelector:
@@ -233,142 +544,6 @@ def _ask(method: Callable[..., Any], call: str, *views: NodeView) -> Any:
         owner = type(getattr(method, "__self__", method)).__name__
         args = ", ".join(f"{v.name} ({v.op_type})" for v in views)
         raise SelectorError(f"{owner}.{call}({args}) raised {type(exc).__name__}: {exc}") from exc
-
-
-def _grow_acyclic(state: PassState, selector: SubgraphSelector, seed: int) -> Iterator[TraceEvent]:
-    """Grow from ``seed``; on a cycle exclude a node, reset and grow again (MXNet's rule)."""
-    excluded: set[int] = set()
-    while True:
-        members = yield from _grow(state, selector, seed, excluded)
-        if len(members) == 1:
-            return members
-        witness = state.cycles.find_cycle(members)
-        if witness is None:
-            return members
-        victim = _victim(witness.offenders, seed)
-        path = state.names(witness.path)
-        name = state.order[victim].name
-        state.cycle_log.append({"property": state.prop_name, "seed": state.order[seed].name,
-                                "path": list(path), "excluded": name})
-        state.reasons[name] = (f"excluded from the subgraph grown from {state.order[seed].name}: it would "
-                               f"close the cycle {' -> '.join(path)}")
-        if state.tracing:
-            yield state.emit("cycle", node=state.order[seed].name, path=path,
-                             candidates=state.names(members), reason=f"contracting would close {' -> '.join(path)}")
-            yield state.emit("exclude", node=name, reason="highest id among the candidates on the cycle")
-        if victim in excluded:  # the seed was the only re-entry, twice: it stays alone (MXNet's fallback)
-            return [seed]
-        excluded.add(victim)
-        _ask(selector.reset, "reset")
-        if state.tracing:
-            yield state.emit("reset", node=state.order[seed].name)
-
-
-def _victim(offenders: Sequence[int], seed: int) -> int:
-    others = [i for i in offenders if i != seed]
-    return max(others) if others else seed
-
-
-def _grow(state: PassState, selector: SubgraphSelector, seed: int,
-          excluded: set[int]) -> Iterator[TraceEvent]:
-    """Breadth-first growth: select_input on producers, then select_output on consumers."""
-    if not state.tracing and type(selector) is ContainOpSelector:
-        return _grow_by_op(state, selector.op_types, seed, excluded)
-    status, views, tracing = state.status, state.views, state.tracing
-    members = [seed]
-    in_set = {seed}
-    head = 0  # members[head:] is the FIFO queue: nodes found and not yet expanded
-    while head < len(members):
-        cur = members[head]
-        head += 1
-        cur_view = views[cur]
-        for direction, neighbours in (("select_input", state.preds[cur]), ("select_output", state.succs[cur])):
-            method = selector.select_input if direction == "select_input" else selector.select_output
-            for nb in neighbours:
-                if nb in in_set:
-                    continue
-                if status[nb] != FREE or nb in excluded:
-                    if tracing:
-                        why = "excluded after a cycle" if nb in excluded else "already in a subgraph"
-                        yield state.emit("refuse", node=cur_view.name, neighbour=views[nb].name,
-                                         reason=why, candidates=state.snapshot(members))
-                    continue
-                ok = bool(_ask(method, direction, cur_view, views[nb]))
-                if ok:
-                    members.append(nb)
-                    in_set.add(nb)
-                else:
-                    state.reasons.setdefault(views[nb].name, f"refused by {direction} from {cur_view.name}")
-                if tracing:
-                    yield state.emit(direction, node=cur_view.name, neighbour=views[nb].name, result=ok,
-                                     candidates=state.snapshot(members), queue=state.snapshot(members, head))
-    return members
-
-
-def _grow_by_op(state: PassState, op_types: frozenset[str], seed: int, excluded: set[int]) -> list[int]:
-    """``_grow`` for the built-in ContainOpSelector with tracing off.
-
-    Its answers depend on the neighbour's op type alone, so they are computed
-    once per pass instead of once per call; the nodes found, and their order,
-    are exactly those of ``_grow``.
-    """
-    accept = state.accept_cache.get(op_types)
-    if accept is None:
-        accept = [n.op_type in op_types for n in state.order]
-        state.accept_cache[op_types] = accept
-    status, preds, succs = state.status, state.preds, state.succs
-    members = [seed]
-    in_set = {seed}
-    queue = deque([seed])
-    while queue:
-        cur = queue.popleft()
-        for nb in (*preds[cur], *succs[cur]):  # producers first, then consumers, as _grow asks
-            if accept[nb] and nb not in in_set and status[nb] == FREE and nb not in excluded:
-                members.append(nb)
-                in_set.add(nb)
-                queue.append(nb)
-    return members
-
-
-def _filter_and_create(prop: SubgraphProperty, state: PassState, selector: SubgraphSelector,
-                       seed: int, members: list[int]) -> Iterator[TraceEvent]:
-    views = state.views
-    kept_views = _call_filter(selector, [views[i] for i in members])
-    kept = [v.id for v in kept_views]
-    if state.tracing:
-        yield state.emit("filter", node=views[seed].name, candidates=state.names(members),
-                         result=state.names(kept))
-    kept_set = set(kept)
-    for i in members:
-        if i not in kept_set:
-            state.reasons[views[i].name] = f"dropped by filter of the subgraph grown from {views[seed].name}"
-    if not kept:
-        return
-    components = _components(state, kept)
-    if len(components) > 1 and state.tracing:
-        yield state.emit("split", node=views[seed].name, candidates=state.names(kept),
-                         result=tuple(state.names(c) for c in components))
-    for component in components:
-        if len(components) > 1 and len(component) > 1:
-            witness = state.cycles.find_cycle(component)
-            if witness is not None:
-                path = " -> ".join(state.names(witness.path))
-                state.cycle_log.append({"property": state.prop_name, "seed": views[seed].name,
-                                        "path": list(state.names(witness.path)), "excluded": None})
-                for i in component:
-                    state.reasons[views[i].name] = f"part of a filtered subgraph that would close the cycle {path}"
-                if state.tracing:
-                    yield state.emit("reject", node=views[seed].name, candidates=state.names(component),
-                                     path=state.names(witness.path), reason="cycle after filter")
-                continue
-        node, sid = state.add_subgraph(prop, component)
-        if state.tracing:
-            if node is None:
-                yield state.emit("reject", node=views[seed].name, candidates=state.names(component),
-                                 subgraph_id=sid, reason="create_subgraph_node returned None")
-            else:
-                yield state.emit("subgraph", node=node.name, candidates=state.names(component),
-                                 subgraph_id=sid, result=(list(node.inputs), list(node.outputs)))
 
 
 def _call_filter(selector: SubgraphSelector, candidates: list[NodeView]) -> list[NodeView]:

@@ -26,6 +26,7 @@ from onnx import helper, numpy_helper
 from . import external_data
 from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
 from .errors import LensError, ModelError, ModelTooLargeError
+from .gcpause import paused_gc
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
 
 EXPORT_IR_VERSION = 8
@@ -124,13 +125,15 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
             pass
     opset = {imp.domain or "": imp.version for imp in model.opset_import}
     functions = {(f.domain, f.name): f for f in model.functions}
-    graph = _import_graph(model.graph, base_dir, functions, opset, is_body=False, label=label)
     meta = {p.key: p.value for p in model.metadata_props}
-    return graph.replace(opset=opset, metadata=meta)
+    # One Graph, validated once (building it and then replacing opset/metadata validated twice).
+    with paused_gc():  # ~100k small acyclic objects per 100k nodes: see partition/gcpause.py
+        return _import_graph(model.graph, base_dir, functions, opset, is_body=False, label=label, metadata=meta)
 
 
 def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
-                  opset: Mapping[str, int], *, is_body: bool, label: str) -> Graph:
+                  opset: Mapping[str, int], *, is_body: bool, label: str,
+                  metadata: Mapping[str, str] | None = None) -> Graph:
     tensors: dict[str, TensorInfo] = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         tensors[vi.name] = _tensor_info(vi)
@@ -138,7 +141,7 @@ def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
     nodes = _import_nodes(g.node, base_dir, functions, opset, label)
     inputs = [vi.name for vi in g.input if vi.name not in inits]
     return Graph(g.name or "main", nodes, inputs, [vi.name for vi in g.output], tensors,
-                 inits, opset, is_body=is_body)
+                 inits, opset, is_body=is_body, metadata=metadata)
 
 
 def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping,
@@ -181,8 +184,8 @@ def _import_node(proto: onnx.NodeProto, name: str, base_dir: Path | None, functi
         attrs = {"property": attrs.get("property", proto.op_type), "subgraph_id": attrs.get("subgraph_id", 0)}
         return Node(name, SUBGRAPH_OP, tuple(proto.input), tuple(proto.output), SUBGRAPH_DOMAIN,
                     attrs, {"body": body})
-    return Node(name, proto.op_type, tuple(proto.input), tuple(proto.output), proto.domain,
-                attrs, bodies)
+    return Node.trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), proto.domain,
+                        attrs, bodies)
 
 
 def _import_function(f: onnx.FunctionProto, base_dir: Path | None, functions: Mapping,
@@ -215,8 +218,8 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
     shape: tuple[Dim, ...] | None = None
     if tt.HasField("shape"):
         # A negative dim_value (Paddle writes -1) means "unknown", as onnxruntime reads it.
-        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
-                      for d in tt.shape.dim)
+        shape = tuple([d.dim_value if d.WhichOneof("value") == "dim_value" and d.dim_value >= 0
+                       else (d.dim_param or None) for d in tt.shape.dim])
     return TensorInfo(vi.name, dtype, shape)
 
 

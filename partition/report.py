@@ -5,7 +5,9 @@
   ``boundary_bytes`` (activations crossing its boundary, where shapes are
   known; ``boundary_unknown`` lists the tensors whose size is not), and a
   ``summary``: nodes covered, partitions, unsupported op types with counts and
-  reasons (what Polygraphy's ``inspect capability`` reports).
+  reasons (what Polygraphy's ``inspect capability`` reports), the other nodes
+  left out counted by reason kind. Everything is read from ``Reason.kind``,
+  never from a reason's text.
 - ``export_subgraphs(result, out_dir)``: each subgraph as a standalone ONNX
   model (weights as initializers, the model's opset, IR 8).
 - ``groups_report(graph, node, **options)``: a node's incompatibility groups
@@ -20,17 +22,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .api import NodeView, SubgraphProperty, get_backend, validate_backend_options
+from .gcpause import paused_gc
 from .ir import Graph
-from .trace import PartitionResult
+from .trace import REASON_LABELS, PartitionResult, ReasonKind
 
 NON_COMPUTE_OPS = frozenset({"Constant", "Identity"})
-
-
-def _backend_properties(result: PartitionResult) -> list[SubgraphProperty] | None:
-    try:
-        return get_backend(result.backend)
-    except Exception:  # noqa: BLE001 - e.g. 'default' needs --ops; the summary falls back
-        return None
 
 
 def boundary(graph: Graph, inputs: Sequence[str], outputs: Sequence[str]) -> tuple[int, list[str]]:
@@ -48,7 +44,15 @@ def boundary(graph: Graph, inputs: Sequence[str], outputs: Sequence[str]) -> tup
 
 
 def describe(result: PartitionResult, properties: Sequence[SubgraphProperty] | None = None) -> dict[str, Any]:
-    """``result.to_json()`` with per-subgraph sizes and a summary (see the module docstring)."""
+    """``result.to_json()`` with per-subgraph sizes and a summary (see the module docstring).
+
+    ``properties`` is accepted for older callers and not needed: each reason carries its kind.
+    """
+    with paused_gc():  # a large result is ~1M small acyclic objects: see partition/gcpause.py
+        return _describe(result)
+
+
+def _describe(result: PartitionResult) -> dict[str, Any]:
     data = result.to_json()
     original = result.original
     by_name = original.node_by_name
@@ -61,7 +65,7 @@ def describe(result: PartitionResult, properties: Sequence[SubgraphProperty] | N
         js["boundary_unknown"] = unknown
         js["op_types"] = _counts(by_name[n].op_type for n in sg.nodes)
     summary = dict(data.get("summary") or {})
-    summary.update(_summary(result, properties))
+    summary.update(_summary(result))
     data["summary"] = summary
     if "tensorrt_rules" in summary:  # which rule table decided, at the top where a script looks first
         data["tensorrt_rules"] = summary["tensorrt_rules"]
@@ -80,33 +84,26 @@ def _counts(items: Any) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _summary(result: PartitionResult, properties: Sequence[SubgraphProperty] | None) -> dict[str, Any]:
+def _summary(result: PartitionResult) -> dict[str, Any]:
+    """Counts by reason kind (``Reason.kind``): what the backend cannot run, and why the rest stayed out."""
     original = result.original
     total = len(original.nodes)
-    covered = total - len(result.excluded)
-    props = list(properties) if properties is not None else _backend_properties(result)
+    covered = total - len(result.reasons)
     unsupported: dict[str, dict[str, Any]] = {}
     other: dict[str, int] = {}
-    index_views: dict[str, NodeView] = {}
-    for name, reason in result.excluded.items():
-        node = original.node_by_name[name]
-        rule_reason = None
-        if props:
-            view = index_views.setdefault(name, NodeView(node, original, original.index[name]))
-            for prop in props:
-                why = prop.explain(view)
-                if why:
-                    rule_reason = why
-                    break
-        if rule_reason is not None and rule_reason == reason:
-            entry = unsupported.setdefault(node.op_type, {"op_type": node.op_type, "count": 0, "reasons": {},
-                                                          "nodes": []})
+    by_name = original.node_by_name
+    for name, reason in result.reasons.items():
+        if reason.kind is ReasonKind.UNSUPPORTED:
+            op_type = by_name[name].op_type
+            entry = unsupported.setdefault(op_type, {"op_type": op_type, "count": 0, "reasons": {}, "nodes": []})
             entry["count"] += 1
-            entry["reasons"][reason] = entry["reasons"].get(reason, 0) + 1
+            text = reason.text
+            entry["reasons"][text] = entry["reasons"].get(text, 0) + 1
             if len(entry["nodes"]) < 20:
                 entry["nodes"].append(name)
         else:
-            other[_reason_kind(reason)] = other.get(_reason_kind(reason), 0) + 1
+            label = REASON_LABELS[reason.kind.value]
+            other[label] = other.get(label, 0) + 1
     sizes = [len(s.nodes) for s in result.subgraphs]
     return {
         "nodes": total,
@@ -118,23 +115,10 @@ def _summary(result: PartitionResult, properties: Sequence[SubgraphProperty] | N
         "unsupported_nodes": sum(e["count"] for e in unsupported.values()),
         "unsupported": sorted(unsupported.values(), key=lambda e: (-e["count"], e["op_type"])),
         "left_out_supported": dict(sorted(other.items(), key=lambda kv: -kv[1])),
-        "left_out_by_op": _counts(original.node_by_name[n].op_type for n in result.excluded),
+        "left_out_by_kind": _counts(str(r.kind) for r in result.reasons.values()),
+        "left_out_by_op": _counts(by_name[n].op_type for n in result.reasons),
         "cycles_avoided": len(result.cycles),
     }
-
-
-_KINDS = (("below --min-size", "subgraph below --min-size"),
-          ("descendants of incompatible", "incompatibility group"),
-          ("ancestors of incompatible", "incompatibility group"),
-          ("cycle", "would close a cycle"),
-          ("already in", "in another subgraph"))
-
-
-def _reason_kind(reason: str) -> str:
-    for needle, kind in _KINDS:
-        if needle in reason:
-            return kind
-    return reason if len(reason) <= 80 else reason[:77] + "..."
 
 
 # ------------------------------------------------------------------ export --

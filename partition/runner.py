@@ -12,9 +12,10 @@ import time
 from typing import Any, Callable, Iterator, Sequence
 
 from .api import SubgraphProperty, get_backend
-from .build import PassState, Tracer
+from .build import TAKEN, PassState, Tracer
+from .gcpause import paused_gc
 from .ir import Graph, Node
-from .trace import PartitionResult, SubgraphInfo, TraceEvent
+from .trace import EventKind, PartitionResult, Reason, ReasonKind, SubgraphInfo, TraceEvent
 
 
 class PartitionRun:
@@ -34,7 +35,7 @@ class PartitionRun:
     def events(self) -> Iterator[TraceEvent]:
         """Partition, yielding each event; sets ``self.result`` at the end."""
         graph = self.graph
-        reasons: dict[str, str] = {}
+        reasons: dict[str, Reason] = {}
         groups: dict[str, tuple[int, str, list[str]]] = {}  # new node -> (id, property, original names)
         cycles: list[dict[str, Any]] = []
         next_id = 0
@@ -42,7 +43,7 @@ class PartitionRun:
         for prop in self.properties:
             state = PassState(graph, prop.property_name, self.tracer, next_id, self.progress)
             if self.tracer.on:
-                yield self._paused(state.emit("pass_start", reason=type(prop).__name__), start)
+                yield self._paused(state.emit(EventKind.PASS_START, reason=type(prop).__name__), start)
                 start = time.perf_counter()
             for event in prop.partition_pass(state):
                 yield self._paused(event, start)
@@ -56,7 +57,7 @@ class PartitionRun:
             reasons.update(_explanations(prop, state))
             next_id = state.next_id
             if self.tracer.on:
-                yield self._paused(state.emit("pass_end", result=len(state.found)), start)
+                yield self._paused(state.emit(EventKind.PASS_END, result=len(state.found)), start)
                 start = time.perf_counter()
         self.seconds += time.perf_counter() - start
         self.result = _result(self.backend, self.graph, graph, groups, reasons, cycles, self.seconds)
@@ -79,8 +80,9 @@ def partition(graph: Graph, backend: str = "default", *,
               properties: Sequence[SubgraphProperty] | None = None,
               progress: Callable[[int, int], None] | None = None, **options: Any) -> PartitionResult:
     """Partition ``graph`` with tracing off."""
-    return PartitionRun(graph, backend, trace=False, properties=properties, progress=progress,
-                        **options).run()
+    run = PartitionRun(graph, backend, trace=False, properties=properties, progress=progress, **options)
+    with paused_gc():
+        return run.run()
 
 
 def contract(graph: Graph, found: Sequence[tuple[int, list[str], Node]]) -> Graph:
@@ -101,19 +103,19 @@ def contract(graph: Graph, found: Sequence[tuple[int, list[str], Node]]) -> Grap
     return graph.replace(nodes=nodes)
 
 
-def _explanations(prop: SubgraphProperty, state: PassState) -> dict[str, str]:
+def _explanations(prop: SubgraphProperty, state: PassState) -> dict[str, Reason]:
     """The property's own reasons for the nodes it left out (they beat the generic ones)."""
-    found: dict[str, str] = {}
+    found: dict[str, Reason] = {}
     for view, status in zip(state.views, state.status):
-        if status != 1:
+        if status != TAKEN:
             why = prop.explain(view)
             if why:
-                found[view.name] = why
+                found[view.name] = Reason(ReasonKind.UNSUPPORTED, view.name, {"rule": why})
     return found
 
 
 def _result(backend: str, original: Graph, final: Graph, groups: dict[str, tuple[int, str, list[str]]],
-            reasons: dict[str, str], cycles: list[dict[str, Any]], seconds: float) -> PartitionResult:
+            reasons: dict[str, Reason], cycles: list[dict[str, Any]], seconds: float) -> PartitionResult:
     subgraphs: list[SubgraphInfo] = []
     covered: set[str] = set()
     for node in final.nodes:
@@ -124,5 +126,6 @@ def _result(backend: str, original: Graph, final: Graph, groups: dict[str, tuple
         subgraphs.append(SubgraphInfo(sid, prop_name, members, list(node.inputs), list(node.outputs),
                                       node.name))
     subgraphs.sort(key=lambda s: s.id)
-    excluded = {n.name: reasons.get(n.name, "not selected") for n in original.nodes if n.name not in covered}
-    return PartitionResult(backend, original, final, subgraphs, excluded, seconds, cycles)
+    left_out = {n.name: reasons.get(n.name) or Reason(ReasonKind.NOT_SELECTED, n.name)
+                for n in original.nodes if n.name not in covered}
+    return PartitionResult(backend, original, final, subgraphs, left_out, seconds, cycles)

@@ -8,26 +8,119 @@ the web debugger's stepping and the tests all read the same events. A
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
 from typing import Any, Iterator, Sequence, overload
 
 from .ir import Graph
 
-#: Every kind of event, in the words the trace uses.
-EVENT_KINDS = (
-    "pass_start",      # a property's pass begins (property)
-    "seed",            # select(node) was asked; result says if growth starts
-    "select_input",    # select_input(node, neighbour)
-    "select_output",   # select_output(node, neighbour)
-    "refuse",          # a neighbour not offered to the selector (reason says why)
-    "cycle",           # contracting the candidates would close a cycle (path)
-    "exclude",         # a candidate is excluded and growth restarts
-    "reset",           # selector.reset()
-    "filter",          # selector.filter(candidates) -> kept (result)
-    "split",           # filtered candidates were disconnected: split into components
-    "reject",          # create_subgraph_node returned None, or a cycle after filter
-    "subgraph",        # a subgraph was created (subgraph_id, candidates = its nodes)
-    "pass_end",        # a property's pass is over
-)
+class EventKind(str, Enum):
+    """Every kind of trace event. String-valued: ``kind == "cycle"`` and the JSON
+    (``"kind": "cycle"``) read the same as before the enum existed."""
+
+    PASS_START = "pass_start"        # a property's pass begins (property)
+    SEED = "seed"                    # select(node) was asked; result says if growth starts
+    SELECT_INPUT = "select_input"    # select_input(node, neighbour)
+    SELECT_OUTPUT = "select_output"  # select_output(node, neighbour)
+    REFUSE = "refuse"                # a neighbour not offered to the selector (reason says why)
+    CYCLE = "cycle"                  # contracting the candidates would close a cycle (path)
+    EXCLUDE = "exclude"              # a candidate is excluded and growth restarts
+    RESET = "reset"                  # selector.reset()
+    FILTER = "filter"                # selector.filter(candidates) -> kept (result)
+    SPLIT = "split"                  # filtered candidates were disconnected: split into components
+    REJECT = "reject"                # create_subgraph_node returned None, or a cycle after filter
+    SUBGRAPH = "subgraph"            # a subgraph was created (subgraph_id, candidates = its nodes)
+    PASS_END = "pass_end"            # a property's pass is over
+
+    def __str__(self) -> str:  # f"{kind}" gives "cycle", not "EventKind.CYCLE"
+        return self.value
+
+
+#: Every kind of event, in the words the trace uses (the enum's values, in order).
+EVENT_KINDS: tuple[str, ...] = tuple(k.value for k in EventKind)
+
+
+class ReasonKind(str, Enum):
+    """Why a node ended in no subgraph. String-valued, like ``EventKind``."""
+
+    UNSUPPORTED = "unsupported"                # the property's explain(): the backend cannot take the op
+    NOT_SELECTED = "not_selected"              # select() said no, or nothing was ever said
+    REFUSED = "refused"                        # select_input/select_output said no when growing
+    INCOMPATIBLE_GROUP = "incompatible_group"  # TensorRT: in a group of an incompatible node
+    CYCLE = "cycle"                            # excluded: contracting with it would close a cycle
+    FILTERED = "filtered"                      # dropped by the selector's filter()
+    FILTER_CYCLE = "filter_cycle"              # a piece left by filter() would close a cycle
+    BELOW_MIN_SIZE = "below_min_size"          # TensorRT: subgraph below --min-size
+    REJECTED = "rejected"                      # create_subgraph_node returned None
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Every kind of reason (the enum's values, in order).
+REASON_KINDS: tuple[str, ...] = tuple(k.value for k in ReasonKind)
+
+#: Short labels a report groups reasons under (what the summary's ``left_out_supported`` shows).
+REASON_LABELS: dict[str, str] = {
+    "unsupported": "unsupported op", "not_selected": "not selected", "refused": "refused by the selector",
+    "incompatible_group": "incompatibility group", "cycle": "would close a cycle",
+    "filtered": "dropped by filter", "filter_cycle": "would close a cycle",
+    "below_min_size": "subgraph below --min-size", "rejected": "rejected by create_subgraph_node",
+}
+
+
+def _reason_text(kind: ReasonKind, d: dict[str, Any]) -> str:
+    """The English sentence of a reason, made from its data (only when someone reads it)."""
+    if kind is ReasonKind.UNSUPPORTED:
+        return d["rule"]
+    if kind is ReasonKind.NOT_SELECTED:
+        if "selector" not in d:
+            return "not selected"
+        return f"not selected: {d['selector']}.select returned False for {d['op_type']}"
+    if kind is ReasonKind.REFUSED:
+        return f"refused by {d['call']} from {d['from']}"
+    if kind is ReasonKind.INCOMPATIBLE_GROUP:
+        return (f"refused by the subgraph grown from {d['seed']}: in the {d['group']} of incompatible "
+                f"node {d['incompatible']}")
+    if kind is ReasonKind.CYCLE:
+        return f"excluded from the subgraph grown from {d['seed']}: it would close the cycle {' -> '.join(d['path'])}"
+    if kind is ReasonKind.FILTERED:
+        return f"dropped by filter of the subgraph grown from {d['seed']}"
+    if kind is ReasonKind.FILTER_CYCLE:
+        return f"part of a filtered subgraph that would close the cycle {' -> '.join(d['path'])}"
+    if kind is ReasonKind.BELOW_MIN_SIZE:
+        k = d["compute_nodes"]
+        text = f"subgraph of {k} compute {'node' if k == 1 else 'nodes'} is below --min-size {d['min_size']}"
+        earlier = d.get("earlier")
+        return f"{text}; earlier {earlier.text}" if earlier is not None else text
+    return f"subgraph {d['subgraph_id']} rejected by create_subgraph_node"
+
+
+@dataclass(slots=True)
+class Reason:
+    """Why ``node`` is in no subgraph: a ``kind``, the facts (``data``), and ``text`` made from them.
+
+    Written only by ``PassState``'s ``note_*`` methods; reports and the web app read
+    ``kind`` and ``data``, people read ``text``. The text is built on demand: a
+    large model records hundreds of thousands of reasons that later ones replace.
+    """
+
+    kind: ReasonKind
+    node: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return _reason_text(self.kind, self.data)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"node", "reason" (the text), "kind"}`` plus ``"data"`` when there are facts beyond the text."""
+        out: dict[str, Any] = {"node": self.node, "reason": self.text, "kind": str(self.kind)}
+        data = {k: (v.to_json() if isinstance(v, Reason) else list(v) if isinstance(v, (tuple, Snapshot)) else v)
+                for k, v in self.data.items() if k != "rule"}  # a rule's text is the reason itself
+        if data:
+            out["data"] = data
+        return out
 
 
 class Snapshot(Sequence[str]):
@@ -83,7 +176,7 @@ class TraceEvent:
     """One step of partitioning. ``candidates`` and ``queue`` are snapshots."""
 
     step: int
-    kind: str
+    kind: EventKind
     property: str = ""
     node: str | None = None
     neighbour: str | None = None
@@ -95,12 +188,16 @@ class TraceEvent:
     subgraph_id: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, EventKind):
+            self.kind = EventKind(self.kind)  # a plain string from older code: must be a known kind
+
     def to_json(self) -> dict[str, Any]:
         # Field by field, not dataclasses.asdict: that would deep-copy the graph behind a Snapshot.
         result = self.result
         if isinstance(result, tuple):
             result = [list(r) if isinstance(r, (tuple, Snapshot)) else r for r in result]
-        return {"step": self.step, "kind": self.kind, "property": self.property, "node": self.node,
+        return {"step": self.step, "kind": str(self.kind), "property": self.property, "node": self.node,
                 "neighbour": self.neighbour, "result": result, "candidates": list(self.candidates),
                 "queue": list(self.queue), "reason": self.reason, "path": list(self.path),
                 "subgraph_id": self.subgraph_id, "extra": dict(self.extra)}
@@ -130,26 +227,32 @@ class PartitionResult:
     """What a backend's passes produced on one graph.
 
     ``graph`` is the partitioned graph (subgraph nodes in place), ``original``
-    the input graph. ``excluded`` maps every node of the original graph that is
-    in no subgraph to the reason why.
+    the input graph. ``reasons`` maps every node of the original graph that is
+    in no subgraph to its ``Reason``; ``excluded`` is the same with the reasons'
+    texts (what people read).
     """
 
     backend: str
     original: Graph
     graph: Graph
     subgraphs: list[SubgraphInfo]
-    excluded: dict[str, str]
+    reasons: dict[str, Reason]
     seconds: float
     cycles: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def excluded(self) -> dict[str, str]:
+        """Node name -> the text of its reason, for every node in no subgraph."""
+        return {n: r.text for n, r in self.reasons.items()}
 
     def to_json(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
             "nodes": len(self.original.nodes),
             "subgraphs": [s.to_json() for s in self.subgraphs],
-            "excluded": [{"node": n, "reason": r} for n, r in self.excluded.items()],
-            "cycles": self.cycles,
+            "excluded": [r.to_json() for r in self.reasons.values()],
+            "cycles": [{**c, "path": list(c["path"])} for c in self.cycles],
             "summary": self.summary,
             "seconds": self.seconds,
         }

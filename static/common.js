@@ -30,10 +30,6 @@ SG.error = function (msg) {
   t.onclick = () => { t.hidden = true; };
 };
 
-SG.esc = function (s) {
-  return String(s == null ? "" : s).replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-};
-
 SG.bytes = function (n) {
   if (n == null) return "n/a";
   const u = ["B", "KiB", "MiB", "GiB"]; let i = 0; let v = n;
@@ -41,13 +37,35 @@ SG.bytes = function (n) {
   return (i ? v.toFixed(1) : v) + " " + u[i];
 };
 SG.ms = s => (s == null ? "n/a" : (s * 1000).toFixed(3) + " ms");
-SG.shape = t => (t.shape ? "[" + t.shape.map(d => d == null ? "?" : d).join(", ") + "]" : "?");
-SG.el = function (tag, attrs, html) {
-  const e = document.createElement(tag);
-  for (const k in (attrs || {})) { if (k === "class") e.className = attrs[k]; else e.setAttribute(k, attrs[k]); }
-  if (html != null) e.innerHTML = html;
-  return e;
+/* A tensor shape as plain text (symbolic dims are model strings: show them as text only). */
+SG.shape = t => (t.shape ? "[" + t.shape.map(d => d == null ? "?" : String(d)).join(", ") + "]" : "?");
+/* DOM building: every string becomes a text node or an attribute value, never markup. Model data
+   (names, op types, dims, attributes, doc strings, error texts) goes through here only. */
+SG.append = function (parent, kids) {
+  for (const k of [kids].flat(Infinity)) {
+    if (k == null || k === false) continue;
+    parent.appendChild(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return parent;
 };
+SG.h = function (tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const k in (attrs || {})) {
+    const v = attrs[k];
+    if (v == null || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on") && typeof v === "function") e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  return SG.append(e, kids);
+};
+SG.el = (tag, attrs, text) => SG.h(tag, attrs, text);
+/* Replace every child of parent. */
+SG.fill = (parent, ...kids) => { parent.replaceChildren(); return SG.append(parent, kids); };
+SG.errorBox = msg => SG.h("div", { class: "error" }, String(msg && msg.message ? msg.message : msg));
+/* A table row of cells (strings, nodes or arrays of them). */
+SG.row = (...cells) => SG.h("tr", null, cells.map(c => SG.h("td", null, c)));
+SG.headRow = (...cells) => SG.h("tr", null, cells.map(c => SG.h("th", null, c)));
 SG.palette = ["#93c5fd", "#86efac", "#fcd34d", "#f9a8d4", "#c4b5fd", "#5eead4", "#fdba74", "#a5b4fc",
   "#bef264", "#fda4af", "#67e8f9", "#d8b4fe"];
 SG.opColour = function (op) {

@@ -6,7 +6,14 @@
   const STATE = ["current", "neighbour", "candidate", "queue", "path", "anc", "desc", "match", "sg",
     "excluded", "dim", "focus", "selected"];
 
-  function trunc(s, n) { s = String(s); return s.length > n ? s.slice(0, n - 1) + "…" : s; }
+  function trunc(t, n) { t = String(t); return t.length > n ? t.slice(0, n - 1) + "…" : t; }
+  /* An SVG element: attributes set as values, children appended (strings as text nodes). */
+  function s(tag, attrs, ...kids) {
+    const e = document.createElementNS(NS, tag);
+    for (const k in (attrs || {})) e.setAttribute(k, String(attrs[k]));
+    for (const k of kids) e.appendChild(typeof k === "string" ? document.createTextNode(k) : k);
+    return e;
+  }
 
   function edgePath(pts) {
     if (!pts || pts.length < 2) return "";
@@ -30,35 +37,52 @@
 
     render(layout) {
       this.layout = layout; this.units = layout.units || {};
-      const esc = SG.esc; const parts = [];
-      parts.push('<svg xmlns="' + NS + '"><defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#9aa3b2"/></marker></defs><g class="vp">');
+      /* SVG built with createElementNS: labels are text nodes, ids are attribute values. */
+      const svg = s("svg");
+      const marker = s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+        s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#9aa3b2" }));
+      svg.appendChild(s("defs", null, marker));
+      const vp = s("g", { class: "vp" }); svg.appendChild(vp);
       for (const c of layout.clusters || []) {
-        parts.push('<g class="cluster" data-sg="' + c.id + '"><rect x="' + c.x + '" y="' + c.y + '" width="' + c.w + '" height="' + c.h + '" rx="8"/><text x="' + (c.x + 8) + '" y="' + (c.y + 14) + '">subgraph ' + c.id + '</text></g>');
+        vp.appendChild(s("g", { class: "cluster", "data-sg": c.id }, s("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8 }),
+          s("text", { x: c.x + 8, y: c.y + 14 }, "subgraph " + c.id)));
       }
       const byId = new Map(layout.nodes.map(n => [n.id, n]));
       for (const e of layout.edges) {
         if (e.ghost) {
           const t = byId.get(e.target); if (!t) continue;
           const y0 = t.y - t.h / 2; const x = t.x - t.w / 2 + 10;
-          parts.push('<g class="edge ghost"><path d="M' + x + ',' + (y0 - 14) + 'L' + x + ',' + y0 + '" marker-end="url(#arrow)"/><text x="' + (x + 3) + '" y="' + (y0 - 8) + '">' + esc(trunc(e.tensors[0], 18)) + '</text></g>');
+          vp.appendChild(s("g", { class: "edge ghost" }, s("path", { d: "M" + x + "," + (y0 - 14) + "L" + x + "," + y0, "marker-end": "url(#arrow)" }),
+            s("text", { x: x + 3, y: y0 - 8 }, trunc(e.tensors[0], 18))));
           continue;
         }
-        parts.push('<g class="edge"><path d="' + edgePath(e.points) + '" marker-end="url(#arrow)"><title>' + esc(e.tensors.join(", ")) + '</title></path></g>');
+        vp.appendChild(s("g", { class: "edge" }, s("path", { d: edgePath(e.points), "marker-end": "url(#arrow)" }, s("title", null, e.tensors.join(", ")))));
       }
       for (const n of layout.nodes) {
         const x = n.x - n.w / 2, y = n.y - n.h / 2;
+        let g;
         if (n.kind === "input" || n.kind === "output") {
-          parts.push('<g class="node io" data-id="' + esc(n.id) + '"><ellipse cx="' + n.x + '" cy="' + n.y + '" rx="' + n.w / 2 + '" ry="' + n.h / 2 + '"/><text x="' + n.x + '" y="' + (n.y + 4) + '" text-anchor="middle">' + esc(trunc(n.label, 18)) + '</text></g>');
+          g = s("g", { class: "node io" }, s("ellipse", { cx: n.x, cy: n.y, rx: n.w / 2, ry: n.h / 2 }),
+            s("text", { x: n.x, y: n.y + 4, "text-anchor": "middle" }, trunc(n.label, 18)));
         } else if (n.kind === "group") {
           const ops = Object.keys(n.ops || {}).slice(0, 3).join(", ");
-          parts.push('<g class="node group" data-id="' + esc(n.id) + '"><rect x="' + x + '" y="' + y + '" width="' + n.w + '" height="' + n.h + '" rx="6"/><text class="op" x="' + n.x + '" y="' + (n.y - 6) + '" text-anchor="middle">' + esc(trunc(n.label, 22)) + ' ⊞</text><text class="sub" x="' + n.x + '" y="' + (n.y + 8) + '" text-anchor="middle">' + n.count + ' nodes</text><text class="sub" x="' + n.x + '" y="' + (n.y + 20) + '" text-anchor="middle">' + esc(trunc(ops, 26)) + '</text><title>' + esc(n.id) + ' — click to expand</title></g>');
+          g = s("g", { class: "node group" }, s("rect", { x, y, width: n.w, height: n.h, rx: 6 }),
+            s("text", { class: "op", x: n.x, y: n.y - 6, "text-anchor": "middle" }, trunc(n.label, 22) + " ⊞"),
+            s("text", { class: "sub", x: n.x, y: n.y + 8, "text-anchor": "middle" }, n.count + " nodes"),
+            s("text", { class: "sub", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(ops, 26)),
+            s("title", null, n.id + " — click to expand"));
         } else {
           const leaf = String(n.label).split("/").pop();
-          parts.push('<g class="node" data-id="' + esc(n.id) + '"><rect x="' + x + '" y="' + y + '" width="' + n.w + '" height="' + n.h + '" rx="5"/><text class="op" x="' + n.x + '" y="' + (n.y - 2) + '" text-anchor="middle">' + esc(trunc(n.op, 20)) + (n.bodies ? " ▣" : "") + '</text><text class="sub" x="' + n.x + '" y="' + (n.y + 11) + '" text-anchor="middle">' + esc(trunc(leaf, 24)) + '</text><title>' + esc(n.id) + '</title></g>');
+          g = s("g", { class: "node" }, s("rect", { x, y, width: n.w, height: n.h, rx: 5 }),
+            s("text", { class: "op", x: n.x, y: n.y - 2, "text-anchor": "middle" }, trunc(n.op, 20) + (n.bodies ? " ▣" : "")),
+            s("text", { class: "sub", x: n.x, y: n.y + 11, "text-anchor": "middle" }, trunc(leaf, 24)),
+            s("title", null, n.id));
         }
+        g.setAttribute("data-id", n.id);
+        vp.appendChild(g);
       }
-      parts.push("</g></svg>");
-      this.el.innerHTML = parts.join("");
+      this.el.replaceChildren(svg);
+      if (layout.note) this.el.appendChild(SG.h("div", { class: "graph-note muted" }, layout.note));
       this.svg = this.el.querySelector("svg"); this.vp = this.svg.querySelector(".vp");
       this.elements.clear(); this.items = byId; this.marked = [];
       for (const g of this.svg.querySelectorAll(".node")) this.elements.set(g.getAttribute("data-id"), g);

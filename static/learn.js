@@ -31,10 +31,10 @@
       steps = data.steps;
       view.render(data.layout);
       const ol = document.getElementById("learn-steps");
-      ol.innerHTML = steps.map(s => "<li>" + SG.esc(s.call) + "</li>").join("");
+      SG.fill(ol, steps.map(s => SG.h("li", null, s.call)));
       ol.querySelectorAll("li").forEach((li, j) => li.addEventListener("click", () => show(j)));
       document.getElementById("learn-open").href = "/models/" + encodeURIComponent(data.model) +
-        "?backend=" + data.backend + "&ops=" + data.ops.join(",");
+        "?backend=" + encodeURIComponent(data.backend) + "&ops=" + encodeURIComponent(data.ops.join(","));
       show(0);
     } catch (e) { document.getElementById("step-text").textContent = "The walkthrough could not load: " + e.message; SG.error(e); }
   }

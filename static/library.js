@@ -6,24 +6,25 @@
   maxEl.textContent = SG.bytes(maxBytes);
 
   function card(m) {
-    const ops = Object.entries(m.op_counts).slice(0, 10)
-      .map(([op, n]) => '<span class="chip">' + SG.esc(op) + " ×" + n + "</span>").join("");
-    const io = (list) => list.map(t => "<code>" + SG.esc(t.name) + "</code> " + SG.esc(t.dtype || "?") + " " + SG.shape(t)).join("<br>");
+    const h = SG.h;
+    const ops = Object.entries(m.op_counts).slice(0, 10).map(([op, n]) => h("span", { class: "chip" }, op + " ×" + n));
+    const io = list => list.map((t, k) => [k ? h("br") : null, h("code", null, t.name), " " + (t.dtype || "?") + " " + SG.shape(t)]);
     const opset = Object.entries(m.opset).map(([d, v]) => (d || "ai.onnx") + " " + v).join(", ");
-    return '<div class="card" data-model="' + SG.esc(m.id) + '"><h3><a href="/models/' + encodeURIComponent(m.id) + '">' + SG.esc(m.name) + "</a></h3>" +
-      '<div class="meta">' + m.source + " · " + m.nodes + " nodes · opset " + SG.esc(opset) + " · " + SG.bytes(m.size) +
-      (m.control_flow.length ? " · " + SG.esc(m.control_flow.join(", ")) : "") + "</div>" +
-      "<table><tr><td>inputs</td><td>" + io(m.inputs) + "</td></tr><tr><td>outputs</td><td>" + io(m.outputs) + "</td></tr></table>" +
-      '<div class="chips">' + ops + "</div></div>";
+    return h("div", { class: "card", "data-model": m.id },
+      h("h3", null, h("a", { href: "/models/" + encodeURIComponent(m.id) }, m.name)),
+      h("div", { class: "meta" }, m.source + " · " + m.nodes + " nodes · opset " + opset + " · " + SG.bytes(m.size) +
+        (m.control_flow.length ? " · " + m.control_flow.join(", ") : "")),
+      h("table", null, SG.row("inputs", io(m.inputs)), SG.row("outputs", io(m.outputs))),
+      h("div", { class: "chips" }, ops));
   }
 
   async function refresh() {
     const box = document.getElementById("models");
     try {
       const data = await SG.api("GET", "/api/models");
-      box.innerHTML = data.models.length ? data.models.map(card).join("") :
-        '<p class="muted">No models yet: upload one, or start the server with --samples.</p>';
-    } catch (e) { box.innerHTML = '<div class="error">' + SG.esc(e.message) + "</div>"; }
+      SG.fill(box, data.models.length ? data.models.map(card) :
+        SG.h("p", { class: "muted" }, "No models yet: upload one, or start the server with --samples."));
+    } catch (e) { SG.fill(box, SG.errorBox(e)); }
   }
 
   document.getElementById("upload-form").addEventListener("submit", ev => {

@@ -115,7 +115,7 @@ def test_partition_is_the_cli_json(client, tmp_path, capsys):
 
 def test_partition_errors(client):
     assert "unknown backend" in _error(client.post("/api/models/sample-mlp/partition",
-                                                   json={"backend": "no-such"}), 404)
+                                                   json={"backend": "no-such"}), 400)  # a bad field in the request, not a missing resource
     assert "needs the op types" in _error(client.post("/api/models/sample-mlp/partition",
                                                       json={"backend": "default"}), 400)
     _error(client.post("/api/models/sample-mlp/partition", json={"backend": "default", "ops": "Relu",
@@ -256,7 +256,7 @@ def test_session_errors_and_isolation(client, app):
     _error(client.post(f"/api/sessions/{a['id']}/step", json={"action": "run", "breakpoint": {"kind": "x"}}), 400)
     _error(client.post(f"/api/sessions/{a['id']}/step", json={"action": "run", "breakpoint": {}}), 400)
     _error(client.post("/api/sessions/not-a-session/step", json={}), 404)
-    _error(client.post("/api/sessions", json={"model": "sample-trt_cycle", "backend": "nope"}), 404)
+    _error(client.post("/api/sessions", json={"model": "sample-trt_cycle", "backend": "nope"}), 400)
     _error(client.post("/api/sessions", json={}), 400)
 
 

@@ -126,8 +126,8 @@ CASES = [
     (["run", "{one.onnx}", "--report", "{dir}"], "--report"),
     (["partition", "{one.onnx}", "--ops", "Relu", "--export", "{dir}"], "cannot write the model to"),
     # a model onnxruntime refuses as the reference, and one our engine has no kernel for
-    (["compare", "{custom.onnx}", "--ops", "Frob"], "onnxruntime cannot load the model as the reference"),
-    (["run", "{custom.onnx}"], "no kernel for operator(s) ['x.y.Frob']"),
+    (["compare", "{custom.onnx}", "--ops", "Frob"], "no kernel in our engine or in onnxruntime for: x.y.Frob (node 'frob')"),
+    (["run", "{custom.onnx}"], "no kernel in our engine or in onnxruntime for: x.y.Frob (node 'frob')"),
     # plugins that exit or raise
     (["partition", "{one.onnx}", "--ops", "Relu", "--plugin", "{exit0.py}"], "called sys.exit(0) on import"),
     (["partition", "{one.onnx}", "--ops", "Relu", "--plugin", "{exit3.py}"], "called sys.exit(3) on import"),

@@ -33,7 +33,7 @@ def test_partition_json_shape(cycle_model) -> None:
     assert data["backend"] == "default" and data["nodes"] == 4 and isinstance(data["seconds"], float)
     assert [s["nodes"] for s in data["subgraphs"]] == [["A", "B"], ["C"]]
     assert set(data["subgraphs"][0]) >= {"id", "property", "nodes", "inputs", "outputs"}
-    assert data["excluded"] == [{"node": "D", "reason": "op Sin is not in the backend's op set"}]
+    assert data["excluded"] == [{"node": "D", "reason": "op Sin is not in the backend's op set", "kind": "unsupported"}]
 
 
 def test_partition_table_and_export(cycle_model, tmp_path) -> None:

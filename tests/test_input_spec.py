@@ -166,3 +166,13 @@ def test_cli_takes_shapes_fills_and_ranges(tmp_path):
                           (["--range", "1"], "LOW,HIGH"), (["--range", "2,1"], "low < high")):
         bad = _sglens("run", str(path), *args)
         assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
+
+
+def test_scalar_inputs_are_arrays_for_every_fill():
+    from sample_models._common import tensor_info
+    x = tensor_info("flag", [], TensorProto.BOOL)
+    y = tensor_info("y", [], TensorProto.BOOL)
+    g = load_model(make_model([helper.make_node("Not", ["flag"], ["y"], name="not")], [x], [y]).SerializeToString())
+    for fill in ("random", "zeros", "ones"):
+        value = materialize(g, [InputSpec("flag", [], "BOOL", fill=fill)])["flag"]
+        assert isinstance(value, np.ndarray) and value.shape == () and value.dtype == np.bool_

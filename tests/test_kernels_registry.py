@@ -21,7 +21,7 @@ from test_kernels_harness import IR_VERSION, OPSET, assert_same, to_numpy, xp_pa
 def test_lookup_picks_highest_since_at_or_below_opset() -> None:
     assert lookup("Softmax", opset=11) is not lookup("Softmax", opset=13)
     assert lookup("Softmax", opset=17) is lookup("Softmax", opset=13)
-    assert has_kernel("Conv") and not has_kernel("Scan", opset=8)
+    assert has_kernel("Conv") and not has_kernel("Scan", opset=7)
 
 
 def test_lookup_unknown_op_names_op_and_domain() -> None:
@@ -130,3 +130,49 @@ def test_loop_with_scan_outputs_and_outer_scope(rng: np.random.Generator) -> Non
     got = run_graph(from_model_proto(model), feeds)
     for name, e in zip(("a", "s"), expected):
         assert_same(got[name], np.asarray(e), 1e-6, 1e-6, name)
+
+
+# --- one lookup for interpreter and executor (issue 10) ------------------------
+
+def _reshape_v1_model(domain: str, node_domain: str) -> Any:
+    """Reshape at opset 4: the shape is an attribute (Reshape-1), not an input (Reshape-5+)."""
+    node = helper.make_node("Reshape", ["x"], ["y"], domain=node_domain, shape=[3, 2])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, 4)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+@pytest.mark.parametrize("domain,node_domain", [("ai.onnx", ""), ("", "ai.onnx"), ("ai.onnx", "ai.onnx")])
+def test_ai_onnx_spelling_resolves_to_the_same_kernel_in_interpreter_and_executor(domain: str,
+                                                                                    node_domain: str) -> None:
+    from engine.executor import Executor, find_kernel  # noqa: PLC0415
+    from engine.kernels import kernel_for  # noqa: PLC0415
+
+    graph = from_model_proto(_reshape_v1_model(domain, node_domain))
+    node = graph.nodes[0]
+    assert find_kernel(node, graph.opset) is kernel_for("Reshape", node_domain, graph.opset)
+    assert kernel_for("Reshape", node_domain, graph.opset) is lookup("Reshape", opset=4)
+    x = np.random.default_rng().standard_normal((2, 3)).astype(np.float32)
+    interp = run_graph(graph, {"x": x})["y"]
+    with Executor(graph) as ex:
+        execd = ex.run({"x": x}).numpy_outputs()["y"]
+    np.testing.assert_array_equal(interp, x.reshape(3, 2))
+    np.testing.assert_array_equal(execd, x.reshape(3, 2))
+
+
+def test_function_defined_op_runs_its_onnx_body_and_matches_the_reference() -> None:
+    # SoftmaxCrossEntropyLoss has no hand-written kernel: it runs as its ONNX function body.
+    rng = np.random.default_rng()
+    scores = rng.standard_normal((3, 5)).astype(np.float32)
+    labels = rng.integers(0, 5, size=3).astype(np.int64)
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["s", "l"], ["y"], reduction="mean")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("s", TensorProto.FLOAT, [3, 5]),
+                                            helper.make_tensor_value_info("l", TensorProto.INT64, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    want = ReferenceEvaluator(model).run(None, {"s": scores, "l": labels})[0]
+    got = run_graph(from_model_proto(model), {"s": scores, "l": labels})["y"]
+    assert_same(np.asarray(got), np.asarray(want), 1e-5, 1e-6, "SoftmaxCrossEntropyLoss")

@@ -73,3 +73,33 @@ def test_compare_completes_and_lists_the_fallback_nodes(rng):
     assert "erf" in listed and "add" not in listed
     assert all(_without_erf(g.node_by_name[n], g.opset) is None for n in listed)
     assert any("ran on onnxruntime" in n for n in c.notes)
+
+
+def test_sglens_run_completes_and_notes_the_fallback(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "gelu.onnx"
+    path.write_bytes(_model().SerializeToString())
+    g = load_model(str(path))
+    if find_kernel(g.node_by_name["gelu"], g.opset) is not None:
+        pytest.skip("our engine has a com.microsoft Gelu kernel now; nothing falls back")
+    done = subprocess.run([sys.executable, "-m", "sglens", "run", str(path), "--dim", "n=3", "--json"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    import json
+    notes = json.loads(done.stdout)["notes"]
+    assert any("gelu (com.microsoft.Gelu)" in n and "onnxruntime" in n for n in notes)
+
+
+def test_the_check_names_every_op_nobody_can_run_before_anything_runs():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("Frobnicate", ["x"], ["a"], name="frob", domain="acme"),
+             helper.make_node("Relu", ["a"], ["b"], name="relu"),
+             helper.make_node("Twiddle", ["b"], ["y"], name="twiddle", domain="acme")]
+    model = make_model(nodes, [x], [y])
+    model.opset_import.append(helper.make_opsetid("acme", 1))
+    g = load_model(model.SerializeToString())
+    with pytest.raises(RunError, match=r"acme.Frobnicate \(node 'frob'\), acme.Twiddle \(node 'twiddle'\)"):
+        OrtFallback().check(g)
+    OrtFallback().check(load_model(_model().SerializeToString()))   # Gelu: onnxruntime has it

@@ -45,7 +45,7 @@ def test_seed_example_never_groups_a_b_c():
     assert groups_of(result) == [["A", "B"], ["C"]]
     assert result.excluded["D"] == "Det: not supported by TensorRT 10.1's ONNX parser"
     refusals = [e for e in events if e.kind == "refuse" and e.neighbour == "C"]
-    assert refusals and refusals[0].extra == {"incompatible": "D", "group": "descendants"}
+    assert refusals and refusals[0].extra == {"cause": "group", "incompatible": "D", "group": "descendants"}
     assert "descendants of incompatible node D" in refusals[0].reason
 
 
@@ -74,7 +74,7 @@ def test_refusal_through_the_ancestors_group():
     check_partition(result)
     assert groups_of(result) == [["M", "Y"], ["P"]]
     refusal = next(e for e in events if e.kind == "refuse" and e.neighbour == "P")
-    assert refusal.extra == {"incompatible": "J", "group": "ancestors"}
+    assert refusal.extra == {"cause": "group", "incompatible": "J", "group": "ancestors"}
     assert result.excluded == {"J": "Det: not supported by TensorRT 10.1's ONNX parser"}
 
 

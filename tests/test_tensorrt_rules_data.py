@@ -23,7 +23,9 @@ CITE = re.compile(r"^(10\.0-GA:)?(docs/operators\.md|onnxOpImporters\.cpp|onnxOp
                   r"importerUtils\.cpp|WeightsContext\.cpp|ShapeTensor\.cpp):[1-9]\d*$")
 PLUGIN_CITE = re.compile(r"^NVIDIA/TensorRT@release/10\.\d+:plugin/README\.md:[1-9]\d*$")
 TYPE_KEYS = {"types", "allowed_types"}
-REF = Path(os.environ.get("SGLENS_TRT_REF", "/work/shared/reference/onnx-tensorrt"))
+ROOT_DIR = Path(__file__).resolve().parents[1]
+# shared/ sits beside the checkout, on developers' machines and in CI alike
+REF = Path(os.environ.get("SGLENS_TRT_REF", str(ROOT_DIR.parent / "shared" / "reference" / "onnx-tensorrt")))
 ONNX_TYPES = set(ONNX_TYPE_NAMES.values())
 
 
@@ -131,7 +133,7 @@ def test_every_documented_op_and_every_importer_has_a_row():
         assert ops[op]["supported"] == documented_y or not ops[op]["supported"], op
 
 
-MIRROR = Path(os.environ.get("SGLENS_TRT_MIRROR", "/work/.mirror/onnx+onnx-tensorrt/repo"))
+MIRROR = Path(os.environ.get("SGLENS_TRT_MIRROR", str(ROOT_DIR.parent / ".mirror" / "onnx+onnx-tensorrt" / "repo")))
 
 
 @pytest.mark.skipif(not MIRROR.exists(), reason="no onnx-tensorrt git mirror here")
@@ -169,7 +171,7 @@ def test_refusal_and_weights_citations_name_the_right_kind_of_check():
                 assert "STATIC_CHECK" in text or '"' in text, (op, spec["name"], text)
 
 
-TRT_MIRROR = Path(os.environ.get("SGLENS_TENSORRT_MIRROR", "/work/.mirror/NVIDIA+TensorRT/repo"))
+TRT_MIRROR = Path(os.environ.get("SGLENS_TENSORRT_MIRROR", str(ROOT_DIR.parent / ".mirror" / "NVIDIA+TensorRT" / "repo")))
 
 
 @needs_ref
@@ -180,7 +182,7 @@ def test_generator_reproduces_the_committed_tables(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(subprocess.run(["git", "-C", str(TRT_MIRROR), "show", "release/10.1:plugin/README.md"],
                                      capture_output=True, text=True, check=True).stdout)
-    spec = importlib.util.spec_from_file_location("build_tables", DATA_DIR / "build_tensorrt_tables.py")
+    spec = importlib.util.spec_from_file_location("build_tables", ROOT_DIR / "scripts" / "build_tensorrt_tables.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     t101, t100 = module.build(REF, readme)

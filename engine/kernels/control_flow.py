@@ -94,3 +94,23 @@ def scan(xp: Any, *inputs: Any, subgraphs: dict[str, Graph], run_graph: RunGraph
         axis = out_axes[k] % stacked.ndim
         outs.append(xp.moveaxis(stacked, 0, axis))
     return tuple(state + outs)
+
+
+@register_control_flow("Scan", since=8)
+def scan8(xp: Any, sequence_lens: Any, *inputs: Any, subgraphs: dict[str, Graph], run_graph: RunGraph,
+          body: Any = None, num_scan_inputs: int, directions: list[int] | None = None) -> tuple:
+    """Scan-8: every input has a leading batch axis and scans along axis 1; it is Scan-9 run
+    once per batch item (states and outputs stacked back along the batch axis)."""
+    if sequence_lens is not None:
+        lens = set(to_host(xp, sequence_lens).reshape(-1).tolist())
+        n_steps = {s.shape[1] for s in inputs[len(inputs) - num_scan_inputs:]}
+        if lens != n_steps:
+            raise ValueError("Scan-8 with sequence_lens shorter than the sequences is not supported; "
+                             "pad the sequences or use Scan-9+")
+    batch = inputs[0].shape[0] if inputs else 0
+    if batch == 0:
+        raise ValueError("Scan-8 needs at least one batch item (the leading axis of its inputs)")
+    per_item = [scan(xp, *[v[b] for v in inputs], subgraphs=subgraphs, run_graph=run_graph,
+                     num_scan_inputs=num_scan_inputs, scan_input_directions=directions)
+                for b in range(batch)]
+    return tuple(xp.stack([item[k] for item in per_item]) for k in range(len(per_item[0])))

@@ -65,8 +65,11 @@ def non_max_suppression(xp: Any, boxes: Any, scores: Any, max_out: Any = None, i
     return xp.asarray(np.array(selected, dtype=np.int64).reshape(-1, 3))
 
 
-def _bilinear(img: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Bilinear samples of img [C, H, W] at points (y, x); zero outside [-1, H] x [-1, W]."""
+def _bilinear(img: np.ndarray, y: np.ndarray, x: np.ndarray, corner_max: bool = False) -> np.ndarray:
+    """Bilinear samples of img [C, H, W] at points (y, x); zero outside [-1, H] x [-1, W].
+
+    ``corner_max`` gives RoiAlign's max mode as ONNX defines it: the largest of the four
+    *weighted* corner terms rather than their sum."""
     h, w = img.shape[1:]
     valid = (y >= -1.0) & (y <= h) & (x >= -1.0) & (x <= w)
     y = np.clip(y, 0, None)
@@ -79,8 +82,12 @@ def _bilinear(img: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     x = np.where(x0 >= w - 1, x0.astype(np.float64), x)
     ly, lx = y - y0, x - x0
     hy, hx = 1 - ly, 1 - lx
-    v = (hy * hx * img[:, y0, x0] + hy * lx * img[:, y0, x1] + ly * hx * img[:, y1, x0]
-         + ly * lx * img[:, y1, x1])
+    terms = (hy * hx * img[:, y0, x0], hy * lx * img[:, y0, x1], ly * hx * img[:, y1, x0],
+             ly * lx * img[:, y1, x1])
+    if corner_max:
+        v = np.maximum(np.maximum(terms[0], terms[1]), np.maximum(terms[2], terms[3]))
+    else:
+        v = terms[0] + terms[1] + terms[2] + terms[3]
     return np.where(valid, v, 0.0)
 
 
@@ -106,6 +113,6 @@ def roi_align(xp: Any, x: Any, rois: Any, batch_indices: Any, *, coordinate_tran
         px = np.arange(output_width)[:, None] * bw + x1 + (np.arange(gw)[None, :] + 0.5) * bw / gw
         yy = py[:, None, :, None] * np.ones((1, output_width, 1, gw))
         xx = px[None, :, None, :] * np.ones((output_height, 1, gh, 1))
-        v = _bilinear(hx[hb[r]], yy, xx)  # [C, oh, ow, gh, gw]
+        v = _bilinear(hx[hb[r]], yy, xx, corner_max=mode == "max")  # [C, oh, ow, gh, gw]
         out[r] = v.max(axis=(3, 4)) if mode == "max" else v.mean(axis=(3, 4))
     return xp.asarray(out.astype(x.dtype))

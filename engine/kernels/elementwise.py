@@ -28,30 +28,33 @@ def erf(xp: Any, x: Any) -> Any:
     if xp is np and x.dtype == np.float64:
         flat = np.fromiter((math.erf(v) for v in x.ravel()), dtype=np.float64, count=x.size)
         return flat.reshape(x.shape)
-    if xp is np:
-        with np.errstate(invalid="ignore", over="ignore"):  # inf inputs: the series branch is discarded
-            return _erf_vectorised(np.asarray(x, dtype=np.float64)).astype(x.dtype)
-    from cupyx.scipy.special import erf as cupy_erf  # type: ignore[import-not-found]
-    return cupy_erf(x).astype(x.dtype)
+    if xp is not np:
+        try:  # cupy's own erf where cupyx is there (it ships with cupy)
+            from cupyx.scipy.special import erf as cupy_erf  # type: ignore[import-not-found]
+            return cupy_erf(x).astype(x.dtype)
+        except ImportError:
+            return _erf_vectorised(xp, x.astype(xp.float64)).astype(x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf inputs: the series branch is discarded
+        return _erf_vectorised(np, np.asarray(x, dtype=np.float64)).astype(x.dtype)
 
 
 _ERF_TAYLOR = (1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360)
 _ERF_AS = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
-def _erf_vectorised(x: np.ndarray) -> np.ndarray:
-    a = np.abs(x)
+def _erf_vectorised(xp: Any, x: Any) -> Any:
+    a = xp.abs(x)
     x2 = x * x
-    series = np.zeros_like(x)
+    series = xp.zeros_like(x)
     for c in reversed(_ERF_TAYLOR):
         series = series * x2 + c
     small = (2.0 / math.sqrt(math.pi)) * x * series
     t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = np.zeros_like(x)
+    poly = xp.zeros_like(x)
     for c in reversed(_ERF_AS):
         poly = (poly + c) * t
-    large = np.copysign(1.0 - poly * np.exp(-x2), x)
-    return np.where(a < 0.5, small, large)
+    large = xp.copysign(1.0 - poly * xp.exp(-x2), x)
+    return xp.where(a < 0.5, small, large)
 
 
 def _unary(op: str, fn: Callable[[Any, Any], Any], since: int = 1) -> None:
@@ -218,7 +221,7 @@ def clip(xp: Any, x: Any, lo: Any = None, hi: Any = None) -> Any:
 
 
 # ------------------------------------------------------------------- Cast --
-def _cast(xp: Any, x: Any, dtype: np.dtype) -> Any:
+def _cast(xp: Any, x: Any, dtype: np.dtype, saturate: int = 1, round_mode: str = "up") -> Any:
     if dtype.kind == "U" or dtype == np.dtype(object):
         # Strings live on the host; ONNX formats floats like C's %g with 9 digits.
         host = np.asarray(x.get() if hasattr(x, "get") else x)
@@ -227,7 +230,54 @@ def _cast(xp: Any, x: Any, dtype: np.dtype) -> Any:
         host = np.asarray(x, dtype=object)
         return xp.asarray(np.array([_from_str(v, dtype) for v in host.ravel()], dtype=dtype)
                           .reshape(host.shape))
+    if dtype.name == "float8_e8m0fnu" and x.dtype.kind == "f":
+        return _to_e8m0(xp, x, saturate, round_mode)
+    if saturate and dtype.name in _SATURATING and x.dtype.kind == "f":
+        # ONNX's saturate=1: values beyond the float8 range (infinities too) become the largest
+        # finite value of the sign; NaN stays NaN. ml_dtypes alone would give NaN or inf.
+        limit = float(_ml_finfo(dtype).max)
+        x = xp.clip(x, -limit, limit)
     return x.astype(dtype)
+
+
+#: float8 types that Cast / QuantizeLinear saturate into (ONNX's ``saturate`` attribute).
+_SATURATING = frozenset({"float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"})
+
+
+def _to_e8m0(xp: Any, x: Any, saturate: int, round_mode: str) -> Any:
+    """float -> float8_e8m0fnu (a bare power of two, 2^-127 .. 2^127, no zero, no sign).
+
+    ``round_mode`` "up"/"down" pick the power of two above/below; "nearest" rounds in linear
+    space, ties up. With ``saturate``, zero, negatives and values beyond the
+    range go to the nearest end of it; without, they become NaN as ml_dtypes makes them."""
+    dtype = np.dtype(_ml_finfo_type("float8_e8m0fnu"))
+    v = x.astype(xp.float64)
+    if round_mode == "nearest":
+        mant, k = xp.frexp(v)  # the midpoint between 2**(k-1) and 2**k is mant == 0.75; ties up
+        e = xp.where(mant >= 0.75, k, k - 1).astype(xp.float64)
+    else:
+        mant, k = xp.frexp(v)  # v = mant * 2**k, mant in [0.5, 1)
+        exact = mant == 0.5
+        e = (k - 1 if round_mode == "down" else xp.where(exact, k - 1, k)).astype(xp.float64)
+    e = xp.clip(e, -127, 127)
+    out = xp.ldexp(xp.ones_like(v), e.astype(xp.int32))
+    bad = ~(v > 0)  # zero, negatives and NaN
+    if saturate:
+        out = xp.where(xp.isnan(v), xp.nan, xp.where(bad, 2.0 ** -127, out))
+        out = xp.where(xp.isposinf(v), 2.0 ** 127, out)
+    else:
+        out = xp.where(bad | xp.isinf(v), xp.nan, out)
+    return out.astype(xp.float32).astype(dtype)
+
+
+def _ml_finfo_type(name: str) -> Any:
+    import ml_dtypes  # noqa: PLC0415 - only float8 casts need it; onnx depends on it
+    return getattr(ml_dtypes, name)
+
+
+def _ml_finfo(dtype: np.dtype) -> Any:
+    import ml_dtypes  # noqa: PLC0415 - only float8 casts need it; onnx depends on it
+    return ml_dtypes.finfo(dtype)
 
 
 def _to_str(v: Any) -> str:
@@ -244,9 +294,9 @@ def _from_str(v: Any, dtype: np.dtype) -> Any:
 
 @register("Cast", since=6)
 def cast(xp: Any, x: Any, *, to: int, saturate: int = 1, round_mode: str = "up") -> Any:
-    return _cast(xp, x, np_dtype(to))
+    return _cast(xp, x, np_dtype(to), saturate, round_mode)
 
 
 @register("CastLike", since=15)
 def cast_like(xp: Any, x: Any, like: Any, *, saturate: int = 1, round_mode: str = "up") -> Any:
-    return _cast(xp, x, np.dtype(like.dtype))
+    return _cast(xp, x, np.dtype(like.dtype), saturate, round_mode)

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .elementwise import same
-from .registry import register
+from .registry import host_ints, register
 
 
 def _same_pads(in_sp: Sequence[int], k_eff: Sequence[int], strides: Sequence[int],
@@ -335,12 +335,18 @@ def max_unpool(xp: Any, x: Any, indices: Any, output_shape: Any = None, *, kerne
     nsp = len(kernel_shape)
     strides = list(strides or [1] * nsp)
     pads = list(pads or [0] * (2 * nsp))
-    if output_shape is not None:
-        shape_out = [int(v) for v in np.asarray(output_shape.get() if hasattr(output_shape, "get")
-                                                else output_shape).reshape(-1)]
-    else:
-        shape_out = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + nsp]
-                                         + kernel_shape[i] for i in range(nsp)]
-    out = xp.zeros(int(np.prod(shape_out)), dtype=x.dtype)
+    inferred = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + nsp]
+                                    + kernel_shape[i] for i in range(nsp)]
+    out = xp.zeros(int(np.prod(inferred)), dtype=x.dtype)
     out[indices.reshape(-1)] = x.reshape(-1)
-    return out.reshape(shape_out)
+    out = out.reshape(inferred)
+    if output_shape is None:
+        return out
+    # Indices address the inferred shape (as MaxPool produced them); a larger output_shape
+    # places that block at the origin and pads with zeros (ONNX's reference and test data).
+    shape_out = host_ints(xp, output_shape)
+    if shape_out == inferred:
+        return out
+    padded = xp.zeros(shape_out, dtype=x.dtype)
+    padded[tuple(slice(0, d) for d in inferred)] = out
+    return padded

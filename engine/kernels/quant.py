@@ -24,15 +24,18 @@ def _broadcast_param(p: Any, x: Any, axis: int, block_size: int) -> Any:
     return p.reshape(shape)
 
 
-def _saturate_to(xp: Any, v: Any, dtype: np.dtype) -> Any:
+def _saturate_to(xp: Any, v: Any, dtype: np.dtype, saturate: int = 1) -> Any:
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return xp.clip(xp.rint(v), info.min, info.max).astype(dtype)
     try:
-        import ml_dtypes  # noqa: PLC0415 - int4/uint4 are not numpy integer kinds
-        if dtype in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)):
+        import ml_dtypes  # noqa: PLC0415 - int4/int2 are not numpy integer kinds; float8 limits
+        if dtype.name in ("int4", "uint4", "int2", "uint2"):
             info = ml_dtypes.iinfo(dtype)
             return xp.clip(xp.rint(v), int(info.min), int(info.max)).astype(dtype)
+        if saturate and dtype.name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"):
+            limit = float(ml_dtypes.finfo(dtype).max)  # ONNX's saturate: out of range -> largest finite
+            return xp.clip(v, -limit, limit).astype(dtype)
     except ImportError:  # pragma: no cover
         pass
     return v.astype(dtype)
@@ -48,13 +51,13 @@ def quantize_linear(xp: Any, x: Any, scale: Any, zero_point: Any = None, *, axis
         dtype = np_dtype(output_dtype) if output_dtype else np.dtype(np.uint8)
     s = _broadcast_param(scale, x, axis, block_size).astype(np.float32)
     v = x.astype(np.float32) / s
-    if dtype.kind in "iu" or dtype.name in ("int4", "uint4"):
+    if dtype.kind in "iu" or dtype.name in ("int4", "uint4", "int2", "uint2"):
         v = xp.rint(v)
         if zero_point is not None:
             v = v + _broadcast_param(zero_point, x, axis, block_size).astype(np.float32)
     elif zero_point is not None:
         v = v + _broadcast_param(zero_point, x, axis, block_size).astype(np.float32)
-    return _saturate_to(xp, v, dtype)
+    return _saturate_to(xp, v, dtype, saturate)
 
 
 @register("DequantizeLinear", since=10)

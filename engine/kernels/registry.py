@@ -9,7 +9,7 @@ the highest ``since <= opset``, the way ONNX resolves operator versions.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -100,6 +100,48 @@ def has_kernel(op_type: str, domain: str = "", opset: int = 17) -> bool:
     return _find(op_type, domain, opset) is not None
 
 
+def opset_for(opsets: Mapping[str, int] | None, domain: str | None) -> int | None:
+    """The opset ``opsets`` (a graph's imports) gives ``domain``; "" and "ai.onnx" are one
+    domain, whichever spelling the model or the node uses. None (latest) when not imported."""
+    if not opsets:
+        return None
+    dom = _norm_domain(domain)
+    for key in (("", "ai.onnx") if dom == "" else (dom,)):
+        if key in opsets and opsets[key] is not None:
+            return int(opsets[key])
+    return None
+
+
+def kernel_for(op_type: str, domain: str | None, opsets: Mapping[str, int] | None) -> Kernel:
+    """THE kernel lookup, shared by the interpreter and the executor: the kernel of
+    ``op_type`` in ``domain`` at the opset the graph's imports ``opsets`` give that domain.
+
+    An op without a hand-written kernel whose ONNX schema defines it as a function
+    (Attention, SoftmaxCrossEntropyLoss, ...) runs as that function's body; KernelNotFound
+    when neither exists."""
+    opset = opset_for(opsets, domain)
+    fn = _find(op_type, domain or "", opset)
+    if fn is not None:
+        return fn
+    for fallback in _FALLBACKS:
+        expanded = fallback(op_type, _norm_domain(domain), opset)
+        if expanded is not None:
+            return expanded
+    return lookup(op_type, domain or "", LATEST_OPSET if opset is None else opset)  # raises, named
+
+
+#: Resolvers ``(op_type, domain, opset) -> kernel | None`` that ``kernel_for`` tries when no
+#: kernel is registered. ``functions.py`` installs the ONNX function-body expansion here (it
+#: depends on this module, so it registers itself rather than being imported from here).
+_FALLBACKS: list[Callable[[str, str, int | None], Kernel | None]] = []
+
+
+def register_fallback(fn: Callable[[str, str, int | None], Kernel | None]) -> Callable[..., Kernel | None]:
+    """Decorator: try ``fn`` in ``kernel_for`` for ops that have no registered kernel."""
+    _FALLBACKS.append(fn)
+    return fn
+
+
 def registered_ops() -> list[tuple[str, str, list[int]]]:
     """(domain, op_type, [since versions]) for every registered op, sorted."""
     return sorted((d, op, [s for s, _ in v]) for (d, op), v in _REGISTRY.items())
@@ -107,12 +149,7 @@ def registered_ops() -> list[tuple[str, str, list[int]]]:
 
 def graph_opset(graph: Any, domain: str) -> int | None:
     """The opset ``graph`` imports for ``domain``; None (latest) when it imports none."""
-    opset = getattr(graph, "opset", None) or {}
-    dom = _norm_domain(domain)
-    for key in (dom, "ai.onnx") if dom == "" else (dom,):
-        if key in opset:
-            return int(opset[key])
-    return None
+    return opset_for(getattr(graph, "opset", None), domain)
 
 
 def missing_kernels(graph: Any) -> list[tuple[str, str]]:
@@ -127,8 +164,9 @@ def _collect_missing(graph: Any, missing: list[tuple[str, str]], outer: Any) -> 
         if not node.is_subgraph:
             # Bodies sometimes carry no opset of their own: use the enclosing graph's.
             owner = graph if getattr(graph, "opset", None) else outer
-            opset = graph_opset(owner, node.domain) if owner is not None else None
-            if _find(node.op_type, node.domain, opset) is None:
+            try:
+                kernel_for(node.op_type, node.domain, getattr(owner, "opset", None))
+            except KernelNotFound:
                 missing.append((node.name, node.op_type))
         for body in node.subgraphs.values():
             _collect_missing(body, missing, graph if getattr(graph, "opset", None) else outer)
@@ -163,6 +201,9 @@ def kernel_attrs(node: Any) -> dict[str, Any]:
     """The keyword arguments a caller passes a kernel for ``node``: its attributes, plus
     ``_n_outputs`` for the few ops that need to know how many outputs the node declares."""
     attrs = dict(node.attrs)
-    if (_norm_domain(node.domain), node.op_type) in _NEEDS_OUTPUT_COUNT:
+    key = (_norm_domain(node.domain), node.op_type)
+    # Ops run as their ONNX function body (no kernel of their own) build the body per
+    # declared output count: optional outputs change the body.
+    if key in _NEEDS_OUTPUT_COUNT or key not in _REGISTRY:
         attrs["_n_outputs"] = len(node.outputs)
     return attrs

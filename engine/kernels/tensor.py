@@ -242,3 +242,34 @@ def one_hot(xp: Any, indices: Any, depth: Any, values: Any, *, axis: int = -1) -
     shape_[axis] = d
     hot = xp.expand_dims(idx, axis) == xp.arange(d).reshape(shape_)
     return xp.where(hot, values[1], values[0]).astype(values.dtype)
+
+
+@register("BitCast", since=26)
+def bitcast(xp: Any, x: Any, *, to: int) -> Any:
+    target = np_dtype(to)
+    if x.dtype.kind in "OUS" or target.kind in "OUS":
+        raise ValueError("BitCast from or to STRING is not defined")
+    if x.dtype.itemsize != target.itemsize:
+        raise ValueError(f"BitCast needs types of one width: {x.dtype} has {x.dtype.itemsize * 8} bits, "
+                         f"{target} has {target.itemsize * 8}")
+    return x.view(target)  # same width: a view is exact for any layout, 0-d included
+
+
+@register("TensorScatter", since=24)
+def tensor_scatter(xp: Any, past: Any, update: Any, write_indices: Any = None, *,
+                   mode: str = "linear", axis: int = -2) -> Any:
+    axis = axis % past.ndim
+    if axis == 0:
+        raise ValueError("TensorScatter: axis 0 is the batch axis; the sequence axis must come after it")
+    if mode not in ("linear", "circular"):
+        raise ValueError(f"TensorScatter mode must be 'linear' or 'circular', got {mode!r}")
+    starts = host_ints(xp, write_indices) if write_indices is not None else [0] * past.shape[0]
+    out = past.copy()
+    seq, cap = update.shape[axis], past.shape[axis]
+    for b in range(past.shape[0]):
+        idx = np.arange(starts[b], starts[b] + seq)
+        if mode == "circular":
+            idx %= cap
+        view = xp.moveaxis(out[b], axis - 1, 0)  # a view: writes land in ``out``
+        view[xp.asarray(idx)] = xp.moveaxis(update[b], axis - 1, 0)
+    return out

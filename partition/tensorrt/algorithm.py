@@ -11,9 +11,11 @@ The groups alone do not make the contraction acyclic once several subgraphs
 are contracted (a path may leave S, run through an earlier subgraph, and come
 back: MXNet's pass returns such cyclic partitions). So the grown set is then
 checked exactly against the subgraphs formed so far (``state.cycles``); on a
-cycle the highest-id node on the witness path other than the seed is excluded
-and growth restarts, as in ``partition/build.py``. Finally the selector's
-``filter`` drops subgraphs with fewer than ``min_size`` compute nodes.
+cycle the highest re-entry point other than the seed is excluded and growth
+restarts. Finally subgraphs with fewer than ``min_size`` compute nodes are
+dropped. All of that but the growth is the shared driver of
+``partition/build.py`` (``run_pass``); this module supplies the ``DepthFirst``
+grower and the selector.
 
 ``mode="teaching"`` uses the seed's quadratic groups; ``mode="fast"`` the
 bounded propagation of ``groups.FastTracker``. They make identical decisions
@@ -26,10 +28,10 @@ import weakref
 from typing import Any, Iterable, Iterator
 
 from ..api import NodeView, SubgraphProperty, SubgraphSelector, register_backend_factory
-from ..build import FREE, REJECTED, PassState, adjacency
+from ..build import FREE, REJECTED, Grower, PassState, adjacency, run_pass
 from ..errors import LensError
 from ..ir import Graph
-from ..trace import TraceEvent
+from ..trace import EventKind, TraceEvent
 from .groups import ANCESTORS, FastTracker, NaiveTracker, naive_pairs
 from .options import TENSORRT_HINTS, TENSORRT_OPTIONS
 from .rules import TRTRules
@@ -159,63 +161,48 @@ class TensorRTProperty(SubgraphProperty):
 
     # --------------------------------------------------------------- pass --
     def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
-        ctx = self.context(state.graph, state)
-        bad, status, order, tracing = ctx.bad, state.status, state.order, state.tracing
-        total = len(order)
-        for seed in range(total):
-            if state.progress is not None and seed & 4095 == 0:
-                state.progress(seed, total)
-            if status[seed] != FREE:
-                continue
-            if bad[seed]:
-                if tracing:
-                    yield state.emit("seed", node=order[seed].name, result=False, reason=ctx.reasons[order[seed].name])
-                continue
-            if tracing:
-                yield state.emit("seed", node=order[seed].name, result=True)
-            selector = TensorRTSelector(ctx, self.min_size)
-            members = yield from self._grow_acyclic(state, ctx, selector, seed)
-            yield from self._filter_and_create(state, selector, seed, members)
+        return run_pass(self, state, DepthFirst(self, state))
 
-    def _grow_acyclic(self, state: PassState, ctx: _Context, selector: TensorRTSelector,
-                      seed: int) -> Iterator[TraceEvent]:
-        excluded: set[int] = set()
-        order = state.order
-        while True:
-            members = yield from self._grow(state, ctx, selector, seed, excluded)
-            if len(members) == 1:
-                return members
-            witness = state.cycles.find_cycle(members)
-            if witness is None:
-                return members
-            others = [i for i in witness.offenders if i != seed]
-            victim = max(others) if others else seed
-            path = state.names(witness.path)
-            name = order[victim].name
-            log = getattr(state, "cycle_log", None)
-            if log is not None:
-                log.append({"property": state.prop_name, "seed": order[seed].name, "path": list(path),
-                            "excluded": name})
-            state.reasons[name] = (f"excluded from the subgraph grown from {order[seed].name}: it would "
-                                   f"close the cycle {' -> '.join(path)}")
-            if state.tracing:
-                yield state.emit("cycle", node=order[seed].name, path=path, candidates=state.names(members),
-                                 reason=f"contracting would close {' -> '.join(path)}",
-                                 extra={"excluded": name, "path": list(path)})
-                yield state.emit("exclude", node=name, reason="highest id on the cycle's path, seed excepted")
-            if victim in excluded or victim == seed:
-                return [seed]
-            excluded.add(victim)
-            selector.reset()
-            if state.tracing:
-                yield state.emit("reset", node=order[seed].name)
 
-    def _grow(self, state: PassState, ctx: _Context, selector: TensorRTSelector, seed: int,
-              excluded: set[int]) -> Iterator[TraceEvent]:
+class DepthFirst(Grower):
+    """Seed 004's growth: depth-first over inputs then outputs, refusing what the groups forbid."""
+
+    def __init__(self, prop: TensorRTProperty, state: PassState) -> None:
+        super().__init__(state)
+        self.prop = prop
+        self.ctx = prop.context(state.graph, state)
+        self.selector = TensorRTSelector(self.ctx, prop.min_size)
+
+    def start(self, seed: int) -> Iterator[TraceEvent]:
+        """Only compatible nodes seed (no selector call: the table decides)."""
+        state, ctx = self.state, self.ctx
+        ok = not ctx.bad[seed]
+        if state.tracing:
+            name = state.order[seed].name
+            yield state.emit(EventKind.SEED, node=name, result=ok, reason="" if ok else ctx.reasons[name])
+        if ok:
+            self.selector = TensorRTSelector(ctx, self.prop.min_size)
+        return ok
+
+    def reset(self) -> None:
+        self.selector.reset()
+
+    def filter(self, seed: int, members: list[int]) -> list[int]:
+        return members if self.selector.compute_count(members) >= self.prop.min_size else []
+
+    def filter_note(self, kept: list[int]) -> str:
+        return "" if kept else f"below --min-size {self.prop.min_size}"
+
+    def dropped(self, seed: int, members: list[int], kept: list[int]) -> None:
+        # All or nothing; the members are not regrown from another seed (as in MXNet).
+        self.state.note_below_min_size(members, self.selector.compute_count(members), self.prop.min_size)
+
+    def grow(self, seed: int, excluded: set[int]) -> Iterator[TraceEvent]:
         """Depth-first growth, inputs first; returns members in join order."""
+        state, ctx = self.state, self.ctx
         status, preds, succs, bad, order = state.status, ctx.preds, ctx.succs, ctx.bad, state.order
         tracing = state.tracing
-        tracker = selector.tracker
+        tracker = self.selector.tracker
         tracker.join(seed)
         members = [seed]
         in_set = {seed}
@@ -224,80 +211,52 @@ class TensorRTProperty(SubgraphProperty):
         stack: list[tuple[int, int, bool]] = []
         stack.extend((seed, o, False) for o in reversed(succs[seed]))
         stack.extend((seed, p, True) for p in reversed(preds[seed]))
-        seed_name = order[seed].name
         while stack:
             cur, nb, is_input = stack.pop()
             if nb in in_set or nb in refused:
                 continue
-            why = None
-            extra: dict[str, Any] = {}
-            if bad[nb]:
-                why = ctx.reasons[order[nb].name]
-                extra = {"incompatible_node": True}
-            elif status[nb] != FREE:
-                why = ("in a subgraph dropped for --min-size" if status[nb] == REJECTED
-                       else "already in another subgraph")
-            elif nb in excluded:
-                why = "excluded after a cycle"
-            elif tracker.forbids(nb):
-                refused.add(nb)
-                if tracing or order[nb].name not in state.reasons:
-                    inc, group = tracker.cause(nb)  # type: ignore[misc]
-                    inc_name = order[inc].name
-                    holds = "a descendant" if group == ANCESTORS else "an ancestor"
-                    why = (f"in the {group} of incompatible node {inc_name}, and the subgraph grown from "
-                           f"{seed_name} holds {holds} of it")
-                    extra = {"incompatible": inc_name, "group": group}
-                    state.reasons.setdefault(order[nb].name, f"refused by the subgraph grown from {seed_name}: "
-                                                             f"in the {group} of incompatible node {inc_name}")
-                else:
-                    why = "in the incompatible list"
-            if why is not None:
+            if bad[nb] or status[nb] != FREE or nb in excluded or tracker.forbids(nb):
                 refused.add(nb)
                 if tracing:
-                    yield state.emit("refuse", node=order[cur].name, neighbour=order[nb].name, reason=why,
-                                     candidates=state.snapshot(members), extra=extra)
+                    yield self._refusal(seed, cur, nb, members, excluded)
+                elif not bad[nb] and status[nb] == FREE and nb not in excluded and not state.has_reason(nb):
+                    inc, group = tracker.cause(nb)  # type: ignore[misc]
+                    state.note_group(nb, seed, inc, group)
                 continue
             tracker.join(nb)
             members.append(nb)
             in_set.add(nb)
             if tracing:
-                yield state.emit("select_input" if is_input else "select_output", node=order[cur].name,
-                                 neighbour=order[nb].name, result=True, candidates=state.snapshot(members),
+                yield state.emit(EventKind.SELECT_INPUT if is_input else EventKind.SELECT_OUTPUT,
+                                 node=order[cur].name, neighbour=order[nb].name, result=True,
+                                 candidates=state.snapshot(members),
                                  queue=state.names([e[1] for e in reversed(stack[-20:])]))
             stack.extend((nb, o, False) for o in reversed(succs[nb]))
             stack.extend((nb, p, True) for p in reversed(preds[nb]))
         return members
 
-    def _filter_and_create(self, state: PassState, selector: TensorRTSelector, seed: int,
-                           members: list[int]) -> Iterator[TraceEvent]:
-        order = state.order
-        views = state.views
-        kept = [v.id for v in selector.filter([views[i] for i in members])]
-        if state.tracing:
-            yield state.emit("filter", node=order[seed].name, candidates=state.names(members),
-                             result=state.names(kept),
-                             reason="" if kept else f"below --min-size {self.min_size}")
-        if not kept:
-            k = selector.compute_count(members)
-            noun = "node" if k == 1 else "nodes"
-            for i in members:
-                state.status[i] = REJECTED
-                name = order[i].name
-                why = f"subgraph of {k} compute {noun} is below --min-size {self.min_size}"
-                earlier = state.reasons.get(name, "")
-                if earlier.startswith("refused"):  # say why the bigger neighbour did not take it
-                    why += f"; earlier {earlier}"
-                state.reasons[name] = why
-            return
-        node, sid = state.add_subgraph(self, kept)
-        if state.tracing:
-            if node is None:
-                yield state.emit("reject", node=order[seed].name, candidates=state.names(kept), subgraph_id=sid,
-                                 reason="create_subgraph_node returned None")
-            else:
-                yield state.emit("subgraph", node=node.name, candidates=state.names(kept), subgraph_id=sid,
-                                 result=(list(node.inputs), list(node.outputs)))
+    def _refusal(self, seed: int, cur: int, nb: int, members: list[int], excluded: set[int]) -> TraceEvent:
+        """The ``refuse`` event for ``nb`` (tracing only), noting a group refusal's reason."""
+        state, ctx, order = self.state, self.ctx, self.state.order
+        extra: dict[str, Any]
+        if ctx.bad[nb]:
+            why, extra = ctx.reasons[order[nb].name], {"cause": "incompatible", "incompatible_node": True}
+        elif state.status[nb] != FREE:
+            rejected = state.status[nb] == REJECTED
+            why = "in a subgraph dropped for --min-size" if rejected else "already in another subgraph"
+            extra = {"cause": "rejected" if rejected else "taken"}
+        elif nb in excluded:
+            why, extra = "excluded after a cycle", {"cause": "excluded"}
+        else:
+            inc, group = self.selector.tracker.cause(nb)  # type: ignore[misc]
+            inc_name = order[inc].name
+            holds = "a descendant" if group == ANCESTORS else "an ancestor"
+            why = (f"in the {group} of incompatible node {inc_name}, and the subgraph grown from "
+                   f"{order[seed].name} holds {holds} of it")
+            extra = {"cause": "group", "incompatible": inc_name, "group": group}
+            state.note_group(nb, seed, inc, group)
+        return state.emit(EventKind.REFUSE, node=order[cur].name, neighbour=order[nb].name, reason=why,
+                          candidates=state.snapshot(members), extra=extra)
 
 
 class _LazySelector(TensorRTSelector):

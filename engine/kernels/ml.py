@@ -1,0 +1,147 @@
+"""A few ai.onnx.ml ops: Binarizer, ArrayFeatureExtractor, LabelEncoder, TreeEnsemble.
+
+Binarizer and ArrayFeatureExtractor are plain ``xp`` code. LabelEncoder maps keys to values
+through a python dict: it runs on the host (a documented round trip through
+``registry.to_host``) and moves numeric results back to ``xp``; string results stay on the
+host as all ONNX strings do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .registry import register, to_host
+
+ML = "ai.onnx.ml"
+
+
+@register("Binarizer", domain=ML)
+def binarizer(xp: Any, x: Any, *, threshold: float = 0.0) -> Any:
+    return (x > threshold).astype(x.dtype)
+
+
+@register("ArrayFeatureExtractor", domain=ML)
+def array_feature_extractor(xp: Any, x: Any, indices: Any) -> Any:
+    idx = indices.reshape(-1)
+    if x.ndim == 1:
+        return xp.take(x, idx).reshape(1, -1)
+    return xp.take(x, idx, axis=-1)
+
+
+def _pick(attrs: dict[str, Any], stem: str) -> Any:
+    """keys_* / values_*: whichever of the typed attributes is given, as a flat list."""
+    for suffix in ("strings", "int64s", "floats", "tensor"):
+        value = attrs.get(f"{stem}_{suffix}")
+        if value is not None:
+            return list(np.asarray(value, dtype=object if suffix == "strings" else None).reshape(-1)), suffix
+    raise ValueError(f"LabelEncoder needs one of the {stem}_* attributes")
+
+
+@register("LabelEncoder", domain=ML)
+def label_encoder(xp: Any, x: Any, **attrs: Any) -> Any:
+    keys, _ = _pick(attrs, "keys")
+    values, kind = _pick(attrs, "values")
+    if len(keys) != len(values):
+        raise ValueError(f"LabelEncoder has {len(keys)} keys but {len(values)} values")
+    out_dtype = {"strings": np.dtype(object), "int64s": np.dtype(np.int64), "floats": np.dtype(np.float32),
+                 "tensor": np.asarray(attrs.get("values_tensor")).dtype}[kind]
+    default = _default(attrs, kind, out_dtype)
+    host = to_host(xp, x) if x.dtype != object else np.asarray(x)
+    table = {_key(k): v for k, v in zip(keys, values)}
+    out = np.array([table.get(_key(v), default) for v in host.reshape(-1)], dtype=out_dtype).reshape(host.shape)
+    return out if out_dtype == object else xp.asarray(out)
+
+
+def _key(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, (np.floating, float)) and np.isnan(v):
+        return "nan"  # NaN keys match NaN inputs, as in ONNX's reference
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _default(attrs: dict[str, Any], kind: str, dtype: np.dtype) -> Any:
+    if kind == "tensor" and attrs.get("default_tensor") is not None:
+        return np.asarray(attrs["default_tensor"]).reshape(-1)[0]
+    if kind == "strings":
+        return attrs.get("default_string", "_Unused")
+    if kind == "int64s" or dtype.kind in "iu":
+        return attrs.get("default_int64", -1)
+    return attrs.get("default_float", -0.0)
+
+
+_COMPARE = {0: np.less_equal, 1: np.less, 2: np.greater_equal, 3: np.greater, 4: np.equal, 5: np.not_equal}
+
+
+def _member_sets(modes: np.ndarray, members: Any) -> dict[int, set[float]]:
+    """Node index -> its set, for BRANCH_MEMBER nodes; sets are NaN-separated in order."""
+    sets: dict[int, set[float]] = {}
+    flat = [] if members is None else list(np.asarray(members, dtype=np.float64).reshape(-1))
+    groups, current = [], []
+    for v in flat:
+        if np.isnan(v):
+            groups.append(set(current))
+            current = []
+        else:
+            current.append(v)
+    if current:
+        groups.append(set(current))
+    for node, group in zip([i for i, m in enumerate(modes) if m == 6], groups):
+        sets[node] = group
+    return sets
+
+
+def _leaf_of(row: np.ndarray, root: int, a: dict[str, Any], sets: dict[int, set[float]]) -> int:
+    node = root
+    for _ in range(len(a["modes"]) + 1):  # a walk longer than the node count means a cycle
+        value, mode = float(row[a["features"][node]]), int(a["modes"][node])
+        if np.isnan(value):
+            go_true = bool(a["missing"][node]) if a["missing"] is not None else False
+        elif mode == 6:
+            go_true = value in sets.get(node, set())
+        else:
+            go_true = bool(_COMPARE[mode](value, a["splits"][node]))
+        nxt, leaf = (a["true_ids"][node], a["true_leaf"][node]) if go_true else (a["false_ids"][node],
+                                                                               a["false_leaf"][node])
+        if leaf:
+            return int(nxt)
+        node = int(nxt)
+    raise ValueError("TreeEnsemble: a tree walk did not reach a leaf (the trees have a cycle)")
+
+
+@register("TreeEnsemble", domain=ML, since=5)
+def tree_ensemble(xp: Any, x: Any, *, tree_roots: list[int], nodes_modes: Any, nodes_featureids: list[int],
+                  nodes_splits: Any, nodes_truenodeids: list[int], nodes_trueleafs: list[int],
+                  nodes_falsenodeids: list[int], nodes_falseleafs: list[int], leaf_targetids: list[int],
+                  leaf_weights: Any, n_targets: int | None = None, aggregate_function: int = 1,
+                  post_transform: int = 0, membership_values: Any = None,
+                  nodes_missing_value_tracks_true: list[int] | None = None, nodes_hitrates: Any = None) -> Any:
+    """Tree walks are data-dependent branching: host code (documented round trip), result to ``xp``."""
+    if post_transform != 0:
+        raise ValueError(f"TreeEnsemble post_transform {post_transform} is not implemented (only NONE)")
+    host = to_host(xp, x).astype(np.float64)
+    modes = np.asarray(nodes_modes).reshape(-1)
+    a = {"modes": modes, "features": nodes_featureids, "splits": np.asarray(nodes_splits, np.float64).reshape(-1),
+         "true_ids": nodes_truenodeids, "true_leaf": nodes_trueleafs, "false_ids": nodes_falsenodeids,
+         "false_leaf": nodes_falseleafs, "missing": nodes_missing_value_tracks_true}
+    sets = _member_sets(modes, membership_values)
+    weights = np.asarray(leaf_weights).reshape(-1)
+    targets = n_targets or (max(leaf_targetids) + 1)
+    # A target no tree reaches keeps the reduction's identity (the largest / lowest finite
+    # value of X's type for MIN / MAX); AVERAGE divides by the number of trees, as ONNX does.
+    big = float(np.finfo(np.dtype(x.dtype)).max)
+    start = {0: 0.0, 1: 0.0, 2: big, 3: -big}[aggregate_function]
+    out = np.full((host.shape[0], targets), start, dtype=np.float64)
+    for r, row in enumerate(host.reshape(host.shape[0], -1)):
+        for root in tree_roots:
+            leaf = _leaf_of(row, root, a, sets)
+            t, w = leaf_targetids[leaf], float(weights[leaf])
+            if aggregate_function == 0:
+                out[r, t] += w / len(tree_roots)
+            elif aggregate_function == 1:
+                out[r, t] += w
+            else:
+                out[r, t] = min(out[r, t], w) if aggregate_function == 2 else max(out[r, t], w)
+    return xp.asarray(out.astype(np.dtype(x.dtype)))

@@ -1,0 +1,214 @@
+"""MXNet's exclusion loop, incrementally, for selectors whose answers depend on the node alone.
+
+The loop of ``partition/build.py`` grows the candidate set S from a seed, and
+while contracting S would close a cycle it excludes the highest re-entry point
+v, resets the selector and grows again. When the selector accepts a node by
+looking at that node only (the built-in ``ContainOpSelector``), growing again
+without v gives exactly the connected component of the seed in S - {v}: the
+nodes it could reach before, less v and whatever hung on v. This module keeps
+S and its cycle facts up to date under such removals instead of growing and
+searching again, and gives the same sequence of exclusions.
+
+Facts, by node id (ids are topological: along an edge they grow):
+
+- ``in_s[i]``: i is a candidate.
+- ``reach[i]``: i is outside S and some path from S through outside nodes gets to i.
+  For i in the window [seed, top]: some producer of i is in S or reached.
+- i in S is a *re-entry* (a hit) when some producer of i is reached. Contracting S
+  closes a cycle exactly when there is a hit (``CycleChecker``'s definition).
+
+Both are computed by one sweep over the window in id order, since a node's facts
+depend on its producers only. Removing nodes X from S changes nothing below
+``min(X)``, so after an exclusion only [min(X), top] is swept again.
+
+Scope, where the plain sweep is exact: the seed is the lowest candidate (every
+free accepted node with a lower id was a seed before and is now in a subgraph),
+so nothing below the seed is reached; and no subgraph formed earlier has a
+member in the window, so no path jumps backwards through one. When an earlier
+subgraph does reach into the window, ``trim`` returns None and the caller runs
+the general loop.
+
+The witness path of each cycle is a path leaving S and coming back into the
+excluded node; it is found by walking producers back from it (first reached
+producer in read order, stopping at the first candidate), so it may differ from
+the one the breadth-first search of ``CycleChecker`` reports. The exclusions,
+and so the partition, are the same.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Sequence
+
+from .cycles import CycleChecker
+
+
+class Trimmer:
+    """Per-pass scratch space (flags by node id, zero between seeds)."""
+
+    def __init__(self, preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
+                 checker: CycleChecker) -> None:
+        self.preds = preds
+        self.succs = succs
+        self.checker = checker
+        self.in_s = bytearray(len(preds))
+        self.reach = bytearray(len(preds))
+
+    def trim(self, seed: int, members: list[int]) -> tuple[list[int], list[tuple[list[int], int]]] | None:
+        """(final members, [(witness path, excluded node)] in order), or None when out of scope."""
+        top = max(members)
+        if seed != min(members) or self._earlier_subgraph_within(seed, top):
+            return None
+        in_s, reach = self.in_s, self.reach
+        for i in members:
+            in_s[i] = 1
+        alive = set(members)
+        hits: list[int] = []
+        log: list[tuple[list[int], int]] = []
+        try:
+            self._sweep(seed, top, hits)
+            while hits:
+                victim = hits[-1]
+                log.append((self._witness(victim), victim))
+                removed = [victim, *self._cut_off(seed, victim, alive)]
+                for i in removed:
+                    in_s[i] = 0
+                    alive.discard(i)
+                while not in_s[top]:
+                    top -= 1
+                low = min(removed)
+                del hits[bisect.bisect_left(hits, low):]
+                self._sweep(low, top, hits)
+        finally:
+            end = max(members) + 1
+            in_s[seed:end] = bytes(end - seed)
+            reach[seed:end] = bytes(end - seed)
+        return sorted(alive), log
+
+    def _earlier_subgraph_within(self, lo: int, hi: int) -> bool:
+        spans = self.checker.spans
+        k = bisect.bisect_left(spans.ends, lo)  # first merged span ending at or after lo
+        return k < len(spans.starts) and spans.starts[k] <= hi
+
+    def _sweep(self, lo: int, hi: int, hits: list[int]) -> None:
+        """Recompute ``reach`` and the hits for ids lo..hi (everything below is up to date)."""
+        in_s, reach, preds = self.in_s, self.reach, self.preds
+        for i in range(lo, hi + 1):
+            if in_s[i]:
+                reach[i] = 0
+                for p in preds[i]:
+                    if reach[p]:
+                        hits.append(i)
+                        break
+            else:
+                r = 0
+                for p in preds[i]:
+                    if in_s[p] or reach[p]:
+                        r = 1
+                        break
+                reach[i] = r
+
+    def _witness(self, hit: int) -> list[int]:
+        """A path from a candidate through reached nodes into ``hit``."""
+        in_s, reach, preds = self.in_s, self.reach, self.preds
+        path = [hit]
+        cur = hit
+        while True:
+            back = -1
+            for p in preds[cur]:  # a candidate ends the walk; else the first reached producer
+                if in_s[p] and cur != hit:
+                    back = p
+                    break
+                if back < 0 and reach[p]:
+                    back = p
+            path.append(back)
+            if in_s[back]:
+                break
+            cur = back
+        path.reverse()
+        return path
+
+    def _cut_off(self, seed: int, victim: int, alive: set[int]) -> list[int]:
+        """Candidates no longer connected to the seed once ``victim`` goes.
+
+        One breadth-first search per remaining neighbour of the victim, taking
+        turns; searches that meet are merged. It stops when every search but the
+        seed's has met another or run out: those that ran out are cut off. The
+        work is bounded by the smaller sides (usually a few nodes above the victim).
+        """
+        preds, succs = self.preds, self.succs
+        starts: list[int] = []
+        for u in (*preds[victim], *succs[victim]):
+            if u in alive and u not in starts:
+                starts.append(u)
+        n = len(starts)
+        if n <= 1:  # a leaf of S: nothing hangs on it
+            return []
+        if n == 2:
+            return self._cut_off_two(seed, victim, alive, starts[0], starts[1])
+        owner = {u: k for k, u in enumerate(starts)}
+        parent = list(range(n))
+        queues = [[u] for u in starts]
+        heads = [0] * n
+
+        def root(k: int) -> int:
+            while parent[k] != k:
+                k = parent[k]
+            return k
+
+        while True:
+            roots = [root(k) for k in range(n)]
+            first = roots[0]
+            if all(r == first for r in roots):
+                return []
+            running = {roots[k] for k in range(n) if heads[k] < len(queues[k])}
+            k_seed = owner.get(seed)
+            seed_root = roots[k_seed] if k_seed is not None else None
+            if seed_root is not None and running <= {seed_root}:
+                break
+            if seed_root is None and len(running) <= 1:
+                seed_root = next(iter(running))  # the one search still running holds the seed
+                break
+            for k in range(n):
+                q = queues[k]
+                if heads[k] >= len(q):
+                    continue
+                x = q[heads[k]]
+                heads[k] += 1
+                for y in (*preds[x], *succs[x]):
+                    if y not in alive or y == victim:
+                        continue
+                    j = owner.get(y)
+                    if j is None:
+                        owner[y] = k
+                        q.append(y)
+                    else:
+                        a, b = root(j), root(k)
+                        if a != b:
+                            parent[max(a, b)] = min(a, b)
+        return [x for x, k in owner.items() if root(k) != seed_root]
+
+    def _cut_off_two(self, seed: int, victim: int, alive: set[int], a: int, b: int) -> list[int]:
+        """``_cut_off`` for a victim with two remaining neighbours: two searches taking turns."""
+        preds, succs = self.preds, self.succs
+        seen = ({a}, {b})
+        queues = ([a], [b])
+        heads = [0, 0]
+        while True:
+            for side in (0, 1):
+                q = queues[side]
+                if heads[side] == len(q):  # this side is a whole component without the other
+                    if seed in seen[side]:
+                        keep = seen[side]
+                        return [x for x in alive if x not in keep and x != victim]
+                    return list(seen[side])
+                x = q[heads[side]]
+                heads[side] += 1
+                mine, other = seen[side], seen[1 - side]
+                for y in (*preds[x], *succs[x]):
+                    if y in mine or y == victim or y not in alive:
+                        continue
+                    if y in other:
+                        return []  # the two sides meet: nothing is cut off
+                    mine.add(y)
+                    q.append(y)

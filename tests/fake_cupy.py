@@ -1,0 +1,396 @@
+"""A strict stand-in for cupy, for tests only: numpy underneath, cupy's rules on top.
+
+No GPU is lent to this project, so the cupy half of the kernels and the executor's
+``--device gpu`` path are checked against this module instead. It follows cupy's
+documented conversion policy, which is what breaks code written with numpy in mind:
+
+* ``FakeArray`` is not a ``numpy.ndarray``; ``np.asarray(a)`` / ``np.array(a)`` raise
+  ``TypeError`` (``__array__`` refuses, as cupy's does), and numpy functions and operators
+  given a device array raise too (``__array_ufunc__ = None``, no buffer protocol).
+* The only ways back to the host are ``a.get()``, ``fake.asnumpy(a)`` and the explicit
+  scalar reads cupy also allows (``float(a)``, ``bool(a)``, ``a.item()``, ``a.tolist()``);
+  those synchronise with the device, so each is counted in ``FakeCupy.syncs``.
+* Functions of the module and methods of the array refuse numpy arrays among their
+  arguments (cupy does: "Unsupported type <class 'numpy.ndarray'>"); only the
+  constructors (``asarray``, ``array``, ``ascontiguousarray``, ...) copy from the host.
+  Python and numpy scalars are fine. ``a[...] = numpy_array`` is allowed only for a whole
+  array assignment (``a[:]``, ``a[...]``), as in cupy.
+* Reductions and scalar indexing return 0-d device arrays (cupy never returns numpy
+  scalars), and ``operator.index(a)`` raises (cupy leaves ``__index__`` out on purpose).
+* Constructors refuse object and string dtypes (cupy has none): strings stay on the host.
+* A few numpy-only names cupy does not have (``errstate``, ``ndindex``, ``vectorize``,
+  ``char``, ...) raise ``AttributeError``.
+
+``fake.cuda`` has the ``Stream``/``Event``/``Device``/``runtime`` stand-ins the engine calls,
+logged like the fake in ``tests/test_engine_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import sys
+import threading
+import types
+from typing import Any, Callable
+
+import numpy as np
+
+#: numpy names cupy does not provide (a kernel using them through ``xp`` fails on a GPU).
+NUMPY_ONLY = frozenset({"errstate", "seterr", "geterr", "ndindex", "nditer", "vectorize", "frompyfunc",
+                        "char", "strings", "rec", "ma", "ctypeslib", "testing", "asmatrix", "matrix"})
+#: Functions that copy host data to the device: numpy arrays are welcome here.
+CONSTRUCTORS = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray", "asfortranarray"})
+
+
+class DeviceConversionError(TypeError):
+    """Raised where real cupy would refuse to mix host and device arrays."""
+
+
+class FakeArray:
+    """A device array: holds a numpy array but is not one and will not turn into one implicitly."""
+
+    __slots__ = ("_a", "_mod")
+    __array_ufunc__ = None  # numpy operators and ufuncs given a device array defer, then fail
+    __array_priority__ = 1000
+
+    def __init__(self, a: np.ndarray, mod: "FakeCupy") -> None:
+        self._a = a
+        self._mod = mod
+
+    # -- the refusals -------------------------------------------------------------
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise DeviceConversionError("Implicit conversion to a NumPy array is not allowed. "
+                                    "Please use `.get()` to construct a NumPy array explicitly.")
+
+    def __index__(self) -> int:
+        raise DeviceConversionError("a device array cannot be used as an index (cupy has no __index__); "
+                                    "read it on the host first")
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"shape": self._a.shape, "typestr": self._a.dtype.str, "data": (0, False), "version": 3}
+
+    # -- explicit ways back (counted: each is a device->host sync) ----------------
+    def get(self, stream: Any = None, order: str = "C", out: Any = None) -> np.ndarray:
+        self._mod._sync("get")
+        return np.array(self._a, copy=True)
+
+    def item(self, *args: Any) -> Any:
+        self._mod._sync("item")
+        return self._a.item(*args)
+
+    def tolist(self) -> Any:
+        self._mod._sync("tolist")
+        return self._a.tolist()
+
+    def __bool__(self) -> bool:
+        self._mod._sync("bool")
+        return bool(self._a)
+
+    def __float__(self) -> float:
+        self._mod._sync("float")
+        return float(self._a)
+
+    def __int__(self) -> int:
+        self._mod._sync("int")
+        return int(self._a)
+
+    def __complex__(self) -> complex:
+        self._mod._sync("complex")
+        return complex(self._a)
+
+    # -- plain attributes ---------------------------------------------------------
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    nbytes = property(lambda self: self._a.nbytes)
+    itemsize = property(lambda self: self._a.itemsize)
+    strides = property(lambda self: self._a.strides)
+    flags = property(lambda self: self._a.flags)
+    T = property(lambda self: FakeArray(self._a.T, self._mod))
+    real = property(lambda self: FakeArray(self._a.real, self._mod))
+    imag = property(lambda self: FakeArray(self._a.imag, self._mod))
+
+    def __len__(self) -> int:
+        return len(self._a)
+
+    def __iter__(self) -> Any:
+        return (self._mod._wrap(v) for v in self._a)
+
+    def __repr__(self) -> str:
+        return f"FakeArray({self._a!r})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(self._a, name)
+        if callable(value):
+            return self._mod._wrap_fn(value, f"ndarray.{name}")
+        return self._mod._wrap(value)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._mod._wrap(self._a[self._mod._unwrap_index(key)])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        whole = key is Ellipsis or (isinstance(key, slice) and key == slice(None))
+        if isinstance(value, np.ndarray) and value.ndim > 0 and not whole:
+            raise DeviceConversionError("cupy refuses `device[idx] = numpy_array` except for a whole-array "
+                                        "copy (`a[:] = host`); move the value with xp.asarray first")
+        v = value if isinstance(value, np.ndarray) else self._mod._unwrap(value, "setitem")
+        self._a[self._mod._unwrap_index(key)] = v
+
+
+def _binary(name: str, reflected: bool = False) -> Callable[..., Any]:
+    op = getattr(operator, name)
+
+    def method(self: FakeArray, other: Any) -> Any:
+        o = self._mod._unwrap(other, f"operator {name}")
+        return self._mod._wrap(op(o, self._a) if reflected else op(self._a, o))
+    return method
+
+
+def _inplace(name: str) -> Callable[..., Any]:
+    op = getattr(operator, f"i{name.rstrip('_')}")
+
+    def method(self: FakeArray, other: Any) -> FakeArray:
+        self._a = op(self._a, self._mod._unwrap(other, f"operator i{name}"))
+        return self
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
+              "lshift", "rshift"):
+    _op = _name + "_" if _name in ("and", "or") else _name
+    setattr(FakeArray, f"__{_name}__", _binary(_op))
+    setattr(FakeArray, f"__r{_name}__", _binary(_op, reflected=True))
+    setattr(FakeArray, f"__i{_name}__", _inplace(_op))
+for _name in ("lt", "le", "eq", "ne", "gt", "ge"):
+    setattr(FakeArray, f"__{_name}__", _binary(_name))
+for _name in ("neg", "pos", "abs", "invert"):
+    setattr(FakeArray, f"__{_name}__",
+            (lambda op: lambda self: self._mod._wrap(op(self._a)))(getattr(operator, _name)))
+FakeArray.__hash__ = None  # type: ignore[assignment]
+
+
+class _FakeCuda:
+    """The cupy.cuda calls the engine makes (streams, events, devices), logged."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, Any, Any]] = []
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        cuda = self
+
+        class Stream:
+            null: Any = None
+
+            def __init__(self, non_blocking: bool = False) -> None:
+                self.ptr = 1000 + next(cuda._ids)
+
+            def use(self) -> "Stream":
+                return self
+
+            def __enter__(self) -> "Stream":
+                return self
+
+            def __exit__(self, *a: object) -> None:
+                pass
+
+            done = True
+
+            def wait_event(self, event: Any) -> None:
+                cuda._add("wait_event", self.ptr, event.id)
+
+            def synchronize(self) -> None:
+                cuda._add("stream_sync", self.ptr, None)
+
+        class Event:
+            def __init__(self, disable_timing: bool = True, **kw: Any) -> None:
+                self.id = next(cuda._ids)
+
+            #: cupy's Event.done: the work before it has finished (numpy runs eagerly: always).
+            done = True
+
+            def record(self, stream: Any = None) -> None:
+                cuda._add("record", getattr(stream, "ptr", None), self.id)
+
+            def synchronize(self) -> None:
+                cuda._add("event_sync", None, self.id)
+
+        self.Stream, self.Event = Stream, Event
+        Stream.null = Stream()
+        self.runtime = types.SimpleNamespace(getDeviceCount=lambda: 1)
+        self.Device = lambda i=0: types.SimpleNamespace(use=lambda: None, synchronize=lambda: None, id=i)
+        self.get_elapsed_time = lambda a, b: 1.0
+        self.get_current_stream = lambda: Stream.null
+
+    def _add(self, *entry: Any) -> None:
+        with self._lock:
+            self.log.append(entry)
+
+
+class _MemoryPool:
+    def used_bytes(self) -> int:
+        return 0
+
+    def total_bytes(self) -> int:
+        return 0
+
+    def free_all_blocks(self) -> None:
+        pass
+
+
+class FakeCupy(types.ModuleType):
+    """The module: ``fake.sum``, ``fake.fft.fft``, ... are numpy's, behind cupy's rules."""
+
+    def __init__(self, name: str = "fake_cupy", base: Any = np) -> None:
+        super().__init__(name)
+        self._base = base
+        self._root = self
+        self.syncs: dict[str, int] = {}
+        self.ndarray = FakeArray
+        self.cuda = _FakeCuda()
+        self._pool = _MemoryPool()
+
+    # -- host <-> device ------------------------------------------------------
+    def asnumpy(self, a: Any, stream: Any = None) -> np.ndarray:
+        return a.get() if isinstance(a, FakeArray) else np.asarray(a)
+
+    def get_array_module(self, *args: Any) -> Any:
+        return self if any(isinstance(a, FakeArray) for a in args) else np
+
+    def get_default_memory_pool(self) -> _MemoryPool:
+        return self._pool
+
+    def get_default_pinned_memory_pool(self) -> _MemoryPool:
+        return self._pool
+
+    def _sync(self, kind: str) -> None:
+        root = self._root
+        root.syncs[kind] = root.syncs.get(kind, 0) + 1
+
+    # -- wrapping -------------------------------------------------------------
+    def _wrap(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return FakeArray(value, self._root)
+        if isinstance(value, np.generic):  # cupy returns 0-d device arrays, never numpy scalars
+            return FakeArray(np.asarray(value), self._root)
+        if isinstance(value, tuple):
+            return tuple(self._wrap(v) for v in value)
+        if isinstance(value, list):
+            return [self._wrap(v) for v in value]
+        return value
+
+    def _unwrap(self, value: Any, where: str) -> Any:
+        if isinstance(value, FakeArray):
+            return value._a
+        if isinstance(value, np.ndarray):
+            raise DeviceConversionError(f"{where}: got a numpy array where cupy needs a device array "
+                                        "(Unsupported type <class 'numpy.ndarray'>); use xp.asarray")
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._unwrap(v, where) for v in value)
+        if isinstance(value, dict):
+            return {k: self._unwrap(v, where) for k, v in value.items()}
+        return value
+
+    def _unwrap_index(self, key: Any) -> Any:
+        # Indices may be device arrays, slices, ints, lists; numpy index arrays are copied over as cupy does.
+        if isinstance(key, tuple):
+            return tuple(self._unwrap_index(k) for k in key)
+        if isinstance(key, FakeArray):
+            return key._a
+        return key
+
+    def _wrap_fn(self, fn: Any, name: str, host_ok: bool = False) -> Callable[..., Any]:
+        mod = self._root
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if host_ok:
+                args = tuple(a._a if isinstance(a, FakeArray) else mod._unwrap_host_list(a) for a in args)
+                kwargs = {k: v._a if isinstance(v, FakeArray) else v for k, v in kwargs.items()}
+                result = fn(*args, **kwargs)
+                result = np.asarray(result) if not isinstance(result, np.ndarray) else result
+                if result.dtype == object or result.dtype.kind in "US":
+                    raise DeviceConversionError(f"{name}: cupy has no string/object arrays "
+                                                f"(dtype {result.dtype}); keep them on the host")
+                return mod._wrap(result)
+            args = tuple(mod._unwrap(a, name) for a in args)
+            kwargs = {k: mod._unwrap(v, name) for k, v in kwargs.items()}
+            return mod._wrap(fn(*args, **kwargs))
+
+        call.__name__ = name
+        if isinstance(fn, np.ufunc):  # ufunc methods (reduce, accumulate, at, outer) follow the same rules
+            for meth in ("reduce", "accumulate", "at", "outer", "reduceat"):
+                setattr(call, meth, mod._wrap_fn(getattr(fn, meth), f"{name}.{meth}"))
+        return call
+
+    def _unwrap_host_list(self, a: Any) -> Any:
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._unwrap_host_list(v) for v in a)
+        return a._a if isinstance(a, FakeArray) else a
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name.startswith("_"):
+            raise AttributeError(name)
+        if name in NUMPY_ONLY:
+            raise AttributeError(f"cupy has no attribute {name!r} (numpy-only); "
+                                 "do this on the host through registry.to_host, or find a cupy equivalent")
+        value = getattr(self._base, name)
+        if isinstance(value, types.ModuleType):
+            sub = FakeCupy(f"{self.__name__}.{name}", value)
+            sub._root = self._root
+            object.__setattr__(self, name, sub)  # cache: the next lookup finds it directly
+            return sub
+        if isinstance(value, type) or not callable(value):
+            return value  # dtypes, classes, constants (cupy.float32 is numpy.float32 too)
+        return self._wrap_fn(value, name, host_ok=name in CONSTRUCTORS and self._base is np)
+
+
+def install(monkeypatch: Any) -> FakeCupy:
+    """Make ``engine.gpu`` (and so the executor's ``--device gpu``) find the fake as cupy."""
+    import engine.gpu  # noqa: PLC0415 - tests only
+
+    fake = FakeCupy("cupy")
+    monkeypatch.setitem(sys.modules, "cupy", fake)  # the executor imports cupy by name
+    monkeypatch.setattr(engine.gpu, "_cupy", fake)
+    monkeypatch.setattr(engine.gpu, "_probed", True)
+    return fake
+
+
+# --- a pytest plugin: any test file's executors on the fake GPU ------------------
+# PYTHONPATH=tests python -m pytest -p fake_cupy --fake-gpu tests/test_executor.py ...
+# runs those tests unchanged with every Executor on ``--device gpu`` over this fake
+# (``device_context`` answers the GPU context and the fake for "cpu" too).
+
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption("--fake-gpu", action="store_true",
+                     help="run every Executor on the strict fake cupy (tests/fake_cupy.py)")
+
+
+def _force_gpu(monkeypatch: Any) -> FakeCupy:
+    import engine.executor  # noqa: PLC0415 - tests only
+    from engine import Context  # noqa: PLC0415
+
+    fake = install(monkeypatch)
+    real = engine.executor.device_context
+
+    def device_context(device: str, device_id: int = 0) -> tuple[Any, Any]:
+        if device in ("cpu", "gpu"):
+            return Context.gpu(device_id), fake
+        return real(device, device_id)
+    monkeypatch.setattr(engine.executor, "device_context", device_context)
+    return fake
+
+
+try:
+    import pytest as _pytest
+
+    @_pytest.fixture(autouse=True)
+    def _fake_gpu_everywhere(request: Any, monkeypatch: Any) -> Any:
+        if request.config.getoption("--fake-gpu", default=False):
+            _force_gpu(monkeypatch)
+        yield
+except ImportError:  # pragma: no cover - only ever imported under pytest
+    pass
