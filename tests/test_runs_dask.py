@@ -342,13 +342,22 @@ def cluster(tmp_path_factory):
                                        "--nthreads", "1", "--no-dashboard", "--no-nanny", *extra], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     from app import create_app
-    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp / "inst"), "SGLENS_RUN_REPEAT": 1,
-                      "SGLENS_RUN_KERNELS": find_kernel, "SGLENS_RUN_CLUSTER": address})
-    lens = app.extensions["sglens"]
-    lens.jobs.client.wait_for_workers(2, timeout=60)
-    names = {w["name"]: a for a, w in lens.jobs.client.scheduler_info(n_workers=-1)["workers"].items()}
-    yield app.test_client(), names
-    lens.jobs.close()
+    lens = None
+    try:                                   # a failed set-up must not leave the processes behind
+        app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp / "inst"), "SGLENS_RUN_REPEAT": 1,
+                          "SGLENS_RUN_KERNELS": find_kernel, "SGLENS_RUN_CLUSTER": address})
+        lens = app.extensions["sglens"]
+        lens.jobs.client.wait_for_workers(2, timeout=60)
+        names = {w["name"]: a for a, w in lens.jobs.client.scheduler_info(n_workers=-1)["workers"].items()}
+        yield app.test_client(), names
+    finally:
+        if lens is not None:
+            lens.jobs.close()
+        _stop_all(procs)
+
+
+def _stop_all(procs: list) -> None:
+    import subprocess
     for p in procs:
         p.terminate()
     for p in procs:
