@@ -227,7 +227,9 @@ def check_with_inference(model: Any, feeds: Mapping[str, np.ndarray]) -> None:
             for d in np.shape(feeds[vi.name]):
                 dims.dim.add().dim_value = int(d)
     try:
-        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+        # No data_prop: it materialises ConstantOfShape values, so a 130-byte model asking for a
+        # 1.3 GB constant made this check itself exhaust memory (std::bad_alloc, or the OOM killer).
+        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
     except onnx.shape_inference.InferenceError as exc:
         first = str(exc).strip().splitlines()[0][:400]
         raise InputError(f"the model cannot take these input shapes: {first}") from None

@@ -422,3 +422,30 @@ def test_tolerance_decides_the_verdict_and_the_first_node_is_named(tmp_path):
             assert (node["node"], node["op_type"], node["tensor"]) == ("B", "Sigmoid", "b_out")
             assert err["mismatched"] > 0
     assert verdicts == {1e-4: False, 1e-3: True}
+
+
+def test_the_shape_check_before_a_run_is_not_a_memory_bomb(tmp_path):
+    """ONNX data propagation materialised ConstantOfShape values: the up-front shape check of a
+    130-byte model asking for 1.3 GB died of std::bad_alloc (or took the server down). Run in a
+    child with a 1.5 GiB address-space limit, it must pass quickly."""
+    code = (
+        "import resource, sys; sys.path.insert(0, 'tests')\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))\n"
+        "import onnx, onnx.shape_inference as si\n"
+        "real, errors = si.infer_shapes, []\n"
+        "def spy(*a, **k):\n"
+        "    try:\n"
+        "        return real(*a, **k)\n"
+        "    except BaseException as e:\n"
+        "        errors.append(type(e).__name__)\n"
+        "        raise\n"
+        "si.infer_shapes = spy\n"
+        "from test_runs_dask import bomb_model\n"
+        "from partition.onnx_io import load_model\n"
+        "from app.run_inputs import parse_run_inputs\n"
+        "data = bomb_model()\n"
+        "run = parse_run_inputs(load_model(data), onnx.load_model_from_string(data), {}, {}, None)\n"
+        "print('checked', [s.shape for s in run.specs], 'errors', errors)\n")
+    out = _subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=str(_Path(__file__).resolve().parent.parent))
+    assert out.returncode == 0 and "checked [[1]] errors []" in out.stdout, (out.stdout, out.stderr[-2000:])

@@ -151,7 +151,8 @@ def test_run_on_a_worker_process_reports_progress_and_result(served):
     assert run["worker"] in lens.jobs.client.scheduler_info()["workers"]    # a Dask worker ran it
     assert os.getpid() not in lens.jobs.client.run(os.getpid).values()      # ... in another process
     assert stages - {"queued", "done"}, stages                               # progress reached the API
-    assert run["inputs"] == {"seed": 0, "default_dim": 1}
+    # issue 12: the input specs the worker materialised (prefilled: trt_cycle's fixed [4, 4] input)
+    assert [(x["name"], x["shape"], x["seed"]) for x in run["inputs"]["specs"]] == [("input", [4, 4], 0)]
 
 
 def test_shared_store_mode_sends_the_path_and_the_worker_reads_the_file(served):
@@ -175,7 +176,13 @@ def test_the_engine_memory_budget_refuses_on_the_worker_before_anything_runs(ser
     base, lens = served
     lens.run_memory_limit = 4096       # what sglens serve --run-memory-limit sets
     try:
-        run = wait(base, start_run(base, "sample-resnet_small"))
+        # issue 12: the web process refuses it up front from the input shapes (400) ...
+        status, reply = call(f"{base}/api/runs", "POST", {"model": "sample-resnet_small", **OPS})
+        assert status == 400 and "--run-memory-limit" in reply["error"], reply
+        # ... and the worker still refuses a run that reaches it (as one submitted directly)
+        job = lens.jobs.submit(lens.models.get("sample-resnet_small"), OPS["backend"], {"ops": OPS["ops"]},
+                               None, "cpu", "auto", 1)
+        run = wait(base, job.id)
     finally:
         lens.run_memory_limit = None
     assert run["status"] == "failed" and "--run-memory-limit" in run["error"], run
