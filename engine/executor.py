@@ -56,6 +56,7 @@ import numpy as np
 from partition.ir import Graph, Node
 
 from . import blas, create_engine, gpu, kernels as _kernel_pkg
+from .body import lean_plan, run_lean
 from .context import Context, RunContext
 from .core import Engine, Var
 from .errors import NoGPUError
@@ -213,6 +214,9 @@ class Executor:
         self.weight_bytes = sum(nbytes(v) for v in self._weights.values())
         self._bind_steps(graph)
         self._bind_operators(opts.effective_plan())
+        # Bodies (run inline by their control-flow node): the lean loop of engine/body.py.
+        self._lean = None if parent is None else lean_plan(
+            self._steps, {*graph.outputs, *self._weights, *graph.free_tensors}, self.xp is np)
 
     def _fold_constants(self, graph: Graph) -> list[Node]:
         """Evaluate Constant nodes once, at bind time: their values join the
@@ -384,6 +388,21 @@ class Executor:
             self._exec_step(step, run, rctx)
         return self._result(run, False, start)
 
+    def run_body(self, values: Sequence[Any], outer: Mapping[str, Any], stream: Any = None) -> list:
+        """The outputs of this body on ``values`` (its inputs, in order): the lean
+        loop of ``engine/body.py`` where it applies, else ``run_inline``."""
+        g = self.graph
+        if self._lean is None:
+            result = self.run_inline(dict(zip(g.inputs, values)), outer, stream)
+            return [result.outputs[t] for t in g.outputs]
+        env = dict(outer)
+        env.update(self._weights)
+        for name, value in zip(g.inputs, values):
+            if name not in self._weights:
+                env[name] = self._upload(value)
+        run_lean(self._lean, env, RunContext(self.ctx, stream), _named_failure)
+        return [env[t] for t in g.outputs]
+
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run and return host (numpy) outputs."""
         return self.run(feeds).numpy_outputs()
@@ -536,9 +555,9 @@ class Executor:
                     raise RunError(f"{label}: body '{body.name}' takes {len(body.inputs)} inputs, "
                                    f"got {len(values)}")
                 child = self.child(body, label)
-                feeds = dict(zip(body.inputs, values))
-                result = child.run_inline(feeds, scope, rctx.stream) if inline else \
-                    child.run(feeds, outer=scope)
+                if inline:
+                    return child.run_body(values, scope, rctx.stream)
+                result = child.run(dict(zip(body.inputs, values)), outer=scope)
                 return [result.outputs[t] for t in body.outputs]
             return kernel(xp, *args, subgraphs=subgraphs, run_graph=run_graph, **attrs)
         return call

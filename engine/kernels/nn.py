@@ -67,11 +67,30 @@ def _window(xp_arr: Any, offset: Sequence[int], dilations: Sequence[int], stride
 _GATHER_OFFSETS = 32
 
 
+#: Below this many column elements Conv gathers its columns in one indexing call
+#: whatever the kernel size: per-position copies cost ~2 us each in Python there.
+_GATHER_SMALL = 1 << 16
+
+_INDEX_CACHE: dict[tuple, tuple] = {}
+
+
 def _gather_index(xp: Any, kernel: Sequence[int], dilations: Sequence[int],
                   strides: Sequence[int], out_sp: Sequence[int]) -> tuple:
     """Index arrays (on ``xp``'s device) picking, per spatial axis, input position
     ``k * dilation + o * stride``; broadcast to ``kernel + out_sp`` they gather the
-    columns in (kernel positions, output positions) order."""
+    columns in (kernel positions, output positions) order. Cached per geometry
+    (a streaming model calls the same convs every step)."""
+    key = (id(xp), tuple(kernel), tuple(dilations), tuple(strides), tuple(out_sp))
+    index = _INDEX_CACHE.get(key)
+    if index is None:
+        if len(_INDEX_CACHE) > 256:  # many shapes (a sweep): start over, stay small
+            _INDEX_CACHE.clear()
+        index = _INDEX_CACHE[key] = _make_gather_index(xp, kernel, dilations, strides, out_sp)
+    return index
+
+
+def _make_gather_index(xp: Any, kernel: Sequence[int], dilations: Sequence[int],
+                       strides: Sequence[int], out_sp: Sequence[int]) -> tuple:
     nsp = len(kernel)
     index = []
     for i in range(nsp):
@@ -103,9 +122,10 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
         # matmul, no window copy beyond what a stride needs.
         cols = _window(xg, offsets[0], dilations, strides, out_sp).reshape(n, group, cg, npos)
         acc = xp.matmul(wg.reshape(group, mg, cg), cols)
-    elif len(offsets) > _GATHER_OFFSETS and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
-        # Many kernel positions (a 1D STFT-like conv has hundreds): one gather
-        # builds every column at once instead of one strided view per position.
+    elif (len(offsets) > _GATHER_OFFSETS or n * c * len(offsets) * npos <= _GATHER_SMALL) \
+            and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
+        # Many kernel positions (a 1D STFT-like conv has hundreds), or a small map:
+        # one gather builds every column at once instead of one copy per position.
         cols = xg[(Ellipsis,) + _gather_index(xp, kernel, dilations, strides, out_sp)]
         acc = xp.matmul(wg.reshape(group, mg, cg * len(offsets)), cols.reshape(n, group, -1, npos))
     elif n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
