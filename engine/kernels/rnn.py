@@ -206,9 +206,12 @@ def _lstm_plain(xp: Any, xw: list, r: Any, h: Any, c: Any, seq: int, direction: 
     reverse = [direction == "reverse" or (direction == "bidirectional" and d == 1)
                for d in range(n_dir)]
     xs = xp.stack([xw[d][::-1] if reverse[d] else xw[d] for d in range(n_dir)], axis=1)
-    # (dirs, hidden, 4 hidden), contiguous: one copy per call; a strided view made
-    # each step's matmul 30% slower (100 steps of a 1 MB recurrent weight).
-    rt = xp.ascontiguousarray(xp.swapaxes(r, 1, 2))
+    # (dirs, hidden, 4 hidden), contiguous for long sequences: one copy per call; a
+    # strided view made each step's matmul 30% slower (100 steps of a 1 MB recurrent
+    # weight), while a streaming step (seq 1) would pay the copy for one matmul.
+    rt = xp.swapaxes(r, 1, 2)
+    if seq >= 8:
+        rt = xp.ascontiguousarray(rt)
     ys = xp.empty((seq, n_dir, batch, hs), dtype=h.dtype)
     half = h.dtype.type(0.5)
     gates = xp.empty((n_dir, batch, 4 * hs), dtype=h.dtype)
