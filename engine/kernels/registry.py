@@ -9,7 +9,7 @@ the highest ``since <= opset``, the way ONNX resolves operator versions.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -186,10 +186,6 @@ def host_ints(xp: Any, a: Any) -> list[int] | None:
     """A small integer tensor (shape, axes, pads) as a python list."""
     h = to_host(xp, a)
     return None if h is None else [int(v) for v in h.reshape(-1)]
-
-
-def all_kernels() -> Iterable[tuple[str, str]]:
-    return list(_REGISTRY)
 
 
 #: Inputs kernels read on the host (``host_ints`` / ``to_host``: shapes, axes, pads,
