@@ -129,8 +129,9 @@ def _pending(f: onnx.FunctionProto, functions: LocalFunctions, memo: dict,
     pending: dict[Key, onnx.NodeProto] = {}
     for inner in calls_in(f, functions):
         key = instance_key(inner, functions[(inner.domain, inner.op_type)])
-        if key in path:
-            chain = " -> ".join(f"{k[0]}.{k[1]}" if k[0] else k[1] for k in path[path.index(key):] + [key])
+        names = [k[:2] for k in path]
+        if key[:2] in names:  # by name, whatever the attribute values: ONNX functions never recurse
+            chain = " -> ".join(f"{k[0]}.{k[1]}" if k[0] else k[1] for k in names[names.index(key[:2]):] + [key[:2]])
             raise ModelError(f"model-local function '{key[1]}' calls itself ({chain}); ONNX functions "
                              "cannot be recursive: fix the model's functions")
         if key not in memo:
