@@ -4,6 +4,7 @@ still runs in our engine and in onnxruntime, before and after export."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
@@ -12,7 +13,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from sglens.cli import main as cli_main
+from app import create_app
 from engine.executor import Executor
 from engine.interpreter import run_graph
 from partition import load_model
@@ -22,6 +23,7 @@ from partition.onnx_io import to_model_proto
 from partition.report import groups_report
 from partition.runner import partition
 from partition.tensorrt.rules import TRTRules
+from sglens.cli import main as cli_main
 
 F = TensorProto.FLOAT
 OPSET = [helper.make_opsetid("", 17)]
@@ -277,3 +279,16 @@ def test_partitioned_graph_with_a_call_inside_a_subgraph_exports_and_runs():
     np.testing.assert_allclose(ort_run(exported, x), ort_run(m, x), rtol=1e-5, atol=1e-6)
     with Executor(result.graph) as ex:
         np.testing.assert_allclose(ex({"x": x})["y"], ort_run(m, x), rtol=1e-5, atol=1e-6)
+
+
+def test_web_partition_decides_by_the_body(tmp_path):
+    app = create_app({"SGLENS_SAMPLES": False, "SGLENS_INSTANCE": str(tmp_path / "instance"), "TESTING": True})
+    client = app.test_client()
+    up = client.post("/api/models", data={"file": (io.BytesIO(bad_model().SerializeToString()), "bad.onnx")},
+                     content_type="multipart/form-data")
+    assert up.status_code in (200, 201), up.get_data(as_text=True)
+    got = client.post(f"/api/models/{up.get_json()['id']}/partition", json={"backend": "tensorrt", "min_size": 1})
+    assert got.status_code == 200, got.get_data(as_text=True)
+    reasons = {e["node"]: e["reason"] for e in got.get_json()["excluded"]}
+    assert reasons == {"bad_call": "Bad: node 'det' (Det) in its function body is not compatible: "
+                                   "Det: not supported by TensorRT 10.1's ONNX parser"}

@@ -20,7 +20,11 @@ reason; ``TRTRules.cite(name)`` gives its source):
    network input/output and refused by the importers that say so; INT8/FP8/INT4
    only through Q/DQ;
 6. inputs that must be weights, shape tensors, or known values (``rules_constants``);
-7. ``If``/``Loop``/``Scan`` and local functions: every body node passes.
+7. ``If``/``Loop``/``Scan`` and local functions: every body node passes, bodies
+   nested in bodies too (walked with a stack; the parser stops at 24 levels). A
+   call of a model-local function carries its body on the node
+   (``subgraphs["function"]``, built by the importer with attribute references
+   bound); the call must pass as many inputs as the function declares.
 
 The default-domain opset never refuses: outside the documented 9-20 (or below
 7, where the parser itself warns) it is a warning (``TRTRules.warnings``).
@@ -28,7 +32,7 @@ The default-domain opset never refuses: outside the documented 9-20 (or below
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..dtypes import ONNX_TYPE_NAMES
 from ..ir import Graph, Node, TensorInfo
@@ -364,11 +368,11 @@ class TRTRules:
         The reason names the innermost refused node; below the first level it adds the
         path of calls and branches that leads there.
         """
-        stack: list[tuple[Iterable[tuple[Scope, str, Node]], list[tuple[str, Node]]]] = \
+        stack: list[tuple[Iterator[tuple[Scope, str, Node]], list[tuple[str, Node]]]] = \
             [(self._body_nodes(scope, node, bodies), [])]
         while stack:
             entries, path = stack[-1]
-            entry = next(entries, None)  # type: ignore[call-overload]
+            entry = next(entries, None)
             if entry is None:
                 stack.pop()
                 continue
@@ -387,7 +391,8 @@ class TRTRules:
 
     def _shallow(self, scope: Scope, node: Node) -> tuple[str, str] | list[tuple[str, Graph]] | None:
         """``_check`` without descending: a refusal, or the bodies still to check, or None."""
-        body = node.subgraphs.get(FUNCTION_KEY) if node.op_type not in self.rules else None
+        body = None if node.op_type in self.rules else \
+            node.subgraphs.get(FUNCTION_KEY) or self.local_functions.get(node.op_type)
         if body is not None and not node.is_subgraph and node.domain != ML_DOMAIN:
             return self._call_arity(node, body) or [(FUNCTION_BODY, body)]
         rule = self.rules.get(node.op_type)
@@ -403,7 +408,8 @@ class TRTRules:
         return None
 
     @staticmethod
-    def _body_nodes(scope: Scope, owner: Node, bodies: Iterable[tuple[str, Graph]]):
+    def _body_nodes(scope: Scope, owner: Node, bodies: Iterable[tuple[str, Graph]]
+                    ) -> Iterator[tuple[Scope, str, Node]]:
         """(scope, key, node) for every node of ``bodies``; a function body is a scope of its own
         (it sees only its inputs), typed from the call where the call's tensors are typed."""
         for key, body in bodies:
@@ -475,7 +481,8 @@ def incompatible(rules: TRTRules, graph: Graph, names: Sequence[str]) -> dict[st
 
 
 def local_functions_of(model: Any) -> dict[str, Graph]:
-    """Bodies of a ``ModelProto``'s local functions by name (the IR does not carry them yet)."""
+    """Bodies of a ``ModelProto``'s local functions by name, for ``TRTRules(local_functions=...)`` on graphs
+    built by hand; the importer already puts each call's body on the node (``subgraphs["function"]``)."""
     import onnx
     from onnx import helper
 
