@@ -29,6 +29,9 @@ from .errors import ModelError
 FUNCTION_KEY = "function"
 
 Key = tuple[str, str, tuple[tuple[str, bytes], ...]]
+#: Bodies per model at most: attribute values flowing through nested calls could otherwise
+#: multiply instances (a crafted upload); real models have one or a few per function.
+MAX_INSTANCES = 10_000
 
 
 class LocalFunctions(dict):
@@ -118,6 +121,9 @@ def instantiate(call: onnx.NodeProto, functions: LocalFunctions,
             if pending:
                 stack.extend(reversed(pending))
                 continue
+        if len(memo) >= MAX_INSTANCES:
+            raise ModelError(f"model-local functions expand to more than {MAX_INSTANCES} distinct instances "
+                             "(one per function and attribute values); the model is not importable here")
         memo[key] = import_body(bound.pop(key))
         path.remove(key)
         stack.pop()
@@ -137,3 +143,69 @@ def _pending(f: onnx.FunctionProto, functions: LocalFunctions, memo: dict,
         if key not in memo:
             pending.setdefault(key, inner)
     return list(pending.items())
+
+
+#: ONNX shape inference expands every call of a local function again (it has no memo), so a
+#: call tree with shared callees costs its number of *paths*. Above this many expanded nodes
+#: the importer skips inference (types then come from the file's value_info only).
+INFER_EXPANDED_LIMIT = 1_000_000
+
+
+def expanded_size(model: onnx.ModelProto, limit: int = INFER_EXPANDED_LIMIT) -> int | None:
+    """Nodes the graph has with every local function call expanded; None above ``limit`` or on a cycle."""
+    functions = {(f.domain, f.name): f for f in model.functions}
+    if not functions:
+        return len(model.graph.node)
+    size: dict[tuple[str, str], int] = {}
+    order: list[tuple[str, str]] = []
+    state: dict[tuple[str, str], int] = {}  # 1: on the stack, 2: done
+    for root in functions:
+        stack = [root]
+        while stack:
+            name = stack[-1]
+            if state.get(name) == 2:
+                stack.pop()
+                continue
+            callees = [c for c in _callee_names(functions[name], functions) if state.get(c) != 2]
+            if state.get(name) == 1 and not callees:
+                state[name] = 2
+                order.append(name)
+                stack.pop()
+                continue
+            if any(state.get(c) == 1 for c in callees):
+                return None  # recursive: the importer refuses it with the cycle named
+            state[name] = 1
+            stack.extend(callees)
+    for name in order:  # callees before callers
+        total = sum(size.get(c, 0) for c in _callee_names(functions[name], functions, every=True))
+        size[name] = min(total + _node_count(functions[name].node), limit + 1)
+    total = _node_count(model.graph.node) + sum(
+        size[c] for c in _callee_names(model.graph, functions, every=True))
+    return total if total <= limit else None
+
+
+def _callee_names(holder: Any, functions: dict, every: bool = False) -> list[tuple[str, str]]:
+    """Local functions called in ``holder``'s nodes (nested graphs too); with ``every``, once per call."""
+    found: list[tuple[str, str]] = []
+    stack = [iter(holder.node)]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            continue
+        if (node.domain, node.op_type) in functions:
+            found.append((node.domain, node.op_type))
+        stack.extend(iter(a.g.node) for a in node.attribute if a.type == onnx.AttributeProto.GRAPH)
+    return found if every else list(dict.fromkeys(found))
+
+
+def _node_count(nodes: Any) -> int:
+    count, stack = 0, [iter(nodes)]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            continue
+        count += 1
+        stack.extend(iter(a.g.node) for a in node.attribute if a.type == onnx.AttributeProto.GRAPH)
+    return count

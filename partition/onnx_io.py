@@ -28,7 +28,7 @@ from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
 from .errors import LensError, ModelError, ModelTooLargeError
 from .gcpause import paused_gc
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
-from .local_functions import FUNCTION_KEY, LocalFunctions, instantiate
+from .local_functions import FUNCTION_KEY, LocalFunctions, expanded_size, instantiate
 
 EXPORT_IR_VERSION = 8
 #: Shape inference is skipped above this size: it copies the whole model.
@@ -119,8 +119,8 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
         copy.CopyFrom(model)  # attribute tensors are inlined below; the caller's proto stays
         external_data.inline_attributes(copy, base_dir, label)
         model = copy
-    if infer_shapes and model.ByteSize() < _INFER_LIMIT:
-        try:
+    if infer_shapes and model.ByteSize() < _INFER_LIMIT and (not model.functions or expanded_size(model)):
+        try:  # (ONNX's inference expands every function call anew: skipped when that explodes)
             model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
         except Exception:  # noqa: BLE001 - inference is best effort; the graph stays usable
             pass
@@ -279,7 +279,7 @@ def to_model_proto(graph: Graph, *, producer: str = "subgraph-lens") -> onnx.Mod
 
 
 def _best_effort_infer(model: onnx.ModelProto) -> onnx.ModelProto:
-    if model.ByteSize() >= _INFER_LIMIT:
+    if model.ByteSize() >= _INFER_LIMIT or (model.functions and not expanded_size(model)):
         return model
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=False)

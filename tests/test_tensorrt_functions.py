@@ -18,7 +18,7 @@ from engine.executor import Executor
 from engine.interpreter import run_graph
 from partition import load_model
 from partition.errors import ModelError
-from partition.local_functions import FUNCTION_KEY
+from partition.local_functions import FUNCTION_KEY, expanded_size
 from partition.onnx_io import to_model_proto
 from partition.report import groups_report
 from partition.runner import partition
@@ -175,6 +175,44 @@ def test_deep_function_chains_import_without_recursion():
                           "function body 'F2_0' (F2) > ... > function body 'F25_0' (F25)) is not compatible")
 
 
+def wide_chain(depth: int, calls: int, leaf_op: str) -> onnx.ModelProto:
+    """F0 calls F1 ``calls`` times in a row, F1 calls F2 so, ...: ``calls ** depth`` paths."""
+    def body(i: int) -> list[onnx.NodeProto]:
+        names = ["a"] + [f"t{k}" for k in range(1, calls)] + ["b"]
+        return [helper.make_node(f"F{i + 1}", [names[k]], [names[k + 1]], name=f"c{k}", domain="local")
+                for k in range(calls)]
+    functions = [fn(f"F{i}", ["a"], ["b"], body(i)) for i in range(depth)]
+    functions.append(fn(f"F{depth}", ["a"], ["b"], [helper.make_node(leaf_op, ["a"], ["b"], name="leaf")]))
+    # (onnx's own checker and inference expand every path: not run on these)
+    return model([helper.make_node("F0", ["x"], ["y"], name="n", domain="local")], functions, [3, 3], [3, 3],
+                 check=False)
+
+
+def test_expanded_size_counts_paths_and_stops_at_the_limit():
+    assert expanded_size(act_model()) == 4 + 2 * 3  # the calls count, and each call's body
+    assert expanded_size(nested_model(ACT)) == 2 + 2 + 3
+    assert expanded_size(wide_chain(3, 4, "Relu")) == 1 + 4 + 4 * (4 + 4 * (4 + 4 * 1))
+    assert expanded_size(wide_chain(20, 4, "Relu")) is None  # over the limit: inference is skipped
+
+
+def test_shared_bodies_are_imported_and_checked_once_per_typing():
+    """4 ** 20 paths through the call tree: imported and checked once per function, not per path
+    (onnx's shape inference would walk every path: the importer skips it here)."""
+    g = load(wide_chain(20, 4, "Relu"))
+    assert TRTRules().compat(g) == {}
+    why = TRTRules().compat(load(wide_chain(20, 4, "Det")))["n"]
+    assert why.startswith("F0: node 'leaf' (Det) in its function body (via function body 'c0' (F1) > ")
+    exported = to_model_proto(g)
+    assert len(exported.functions) == 21
+
+
+def test_too_many_function_instances_are_refused(monkeypatch):
+    import partition.local_functions as lf
+    monkeypatch.setattr(lf, "MAX_INSTANCES", 5)
+    with pytest.raises(ModelError, match="more than 5 distinct instances"):
+        load(wide_chain(8, 1, "Relu"))
+
+
 # ---------------------------------------------------------------- rules --
 def test_supported_body_is_accepted_without_extra_arguments():
     g = load(act_model())
@@ -292,3 +330,16 @@ def test_web_partition_decides_by_the_body(tmp_path):
     reasons = {e["node"]: e["reason"] for e in got.get_json()["excluded"]}
     assert reasons == {"bad_call": "Bad: node 'det' (Det) in its function body is not compatible: "
                                    "Det: not supported by TensorRT 10.1's ONNX parser"}
+
+
+@pytest.mark.timeout(30)
+def test_an_upload_whose_calls_explode_imports_and_partitions_at_once(tmp_path):
+    """4 ** 20 call paths: onnx's inference would walk each (hours); the server answers at once."""
+    app = create_app({"SGLENS_SAMPLES": False, "SGLENS_INSTANCE": str(tmp_path / "instance"), "TESTING": True})
+    client = app.test_client()
+    data = wide_chain(20, 4, "Relu").SerializeToString()
+    up = client.post("/api/models", data={"file": (io.BytesIO(data), "wide.onnx")}, content_type="multipart/form-data")
+    assert up.status_code in (200, 201), up.get_data(as_text=True)
+    got = client.post(f"/api/models/{up.get_json()['id']}/partition", json={"backend": "tensorrt", "min_size": 1})
+    assert got.status_code == 200 and got.get_json()["excluded"] == []
+    assert len(to_model_proto(load_model(data)).functions) == 21

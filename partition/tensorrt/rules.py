@@ -112,6 +112,9 @@ class TRTRules:
         self.notes: dict[str, str] = {}
         self.cites: dict[str, str] = {}
         self._type_ok: set[tuple[str, int, str]] = set()
+        #: (body, input types) of function bodies that passed in this ``compat``: a body shared
+        #: by many calls (or calls nested many ways) is walked once per typing, not once per path
+        self._body_ok: set[tuple] = set()
         self.warnings: list[str] = []
 
     # ---------------------------------------------------------- whole graph --
@@ -122,7 +125,7 @@ class TRTRules:
         (accepted nodes with a caveat, e.g. plugins) and ``self.warnings``.
         """
         out: dict[str, str] = {}
-        self.notes, self.cites = {}, {}
+        self.notes, self.cites, self._body_ok = {}, {}, set()
         scope = Scope(graph, None)
         for node in graph.nodes:
             verdict = self._check(scope, node)
@@ -368,13 +371,19 @@ class TRTRules:
         The reason names the innermost refused node; below the first level it adds the
         path of calls and branches that leads there.
         """
-        stack: list[tuple[Iterator[tuple[Scope, str, Node]], list[tuple[str, Node]]]] = \
-            [(self._body_nodes(scope, node, bodies), [])]
+        bodies = list(bodies)
+        first = self._body_key(scope, node, bodies)
+        if first in self._body_ok:
+            return None
+        stack: list[tuple[Iterator[tuple[Scope, str, Node]], list[tuple[str, Node]], tuple | None]] = \
+            [(self._body_nodes(scope, node, bodies), [], first)]
         while stack:
-            entries, path = stack[-1]
+            entries, path, done = stack[-1]
             entry = next(entries, None)
             if entry is None:
                 stack.pop()
+                if done is not None:
+                    self._body_ok.add(done)
                 continue
             inner, key, sub = entry
             here = path + [(key, sub)]
@@ -386,8 +395,18 @@ class TRTRules:
             if isinstance(verdict, tuple):
                 return self._inner_reason(node, here, verdict)
             if verdict:
-                stack.append((self._body_nodes(inner, sub, verdict), here))
+                key = self._body_key(inner, sub, verdict)
+                if key not in self._body_ok:
+                    stack.append((self._body_nodes(inner, sub, verdict), here, key))
         return None
+
+    @staticmethod
+    def _body_key(scope: Scope, call: Node, bodies: list[tuple[str, Graph]]) -> tuple | None:
+        """What a function body's verdict depends on: the body and the call's input types."""
+        if len(bodies) != 1 or bodies[0][0] != FUNCTION_BODY:
+            return None  # control-flow bodies belong to one node and read the outer scope
+        # the body object itself (not its id): the set keeps it alive, so a key is never reused
+        return (bodies[0][1], *((scope.dtype(t), scope.shape(t)) if t else None for t in call.inputs))
 
     def _shallow(self, scope: Scope, node: Node) -> tuple[str, str] | list[tuple[str, Graph]] | None:
         """``_check`` without descending: a refusal, or the bodies still to check, or None."""
