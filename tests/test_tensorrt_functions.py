@@ -247,6 +247,39 @@ def test_body_types_come_from_the_call():
     assert why.startswith("R: node 'relu' (Relu) in its function body is not compatible: Relu on INT32")
 
 
+def _reduce_model(axes_from: str) -> onnx.ModelProto:
+    """RSum(a, axes) = ReduceSum(a, axes): the parser needs axes as weights, through the call too."""
+    sum_fn = fn("RSum", ["a", "ax"], ["b"], [helper.make_node("ReduceSum", ["a", "ax"], ["b"], name="rs")])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    nodes = [helper.make_node("RSum", ["x", "axes" if axes_from == "initializer" else "axes2"], ["y"],
+                              name="call", domain="local")]
+    if axes_from == "constant":
+        nodes.insert(0, helper.make_node("Constant", [], ["axes2"], name="k", value=axes))
+    elif axes_from == "computed":
+        nodes.insert(0, helper.make_node("Abs", ["axes"], ["axes2"], name="abs"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [3, 4])],
+                              [helper.make_tensor_value_info("y", F, [3, 1])],
+                              [axes] if axes_from != "constant" else [])
+    m = helper.make_model(graph, opset_imports=OPSET + [helper.make_opsetid("local", 1)], functions=[sum_fn])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("axes_from", ["initializer", "constant"])
+def test_weights_passed_into_a_function_are_weights_inside(axes_from):
+    m = _reduce_model(axes_from)
+    assert TRTRules().compat(load(m)) == {}
+    x = feed([3, 4], 11)
+    with Executor(load(m)) as ex:
+        np.testing.assert_allclose(ex({"x": x})["y"], ort_run(m, x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_computed_tensor_passed_as_weights_is_refused_inside():
+    why = TRTRules().compat(load(_reduce_model("computed")))["call"]
+    assert why.startswith("RSum: node 'rs' (ReduceSum) in its function body is not compatible: ReduceSum: input 1 "
+                          "'ax' (axes) must be an initializer or a Constant node's output")
+
+
 def test_a_call_with_fewer_inputs_than_the_function_is_refused():
     two = fn("Two", ["a", "c"], ["b"], [helper.make_node("Add", ["a", "c"], ["b"], name="add")])
     g = load(model([helper.make_node("Two", ["x"], ["y"], name="call", domain="local")], [two], [3], [3]))

@@ -34,8 +34,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from ..dtypes import ONNX_TYPE_NAMES
-from ..ir import Graph, Node, TensorInfo
+from ..ir import Graph, Initializer, Node, TensorInfo
 from ..local_functions import FUNCTION_KEY
 from .rules_constants import Scope, check_input
 from .table import load_table
@@ -406,7 +408,8 @@ class TRTRules:
         if len(bodies) != 1 or bodies[0][0] != FUNCTION_BODY:
             return None  # control-flow bodies belong to one node and read the outer scope
         # the body object itself (not its id): the set keeps it alive, so a key is never reused
-        return (bodies[0][1], *((scope.dtype(t), scope.shape(t)) if t else None for t in call.inputs))
+        return (bodies[0][1], *((scope.dtype(t), scope.shape(t), t if _weights(scope, t) is not None else None)
+                                if t else None for t in call.inputs))
 
     def _shallow(self, scope: Scope, node: Node) -> tuple[str, str] | list[tuple[str, Graph]] | None:
         """``_check`` without descending: a refusal, or the bodies still to check, or None."""
@@ -461,7 +464,9 @@ class TRTRules:
 
 
 def _typed_body(scope: Scope, call: Node, body: Graph) -> Graph:
-    """The function body with its inputs and outputs typed as the call's tensors (when known).
+    """The function body with its inputs and outputs typed as the call's tensors (when known),
+    and inputs the call feeds from weights (initializer or Constant) seen as weights: the
+    parser maps a formal input to the caller's tensor-or-weights, so ``is_weights()`` holds inside.
 
     A body is shared by every call with the same attributes; types are per call,
     so this is a cheap per-call view, not a change to the body.
@@ -472,9 +477,32 @@ def _typed_body(scope: Scope, call: Node, body: Graph) -> Graph:
             dtype = scope.dtype(actual)
             if dtype is not None:
                 tensors[formal] = TensorInfo(formal, dtype, scope.shape(actual))
-    if len(tensors) == len(body.tensors):
+    weights = {}
+    for formal, actual in zip(body.inputs, call.inputs):
+        source = _weights(scope, actual) if formal and actual else None
+        if source is not None:
+            weights[formal] = Initializer(formal, source.dtype, tuple(source.shape), lambda w=source: w.value)
+    if len(tensors) == len(body.tensors) and not weights:
         return body
-    return Graph.trusted(body.name, body.nodes, body.inputs, body.outputs, tensors, body.opset)
+    view = Graph.trusted(body.name, body.nodes, body.inputs, body.outputs, tensors, body.opset)
+    view.initializers = weights  # read lazily: only a value check loads one
+    return view
+
+
+def _weights(scope: Scope, t: str) -> Initializer | None:
+    """The weights behind ``t`` (an initializer, or a Constant's value), None for a computed tensor."""
+    owner = scope.owner(t)
+    if owner is None:
+        return None
+    init = owner.graph.initializers.get(t)
+    if init is not None:
+        return init
+    node = owner.graph.producer(t)
+    if node is not None and node.op_type == "Constant" and not node.domain:
+        value = scope.weights_value(t)
+        if value is not None and value is not False:
+            return Initializer.from_array(t, np.asarray(value))
+    return None
 
 
 def _text(value: Any) -> str:
