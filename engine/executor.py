@@ -54,6 +54,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from partition.ir import Graph, Node
+from partition.local_functions import FUNCTION_KEY
 
 from . import blas, create_engine, gpu, kernels as _kernel_pkg
 from .body import lean_plan, run_lean
@@ -62,6 +63,7 @@ from .core import Engine, Var
 from .errors import NoGPUError
 from .fuse import FUSED_DOMAIN, Fused, fuse
 from .kernels import kernel_attrs
+from .kernels.functions import local_function_kernel
 from .kernels.registry import HOST_INPUTS
 from .plan import PLANS, ModeChooser, segments
 from .rewrite import split_bidirectional_lstm
@@ -94,6 +96,8 @@ def device_context(device: str, device_id: int = 0) -> tuple[Context, Any]:
 # --------------------------------------------------------------- kernels --
 def find_kernel(node: Node, opset: Mapping[str, int]) -> Callable[..., tuple] | None:
     """The registry's kernel for ``node`` at the graph's opset, or None."""
+    if FUNCTION_KEY in node.subgraphs:  # a model-local function call runs its body
+        return local_function_kernel
     try:  # the one lookup the interpreter uses too ("" and "ai.onnx" are one domain)
         return _kernel_pkg.kernel_for(node.op_type, node.domain, opset)
     except _kernel_pkg.KernelNotFound:

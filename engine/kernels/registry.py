@@ -161,7 +161,7 @@ def missing_kernels(graph: Any) -> list[tuple[str, str]]:
 
 def _collect_missing(graph: Any, missing: list[tuple[str, str]], outer: Any) -> None:
     for node in graph.nodes:
-        if not node.is_subgraph:
+        if not node.is_subgraph and "function" not in node.subgraphs:  # a local function call: its body
             # Bodies sometimes carry no opset of their own: use the enclosing graph's.
             owner = graph if getattr(graph, "opset", None) else outer
             try:
