@@ -509,17 +509,6 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def explain_op_table(rules: TRTRules, op_type: str) -> dict[str, Any]:
-    """The table's row for ``op_type`` in plain words, with its sources (for docs and ``sglens groups``)."""
-    rule = rules.rules.get(op_type)
-    if rule is None:
-        return {"op": op_type, "in_table": False, "tensorrt_rules": rules.version,
-                "bundled_plugin": op_type in rules.bundled}
-    return {"op": op_type, "in_table": True, "tensorrt_rules": rules.version, "supported": rule.supported,
-            "types": sorted(rule.types or ()), "inputs": {str(k): v for k, v in rule.inputs.items()},
-            "attrs": [{k: v for k, v in a.items() if k != "message"} for a in rule.attrs],
-            "data_dependent_shape": rule.data_dependent, "cite": list(rule.row.get("cite", ()))}
-
 
 def incompatible(rules: TRTRules, graph: Graph, names: Sequence[str]) -> dict[str, str]:
     """Reasons for the given node names only (a convenience for tests and reports)."""
