@@ -148,7 +148,3 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_bp, url_prefix="/api")
     register_error_handlers(app)
     return app
-
-
-def lens_of(app: Flask) -> Lens:
-    return app.extensions["sglens"]

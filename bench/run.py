@@ -1,7 +1,7 @@
 """Latency of real-shaped and sample models on our engine beside onnxruntime, in one process.
 
     python bench/run.py [--repeat 20] [--warmup 3] [--models a,b] [--engine threaded|naive]
-                        [--workers N] [--json OUT.json] [--samples] [--profile [N]]
+                        [--workers N] [--json OUT.json] [--samples] [--profile [N]] [--cpu]
 
 Models: the real-shaped ones of ``bench/real_models.py`` (ResNet-18 at
 1x3x224x224, a 2-layer transformer at sequence 128, a bidirectional LSTM
@@ -10,6 +10,10 @@ built here with random weights; ``--samples`` adds the small sample models.
 The summary line gives the geometric mean of the engine/ort ratios over the
 real models (target <= 2, none > 5) and the per-node floor on ``vad_stream``
 (engine time / nodes that ran).
+
+``--cpu`` adds CPU time per run, onnxruntime on one thread against our engine
+(best of ``--repeat``, alternating): on a machine loaded far beyond its cores,
+wall-time ratios mostly say who got the CPUs.
 
 ``--profile [N]`` runs each chosen model N more times under cProfile and
 prints the 25 most expensive functions by own time (and, with ``--json``,
@@ -121,6 +125,30 @@ def executed_nodes(graph) -> int:
     return total
 
 
+def cpu_times(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float]:
+    """Best CPU seconds per run of onnxruntime on ONE thread (its calling thread's
+    CPU time) and of our engine (the process's CPU time, every thread), alternating.
+    CPU time is what a loaded machine inflates least: the figure to read when the
+    load average is far above the core count."""
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    with Executor(graph, **kw) as ex:
+        for _ in range(warmup):
+            sess.run(None, feeds)
+            ex.run(feeds)
+        t_ort, t_eng = [], []
+        for _ in range(repeat):
+            t0 = time.thread_time()
+            sess.run(None, feeds)
+            t_ort.append(time.thread_time() - t0)
+            t0 = time.process_time()
+            ex.run(feeds)
+            t_eng.append(time.process_time() - t0)
+    return min(t_ort), min(t_eng)
+
+
 def profile_model(name, graph, feeds, args) -> None:
     """cProfile over every thread: the engine's workers start after the hook is set,
     and each enables a profile of its own on its first profiled call."""
@@ -167,6 +195,9 @@ def bench_model(name, model, args, feeds=None) -> dict:
         row["ort_ms"], row["engine_ms"] = t_ort * 1e3, t_eng * 1e3
         row["ratio"] = t_eng / t_ort
         row["peak_bytes"] = peak
+    if args.cpu and not missing:
+        c_ort, c_eng = cpu_times(model, graph, feeds, args.repeat, args.warmup, **opts)
+        row["ort1_cpu_ms"], row["engine_cpu_ms"] = c_ort * 1e3, c_eng * 1e3
     if args.profile and not missing:
         profile_model(name, graph, feeds, args)
     ops = sorted({n.op_type for n in graph.nodes})
@@ -198,6 +229,8 @@ def main(argv=None) -> int:
                    help="also the partitioned run with onnxruntime as subgraph executor (ort_sub)")
     p.add_argument("--profile", type=int, nargs="?", const=20, default=0, metavar="N",
                    help="profile N extra runs per model with cProfile (default 20)")
+    p.add_argument("--cpu", action="store_true",
+                   help="also CPU time per run: onnxruntime on one thread vs our engine (best of --repeat)")
     p.add_argument("--engine", default=None, choices=("threaded", "naive"))
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--blas-threads", type=int, default=None,
@@ -227,6 +260,10 @@ def main(argv=None) -> int:
         gpu_ms = f"{r['gpu_ms']:>9.3f}" if "gpu_ms" in r else ""
         print(f"{r['model']:<26}{r['nodes']:>6}{r['ort_ms']:>9.3f}{eng:>11}{ratio:>7}{sub:>12}{gpu_ms}"
               + (f"   ({r['skipped']})" if "skipped" in r else ""))
+    for r in rows:
+        if "engine_cpu_ms" in r:
+            print(f"cpu {r['model']:<22} onnxruntime 1 thread {r['ort1_cpu_ms']:.3f} ms, ours "
+                  f"{r['engine_cpu_ms']:.3f} ms: {r['engine_cpu_ms'] / r['ort1_cpu_ms']:.2f}x")
     real = [r["ratio"] for r in rows if r["real"] and "ratio" in r]
     if real:
         geo = math.exp(sum(math.log(x) for x in real) / len(real))

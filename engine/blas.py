@@ -9,6 +9,13 @@ MXNet does with OpenMP, each worker gets ``cores // workers`` BLAS threads
 for the process, once per distinct value, through ``threadpoolctl``; a user
 who set ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or ``MKL_NUM_THREADS``
 keeps their setting.
+
+Tried and rejected (issue 13): every core for BLAS when a run executes as one
+function (nothing runs beside it). On this 2-vCPU machine, shared and with
+onnxruntime's spinning threads alternating with OpenBLAS's, ResNet-18 went
+from 81 to 355 ms and the LSTM tagger from 8.9 to 16 ms (`bench/run.py
+--blas-threads 2` against the default 1): OpenBLAS's threads busy-wait
+between calls, and small matmuls gain nothing from a second thread.
 """
 
 from __future__ import annotations
@@ -42,3 +49,4 @@ def apply(threads: int | None, cpu_workers: int) -> int | None:
             _controller.limit(limits=n, user_api="blas")
             _applied = n
     return n
+

@@ -145,6 +145,9 @@ def _shape_model(graph: Graph, shapes: Mapping[str, tuple[tuple[int, ...], str |
 
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    from partition.local_functions import expanded_size
+    if model.functions and not expanded_size(model):  # onnx would walk every call path of the functions
+        return model
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - inference is best effort; unknown sizes count 0

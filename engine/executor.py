@@ -54,14 +54,19 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from partition.ir import Graph, Node
+from partition.local_functions import FUNCTION_KEY
 
 from . import blas, create_engine, gpu, kernels as _kernel_pkg
+from .body import lean_plan, run_lean
 from .context import Context, RunContext
 from .core import Engine, Var
 from .errors import NoGPUError
 from .fuse import FUSED_DOMAIN, Fused, fuse
 from .kernels import kernel_attrs
-from .plan import PLANS, segments
+from .kernels.functions import local_function_kernel
+from .kernels.registry import HOST_INPUTS
+from .plan import PLANS, ModeChooser, segments
+from .rewrite import split_bidirectional_lstm
 from .run_errors import DeviceError, InputError, KernelFailure, MissingKernelError, RunError
 from .subgraph_ops import EXECUTORS, SubgraphOp
 from .run_state import RunResult, _Run, _Step
@@ -91,6 +96,8 @@ def device_context(device: str, device_id: int = 0) -> tuple[Context, Any]:
 # --------------------------------------------------------------- kernels --
 def find_kernel(node: Node, opset: Mapping[str, int]) -> Callable[..., tuple] | None:
     """The registry's kernel for ``node`` at the graph's opset, or None."""
+    if FUNCTION_KEY in node.subgraphs:  # a model-local function call runs its body
+        return local_function_kernel
     try:  # the one lookup the interpreter uses too ("" and "ai.onnx" are one domain)
         return _kernel_pkg.kernel_for(node.op_type, node.domain, opset)
     except _kernel_pkg.KernelNotFound:
@@ -211,6 +218,9 @@ class Executor:
         self.weight_bytes = sum(nbytes(v) for v in self._weights.values())
         self._bind_steps(graph)
         self._bind_operators(opts.effective_plan())
+        # Bodies (run inline by their control-flow node): the lean loop of engine/body.py.
+        self._lean = None if parent is None else lean_plan(
+            self._steps, {*graph.outputs, *self._weights, *graph.free_tensors}, self.xp is np)
 
     def _fold_constants(self, graph: Graph) -> list[Node]:
         """Evaluate Constant nodes once, at bind time: their values join the
@@ -231,18 +241,24 @@ class Executor:
     def _bind_steps(self, graph: Graph) -> None:
         nodes = self._fold_constants(graph)
         self._fused: dict[str, Fused] = {}
+        self._derived: dict[str, tuple[str, int, int]] = {}  # weight slices made at bind time
+        made: set[str] = set()
         if self.options.effective_plan() == "segments":  # "nodes" shows every node as written
             nodes, fusions = fuse(graph, nodes, self._weights.get,
                                   lambda n: self.find_kernel(n, graph.opset))
             self._fused = {f.node.name: f for f in fusions}
+            nodes, made = self._split_nodes(graph, nodes)
         produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
+        self._produced_names = set(produced) | set(graph.inputs) - set(self._weights)
+        self._host_weights: dict[str, Any] = {}  # host copies of weights read on the host
         local = set(produced) | {t for t in graph.inputs if t not in self._weights}
         self._produced = produced
         self._refcounts: dict[str, int] = {t: 0 for t in local}
         self._steps: list[_Step] = []
         for node in nodes:
             fused = node.domain == FUSED_DOMAIN
-            reads = tuple(t for t in (node.inputs if fused else graph.reads(node)) if t)
+            reads = tuple(t for t in (node.inputs if fused or node.name in made
+                                      else graph.reads(node)) if t)
             frees = tuple(t for t in reads if t in local)
             for t in frees:
                 self._refcounts[t] += 1
@@ -257,6 +273,18 @@ class Executor:
                 call = self._kernel_call(node)
             self._steps.append(_Step(node, reads, frees, call, weights,
                                      sum(1 for t in node.outputs if t)))
+
+    def _split_nodes(self, graph: Graph, nodes: list[Node]) -> tuple[list[Node], set[str]]:
+        """Bidirectional LSTMs as two directions the engine can run in parallel
+        (``engine/rewrite.py``); their weight slices become weights with variables."""
+        taken = {*self._weights, *graph.inputs, *graph.outputs}
+        for n in nodes:
+            taken.update((n.name, *n.inputs, *n.outputs))
+        nodes, made = split_bidirectional_lstm(nodes, self._weights, taken, _direction,
+                                               self._derived)
+        for name in self._derived:
+            self._weight_vars[name] = self.engine.new_variable(f"w:{name}")
+        return nodes, made
 
     def _bind_operators(self, plan: str) -> None:
         """One engine operator per segment (``engine/plan.py``), made once (the
@@ -297,6 +325,7 @@ class Executor:
                 self._segment_fn(self._steps), list(weights), [*self._seg_vars, *self._vars.values()],
                 is_async=False, name=f"{self.graph.name} (all {len(self._steps)} nodes)")
         self._last_seconds = float("inf")
+        self._modes = ModeChooser()  # parallel segments or the serial function: measured
         self._current: _Run | None = None
         self._run_lock = threading.Lock()
 
@@ -319,8 +348,11 @@ class Executor:
                 # One segment: nothing can run beside it and this thread would only
                 # wait, so it runs here if its inputs are ready (no hand-off). A
                 # graph whose last run took under SERIAL_BELOW_S runs likewise, as one
-                # function in graph order: its branches cost less than the hand-offs.
-                if self._serial_op is not None and self._last_seconds < SERIAL_BELOW_S:
+                # function in graph order: its branches cost less than the hand-offs;
+                # others run so when the ModeChooser measured that faster.
+                serial = self._serial_op is not None and (
+                    self._last_seconds < SERIAL_BELOW_S or self._modes.serial())
+                if serial:
                     eng.push(self._serial_op, ctx, inline=True)
                 else:
                     inline = self._inline_single
@@ -340,6 +372,8 @@ class Executor:
                 self._current = None
         result = self._result(run, keep, start)
         self._last_seconds = result.seconds
+        if self._serial_op is not None:
+            self._modes.record(serial, result.seconds)
         return result
 
     def run_inline(self, feeds: Mapping[str, Any], outer: Mapping[str, Any],
@@ -358,6 +392,21 @@ class Executor:
             self._exec_step(step, run, rctx)
         return self._result(run, False, start)
 
+    def run_body(self, values: Sequence[Any], outer: Mapping[str, Any], stream: Any = None) -> list:
+        """The outputs of this body on ``values`` (its inputs, in order): the lean
+        loop of ``engine/body.py`` where it applies, else ``run_inline``."""
+        g = self.graph
+        if self._lean is None:
+            result = self.run_inline(dict(zip(g.inputs, values)), outer, stream)
+            return [result.outputs[t] for t in g.outputs]
+        env = dict(outer)
+        env.update(self._weights)
+        for name, value in zip(g.inputs, values):
+            if name not in self._weights:
+                env[name] = self._upload(value)
+        run_lean(self._lean, env, RunContext(self.ctx, stream), _named_failure)
+        return [env[t] for t in g.outputs]
+
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run and return host (numpy) outputs."""
         return self.run(feeds).numpy_outputs()
@@ -369,7 +418,7 @@ class Executor:
     def set_weight(self, name: str, value: Any) -> None:
         """Replace a weight through the engine: its variable's version goes up, so
         subgraph operators that cached a converted copy rebuild it (seed 000)."""
-        if name not in self._weight_vars:
+        if name not in self._weight_vars or name in self._derived:
             raise RunError(f"'{name}' is not a weight of graph '{self.graph.name}'")
         new = self._upload(np.asarray(value) if not hasattr(value, "__cuda_array_interface__") else value)
         old = self._weights[name]
@@ -377,10 +426,17 @@ class Executor:
             raise RunError(f"weight '{name}' has shape {list(shape_of(old) or [])}; "
                            f"got {list(shape_of(new) or [])}")
 
+        slices = {w: (d, axis) for w, (src, d, axis) in self._derived.items() if src == name}
+
         def write(_rctx: RunContext) -> None:
             self._weights[name] = new
+            for w, (d, axis) in slices.items():  # the per-direction slices a split LSTM reads
+                self._weights[w] = _direction(new, d, axis)
+            if name in self._host_weights:
+                self._host_weights[name] = to_numpy(new)
         var = self._weight_vars[name]
-        self.engine.push_sync(write, self.ctx, [], [var], name=f"set_weight({name})")
+        self.engine.push_sync(write, self.ctx, [], [var, *(self._weight_vars[w] for w in slices)],
+                              name=f"set_weight({name})")
         self.engine.wait_for_var(var)
 
     def weight_version(self, name: str) -> int:
@@ -443,10 +499,33 @@ class Executor:
         kernel = self.find_kernel(node, self.graph.opset)
         attrs = kernel_attrs(node)  # attributes, plus the output count for the ops that need it
         xp = self.xp
+        host = self._host_inputs(node)
+        if host:
+            host_weights = self._host_weights
+
+            def call_host(run: _Run, args: list, rctx: RunContext) -> tuple:
+                for i, t in host:  # shape / axes weights: their host copy, no device read
+                    args[i] = host_weights[t]
+                return kernel(xp, *args, **attrs)
+            return call_host
 
         def call(run: _Run, args: list, rctx: RunContext) -> tuple:
             return kernel(xp, *args, **attrs)
         return call
+
+    def _host_inputs(self, node: Node) -> tuple[tuple[int, str], ...]:
+        """On a device: the (position, weight) inputs of ``node`` its kernel reads on
+        the host (``HOST_INPUTS``), each given a host copy once, here."""
+        if self.xp is np or node.domain not in ("", "ai.onnx"):
+            return ()
+        found = []
+        for i in HOST_INPUTS.get(node.op_type, ()):
+            t = node.inputs[i] if i < len(node.inputs) else ""
+            if t and t in self._weights and t not in self._produced_names:
+                if t not in self._host_weights:
+                    self._host_weights[t] = to_numpy(self._weights[t])
+                found.append((i, t))
+        return tuple(found)
 
     def _fused_call(self, fused: Fused) -> Callable[[_Run, list, RunContext], tuple]:
         kernel, xp, out = fused.kernel, self.xp, fused.node.outputs[0]
@@ -480,9 +559,9 @@ class Executor:
                     raise RunError(f"{label}: body '{body.name}' takes {len(body.inputs)} inputs, "
                                    f"got {len(values)}")
                 child = self.child(body, label)
-                feeds = dict(zip(body.inputs, values))
-                result = child.run_inline(feeds, scope, rctx.stream) if inline else \
-                    child.run(feeds, outer=scope)
+                if inline:
+                    return child.run_body(values, scope, rctx.stream)
+                result = child.run(dict(zip(body.inputs, values)), outer=scope)
                 return [result.outputs[t] for t in body.outputs]
             return kernel(xp, *args, subgraphs=subgraphs, run_graph=run_graph, **attrs)
         return call
@@ -564,6 +643,11 @@ _CPU = Context.cpu(0)
 #: Below this wall time a run's graph runs as one function on the calling thread
 #: (hand-offs to workers cost ~10-50 us each on a shared 2-CPU machine).
 SERIAL_BELOW_S = 1e-3
+
+
+def _direction(w: Any, d: int, axis: int) -> Any:
+    """Direction ``d`` (on ``axis``) of a recurrent weight, as a view."""
+    return w[(slice(None),) * axis + (slice(d, d + 1),)]
 
 
 def _noop(_rctx: RunContext) -> None:

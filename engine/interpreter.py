@@ -14,9 +14,11 @@ import numpy as np
 
 from partition.errors import LensError
 from partition.ir import Graph, Node
+from partition.local_functions import FUNCTION_KEY
 
 from .kernels import (KernelError, KernelNotFound, is_control_flow, kernel_attrs, kernel_for,
                       missing_kernels)
+from .kernels.functions import local_function_kernel
 
 Env = MutableMapping[str, Any]
 
@@ -105,7 +107,7 @@ def _store(node: Node, outputs: tuple, env: Env) -> None:
 def _run_node(node: Node, inputs: list[Any], env: Env, xp: Any, opsets: Mapping[str, int]) -> tuple:
     if node.is_subgraph:
         return tuple(_run_body(node.body, inputs, env, xp, opsets))
-    fn = kernel_for(node.op_type, node.domain, opsets)
+    fn = local_function_kernel if FUNCTION_KEY in node.subgraphs else kernel_for(node.op_type, node.domain, opsets)
     attrs = kernel_attrs(node)
     if is_control_flow(node.op_type, node.domain) or node.subgraphs:
         attrs["subgraphs"] = dict(node.subgraphs)

@@ -23,6 +23,10 @@ from typing import Sequence
 
 PLANS = ("segments", "nodes")
 
+#: Runs of each kind (parallel segments, one serial function) measured before
+#: an executor settles on the faster.
+CALIBRATION_RUNS = 2
+
 
 def segments(reads: Sequence[Sequence[str]], outputs: Sequence[Sequence[str]],
              local: set[str], plan: str) -> list[list[int]]:
@@ -51,3 +55,34 @@ def segments(reads: Sequence[Sequence[str]], outputs: Sequence[Sequence[str]],
             if t:
                 producer_seg[t] = target
     return groups
+
+
+class ModeChooser:
+    """Parallel segments or the whole graph as one serial function, by measurement.
+
+    Parallel segments run independent branches on the engine's workers; the
+    serial function runs the graph in order on the calling thread, with no
+    hand-off between threads. Which wins depends on the graph (wide branches of
+    large kernels, or many microsecond nodes) and on the machine's load, so an
+    executor tries both alternately, parallel first,
+    ``CALIBRATION_RUNS`` successful runs each, then keeps the faster (the
+    fastest run of each kind, the measure least hurt by a noisy neighbour).
+    """
+
+    def __init__(self, runs: int = CALIBRATION_RUNS) -> None:
+        self.runs = runs
+        self.times: dict[bool, list[float]] = {False: [], True: []}
+        self.choice: bool | None = None
+
+    def serial(self) -> bool:
+        """Whether the next run should be the serial function."""
+        if self.choice is not None:
+            return self.choice
+        return len(self.times[True]) < len(self.times[False])
+
+    def record(self, serial: bool, seconds: float) -> None:
+        if self.choice is not None:
+            return
+        self.times[serial].append(seconds)
+        if min(len(v) for v in self.times.values()) >= self.runs:
+            self.choice = min(self.times[True]) <= min(self.times[False])

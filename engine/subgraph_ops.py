@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -381,7 +381,3 @@ class _TrtImpl(_Impl):
                 raise RunError(f"TensorRT engine has no output '{t}' (it has {sorted(outs)})")
             result.append(outs[t])
         return result, 0, []
-
-
-def executor_names() -> Sequence[str]:
-    return EXECUTORS

@@ -12,7 +12,8 @@ There is a closed set of node kinds, as in torch.fx: an ONNX operator
 (``domain`` "" or a custom domain) or a subgraph node (``is_subgraph``: domain
 ``sglens``, op ``Subgraph``, its body in ``subgraphs["body"]``). Control-flow
 operators keep their bodies in ``subgraphs`` under the ONNX attribute name
-(``then_branch``, ``else_branch``, ``body``).
+(``then_branch``, ``else_branch``, ``body``); a call of a model-local function
+keeps its instantiated body under ``"function"`` (``partition/local_functions.py``).
 
 Nothing here imports onnx: ``partition.onnx_io`` is the one module that
 touches protobufs.

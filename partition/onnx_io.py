@@ -28,6 +28,7 @@ from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
 from .errors import LensError, ModelError, ModelTooLargeError
 from .gcpause import paused_gc
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
+from .local_functions import FUNCTION_KEY, LocalFunctions, expanded_size, instantiate
 
 EXPORT_IR_VERSION = 8
 #: Shape inference is skipped above this size: it copies the whole model.
@@ -118,13 +119,13 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
         copy.CopyFrom(model)  # attribute tensors are inlined below; the caller's proto stays
         external_data.inline_attributes(copy, base_dir, label)
         model = copy
-    if infer_shapes and model.ByteSize() < _INFER_LIMIT:
-        try:
+    if infer_shapes and model.ByteSize() < _INFER_LIMIT and (not model.functions or expanded_size(model)):
+        try:  # (ONNX's inference expands every function call anew: skipped when that explodes)
             model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
         except Exception:  # noqa: BLE001 - inference is best effort; the graph stays usable
             pass
     opset = {imp.domain or "": imp.version for imp in model.opset_import}
-    functions = {(f.domain, f.name): f for f in model.functions}
+    functions = LocalFunctions(model.functions)
     meta = {p.key: p.value for p in model.metadata_props}
     # One Graph, validated once (building it and then replacing opset/metadata validated twice).
     with paused_gc():  # ~100k small acyclic objects per 100k nodes: see partition/gcpause.py
@@ -179,11 +180,8 @@ def _import_node(proto: onnx.NodeProto, name: str, base_dir: Path | None, functi
                              f"'{a.name}', which is not supported")
         else:
             attrs[a.name] = _attr_value(a)
-    if proto.domain == SUBGRAPH_DOMAIN and (proto.domain, proto.op_type) in functions:
-        body = _import_function(functions[(proto.domain, proto.op_type)], base_dir, functions, opset, label)
-        attrs = {"property": attrs.get("property", proto.op_type), "subgraph_id": attrs.get("subgraph_id", 0)}
-        return Node(name, SUBGRAPH_OP, tuple(proto.input), tuple(proto.output), SUBGRAPH_DOMAIN,
-                    attrs, {"body": body})
+    if functions and (proto.domain, proto.op_type) in functions:
+        return _call_node(proto, name, attrs, bodies, base_dir, functions, opset, label)
     return Node.trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), proto.domain,
                         attrs, bodies)
 
@@ -192,6 +190,27 @@ def _import_function(f: onnx.FunctionProto, base_dir: Path | None, functions: Ma
                      opset: Mapping[str, int], label: str) -> Graph:
     nodes = _import_nodes(f.node, base_dir, functions, opset, label)
     return Graph(f.name, nodes, list(f.input), list(f.output), {}, {}, opset, is_body=True)
+
+
+def _call_node(proto: onnx.NodeProto, name: str, attrs: dict[str, Any], bodies: dict[str, Graph],
+               base_dir: Path | None, functions: Mapping, opset: Mapping[str, int], label: str) -> Node:
+    """A call of a model-local function, its body instantiated (``partition/local_functions.py``)."""
+    def import_body(f: onnx.FunctionProto) -> Graph:
+        own = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in f.opset_import}
+        body = _import_function(f, base_dir, functions, {**opset, **own}, label)
+        if body.free_tensors:  # a function sees only its inputs (ONNX); a leak would wire outer tensors
+            raise ModelError(f"model-local function '{f.name}' reads '{body.free_tensors[0]}', which is not "
+                             "one of its inputs; fix the function")
+        return body
+
+    body = instantiate(proto, functions, import_body) if isinstance(functions, LocalFunctions) else \
+        import_body(functions[(proto.domain, proto.op_type)])
+    if proto.domain == SUBGRAPH_DOMAIN:  # our own subgraph node, exported by an earlier run
+        attrs = {"property": attrs.get("property", proto.op_type), "subgraph_id": attrs.get("subgraph_id", 0)}
+        return Node(name, SUBGRAPH_OP, tuple(proto.input), tuple(proto.output), SUBGRAPH_DOMAIN,
+                    attrs, {"body": body})
+    return Node(name, proto.op_type, tuple(proto.input), tuple(proto.output), proto.domain, attrs,
+                {**bodies, FUNCTION_KEY: body})
 
 
 def _attr_value(a: onnx.AttributeProto) -> Any:
@@ -243,11 +262,11 @@ def _lazy_initializer(t: onnx.TensorProto, base_dir: Path | None, label: str) ->
 # ------------------------------------------------------------------ export --
 def to_model_proto(graph: Graph, *, producer: str = "subgraph-lens") -> onnx.ModelProto:
     """The graph as an ONNX model (IR 8); subgraph nodes become local functions."""
-    functions: list[onnx.FunctionProto] = []
+    functions = _FunctionSink()
     gproto = _export_graph(graph, functions, graph.opset)
     opset = dict(graph.opset) or {"": 17}
-    if functions:
-        opset.setdefault(SUBGRAPH_DOMAIN, 1)
+    for f in functions:
+        opset.setdefault(f.domain, 1)
     model = helper.make_model(gproto, opset_imports=[helper.make_opsetid(d, v) for d, v in opset.items()],
                               producer_name=producer, functions=functions)
     model.ir_version = EXPORT_IR_VERSION
@@ -260,7 +279,7 @@ def to_model_proto(graph: Graph, *, producer: str = "subgraph-lens") -> onnx.Mod
 
 
 def _best_effort_infer(model: onnx.ModelProto) -> onnx.ModelProto:
-    if model.ByteSize() >= _INFER_LIMIT:
+    if model.ByteSize() >= _INFER_LIMIT or (model.functions and not expanded_size(model)):
         return model
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=False)
@@ -326,13 +345,78 @@ def _export_node(node: Node, functions: list[onnx.FunctionProto], opset: Mapping
                                               list(body.outputs), fnodes, f_opset))
         return helper.make_node(fname, list(node.inputs), list(node.outputs), name=node.name,
                                 domain=SUBGRAPH_DOMAIN)
-    proto = helper.make_node(node.op_type, list(node.inputs), list(node.outputs), name=node.name,
+    op_type = node.op_type
+    if FUNCTION_KEY in node.subgraphs:
+        op_type = _export_functions(node, functions, opset)
+    proto = helper.make_node(op_type, list(node.inputs), list(node.outputs), name=node.name,
                              domain=node.domain or None)
     for key, value in node.attrs.items():
         proto.attribute.append(_make_attr(key, value))
     for key, body in node.subgraphs.items():
-        proto.attribute.append(helper.make_attribute(key, _export_graph(body, functions, opset)))
+        if key != FUNCTION_KEY:
+            proto.attribute.append(helper.make_attribute(key, _export_graph(body, functions, opset)))
     return proto
+
+
+class _FunctionSink(list):
+    """The exported model's functions, and the name each call body got (``id(body) -> name``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: dict[int, str] = {}
+        self.taken: set[tuple[str, str]] = set()
+
+
+def _export_functions(call: Node, sink: list, opset: Mapping[str, int]) -> str:
+    """Write the body of a model-local function call (and its callees, first) as functions;
+    the function's name for this call.
+
+    Bodies are already instantiated (attribute references bound), so a function
+    called with different attribute values is written once per instance, the
+    second as ``<name>_2``; the attributes stay on the call (declared, unused).
+    Iterative: callees are written before callers, so no recursion on nesting depth.
+    """
+    if not isinstance(sink, _FunctionSink):
+        raise LensError("internal: function calls need a _FunctionSink")  # pragma: no cover
+    order: list[Node] = []
+    stack: list[tuple[Node, bool]] = [(call, False)]
+    seen: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        body = node.subgraphs[FUNCTION_KEY]
+        if done:
+            order.append(node)
+            continue
+        if id(body) in sink.names or id(body) in seen:
+            continue
+        seen.add(id(body))
+        stack.append((node, True))
+        stack.extend((n, False) for n in reversed(_calls_within(body)))
+    for node in order:
+        body = node.subgraphs[FUNCTION_KEY]
+        name, k = node.op_type, 1
+        while (node.domain, name) in sink.taken:
+            k += 1
+            name = f"{node.op_type}_{k}"
+        sink.taken.add((node.domain, name))
+        fnodes = [_export_node(n, sink, opset) for n in body.nodes]
+        f_opset = [helper.make_opsetid(d, v) for d, v in (dict(body.opset) or dict(opset) or {"": 17}).items()]
+        sink.append(helper.make_function(node.domain, name, list(body.inputs), list(body.outputs), fnodes,
+                                         f_opset, attributes=sorted(node.attrs)))
+        sink.names[id(body)] = name
+    return sink.names[id(call.subgraphs[FUNCTION_KEY])]
+
+
+def _calls_within(body: Graph) -> list[Node]:
+    """Function calls in ``body``, control-flow bodies included (iteratively)."""
+    found, stack = [], [body]
+    while stack:
+        g = stack.pop()
+        for n in g.nodes:
+            if FUNCTION_KEY in n.subgraphs:
+                found.append(n)
+            stack.extend(b for k, b in n.subgraphs.items() if k != FUNCTION_KEY)
+    return found
 
 
 def _make_attr(key: str, value: Any) -> onnx.AttributeProto:

@@ -31,7 +31,3 @@ def np_dtype(code: int) -> np.dtype:
         return np.dtype(_CODES[int(code)])
     except KeyError:
         raise ValueError(f"ONNX element type {code} has no numpy equivalent here") from None
-
-
-def is_float(dtype: Any) -> bool:
-    return np.dtype(dtype).kind in "fc" or np.dtype(dtype).name in ("bfloat16",)

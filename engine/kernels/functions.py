@@ -22,6 +22,7 @@ import onnx
 from onnx import helper
 
 from partition.ir import Graph, Node
+from partition.local_functions import FUNCTION_KEY
 from partition.onnx_io import _import_function, _make_attr
 
 from .registry import Kernel, KernelNotFound, kernel_attrs, kernel_for, register_fallback
@@ -51,6 +52,16 @@ class _Body:
     def run(self, xp: Any, inputs: list[Any], n_outputs: int) -> tuple:
         values = _run_graph(self.graph, ChainMap({}), xp, self.opsets, inputs)
         return tuple(values[:n_outputs])
+
+
+def local_function_kernel(xp: Any, *inputs: Any, subgraphs: Mapping[str, Graph], run_graph: Any,
+                          **_attrs: Any) -> tuple:
+    """A call of a model-local function: its body (instantiated at import, attribute
+    references bound, in ``subgraphs["function"]``) runs on the same engine. Omitted
+    trailing inputs are passed as None, as for any optional input."""
+    body = subgraphs[FUNCTION_KEY]
+    values = list(inputs) + [None] * (len(body.inputs) - len(inputs))
+    return tuple(run_graph(body, values))
 
 
 def _walk(graph: Graph) -> list[Node]:

@@ -17,7 +17,9 @@ def _wrap(xp: Any, idx: Any, dim: int) -> Any:
 
 @register("Gather")
 def gather(xp: Any, data: Any, indices: Any, *, axis: int = 0) -> Any:
-    return xp.take(data, _wrap(xp, indices, data.shape[axis]), axis=axis)
+    # take counts negative indices from the end itself (numpy as Python does, cupy by
+    # wrapping): no _wrap pass, which cost two array calls per Gather.
+    return xp.take(data, indices, axis=axis)
 
 
 @register("GatherElements", since=11)

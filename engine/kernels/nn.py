@@ -63,15 +63,32 @@ def _window(xp_arr: Any, offset: Sequence[int], dilations: Sequence[int], stride
     return xp_arr[tuple(index)]
 
 
-#: Above this many kernel positions Conv gathers its columns in one indexing call.
-_GATHER_OFFSETS = 32
+#: Conv gathers its columns in one indexing call when one kernel position's copy is
+#: at most this many elements: below it the ~2 us of Python per copy dominates; above
+#: it, fancy indexing (~5 ns an element) loses to strided copies (ResNet-18's 7x7
+#: stem: 39 ms gathered, a few ms copied).
+_GATHER_PER_COPY = 1024
+
+_INDEX_CACHE: dict[tuple, tuple] = {}
 
 
 def _gather_index(xp: Any, kernel: Sequence[int], dilations: Sequence[int],
                   strides: Sequence[int], out_sp: Sequence[int]) -> tuple:
     """Index arrays (on ``xp``'s device) picking, per spatial axis, input position
     ``k * dilation + o * stride``; broadcast to ``kernel + out_sp`` they gather the
-    columns in (kernel positions, output positions) order."""
+    columns in (kernel positions, output positions) order. Cached per geometry
+    (a streaming model calls the same convs every step)."""
+    key = (id(xp), tuple(kernel), tuple(dilations), tuple(strides), tuple(out_sp))
+    index = _INDEX_CACHE.get(key)
+    if index is None:
+        if len(_INDEX_CACHE) > 256:  # many shapes (a sweep): start over, stay small
+            _INDEX_CACHE.clear()
+        index = _INDEX_CACHE[key] = _make_gather_index(xp, kernel, dilations, strides, out_sp)
+    return index
+
+
+def _make_gather_index(xp: Any, kernel: Sequence[int], dilations: Sequence[int],
+                       strides: Sequence[int], out_sp: Sequence[int]) -> tuple:
     nsp = len(kernel)
     index = []
     for i in range(nsp):
@@ -103,9 +120,11 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
         # matmul, no window copy beyond what a stride needs.
         cols = _window(xg, offsets[0], dilations, strides, out_sp).reshape(n, group, cg, npos)
         acc = xp.matmul(wg.reshape(group, mg, cg), cols)
-    elif len(offsets) > _GATHER_OFFSETS and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
-        # Many kernel positions (a 1D STFT-like conv has hundreds): one gather
-        # builds every column at once instead of one strided view per position.
+    elif n * c * npos <= _GATHER_PER_COPY \
+            and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
+        # Small copies per kernel position (a 1D STFT-like conv has hundreds of
+        # positions, a streaming step's maps a few outputs): one gather builds every
+        # column at once instead of one ~2 us Python-driven copy per position.
         cols = xg[(Ellipsis,) + _gather_index(xp, kernel, dilations, strides, out_sp)]
         acc = xp.matmul(wg.reshape(group, mg, cg * len(offsets)), cols.reshape(n, group, -1, npos))
     elif n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
@@ -238,7 +257,10 @@ def max_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, d
     if _n_outputs == 1:  # nobody reads Indices: a plain running maximum is enough
         for offset in itertools.product(*(range(k) for k in kernel)):
             win = _window(xpad, offset, dilations, strides, out_sp)
-            best = win if best is None else xp.maximum(best, win)
+            if best is None:
+                best = win.copy()
+            else:
+                xp.maximum(best, win, out=best)  # in place: no array per window
         return (same(xp, best, x),)
     for offset in itertools.product(*(range(k) for k in kernel)):
         win = _window(xpad, offset, dilations, strides, out_sp)

@@ -25,7 +25,7 @@ def _identity(dtype: Any, kind: str) -> Any:
 
 _OPS: dict[str, tuple[str, Callable[[Any, Any, tuple], Any]]] = {
     "ReduceSum": ("sum", lambda xp, x, ax: xp.sum(x, axis=ax, keepdims=True)),
-    "ReduceMean": ("mean", lambda xp, x, ax: xp.mean(x, axis=ax, keepdims=True)),
+    "ReduceMean": ("mean", lambda xp, x, ax: _mean(xp, x, ax)),
     "ReduceMax": ("max", lambda xp, x, ax: xp.max(x, axis=ax, keepdims=True)),
     "ReduceMin": ("min", lambda xp, x, ax: xp.min(x, axis=ax, keepdims=True)),
     "ReduceProd": ("prod", lambda xp, x, ax: xp.prod(x, axis=ax, keepdims=True)),
@@ -35,6 +35,19 @@ _OPS: dict[str, tuple[str, Callable[[Any, Any, tuple], Any]]] = {
     "ReduceLogSum": ("logsum", lambda xp, x, ax: xp.log(xp.sum(x, axis=ax, keepdims=True))),
     "ReduceLogSumExp": ("logsumexp", lambda xp, x, ax: _logsumexp(xp, x, ax)),
 }
+
+
+def _mean(xp: Any, x: Any, ax: tuple) -> Any:
+    """``xp.mean`` as its own two steps (a sum, then an in-place divide by the count):
+    the same float32/float64 result without its ~5 us of Python around them."""
+    if x.dtype not in (np.float32, np.float64):
+        return xp.mean(x, axis=ax, keepdims=True)
+    s = xp.sum(x, axis=ax, keepdims=True)
+    count = 1
+    for a in ax:
+        count *= x.shape[a]
+    s /= x.dtype.type(count)
+    return s
 
 
 def _logsumexp(xp: Any, x: Any, ax: tuple) -> Any:

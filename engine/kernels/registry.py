@@ -9,7 +9,7 @@ the highest ``since <= opset``, the way ONNX resolves operator versions.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -161,7 +161,7 @@ def missing_kernels(graph: Any) -> list[tuple[str, str]]:
 
 def _collect_missing(graph: Any, missing: list[tuple[str, str]], outer: Any) -> None:
     for node in graph.nodes:
-        if not node.is_subgraph:
+        if not node.is_subgraph and "function" not in node.subgraphs:  # a local function call: its body
             # Bodies sometimes carry no opset of their own: use the enclosing graph's.
             owner = graph if getattr(graph, "opset", None) else outer
             try:
@@ -188,9 +188,18 @@ def host_ints(xp: Any, a: Any) -> list[int] | None:
     return None if h is None else [int(v) for v in h.reshape(-1)]
 
 
-def all_kernels() -> Iterable[tuple[str, str]]:
-    return list(_REGISTRY)
-
+#: Inputs kernels read on the host (``host_ints`` / ``to_host``: shapes, axes, pads,
+#: counts), by op type and input position. When such an input is a weight the
+#: executor hands the kernel a host copy made at bind time, so a device run does
+#: not read it back from the device on every call.
+HOST_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Tile": (1,),
+    "Split": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "ConstantOfShape": (0,),
+    "Range": (0, 1, 2), "Trilu": (1,), "OneHot": (1,), "TopK": (1,),
+    **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                           "ReduceSumSquare")},
+}
 
 #: Ops whose output count is not implied by inputs and attributes (Split before opset 18),
 #: or that skip work for outputs nobody declared (MaxPool's Indices).

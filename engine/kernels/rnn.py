@@ -154,10 +154,13 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
     acts = _activations(xp, activations, ["Sigmoid", "Tanh", "Tanh"], n_dir, activation_alpha,
                         activation_beta)
     h = h.copy()
-    ys = xp.zeros((seq, n_dir, batch, hs), dtype=x.dtype)
     # Speed: the input projection of every step at once (one [seq*batch, in] x
     # [in, 4h] matmul per direction instead of seq small ones), biases folded in.
     xw = [x @ w[d].T + (b[d, :4 * hs] + b[d, 4 * hs:]) for d in range(n_dir)]
+    if not peep and clip is None and not input_forget and activations is None \
+            and bool(np.all(lens >= seq)):
+        return _lstm_plain(xp, xw, r, h, c, seq, direction, layout)
+    ys = xp.zeros((seq, n_dir, batch, hs), dtype=x.dtype)
     rt = [r[d].T for d in range(n_dir)]
     full = bool(np.all(lens >= seq))  # no batch entry ends early: no masking needed
 
@@ -189,4 +192,47 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
         h[d], ys[t, d] = _masked(xp, lens, t, False, new_h, h[d])
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
+    return _finish(xp, ys, [h, c], layout)
+
+
+def _lstm_plain(xp: Any, xw: list, r: Any, h: Any, c: Any, seq: int, direction: str,
+                layout: int) -> tuple:
+    """The common LSTM (default activations, no peepholes, clip, coupling or
+    early-ending sequences): every direction advances in the same step -- one
+    batched matmul and one set of in-place ufuncs for all of them, reverse
+    directions walking their pre-flipped inputs -- so a bidirectional layer
+    makes half the calls. sigmoid(v) = (tanh(v / 2) + 1) / 2, exactly."""
+    n_dir, batch, hs = h.shape
+    reverse = [direction == "reverse" or (direction == "bidirectional" and d == 1)
+               for d in range(n_dir)]
+    xs = xp.stack([xw[d][::-1] if reverse[d] else xw[d] for d in range(n_dir)], axis=1)
+    # (dirs, hidden, 4 hidden), contiguous for long sequences: one copy per call; a
+    # strided view made each step's matmul 30% slower (100 steps of a 1 MB recurrent
+    # weight), while a streaming step (seq 1) would pay the copy for one matmul.
+    rt = xp.swapaxes(r, 1, 2)
+    if seq >= 8:
+        rt = xp.ascontiguousarray(rt)
+    ys = xp.empty((seq, n_dir, batch, hs), dtype=h.dtype)
+    half = h.dtype.type(0.5)
+    gates = xp.empty((n_dir, batch, 4 * hs), dtype=h.dtype)
+    tmp = xp.empty((n_dir, batch, hs), dtype=h.dtype)
+    for k in range(seq):
+        xp.matmul(h, rt, out=gates)
+        gates += xs[k]                             # order i, o, f, c
+        iof = gates[..., :3 * hs]
+        iof *= half
+        xp.tanh(iof, out=iof)
+        iof += 1
+        iof *= half
+        g = gates[..., 3 * hs:]
+        xp.tanh(g, out=g)
+        g *= gates[..., :hs]                       # i * g
+        c *= gates[..., 2 * hs:3 * hs]             # f * c
+        c += g
+        xp.tanh(c, out=tmp)
+        xp.multiply(tmp, gates[..., hs:2 * hs], out=h)
+        ys[k] = h
+    for d in range(n_dir):
+        if reverse[d]:
+            ys[:, d] = ys[::-1, d].copy()
     return _finish(xp, ys, [h, c], layout)

@@ -158,9 +158,48 @@ def _pad(xp: Any, x: Any, pads: list[int], mode: str, value: Any, axes: list[int
     index = tuple(slice(-min(b, 0), x.shape[d] + min(e, 0)) for d, (b, e) in enumerate(widths))
     x = x[index]
     widths = [(max(b, 0), max(e, 0)) for b, e in widths]
+    if x.dtype != object:
+        fast = _pad_sliced(xp, x, widths, mode, value)
+        if fast is not None:
+            return fast
     if mode == "constant":
         return xp.pad(x, widths, mode="constant", constant_values=value)
     return xp.pad(x, widths, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])
+
+
+def _pad_sliced(xp: Any, x: Any, widths: list[tuple[int, int]], mode: str, value: Any) -> Any:
+    """Pad by slicing (``xp.pad`` spends ~25 us in Python on a small tensor): constant
+    fills one new array and copies ``x`` in; reflect, edge and wrap concatenate
+    slices of ``x`` per padded axis. None where a pad is wider than the axis
+    allows (``xp.pad`` repeats the pattern there)."""
+    if mode == "constant":
+        shape = tuple(d + b + e for d, (b, e) in zip(x.shape, widths))
+        out = xp.full(shape, value, dtype=x.dtype)
+        out[tuple(slice(b, b + d) for d, (b, _) in zip(x.shape, widths))] = x
+        return out
+    if mode not in ("reflect", "edge", "wrap"):
+        return None
+    for axis, (b, e) in enumerate(widths):
+        if not b and not e:
+            continue
+        dim = x.shape[axis]
+        lead = (slice(None),) * axis
+        if mode == "reflect":
+            if dim < 2 or b >= dim or e >= dim:
+                return None
+            left = xp.flip(x[lead + (slice(1, b + 1),)], axis)
+            right = xp.flip(x[lead + (slice(dim - 1 - e, dim - 1),)], axis)
+        elif mode == "edge":
+            if dim < 1:
+                return None
+            left = xp.repeat(x[lead + (slice(0, 1),)], b, axis=axis)
+            right = xp.repeat(x[lead + (slice(dim - 1, dim),)], e, axis=axis)
+        else:
+            if b > dim or e > dim:
+                return None
+            left, right = x[lead + (slice(dim - b, dim),)], x[lead + (slice(0, e),)]
+        x = xp.concatenate([left, x, right], axis=axis)
+    return x
 
 
 @register("Constant")

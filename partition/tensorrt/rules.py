@@ -20,7 +20,11 @@ reason; ``TRTRules.cite(name)`` gives its source):
    network input/output and refused by the importers that say so; INT8/FP8/INT4
    only through Q/DQ;
 6. inputs that must be weights, shape tensors, or known values (``rules_constants``);
-7. ``If``/``Loop``/``Scan`` and local functions: every body node passes.
+7. ``If``/``Loop``/``Scan`` and local functions: every body node passes, bodies
+   nested in bodies too (walked with a stack; the parser stops at 24 levels). A
+   call of a model-local function carries its body on the node
+   (``subgraphs["function"]``, built by the importer with attribute references
+   bound); the call must pass as many inputs as the function declares.
 
 The default-domain opset never refuses: outside the documented 9-20 (or below
 7, where the parser itself warns) it is a warning (``TRTRules.warnings``).
@@ -28,12 +32,22 @@ The default-domain opset never refuses: outside the documented 9-20 (or below
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
 
 from ..dtypes import ONNX_TYPE_NAMES
-from ..ir import Graph, Node
+from ..ir import Graph, Initializer, Node, TensorInfo
+from ..local_functions import FUNCTION_KEY
 from .rules_constants import Scope, check_input
 from .table import load_table
+
+#: TensorRT 10.1's parser: a call must pass as many inputs as the function declares, and
+#: If/Loop/Scan/function bodies nest at most 24 deep (``kMAX_NESTED_SUBGRAPHS``).
+_ARITY_CITE = "onnxOpCheckers.cpp:787"
+_NESTED_CITE = "ModelImporter.cpp:118"
+_MAX_NESTED = 24
+FUNCTION_BODY = "function body"
 
 ML_DOMAIN = "ai.onnx.ml"
 _ORDER = ["FLOAT", "FLOAT16", "BFLOAT16", "INT8", "UINT8", "INT32", "INT64", "BOOL", "FLOAT8E4M3FN", "INT4"]
@@ -100,6 +114,9 @@ class TRTRules:
         self.notes: dict[str, str] = {}
         self.cites: dict[str, str] = {}
         self._type_ok: set[tuple[str, int, str]] = set()
+        #: (body, input types) of function bodies that passed in this ``compat``: a body shared
+        #: by many calls (or calls nested many ways) is walked once per typing, not once per path
+        self._body_ok: set[tuple] = set()
         self.warnings: list[str] = []
 
     # ---------------------------------------------------------- whole graph --
@@ -110,7 +127,7 @@ class TRTRules:
         (accepted nodes with a caveat, e.g. plugins) and ``self.warnings``.
         """
         out: dict[str, str] = {}
-        self.notes, self.cites = {}, {}
+        self.notes, self.cites, self._body_ok = {}, {}, set()
         scope = Scope(graph, None)
         for node in graph.nodes:
             verdict = self._check(scope, node)
@@ -153,7 +170,8 @@ class TRTRules:
         return None
 
     # ------------------------------------------------------------ one node --
-    def _check(self, scope: Scope, node: Node) -> tuple[str, str] | None:
+    def _check(self, scope: Scope, node: Node, descend: bool = True) -> tuple[str, str] | None:
+        """The node's verdict; ``descend=False`` leaves out its control-flow bodies."""
         op = node.op_type
         if node.is_subgraph:
             return (f"{op}: an earlier pass's subgraph node (domain '{node.domain}'), not an ONNX operator",
@@ -177,15 +195,15 @@ class TRTRules:
             return verdict
         if rule.plugin:
             self._plugin_note(rule, node)
-        if rule.control_flow:
+        if rule.control_flow and descend:
             return self._bodies(scope, node, node.subgraphs.items())
         return None
 
     def _not_builtin(self, scope: Scope, node: Node) -> tuple[str, str] | None:
         op = node.op_type
-        body = self.local_functions.get(op) or node.subgraphs.get("function")
+        body = node.subgraphs.get(FUNCTION_KEY) or self.local_functions.get(op)
         if body is not None:
-            return self._bodies(scope, node, [("function body", body)])
+            return self._call_arity(node, body) or self._bodies(scope, node, [(FUNCTION_BODY, body)])
         if op in self.user_plugins:
             self.notes[node.name] = f"{op}: imported as the user's TensorRT plugin {op} (declared with --trt-plugin)"
             return None
@@ -349,14 +367,92 @@ class TRTRules:
         return None
 
     def _bodies(self, scope: Scope, node: Node, bodies: Iterable[tuple[str, Graph]]) -> tuple[str, str] | None:
-        for key, body in bodies:
-            inner = Scope(body, scope)
-            for sub in body.nodes:
-                verdict = self._check(inner, sub)
-                if verdict:
-                    return (f"{node.op_type}: node '{sub.name}' ({sub.op_type}) in its {key} is not compatible: "
-                            f"{verdict[0]}", verdict[1])
+        """Every node of ``node``'s bodies must pass, bodies inside them too (the parser imports
+        them node by node). Iterative: a stack of body-node iterators, never recursion on depth.
+
+        The reason names the innermost refused node; below the first level it adds the
+        path of calls and branches that leads there.
+        """
+        bodies = list(bodies)
+        first = self._body_key(scope, node, bodies)
+        if first in self._body_ok:
+            return None
+        stack: list[tuple[Iterator[tuple[Scope, str, Node]], list[tuple[str, Node]], tuple | None]] = \
+            [(self._body_nodes(scope, node, bodies), [], first)]
+        while stack:
+            entries, path, done = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                if done is not None:
+                    self._body_ok.add(done)
+                continue
+            inner, key, sub = entry
+            here = path + [(key, sub)]
+            if len(here) > _MAX_NESTED:
+                return self._inner_reason(node, here, (
+                    f"{sub.op_type}: nested {len(here)} bodies deep; TensorRT's parser stops at "
+                    f"{_MAX_NESTED} levels of If/Loop/Scan/function nesting", _NESTED_CITE))
+            verdict = self._shallow(inner, sub)
+            if isinstance(verdict, tuple):
+                return self._inner_reason(node, here, verdict)
+            if verdict:
+                key = self._body_key(inner, sub, verdict)
+                if key not in self._body_ok:
+                    stack.append((self._body_nodes(inner, sub, verdict), here, key))
         return None
+
+    @staticmethod
+    def _body_key(scope: Scope, call: Node, bodies: list[tuple[str, Graph]]) -> tuple | None:
+        """What a function body's verdict depends on: the body and the call's input types."""
+        if len(bodies) != 1 or bodies[0][0] != FUNCTION_BODY:
+            return None  # control-flow bodies belong to one node and read the outer scope
+        # the body object itself (not its id): the set keeps it alive, so a key is never reused
+        return (bodies[0][1], *((scope.dtype(t), scope.shape(t), t if _weights(scope, t) is not None else None)
+                                if t else None for t in call.inputs))
+
+    def _shallow(self, scope: Scope, node: Node) -> tuple[str, str] | list[tuple[str, Graph]] | None:
+        """``_check`` without descending: a refusal, or the bodies still to check, or None."""
+        body = None if node.op_type in self.rules else \
+            node.subgraphs.get(FUNCTION_KEY) or self.local_functions.get(node.op_type)
+        if body is not None and not node.is_subgraph and node.domain != ML_DOMAIN:
+            return self._call_arity(node, body) or [(FUNCTION_BODY, body)]
+        rule = self.rules.get(node.op_type)
+        if rule is not None and rule.control_flow and node.subgraphs and node.domain != ML_DOMAIN:
+            verdict = self._check(scope, node, descend=False)
+            return verdict if verdict else list(node.subgraphs.items())
+        return self._check(scope, node)
+
+    def _call_arity(self, node: Node, body: Graph) -> tuple[str, str] | None:
+        if len(node.inputs) != len(body.inputs):
+            return (f"{node.op_type}: the call passes {len(node.inputs)} inputs but the function declares "
+                    f"{len(body.inputs)}; TensorRT's parser needs exactly as many", _ARITY_CITE)
+        return None
+
+    @staticmethod
+    def _body_nodes(scope: Scope, owner: Node, bodies: Iterable[tuple[str, Graph]]
+                    ) -> Iterator[tuple[Scope, str, Node]]:
+        """(scope, key, node) for every node of ``bodies``; a function body is a scope of its own
+        (it sees only its inputs), typed from the call where the call's tensors are typed."""
+        for key, body in bodies:
+            if key == FUNCTION_BODY:
+                inner = Scope(_typed_body(scope, owner, body), None)
+            else:
+                inner = Scope(body, scope)
+            for sub in body.nodes:
+                yield inner, key, sub
+
+    @staticmethod
+    def _inner_reason(node: Node, path: list[tuple[str, Node]], verdict: tuple[str, str]) -> tuple[str, str]:
+        key, leaf = path[0][0], path[-1][1]
+        via = ""
+        if len(path) > 1:
+            steps = [f"{k} '{n.name}' ({n.op_type})" for k, n in path]
+            if len(steps) > 5:  # deep nesting: the way in and the last step say enough
+                steps = steps[:2] + ["..."] + steps[-1:]
+            via = " (via " + " > ".join(steps) + ")"
+        return (f"{node.op_type}: node '{leaf.name}' ({leaf.op_type}) in its {key}{via} is not compatible: "
+                f"{verdict[0]}", verdict[1])
 
     # ---------------------------------------------------------- utilities --
     def is_compute(self, node: Node) -> bool:
@@ -367,20 +463,51 @@ class TRTRules:
         return self.cites.get(name)
 
 
+def _typed_body(scope: Scope, call: Node, body: Graph) -> Graph:
+    """The function body with its inputs and outputs typed as the call's tensors (when known),
+    and inputs the call feeds from weights (initializer or Constant) seen as weights: the
+    parser maps a formal input to the caller's tensor-or-weights, so ``is_weights()`` holds inside.
+
+    A body is shared by every call with the same attributes; types are per call,
+    so this is a cheap per-call view, not a change to the body.
+    """
+    tensors = dict(body.tensors)
+    for formal, actual in (*zip(body.inputs, call.inputs), *zip(body.outputs, call.outputs)):
+        if formal and actual and formal not in tensors:
+            dtype = scope.dtype(actual)
+            if dtype is not None:
+                tensors[formal] = TensorInfo(formal, dtype, scope.shape(actual))
+    weights = {}
+    for formal, actual in zip(body.inputs, call.inputs):
+        source = _weights(scope, actual) if formal and actual else None
+        if source is not None:
+            weights[formal] = Initializer(formal, source.dtype, tuple(source.shape), lambda w=source: w.value)
+    if len(tensors) == len(body.tensors) and not weights:
+        return body
+    view = Graph.trusted(body.name, body.nodes, body.inputs, body.outputs, tensors, body.opset)
+    view.initializers = weights  # read lazily: only a value check loads one
+    return view
+
+
+def _weights(scope: Scope, t: str) -> Initializer | None:
+    """The weights behind ``t`` (an initializer, or a Constant's value), None for a computed tensor."""
+    owner = scope.owner(t)
+    if owner is None:
+        return None
+    init = owner.graph.initializers.get(t)
+    if init is not None:
+        return init
+    node = owner.graph.producer(t)
+    if node is not None and node.op_type == "Constant" and not node.domain:
+        value = scope.weights_value(t)
+        if value is not None and value is not False:
+            return Initializer.from_array(t, np.asarray(value))
+    return None
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
-
-def explain_op_table(rules: TRTRules, op_type: str) -> dict[str, Any]:
-    """The table's row for ``op_type`` in plain words, with its sources (for docs and ``sglens groups``)."""
-    rule = rules.rules.get(op_type)
-    if rule is None:
-        return {"op": op_type, "in_table": False, "tensorrt_rules": rules.version,
-                "bundled_plugin": op_type in rules.bundled}
-    return {"op": op_type, "in_table": True, "tensorrt_rules": rules.version, "supported": rule.supported,
-            "types": sorted(rule.types or ()), "inputs": {str(k): v for k, v in rule.inputs.items()},
-            "attrs": [{k: v for k, v in a.items() if k != "message"} for a in rule.attrs],
-            "data_dependent_shape": rule.data_dependent, "cite": list(rule.row.get("cite", ()))}
 
 
 def incompatible(rules: TRTRules, graph: Graph, names: Sequence[str]) -> dict[str, str]:
@@ -390,7 +517,8 @@ def incompatible(rules: TRTRules, graph: Graph, names: Sequence[str]) -> dict[st
 
 
 def local_functions_of(model: Any) -> dict[str, Graph]:
-    """Bodies of a ``ModelProto``'s local functions by name (the IR does not carry them yet)."""
+    """Bodies of a ``ModelProto``'s local functions by name, for ``TRTRules(local_functions=...)`` on graphs
+    built by hand; the importer already puts each call's body on the node (``subgraphs["function"]``)."""
     import onnx
     from onnx import helper
 
