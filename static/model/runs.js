@@ -135,7 +135,7 @@
     try {
       const run = await SG.api("GET", runUrl(S.runId));
       progress(run);
-      if (["done", "failed", "cancelled"].includes(run.status)) {
+      if (["done", "failed", "cancelled", "interrupted"].includes(run.status)) {
         clearInterval(poll); poll = null; $("run-cancel").hidden = true; $("run-go").disabled = false;
         if (run.status === "done" && run.result) { S.lastRun = run; await SG.renderRun($("run-plots"), run); $("run-plots").dataset.run = run.id; }
         else showError(run.status === "cancelled" ? "the run was cancelled" : ("the run failed: " + (run.error || "unknown error")));
