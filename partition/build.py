@@ -44,7 +44,7 @@ from .cycles import CycleChecker
 from .errors import SelectorError
 from .ir import Graph, Node, TensorInfo
 from .selectors import ContainOpSelector, NodeView, SubgraphSelector
-from .trace import EventKind, Reason, ReasonKind, Snapshot, TraceEvent
+from .trace import CycleLog, EventKind, Reason, ReasonKind, Snapshot, TraceEvent
 from .trim import Trimmer
 
 if TYPE_CHECKING:  # api.py imports this module; the property is only a type here
@@ -68,11 +68,12 @@ class PassState:
         index = graph.index
         self.position = [index[n.name] for n in self.order]  # id -> position in graph.nodes
         self.status: list[int] = [FREE] * len(self.order)
-        self.reasons: dict[str, Reason] = {}
+        self._reasons: dict[str, Reason] = {}
+        self._cycled: dict[int, int] = {}  # excluded node id -> its latest entry in cycle_log (reason made when read)
         self.cycles = CycleChecker(self.succs)
         self.trimmer = Trimmer(self.preds, self.succs, self.cycles)
         self._accept: dict[frozenset[str], list[bool]] = {}
-        self.cycle_log: list[dict[str, Any]] = []  # every cycle found: seed, witness path, excluded node
+        self.cycle_log = CycleLog()  # every cycle found: seed, witness path, excluded node
         self.found: list[tuple[int, list[str], Node]] = []  # (subgraph id, member names, new node)
         self.next_id = next_id
 
@@ -101,17 +102,33 @@ class PassState:
     # ---------------------------------------------------- the record --
     # Every reason is written here: a later decision replaces an earlier one
     # (``_set``), a refusal only fills a gap (``_default``).
+    # Cycle exclusions (~130k on a 100k-node chain with skips, most replaced later
+    # when the node joins a subgraph) keep only an index into ``cycle_log`` until read.
+    @property
+    def reasons(self) -> dict[str, Reason]:
+        """Node name -> its ``Reason``, for every node not (yet) in a subgraph."""
+        if self._cycled:
+            entries, order = self.cycle_log._entries, self.order
+            for i, k in self._cycled.items():
+                _prop, _order, seed, path, _victim = entries[k]
+                name = order[i].name
+                self._reasons[name] = Reason(ReasonKind.CYCLE, name,
+                                             {"seed": order[seed].name, "path": Snapshot(order, path)})
+            self._cycled.clear()
+        return self._reasons
+
     def _set(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
         name = self.order[i].name
-        self.reasons[name] = Reason(kind, name, data)
+        self._cycled.pop(i, None)
+        self._reasons[name] = Reason(kind, name, data)
 
     def _default(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
         name = self.order[i].name
-        if name not in self.reasons:
-            self.reasons[name] = Reason(kind, name, data)
+        if name not in self._reasons and i not in self._cycled:
+            self._reasons[name] = Reason(kind, name, data)
 
     def has_reason(self, i: int) -> bool:
-        return self.order[i].name in self.reasons
+        return i in self._cycled or self.order[i].name in self._reasons
 
     def note_not_selected(self, i: int, selector: str) -> None:
         self._default(i, ReasonKind.NOT_SELECTED, {"selector": selector, "op_type": self.order[i].op_type})
@@ -124,18 +141,27 @@ class PassState:
                                                          "incompatible": self.order[incompatible].name})
 
     def note_cycle(self, seed: int, path: Sequence[int], victim: int) -> None:
-        names = Snapshot(self.order, path)  # named when read: most are never read one by one
-        seed_name, name = self.order[seed].name, self.order[victim].name
-        self.cycle_log.append({"property": self.prop_name, "seed": seed_name, "path": names, "excluded": name})
-        self._set(victim, ReasonKind.CYCLE, {"seed": seed_name, "path": names})
+        """``victim`` is excluded: contracting it with the seed's candidates closes ``path``."""
+        self._reasons.pop(self.order[victim].name, None)
+        self._cycled[victim] = len(self.cycle_log)
+        self.cycle_log.add(self.prop_name, self.order, seed, path, victim)
+
+    def note_cycles(self, seed: int, log: Sequence[tuple[Sequence[int], int]]) -> None:
+        """``note_cycle`` for each (path, victim) in order (the incremental loop's record)."""
+        reasons, cycled, order, entries = self._reasons, self._cycled, self.order, self.cycle_log._entries
+        prop = self.prop_name
+        for path, victim in log:
+            if reasons:
+                reasons.pop(order[victim].name, None)
+            cycled[victim] = len(entries)
+            entries.append((prop, order, seed, path, victim))
 
     def note_filtered(self, i: int, seed: int) -> None:
         self._set(i, ReasonKind.FILTERED, {"seed": self.order[seed].name})
 
     def note_filter_cycle(self, component: Sequence[int], seed: int, path: Sequence[int]) -> None:
         names = self.names(path)
-        self.cycle_log.append({"property": self.prop_name, "seed": self.order[seed].name,
-                               "path": list(names), "excluded": None})
+        self.cycle_log.add(self.prop_name, self.order, seed, list(path), -1)
         for i in component:
             self._set(i, ReasonKind.FILTER_CYCLE, {"seed": self.order[seed].name, "path": names})
 
@@ -143,7 +169,7 @@ class PassState:
         """The members' subgraph is too small: they stay out, and are not offered again."""
         for i in members:
             self.status[i] = REJECTED
-            earlier = self.reasons.get(self.order[i].name)
+            earlier = None if i in self._cycled else self._reasons.get(self.order[i].name)
             data: dict[str, Any] = {"compute_nodes": compute_nodes, "min_size": min_size}
             if earlier is not None and earlier.kind in _EARLIER_KINDS:  # why the bigger neighbour did not take it
                 data["earlier"] = earlier
@@ -170,10 +196,11 @@ class PassState:
                 self._set(i, ReasonKind.REJECTED, {"subgraph_id": sid})
             return None, sid
         self.next_id += 1
-        reasons = self.reasons
+        reasons, cycled = self._reasons, self._cycled
         for i in members:
             self.status[i] = TAKEN
             reasons.pop(self.order[i].name, None)
+            cycled.pop(i, None)
         self.cycles.add(members)
         self.found.append((sid, list(self.names(members)), node))
         return node, sid
@@ -461,8 +488,7 @@ def _grow_acyclic(state: PassState, grower: Grower, seed: int) -> Iterator[Trace
         done = state.trimmer.trim(seed, members)
         if done is not None:
             final, log = done
-            for path, victim in log:
-                state.note_cycle(seed, path, victim)
+            state.note_cycles(seed, log)
             return final
     excluded: set[int] = set()
     while True:

@@ -15,7 +15,7 @@ from .api import SubgraphProperty, get_backend
 from .build import TAKEN, PassState, Tracer
 from .gcpause import paused_gc
 from .ir import Graph, Node
-from .trace import EventKind, PartitionResult, Reason, ReasonKind, SubgraphInfo, TraceEvent
+from .trace import CycleLog, EventKind, PartitionResult, Reason, ReasonKind, SubgraphInfo, TraceEvent
 
 
 class PartitionRun:
@@ -37,7 +37,7 @@ class PartitionRun:
         graph = self.graph
         reasons: dict[str, Reason] = {}
         groups: dict[str, tuple[int, str, list[str]]] = {}  # new node -> (id, property, original names)
-        cycles: list[dict[str, Any]] = []
+        cycles = CycleLog()
         next_id = 0
         start = time.perf_counter()
         for prop in self.properties:
@@ -52,7 +52,7 @@ class PartitionRun:
                 flat = [m for name in members for m in (groups.pop(name)[2] if name in groups else [name])]
                 groups[node.name] = (sid, prop.property_name, flat)
             graph = contract(graph, state.found)
-            reasons.update(state.reasons)
+            reasons.update(state.reasons)  # reads the pass's pending cycle reasons too
             cycles.extend(state.cycle_log)
             reasons.update(_explanations(prop, state))
             next_id = state.next_id
@@ -115,7 +115,7 @@ def _explanations(prop: SubgraphProperty, state: PassState) -> dict[str, Reason]
 
 
 def _result(backend: str, original: Graph, final: Graph, groups: dict[str, tuple[int, str, list[str]]],
-            reasons: dict[str, Reason], cycles: list[dict[str, Any]], seconds: float) -> PartitionResult:
+            reasons: dict[str, Reason], cycles: CycleLog, seconds: float) -> PartitionResult:
     subgraphs: list[SubgraphInfo] = []
     covered: set[str] = set()
     for node in final.nodes:

@@ -171,6 +171,62 @@ class Snapshot(Sequence[str]):
         return repr(tuple(self))
 
 
+class CycleLog(Sequence[dict[str, Any]]):
+    """Every cycle a pass avoided, as ``{"property", "seed", "path", "excluded"}`` dicts made when read.
+
+    A chain with skips at 100k nodes logs ~130k cycles; keeping node ids and
+    building each dict (and its names) only when someone reads it keeps the log
+    out of partitioning time. ``excluded`` is None for a piece left by ``filter``
+    (whose ``path`` is a list); a cycle's ``path`` is a ``Snapshot`` (equal to the
+    list of names). Compares equal to the list of its dicts.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        # (property, nodes by id, seed id, path ids, excluded id or -1 for a filtered piece)
+        self._entries: list[tuple[str, Sequence[Any], int, Sequence[int], int]] = []
+
+    def add(self, prop: str, order: Sequence[Any], seed: int, path: Sequence[int], excluded: int) -> None:
+        self._entries.append((prop, order, seed, path, excluded))
+
+    def extend(self, other: "CycleLog") -> None:
+        self._entries.extend(other._entries)
+
+    @staticmethod
+    def _dict(entry: tuple[str, Sequence[Any], int, Sequence[int], int]) -> dict[str, Any]:
+        prop, order, seed, path, excluded = entry
+        names = Snapshot(order, path)
+        return {"property": prop, "seed": order[seed].name, "path": names if excluded >= 0 else list(names),
+                "excluded": order[excluded].name if excluded >= 0 else None}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._dict(e) for e in self._entries[index]]
+        return self._dict(self._entries[index])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return map(self._dict, self._entries)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (CycleLog, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"CycleLog({list(self)!r})"
+
+
 @dataclass(slots=True)  # a large trace holds hundreds of thousands of these
 class TraceEvent:
     """One step of partitioning. ``candidates`` and ``queue`` are snapshots."""
@@ -238,7 +294,7 @@ class PartitionResult:
     subgraphs: list[SubgraphInfo]
     reasons: dict[str, Reason]
     seconds: float
-    cycles: list[dict[str, Any]] = field(default_factory=list)
+    cycles: Sequence[dict[str, Any]] = field(default_factory=CycleLog)  # a CycleLog from a run
     summary: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
