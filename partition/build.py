@@ -76,6 +76,8 @@ class PassState:
         self.cycle_log = CycleLog()  # every cycle found: seed, witness path, excluded node
         self.found: list[tuple[int, list[str], Node]] = []  # (subgraph id, member names, new node)
         self.next_id = next_id
+        self._producer_id: dict[str, int] | None = None  # tensor -> producer id, for bodies (made once)
+        self._graph_outputs: frozenset[str] = frozenset()
 
     def emit(self, kind: EventKind, **fields: Any) -> TraceEvent:
         return self.tracer.event(kind, self.prop_name, **fields)
@@ -175,11 +177,54 @@ class PassState:
                 data["earlier"] = earlier
             self._set(i, ReasonKind.BELOW_MIN_SIZE, data)
 
+    def body(self, members: list[int], name: str) -> Graph:
+        """``subgraph_body`` of the nodes ``members`` (ids in graph order), from the id adjacency.
+
+        A node whose consumers are all members has no output leaving the body,
+        so the per-tensor consumer lists are read only for the boundary nodes.
+        """
+        graph, order, succs = self.graph, self.order, self.succs
+        if self._producer_id is None:
+            self._producer_id = {t: i for i, n in enumerate(order) for t in n.outputs if t}
+            self._graph_outputs = frozenset(graph.outputs)
+        producer, graph_outputs, reads = self._producer_id, self._graph_outputs, graph._reads
+        member_set = set(members)
+        nodes = [order[i] for i in members]
+        inputs: dict[str, None] = {}
+        outputs: list[str] = []
+        inside: set[str] | None = None
+        for i, node in zip(members, nodes):
+            for t in reads[node.name]:
+                if producer.get(t) not in member_set:
+                    inputs[t] = None
+            outs = node.outputs
+            if all(j in member_set for j in succs[i]):  # no reader outside: only graph outputs leave
+                outputs.extend(t for t in outs if t and t in graph_outputs)
+            elif len(outs) == 1:  # its one tensor is what the outside reader reads
+                outputs.append(outs[0])
+            else:
+                if inside is None:
+                    inside = {n.name for n in nodes}
+                outputs.extend(t for t in outs if t and (t in graph_outputs or any(
+                    r.name not in inside for r in graph.consumers(t))))
+        tensors: dict[str, TensorInfo] = {}
+        known, weights = graph.tensors, graph.initializers
+        for t in (*inputs, *(t for n in nodes for t in n.outputs if t)):
+            info = known.get(t)
+            if info is None:
+                if t not in weights:
+                    continue  # nothing known about it: the body does not need an entry
+                info = weights[t].info()
+            if info.dtype or info.shape:
+                tensors[t] = info
+        return Graph.trusted(name, nodes, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
+                             closed=True)  # every outer read is an input
+
     def add_subgraph(self, prop: SubgraphProperty, members: list[int]) -> tuple[Node | None, int]:
         """Make the subgraph node for ``members``; None when the property rejects it."""
         index = self.graph.index
         members = sorted(members, key=self.position.__getitem__)
-        body = subgraph_body(self.graph, [self.order[i] for i in members], f"{self.prop_name}_{self.next_id}")
+        body = self.body(members, f"{self.prop_name}_{self.next_id}")
         sid = self.next_id
         try:
             node = prop.create_subgraph_node(body, sid)
