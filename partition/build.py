@@ -76,8 +76,7 @@ class PassState:
         self.cycle_log = CycleLog()  # every cycle found: seed, witness path, excluded node
         self.found: list[tuple[int, list[str], Node]] = []  # (subgraph id, member names, new node)
         self.next_id = next_id
-        self._producer_id: dict[str, int] | None = None  # tensor -> producer id, for bodies (made once)
-        self._graph_outputs: frozenset[str] = frozenset()
+        self._graph_outputs: frozenset[str] | None = None  # for bodies (made once)
 
     def emit(self, kind: EventKind, **fields: Any) -> TraceEvent:
         return self.tracer.event(kind, self.prop_name, **fields)
@@ -184,22 +183,23 @@ class PassState:
         so the per-tensor consumer lists are read only for the boundary nodes.
         """
         graph, order, succs = self.graph, self.order, self.succs
-        if self._producer_id is None:
-            self._producer_id = {t: i for i, n in enumerate(order) for t in n.outputs if t}
+        if self._graph_outputs is None:
             self._graph_outputs = frozenset(graph.outputs)
-        producer, graph_outputs, reads = self._producer_id, self._graph_outputs, graph._reads
+        graph_outputs, reads = self._graph_outputs, graph._reads
         member_set = set(members)
         nodes = [order[i] for i in members]
+        produced = {t for n in nodes for t in n.outputs}
         inputs: dict[str, None] = {}
         outputs: list[str] = []
         inside: set[str] | None = None
         for i, node in zip(members, nodes):
             for t in reads[node.name]:
-                if producer.get(t) not in member_set:
+                if t not in produced:
                     inputs[t] = None
             outs = node.outputs
-            if all(j in member_set for j in succs[i]):  # no reader outside: only graph outputs leave
-                outputs.extend(t for t in outs if t and t in graph_outputs)
+            if member_set.issuperset(succs[i]):  # no reader outside: only graph outputs leave
+                if not graph_outputs.isdisjoint(outs):
+                    outputs.extend(t for t in outs if t in graph_outputs)
             elif len(outs) == 1:  # its one tensor is what the outside reader reads
                 outputs.append(outs[0])
             else:
@@ -207,9 +207,10 @@ class PassState:
                     inside = {n.name for n in nodes}
                 outputs.extend(t for t in outs if t and (t in graph_outputs or any(
                     r.name not in inside for r in graph.consumers(t))))
+        produced.discard("")
         tensors: dict[str, TensorInfo] = {}
         known, weights = graph.tensors, graph.initializers
-        for t in (*inputs, *(t for n in nodes for t in n.outputs if t)):
+        for t in (*inputs, *produced):
             info = known.get(t)
             if info is None:
                 if t not in weights:
