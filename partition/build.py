@@ -387,6 +387,9 @@ class Grower:
     """
 
     accepts: list[bool] | None = None
+    #: When set, ``start(seed)`` is exactly ``fixed_accepts[seed]`` with no event and no
+    #: other effect than ``note_not_selected`` on a no; the driver then skips the call.
+    fixed_accepts: list[bool] | None = None
 
     def __init__(self, state: PassState) -> None:
         self.state = state
@@ -421,6 +424,14 @@ class BreadthFirst(Grower):
         super().__init__(state)
         self.prop = prop
         self.selector: SubgraphSelector | None = None
+        from .api import ContainOpProperty  # api imports this module
+        if not state.tracing and \
+                type(prop).create_subgraph_selector is ContainOpProperty.create_subgraph_selector:
+            # The built-in property's selector is a ContainOpSelector over prop.op_types every
+            # time: its answers are the op table, so one selector serves every seed.
+            self.selector = _new_selector(prop)
+            if type(self.selector) is ContainOpSelector:
+                self.fixed_accepts = self.accepts = state.accepts_op(self.selector.op_types)
 
     def start(self, seed: int) -> Iterator[TraceEvent]:
         state = self.state
@@ -513,14 +524,20 @@ def run_pass(prop: SubgraphProperty, state: PassState, grower: Grower) -> Iterat
     """Every free node in id order may seed a subgraph; see the module docstring."""
     total = len(state.order)
     status = state.status
+    fixed = grower.fixed_accepts
     for seed in range(total):
         if state.progress is not None and seed & 4095 == 0:
             state.progress(seed, total)
         if status[seed] != FREE:
             continue
-        chosen = yield from grower.start(seed)
-        if not chosen:
-            continue
+        if fixed is not None:
+            if not fixed[seed]:
+                state.note_not_selected(seed, "ContainOpSelector")
+                continue
+        else:
+            chosen = yield from grower.start(seed)
+            if not chosen:
+                continue
         members = yield from _grow_acyclic(state, grower, seed)
         yield from _filter_and_create(prop, state, grower, seed, members)
 
