@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from .check import check_partition
 from .errors import PartitionCheckError
+from .gcpause import paused_gc
 from .onnx_io import load_model, save_model
 from .report import export_subgraphs, groups_report, result_json
 from .runner import PartitionRun, partition
@@ -56,6 +57,14 @@ def _partition(args: argparse.Namespace):
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    # One command's objects (a 100k-node model is ~1M of them) are acyclic and freed by
+    # reference counting when _cmd_partition returns, still inside the pause: the
+    # collector would otherwise walk them all once when re-enabled (see partition/gcpause.py).
+    with paused_gc():
+        return _cmd_partition(args)
+
+
+def _cmd_partition(args: argparse.Namespace) -> int:
     if getattr(args, "check_parser", False):
         return cli_check_parser(args, backend_options(args), _load(args.model))
     result = _partition(args)
@@ -112,6 +121,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    with paused_gc():  # as cmd_partition
+        return _cmd_check(args)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
     result = _partition(args)
     try:
         check_partition(result)

@@ -43,6 +43,14 @@ class TensorInfo:
     dtype: str | None = None
     shape: tuple[Dim, ...] | None = None
 
+    @classmethod
+    def trusted(cls, name: str, dtype: str | None, shape: tuple[Dim, ...] | None) -> "TensorInfo":
+        """From fields already of the right types (the importer's), without the frozen
+        dataclass's per-field ``object.__setattr__`` (one TensorInfo per tensor of a model)."""
+        info = object.__new__(cls)
+        info.__dict__.update(name=name, dtype=dtype, shape=shape)
+        return info
+
     @property
     def nbytes(self) -> int | None:
         """Size in bytes when dtype and every dim are known, else None."""

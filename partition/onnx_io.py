@@ -135,8 +135,9 @@ def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
                   opset: Mapping[str, int], *, is_body: bool, label: str,
                   metadata: Mapping[str, str] | None = None) -> Graph:
     tensors: dict[str, TensorInfo] = {}
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        tensors[vi.name] = _tensor_info(vi)
+    shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] = {}
+    for vi in (*g.input, *g.value_info, *g.output):
+        tensors[vi.name] = _tensor_info(vi, shapes)
     inits = {t.name: _lazy_initializer(t, base_dir, label) for t in g.initializer}
     nodes = _import_nodes(g.node, base_dir, functions, opset, label)
     inputs = [vi.name for vi in g.input if vi.name not in inits]
@@ -209,7 +210,8 @@ def _attr_value(a: onnx.AttributeProto) -> Any:
     return value
 
 
-def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+def _tensor_info(vi: onnx.ValueInfoProto, shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] | None = None) -> TensorInfo:
+    """The type of ``vi``; ``shapes`` interns equal shape tuples (most tensors of a model share a few)."""
     t = vi.type
     if not t.HasField("tensor_type"):
         return TensorInfo(vi.name)
@@ -217,10 +219,26 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
     dtype = ONNX_TYPE_NAMES.get(tt.elem_type) if tt.elem_type else None
     shape: tuple[Dim, ...] | None = None
     if tt.HasField("shape"):
-        # A negative dim_value (Paddle writes -1) means "unknown", as onnxruntime reads it.
-        shape = tuple([d.dim_value if d.WhichOneof("value") == "dim_value" and d.dim_value >= 0
-                       else (d.dim_param or None) for d in tt.shape.dim])
-    return TensorInfo(vi.name, dtype, shape)
+        shape = tuple([_dim(d) for d in tt.shape.dim])
+        if shapes is not None:
+            shape = shapes.setdefault(shape, shape)
+    return TensorInfo.trusted(vi.name, dtype, shape)
+
+
+def _dim(d: Any) -> Dim:
+    """One dim: its value, its symbol, or None (unknown).
+
+    A negative dim_value (Paddle writes -1) means "unknown", as onnxruntime reads it.
+    A positive value needs no oneof test (the common case: one field read per dim).
+    """
+    v = d.dim_value
+    if v > 0:
+        return v
+    if v < 0:
+        return None
+    if d.WhichOneof("value") == "dim_value":
+        return 0
+    return d.dim_param or None
 
 
 def _lazy_initializer(t: onnx.TensorProto, base_dir: Path | None, label: str) -> Initializer:
