@@ -282,7 +282,9 @@ class SubgraphInfo:
 class PartitionResult:
     """What a backend's passes produced on one graph.
 
-    ``graph`` is the partitioned graph (subgraph nodes in place), ``original``
+    ``graph`` is the partitioned graph (subgraph nodes in place), built on first
+    read (the run gives a function making it: a report of the subgraphs does not
+    need it, and contracting a 100k-node graph is a tenth of a second); ``original``
     the input graph. ``reasons`` maps every node of the original graph that is
     in no subgraph to its ``Reason``; ``excluded`` is the same with the reasons'
     texts (what people read).
@@ -290,12 +292,19 @@ class PartitionResult:
 
     backend: str
     original: Graph
-    graph: Graph
+    _graph: Any  # the partitioned Graph, or a function of no arguments returning it
     subgraphs: list[SubgraphInfo]
     reasons: dict[str, Reason]
     seconds: float
     cycles: Sequence[dict[str, Any]] = field(default_factory=CycleLog)  # a CycleLog from a run
     summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def graph(self) -> Graph:
+        """The partitioned graph: subgraph nodes in place of their members."""
+        if not isinstance(self._graph, Graph):
+            self._graph = self._graph()
+        return self._graph
 
     @cached_property
     def excluded(self) -> dict[str, str]:
