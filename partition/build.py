@@ -306,25 +306,17 @@ def _seed_positions(graph: Graph) -> list[int]:
             continue
         start = index[root.name]
         visited[start] = 1
-        nodes_stack = [start]   # node positions on the DFS path
-        next_stack = [0]        # per entry: the next of its inputs to look at
-        while nodes_stack:
-            top = nodes_stack[-1]
-            inputs = preds[top]
-            k = next_stack[-1]
-            n = len(inputs)
-            while k < n and visited[inputs[k]]:
-                k += 1
-            if k == n:
-                nodes_stack.pop()
-                next_stack.pop()
+        stack = [(start, iter(preds[start]))]  # the DFS path: (node, its inputs not yet looked at)
+        while stack:
+            top, inputs = stack[-1]
+            for child in inputs:  # resumes where this node's last visit stopped
+                if not visited[child]:
+                    visited[child] = 1
+                    stack.append((child, iter(preds[child])))
+                    break
+            else:  # every input done: post-order
+                stack.pop()
                 order.append(top)
-            else:
-                next_stack[-1] = k + 1
-                child = inputs[k]
-                visited[child] = 1
-                nodes_stack.append(child)
-                next_stack.append(0)
     if len(order) < len(visited):
         order.extend(i for i in range(len(graph.nodes)) if not visited[i])
     return order

@@ -200,13 +200,20 @@ class Graph:
     def pred_positions(self) -> list[list[int]]:
         """Per node position: positions of the distinct producers of what it reads, in read order."""
         where = {t: i for i, n in enumerate(self.nodes) for t in n.outputs if t}
+        get = where.get
         reads = self._reads
         result: list[list[int]] = []
+        append = result.append
         for node in self.nodes:
-            preds = [where[t] for t in reads[node.name] if t in where]
-            if len(preds) > 1 and len(set(preds)) < len(preds):  # two tensors of one producer
-                preds = list(dict.fromkeys(preds))
-            result.append(preds)
+            ts = reads[node.name]
+            if len(ts) == 1:  # the common case, one list and one lookup
+                p = get(ts[0])
+                append([] if p is None else [p])
+                continue
+            preds = [p for t in ts if (p := get(t)) is not None]
+            if len(preds) > 1 and (preds[0] == preds[1] if len(preds) == 2 else len(set(preds)) < len(preds)):
+                preds = list(dict.fromkeys(preds))  # two tensors of one producer
+            append(preds)
         return result
 
     def reads(self, node: Node) -> tuple[str, ...]:
