@@ -200,6 +200,14 @@ class CycleLog(Sequence[dict[str, Any]]):
         return {"property": prop, "seed": order[seed].name, "path": names if excluded >= 0 else list(names),
                 "excluded": order[excluded].name if excluded >= 0 else None}
 
+    def to_json(self) -> list[dict[str, Any]]:
+        """Every entry with its path as a list of names (what a result's JSON holds)."""
+        out = []
+        for prop, order, seed, path, excluded in self._entries:
+            out.append({"property": prop, "seed": order[seed].name, "path": [order[i].name for i in path],
+                        "excluded": order[excluded].name if excluded >= 0 else None})
+        return out
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -317,7 +325,8 @@ class PartitionResult:
             "nodes": len(self.original.nodes),
             "subgraphs": [s.to_json() for s in self.subgraphs],
             "excluded": [r.to_json() for r in self.reasons.values()],
-            "cycles": [{**c, "path": list(c["path"])} for c in self.cycles],
+            "cycles": self.cycles.to_json() if isinstance(self.cycles, CycleLog) else
+            [{**c, "path": list(c["path"])} for c in self.cycles],
             "summary": self.summary,
             "seconds": self.seconds,
         }
