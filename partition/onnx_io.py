@@ -136,8 +136,15 @@ def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
                   metadata: Mapping[str, str] | None = None) -> Graph:
     tensors: dict[str, TensorInfo] = {}
     shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] = {}
+    # Most tensors of a model share a few types: decode each distinct TypeProto once
+    # (keyed by its bytes; equal types written differently only cost a second decode).
+    types: dict[bytes, TensorInfo] = {}
     for vi in (*g.input, *g.value_info, *g.output):
-        tensors[vi.name] = _tensor_info(vi, shapes)
+        key = vi.type.SerializeToString()
+        known = types.get(key)
+        if known is None:
+            known = types[key] = _tensor_info(vi, shapes)
+        tensors[vi.name] = TensorInfo.trusted(vi.name, known.dtype, known.shape)
     inits = {t.name: _lazy_initializer(t, base_dir, label) for t in g.initializer}
     nodes = _import_nodes(g.node, base_dir, functions, opset, label)
     inputs = [vi.name for vi in g.input if vi.name not in inits]
@@ -153,9 +160,16 @@ def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping,
         counts[name] = counts.get(name, 0) + 1
     taken = {n for n in given if n and counts[n] == 1}
     nodes: list[Node] = []
+    trusted = Node.trusted
     for index, proto in enumerate(protos):
-        name = proto.name if proto.name and counts[proto.name] == 1 else _fresh_name(proto, index, taken)
-        nodes.append(_import_node(proto, name, base_dir, functions, opset, label))
+        name = given[index]
+        if not name or counts[name] != 1:
+            name = _fresh_name(proto, index, taken)
+        domain = proto.domain
+        if not proto.attribute and domain != SUBGRAPH_DOMAIN:  # most nodes: no attributes, no body
+            nodes.append(trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), domain, {}, {}))
+        else:
+            nodes.append(_import_node(proto, name, base_dir, functions, opset, label))
     return nodes
 
 
