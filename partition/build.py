@@ -550,6 +550,8 @@ def _grow_acyclic(state: PassState, grower: Grower, seed: int) -> Iterator[Trace
         members = yield from grower.grow(seed, excluded)
         if len(members) == 1:
             return members
+        if not state.tracing and state.trimmer.acyclic(members):
+            return members  # no cycle (the witness search below is only needed for one)
         witness = state.cycles.find_cycle(members)
         if witness is None:
             return members

@@ -88,6 +88,29 @@ class Trimmer:
             reach[seed:end] = bytes(end - seed)
         return sorted(alive), log
 
+    def acyclic(self, members: list[int]) -> bool:
+        """True when contracting ``members`` provably closes no cycle (one sweep over their id
+        window); False means "maybe": the caller asks ``CycleChecker`` for the witness.
+
+        Exact in scope (no earlier subgraph's span meets the window, so no path jumps
+        backwards), where a path leaving the members and coming back stays inside the
+        window since ids grow along edges.
+        """
+        low, top = min(members), max(members)
+        if self._earlier_subgraph_within(low, top):
+            return False
+        in_s, reach = self.in_s, self.reach
+        for i in members:
+            in_s[i] = 1
+        hits: list[int] = []
+        try:
+            self._sweep(low, top, hits)
+        finally:
+            end = top + 1
+            in_s[low:end] = bytes(end - low)
+            reach[low:end] = bytes(end - low)
+        return not hits
+
     def _earlier_subgraph_within(self, lo: int, hi: int) -> bool:
         spans = self.checker.spans
         k = bisect.bisect_left(spans.ends, lo)  # first merged span ending at or after lo
