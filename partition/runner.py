@@ -8,6 +8,7 @@ the same with tracing off, which costs the algorithm nothing but a flag test.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, Iterator, Sequence
 
@@ -62,7 +63,7 @@ class PartitionRun:
                 yield self._paused(state.emit(EventKind.PASS_END, result=len(state.found)), start)
                 start = time.perf_counter()
         self.seconds += time.perf_counter() - start
-        final = graph if not pending else (lambda g=graph, found=pending: contract(g, found))
+        final = graph if not pending else functools.partial(contract, graph, pending)
         self.result = _result(self.backend, self.graph, final, groups, reasons, cycles, self.seconds)
         for prop in self.properties:  # a backend's own summary fields, e.g. tensorrt's "tensorrt_rules"
             self.result.summary.update(getattr(prop, "summary_fields", dict)())
