@@ -416,10 +416,9 @@ class BreadthFirst(Grower):
         super().__init__(state)
         self.prop = prop
         self.selector: SubgraphSelector | None = None
-        from .api import ContainOpProperty  # api imports this module
-        if not state.tracing and \
-                type(prop).create_subgraph_selector is ContainOpProperty.create_subgraph_selector:
-            # The built-in property's selector is a ContainOpSelector over prop.op_types every
+        fixed = getattr(prop, "fixed_op_types", None)  # ContainOpProperty's (api.py)
+        if not state.tracing and fixed is not None and fixed() is not None:
+            # The built-in property's selector is a ContainOpSelector over its op set every
             # time: its answers are the op table, so one selector serves every seed.
             self.selector = _new_selector(prop)
             if type(self.selector) is ContainOpSelector:
