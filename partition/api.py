@@ -70,6 +70,13 @@ class ContainOpProperty(SubgraphProperty):
     def create_subgraph_selector(self) -> SubgraphSelector:
         return ContainOpSelector(self.op_types)
 
+    def fixed_op_types(self) -> frozenset[str] | None:
+        """The op set when every selector made here is a plain ``ContainOpSelector`` over it
+        (the pass driver then reads an op table instead of making a selector per seed)."""
+        if type(self).create_subgraph_selector is ContainOpProperty.create_subgraph_selector:
+            return self.op_types
+        return None
+
     def explain(self, node: NodeView) -> str | None:
         if node.op_type not in self.op_types:
             return f"op {node.op_type} is not in the backend's op set"

@@ -44,7 +44,7 @@ from .cycles import CycleChecker
 from .errors import SelectorError
 from .ir import Graph, Node, TensorInfo
 from .selectors import ContainOpSelector, NodeView, SubgraphSelector
-from .trace import EventKind, Reason, ReasonKind, Snapshot, TraceEvent
+from .trace import CycleLog, EventKind, Reason, ReasonKind, Snapshot, TraceEvent
 from .trim import Trimmer
 
 if TYPE_CHECKING:  # api.py imports this module; the property is only a type here
@@ -68,13 +68,15 @@ class PassState:
         index = graph.index
         self.position = [index[n.name] for n in self.order]  # id -> position in graph.nodes
         self.status: list[int] = [FREE] * len(self.order)
-        self.reasons: dict[str, Reason] = {}
+        self._reasons: dict[str, Reason] = {}
+        self._cycled: dict[int, int] = {}  # excluded node id -> its latest entry in cycle_log (reason made when read)
         self.cycles = CycleChecker(self.succs)
         self.trimmer = Trimmer(self.preds, self.succs, self.cycles)
         self._accept: dict[frozenset[str], list[bool]] = {}
-        self.cycle_log: list[dict[str, Any]] = []  # every cycle found: seed, witness path, excluded node
+        self.cycle_log = CycleLog()  # every cycle found: seed, witness path, excluded node
         self.found: list[tuple[int, list[str], Node]] = []  # (subgraph id, member names, new node)
         self.next_id = next_id
+        self._graph_outputs: frozenset[str] | None = None  # for bodies (made once)
 
     def emit(self, kind: EventKind, **fields: Any) -> TraceEvent:
         return self.tracer.event(kind, self.prop_name, **fields)
@@ -101,17 +103,33 @@ class PassState:
     # ---------------------------------------------------- the record --
     # Every reason is written here: a later decision replaces an earlier one
     # (``_set``), a refusal only fills a gap (``_default``).
+    # Cycle exclusions (~130k on a 100k-node chain with skips, most replaced later
+    # when the node joins a subgraph) keep only an index into ``cycle_log`` until read.
+    @property
+    def reasons(self) -> dict[str, Reason]:
+        """Node name -> its ``Reason``, for every node not (yet) in a subgraph."""
+        if self._cycled:
+            entries, order = self.cycle_log._entries, self.order
+            for i, k in self._cycled.items():
+                _prop, _order, seed, path, _victim = entries[k]
+                name = order[i].name
+                self._reasons[name] = Reason(ReasonKind.CYCLE, name,
+                                             {"seed": order[seed].name, "path": Snapshot(order, path)})
+            self._cycled.clear()
+        return self._reasons
+
     def _set(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
         name = self.order[i].name
-        self.reasons[name] = Reason(kind, name, data)
+        self._cycled.pop(i, None)
+        self._reasons[name] = Reason(kind, name, data)
 
     def _default(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
         name = self.order[i].name
-        if name not in self.reasons:
-            self.reasons[name] = Reason(kind, name, data)
+        if name not in self._reasons and i not in self._cycled:
+            self._reasons[name] = Reason(kind, name, data)
 
     def has_reason(self, i: int) -> bool:
-        return self.order[i].name in self.reasons
+        return i in self._cycled or self.order[i].name in self._reasons
 
     def note_not_selected(self, i: int, selector: str) -> None:
         self._default(i, ReasonKind.NOT_SELECTED, {"selector": selector, "op_type": self.order[i].op_type})
@@ -124,18 +142,27 @@ class PassState:
                                                          "incompatible": self.order[incompatible].name})
 
     def note_cycle(self, seed: int, path: Sequence[int], victim: int) -> None:
-        names = Snapshot(self.order, path)  # named when read: most are never read one by one
-        seed_name, name = self.order[seed].name, self.order[victim].name
-        self.cycle_log.append({"property": self.prop_name, "seed": seed_name, "path": names, "excluded": name})
-        self._set(victim, ReasonKind.CYCLE, {"seed": seed_name, "path": names})
+        """``victim`` is excluded: contracting it with the seed's candidates closes ``path``."""
+        self._reasons.pop(self.order[victim].name, None)
+        self._cycled[victim] = len(self.cycle_log)
+        self.cycle_log.add(self.prop_name, self.order, seed, path, victim)
+
+    def note_cycles(self, seed: int, log: Sequence[tuple[Sequence[int], int]]) -> None:
+        """``note_cycle`` for each (path, victim) in order (the incremental loop's record)."""
+        reasons, cycled, order, entries = self._reasons, self._cycled, self.order, self.cycle_log._entries
+        prop = self.prop_name
+        for path, victim in log:
+            if reasons:
+                reasons.pop(order[victim].name, None)
+            cycled[victim] = len(entries)
+            entries.append((prop, order, seed, path, victim))
 
     def note_filtered(self, i: int, seed: int) -> None:
         self._set(i, ReasonKind.FILTERED, {"seed": self.order[seed].name})
 
     def note_filter_cycle(self, component: Sequence[int], seed: int, path: Sequence[int]) -> None:
         names = self.names(path)
-        self.cycle_log.append({"property": self.prop_name, "seed": self.order[seed].name,
-                               "path": list(names), "excluded": None})
+        self.cycle_log.add(self.prop_name, self.order, seed, list(path), -1)
         for i in component:
             self._set(i, ReasonKind.FILTER_CYCLE, {"seed": self.order[seed].name, "path": names})
 
@@ -143,17 +170,62 @@ class PassState:
         """The members' subgraph is too small: they stay out, and are not offered again."""
         for i in members:
             self.status[i] = REJECTED
-            earlier = self.reasons.get(self.order[i].name)
+            earlier = None if i in self._cycled else self._reasons.get(self.order[i].name)
             data: dict[str, Any] = {"compute_nodes": compute_nodes, "min_size": min_size}
             if earlier is not None and earlier.kind in _EARLIER_KINDS:  # why the bigger neighbour did not take it
                 data["earlier"] = earlier
             self._set(i, ReasonKind.BELOW_MIN_SIZE, data)
 
+    def body(self, members: list[int], name: str) -> Graph:
+        """``subgraph_body`` of the nodes ``members`` (ids in graph order), from the id adjacency.
+
+        A node whose consumers are all members has no output leaving the body,
+        so the per-tensor consumer lists are read only for the boundary nodes.
+        """
+        graph, order, succs = self.graph, self.order, self.succs
+        if self._graph_outputs is None:
+            self._graph_outputs = frozenset(graph.outputs)
+        graph_outputs, reads = self._graph_outputs, graph._reads
+        member_set = set(members)
+        nodes = [order[i] for i in members]
+        produced = {t for n in nodes for t in n.outputs}
+        inputs: dict[str, None] = {}
+        outputs: list[str] = []
+        inside: set[str] | None = None
+        for i, node in zip(members, nodes):
+            for t in reads[node.name]:
+                if t not in produced:
+                    inputs[t] = None
+            outs = node.outputs
+            if member_set.issuperset(succs[i]):  # no reader outside: only graph outputs leave
+                if not graph_outputs.isdisjoint(outs):
+                    outputs.extend(t for t in outs if t in graph_outputs)
+            elif len(outs) == 1:  # its one tensor is what the outside reader reads
+                outputs.append(outs[0])
+            else:
+                if inside is None:
+                    inside = {n.name for n in nodes}
+                outputs.extend(t for t in outs if t and (t in graph_outputs or any(
+                    r.name not in inside for r in graph.consumers(t))))
+        produced.discard("")
+        tensors: dict[str, TensorInfo] = {}
+        known, weights = graph.tensors, graph.initializers
+        for t in (*inputs, *produced):
+            info = known.get(t)
+            if info is None:
+                if t not in weights:
+                    continue  # nothing known about it: the body does not need an entry
+                info = weights[t].info()
+            if info.dtype or info.shape:
+                tensors[t] = info
+        return Graph.trusted(name, nodes, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
+                             closed=True)  # every outer read is an input
+
     def add_subgraph(self, prop: SubgraphProperty, members: list[int]) -> tuple[Node | None, int]:
         """Make the subgraph node for ``members``; None when the property rejects it."""
         index = self.graph.index
         members = sorted(members, key=self.position.__getitem__)
-        body = subgraph_body(self.graph, [self.order[i] for i in members], f"{self.prop_name}_{self.next_id}")
+        body = self.body(members, f"{self.prop_name}_{self.next_id}")
         sid = self.next_id
         try:
             node = prop.create_subgraph_node(body, sid)
@@ -170,10 +242,11 @@ class PassState:
                 self._set(i, ReasonKind.REJECTED, {"subgraph_id": sid})
             return None, sid
         self.next_id += 1
-        reasons = self.reasons
+        reasons, cycled = self._reasons, self._cycled
         for i in members:
             self.status[i] = TAKEN
             reasons.pop(self.order[i].name, None)
+            cycled.pop(i, None)
         self.cycles.add(members)
         self.found.append((sid, list(self.names(members)), node))
         return node, sid
@@ -233,25 +306,17 @@ def _seed_positions(graph: Graph) -> list[int]:
             continue
         start = index[root.name]
         visited[start] = 1
-        nodes_stack = [start]   # node positions on the DFS path
-        next_stack = [0]        # per entry: the next of its inputs to look at
-        while nodes_stack:
-            top = nodes_stack[-1]
-            inputs = preds[top]
-            k = next_stack[-1]
-            n = len(inputs)
-            while k < n and visited[inputs[k]]:
-                k += 1
-            if k == n:
-                nodes_stack.pop()
-                next_stack.pop()
+        stack = [(start, iter(preds[start]))]  # the DFS path: (node, its inputs not yet looked at)
+        while stack:
+            top, inputs = stack[-1]
+            for child in inputs:  # resumes where this node's last visit stopped
+                if not visited[child]:
+                    visited[child] = 1
+                    stack.append((child, iter(preds[child])))
+                    break
+            else:  # every input done: post-order
+                stack.pop()
                 order.append(top)
-            else:
-                next_stack[-1] = k + 1
-                child = inputs[k]
-                visited[child] = 1
-                nodes_stack.append(child)
-                next_stack.append(0)
     if len(order) < len(visited):
         order.extend(i for i in range(len(graph.nodes)) if not visited[i])
     return order
@@ -314,6 +379,9 @@ class Grower:
     """
 
     accepts: list[bool] | None = None
+    #: When set, ``start(seed)`` is exactly ``fixed_accepts[seed]`` with no event and no
+    #: other effect than ``note_not_selected`` on a no; the driver then skips the call.
+    fixed_accepts: list[bool] | None = None
 
     def __init__(self, state: PassState) -> None:
         self.state = state
@@ -348,6 +416,13 @@ class BreadthFirst(Grower):
         super().__init__(state)
         self.prop = prop
         self.selector: SubgraphSelector | None = None
+        fixed = getattr(prop, "fixed_op_types", None)  # ContainOpProperty's (api.py)
+        if not state.tracing and fixed is not None and fixed() is not None:
+            # The built-in property's selector is a ContainOpSelector over its op set every
+            # time: its answers are the op table, so one selector serves every seed.
+            self.selector = _new_selector(prop)
+            if type(self.selector) is ContainOpSelector:
+                self.fixed_accepts = self.accepts = state.accepts_op(self.selector.op_types)
 
     def start(self, seed: int) -> Iterator[TraceEvent]:
         state = self.state
@@ -440,14 +515,20 @@ def run_pass(prop: SubgraphProperty, state: PassState, grower: Grower) -> Iterat
     """Every free node in id order may seed a subgraph; see the module docstring."""
     total = len(state.order)
     status = state.status
+    fixed = grower.fixed_accepts
     for seed in range(total):
         if state.progress is not None and seed & 4095 == 0:
             state.progress(seed, total)
         if status[seed] != FREE:
             continue
-        chosen = yield from grower.start(seed)
-        if not chosen:
-            continue
+        if fixed is not None:
+            if not fixed[seed]:
+                state.note_not_selected(seed, "ContainOpSelector")
+                continue
+        else:
+            chosen = yield from grower.start(seed)
+            if not chosen:
+                continue
         members = yield from _grow_acyclic(state, grower, seed)
         yield from _filter_and_create(prop, state, grower, seed, members)
 
@@ -461,14 +542,15 @@ def _grow_acyclic(state: PassState, grower: Grower, seed: int) -> Iterator[Trace
         done = state.trimmer.trim(seed, members)
         if done is not None:
             final, log = done
-            for path, victim in log:
-                state.note_cycle(seed, path, victim)
+            state.note_cycles(seed, log)
             return final
     excluded: set[int] = set()
     while True:
         members = yield from grower.grow(seed, excluded)
         if len(members) == 1:
             return members
+        if not state.tracing and state.trimmer.acyclic(members):
+            return members  # no cycle (the witness search below is only needed for one)
         witness = state.cycles.find_cycle(members)
         if witness is None:
             return members

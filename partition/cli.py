@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from .check import check_partition
 from .errors import PartitionCheckError
+from .gcpause import paused_gc
 from .onnx_io import load_model, save_model
 from .report import export_subgraphs, groups_report, result_json
 from .runner import PartitionRun, partition
@@ -58,6 +59,14 @@ def _partition(args: argparse.Namespace):
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    # One command's objects (a 100k-node model is ~1M of them) are acyclic and freed by
+    # reference counting when _cmd_partition returns, still inside the pause: the
+    # collector would otherwise walk them all once when re-enabled (see partition/gcpause.py).
+    with paused_gc():
+        return _cmd_partition(args)
+
+
+def _cmd_partition(args: argparse.Namespace) -> int:
     if getattr(args, "check_parser", False):
         return cli_check_parser(args, backend_options(args), _load(args.model))
     result = _partition(args)
@@ -66,10 +75,24 @@ def cmd_partition(args: argparse.Namespace) -> int:
     if args.export_dir:
         export_subgraphs(result, args.export_dir)
     if args.json:
-        print(json.dumps(result_json(result), indent=1))
+        _print_json(result_json(result))
     else:
         print(_table(result))
     return 0
+
+
+def _print_json(data: Any) -> None:
+    """Indented for a person at a terminal; compact otherwise (a pipe or a file).
+
+    ``indent`` makes ``json`` use its pure-Python encoder: at 100k nodes (47 MB of
+    output) that is ~1 s against ~0.3 s for the C encoder's compact form. Both are
+    the same JSON value.
+    """
+    if sys.stdout.isatty():
+        print(json.dumps(data, indent=1))
+    else:
+        sys.stdout.write(json.dumps(data, separators=(",", ":")))
+        sys.stdout.write("\n")
 
 
 def _table(result: Any) -> str:
@@ -100,6 +123,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    with paused_gc():  # as cmd_partition
+        return _cmd_check(args)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
     result = _partition(args)
     try:
         check_partition(result)
@@ -116,7 +144,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
     graph = _load(args.model)
     report = groups_report(graph, args.node, **options)
     if args.json:
-        print(json.dumps(report, indent=1))
+        _print_json(report)
     else:
         for key, value in report.items():
             shown = ", ".join(value) if isinstance(value, list) else value

@@ -44,6 +44,14 @@ class TensorInfo:
     dtype: str | None = None
     shape: tuple[Dim, ...] | None = None
 
+    @classmethod
+    def trusted(cls, name: str, dtype: str | None, shape: tuple[Dim, ...] | None) -> "TensorInfo":
+        """From fields already of the right types (the importer's), without the frozen
+        dataclass's per-field ``object.__setattr__`` (one TensorInfo per tensor of a model)."""
+        info = object.__new__(cls)
+        info.__dict__.update(name=name, dtype=dtype, shape=shape)
+        return info
+
     @property
     def nbytes(self) -> int | None:
         """Size in bytes when dtype and every dim are known, else None."""
@@ -193,13 +201,20 @@ class Graph:
     def pred_positions(self) -> list[list[int]]:
         """Per node position: positions of the distinct producers of what it reads, in read order."""
         where = {t: i for i, n in enumerate(self.nodes) for t in n.outputs if t}
+        get = where.get
         reads = self._reads
         result: list[list[int]] = []
+        append = result.append
         for node in self.nodes:
-            preds = [where[t] for t in reads[node.name] if t in where]
-            if len(preds) > 1 and len(set(preds)) < len(preds):  # two tensors of one producer
-                preds = list(dict.fromkeys(preds))
-            result.append(preds)
+            ts = reads[node.name]
+            if len(ts) == 1:  # the common case, one list and one lookup
+                p = get(ts[0])
+                append([] if p is None else [p])
+                continue
+            preds = [p for t in ts if (p := get(t)) is not None]
+            if len(preds) > 1 and (preds[0] == preds[1] if len(preds) == 2 else len(set(preds)) < len(preds)):
+                preds = list(dict.fromkeys(preds))  # two tensors of one producer
+            append(preds)
         return result
 
     def reads(self, node: Node) -> tuple[str, ...]:

@@ -136,8 +136,16 @@ def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
                   opset: Mapping[str, int], *, is_body: bool, label: str,
                   metadata: Mapping[str, str] | None = None) -> Graph:
     tensors: dict[str, TensorInfo] = {}
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        tensors[vi.name] = _tensor_info(vi)
+    shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] = {}
+    # Most tensors of a model share a few types: decode each distinct TypeProto once
+    # (keyed by its bytes; equal types written differently only cost a second decode).
+    types: dict[bytes, TensorInfo] = {}
+    for vi in (*g.input, *g.value_info, *g.output):
+        key = vi.type.SerializeToString()
+        known = types.get(key)
+        if known is None:
+            known = types[key] = _tensor_info(vi, shapes)
+        tensors[vi.name] = TensorInfo.trusted(vi.name, known.dtype, known.shape)
     inits = {t.name: _lazy_initializer(t, base_dir, label) for t in g.initializer}
     nodes = _import_nodes(g.node, base_dir, functions, opset, label)
     inputs = [vi.name for vi in g.input if vi.name not in inits]
@@ -153,9 +161,16 @@ def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping,
         counts[name] = counts.get(name, 0) + 1
     taken = {n for n in given if n and counts[n] == 1}
     nodes: list[Node] = []
+    trusted = Node.trusted
     for index, proto in enumerate(protos):
-        name = proto.name if proto.name and counts[proto.name] == 1 else _fresh_name(proto, index, taken)
-        nodes.append(_import_node(proto, name, base_dir, functions, opset, label))
+        name = given[index]
+        if not name or counts[name] != 1:
+            name = _fresh_name(proto, index, taken)
+        domain = proto.domain
+        if not proto.attribute and domain != SUBGRAPH_DOMAIN:  # most nodes: no attributes, no body
+            nodes.append(trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), domain, {}, {}))
+        else:
+            nodes.append(_import_node(proto, name, base_dir, functions, opset, label))
     return nodes
 
 
@@ -228,7 +243,8 @@ def _attr_value(a: onnx.AttributeProto) -> Any:
     return value
 
 
-def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+def _tensor_info(vi: onnx.ValueInfoProto, shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] | None = None) -> TensorInfo:
+    """The type of ``vi``; ``shapes`` interns equal shape tuples (most tensors of a model share a few)."""
     t = vi.type
     if not t.HasField("tensor_type"):
         return TensorInfo(vi.name)
@@ -236,10 +252,26 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
     dtype = ONNX_TYPE_NAMES.get(tt.elem_type) if tt.elem_type else None
     shape: tuple[Dim, ...] | None = None
     if tt.HasField("shape"):
-        # A negative dim_value (Paddle writes -1) means "unknown", as onnxruntime reads it.
-        shape = tuple([d.dim_value if d.WhichOneof("value") == "dim_value" and d.dim_value >= 0
-                       else (d.dim_param or None) for d in tt.shape.dim])
-    return TensorInfo(vi.name, dtype, shape)
+        shape = tuple([_dim(d) for d in tt.shape.dim])
+        if shapes is not None:
+            shape = shapes.setdefault(shape, shape)
+    return TensorInfo.trusted(vi.name, dtype, shape)
+
+
+def _dim(d: Any) -> Dim:
+    """One dim: its value, its symbol, or None (unknown).
+
+    A negative dim_value (Paddle writes -1) means "unknown", as onnxruntime reads it.
+    A positive value needs no oneof test (the common case: one field read per dim).
+    """
+    v = d.dim_value
+    if v > 0:
+        return v
+    if v < 0:
+        return None
+    if d.WhichOneof("value") == "dim_value":
+        return 0
+    return d.dim_param or None
 
 
 def _lazy_initializer(t: onnx.TensorProto, base_dir: Path | None, label: str) -> Initializer:

@@ -58,12 +58,13 @@ def _describe(result: PartitionResult) -> dict[str, Any]:
     by_name = original.node_by_name
     for sg, js in zip(result.subgraphs, data["subgraphs"]):
         nbytes, unknown = boundary(original, sg.inputs, sg.outputs)
+        op_types = [by_name[n].op_type for n in sg.nodes]
         js["node_count"] = len(sg.nodes)
-        js["compute_nodes"] = sum(1 for n in sg.nodes if by_name[n].op_type not in NON_COMPUTE_OPS)
+        js["compute_nodes"] = sum(1 for op in op_types if op not in NON_COMPUTE_OPS)
         js["weights"] = [t for t in sg.inputs if t in original.initializers]
         js["boundary_bytes"] = nbytes
         js["boundary_unknown"] = unknown
-        js["op_types"] = _counts(by_name[n].op_type for n in sg.nodes)
+        js["op_types"] = _counts(op_types)
     summary = dict(data.get("summary") or {})
     summary.update(_summary(result))
     data["summary"] = summary

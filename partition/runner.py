@@ -8,6 +8,7 @@ the same with tracing off, which costs the algorithm nothing but a flag test.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, Iterator, Sequence
 
@@ -15,7 +16,7 @@ from .api import SubgraphProperty, get_backend
 from .build import TAKEN, PassState, Tracer
 from .gcpause import paused_gc
 from .ir import Graph, Node
-from .trace import EventKind, PartitionResult, Reason, ReasonKind, SubgraphInfo, TraceEvent
+from .trace import CycleLog, EventKind, PartitionResult, Reason, ReasonKind, SubgraphInfo, TraceEvent
 
 
 class PartitionRun:
@@ -36,11 +37,13 @@ class PartitionRun:
         """Partition, yielding each event; sets ``self.result`` at the end."""
         graph = self.graph
         reasons: dict[str, Reason] = {}
-        groups: dict[str, tuple[int, str, list[str]]] = {}  # new node -> (id, property, original names)
-        cycles: list[dict[str, Any]] = []
+        groups: dict[str, tuple[int, str, list[str], Node]] = {}  # new node -> (id, property, names, node)
+        cycles = CycleLog()
         next_id = 0
         start = time.perf_counter()
+        pending: Sequence[tuple[int, list[str], Node]] = ()  # the last pass's subgraphs, contracted lazily
         for prop in self.properties:
+            graph = contract(graph, pending)
             state = PassState(graph, prop.property_name, self.tracer, next_id, self.progress)
             if self.tracer.on:
                 yield self._paused(state.emit(EventKind.PASS_START, reason=type(prop).__name__), start)
@@ -50,9 +53,9 @@ class PartitionRun:
                 start = time.perf_counter()
             for sid, members, node in state.found:
                 flat = [m for name in members for m in (groups.pop(name)[2] if name in groups else [name])]
-                groups[node.name] = (sid, prop.property_name, flat)
-            graph = contract(graph, state.found)
-            reasons.update(state.reasons)
+                groups[node.name] = (sid, prop.property_name, flat, node)
+            pending = state.found
+            reasons.update(state.reasons)  # reads the pass's pending cycle reasons too
             cycles.extend(state.cycle_log)
             reasons.update(_explanations(prop, state))
             next_id = state.next_id
@@ -60,7 +63,8 @@ class PartitionRun:
                 yield self._paused(state.emit(EventKind.PASS_END, result=len(state.found)), start)
                 start = time.perf_counter()
         self.seconds += time.perf_counter() - start
-        self.result = _result(self.backend, self.graph, graph, groups, reasons, cycles, self.seconds)
+        final = graph if not pending else functools.partial(contract, graph, pending)
+        self.result = _result(self.backend, self.graph, final, groups, reasons, cycles, self.seconds)
         for prop in self.properties:  # a backend's own summary fields, e.g. tensorrt's "tensorrt_rules"
             self.result.summary.update(getattr(prop, "summary_fields", dict)())
 
@@ -114,14 +118,13 @@ def _explanations(prop: SubgraphProperty, state: PassState) -> dict[str, Reason]
     return found
 
 
-def _result(backend: str, original: Graph, final: Graph, groups: dict[str, tuple[int, str, list[str]]],
-            reasons: dict[str, Reason], cycles: list[dict[str, Any]], seconds: float) -> PartitionResult:
+def _result(backend: str, original: Graph, final: Any, groups: dict[str, tuple[int, str, list[str], Node]],
+            reasons: dict[str, Reason], cycles: CycleLog, seconds: float) -> PartitionResult:
+    """``groups`` holds exactly the subgraph nodes of the final graph (earlier ones a later pass
+    swallowed were removed), so the subgraphs are read from it, not from the graph."""
     subgraphs: list[SubgraphInfo] = []
     covered: set[str] = set()
-    for node in final.nodes:
-        if node.name not in groups:
-            continue
-        sid, prop_name, members = groups[node.name]
+    for sid, prop_name, members, node in groups.values():
         covered.update(members)
         subgraphs.append(SubgraphInfo(sid, prop_name, members, list(node.inputs), list(node.outputs),
                                       node.name))

@@ -171,6 +171,70 @@ class Snapshot(Sequence[str]):
         return repr(tuple(self))
 
 
+class CycleLog(Sequence[dict[str, Any]]):
+    """Every cycle a pass avoided, as ``{"property", "seed", "path", "excluded"}`` dicts made when read.
+
+    A chain with skips at 100k nodes logs ~130k cycles; keeping node ids and
+    building each dict (and its names) only when someone reads it keeps the log
+    out of partitioning time. ``excluded`` is None for a piece left by ``filter``
+    (whose ``path`` is a list); a cycle's ``path`` is a ``Snapshot`` (equal to the
+    list of names). Compares equal to the list of its dicts.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        # (property, nodes by id, seed id, path ids, excluded id or -1 for a filtered piece)
+        self._entries: list[tuple[str, Sequence[Any], int, Sequence[int], int]] = []
+
+    def add(self, prop: str, order: Sequence[Any], seed: int, path: Sequence[int], excluded: int) -> None:
+        self._entries.append((prop, order, seed, path, excluded))
+
+    def extend(self, other: "CycleLog") -> None:
+        self._entries.extend(other._entries)
+
+    @staticmethod
+    def _dict(entry: tuple[str, Sequence[Any], int, Sequence[int], int]) -> dict[str, Any]:
+        prop, order, seed, path, excluded = entry
+        names = Snapshot(order, path)
+        return {"property": prop, "seed": order[seed].name, "path": names if excluded >= 0 else list(names),
+                "excluded": order[excluded].name if excluded >= 0 else None}
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """Every entry with its path as a list of names (what a result's JSON holds)."""
+        out = []
+        for prop, order, seed, path, excluded in self._entries:
+            out.append({"property": prop, "seed": order[seed].name, "path": [order[i].name for i in path],
+                        "excluded": order[excluded].name if excluded >= 0 else None})
+        return out
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._dict(e) for e in self._entries[index]]
+        return self._dict(self._entries[index])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return map(self._dict, self._entries)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (CycleLog, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"CycleLog({list(self)!r})"
+
+
 @dataclass(slots=True)  # a large trace holds hundreds of thousands of these
 class TraceEvent:
     """One step of partitioning. ``candidates`` and ``queue`` are snapshots."""
@@ -226,7 +290,9 @@ class SubgraphInfo:
 class PartitionResult:
     """What a backend's passes produced on one graph.
 
-    ``graph`` is the partitioned graph (subgraph nodes in place), ``original``
+    ``graph`` is the partitioned graph (subgraph nodes in place), built on first
+    read (the run gives a function making it: a report of the subgraphs does not
+    need it, and contracting a 100k-node graph is a tenth of a second); ``original``
     the input graph. ``reasons`` maps every node of the original graph that is
     in no subgraph to its ``Reason``; ``excluded`` is the same with the reasons'
     texts (what people read).
@@ -234,12 +300,19 @@ class PartitionResult:
 
     backend: str
     original: Graph
-    graph: Graph
+    _graph: Any  # the partitioned Graph, or a function of no arguments returning it
     subgraphs: list[SubgraphInfo]
     reasons: dict[str, Reason]
     seconds: float
-    cycles: list[dict[str, Any]] = field(default_factory=list)
+    cycles: Sequence[dict[str, Any]] = field(default_factory=CycleLog)  # a CycleLog from a run
     summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def graph(self) -> Graph:
+        """The partitioned graph: subgraph nodes in place of their members."""
+        if not isinstance(self._graph, Graph):
+            self._graph = self._graph()
+        return self._graph
 
     @cached_property
     def excluded(self) -> dict[str, str]:
@@ -252,7 +325,8 @@ class PartitionResult:
             "nodes": len(self.original.nodes),
             "subgraphs": [s.to_json() for s in self.subgraphs],
             "excluded": [r.to_json() for r in self.reasons.values()],
-            "cycles": [{**c, "path": list(c["path"])} for c in self.cycles],
+            "cycles": self.cycles.to_json() if isinstance(self.cycles, CycleLog) else
+            [{**c, "path": list(c["path"])} for c in self.cycles],
             "summary": self.summary,
             "seconds": self.seconds,
         }
