@@ -167,7 +167,8 @@ def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping,
         if not name or counts[name] != 1:
             name = _fresh_name(proto, index, taken)
         domain = proto.domain
-        if not proto.attribute and domain != SUBGRAPH_DOMAIN:  # most nodes: no attributes, no body
+        is_call = bool(functions) and (domain, proto.op_type) in functions  # a model-local function
+        if not proto.attribute and domain != SUBGRAPH_DOMAIN and not is_call:  # most nodes: the fast path
             nodes.append(trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), domain, {}, {}))
         else:
             nodes.append(_import_node(proto, name, base_dir, functions, opset, label))
