@@ -11,7 +11,7 @@
   const STATE = ["current", "neighbour", "candidate", "queue", "path", "anc", "desc", "match", "sg",
     "excluded", "dim", "focus", "member"];
   const OP_FONT = 13, READABLE_PX = 10, MARGIN = 16, MAX_SCALE = 1.5, OPEN_SCALE = 1.0;
-  const READABLE = READABLE_PX / OP_FONT;
+  const READABLE = (READABLE_PX + 0.2) / OP_FONT;   // a hair over: 10 px, not 9.9999
   const MINI_W = 170, MINI_H = 150;
 
   function trunc(t, n) { t = String(t); return t.length > n ? t.slice(0, n - 1) + "…" : t; }
