@@ -29,7 +29,7 @@
     let input;
     if (o.choices) {
       input = h("select", { id, "data-opt": o.name, "data-type": o.type, title },
-        o.default == null ? h("option", { value: "" }, "default") : null,
+        o.default == null ? h("option", { value: "" }, o.name === "trt_version" ? "newest" : "default") : null,
         o.choices.map(c => h("option", { value: c }, String(c))));
       if (o.default != null) input.value = String(o.default);
     } else if (o.type === "bool") {
@@ -212,6 +212,14 @@
       else if (mode === "memory" && metrics[n.id]) fills[n.id] = SG.heat(metrics[n.id].out_bytes / maxB);
     }
     for (const n of L.nodes) if (n.kind === "group" && mode === "subgraph" && n.sg != null) fills[n.id] = SG.palette[n.sg % SG.palette.length];
+    if (mode === "supported" && S.result) {   // a closed group: the worst category among its members
+      const rank = { unsupported: 3, isolated: 2, min_size: 1 }; const worst = {};
+      for (const [name, cat] of left) {
+        const u = (L.units || {})[name];
+        if (u && (!worst[u] || rank[cat] > rank[worst[u]])) worst[u] = cat;
+      }
+      for (const n of L.nodes) if (n.kind === "group") fills[n.id] = worst[n.id] ? M.LEFT[worst[n.id]].colour : M.COVERED;
+    }
     M.view.setFill(fills);
     if (mode === "supported" && !S.result) SG.error("partition first to colour by supported or not");
     if (mode === "time" && !Object.keys(secs).length) SG.error("run a comparison first (Runs tab) to colour by time");

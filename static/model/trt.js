@@ -11,8 +11,6 @@
     const schema = M.schemas.tensorrt || [];
     const keep = schema.filter(o => o.name !== "mode");   // teaching mode gives the same result
     SG.fill($("trt-opts"), keep.map(o => M.optionInput(o, "trt-")));
-    const v = $("trt-opt-trt_version");
-    if (v && v.options.length && v.options[0].value === "") v.options[0].textContent = "newest";
   };
   M.trtSelection = function () {
     const opts = M.readOptions($("trt-opts"), M.schemas.tensorrt || []);
