@@ -272,6 +272,8 @@
       fw = Math.min(canvas.width, x + fw) - x0; fh = Math.min(canvas.height, y + fh) - y0;
       frame.style.left = x0 + "px"; frame.style.top = y0 + "px";
       frame.style.width = Math.max(2, fw) + "px"; frame.style.height = Math.max(2, fh) + "px";
+      // the whole graph in view: the minimap has nothing to add and would hide a corner of it
+      this.mini.box.classList.toggle("whole", x <= 1 && y <= 1 && fw >= canvas.width - 2 && fh >= canvas.height - 2);
     }
 
     _pan() {

@@ -60,6 +60,13 @@
     }
     return out;
   };
+  /* Put option values into the inputs under ``box`` (the TensorRT tab's choice shown in the toolbar). */
+  M.setOptions = function (box, values) {
+    for (const [name, v] of Object.entries(values || {})) {
+      const el = box.querySelector('[data-opt="' + CSS.escape(name) + '"]'); if (!el) continue;
+      if (el.type === "checkbox") el.checked = !!v; else el.value = Array.isArray(v) ? v.join(",") : (v == null ? "" : String(v));
+    }
+  };
   M.renderOptions = function () {
     const b = $("backend").value; const schema = M.schemas[b] || [];
     const keep = $("ops") ? $("ops").value : null;

@@ -23,7 +23,7 @@
       const sel = M.trtSelection();
       if (!Object.keys(labels).length) labels = (await SG.api("GET", "/api/kinds")).reason_labels || {};
       const r = await M.doPartition(sel);
-      $("backend").value = "tensorrt"; M.syncBackendUi();
+      $("backend").value = "tensorrt"; M.syncBackendUi(); M.setOptions($("opts"), sel.options);
       $("colour").value = "supported"; M.applyColour();
       render(out, r, sel);
     } catch (e) { SG.fill(out, SG.errorBox(e)); }
