@@ -69,3 +69,22 @@ def test_runs_of_parallel_branches_are_stacked_and_edges_keep_their_own_points()
         src, dst = pos[e["source"]], pos[e["target"]]
         assert abs(x0 - src["x"]) <= src["w"] / 2 + 2 and abs(y0 - src["y"]) <= src["h"] / 2 + 2
         assert abs(x1 - dst["x"]) <= dst["w"] / 2 + 2 and abs(y1 - dst["y"]) <= dst["h"] / 2 + 12
+
+
+def test_get_requests_take_options_as_json_text(tmp_path):
+    """The layout (and other GET routes) carry the backend's options as JSON text; bad text is a 400."""
+    import json
+
+    from app import create_app
+    c = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path)}).test_client()
+    url = "/api/models/sample-trt_cycle/layout?backend=tensorrt"
+    two = c.get(url).get_json()                                           # min_size 2: C is left out
+    one = c.get(url + "&options=" + json.dumps({"min_size": 1})).get_json()
+    sg = lambda v: {n["id"]: n.get("sg") for n in v["nodes"] if n["kind"] == "node"}  # noqa: E731
+    assert sg(two)["C"] is None and sg(one)["C"] is not None
+    bad = c.get(url + "&options={nope")
+    assert bad.status_code == 400 and "options" in bad.get_json()["error"]
+    unknown = c.get(url + "&options=" + json.dumps({"bogus": 1}))
+    assert unknown.status_code == 400 and "bogus" in unknown.get_json()["error"]
+    listed = c.get(url + "&options=[1]")
+    assert listed.status_code == 400
