@@ -268,6 +268,12 @@ def unit_of_factory(graph: Graph, assignment: Mapping[str, int], expanded: set[s
             loose.append(node.name)
         else:
             units[node.name] = unit
+    sizes: dict[str, int] = {}
+    for unit in units.values():
+        sizes[unit] = sizes.get(unit, 0) + 1
+    for name, unit in units.items():   # a scope box of one node says less than the node: draw the node
+        if sizes[unit] == 1 and unit.startswith("scope:"):
+            units[name] = name
     units.update(_runs(loose, expanded))
     return units
 

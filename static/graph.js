@@ -48,7 +48,7 @@
       const ops = Object.keys(n.ops || {}).slice(0, 3).join(", ");
       return s("g", { class: "node group" }, s("rect", { x, y, width: n.w, height: n.h, rx: 6 }),
         s("text", { class: "op", x: n.x, y: n.y - 5, "text-anchor": "middle" }, trunc(n.label, 18) + " ⊞"),
-        s("text", { class: "sub", x: n.x, y: n.y + 9, "text-anchor": "middle" }, n.count + " nodes"),
+        s("text", { class: "sub", x: n.x, y: n.y + 9, "text-anchor": "middle" }, n.count + (n.count === 1 ? " node" : " nodes")),
         s("text", { class: "sub", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(ops, 28)),
         s("title", null, n.id + " — click to expand"));
     }

@@ -262,7 +262,8 @@ def test_layers_by_name_scope(server, page):
     groups = page.eval_on_selector_all("g.node.group", "gs => gs.map(g => g.dataset.id)")
     assert groups == sorted(groups, key=groups.index) and set(groups) == {f"scope:model.{i}" for i in range(4)} | {"scope:head"}
     page.click('g.node[data-id="scope:model.2"]')
-    page.wait_for_selector('g.node[data-id="scope:model.2/conv"]')
+    page.wait_for_selector('g.node[data-id="scope:model.2/act"]')               # Sigmoid + Mul
+    assert page.locator('g.node[data-id="/model.2/conv/Conv"]').count() == 1   # a scope of one: the node itself
     shot(page, "layers")
     open_model(page, base, ids["mixed"])                                   # 267 nodes with scopes: opens by layer
     assert page.get_attribute("#graph", "data-mode") == "collapsed"

@@ -88,3 +88,10 @@ def test_get_requests_take_options_as_json_text(tmp_path):
     assert unknown.status_code == 400 and "bogus" in unknown.get_json()["error"]
     listed = c.get(url + "&options=[1]")
     assert listed.status_code == 400
+
+
+def test_a_scope_of_one_node_is_drawn_as_the_node():
+    g = _graph([("/m/conv/Conv", "Conv"), ("/m/act/Sigmoid", "Sigmoid"), ("/m/act/Mul", "Mul"), ("/n/x", "Relu")])
+    view = layout.graph_view(g, collapse=True, expanded={"scope:m"})
+    ids = {n["id"] for n in view["nodes"]}
+    assert ids == {"/m/conv/Conv", "scope:m/act", "/n/x"}
