@@ -347,11 +347,26 @@ def _units_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str],
     # in one very wide rank: an invisible edge from each run to the next stacks them instead.
     seqs = [u for u in members if u.startswith("seq:")]
     chain = [(a, b) for a, b in zip(seqs, seqs[1:]) if (a, b) not in counts]
-    view = _run_dot(items, ids, edges, {}, chain=chain)
+    view = _run_dot(items, ids, edges, {}, chain=chain, scopes=_scope_boxes(members, expanded))
     view.update(mode="collapsed", node_count=len(graph.nodes), expanded=sorted(expanded),
                 units={n: u for n, u in units.items() if n != u}, layers=has_layers(graph),
                 search=search_index(graph))
     return view
+
+
+def _scope_boxes(members: Mapping[str, list[str]], expanded: set[str]) -> dict[str, list[str]]:
+    """Open name scope -> the units drawn directly inside it (its innermost open scope), so an opened
+    layer is drawn as a box around its members, as in Model Explorer. Open scopes holding only other
+    open scopes are kept (empty lists): they still frame their children."""
+    boxes: dict[str, list[str]] = {}
+    for unit in members:
+        path = unit[len("scope:"):] if unit.startswith("scope:") else unit
+        inner = [p for p in scope_parts(path) if f"scope:{p}" in expanded]
+        for p in inner:
+            boxes.setdefault(p, [])
+        if inner:
+            boxes[inner[-1]].append(unit)
+    return boxes
 
 
 def _node_item(node: Any, assignment: Mapping[str, int]) -> dict[str, Any]:
@@ -393,18 +408,20 @@ def _q(s: str) -> str:
 
 def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tuple[str, str, str, bool]],
              clusters: Mapping[int, list[str]], grid_fallback: bool = True,
-             chain: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+             chain: Iterable[tuple[str, str]] = (), scopes: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
     # Big graphs: bound crossing minimisation and network simplex (a random 1,500-node DAG:
     # 6.2 s -> 2.0 s); small ones keep dot's best effort.
     limits = "mclimit=0.1, nslimit=1, " if len(items) > BIG or len(edges) > BIG else ""
     lines = ["digraph G {", f'graph [{limits}rankdir=TB, nodesep=0.18, ranksep=0.32, splines=true, outputorder=edgesfirst];',
              f'node [shape=box, fixedsize=true, width={NODE_W}, height={NODE_H}, label=""];']
-    in_cluster = {n for names in clusters.values() for n in names}
+    scopes = scopes or {}
+    in_cluster = {n for names in clusters.values() for n in names} | {n for names in scopes.values() for n in names}
     for item in items:
         if item["id"] in in_cluster:
             continue
         lines.append(_dot_node(ids[item["id"]], item))
     by_id = {item["id"]: item for item in items}
+    lines.extend(_scope_clusters(scopes, ids, by_id))
     for sid, names in sorted(clusters.items()):
         lines.append(f'subgraph cluster_{int(sid)} {{ margin=10; label="subgraph {int(sid)}"; '
                      'labeljust=l; fontsize=11;')
@@ -437,8 +454,31 @@ def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tu
         view["note"] = f"{exc}; shown as a plain grid"
     else:
         view = _parse(data, items, ids, edge_list, clusters)
+        order = sorted(scopes or {}, key=lambda p: p.split("/"))
+        view["scopes"] = [{**box, "id": order[box["k"]]} for box in view.pop("scope_boxes")]
+        for box in view["scopes"]:
+            del box["k"]
     view["edges"].extend(ghosts)
     return view
+
+
+def _scope_clusters(scopes: Mapping[str, list[str]], ids: Mapping[str, str],
+                    by_id: Mapping[str, dict[str, Any]]) -> list[str]:
+    """Nested ``cluster_s<k>`` subgraphs for open scopes, without recursion: sorted by their path
+    parts, scopes come parent first, and a stack closes each one when the next is outside it.
+    The label is a blank (room for the name, which the browser draws: names never enter dot)."""
+    lines: list[str] = []
+    stack: list[str] = []
+    for k, scope in enumerate(sorted(scopes, key=lambda p: p.split("/"))):
+        while stack and not scope.startswith(stack[-1] + "/"):
+            stack.pop()
+            lines.append("}")
+        lines.append(f'subgraph cluster_s{k} {{ margin=8; label=" "; fontsize=12; labeljust=l;')
+        stack.append(scope)
+        for unit in scopes[scope]:
+            lines.append(_dot_node(ids[unit], by_id[unit]))
+    lines.extend("}" for _ in stack)
+    return lines
 
 
 def _grid(items: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, Any]:
@@ -496,10 +536,14 @@ def _parse(data: dict[str, Any], items: list[dict[str, Any]], ids: Mapping[str, 
     by_gid = {gid: name for name, gid in ids.items()}
     pos: dict[str, tuple[float, float, float, float]] = {}
     cluster_boxes = []
+    scope_boxes: list[dict[str, Any]] = []
     objects = data.get("objects", [])
     for obj in objects:
         name = obj.get("name", "")
-        if name.startswith("cluster_") and "bb" in obj:
+        if name.startswith("cluster_s") and "bb" in obj:
+            x0, y0, x1, y1 = _floats(obj["bb"])
+            scope_boxes.append({"k": int(name[len("cluster_s"):]), "x": x0, "y": height - y1, "w": x1 - x0, "h": y1 - y0})
+        elif name.startswith("cluster_") and "bb" in obj:
             x0, y0, x1, y1 = _floats(obj["bb"])
             cluster_boxes.append({"id": int(name[len("cluster_"):]), "x": x0, "y": height - y1,
                                   "w": x1 - x0, "h": y1 - y0})
@@ -520,7 +564,7 @@ def _parse(data: dict[str, Any], items: list[dict[str, Any]], ids: Mapping[str, 
         points.setdefault((tail, head), ge.get("pos", ""))
     for e in edges:
         e["points"] = _edge_points(points.get((e["source"], e["target"]), ""), height)
-    return {"nodes": nodes, "edges": edges, "clusters": cluster_boxes,
+    return {"nodes": nodes, "edges": edges, "clusters": cluster_boxes, "scope_boxes": scope_boxes,
             "width": round(bb[2], 1), "height": round(height, 1)}
 
 

@@ -49,12 +49,12 @@
       return s("g", { class: "node group" }, s("rect", { x, y, width: n.w, height: n.h, rx: 6 }),
         s("text", { class: "op", x: n.x, y: n.y - 5, "text-anchor": "middle" }, trunc(n.label, 18) + " ⊞"),
         s("text", { class: "sub", x: n.x, y: n.y + 9, "text-anchor": "middle" }, n.count + (n.count === 1 ? " node" : " nodes")),
-        s("text", { class: "sub", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(ops, 28)),
+        s("text", { class: "sub", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(ops, 25)),
         s("title", null, n.id + " — click to expand"));
     }
     return s("g", { class: "node" }, s("rect", { x, y, width: n.w, height: n.h, rx: 5 }),
-      s("text", { class: "op", x: n.x, y: n.y + 1, "text-anchor": "middle" }, trunc(n.op, n.bodies ? 11 : 13) + (n.bodies ? " ▣" : "")),
-      s("text", { class: "sub", x: n.x, y: n.y + 12, "text-anchor": "middle" }, tail(n.label, 24)),
+      s("text", { class: "op", x: n.x, y: n.y + 1, "text-anchor": "middle" }, trunc(n.op, n.bodies ? 10 : 12) + (n.bodies ? " ▣" : "")),
+      s("text", { class: "sub", x: n.x, y: n.y + 12, "text-anchor": "middle" }, tail(n.label, 21)),
       s("title", null, n.op + " " + n.id));
   }
 
@@ -76,6 +76,11 @@
         s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#9aa3b2" }));
       svg.appendChild(s("defs", null, marker));
       const vp = s("g", { class: "vp" }); svg.appendChild(vp);
+      for (const b of layout.scopes || []) {   // an opened layer: a frame around its members; its name collapses it
+        const leaf = String(b.id).split("/").pop();
+        vp.appendChild(s("g", { class: "scope-box", "data-scope": "scope:" + b.id }, s("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 8 }),
+          s("text", { x: b.x + 8, y: b.y + 13 }, "⊟ " + trunc(leaf, Math.max(6, Math.floor(b.w / 7)))), s("title", null, b.id + " — click the name to collapse")));
+      }
       for (const c of layout.clusters || []) {
         vp.appendChild(s("g", { class: "cluster", "data-sg": c.id }, s("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8 }),
           s("text", { x: c.x + 8, y: c.y + 14 }, "subgraph " + c.id)));
@@ -103,6 +108,8 @@
       for (const g of svg.querySelectorAll(".node")) this.elements.set(g.getAttribute("data-id"), g);
       svg.addEventListener("click", ev => {
         if (this._moved) return;
+        const box = ev.target.closest(".scope-box");
+        if (box && this.opts.onScope) { this.opts.onScope(box.getAttribute("data-scope")); return; }
         const g = ev.target.closest(".node"); if (!g) return;
         const id = g.getAttribute("data-id");
         if (this.opts.onClick) this.opts.onClick(id, byId.get(id));

@@ -265,6 +265,13 @@ def test_layers_by_name_scope(server, page):
     page.wait_for_selector('g.node[data-id="scope:model.2/act"]')               # Sigmoid + Mul
     assert page.locator('g.node[data-id="/model.2/conv/Conv"]').count() == 1   # a scope of one: the node itself
     shot(page, "layers")
+    assert page.locator('g.scope-box[data-scope="scope:model.2"]').count() == 1   # the opened layer framed
+    page.click('[data-collapse="scope:model.2"]')                          # close that layer again
+    page.wait_for_selector('g.node[data-id="scope:model.2"]')
+    page.click('g.node[data-id="scope:model.1"]')                          # or by the frame's own name
+    page.wait_for_selector('g.scope-box[data-scope="scope:model.1"]')
+    page.click('g.scope-box[data-scope="scope:model.1"] text')
+    page.wait_for_selector('g.node[data-id="scope:model.1"]')
     open_model(page, base, ids["mixed"])                                   # 267 nodes with scopes: opens by layer
     assert page.get_attribute("#graph", "data-mode") == "collapsed"
     assert page.locator('g.node[data-id="scope:blk0"]').count() == 1

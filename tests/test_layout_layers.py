@@ -95,3 +95,19 @@ def test_a_scope_of_one_node_is_drawn_as_the_node():
     view = layout.graph_view(g, collapse=True, expanded={"scope:m"})
     ids = {n["id"] for n in view["nodes"]}
     assert ids == {"/m/conv/Conv", "scope:m/act", "/n/x"}
+
+
+def test_open_scopes_are_framed_nested():
+    g = _graph([("/m/conv/Conv", "Conv"), ("/m/act/Sigmoid", "Sigmoid"), ("/m/act/Mul", "Mul"), ("/n/x", "Relu"), ("/n/y", "Relu")])
+    view = layout.graph_view(g, collapse=True, expanded={"scope:m", "scope:m/act"})
+    boxes = {b["id"]: b for b in view["scopes"]}
+    assert set(boxes) == {"m", "m/act"}
+    outer, inner = boxes["m"], boxes["m/act"]
+    assert outer["x"] <= inner["x"] and inner["x"] + inner["w"] <= outer["x"] + outer["w"]
+    assert outer["y"] <= inner["y"] and inner["y"] + inner["h"] <= outer["y"] + outer["h"]
+    pos = {n["id"]: n for n in view["nodes"]}
+    for name, box in (("/m/act/Mul", inner), ("/m/conv/Conv", outer)):
+        n = pos[name]
+        assert box["x"] <= n["x"] - n["w"] / 2 and n["x"] + n["w"] / 2 <= box["x"] + box["w"]
+    n = pos["scope:n"]                                                      # outside every frame
+    assert not (outer["x"] <= n["x"] <= outer["x"] + outer["w"] and outer["y"] <= n["y"] <= outer["y"] + outer["h"])

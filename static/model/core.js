@@ -15,7 +15,11 @@
   };
   const S = M.S;
   M.api = path => "/api/models/" + encodeURIComponent(M.MID) + path;
-  M.view = new SG.GraphView($("graph"), { onClick: (id, item) => M.onNodeClick(id, item) });
+  M.collapseScope = function (key) {
+    for (const k of [...S.expanded]) if (k === key || k.startsWith(key + "/")) S.expanded.delete(k);
+    M.reload();
+  };
+  M.view = new SG.GraphView($("graph"), { onClick: (id, item) => M.onNodeClick(id, item), onScope: key => M.collapseScope(key) });
 
   /* ---------------- selection (backend + options) ---------------- */
   /* The options form is generated from the backend's option schema (GET /api/backends: name, type,
@@ -156,6 +160,12 @@
       steps.forEach((st, k) => parts.push(" › ", h("a", { onclick: () => { S.body = steps.slice(0, k + 1).join("|"); S.expanded.clear(); M.reload(); } }, st)));
     }
     if (S.expanded.size) parts.push(" ", h("a", { title: "collapse every group", onclick: () => { S.expanded.clear(); M.reload(); } }, "⊟ collapse all"));
+    // each open name scope can be closed again on its own (with the scopes opened inside it)
+    const open = [...S.expanded].filter(k => k.startsWith("scope:")).sort();
+    for (const key of open.slice(0, 8)) {
+      parts.push(" ", h("a", { class: "chip", "data-collapse": key, title: "collapse " + key.slice(6), onclick: () => M.collapseScope(key) }, "⊟ " + key.slice(6)));
+    }
+    if (open.length > 8) parts.push(h("span", { class: "muted" }, " +" + (open.length - 8) + " open"));
     const L = S.layout;
     if (L && L.layers && !S.body) {   // the model's own hierarchy (name scopes) as layers
       const on = L.mode === "collapsed";
