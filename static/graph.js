@@ -68,7 +68,9 @@
       if (window.ResizeObserver) new ResizeObserver(() => this._resized()).observe(el);
     }
 
-    render(layout) {
+    /* opts.keep: a re-layout of the same graph (a group opened or closed): keep the zoom, the caller
+       centres what changed; otherwise the first view (open). */
+    render(layout, opts) {
       this.layout = layout; this.units = layout.units || {};
       /* SVG built with createElementNS: labels are text nodes, ids are attribute values. */
       const svg = s("svg");
@@ -116,7 +118,13 @@
       });
       this._miniBuild();
       if (this.selected) this.setSelected(this.selected);
-      this.open();
+      if (opts && opts.keep && this._last) this._apply(); else this.open();
+    }
+
+    /* Centre a point of the layout (a frame's middle), keeping the zoom. */
+    centerPoint(x, y) {
+      const { w, h } = this._size(); if (!w) return;
+      this.tx = w / 2 - x * this.s; this.ty = h / 2 - y * this.s; this.auto = null; this._apply();
     }
 
     /* Display id of an original node name (a group when collapsed). */

@@ -266,6 +266,9 @@ def test_layers_by_name_scope(server, page):
     assert page.locator('g.node[data-id="/model.2/conv/Conv"]').count() == 1   # a scope of one: the node itself
     shot(page, "layers")
     assert page.locator('g.scope-box[data-scope="scope:model.2"]').count() == 1   # the opened layer framed
+    assert page.evaluate("""() => { const v = document.getElementById('graph').getBoundingClientRect();
+      const r = document.querySelector('g.scope-box[data-scope="scope:model.2"] rect').getBoundingClientRect();
+      return r.top >= v.top && r.top < v.bottom && r.left >= v.left && r.right <= v.right; }"""), "the opened layer is in view"
     page.click('[data-collapse="scope:model.2"]')                          # close that layer again
     page.wait_for_selector('g.node[data-id="scope:model.2"]')
     page.click('g.node[data-id="scope:model.1"]')                          # or by the frame's own name

@@ -15,9 +15,18 @@
   };
   const S = M.S;
   M.api = path => "/api/models/" + encodeURIComponent(M.MID) + path;
-  M.collapseScope = function (key) {
+  M.collapseScope = async function (key) {
     for (const k of [...S.expanded]) if (k === key || k.startsWith(key + "/")) S.expanded.delete(k);
-    M.reload();
+    try { await M.loadLayout({ keep: true }); M.view.center(key, { keepZoom: true }); } catch (e) { SG.error(e); }
+  };
+  /* Open a group where it was clicked: the zoom kept, its frame (or first member) centred. */
+  M.openGroup = async function (id) {
+    S.expanded.add(id);
+    await M.loadLayout({ keep: true });
+    const box = (S.layout.scopes || []).find(b => "scope:" + b.id === id);
+    if (!box) return;
+    const half = M.view._size().h / 2 / M.view.s;   // a frame taller than the view shows its top
+    M.view.centerPoint(box.x + box.w / 2, box.y + Math.min(box.h / 2, half - 20 / M.view.s));
   };
   M.view = new SG.GraphView($("graph"), { onClick: (id, item) => M.onNodeClick(id, item), onScope: key => M.collapseScope(key) });
 
@@ -118,7 +127,7 @@
   };
 
   /* ---------------- layout ---------------- */
-  M.loadLayout = async function () {
+  M.loadLayout = async function (opts) {
     const q = M.query(S.body ? null : S.partitioned);
     if (S.body) q.set("body", S.body);
     if (S.expanded.size) q.set("expand", [...S.expanded].join(","));
@@ -127,7 +136,7 @@
     const t0 = performance.now();
     const layout = await SG.api("GET", M.api("/layout?" + q.toString()));
     S.layout = layout;
-    M.view.render(layout);
+    M.view.render(layout, opts);
     const g = $("graph");
     g.dataset.mode = layout.mode; g.dataset.nodes = layout.nodes.length; g.dataset.ms = Math.round(performance.now() - t0);
     renderCrumbs();
@@ -147,7 +156,7 @@
       const unit = M.view.unit(name);
       if (!unit || unit === name || !S.layout || S.layout.mode !== "collapsed" || S.expanded.has(unit)) return !!unit;
       S.expanded.add(unit);
-      await M.loadLayout();
+      await M.loadLayout({ keep: true });
     }
     return true;
   };

@@ -5,7 +5,7 @@
 
   M.onNodeClick = async function (id, item) {
     if (!item) return;
-    if (item.kind === "group") { S.expanded.add(id); await M.loadLayout().catch(SG.error); return; }
+    if (item.kind === "group") { await M.openGroup(id).catch(SG.error); return; }
     if (item.kind !== "node") return;
     S.selected = id; M.view.setSelected(id);
     const q = new URLSearchParams({ name: id }); if (S.body) q.set("body", S.body);
