@@ -19,6 +19,11 @@ Config keys (defaults in ``DEFAULTS``):
 - ``SGLENS_RUN_WORKERS``: background run jobs at once.
 - ``SGLENS_RUN_REPEAT``: measured repeats per side of a comparison.
 - ``SGLENS_RUN_KERNELS``: a kernel finder handed to the engine (``kernels=``); None = the registry.
+- ``SGLENS_RUN_CLUSTER``: None runs in threads of this process; ``"local"`` starts a Dask
+  ``LocalCluster`` (``SGLENS_WORKERS`` processes of ``SGLENS_WORKER_MEMORY`` bytes); a
+  ``tcp://`` address uses that scheduler (``app.dask_runs``, ``docs/deploy.md``).
+- ``SGLENS_STORE_URL``: the store's database (default ``<instance>/runs.sqlite3``; a
+  ``postgresql://`` URL for a shared one); ``SGLENS_STORE_LIMIT``: bytes the store may hold.
 - ``SGLENS_RUN_MEMORY_LIMIT``: bytes a run's tensors may take (estimated before running); None = no limit.
 - ``SGLENS_BIND_HOST``, ``SGLENS_ALLOWED_HOSTS``, ``SGLENS_TOKEN``, ``SGLENS_MAX_JSON``: the request
   guards of ``app.security`` (Host names answered, access token, cap on JSON bodies).
@@ -47,6 +52,12 @@ DEFAULTS: dict[str, Any] = {
     "SGLENS_FLAT_LIMIT": 1500,
     "SGLENS_RUN_WORKERS": 2,
     "SGLENS_RUN_REPEAT": 3,
+    "SGLENS_RUN_CLUSTER": None,
+    "SGLENS_WORKERS": 1,
+    "SGLENS_WORKER_MEMORY": None,
+    "SGLENS_SHARED_STORE": False,
+    "SGLENS_STORE_URL": None,
+    "SGLENS_STORE_LIMIT": None,
     "SGLENS_RUN_MEMORY_LIMIT": None,
     "SGLENS_BIND_HOST": "127.0.0.1",
     "SGLENS_ALLOWED_HOSTS": (),
@@ -69,27 +80,31 @@ class Lens:
     """Everything one app instance holds: stores, sessions, jobs."""
 
     def __init__(self, app: Flask) -> None:
-        from .jobs import JobManager
+        from .dask_runs import make_job_manager
         from .layout import LayoutCache
         from .quota import ClientQuota
         from .sessions import SessionStore
-        from .store import ModelStore, RunStore
+        from .store import Database, ModelStore, RunStore
         cfg = app.config
+        database = Database(cfg.get("SGLENS_STORE_URL") or os.path.join(app.instance_path, "runs.sqlite3"))
+        self.runs = RunStore(database)          # migrates the schema
+        self.runs.mark_interrupted()            # runs a stopped server left in flight
+        limit = cfg.get("SGLENS_STORE_LIMIT")
         self.models = ModelStore(os.path.join(app.instance_path, "uploads"),
-                                 max_bytes=int(cfg["SGLENS_MAX_UPLOAD"]))
-        self.runs = RunStore(os.path.join(app.instance_path, "runs.sqlite3"))
+                                 max_bytes=int(cfg["SGLENS_MAX_UPLOAD"]), database=database,
+                                 store_limit=int(limit) if limit else None)
         total, per_client = int(cfg["SGLENS_CACHE_BYTES"]), int(cfg["SGLENS_CLIENT_CACHE_BYTES"])
         self.sessions = SessionStore(max_sessions=int(cfg["SGLENS_MAX_SESSIONS"]), total_bytes=total,
                                      client_bytes=per_client)
         #: partition results by (model, backend options), charged to the client that asked first
         self.results: ClientQuota[Any] = ClientQuota(total, per_client)
-        limit = cfg.get("SGLENS_RUN_MEMORY_LIMIT")
-        self.run_memory_limit: int | None = int(limit) if limit else None
-        self.jobs = JobManager(self, workers=int(cfg["SGLENS_RUN_WORKERS"]))
+        run_limit = cfg.get("SGLENS_RUN_MEMORY_LIMIT")
+        self.run_memory_limit: int | None = int(run_limit) if run_limit else None
+        self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")
+        self.jobs = make_job_manager(self, cfg)
+        self.models.on_delete.append(self.jobs.cancel_model)
         self.flat_limit = int(cfg["SGLENS_FLAT_LIMIT"])
         self.layouts = LayoutCache()
-        #: kernel finder for runs (engine.executor's ``kernels=``): Python config only, for tests
-        self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")
         #: this app's backends: the built-ins plus its own plugins, never another app's
         self.registry = builtin_registry()
         self.plugins: dict[str, list[str]] = {}

@@ -42,6 +42,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="require this access token on every request (generated when --host is not loopback)")
     p.add_argument("--run-memory-limit", type=int, default=None, metavar="BYTES",
                    help="bytes a run's tensors may take, estimated before running (default 1/4 of RAM; 0 = no limit)")
+    from .server import add_server_arguments
+    add_server_arguments(p)  # --debug, --threads, --workers, --worker-memory, --scheduler, --store-limit, ...
     p.set_defaults(func=cmd_serve)
     return p
 
@@ -94,24 +96,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"sglens serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    from .server import config_from_args
+    config.update(config_from_args(args))
     app = create_app(config)
     lens = app.extensions["sglens"]
     for path, err in lens.plugin_errors.items():
         print(f"sglens serve: plugin {path}: {err}")
     for w in warnings:
         print(w, file=sys.stderr, flush=True)
-    server = server_probe(app)
+    server = server_probe(app, None if args.debug else args)   # waitress unless --debug
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{server.server_address[1]}/"
     if config["SGLENS_TOKEN"]:
         url += f"?token={config['SGLENS_TOKEN']}"
     print(f"Subgraph Lens: {url}  ({len(lens.models.list())} models loaded; Ctrl-C stops)", flush=True)
+    print(f"runs: {lens.jobs.describe()}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        lens.jobs.close()
     return 0
 
 
@@ -129,7 +135,10 @@ def _bind(host: str, port: int):
         raise
     bound_port = probe.getsockname()[1]
 
-    def factory(app: Any):
+    def factory(app: Any, production: argparse.Namespace | None = None):
+        if production is not None:       # waitress on the bound socket (app/server.py)
+            from .server import make_production_server
+            return make_production_server(host, bound_port, app, production, sockets=[probe])
         from werkzeug.serving import make_server as mk
         server = mk(host, bound_port, app, threaded=True, fd=probe.fileno())
         probe.close()   # the server holds its own duplicate of the socket

@@ -1,26 +1,37 @@
-"""Background run jobs: the comparison of ``engine/compare.py`` with live progress and cancel.
+"""Run jobs: the comparison of ``engine/compare.py`` with live progress and cancel.
 
-A job runs in a worker thread: partition (progress per node), then
-``engine.compare.compare`` (onnxruntime reference vs our engine unpartitioned
-vs the partitioned graph), then one profiled run of the partitioned graph for
-the engine timeline and the Chrome trace. Cancel is cooperative: it stops the
-partitioning at once and otherwise between stages. The finished, failed or
-cancelled run is written to SQLite (``store.RunStore``), so any two runs can
-be compared later, after a restart too.
+One run is ``execute_run``: partition (progress per node), then ``engine.compare.compare``
+(onnxruntime reference vs our engine unpartitioned vs the partitioned graph), then one
+profiled run of the partitioned graph for the engine timeline and the Chrome trace. It
+reports through two callbacks (``report(stage, progress, message)`` and ``check()``, which
+raises ``Cancelled``), so the same function runs in two places:
+
+- ``JobManager`` (this module): a thread pool inside the web process. The library default
+  of ``create_app`` (tests, embedding), where nothing else is started.
+- ``app.dask_runs.DaskJobManager``: a Dask ``distributed`` cluster of worker processes,
+  what ``sglens serve`` uses (a ``LocalCluster`` by default, or ``--scheduler``).
+
+Both write every run to the store (``store.RunStore``) when it is submitted and when it
+ends (done, failed, cancelled), so runs are listed and comparable after a restart.
 """
 
 from __future__ import annotations
 
+import inspect
 import secrets
 import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 from partition.errors import LensError
 
 from .errors import ApiError
+
+FINAL = ("done", "failed", "cancelled", "interrupted")
+#: Seed and default dimension of the random inputs of every run (stored with the run).
+INPUTS = {"seed": 0, "default_dim": 1}
 
 
 class Cancelled(Exception):
@@ -38,6 +49,8 @@ def runs_available() -> str | None:
 
 
 class Job:
+    """A run this server process submitted: its live state (the store has the durable copy)."""
+
     def __init__(self, jid: str, meta: dict[str, Any]) -> None:
         self.id = jid
         self.meta = meta
@@ -46,8 +59,14 @@ class Job:
         self.progress = 0.0
         self.message = "waiting for a worker"
         self.error: str | None = None
+        self.worker: str | None = None
         self.cancel_event = threading.Event()
         self.created = time.time()
+        self.handle: Any = None          # the runner's handle (a Dask future)
+        self.attempts = 0                # submissions (a run whose worker died before it started goes again)
+        self.resubmit: Any = None        # what a new submission needs
+        self.saved_at = 0.0              # last progress write to the store
+        self.finishing = False           # set once, by whoever records the end first
 
     def check(self) -> None:
         if self.cancel_event.is_set():
@@ -55,13 +74,15 @@ class Job:
 
     def to_json(self) -> dict[str, Any]:
         return {**self.meta, "id": self.id, "status": self.status, "stage": self.stage,
-                "progress": round(self.progress, 3), "message": self.message, "error": self.error}
+                "progress": round(self.progress, 3), "message": self.message, "error": self.error,
+                "worker": self.worker}
 
 
-class JobManager:
-    def __init__(self, lens: Any, workers: int = 2) -> None:
+class BaseJobs:
+    """What every runner shares: request checks, the in-memory table, the store rows, cancel."""
+
+    def __init__(self, lens: Any) -> None:
         self.lens = lens
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="sglens-run")
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
@@ -75,19 +96,27 @@ class JobManager:
             raise ApiError("device must be 'cpu' or 'gpu'")
         if executor not in EXECUTORS:
             raise ApiError(f"executor must be one of {', '.join(EXECUTORS)}")
+        self.lens.models.check_room(0)    # a full store takes no more runs (507)
         jid = secrets.token_hex(8)
         meta = {"model_id": entry.id, "model_name": entry.name, "backend": backend,
-                "options": {k: v for k, v in options.items()}, "device": device, "executor": executor,
-                "created": time.time()}
+                "options": dict(options), "device": device, "executor": executor,
+                "created": time.time(), "repeat": repeat, "inputs": dict(INPUTS)}
         job = Job(jid, meta)
+        self.lens.runs.create({**meta, "id": jid, "status": "queued", "message": job.message})
         with self._lock:
             self._jobs[jid] = job
-            # Keep the in-memory table bounded: finished jobs live on in SQLite.
-            done = [j for j in self._jobs.values() if j.status in ("done", "failed", "cancelled")]
+            # Keep the in-memory table bounded: finished jobs live on in the store.
+            done = [j for j in self._jobs.values() if j.status in FINAL]
             for old in sorted(done, key=lambda j: j.created)[:-200]:
                 self._jobs.pop(old.id, None)
-        self._pool.submit(self._execute, job, entry, backend, options, properties, device, executor, repeat)
+        spec = {"id": jid, "label": entry.name, "backend": backend, "options": dict(options),
+                "properties": properties, "device": device, "executor": executor, "repeat": repeat,
+                "kernels": self.lens.run_kernels, "memory_limit": _run_limit(self.lens), **INPUTS}
+        self._start(job, entry, spec)
         return job
+
+    def _start(self, job: Job, entry: Any, spec: dict[str, Any]) -> None:
+        raise NotImplementedError
 
     def active(self) -> list[Job]:
         with self._lock:
@@ -100,34 +129,89 @@ class JobManager:
     def cancel(self, jid: str) -> Job:
         job = self.get(jid)
         if job is None:
+            stored = self.lens.runs.get(jid)
+            if stored is not None and stored["status"] not in FINAL:
+                return self._cancel_foreign(stored)   # started by another server process
             raise ApiError(f"no running job '{jid}'", 404)
         job.cancel_event.set()
         if job.status == "queued":
             job.message = "cancelling"
+        self._cancel(job)
         return job
 
-    # ------------------------------------------------------------------ work --
+    def _cancel(self, job: Job) -> None:
+        """Runner-specific part of a cancel (the cooperative flag is set already)."""
+
+    def _cancel_foreign(self, stored: dict[str, Any]) -> Job:
+        """Cancel a run another server process sharing the store submitted."""
+        raise ApiError(f"run '{stored['id']}' was started by another server process; with in-process "
+                       "runs only that process can cancel it", 409)
+
+    def cancel_model(self, model_id: str) -> None:
+        """A deleted model's queued runs are cancelled (running ones finish: their bytes are in hand)."""
+        for job in self.active():
+            if job.meta["model_id"] == model_id and job.status == "queued":
+                self.cancel(job.id)
+
+    def finish(self, job: Job, status: str, error: str | None = None,
+               result: dict[str, Any] | None = None, trace: Any = None) -> None:
+        """Record the end of a run, in memory and in the store (once)."""
+        with self._lock:
+            if job.finishing or job.status in FINAL:
+                return
+            job.finishing = True
+        if status == "done":
+            job.stage, job.progress, job.message = "done", 1.0, "finished"
+        elif status == "cancelled":
+            job.message = "cancelled by the user"
+        else:
+            job.message = error or status
+        meta = {**job.meta, "id": job.id, "status": status, "error": error, "finished": time.time(),
+                "stage": job.stage, "progress": job.progress, "message": job.message}
+        try:
+            self.lens.runs.save(meta, result, trace)
+        except Exception:  # noqa: BLE001 - the server goes on; the run stays visible in memory
+            traceback.print_exc()
+        # Only now: a reader that sees the final status in memory finds it in the store too.
+        job.status, job.error = status, error
+
+    def close(self) -> None:
+        """Stop taking runs and release workers (idempotent)."""
+
+    def describe(self) -> str:
+        return "in threads of the server process"
+
+
+class JobManager(BaseJobs):
+    """Runs in a thread pool inside the web process (the library default; tests)."""
+
+    def __init__(self, lens: Any, workers: int = 2) -> None:
+        super().__init__(lens)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="sglens-run")
+
+    def _start(self, job: Job, entry: Any, spec: dict[str, Any]) -> None:
+        self._pool.submit(self._execute, job, entry, spec["backend"], spec["options"], spec["properties"],
+                          spec["device"], spec["executor"], spec["repeat"])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
     def _execute(self, job: Job, entry: Any, backend: str, options: dict[str, Any], properties: list | None,
                  device: str, executor: str, repeat: int) -> None:
-        result = trace = None
         try:
             job.check()
             job.status = "running"
+            self.lens.runs.update(job.id, status="running", stage="partition", message="started")
             result, trace = self._work(job, entry, backend, options, properties, device, executor, repeat)
-            job.status, job.stage, job.progress, job.message = "done", "done", 1.0, "finished"
         except Cancelled:
-            job.status, job.message = "cancelled", "cancelled by the user"
+            self.finish(job, "cancelled")
         except LensError as exc:
-            job.status, job.error, job.message = "failed", str(exc), str(exc)
+            self.finish(job, "failed", str(exc))
         except Exception as exc:  # noqa: BLE001 - a run that fails is reported, the server goes on
-            job.status = "failed"
-            job.error = job.message = f"{type(exc).__name__}: {exc}"
             traceback.print_exc()
-        meta = {**job.meta, "id": job.id, "status": job.status, "error": job.error, "finished": time.time()}
-        try:
-            self.lens.runs.save(meta, result, trace)
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
+            self.finish(job, "failed", f"{type(exc).__name__}: {exc}")
+        else:
+            self.finish(job, "done", None, result, trace)
 
     def _stage(self, job: Job, stage: str, progress: float, message: str) -> None:
         job.check()
@@ -135,62 +219,97 @@ class JobManager:
 
     def _work(self, job: Job, entry: Any, backend: str, options: dict[str, Any], properties: list | None,
               device: str, executor: str, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        from engine.compare import compare
-        from engine.executor import Executor
-        from engine.inputs import random_inputs
-        from engine.measure import chrome_trace, measure, timeline_json
-        from engine.profiling import Profiler
-        from partition.onnx_io import parse_model_bytes
-        from partition.runner import PartitionRun
+        spec = {"label": entry.name, "backend": backend, "options": options, "properties": properties,
+                "device": device, "executor": executor, "repeat": repeat, "kernels": self.lens.run_kernels,
+                "memory_limit": _run_limit(self.lens), **INPUTS}
+        return execute_run(spec, entry.graph, entry.model_bytes,
+                           lambda s, p, m: self._stage(job, s, p, m), job.check)
 
-        from .serialize import result_json
-        graph = entry.graph
-        self._stage(job, "partition", 0.02, f"partitioning with {backend}")
 
-        def progress(done: int, total: int) -> None:
-            job.check()
-            job.progress = 0.02 + 0.18 * (done / max(1, total))
-        part = PartitionRun(graph, backend, trace=False, properties=properties, progress=progress, **options).run()
-        self._stage(job, "compare", 0.2, "onnxruntime reference, our engine, the partitioned graph")
-        notes: list[str] = []
-        feeds = random_inputs(graph, {}, seed=0, default_dim=1, notes=notes)
-        if self.lens.run_memory_limit:  # --run-memory-limit: refuse before anything big is allocated
-            from .limits import check_run_budget
-            check_run_budget(graph, feeds, self.lens.run_memory_limit)
-        model = parse_model_bytes(entry.model_bytes(), entry.name)
-        stages = {"onnxruntime": (0.25, "onnxruntime on the whole model (the reference)"),
-                  "engine": (0.4, "our engine, unpartitioned"),
-                  "partitioned": (0.6, f"the partitioned graph, subgraphs on {executor}")}
+# ------------------------------------------------------------- one run --
+def _run_limit(lens: Any) -> int | None:
+    """The engine's run memory budget (``--run-memory-limit``) when the app has one."""
+    limit = getattr(lens, "run_memory_limit", None)
+    return int(limit) if limit else None
 
-        def compare_progress(stage: str) -> None:
-            at, message = stages.get(stage, (0.2, stage))
-            self._stage(job, "compare", at, message)  # also where a cancel takes effect
-        c = compare(graph, model, feeds, partitioned=part, executor=executor, device=device,
-                    repeat=repeat, label=entry.name, kernels=self.lens.run_kernels,
-                    progress=compare_progress)
-        self._stage(job, "timeline", 0.8, "a profiled run of the partitioned graph for the timeline")
-        profiler = Profiler()
-        with Executor(part.graph, device=device, executor=executor, hooks=profiler,
-                      kernels=self.lens.run_kernels) as ex:
-            m = measure(ex, feeds, repeat=1, warmup=1, profiler=profiler, label=entry.name)
-        timeline = timeline_json(m.timeline)
-        # Per-node time of the unpartitioned graph on our engine: the graph view's "time" colouring.
-        with Executor(graph, device=device, executor="engine", kernels=self.lens.run_kernels) as ex:
-            node_seconds = measure(ex, feeds, repeat=max(1, min(repeat, 3)), warmup=1).node_seconds
-        self._stage(job, "report", 0.95, "writing the report")
-        data = {
-            "comparison": c.to_json(),
-            "notes": notes + list(c.notes),
-            "partition": result_json(part),
-            "timeline": timeline,
-            "memory": memory_series(part.graph, timeline, feeds),
-            "subgraph_times": [{"node": s["node"], "id": s.get("subgraph_id"), "property": s.get("property"),
-                                "executor": s.get("executor"), "seconds": s.get("seconds"),
-                                "peak_bytes": s.get("peak_bytes")} for s in m.subgraphs],
-            "node_seconds": m.node_seconds,
-            "original_node_seconds": node_seconds,
-        }
-        return data, chrome_trace(m.timeline, entry.name)
+
+Report = Callable[[str, float, str], None]
+
+
+def _with_limit(fn: Callable[..., Any], limit: int | None) -> dict[str, Any]:
+    """``memory_limit=`` for an engine entry point that takes it (the run memory budget), else nothing."""
+    if limit is None:
+        return {}
+    try:
+        return {"memory_limit": limit} if "memory_limit" in inspect.signature(fn).parameters else {}
+    except (TypeError, ValueError):
+        return {}
+
+
+def execute_run(spec: dict[str, Any], graph: Any, model_bytes: Callable[[], bytes], report: Report,
+                check: Callable[[], None]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One run: partition, compare, a profiled run; ``report`` gives progress, ``check`` may cancel."""
+    from engine.compare import compare
+    from engine.executor import Executor
+    from engine.inputs import random_inputs
+    from engine.measure import chrome_trace, measure, timeline_json
+    from engine.profiling import Profiler
+    from partition.onnx_io import parse_model_bytes
+    from partition.runner import PartitionRun
+
+    from .serialize import result_json
+    backend, executor, device, repeat = spec["backend"], spec["executor"], spec["device"], spec["repeat"]
+    kernels, label, limit = spec.get("kernels"), spec["label"], spec.get("memory_limit")
+    report("partition", 0.02, f"partitioning with {backend}")
+
+    def progress(done: int, total: int) -> None:
+        check()
+        report("partition", 0.02 + 0.18 * (done / max(1, total)),
+               f"partitioning with {backend}: {done}/{total} nodes")
+    part = PartitionRun(graph, backend, trace=False, properties=spec.get("properties"), progress=progress,
+                        **spec["options"]).run()
+    report("compare", 0.2, "onnxruntime reference, our engine, the partitioned graph")
+    notes: list[str] = []
+    feeds = random_inputs(graph, {}, seed=spec["seed"], default_dim=spec["default_dim"], notes=notes)
+    model = parse_model_bytes(model_bytes(), label)
+    stages = {"onnxruntime": (0.25, "onnxruntime on the whole model (the reference)"),
+              "engine": (0.4, "our engine, unpartitioned"),
+              "partitioned": (0.6, f"the partitioned graph, subgraphs on {executor}")}
+
+    def compare_progress(stage: str) -> None:
+        at, message = stages.get(stage, (0.2, stage))
+        report("compare", at, message)  # also where a cancel takes effect
+    if limit:   # --run-memory-limit: refuse before anything big is allocated (app/limits.py)
+        from .limits import check_run_budget
+        check_run_budget(graph, feeds, limit)
+    budget: dict[str, Any] = {}
+    c = compare(graph, model, feeds, partitioned=part, executor=executor, device=device, repeat=repeat,
+                label=label, kernels=kernels, progress=compare_progress, **budget)
+    report("timeline", 0.8, "a profiled run of the partitioned graph for the timeline")
+    profiler = Profiler()
+    with Executor(part.graph, device=device, executor=executor, hooks=profiler, kernels=kernels,
+                  **_with_limit(Executor, limit)) as ex:
+        m = measure(ex, feeds, repeat=1, warmup=1, profiler=profiler, label=label)
+    timeline = timeline_json(m.timeline)
+    # Per-node time of the unpartitioned graph on our engine: the graph view's "time" colouring.
+    with Executor(graph, device=device, executor="engine", kernels=kernels, **_with_limit(Executor, limit)) as ex:
+        node_seconds = measure(ex, feeds, repeat=max(1, min(repeat, 3)), warmup=1).node_seconds
+    report("report", 0.95, "writing the report")
+    data = {
+        "comparison": c.to_json(),
+        "notes": notes + list(c.notes),
+        "partition": result_json(part),
+        "timeline": timeline,
+        "memory": memory_series(part.graph, timeline, feeds),
+        "subgraph_times": [{"node": s["node"], "id": s.get("subgraph_id"), "property": s.get("property"),
+                            "executor": s.get("executor"), "seconds": s.get("seconds"),
+                            "peak_bytes": s.get("peak_bytes")} for s in m.subgraphs],
+        "node_seconds": m.node_seconds,
+        "original_node_seconds": node_seconds,
+        "inputs": {"seed": spec["seed"], "default_dim": spec["default_dim"],
+                   "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in feeds.items()}},
+    }
+    return data, chrome_trace(m.timeline, label)
 
 
 def memory_series(graph: Any, timeline: list[dict[str, Any]], feeds: Any) -> dict[str, Any]:
