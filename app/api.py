@@ -85,8 +85,16 @@ def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, t
             raise ApiError("'trt_plugins' must be a list of op type names")
         if any(p.strip() for p in plugins):
             options["trt_plugins"] = [p.strip() for p in plugins if p.strip()]
-    if isinstance(data.get("options"), dict):  # any schema option by name (GET /api/backends lists them)
-        options.update(data["options"])
+    extra = data.get("options")
+    if isinstance(extra, str) and extra:  # GET requests (layout, downloads, groups) carry them as JSON text
+        try:
+            extra = json.loads(extra)
+        except ValueError:
+            raise ApiError("'options' is not valid JSON") from None
+    if extra not in (None, "") and not isinstance(extra, dict):
+        raise ApiError("'options' must be an object of option names and values")
+    if isinstance(extra, dict):  # any schema option by name (GET /api/backends lists them)
+        options.update(extra)
     props = _backend_properties(backend, options)
     return backend, options, props, (backend, json.dumps(options, sort_keys=True))
 

@@ -31,6 +31,7 @@ from partition.errors import LensError
 from partition.ir import Graph
 
 CHUNK = 100
+LAYERS_OPEN = 200    # graphs with name scopes and more nodes than this open collapsed by scope
 BIG = 400            # more boxes than this: dot gets iteration limits
 INPUT_FANOUT = 2     # graph inputs: full edges to this many consumers, stubs to the rest
 FANOUT = 6           # node outputs: the same
@@ -111,8 +112,8 @@ def normalise(graph: Graph, scopes: frozenset[str], expand: str, collapse: str |
     want_flat = {"1": False, "0": True}.get(collapse or "")
     note = None
     big = item_count(graph) > flat_limit
-    if want_flat is None:
-        collapsed = big
+    if want_flat is None:  # a big graph, or a layered one past LAYERS_OPEN nodes, opens by its layers
+        collapsed = big or (len(graph.nodes) > LAYERS_OPEN and has_layers(graph))
     else:
         collapsed = not want_flat
         if want_flat and big:
@@ -142,6 +143,28 @@ def scope_parts(name: str) -> list[str]:
     """The name scopes of a node name: ``a/b/Conv_1`` -> ``["a", "a/b"]``."""
     parts = [p for p in name.split("/")[:-1] if p]
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def useful_scopes(graph: Graph) -> dict[str, int]:
+    """Name scope -> node count, without a scope holding every node (a single root such as
+    ``model``: one box that says nothing). The layers open at the first scope that splits the graph."""
+    counts: dict[str, int] = {}
+    for node in graph.nodes:
+        for scope in scope_parts(node.name):
+            counts[scope] = counts.get(scope, 0) + 1
+    total = len(graph.nodes)
+    return {k: v for k, v in counts.items() if v < total}
+
+
+def has_layers(graph: Graph) -> bool:
+    """Whether the graph's names give layers to collapse (torch-style ``/model.2/cv1/conv/Conv``)."""
+    return bool(useful_scopes(graph))
+
+
+def search_index(graph: Graph) -> list[list[Any]]:
+    """[name, op type, output tensor names] of every node, so the browser's search finds names, op
+    types and tensors in every view (a collapsed view draws groups, not the nodes)."""
+    return [[n.name, n.op_type, [t for t in n.outputs if t]] for n in graph.nodes]
 
 
 def graph_view(graph: Graph, *, assignment: Mapping[str, int] | None = None, expanded: Iterable[str] = (),
@@ -201,7 +224,7 @@ def _flat_view(graph: Graph, assignment: Mapping[str, int], grid_fallback: bool 
         if name in ids:
             clusters.setdefault(sid, []).append(name)
     view = _run_dot(items, ids, edges, clusters, grid_fallback=grid_fallback)
-    view.update(mode="flat", node_count=len(graph.nodes))
+    view.update(mode="flat", node_count=len(graph.nodes), layers=has_layers(graph), search=search_index(graph))
     return view
 
 
@@ -228,6 +251,7 @@ def unit_of_factory(graph: Graph, assignment: Mapping[str, int], expanded: set[s
     """Node name -> the id of the unit (group or node) it is drawn in."""
     units: dict[str, str] = {}
     loose: list[str] = []
+    useful = useful_scopes(graph) if use_scopes else {}
     for node in graph.nodes:
         unit = None
         if group_partitions and node.name in assignment:
@@ -237,13 +261,19 @@ def unit_of_factory(graph: Graph, assignment: Mapping[str, int], expanded: set[s
         if unit is None and use_scopes:
             for scope in scope_parts(node.name):
                 key = f"scope:{scope}"
-                if key not in expanded:
+                if scope in useful and key not in expanded:
                     unit = key
                     break
         if unit is None:
             loose.append(node.name)
         else:
             units[node.name] = unit
+    sizes: dict[str, int] = {}
+    for unit in units.values():
+        sizes[unit] = sizes.get(unit, 0) + 1
+    for name, unit in units.items():   # a scope box of one node says less than the node: draw the node
+        if sizes[unit] == 1 and unit.startswith("scope:"):
+            units[name] = name
     units.update(_runs(loose, expanded))
     return units
 
@@ -313,10 +343,30 @@ def _units_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str],
     for (a, b), n in sorted(counts.items(), key=lambda kv: -kv[1]):
         kept[a] = kept.get(a, 0) + 1
         edges.append((a, b, str(n), kept[a] > FANOUT))
-    view = _run_dot(items, ids, edges, {})
+    # Runs of nodes are in graph order; runs no edge joins (parallel branches) would sit side by side
+    # in one very wide rank: an invisible edge from each run to the next stacks them instead.
+    seqs = [u for u in members if u.startswith("seq:")]
+    chain = [(a, b) for a, b in zip(seqs, seqs[1:]) if (a, b) not in counts]
+    view = _run_dot(items, ids, edges, {}, chain=chain, scopes=_scope_boxes(members, expanded))
     view.update(mode="collapsed", node_count=len(graph.nodes), expanded=sorted(expanded),
-                units={n: u for n, u in units.items() if n != u})
+                units={n: u for n, u in units.items() if n != u}, layers=has_layers(graph),
+                search=search_index(graph))
     return view
+
+
+def _scope_boxes(members: Mapping[str, list[str]], expanded: set[str]) -> dict[str, list[str]]:
+    """Open name scope -> the units drawn directly inside it (its innermost open scope), so an opened
+    layer is drawn as a box around its members, as in Model Explorer. Open scopes holding only other
+    open scopes are kept (empty lists): they still frame their children."""
+    boxes: dict[str, list[str]] = {}
+    for unit in members:
+        path = unit[len("scope:"):] if unit.startswith("scope:") else unit
+        inner = [p for p in scope_parts(path) if f"scope:{p}" in expanded]
+        for p in inner:
+            boxes.setdefault(p, [])
+        if inner:
+            boxes[inner[-1]].append(unit)
+    return boxes
 
 
 def _node_item(node: Any, assignment: Mapping[str, int]) -> dict[str, Any]:
@@ -357,18 +407,21 @@ def _q(s: str) -> str:
 
 
 def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tuple[str, str, str, bool]],
-             clusters: Mapping[int, list[str]], grid_fallback: bool = True) -> dict[str, Any]:
+             clusters: Mapping[int, list[str]], grid_fallback: bool = True,
+             chain: Iterable[tuple[str, str]] = (), scopes: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
     # Big graphs: bound crossing minimisation and network simplex (a random 1,500-node DAG:
     # 6.2 s -> 2.0 s); small ones keep dot's best effort.
     limits = "mclimit=0.1, nslimit=1, " if len(items) > BIG or len(edges) > BIG else ""
     lines = ["digraph G {", f'graph [{limits}rankdir=TB, nodesep=0.18, ranksep=0.32, splines=true, outputorder=edgesfirst];',
              f'node [shape=box, fixedsize=true, width={NODE_W}, height={NODE_H}, label=""];']
-    in_cluster = {n for names in clusters.values() for n in names}
+    scopes = scopes or {}
+    in_cluster = {n for names in clusters.values() for n in names} | {n for names in scopes.values() for n in names}
     for item in items:
         if item["id"] in in_cluster:
             continue
         lines.append(_dot_node(ids[item["id"]], item))
     by_id = {item["id"]: item for item in items}
+    lines.extend(_scope_clusters(scopes, ids, by_id))
     for sid, names in sorted(clusters.items()):
         lines.append(f'subgraph cluster_{int(sid)} {{ margin=10; label="subgraph {int(sid)}"; '
                      'labeljust=l; fontsize=11;')
@@ -389,6 +442,8 @@ def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tu
             continue
         edge_list.append(e)
         lines.append(f"{ids[src]} -> {ids[dst]};")
+    for src, dst in chain:
+        lines.append(f"{ids[src]} -> {ids[dst]} [style=invis];")
     lines.append("}")
     try:
         data = _dot_json("\n".join(lines))
@@ -399,8 +454,31 @@ def _run_dot(items: list[dict[str, Any]], ids: Mapping[str, str], edges: list[tu
         view["note"] = f"{exc}; shown as a plain grid"
     else:
         view = _parse(data, items, ids, edge_list, clusters)
+        order = sorted(scopes or {}, key=lambda p: p.split("/"))
+        view["scopes"] = [{**box, "id": order[box["k"]]} for box in view.pop("scope_boxes")]
+        for box in view["scopes"]:
+            del box["k"]
     view["edges"].extend(ghosts)
     return view
+
+
+def _scope_clusters(scopes: Mapping[str, list[str]], ids: Mapping[str, str],
+                    by_id: Mapping[str, dict[str, Any]]) -> list[str]:
+    """Nested ``cluster_s<k>`` subgraphs for open scopes, without recursion: sorted by their path
+    parts, scopes come parent first, and a stack closes each one when the next is outside it.
+    The label is a blank (room for the name, which the browser draws: names never enter dot)."""
+    lines: list[str] = []
+    stack: list[str] = []
+    for k, scope in enumerate(sorted(scopes, key=lambda p: p.split("/"))):
+        while stack and not scope.startswith(stack[-1] + "/"):
+            stack.pop()
+            lines.append("}")
+        lines.append(f'subgraph cluster_s{k} {{ margin=8; label=" "; fontsize=12; labeljust=l;')
+        stack.append(scope)
+        for unit in scopes[scope]:
+            lines.append(_dot_node(ids[unit], by_id[unit]))
+    lines.extend("}" for _ in stack)
+    return lines
 
 
 def _grid(items: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, Any]:
@@ -458,10 +536,14 @@ def _parse(data: dict[str, Any], items: list[dict[str, Any]], ids: Mapping[str, 
     by_gid = {gid: name for name, gid in ids.items()}
     pos: dict[str, tuple[float, float, float, float]] = {}
     cluster_boxes = []
+    scope_boxes: list[dict[str, Any]] = []
     objects = data.get("objects", [])
     for obj in objects:
         name = obj.get("name", "")
-        if name.startswith("cluster_") and "bb" in obj:
+        if name.startswith("cluster_s") and "bb" in obj:
+            x0, y0, x1, y1 = _floats(obj["bb"])
+            scope_boxes.append({"k": int(name[len("cluster_s"):]), "x": x0, "y": height - y1, "w": x1 - x0, "h": y1 - y0})
+        elif name.startswith("cluster_") and "bb" in obj:
             x0, y0, x1, y1 = _floats(obj["bb"])
             cluster_boxes.append({"id": int(name[len("cluster_"):]), "x": x0, "y": height - y1,
                                   "w": x1 - x0, "h": y1 - y0})
@@ -472,10 +554,17 @@ def _parse(data: dict[str, Any], items: list[dict[str, Any]], ids: Mapping[str, 
     for item in items:
         x, y, w, h = pos.get(item["id"], (0.0, 0.0, NODE_W * 72, NODE_H * 72))
         nodes.append({**item, "x": round(x, 1), "y": round(y, 1), "w": round(w, 1), "h": round(h, 1)})
-    gid_edges = data.get("edges", [])
-    for e, ge in zip(edges, gid_edges):
-        e["points"] = _edge_points(ge.get("pos", ""), height)
-    return {"nodes": nodes, "edges": edges, "clusters": cluster_boxes,
+    # Matched by their ends, not by order: dot may list edges in another order than it was given.
+    gv_name = {obj.get("_gvid"): obj.get("name", "") for obj in objects}
+    points: dict[tuple[str, str], str] = {}
+    for ge in data.get("edges", []):
+        if ge.get("style") == "invis":
+            continue
+        tail, head = by_gid.get(gv_name.get(ge.get("tail"), "")), by_gid.get(gv_name.get(ge.get("head"), ""))
+        points.setdefault((tail, head), ge.get("pos", ""))
+    for e in edges:
+        e["points"] = _edge_points(points.get((e["source"], e["target"]), ""), height)
+    return {"nodes": nodes, "edges": edges, "clusters": cluster_boxes, "scope_boxes": scope_boxes,
             "width": round(bb[2], 1), "height": round(height, 1)}
 
 

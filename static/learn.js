@@ -1,4 +1,4 @@
-/* The guided walkthrough: the real trace of seed 004's cycle example, one explained step at a time. */
+/* The guided walkthrough: the real trace of the cycle example (why partitioning must avoid cycles), one explained step at a time. */
 "use strict";
 (function () {
   const view = new SG.GraphView(document.getElementById("graph"), {});

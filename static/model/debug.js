@@ -28,7 +28,9 @@
       const st = await SG.api("POST", sessionUrl("/step"), Object.assign({ action, index: S.index }, extra || {}));
       applyState(st);
       $("dbg-status").dataset.ms = (performance.now() - t0).toFixed(1);   // round trip + drawing
-      if (action === "run" || action === "last") { const hl = st.highlight; if (hl && hl.node.length) M.view.center(hl.node[0]); }
+      const cur = st.highlight && st.highlight.node.length ? st.highlight.node[0] : null;
+      if (cur && (action === "run" || action === "last" || action === "goto")) { M.reveal(cur); M.view.center(cur); }
+      else if (cur) M.view.follow(cur);   // the view follows the current node
       return st;
     } catch (e) {
       M.stopPlay(); SG.error(e);
@@ -91,15 +93,25 @@
     li.scrollIntoView({ block: "nearest" });
   }
 
+  /* Open the collapsed box holding the current node (Play, run to a breakpoint, a jump), then keep
+     it in view. Single steps only mark the box (class "member") so a step stays one round trip. */
+  M.reveal = async function (name) {
+    if (S.revealing || !S.layout || S.layout.mode !== "collapsed" || M.view.unit(name) === name) return;
+    S.revealing = true;
+    try { await M.expandTo(name); M.view.follow(name); } catch (e) { SG.error(e); } finally { S.revealing = false; }
+  };
+
   M.stopPlay = function () { if (S.playing) { clearInterval(S.playing); S.playing = null; } $("dbg-play").textContent = "▶︎ Play"; };
   M.togglePlay = function () {
     if (S.playing) { M.stopPlay(); return; }
     if (!S.session) return;
     $("dbg-play").textContent = "⏸ Pause";
     const tick = async () => {
-      if (S.busy) return;
+      if (S.busy || S.revealing) return;
       if (S.done && S.index >= S.known - 1) { M.stopPlay(); return; }
-      await M.step("next");
+      const st = await M.step("next");
+      const cur = st && st.highlight && st.highlight.node.length ? st.highlight.node[0] : null;
+      if (cur && S.playing) await M.reveal(cur);
     };
     S.playing = setInterval(tick, Math.max(30, 1000 / Number($("dbg-speed").value)));
   };

@@ -10,6 +10,9 @@
   $("grp").onchange = () => { S.expanded.clear(); M.reload(); };
   $("fit").onclick = () => M.view.fit();
   $("search").oninput = ev => M.search(ev.target.value);
+  $("search").onkeydown = ev => { if (ev.key === "Enter") { ev.preventDefault(); M.nextHit(ev.shiftKey ? -1 : 1); } };
+  $("zoom-in").onclick = () => M.view.zoomBy(1.25);
+  $("zoom-out").onclick = () => M.view.zoomBy(0.8);
   $("rule-edit").onclick = M.ruleDialog;
   $("dbg-start").onclick = M.startSession;
   $("dbg-next").onclick = () => M.step("next");
@@ -28,10 +31,11 @@
     if (["input", "select", "textarea"].includes(tag) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (tag === "button" && (ev.key === " " || ev.key === "Enter")) return;   // the button's own action
     const keys = { ArrowRight: () => M.step("next"), ArrowLeft: () => M.step("prev"), Home: () => M.step("first"),
-      End: () => { M.stopPlay(); M.step("last"); }, " ": M.togglePlay, b: M.runToBreakpoint, f: () => M.view.fit(), "/": () => $("search").focus() };
+      End: () => { M.stopPlay(); M.step("last"); }, " ": M.togglePlay, b: M.runToBreakpoint, f: () => M.view.fit(), "/": () => $("search").focus(),
+      "+": () => M.view.zoomBy(1.25), "=": () => M.view.zoomBy(1.25), "-": () => M.view.zoomBy(0.8) };
     if (keys[ev.key]) { ev.preventDefault(); keys[ev.key](); }
   });
-  window.addEventListener("resize", () => M.view.fit());
+  window.addEventListener("resize", () => M.view.fit());   // a new window size: the whole graph again
 
   async function init() {
     try {
@@ -39,8 +43,11 @@
       S.summary = summary; M.renderSummary(summary);
       SG.fill($("backend"), be.backends.map(b => h("option", { value: b.name }, b.name + (b.plugin ? " (plugin)" : b.name === "rule" ? " (made here)" : ""))));
       SG.fill($("bp-kind"), kinds.events.map(k => h("option", null, k)));   // the server's one list
+      M.schemas = be.options || {};
       $("backend").value = M.params.get("backend") || "default";
-      $("ops").value = M.params.get("ops") || Object.keys(summary.op_counts).slice(0, 3).join(",");
+      M.syncBackendUi();
+      if ($("ops")) $("ops").value = M.params.get("ops") || Object.keys(summary.op_counts).slice(0, 3).join(",");
+      M.renderTrtOptions();
       const errs = Object.entries(be.plugin_errors || {});
       if (errs.length) SG.error(errs.map(([, e]) => e).join("\n"));
       if (be.runs !== "available") { $("run-go").disabled = true; $("run-error").textContent = be.runs; $("run-error").hidden = false; }

@@ -5,9 +5,9 @@
 
   M.onNodeClick = async function (id, item) {
     if (!item) return;
-    if (item.kind === "group") { S.expanded.add(id); await M.loadLayout().catch(SG.error); return; }
+    if (item.kind === "group") { await M.openGroup(id).catch(SG.error); return; }
     if (item.kind !== "node") return;
-    S.selected = id;
+    S.selected = id; M.view.setSelected(id);
     const q = new URLSearchParams({ name: id }); if (S.body) q.set("body", S.body);
     try {
       const n = await SG.api("GET", M.api("/node?" + q));
@@ -18,7 +18,7 @@
 
   function gotoLink(name) {
     return h("span", { class: "clickable", "data-goto": name, onclick: () => {
-      M.view.center(name); M.view.setState({ focus: [name] }); M.onNodeClick(name, M.view.items.get(M.view.unit(name)));
+      M.expandTo(name).then(() => { M.view.center(name); M.view.setState({ focus: [name] }); M.onNodeClick(name, M.view.items.get(M.view.unit(name))); }).catch(SG.error);
     } }, name);
   }
   function tensorRows(list, dir) {

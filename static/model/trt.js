@@ -1,46 +1,96 @@
-/* The TensorRT tab: partition with TensorRT, unsupported ops, nodes left out, incompatibility
-   groups, the cycle checks of the trace, subgraphs and downloads. */
+/* The TensorRT tab: the options (rule table release, plugin ops, min size… from the backend's
+   option schema), partition with TensorRT, which rule table decided and its warnings, unsupported
+   ops, nodes left out grouped by reason kind (collapsible, coloured by category with a legend that
+   uses the same colours), incompatibility groups, the cycle checks of the trace, downloads. */
 "use strict";
 (function () {
   const M = SG.M, S = M.S, $ = M.$, h = SG.h;
+  let labels = {};
+
+  M.renderTrtOptions = function () {
+    const schema = M.schemas.tensorrt || [];
+    const keep = schema.filter(o => o.name !== "mode");   // teaching mode gives the same result
+    SG.fill($("trt-opts"), keep.map(o => M.optionInput(o, "trt-")));
+  };
+  M.trtSelection = function () {
+    const opts = M.readOptions($("trt-opts"), M.schemas.tensorrt || []);
+    return Object.keys(opts).length ? { backend: "tensorrt", options: opts } : { backend: "tensorrt" };
+  };
 
   M.trt = async function () {
     const out = $("trt-out"); SG.fill(out, h("p", { class: "muted" }, "partitioning…"));
     try {
-      $("backend").value = "tensorrt"; M.syncBackendUi();
-      const r = await M.doPartition({ backend: "tensorrt" });
-      const s = r.summary; const q = M.query({ backend: "tensorrt" }).toString();
-      const unsupported = (s.unsupported || []).map(u => SG.row(u.op_type, String(u.count), Object.keys(u.reasons).join("; ")));
-      const left = r.excluded.map(e => h("li", null, h("span", { class: "clickable", "data-groups": e.node, onclick: () => M.showGroups(e.node) }, e.node), " — " + e.reason));
-      const subs = r.subgraphs.map(sg => SG.row(String(sg.id), String(sg.node_count), SG.bytes(sg.boundary_bytes),
-        h("a", { href: M.api("/subgraphs/" + encodeURIComponent(sg.id) + ".onnx?" + q), download: true }, "ONNX")));
-      SG.fill(out,
-        h("h3", null, "Summary"),
-        h("table", { class: "kv", id: "trt-summary" },
-          SG.row("coverage", [h("b", null, (100 * s.coverage).toFixed(1) + "%"), " (" + s.nodes_covered + " of " + s.nodes + " nodes)"]),
-          SG.row("partitions", s.partitions + " (sizes " + s.partition_sizes.min + "–" + s.partition_sizes.max + ")"),
-          SG.row("cycles avoided", String(s.cycles_avoided))),
-        h("h3", null, "Unsupported op types"),
-        h("table", { class: "grid" }, SG.headRow("op", "nodes", "reason"),
-          unsupported.length ? unsupported : h("tr", null, h("td", { colspan: 3, class: "muted" }, "none"))),
-        h("h3", null, "Nodes left out ", h("span", { class: "muted" }, "(click for incompatibility groups)")),
-        h("ul", { id: "trt-excluded" }, left.length ? left : h("li", { class: "muted" }, "none")),
-        h("div", { id: "trt-groups" }),
-        h("h3", null, "Cycle checks"), h("div", { id: "trt-cycles", class: "muted" }, "reading the trace…"),
-        h("h3", null, "Subgraphs"), h("table", { class: "grid" }, SG.headRow("#", "nodes", "boundary", ""), subs),
-        h("p", null, h("a", { class: "button", href: M.api("/partitioned.onnx?" + q), download: true }, "Download the partitioned ONNX")));
-      cycleChecks(r);
+      const sel = M.trtSelection();
+      if (!Object.keys(labels).length) labels = (await SG.api("GET", "/api/kinds")).reason_labels || {};
+      const r = await M.doPartition(sel);
+      $("backend").value = "tensorrt"; M.syncBackendUi(); M.setOptions($("opts"), sel.options);
+      $("colour").value = "supported"; M.applyColour();
+      render(out, r, sel);
     } catch (e) { SG.fill(out, SG.errorBox(e)); }
   };
 
-  function pathLink(names, label) {
-    return h("span", { class: "clickable", "data-path": names.join("|"), onclick: () => { S.groups = null; M.view.setState({ path: names }); M.legend(); } }, label);
+  function render(out, r, sel) {
+    const s = r.summary; const q = M.query(sel).toString();
+    const unsupported = (s.unsupported || []).map(u => SG.row(u.op_type, String(u.count), Object.keys(u.reasons).join("; ")));
+    const subs = r.subgraphs.map(sg => SG.row(String(sg.id), String(sg.node_count), SG.bytes(sg.boundary_bytes),
+      h("a", { href: M.api("/subgraphs/" + encodeURIComponent(sg.id) + ".onnx?" + q), download: true }, "ONNX")));
+    const notes = Object.entries(s.tensorrt_notes || {});
+    SG.fill(out,
+      h("h3", null, "Summary"),
+      h("table", { class: "kv", id: "trt-summary" },
+        SG.row("coverage", [h("b", null, (100 * s.coverage).toFixed(1) + "%"), " (" + s.nodes_covered + " of " + s.nodes + " nodes)"]),
+        SG.row("partitions", s.partitions + (s.partitions ? " (sizes " + s.partition_sizes.min + "–" + s.partition_sizes.max + ")" : "")),
+        SG.row("cycles avoided", String(s.cycles_avoided)),
+        SG.row("rule table", h("span", { id: "trt-rules" }, "TensorRT " + (s.tensorrt_rules || "?") + "'s ONNX parser"))),
+      (s.tensorrt_warnings || []).map(w => h("div", { class: "trt-warn" }, "⚠ " + w)),
+      notes.length ? h("details", { id: "trt-notes" }, h("summary", null, "notes on " + (s.tensorrt_note_count || notes.length) + " node(s) accepted with a caveat"),
+        h("ul", null, notes.map(([n, t]) => h("li", null, h("code", null, n), " — " + t)))) : null,
+      h("h3", null, "Unsupported op types"),
+      h("table", { class: "grid" }, SG.headRow("op", "nodes", "reason"),
+        unsupported.length ? unsupported : h("tr", null, h("td", { colspan: 3, class: "muted" }, "none"))),
+      h("h3", null, "Nodes left out ", h("span", { class: "muted" }, "(" + r.excluded.length + "; click one for its incompatibility groups)")),
+      leftLegend(), leftOut(r.excluded),
+      h("h3", null, "Cycle checks"), h("div", { id: "trt-cycles", class: "muted" }, "reading the trace…"),
+      h("h3", null, "Subgraphs"), h("table", { class: "grid" }, SG.headRow("#", "nodes", "boundary", ""), subs),
+      h("p", null, h("a", { class: "button", href: M.api("/partitioned.onnx?" + q), download: true }, "Download the partitioned ONNX")));
+    cycleChecks(r, sel);
   }
 
-  async function cycleChecks(r) {
+  function leftLegend() {
+    const kids = [];
+    for (const k in M.LEFT) kids.push(M.swatch(M.LEFT[k].colour, "lo-" + k), " " + M.LEFT[k].label + " ");
+    return h("div", { class: "muted", id: "trt-legend" }, kids);
+  }
+
+  /* The left-out nodes grouped by reason kind (the typed reasons), with counts; each group opens. */
+  function leftOut(excluded) {
+    if (!excluded.length) return h("ul", { id: "trt-excluded" }, h("li", { class: "muted" }, "none"));
+    const byKind = new Map();
+    for (const e of excluded) { const k = e.kind || "other"; if (!byKind.has(k)) byKind.set(k, []); byKind.get(k).push(e); }
+    const groups = [...byKind.entries()].sort((a, b) => b[1].length - a[1].length).map(([kind, list]) => {
+      const cats = new Set(list.map(M.leftCategory));
+      const items = list.map(e => {
+        const cat = M.leftCategory(e);
+        return h("li", { "data-category": cat }, M.swatch(M.LEFT[cat].colour, "lo-" + cat), " ",
+          h("span", { class: "clickable", "data-groups": e.node, onclick: ev => M.showGroups(e.node, ev.target.closest("li")) }, e.node),
+          " — " + e.reason);
+      });
+      return h("details", { open: byKind.size <= 3 || list.length <= 20, "data-kind": kind },
+        h("summary", null, (labels[kind] || kind) + " ", h("span", { class: "muted" }, "(" + list.length + ")"),
+          " ", [...cats].map(c => M.swatch(M.LEFT[c].colour, "lo-" + c))),
+        h("ul", null, items));
+    });
+    return h("div", { id: "trt-excluded", class: "left-kinds" }, groups);
+  }
+
+  function pathLink(names, label) {
+    return h("span", { class: "clickable", "data-path": names.join("|"), onclick: () => { S.groups = null; M.view.setState({ path: names }); M.view.center(names[0]); M.legend(); } }, label);
+  }
+
+  async function cycleChecks(r, sel) {
     const box = $("trt-cycles");
     try {
-      const st = await SG.api("POST", "/api/sessions", { model: M.MID, backend: "tensorrt" });
+      const st = await SG.api("POST", "/api/sessions", Object.assign({ model: M.MID }, sel));
       const sid = encodeURIComponent(st.id);
       const ev = await SG.api("GET", "/api/sessions/" + sid + "/events?kinds=cycle,refuse");
       SG.api("DELETE", "/api/sessions/" + sid).catch(() => {});
@@ -53,27 +103,39 @@
         kids.push(h("ul", null, grp.map(e => h("li", null, pathLink([e.node, e.neighbour, e.extra.incompatible], e.neighbour),
           " refused from " + e.node + ": " + e.reason))));
       }
-      for (const c of r.cycles || []) kids.push(h("div", { class: "muted" }, "recorded: seed " + c.seed + ", path " + (c.path || []).join(" → ") + ", excluded " + c.excluded));
+      for (const c of r.cycles || []) kids.push(h("div", { class: "muted" }, "recorded from " + c.seed + ": path " + (c.path || []).join(" → ") + ", excluded " + c.excluded));
       box.className = ""; SG.fill(box, kids);
     } catch (e) { SG.fill(box, SG.errorBox(e)); }
   }
 
-  M.showGroups = async function (node) {
+  /* A node's incompatibility groups: the node centred on the graph (its groups opened if it is inside
+     a collapsed box) and the panel shown right under the clicked entry, scrolled into view. */
+  M.showGroups = async function (node, anchor) {
     try {
-      const g = await SG.api("GET", M.api("/groups?node=" + encodeURIComponent(node)));
-      S.groups = g;
+      const sel = S.partitioned && S.partitioned.backend === "tensorrt" ? S.partitioned : M.trtSelection();
+      const q = new URLSearchParams({ node });
+      if (sel.options) q.set("options", JSON.stringify(sel.options));
+      const g = await SG.api("GET", M.api("/groups?" + q));
+      S.groups = Object.assign({ node }, g);
       if (S.body) { S.body = ""; await M.loadLayout(); }
+      await M.expandTo(node);
       M.view.setState({ path: [node], anc: g.ancestors, desc: g.descendants });
+      M.view.setSelected(node); S.selected = node;
       M.view.center(node);
       M.legend();
-      const list = xs => xs.length ? xs.map((x, k) => [k ? ", " : null, h("code", null, x)]) : h("span", { class: "muted" }, "none");
+      const list = xs => xs.length ? [xs.slice(0, 60).map((x, k) => [k ? ", " : null, h("code", null, x)]),
+        xs.length > 60 ? " … and " + (xs.length - 60) + " more" : null] : h("span", { class: "muted" }, "none");
       const panel = h("div", { class: "panel", id: "groups-panel" },
         h("h3", null, "Incompatibility groups of ", h("code", null, node), " (" + g.op_type + ")"),
         h("p", null, g.compatible ? "compatible with TensorRT" : [h("b", null, "incompatible:"), " " + g.reason]),
         h("p", null, h("span", { class: "sw anc" }), " ", h("b", null, "ancestors"), " (" + g.ancestor_count + "): ", list(g.ancestors)),
         h("p", null, h("span", { class: "sw desc" }), " ", h("b", null, "descendants"), " (" + g.descendant_count + "): ", list(g.descendants)),
         h("p", { class: "muted" }, g.note));
-      if ($("trt-groups")) { SG.fill($("trt-groups"), panel); M.showTab("trt"); } else { $("tab-node").prepend(panel); }
+      const old = $("groups-panel"); if (old) old.remove();
+      if (anchor && anchor.isConnected) { anchor.append(panel); M.showTab("trt"); }
+      else if ($("trt-out") && $("trt-out").childElementCount) { $("trt-out").prepend(panel); M.showTab("trt"); }
+      else $("tab-node").prepend(panel);
+      panel.scrollIntoView({ block: "nearest" });
     } catch (e) { SG.error(e); }
   };
 })();
