@@ -336,6 +336,7 @@ def test_async_errors_are_not_lost(eng: Engine) -> None:
 def test_on_complete_twice_is_a_clear_error(eng: Engine) -> None:
     v = eng.new_variable()
     caught: list[BaseException] = []
+    returned = threading.Event()
 
     def twice(rc: engine.RunContext, on_complete: engine.core.OnComplete) -> None:
         on_complete()
@@ -343,8 +344,12 @@ def test_on_complete_twice_is_a_clear_error(eng: Engine) -> None:
             on_complete()
         except OnCompleteError as exc:
             caught.append(exc)
+        returned.set()
 
     eng.push_async(twice, CPU, [], [v])
+    # The first call completes the function, so a wait may return before the second call
+    # is made; the error it records is raised by the next wait. Wait for the body to return.
+    assert returned.wait(10)
     with pytest.raises(OnCompleteError, match="'.*twice' was called twice"):
         eng.wait_for_all(timeout=10)
     assert len(caught) == 1 and v.version == 1
