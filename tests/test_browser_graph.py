@@ -12,26 +12,16 @@ Screenshots in ``test-artifacts/graph_*.png``.
 from __future__ import annotations
 
 import io
-import logging
-import os
-import shutil
-import threading
-from pathlib import Path
 
 import pytest
 from onnx import TensorProto
 from onnx import helper as oh
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+from browser_harness import ARTIFACTS, chromium, playwright_or_skip, serving
 
 pytestmark = pytest.mark.browser
 
-if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-    pytest.skip(f"chromium is not installed at {CHROMIUM} (make sysdeps-test installs it)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
+sync_api = playwright_or_skip()
 
 
 def _model(nodes, out: str, extra_domains=()):
@@ -77,8 +67,6 @@ def mixed_model(blocks: int = 60):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     from app import create_app
-    from app.cli import make_server
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path_factory.mktemp("inst"))})
     client = app.test_client()
     ids = {}
@@ -88,21 +76,14 @@ def server(tmp_path_factory):
         assert resp.status_code in (200, 201), resp.get_json()
         ids[name] = resp.get_json()["id"]
     ids.update(cnn="sample-cnn_dynamic", transformer="sample-transformer_dynamic", cycle="sample-trt_cycle")
-    srv = make_server("127.0.0.1", 0, app)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_port}", ids
-    srv.shutdown()
-    thread.join(5)
+    with serving(app) as url:
+        yield url, ids
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"),
-                              args=ARGS)
+    with chromium(sync_api) as b:
         yield b
-        b.close()
 
 
 @pytest.fixture

@@ -16,50 +16,32 @@ Screenshots land in ``test-artifacts/runs_*.png``.
 
 from __future__ import annotations
 
-import logging
-import os
-import shutil
-import threading
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+from browser_harness import ARTIFACTS, chromium, playwright_or_skip, serving
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
 
 pytestmark = pytest.mark.browser
 
-if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-    pytest.skip(f"chromium is not installed at {CHROMIUM} (make sysdeps-test installs it)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
+sync_api = playwright_or_skip()
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     from app import create_app
-    from app.cli import make_server
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path_factory.mktemp("inst"))})
-    srv = make_server("127.0.0.1", 0, app)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_port}", app
-    srv.shutdown()
-    thread.join(5)
+    with serving(app) as url:
+        yield url, app
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"),
-                              args=ARGS)
+    with chromium(sync_api) as b:
         yield b
-        b.close()
 
 
 @pytest.fixture

@@ -5,25 +5,16 @@ shown as literal text."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
 from onnx import TensorProto, helper
 
 import sec_models
-from sec_server import server  # noqa: F401 - the fixture
+from browser_harness import ARTIFACTS, chromium, playwright_or_skip
 from sec_models import PAYLOAD
+from sec_server import server  # noqa: F401 - the fixture
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"   # gitignored screenshots
 pytestmark = pytest.mark.browser
-if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-    pytest.skip(f"chromium is not installed at {CHROMIUM}", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
-
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+sync_api = playwright_or_skip()
 
 
 def runnable_model() -> bytes:
@@ -50,11 +41,8 @@ def models(server):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"),
-                              args=ARGS)
+    with chromium(sync_api) as b:
         yield b
-        b.close()
 
 
 class Watch:

@@ -1,0 +1,57 @@
+"""What every browser test shares: Debian's chromium through Playwright, and an app on loopback.
+
+Chromium runs headless with the background-networking switches off (this machine's
+network is closed; without them it retries refused connections at every start).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"   # gitignored screenshots
+
+
+def playwright_or_skip() -> Any:
+    """``playwright.sync_api``, or skip the calling module when chromium or playwright is missing."""
+    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+        pytest.skip(f"chromium is not installed at {CHROMIUM} (make sysdeps-test installs it)",
+                    allow_module_level=True)
+    return pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
+
+
+@contextmanager
+def chromium(sync_api: Any) -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"), args=ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """``app`` on a free loopback port in a thread; yields its base URL."""
+    import logging
+
+    from app.cli import make_server
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    srv = make_server("127.0.0.1", 0, app)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_port}"
+    finally:
+        srv.shutdown()
+        thread.join(5)
