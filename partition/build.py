@@ -208,16 +208,7 @@ class PassState:
                 outputs.extend(t for t in outs if t and (t in graph_outputs or any(
                     r.name not in inside for r in graph.consumers(t))))
         produced.discard("")
-        tensors: dict[str, TensorInfo] = {}
-        known, weights = graph.tensors, graph.initializers
-        for t in (*inputs, *produced):
-            info = known.get(t)
-            if info is None:
-                if t not in weights:
-                    continue  # nothing known about it: the body does not need an entry
-                info = weights[t].info()
-            if info.dtype or info.shape:
-                tensors[t] = info
+        tensors = _body_tensors(graph, (*inputs, *produced))
         return Graph.trusted(name, nodes, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
                              closed=True)  # every outer read is an input
 
@@ -352,9 +343,16 @@ def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
                 if reader.name not in inside:
                     outputs.append(t)
                     break
+    tensors = _body_tensors(graph, (*inputs, *produced))
+    return Graph.trusted(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
+                         closed=True)  # every outer read is an input
+
+
+def _body_tensors(graph: Graph, names: Sequence[str]) -> dict[str, TensorInfo]:
+    """The type entries a subgraph body keeps for ``names`` (weights typed from their data)."""
     tensors: dict[str, TensorInfo] = {}
     known, weights = graph.tensors, graph.initializers
-    for t in (*inputs, *produced):
+    for t in names:
         info = known.get(t)
         if info is None:
             if t not in weights:
@@ -362,8 +360,7 @@ def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
             info = weights[t].info()
         if info.dtype or info.shape:
             tensors[t] = info
-    return Graph.trusted(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
-                         closed=True)  # every outer read is an input
+    return tensors
 
 
 # ------------------------------------------------------------------ growers --

@@ -19,7 +19,7 @@ through the same instantiation; they stay ``Subgraph`` nodes with
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import onnx
 
@@ -77,8 +77,9 @@ def bound_function(f: onnx.FunctionProto, call: onnx.NodeProto) -> onnx.Function
     return bound
 
 
-def calls_in(f: onnx.FunctionProto, functions: LocalFunctions) -> list[onnx.NodeProto]:
-    """The nodes of ``f`` (nested graphs included) that call a local function, in order."""
+def calls_in(f: Any, functions: Mapping[tuple[str, str], Any]) -> list[onnx.NodeProto]:
+    """The nodes of ``f`` (a function or a graph; nested graphs included) that call a local
+    function, in order."""
     found: list[onnx.NodeProto] = []
     stack = [iter(f.node)]
     while stack:
@@ -186,16 +187,7 @@ def expanded_size(model: onnx.ModelProto, limit: int = INFER_EXPANDED_LIMIT) -> 
 
 def _callee_names(holder: Any, functions: dict, every: bool = False) -> list[tuple[str, str]]:
     """Local functions called in ``holder``'s nodes (nested graphs too); with ``every``, once per call."""
-    found: list[tuple[str, str]] = []
-    stack = [iter(holder.node)]
-    while stack:
-        node = next(stack[-1], None)
-        if node is None:
-            stack.pop()
-            continue
-        if (node.domain, node.op_type) in functions:
-            found.append((node.domain, node.op_type))
-        stack.extend(iter(a.g.node) for a in node.attribute if a.type == onnx.AttributeProto.GRAPH)
+    found = [(node.domain, node.op_type) for node in calls_in(holder, functions)]
     return found if every else list(dict.fromkeys(found))
 
 

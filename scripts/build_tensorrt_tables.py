@@ -5,7 +5,7 @@
 ``REF_DIR`` holds the parser source of release 10.1-GA (``onnxOpImporters.cpp``,
 ``onnxOpCheckers.cpp``, ``ModelImporter.cpp``, ``importerUtils.cpp``, ...) and
 ``operators_10.1.md`` / ``operators_10.0.md`` (the project's copy lives in
-``/work/shared/reference/onnx-tensorrt``). Every citation is *found* in those files
+``../shared/reference/onnx-tensorrt`` beside the checkout). Every citation is *found* in those files
 by searching for a phrase (never typed as a number), so a row's ``file:line``
 points at the check it describes; ``tests/test_tensorrt_rules_data.py`` re-reads
 the lines where the source is present. The 10.0 file is an overlay: the rows

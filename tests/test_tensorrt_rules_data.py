@@ -1,7 +1,7 @@
 """The rule tables themselves: every row cites its source, every type name is an ONNX type, cites point at the check.
 
 Where the upstream source is on this machine (``SGLENS_TRT_REF`` or
-``/work/shared/reference/onnx-tensorrt``), each 10.1 citation is re-read: a doc
+``../shared/reference/onnx-tensorrt`` beside the checkout), each 10.1 citation is re-read: a doc
 citation must be that op's row, a first importer/checker citation that op's
 definition, and every other citation an existing line.
 """
