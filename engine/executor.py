@@ -67,6 +67,7 @@ from .kernels.functions import local_function_kernel
 from .kernels.registry import HOST_INPUTS
 from .plan import PLANS, ModeChooser, segments
 from .rewrite import split_bidirectional_lstm
+from .specialize import specialized_call
 from .run_errors import DeviceError, InputError, KernelFailure, MissingKernelError, RunError
 from .subgraph_ops import EXECUTORS, SubgraphOp
 from .run_state import RunResult, _Run, _Step
@@ -503,15 +504,17 @@ class Executor:
         if host:
             host_weights = self._host_weights
 
-            def call_host(run: _Run, args: list, rctx: RunContext) -> tuple:
+            def call(run: _Run, args: list, rctx: RunContext) -> tuple:
                 for i, t in host:  # shape / axes weights: their host copy, no device read
                     args[i] = host_weights[t]
                 return kernel(xp, *args, **attrs)
-            return call_host
-
-        def call(run: _Run, args: list, rctx: RunContext) -> tuple:
-            return kernel(xp, *args, **attrs)
-        return call
+        else:
+            def call(run: _Run, args: list, rctx: RunContext) -> tuple:
+                return kernel(xp, *args, **attrs)
+        if self.options.kernels is not None:  # the caller's kernels run as they are
+            return call
+        # Constant axes, shapes, indices: planned once (engine/specialize.py).
+        return specialized_call(node, attrs, self._weights, self._produced_names, xp, call) or call
 
     def _host_inputs(self, node: Node) -> tuple[tuple[int, str], ...]:
         """On a device: the (position, weight) inputs of ``node`` its kernel reads on

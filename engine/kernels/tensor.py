@@ -120,11 +120,18 @@ def slice_(xp: Any, x: Any, starts: Any, ends: Any, axes: Any = None, steps: Any
 
 def _slice(x: Any, starts: list[int], ends: list[int], axes: list[int] | None,
            steps: list[int] | None) -> Any:
-    index = [slice(None)] * x.ndim
     axes = axes if axes is not None else list(range(len(starts)))
+    return x[_slice_index(tuple(x.shape), starts, ends, axes, steps)]
+
+
+def _slice_index(shape: tuple, starts: list[int], ends: list[int], axes: list[int],
+                 steps: list[int] | None) -> tuple:
+    """The index tuple of an ONNX Slice of a tensor of ``shape`` (also planned once per
+    shape by ``engine/specialize.py``)."""
+    index = [slice(None)] * len(shape)
     steps = steps if steps is not None else [1] * len(starts)
     for s, e, a, st in zip(starts, ends, axes, steps):
-        dim = x.shape[a]
+        dim = shape[a]
         # Clamp like ONNX: huge ends (INT_MAX) and negative-step sentinels map to the dim edges.
         if st > 0:
             s = max(0, min(dim, s + dim if s < 0 else s))
@@ -133,8 +140,8 @@ def _slice(x: Any, starts: list[int], ends: list[int], axes: list[int] | None,
             s = max(0, min(dim - 1, s + dim if s < 0 else s))
             e = max(-1, min(dim - 1, e + dim if e < 0 else e))
             e = None if e == -1 else e
-        index[a % x.ndim] = slice(s, e, st)
-    return x[tuple(index)]
+        index[a % len(shape)] = slice(s, e, st)
+    return tuple(index)
 
 
 @register("Pad", since=2)

@@ -1,0 +1,311 @@
+"""Bind-time kernels for shape and layout nodes whose small inputs are constants.
+
+Exporters give Unsqueeze/Squeeze/Reshape/Slice/Pad/Gather/Reduce* their axes,
+shapes, pads and indices as constant tensors. The registry kernel reads them back
+on every call (a host copy, a list of Python ints, the index arithmetic): 3-20 us
+on a small tensor, several times the work itself. Here those inputs are read once,
+when the executor binds the node, and each distinct input *shape* is planned once
+(the index tuple, the output shape, the gather indices); a call then costs one
+array operation.
+
+Safety: a specialised call checks that every constant input it was made for is
+the very object the run passes (``args[i] is value``); a weight replaced by
+``Executor.set_weight`` -- a new object -- sends the node back to the registry
+kernel. A shape the plan rejects (an axis out of range, a squeezed axis that is
+not 1) goes to the registry kernel too, which raises its usual error. Every
+operation is written against ``xp`` (numpy or cupy); gather indices are uploaded
+once per plan. Outputs may be views of the input, as the registry kernels' are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .kernels.tensor import _slice_index
+
+#: A specialised body: (xp, x) -> output array, or _GENERIC to use the registry kernel.
+Body = Callable[[Any, Any], Any]
+_GENERIC = object()
+_MAX_PLANS = 16   # distinct input shapes remembered per node (dynamic shapes: bounded)
+
+
+def _ints(v: Any) -> list[int] | None:
+    return None if v is None else [int(a) for a in np.asarray(v).reshape(-1)]
+
+
+def _planned(plan_for: Callable[[tuple, Any], Any], apply: Callable[[Any, Any, Any], Any]) -> Body:
+    """A body that plans once per input shape (``plan_for(shape, xp)``, None = generic;
+    index arrays in a plan are already on ``xp``'s device)
+    and then runs ``apply(xp, x, plan)``."""
+    plans: dict[tuple, Any] = {}
+
+    def body(xp: Any, x: Any) -> Any:
+        shape = x.shape
+        plan = plans.get(shape, _GENERIC)
+        if plan is _GENERIC:
+            plan = plan_for(tuple(int(d) for d in shape), xp)
+            if len(plans) >= _MAX_PLANS:
+                plans.clear()
+            plans[shape] = plan
+        if plan is None:
+            return _GENERIC
+        return apply(xp, x, plan)
+    return body
+
+
+def _reshape_to(xp: Any, x: Any, shape: tuple) -> Any:
+    return x.reshape(shape)
+
+
+def _index(xp: Any, x: Any, index: tuple) -> Any:
+    return x[index]
+
+
+# ----------------------------------------------------------------- the ops --
+def _unsqueeze(axes: list[int] | None) -> Body | None:
+    if not axes:
+        return None
+
+    def plan(shape: tuple, xp: Any) -> tuple | None:
+        rank = len(shape) + len(axes)
+        norm = sorted(a % rank for a in axes if -rank <= a < rank)
+        if len(norm) != len(axes) or len(set(norm)) != len(norm):
+            return None
+        out = list(shape)
+        for a in norm:
+            out.insert(a, 1)
+        return tuple(out)
+    return _planned(plan, _reshape_to)
+
+
+def _squeeze(axes: list[int] | None) -> Body | None:
+    def plan(shape: tuple, xp: Any) -> tuple | None:
+        rank = len(shape)
+        if axes is None:
+            return tuple(d for d in shape if d != 1)
+        if any(not -rank <= a < rank for a in axes):
+            return None
+        drop = {a % rank for a in axes}
+        if any(shape[a] != 1 for a in drop):
+            return None
+        return tuple(d for i, d in enumerate(shape) if i not in drop)
+    return _planned(plan, _reshape_to)
+
+
+def _reshape(dims: list[int] | None, allowzero: int) -> Body | None:
+    if dims is None:
+        return None
+
+    def plan(shape: tuple, xp: Any) -> tuple | None:
+        out = [shape[i] if d == 0 and not allowzero and i < len(shape) else d
+               for i, d in enumerate(dims)]
+        return _resolve(shape, out)
+    return _planned(plan, _reshape_to)
+
+
+def _resolve(shape: tuple, out: list[int]) -> tuple | None:
+    total = int(np.prod(shape, dtype=np.int64))
+    known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
+    if out.count(-1) > 1 or any(d < -1 for d in out):
+        return None
+    if -1 in out:
+        if known == 0 or total % known:
+            return None
+        out = [total // known if d == -1 else d for d in out]
+    return tuple(out) if int(np.prod(out, dtype=np.int64)) == total else None
+
+
+def _slice(starts: list[int] | None, ends: list[int] | None, axes: list[int] | None,
+           steps: list[int] | None) -> Body | None:
+    if starts is None or ends is None or (steps is not None and 0 in steps):
+        return None
+
+    def plan(shape: tuple, xp: Any) -> tuple | None:
+        rank = len(shape)
+        ax = axes if axes is not None else list(range(len(starts)))
+        if len(ax) != len(starts) or any(not -rank <= a < rank for a in ax):
+            return None
+        return _slice_index(shape, starts, ends, ax, steps)
+    return _planned(plan, _index)
+
+
+def _gather(indices: Any, axis: int) -> Body | None:
+    idx = np.asarray(indices)
+    if idx.dtype.kind not in "iu":
+        return None
+
+    def plan(shape: tuple, xp: Any) -> Any:
+        rank = len(shape)
+        if not -rank <= axis < rank:
+            return None
+        a = axis % rank
+        dim = shape[a]
+        if idx.size and (idx.min() < -dim or idx.max() >= dim):
+            return None
+        if idx.ndim == 0:  # one position: a view
+            return ("index", (slice(None),) * a + (int(idx) % dim,))
+        return ("take", xp.asarray(np.where(idx < 0, idx + dim, idx).astype(np.int64)), a)
+
+    def apply(xp: Any, x: Any, p: Any) -> Any:
+        if p[0] == "index":
+            return x[p[1]]
+        return xp.take(x, p[1], axis=p[2])
+    return _planned(plan, apply)
+
+
+def _reduce(kind: str, axes: list[int] | None, keepdims: int, noop: int) -> Body | None:
+    if not axes and noop:
+        return None
+
+    def plan(shape: tuple, xp: Any) -> tuple | None:
+        rank = len(shape)
+        if not rank:
+            return None
+        ax = list(range(rank)) if not axes else axes
+        if any(not -rank <= a < rank for a in ax):
+            return None
+        norm = tuple(sorted({a % rank for a in ax}))
+        if any(shape[a] == 0 for a in norm):
+            return None  # empty reduction: the registry kernel's identity element
+        count = 1
+        for a in norm:
+            count *= shape[a]
+        out = None if keepdims else tuple(d for i, d in enumerate(shape) if i not in norm)
+        return norm, count, out
+
+    def apply(xp: Any, x: Any, p: tuple) -> Any:
+        if x.dtype != np.float32 and x.dtype != np.float64:
+            return _GENERIC  # float16 means accumulate wider; integers sum to int64
+        norm, count, out = p
+        s = xp.sum(x, axis=norm, keepdims=True) if kind == "sum" or kind == "mean" \
+            else (xp.max if kind == "max" else xp.min)(x, axis=norm, keepdims=True)
+        if kind == "mean":
+            s /= x.dtype.type(count)
+        return s if out is None else s.reshape(out)
+    return _planned(plan, apply)
+
+
+def _pad_indices(dim: int, b: int, e: int, mode: str) -> np.ndarray | None:
+    """Source positions along one axis of an edge/reflect/wrap pad (negative pads crop)."""
+    pos = np.arange(-b, dim + e)
+    if dim == 0:
+        return None
+    if mode == "edge":
+        return np.clip(pos, 0, dim - 1)
+    if mode == "wrap":
+        return None if max(b, e) > dim else pos % dim
+    if dim < 2 or max(b, e) >= dim:  # reflect: numpy repeats the pattern past one width
+        return None
+    pos = np.abs(pos)
+    return np.where(pos > dim - 1, 2 * (dim - 1) - pos, pos)
+
+
+def _pad(pads: list[int] | None, value: Any, axes: list[int] | None, mode: str) -> Body | None:
+    if pads is None or mode not in ("constant", "reflect", "edge", "wrap") or len(pads) % 2:
+        return None
+    fill = 0 if value is None or np.asarray(value).size == 0 else np.asarray(value).reshape(-1)[0]
+
+    def plan(shape: tuple, xp: Any) -> Any:
+        rank = len(shape)
+        ax = list(range(rank)) if axes is None else axes
+        n = len(ax)
+        if n * 2 != len(pads) or any(not -rank <= a < rank for a in ax):
+            return None
+        widths = [(0, 0)] * rank
+        for i, a in enumerate(ax):
+            widths[a % rank] = (pads[i], pads[i + n])
+        if mode == "constant":
+            crop = tuple(slice(-min(b, 0), d + min(e, 0)) for d, (b, e) in zip(shape, widths))
+            out = tuple(d + b + e for d, (b, e) in zip(shape, widths))
+            if any(d < 0 for d in out):
+                return None
+            inner = tuple(slice(max(b, 0), max(b, 0) + max(d + min(b, 0) + min(e, 0), 0))
+                          for d, (b, e) in zip(shape, widths))
+            return ("constant", crop, out, inner)
+        takes = []
+        for a, (b, e) in enumerate(widths):
+            if b or e:
+                idx = _pad_indices(shape[a], b, e, mode)
+                if idx is None:
+                    return None
+                takes.append((a, xp.asarray(idx)))
+        return ("take", takes)
+
+    def apply(xp: Any, x: Any, p: Any) -> Any:
+        if p[0] == "constant":
+            out = xp.full(p[2], fill, dtype=x.dtype)
+            out[p[3]] = x[p[1]]
+            return out
+        for a, idx in p[1]:
+            x = xp.take(x, idx, axis=a)
+        return x
+    return _planned(plan, apply)
+
+
+_REDUCE_KINDS = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}
+# The input position of the constants each op reads, by op (opset 13+ forms).
+_CONST_INPUTS = {"Unsqueeze": (1,), "Squeeze": (1,), "Reshape": (1,), "Slice": (1, 2, 3, 4),
+                 "Gather": (1,), "Pad": (1, 2, 3), **{op: (1,) for op in _REDUCE_KINDS}}
+
+
+def _body(op: str, attrs: Mapping[str, Any], const: Mapping[int, Any], n_in: int) -> Body | None:
+    c = {i: const.get(i) for i in range(1, 5)}
+    if op == "Unsqueeze":
+        return _unsqueeze(_ints(c[1]) if n_in > 1 else _ints(attrs.get("axes")))
+    if op == "Squeeze":
+        return _squeeze(_ints(c[1]) if n_in > 1 else _ints(attrs.get("axes")))
+    if op == "Reshape" and n_in > 1:
+        return _reshape(_ints(c[1]), int(attrs.get("allowzero", 0)))
+    if op == "Slice" and n_in > 2:
+        return _slice(_ints(c[1]), _ints(c[2]), _ints(c[3]), _ints(c[4]))
+    if op == "Gather" and c[1] is not None:
+        return _gather(c[1], int(attrs.get("axis", 0)))
+    if op == "Pad" and n_in > 1:
+        return _pad(_ints(c[1]), c[2], _ints(c[3]), str(attrs.get("mode", "constant")))
+    if op in _REDUCE_KINDS:
+        axes = _ints(c[1]) if n_in > 1 else _ints(attrs.get("axes"))
+        return _reduce(_REDUCE_KINDS[op], axes, int(attrs.get("keepdims", 1)),
+                       int(attrs.get("noop_with_empty_axes", 0)))
+    return None
+
+
+def specialized_call(node: Any, attrs: Mapping[str, Any], weights: Mapping[str, Any],
+                     produced: set[str], xp: Any,
+                     generic: Callable[[Any, list, Any], tuple]) -> Callable[[Any, list, Any], tuple] | None:
+    """The executor call of ``node`` (``call(run, args, rctx) -> tuple``) specialised on
+    its constant inputs, or None when the op or the node does not qualify.
+    ``weights``: the executor's weights (constants included); ``produced``: tensors
+    a node or a feed writes (never constant); ``generic``: the registry call."""
+    positions = _CONST_INPUTS.get(node.op_type)
+    if positions is None or node.domain not in ("", "ai.onnx") or not node.inputs \
+            or not node.inputs[0]:
+        return None
+    consts: dict[int, Any] = {}
+    for i, t in enumerate(node.inputs[1:], start=1):
+        if not t:
+            continue
+        if i not in positions or t not in weights or t in produced:
+            return None  # a runtime input among the constants: nothing to plan on
+        consts[i] = weights[t]
+    host = {i: (v if isinstance(v, np.ndarray) else _to_host(v)) for i, v in consts.items()}
+    body = _body(node.op_type, attrs, host, len(node.inputs))
+    if body is None:
+        return None
+    checks = tuple(consts.items())
+
+    def call(run: Any, args: list, rctx: Any) -> tuple:
+        for i, v in checks:
+            if args[i] is not v:  # a replaced weight: plan on nothing stale
+                return generic(run, args, rctx)
+        out = body(xp, args[0])
+        if out is _GENERIC:
+            return generic(run, args, rctx)
+        return (out,)
+    return call
+
+
+def _to_host(v: Any) -> np.ndarray:
+    get = getattr(v, "get", None)  # cupy (and the test stand-in) copy back with .get()
+    return np.asarray(get() if callable(get) else v)

@@ -1,0 +1,145 @@
+"""Nodes specialised on their constant inputs (engine/specialize.py) against onnxruntime.
+
+Each case is a one-node model whose axes / shape / pads / indices are initializers
+(or Constant nodes), run on fresh random inputs of several shapes by our executor
+(on the host and on the strict cupy stand-in) and by onnxruntime. The specialised
+call must actually be bound, a replaced weight must be honoured, and shapes a plan
+rejects must still fail with the registry kernel's named error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine.executor import Executor
+from engine.run_errors import KernelFailure
+from fake_cupy import install
+from partition import load_model
+
+
+def _model(op: str, x_shape: tuple, consts: list[np.ndarray | None], as_nodes: bool,
+           x_dtype: Any = np.float32, **attrs: Any) -> onnx.ModelProto:
+    names, inits, nodes = ["x"], [], []
+    for i, c in enumerate(consts):
+        if c is None:
+            names.append("")
+            continue
+        n = f"c{i}"
+        names.append(n)
+        t = numpy_helper.from_array(c, n)
+        if as_nodes:
+            nodes.append(helper.make_node("Constant", [], [n], value=t))
+        else:
+            inits.append(t)
+    while names and names[-1] == "":
+        names.pop()
+    nodes.append(helper.make_node(op, names, ["y"], name="n", **attrs))
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(x_dtype))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", elem, None)],
+                          [helper.make_tensor_value_info("y", elem, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _i(*v: int) -> np.ndarray:
+    return np.array(v, np.int64)
+
+
+# (op, consts, attrs, input shapes: several, so plans per shape are exercised)
+CASES: list[tuple[str, list, dict, list[tuple]]] = [
+    ("Unsqueeze", [_i(0, -1)], {}, [(3, 4), (2,), (1, 5, 2)]),
+    ("Squeeze", [_i(1, -1)], {}, [(3, 1, 1), (2, 1, 4, 1)]),
+    ("Squeeze", [], {}, [(1, 3, 1), (2, 4)]),
+    ("Reshape", [_i(0, -1)], {}, [(3, 4, 2), (5, 1)]),
+    ("Reshape", [_i(-1, 4)], {}, [(2, 8), (4, 3, 4)]),
+    ("Slice", [_i(1, -4), _i(100, -1), _i(0, -1), _i(1, 2)], {}, [(3, 9), (5, 2, 7)]),
+    ("Slice", [_i(-1), _i(-100), _i(1), _i(-2)], {}, [(2, 7, 3), (4, 6)]),
+    ("Slice", [_i(0, 1), _i(2, 3)], {}, [(4, 5), (3, 3, 3)]),
+    ("Gather", [np.array(1, np.int64)], {"axis": 0}, [(3, 4), (2, 2, 2)]),
+    ("Gather", [np.array(-1, np.int64)], {"axis": 1}, [(3, 4), (2, 5, 2)]),
+    ("Gather", [_i(0, -1, 2, 0)], {"axis": -1}, [(3, 4), (2, 5, 3)]),
+    ("Pad", [_i(0, 2, 1, 3)], {"mode": "reflect"}, [(4, 6), (5, 4)]),
+    ("Pad", [_i(1, 0, 0, 3)], {"mode": "edge"}, [(3, 5), (2, 2)]),
+    ("Pad", [_i(0, 2, 0, 1)], {"mode": "wrap"}, [(3, 5), (2, 4)]),
+    ("Pad", [_i(1, -1, 2, 2), np.array(1.5, np.float32)], {"mode": "constant"}, [(3, 5), (4, 3)]),
+    ("Pad", [_i(0, 1, 3, 0, 2, 3)], {"mode": "reflect"}, [(2, 5, 4), (3, 4, 6)]),
+    ("ReduceMean", [_i(-1)], {"keepdims": 0}, [(3, 5), (2, 3, 4)]),
+    ("ReduceMean", [_i(0, 2)], {}, [(3, 5, 2), (2, 3, 4, 2)]),
+    ("ReduceSum", [_i(1)], {"keepdims": 1}, [(3, 5), (2, 3, 4)]),
+    ("ReduceMean", [], {"keepdims": 0}, [(3, 5)]),
+]
+REDUCE_ATTR_OPSET = {"ReduceMean": 18}  # opset 17 ReduceMean takes axes as an attribute
+
+
+def _build(op: str, consts: list, attrs: dict, shape: tuple, as_nodes: bool) -> onnx.ModelProto:
+    if op in REDUCE_ATTR_OPSET and consts:  # the attribute form of opset 17
+        return _model(op, shape, [], as_nodes, axes=[int(a) for a in consts[0]], **attrs)
+    return _model(op, shape, consts, as_nodes, **attrs)
+
+
+def _ort(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("as_nodes", [False, True])
+def test_specialised_nodes_match_onnxruntime(case: int, as_nodes: bool,
+                                             rng: np.random.Generator) -> None:
+    op, consts, attrs, shapes = CASES[case]
+    model = _build(op, consts, attrs, shapes[0], as_nodes)
+    with Executor(load_model(model.SerializeToString())) as ex:
+        step = ex._steps[-1]
+        assert "specialized_call" in step.call.__qualname__, "the specialised call was not bound"
+        for shape in shapes * 2:  # each shape twice: planned, then from the plan
+            x = rng.standard_normal(shape).astype(np.float32)
+            got = ex.run({"x": x}).numpy_outputs()["y"]
+            want = _ort(model, x)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_specialised_nodes_on_the_fake_device(case: int, monkeypatch: pytest.MonkeyPatch,
+                                              rng: np.random.Generator) -> None:
+    install(monkeypatch)
+    op, consts, attrs, shapes = CASES[case]
+    model = _build(op, consts, attrs, shapes[0], False)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        for shape in shapes:
+            x = rng.standard_normal(shape).astype(np.float32)
+            got = ex.run({"x": x}).numpy_outputs()["y"]
+            np.testing.assert_allclose(got, _ort(model, x), rtol=1e-6, atol=1e-6)
+
+
+def test_a_replaced_weight_is_honoured(rng: np.random.Generator) -> None:
+    model = _model("Slice", (4, 6), [_i(0), _i(2), _i(1)], False)
+    with Executor(load_model(model.SerializeToString())) as ex:
+        x = rng.standard_normal((4, 6)).astype(np.float32)
+        np.testing.assert_array_equal(ex({"x": x})["y"], x[:, 0:2])
+        ex.set_weight("c1", _i(5))
+        np.testing.assert_array_equal(ex({"x": x})["y"], x[:, 0:5])
+
+
+def test_a_shape_the_plan_rejects_fails_with_the_kernel_error(rng: np.random.Generator) -> None:
+    model = _model("Squeeze", (3, 1), [_i(1)], False)
+    with Executor(load_model(model.SerializeToString())) as ex:
+        ex({"x": rng.standard_normal((3, 1)).astype(np.float32)})
+        with pytest.raises(KernelFailure, match="'n' \\(Squeeze\\)"):
+            ex({"x": rng.standard_normal((3, 2)).astype(np.float32)})
+
+
+def test_integer_reductions_and_float16_use_the_registry_kernel(rng: np.random.Generator) -> None:
+    for dtype in (np.int32, np.float16):
+        model = _model("ReduceSum", (3, 4), [_i(1)], False, x_dtype=dtype)
+        x = (rng.standard_normal((3, 4)) * 10).astype(dtype)
+        with Executor(load_model(model.SerializeToString())) as ex:
+            got = ex({"x": x})["y"]
+        want = _ort(model, x)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3)
