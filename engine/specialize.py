@@ -273,6 +273,8 @@ def _body(op: str, attrs: Mapping[str, Any], const: Mapping[int, Any], n_in: int
 
 # ------------------------------------------------- direct elementwise calls --
 def _sigmoid(xp: Any, x: Any) -> Any:
+    if x.size < 4096:  # small: fewer Python-level calls win over fewer allocations
+        return 1 / (1 + xp.exp(-x))
     t = xp.negative(x)                 # 1 / (1 + exp(-x)), in place after the first array
     xp.exp(t, out=t)
     t += 1

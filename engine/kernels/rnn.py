@@ -152,21 +152,20 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
         c0 = xp.swapaxes(c0, 0, 1)
     c = xp.zeros((n_dir, batch, hs), dtype=x.dtype) if c0 is None else c0.copy()
     peep = p is not None  # without peepholes their three products are skipped
-    acts = _activations(xp, activations, ["Sigmoid", "Tanh", "Tanh"], n_dir, activation_alpha,
-                        activation_beta)
-    h = h.copy()
     # Speed: the input projection of every step at once, one 2-D [seq*batch, in] x
     # [in, 4h] GEMM per direction (a 3-D operand made numpy run one small product
     # per step: 3x slower at seq 100), biases folded in.
     x2 = x.reshape(seq * batch, x.shape[-1])
     xw = [(x2 @ w[d].T + (b[d, :4 * hs] + b[d, 4 * hs:])).reshape(seq, batch, 4 * hs)
           for d in range(n_dir)]
-    if not peep and clip is None and not input_forget and activations is None \
-            and bool(np.all(lens >= seq)):
-        return _lstm_plain(xp, xw, r, h, c, seq, direction, layout)
+    full = seq_lens is None or bool(np.all(lens >= seq))  # no entry ends early: no masking
+    if not peep and clip is None and not input_forget and activations is None and full:
+        return _lstm_plain(xp, xw, r, h, c, seq, direction, layout)  # reads h only
+    acts = _activations(xp, activations, ["Sigmoid", "Tanh", "Tanh"], n_dir, activation_alpha,
+                        activation_beta)
+    h = h.copy()
     ys = xp.zeros((seq, n_dir, batch, hs), dtype=x.dtype)
     rt = [r[d].T for d in range(n_dir)]
-    full = bool(np.all(lens >= seq))  # no batch entry ends early: no masking needed
 
     def clipped(v: Any) -> Any:
         return v if clip is None else xp.clip(v, -clip, clip)
@@ -217,7 +216,10 @@ def _lstm_plain(xp: Any, xw: list, r: Any, h: Any, c: Any, seq: int, direction: 
     half = dt.type(0.5)
     reverse = [direction == "reverse" or (direction == "bidirectional" and d == 1)
                for d in range(n_dir)]
-    xs = xp.stack([xw[d][::-1] if reverse[d] else xw[d] for d in range(n_dir)], axis=1)
+    if n_dir == 1:  # xw is this call's own array: scaled in place, no stack
+        xs = (xw[0][::-1] if reverse[0] else xw[0])[:, None]
+    else:
+        xs = xp.stack([xw[d][::-1] if reverse[d] else xw[d] for d in range(n_dir)], axis=1)
     xs[..., :3 * hs] *= half
     rt = _scaled_rt(xp, r, hs, half)          # (dirs, hidden, 4 hidden), contiguous
     ys = xp.empty((seq, n_dir, batch, hs), dtype=dt)
