@@ -19,10 +19,12 @@ once per plan. Outputs may be views of the input, as the registry kernels' are.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .kernels import nn
 from .kernels.tensor import _slice_index
 
 #: A specialised body: (xp, x) -> output array, or _GENERIC to use the registry kernel.
@@ -244,10 +246,67 @@ def _pad(pads: list[int] | None, value: Any, axes: list[int] | None, mode: str) 
     return _planned(plan, apply)
 
 
+class _Shaped:
+    """What ``nn._geometry`` reads of an input: its shape."""
+
+    def __init__(self, shape: tuple) -> None:
+        self.shape = shape
+
+
+def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
+    """Small convolutions (a streaming step's: at most ``nn._GATHER_PER_COPY`` input
+    elements) with constant weights: the geometry, padding and column gather index
+    are planned once per input shape, the weight reshaped once; a call is a pad,
+    one gather, one matmul and the bias. Larger convs keep the registry kernel."""
+    if int(attrs.get("group", 1)) != 1 or w.ndim < 3:
+        return None
+    kernel = [int(k) for k in (attrs.get("kernel_shape") or w.shape[2:])]
+    if kernel != [int(k) for k in w.shape[2:]]:
+        return None
+    m, c = int(w.shape[0]), int(w.shape[1])
+    k_size = math.prod(kernel)
+    state: dict[str, Any] = {}
+
+    def plan(shape: tuple, xp: Any) -> Any:
+        if len(shape) != w.ndim or shape[1] != c:
+            return None
+        strides, dil, k_eff, pads = nn._geometry(_Shaped(shape), kernel, attrs.get("strides"),
+                                                 attrs.get("dilations"), attrs.get("pads"),
+                                                 str(attrs.get("auto_pad", "NOTSET")))
+        nsp = len(kernel)
+        padded = shape[:2] + tuple(shape[2 + i] + pads[i] + pads[i + nsp] for i in range(nsp))
+        out_sp = tuple((padded[2 + i] - k_eff[i]) // strides[i] + 1 for i in range(nsp))
+        npos = math.prod(out_sp)
+        if min(out_sp) < 1 or shape[0] * c * npos > nn._GATHER_PER_COPY:
+            return None
+        inner = (Ellipsis,) + tuple(slice(pads[i], pads[i] + shape[2 + i]) for i in range(nsp))
+        index = (Ellipsis,) + nn._make_gather_index(xp, kernel, dil, strides, out_sp)
+        return (padded if any(pads) else None, inner, index, (shape[0], c * k_size, npos),
+                (shape[0], m) + out_sp)
+
+    def apply(xp: Any, x: Any, p: Any) -> Any:
+        wt, bias = state.get("w"), state.get("b")
+        if wt is None:  # the weight as a (m, c*k) matrix and the bias as a column, once
+            wt = state["w"] = w.reshape(m, c * k_size)
+            bias = state["b"] = None if b is None else b.reshape(m, 1)
+        if x.dtype != wt.dtype or (bias is not None and bias.dtype != x.dtype):
+            return _GENERIC
+        padded, inner, index, cols_shape, out_shape = p
+        if padded is not None:
+            xpad = xp.zeros(padded, dtype=x.dtype)
+            xpad[inner] = x
+            x = xpad
+        acc = xp.matmul(wt, x[index].reshape(cols_shape))
+        if bias is not None:
+            acc += bias
+        return acc.reshape(out_shape)
+    return _planned(plan, apply)
+
+
 _REDUCE_KINDS = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}
 # The input position of the constants each op reads, by op (opset 13+ forms).
 _CONST_INPUTS = {"Unsqueeze": (1,), "Squeeze": (1,), "Reshape": (1,), "Slice": (1, 2, 3, 4),
-                 "Gather": (1,), "Pad": (1, 2, 3), **{op: (1,) for op in _REDUCE_KINDS}}
+                 "Gather": (1,), "Pad": (1, 2, 3), "Conv": (1, 2), **{op: (1,) for op in _REDUCE_KINDS}}
 
 
 def _body(op: str, attrs: Mapping[str, Any], const: Mapping[int, Any], n_in: int) -> Body | None:
@@ -344,8 +403,11 @@ def specialized_call(node: Any, attrs: Mapping[str, Any], weights: Mapping[str, 
         if i not in positions or t not in weights or t in produced:
             return None  # a runtime input among the constants: nothing to plan on
         consts[i] = weights[t]
-    host = {i: (v if isinstance(v, np.ndarray) else _to_host(v)) for i, v in consts.items()}
-    body = _body(node.op_type, attrs, host, len(node.inputs))
+    if node.op_type == "Conv":  # weights stay on the device; the others are read on the host
+        body = _conv(consts[1], consts.get(2), attrs) if 1 in consts else None
+    else:
+        host = {i: (v if isinstance(v, np.ndarray) else _to_host(v)) for i, v in consts.items()}
+        body = _body(node.op_type, attrs, host, len(node.inputs))
     if body is None:
         return None
     checks = tuple(consts.items())
