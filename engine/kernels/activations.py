@@ -67,13 +67,16 @@ def swish(xp: Any, x: Any, *, alpha: float = 1.0) -> Any:
 
 # ---------------------------------------------------------------- softmax --
 def _softmax(xp: Any, x: Any, axis: Any) -> Any:
-    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
-    return e / xp.sum(e, axis=axis, keepdims=True)
+    e = x - xp.max(x, axis=axis, keepdims=True)   # our own array: the rest in place
+    xp.exp(e, out=e)
+    e /= xp.sum(e, axis=axis, keepdims=True)
+    return e
 
 
 def _log_softmax(xp: Any, x: Any, axis: Any) -> Any:
     shifted = x - xp.max(x, axis=axis, keepdims=True)
-    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+    shifted -= xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+    return shifted
 
 
 def _hardmax(xp: Any, x: Any, axis: int) -> Any:

@@ -51,9 +51,18 @@ def layer_norm(xp: Any, x: Any, scale: Any, bias: Any = None, *, axis: int = -1,
                epsilon: float = 1e-5, stash_type: int = 1) -> tuple:
     axes = tuple(range(axis % x.ndim, x.ndim))
     # stash_type=1 computes the statistics in float32 even for half inputs.
-    xc = x.astype(np.float32) if stash_type == 1 and x.dtype != np.float64 else x
-    y, mean, inv = _normalize(xp, xc, axes, epsilon)
-    y = y * scale + (bias if bias is not None else 0)
+    xc = x.astype(np.float32, copy=False) if stash_type == 1 and x.dtype != np.float64 else x
+    mean = xp.mean(xc, axis=axes, keepdims=True)
+    y = xc - mean                     # this call's own array: scaled and shifted in place
+    var = xp.mean(y * y, axis=axes, keepdims=True)
+    inv = 1 / xp.sqrt(var + epsilon)
+    y *= inv
+    if scale.ndim <= y.ndim and (bias is None or bias.ndim <= y.ndim):
+        y *= scale                    # (a scale or bias of higher rank broadcasts y up)
+        if bias is not None:
+            y += bias
+    else:
+        y = y * scale + (bias if bias is not None else 0)
     stat_dtype = np.float32 if stash_type == 1 else x.dtype
     return same(xp, y, x), mean.astype(stat_dtype), inv.astype(stat_dtype)
 
