@@ -48,115 +48,31 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from partition.ir import Graph, Node
-from partition.local_functions import FUNCTION_KEY
 
-from . import blas, create_engine, gpu, kernels as _kernel_pkg
+from . import blas, create_engine, gpu
 from .body import lean_plan, run_lean
 from .context import Context, RunContext
 from .core import Engine, Var
-from .errors import NoGPUError
 from .fuse import FUSED_DOMAIN, Fused, fuse
 from .kernels import kernel_attrs
-from .kernels.functions import local_function_kernel
 from .kernels.registry import HOST_INPUTS
+from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_ops
 from .plan import PLANS, ModeChooser, segments
 from .rewrite import split_bidirectional_lstm
 from .specialize import specialized_call
-from .run_errors import DeviceError, InputError, KernelFailure, MissingKernelError, RunError
+from .run_errors import InputError, KernelFailure, MissingKernelError, RunError
 from .subgraph_ops import EXECUTORS, SubgraphOp
 from .run_state import RunResult, _Run, _Step
 from .values import SubgraphRecord, nbytes, shape_of, to_numpy
 
 __all__ = ["DEVICES", "ExecOptions", "Executor", "RunResult", "SubgraphRecord", "find_kernel",
            "missing_ops", "nbytes", "shape_of", "to_numpy"]
-
-DEVICES = ("cpu", "gpu")
-
-
-# --------------------------------------------------------------- devices --
-def device_context(device: str, device_id: int = 0) -> tuple[Context, Any]:
-    """The engine ``Context`` and array module (numpy or cupy) of ``device``."""
-    if device == "cpu":
-        return Context.cpu(0), np
-    if device == "gpu":
-        try:
-            ctx = Context.gpu(device_id)
-        except NoGPUError as exc:
-            raise DeviceError(f"--device gpu: {exc}") from None
-        import cupy  # present: Context.gpu checked it
-        return ctx, cupy
-    raise DeviceError(f"unknown device {device!r}; choose one of {list(DEVICES)}")
-
-
-# --------------------------------------------------------------- kernels --
-def find_kernel(node: Node, opset: Mapping[str, int]) -> Callable[..., tuple] | None:
-    """The registry's kernel for ``node`` at the graph's opset, or None."""
-    if FUNCTION_KEY in node.subgraphs:  # a model-local function call runs its body
-        return local_function_kernel
-    try:  # the one lookup the interpreter uses too ("" and "ai.onnx" are one domain)
-        return _kernel_pkg.kernel_for(node.op_type, node.domain, opset)
-    except _kernel_pkg.KernelNotFound:
-        return None
-
-
-def missing_ops(graph: Graph, skip_subgraph_nodes: bool = False,
-                finder: Callable[[Node, Mapping[str, int]], Any] | None = None) -> list[str]:
-    """``domain.op`` names in ``graph`` (bodies included) that no kernel implements."""
-    missing: dict[str, None] = {}
-    finder = finder or find_kernel
-
-    def walk(g: Graph) -> None:
-        for node in g.nodes:
-            if node.is_subgraph:
-                if not skip_subgraph_nodes:
-                    walk(node.body)
-                continue
-            if finder(node, g.opset or graph.opset) is None:
-                missing[f"{node.domain + '.' if node.domain else ''}{node.op_type}"] = None
-            for body in node.subgraphs.values():
-                walk(body)
-    walk(graph)
-    return list(missing)
-
-
-# ----------------------------------------------------------------- options --
-@dataclass(frozen=True)
-class ExecOptions:
-    """How an ``Executor`` binds and runs a graph (one object instead of a dozen keywords).
-
-    ``executor`` chooses how subgraph nodes run: ``engine``, ``onnxruntime``,
-    ``tensorrt`` or ``auto`` (see ``engine/subgraph_ops.py``). ``plan`` cuts the
-    graph into engine functions (``engine/plan.py``): ``segments`` (default) or
-    ``nodes``; with ``hooks`` (a profiler) the plan is ``nodes`` so its timeline
-    shows every node. ``timing`` records per-node wall time (CUDA events on
-    GPU). ``kernels(node, opset) -> kernel | None`` replaces the kernel registry
-    (tests, experiments); nested executors inherit it. ``engine_name``,
-    ``workers`` and ``hooks`` only matter when the executor makes its own engine.
-    ``blas_threads`` sets the process's BLAS threads (``engine/blas.py``).
-    """
-
-    device: str = "cpu"
-    device_id: int = 0
-    executor: str = "engine"
-    plan: str = "segments"
-    keep_intermediates: bool = False
-    timing: bool = True
-    plan_cache_dir: str | None = None
-    engine_name: str | None = None
-    workers: int | None = None
-    hooks: Any = None
-    kernels: Callable[[Node, Mapping[str, int]], Any] | None = None
-    blas_threads: int | None = None   # None: cores // CPU workers; 0: leave BLAS alone
-
-    def effective_plan(self) -> str:
-        return "nodes" if self.hooks is not None else self.plan
-
 
 # ---------------------------------------------------------------- executor --
 class Executor:
