@@ -275,10 +275,13 @@ class Executor:
                     inline = self._inline_single
                     for op in self._ops:
                         eng.push(op, ctx, inline=inline)
-                # A CPU barrier: its start waits (on the host) for GPU producers too.
-                eng.push(self._barrier, _CPU, inline=True)
+                if (serial or self._inline_single) and self.xp is np:
+                    done = self._seg_vars[0]  # one function wrote it: no barrier needed
+                else:  # a CPU barrier: its start waits (on the host) for GPU producers too
+                    eng.push(self._barrier, _CPU, inline=True)
+                    done = self._done
                 try:
-                    eng.wait_for_var(self._done)
+                    eng.wait_for_var(done)
                 except BaseException as exc:
                     self._drain()
                     raise self._user_error(run, exc) from None
