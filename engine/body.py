@@ -32,6 +32,7 @@ class LeanStep:
     outputs: tuple[str, ...]
     drops: tuple[str, ...]       # tensors whose last reader this is
     n_outputs: int
+    single: str                  # the one output's name when it has one, else ""
 
 
 class _NoRun:
@@ -59,7 +60,8 @@ def lean_plan(steps: Sequence[Any], keep: set[str], free: bool) -> list[LeanStep
         for t, i in last.items():
             drops[i].append(t)
     return [LeanStep(s.node, s.call, tuple(s.node.inputs), tuple(s.node.outputs), tuple(d),
-                     s.n_outputs) for s, d in zip(steps, drops)]
+                     s.n_outputs, s.node.outputs[0] if len(s.node.outputs) == 1 else "")
+            for s, d in zip(steps, drops)]
 
 
 def run_lean(plan: list[LeanStep], env: dict[str, Any], rctx: RunContext,
@@ -78,8 +80,12 @@ def run_lean(plan: list[LeanStep], env: dict[str, Any], rctx: RunContext,
             if err is exc:
                 raise
             raise err from exc
-        for t, v in zip(st.outputs, results):
-            if t:
-                env[t] = v
-        for t in st.drops:
-            env.pop(t, None)
+        if st.single:
+            env[st.single] = results[0]
+        else:
+            for t, v in zip(st.outputs, results):
+                if t:
+                    env[t] = v
+        if st.drops:
+            for t in st.drops:
+                env.pop(t, None)

@@ -96,43 +96,45 @@ class _Run:
                 self.pool_peak = max(self.pool_peak, self.pool.used_bytes())
             if self.refs.get(name) == 0 and not self.keep \
                     and name not in self.ex._outputs:
-                self._drop_locked(name, None)
+                self.live -= self._drop_locked(name, None)
 
     def store(self, names: Sequence[str], values: Sequence[Any], frees: Sequence[str],
               stream: Any) -> None:
         """A node's outputs in, then its inputs released: ``put`` each, then
         ``release``, under one lock (this runs once per node)."""
-        outputs, refs, keep = self.ex._outputs, self.refs, self.keep
+        outputs, refs, keep, vals = self.ex._outputs, self.refs, self.keep, self.values
         with self.lock:
+            live = self.live
             for name, value in zip(names, values):
                 if not name:
                     continue
-                self.values[name] = value
-                self.live += nbytes(value)
-                if self.live > self.peak:
-                    self.peak = self.live
-                if self.pool is not None:
-                    self.pool_peak = max(self.pool_peak, self.pool.used_bytes())
+                vals[name] = value
+                live += value.nbytes if value.__class__ is np.ndarray else nbytes(value)
+                if live > self.peak:
+                    self.peak = live
                 if not keep and refs.get(name) == 0 and name not in outputs:
-                    self._drop_locked(name, None)
-            if keep:
-                return
-            for t in frees:
-                n = refs[t] - 1
-                refs[t] = n
-                if n == 0 and t not in outputs:
-                    self._drop_locked(t, stream)
+                    live -= self._drop_locked(name, None)
+            if self.pool is not None:
+                self.pool_peak = max(self.pool_peak, self.pool.used_bytes())
+            if not keep:
+                for t in frees:
+                    n = refs[t] - 1
+                    refs[t] = n
+                    if n == 0 and t not in outputs:
+                        live -= self._drop_locked(t, stream)
+            self.live = live
 
-    def _drop_locked(self, name: str, stream: Any) -> None:
+    def _drop_locked(self, name: str, stream: Any) -> int:
+        """Drop ``name``'s value; the bytes it held (the caller takes them off ``live``)."""
         value = self.values.pop(name, None)
         if value is None:
-            return
-        self.live -= nbytes(value)
+            return 0
         if stream is not None:
             # Kernels reading it may still be queued on this stream: keep the
             # array alive until they are done, or the pool could hand it out.
             self.deferred.append((value, self.ex._gpu_event(stream)))
             self.deferred = [(a, e) for a, e in self.deferred if not e.done]
+        return value.nbytes if value.__class__ is np.ndarray else nbytes(value)
 
 
 _MISSING = object()
