@@ -76,6 +76,8 @@ CASES: list[tuple[str, list, dict, list[tuple]]] = [
     ("ReduceMean", [_i(0, 2)], {}, [(3, 5, 2), (2, 3, 4, 2)]),
     ("ReduceSum", [_i(1)], {"keepdims": 1}, [(3, 5), (2, 3, 4)]),
     ("ReduceMean", [], {"keepdims": 0}, [(3, 5)]),
+    ("ReduceMax", [_i(-1, 0)], {"keepdims": 0}, [(3, 5), (2, 3, 4)]),
+    ("ReduceMin", [_i(1)], {}, [(3, 5), (2, 3, 4)]),
     ("Conv", [_w(6, 4, 3), _w(6)], {"pads": [1, 1], "strides": [2]}, [(1, 4, 9), (2, 4, 5)]),
     ("Conv", [_w(5, 3, 3, 2)], {"pads": [1, 0, 2, 1], "dilations": [2, 1]}, [(1, 3, 6, 5)]),
     ("Conv", [_w(4, 2, 3, 3), _w(4)], {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
@@ -83,7 +85,7 @@ CASES: list[tuple[str, list, dict, list[tuple]]] = [
     ("Conv", [_w(10, 1, 16)], {"kernel_shape": [16], "strides": [8]}, [(1, 1, 64)]),
     ("Conv", [_w(3, 8, 1), _w(3)], {}, [(1, 8, 1), (1, 8, 300)]),   # the second: too big, generic
 ]
-REDUCE_ATTR_OPSET = {"ReduceMean": 18}  # opset 17 ReduceMean takes axes as an attribute
+REDUCE_ATTR_OPSET = {"ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}  # attributes at 17
 
 
 def _build(op: str, consts: list, attrs: dict, shape: tuple, as_nodes: bool) -> onnx.ModelProto:
