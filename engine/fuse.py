@@ -59,6 +59,9 @@ _AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 def gelu_kernel(div: float, one: float, half: float,
                 erf_kernel: Callable[..., tuple] | None = None) -> Callable[..., tuple]:
     """``half * x * (one + erf(x / div))``; ``erf_kernel`` is unused (kept for callers)."""
+    if one == 1.0:
+        return _gelu_one(div, half)
+
     def gelu(xp: Any, x: Any) -> tuple:
         f = x.dtype.type
         a = xp.abs(x)
@@ -81,6 +84,37 @@ def gelu_kernel(div: float, one: float, half: float,
         poly *= x
         poly *= f(half)
         return (poly,)
+    return gelu
+
+
+def _gelu_one(div: float, half: float) -> Callable[..., tuple]:
+    """``half * x * (1 + erf(x / div))`` with no sign pass: with E = 1 - |erf(z)| (the
+    A&S polynomial times exp(-z^2)), x * (1 + erf(z)) = 2 max(x, 0) - |x| E for either
+    sign of x. numpy's copysign is not vectorised (a fifth of the general form's time
+    on 128x1024 float32); this form makes 19-21 passes instead of 25, over the same three arrays."""
+    coef = [c * half for c in _AS_A]            # half folded into the polynomial
+    p_over_div, neg_inv_div2, two_half = _AS_P / div, -1.0 / (div * div), 2.0 * half
+
+    def gelu(xp: Any, x: Any) -> tuple:
+        f = x.dtype.type
+        a = xp.abs(x)                           # |x|
+        t = a * f(p_over_div)
+        t += f(1.0)
+        xp.reciprocal(t, out=t)                 # t = 1 / (1 + p|z|), z = x / div
+        poly = t * f(coef[4])
+        for c in reversed(coef[:4]):
+            poly += f(c)
+            poly *= t
+        xp.multiply(a, a, out=t)                # three arrays in all: t and a are reused
+        t *= f(neg_inv_div2)                    # -z^2
+        xp.exp(t, out=t)
+        poly *= t                               # half * E
+        poly *= a                               # half * |x| * E
+        xp.maximum(x, f(0), out=a)
+        if two_half != 1.0:
+            a *= f(two_half)
+        a -= poly
+        return (a,)
     return gelu
 
 
