@@ -56,7 +56,7 @@ import numpy as np
 from partition.ir import Graph, Node
 
 from . import blas, create_engine, gpu
-from .body import lean_plan, run_lean
+from .body import compile_lean, lean_plan
 from .context import Context, RunContext
 from .core import Engine, Var
 from .fuse import FUSED_DOMAIN, Fused, fuse
@@ -136,8 +136,9 @@ class Executor:
         self._bind_steps(graph)
         self._bind_operators(opts.effective_plan())
         # Bodies (run inline by their control-flow node): the lean loop of engine/body.py.
-        self._lean = None if parent is None else lean_plan(
+        lean = None if parent is None else lean_plan(
             self._steps, {*graph.outputs, *self._weights, *graph.free_tensors}, self.xp is np)
+        self._lean = None if lean is None else compile_lean(lean, graph.outputs, _named_failure)
 
     def _fold_constants(self, graph: Graph) -> list[Node]:
         """Evaluate Constant nodes once, at bind time: their values join the
@@ -324,8 +325,7 @@ class Executor:
         for name, value in zip(g.inputs, values):
             if name not in self._weights:
                 env[name] = self._upload(value)
-        run_lean(self._lean, env, RunContext(self.ctx, stream), _named_failure)
-        return [env[t] for t in g.outputs]
+        return self._lean(env, RunContext(self.ctx, stream))
 
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run and return host (numpy) outputs."""
