@@ -1,4 +1,5 @@
-"""Bind-time kernels for shape and layout nodes whose small inputs are constants.
+"""Bind-time kernels for nodes whose small inputs are constants, small convolutions
+with constant weights, and float elementwise nodes called straight.
 
 Exporters give Unsqueeze/Squeeze/Reshape/Slice/Pad/Gather/Reduce* their axes,
 shapes, pads and indices as constant tensors. The registry kernel reads them back
@@ -15,6 +16,12 @@ kernel. A shape the plan rejects (an axis out of range, a squeezed axis that is
 not 1) goes to the registry kernel too, which raises its usual error. Every
 operation is written against ``xp`` (numpy or cupy); gather indices are uploaded
 once per plan. Outputs may be views of the input, as the registry kernels' are.
+
+Convolutions (``_conv``) are planned only in the streaming regime (at most
+``nn._GATHER_PER_COPY`` input elements per kernel position, one group); larger ones
+keep ``engine/kernels/nn.py``'s kernel and its parallel paths. Float Add/Sub/Mul/Div
+and a few unary ops skip the registry's wrapper layers (``_direct``); any other
+dtype takes the registry kernel.
 """
 
 from __future__ import annotations
@@ -38,9 +45,9 @@ def _ints(v: Any) -> list[int] | None:
 
 
 def _planned(plan_for: Callable[[tuple, Any], Any], apply: Callable[[Any, Any, Any], Any]) -> Body:
-    """A body that plans once per input shape (``plan_for(shape, xp)``, None = generic;
-    index arrays in a plan are already on ``xp``'s device)
-    and then runs ``apply(xp, x, plan)``."""
+    """A body that plans once per input shape (``plan_for(shape, xp)``; None: the
+    registry kernel) and then runs ``apply(xp, x, plan)``. Index arrays in a plan are
+    already on ``xp``'s device."""
     plans: dict[tuple, Any] = {}
 
     def body(xp: Any, x: Any) -> Any:
