@@ -16,7 +16,7 @@ Bodies holding nested control flow or subgraph nodes use the general loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from partition.ir import Node
 
@@ -92,12 +92,15 @@ def run_lean(plan: list[LeanStep], env: dict[str, Any], rctx: RunContext,
                 env.pop(t, None)
 
 
-LeanFn = Callable[[dict, RunContext], list]
+LeanFn = Callable[[dict, Mapping[str, Any], RunContext], list]
 
 
 def compile_lean(plan: list[LeanStep], outputs: Sequence[str],
-                 named: Callable[[Node, list, BaseException], BaseException]) -> LeanFn:
-    """``plan`` as one straight-line Python function ``fn(env, rctx) -> [outputs]``.
+                 named: Callable[[Node, list, BaseException], BaseException],
+                 weights: Collection[str] = ()) -> LeanFn:
+    """``plan`` as one straight-line Python function ``fn(env, w, rctx) -> [outputs]``:
+    ``w`` holds the tensors named in ``weights`` (the executor's own dict, read at each
+    call: a replaced weight is seen), ``env`` the others from outside the body.
 
     Each tensor the body produces is a local variable (``v0``, ``v1``, ...) instead
     of a dict entry: no per-step loop, list-of-names walk, zip or pops -- a third of
@@ -121,7 +124,8 @@ def compile_lean(plan: list[LeanStep], outputs: Sequence[str],
         if v is None:  # from outside the body: read once, then a local too
             v = local[t] = f"v{len(local)}"
             names.append(t)
-            reads.append(f"    {v} = env[K[{len(names) - 1}]]")
+            where = "w" if t in weights else "env"
+            reads.append(f"    {v} = {where}[K[{len(names) - 1}]]")
         return v
 
     for i, st in enumerate(plan):
@@ -137,7 +141,7 @@ def compile_lean(plan: list[LeanStep], outputs: Sequence[str],
             if t in local and t not in kept:
                 lines.append(f"        {local[t]} = None")
     result = ", ".join(ref(t) for t in outputs)
-    src = ("def body(env, rctx):\n" + "".join(r + "\n" for r in reads)
+    src = ("def body(env, w, rctx):\n" + "".join(r + "\n" for r in reads)
            + "    k = -1; a = None\n    try:\n"
            + "\n".join(lines or ["        pass"])
            + "\n    except Exception as exc:\n"

@@ -138,7 +138,8 @@ class Executor:
         # Bodies (run inline by their control-flow node): the lean loop of engine/body.py.
         lean = None if parent is None else lean_plan(
             self._steps, {*graph.outputs, *self._weights, *graph.free_tensors}, self.xp is np)
-        self._lean = None if lean is None else compile_lean(lean, graph.outputs, _named_failure)
+        self._lean = None if lean is None else compile_lean(lean, graph.outputs, _named_failure,
+                                                            set(self._weights))
 
     def _fold_constants(self, graph: Graph) -> list[Node]:
         """Evaluate Constant nodes once, at bind time: their values join the
@@ -320,12 +321,11 @@ class Executor:
         if self._lean is None:
             result = self.run_inline(dict(zip(g.inputs, values)), outer, stream)
             return [result.outputs[t] for t in g.outputs]
-        env = dict(outer)
-        env.update(self._weights)
+        env = dict(outer)  # the weights are read from their own dict
         for name, value in zip(g.inputs, values):
             if name not in self._weights:
                 env[name] = self._upload(value)
-        return self._lean(env, RunContext(self.ctx, stream))
+        return self._lean(env, self._weights, RunContext(self.ctx, stream))
 
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run and return host (numpy) outputs."""

@@ -95,7 +95,7 @@ def test_the_compiled_function_releases_tensors_after_their_last_reader() -> Non
         then = next(c for c in ex._children.values() if c.graph.name == "then")
         plan = lean_plan(then._steps, {*then.graph.outputs, *then._weights,
                                        *then.graph.free_tensors}, True)
-        fn = compile_lean(plan, then.graph.outputs, lambda n, a, e: e)
+        fn = compile_lean(plan, then.graph.outputs, lambda n, a, e: e, set(then._weights))
     released = [line.split("=")[0].strip() for line in fn.source.splitlines()
                 if line.strip().endswith("= None") and not line.strip().startswith("k =")]
     assert len(released) == 2  # p and q; r is the output, x comes from outside
