@@ -14,7 +14,10 @@ Measures, in one run so the ratios compare like with like:
   2. parallel speedup of ThreadedEngine (2 workers) over NaiveEngine on
      independent numpy matmuls (they release the GIL; BLAS pinned to 1 thread
      so the engine, not BLAS, supplies the parallelism), beside a plain
-     ThreadPoolExecutor (the ceiling for threads on this machine).
+     ThreadPoolExecutor (the ceiling for threads on this machine);
+  3. the Executor above the engine: CPU per run of a 1-node and a 50-node Relu
+     chain beside onnxruntime (one thread) on the same graphs -- a run's fixed
+     cost and the cost per node.
 Targets (issue 13): under 5 us per function; at least 1.7x on 2 cores.
 """
 
@@ -150,6 +153,56 @@ def pool_matmuls(mats: list[np.ndarray]) -> float:
         return time.perf_counter() - t
 
 
+# --- the executor's fixed and per-node cost ---------------------------------------
+
+def _chain_model(nodes: int) -> Any:
+    """``nodes`` Relus in a chain over a 4-element tensor (opset 17, IR 8)."""
+    from onnx import TensorProto, helper
+    ops = [helper.make_node("Relu", [f"t{i}" if i else "x"], [f"t{i + 1}" if i + 1 < nodes
+                                                              else "y"]) for i in range(nodes)]
+    g = helper.make_graph(ops, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _cpu_per_call(fn: Callable[[], Any], calls: int, reps: int) -> float:
+    """Best (over ``reps``) process CPU seconds per call of ``fn``."""
+    best_s = float("inf")
+    for _ in range(reps):
+        c = time.process_time()
+        for _ in range(calls):
+            fn()
+        best_s = min(best_s, (time.process_time() - c) / calls)
+    return best_s
+
+
+def executor_table(reps: int) -> None:
+    """Executor runs (threaded engine, defaults) of Relu chains beside onnxruntime on
+    one thread, same graphs and inputs: a run's fixed cost and the cost per node."""
+    import onnxruntime as ort
+
+    from engine.executor import Executor
+    from partition import load_model
+    x = {"x": np.array([-1.0, 0.5, 2.0, -3.0], np.float32)}
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    print(f"\nExecutor runs of a Relu chain (4 floats), CPU us per run, best of {reps}:")
+    ours: dict[int, float] = {}
+    for nodes in (1, 50):
+        model = _chain_model(nodes)
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+        with Executor(load_model(model.SerializeToString())) as ex:
+            for _ in range(20):
+                ex.run(x)
+            ours[nodes] = _cpu_per_call(lambda: ex.run(x), 2000 // nodes, reps) * 1e6
+        theirs = _cpu_per_call(lambda: sess.run(None, x), 2000 // nodes, reps) * 1e6
+        print(f"  {nodes:3} node(s): Executor {ours[nodes]:7.1f} us | onnxruntime {theirs:6.1f} us "
+              f"| {ours[nodes] / theirs:5.1f}x")
+    print(f"  per node (slope 1 -> 50): {(ours[50] - ours[1]) / 49:.2f} us; "
+          f"fixed per run: {ours[1] - (ours[50] - ours[1]) / 49:.1f} us")
+
+
 def profile(n: int) -> None:
     """cProfile of ThreadedEngine(2) on the chain and the fan, over every thread
     (each worker enables its own profile when it starts)."""
@@ -221,6 +274,7 @@ def main() -> None:
     print(f"  speedup over NaiveEngine: ThreadedEngine {speedup:.2f}x, "
           f"ThreadPoolExecutor {naive / pool:.2f}x (the ceiling on this machine)")
     print(f"target: at least 1.7x on {WORKERS} cores -> {'MET' if speedup >= 1.7 else 'MISSED'}")
+    executor_table(reps)
     print("\nreproduce: .venv/bin/python bench/engine.py   (from the repository root)")
 
 
