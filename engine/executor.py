@@ -1,49 +1,46 @@
 """The executor: a ``Graph`` bound to the dependency engine.
 
 Binding (``Executor(graph, engine=None, options=None, **changes)``; the options
-are one ``ExecOptions``) decides everything that does not depend on the inputs:
-the kernel or subgraph operator of every node, Constant nodes evaluated once,
-fused GELU chains (``engine/fuse.py``), the tensors each node depends on
-(``Graph.reads``: its inputs plus the outer-scope tensors its bodies read),
-reference counts for freeing, one persistent engine variable per weight, and
-the plan (``engine/plan.py``): the nodes cut into straight-line segments, one
+are one ``ExecOptions``, ``engine/options.py``) decides everything that does not
+depend on the inputs: the kernel or subgraph operator of every node (specialised
+on constant inputs where it pays, ``engine/specialize.py``), Constant nodes
+evaluated once, fused GELU chains (``engine/fuse.py``), the tensors each node
+depends on (``Graph.reads``: its inputs plus the outer-scope tensors its bodies
+read), reference counts for freeing, one persistent engine variable per weight,
+and the plan (``engine/plan.py``): the nodes cut into straight-line segments, one
 engine operator each (made at bind time, as the seed's ``NewOperator``). A run
 (``Executor.run(feeds)``) then:
 
 1. pushes one operator per segment, reading the variables of the tensors it
    takes from other segments (and its weights) and writing its own variable
    plus those of the tensors other segments read -- so the engine runs
-   independent branches in parallel; a plan of one segment runs on the
-   calling thread when its inputs are ready (``push(..., inline=True)``);
-2. pushes one barrier reading every segment's variable and waits for it alone;
+   independent branches in parallel; a run that is one function (one segment,
+   or the serial function) runs on the calling thread when its inputs are ready
+   (``push(..., inline=True)``) and is waited for through its own variable;
+2. otherwise pushes one barrier reading every segment's variable and waits for it;
 3. after a failure, takes the errors off every variable (``_drain``), so the
    next run and a shared engine start clean.
 
 The operators read the run's state from ``self._current``; runs of one
 executor are therefore serialized by a lock (nested bodies have executors of
-their own, so nesting never waits on that lock).
-
-Values live in the run's ``values`` dict (``engine/run_state.py``); a tensor
-is dropped when its last consumer finishes (unless ``keep_intermediates``, for
-the debugger). Graph inputs and outer-scope values are ready before the first
-push and need no variable.
+their own, so nesting never waits on that lock). Values live in the run's
+``values`` dict (``engine/run_state.py``); a tensor is dropped when its last
+consumer finishes (unless ``keep_intermediates``, for the debugger).
 
 Nodes with bodies run them as nested graphs (seed 003, approach 2):
 control-flow kernels get ``run_graph(body, values)``, which runs the body on a
 child executor of the *same* engine, with the body's outer-scope tensors taken
 from this run. Under the ``segments`` plan the body runs inline on the calling
-worker (``run_inline``: no pushes); under ``nodes`` its nodes are pushed and
-the nested wait happens on a worker thread, which the threaded engine
-compensates with a spare (seed 003's deadlock), so this is safe with one
-worker. Subgraph nodes (``node.is_subgraph``) run through a ``SubgraphOp``
-(``engine/subgraph_ops.py``) with the chosen executor.
+worker, compiled into one function (``engine/body.py``); under ``nodes`` its
+nodes are pushed and the nested wait happens on a worker thread, which the
+threaded engine compensates with a spare (seed 003's deadlock). Subgraph nodes
+(``node.is_subgraph``) run through a ``SubgraphOp`` (``engine/subgraph_ops.py``).
 
 Errors: a failing kernel becomes ``KernelFailure`` naming the node, its op and
 its input shapes (and the enclosing nodes when nested); it is raised by
 ``run``. No GPU -> ``DeviceError``; unknown ops -> ``MissingKernelError`` at
 bind time.
 """
-
 from __future__ import annotations
 
 import threading
@@ -64,9 +61,9 @@ from .kernels import kernel_attrs
 from .kernels.registry import HOST_INPUTS
 from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_ops
 from .plan import PLANS, ModeChooser, segments
-from .rewrite import split_bidirectional_lstm
+from .rewrite import direction_slice, split_bidirectional_lstm
 from .specialize import specialized_call
-from .run_errors import InputError, KernelFailure, MissingKernelError, RunError
+from .run_errors import InputError, MissingKernelError, RunError, named_failure
 from .subgraph_ops import EXECUTORS, SubgraphOp
 from .run_state import RunResult, _Run, _Step
 from .values import SubgraphRecord, nbytes, shape_of, to_numpy
@@ -138,7 +135,7 @@ class Executor:
         # Bodies (run inline by their control-flow node): the lean loop of engine/body.py.
         lean = None if parent is None else lean_plan(
             self._steps, {*graph.outputs, *self._weights, *graph.free_tensors}, self.xp is np)
-        self._lean = None if lean is None else compile_lean(lean, graph.outputs, _named_failure,
+        self._lean = None if lean is None else compile_lean(lean, graph.outputs, named_failure,
                                                             set(self._weights))
 
     def _fold_constants(self, graph: Graph) -> list[Node]:
@@ -199,7 +196,7 @@ class Executor:
         taken = {*self._weights, *graph.inputs, *graph.outputs}
         for n in nodes:
             taken.update((n.name, *n.inputs, *n.outputs))
-        nodes, made = split_bidirectional_lstm(nodes, self._weights, taken, _direction,
+        nodes, made = split_bidirectional_lstm(nodes, self._weights, taken, direction_slice,
                                                self._derived)
         for name in self._derived:
             self._weight_vars[name] = self.engine.new_variable(f"w:{name}")
@@ -231,7 +228,7 @@ class Executor:
             self._ops.append(eng.new_operator(self._segment_fn(steps), list(const), mutable,
                                               is_async=False, name=name))
         self._done = eng.new_variable(f"{self.graph.name}:done")
-        self._barrier = eng.new_operator(_noop, self._seg_vars, [self._done],
+        self._barrier = eng.new_operator(lambda _rctx: None, self._seg_vars, [self._done],
                                          is_async=False, name=f"{self.graph.name}:barrier")
         # "nodes" keeps the first version's behaviour: every node through a worker.
         self._inline_single = plan == "segments" and len(self._ops) == 1
@@ -310,8 +307,11 @@ class Executor:
         start = time.perf_counter()
         run = self._start_run(feeds, outer, False)
         rctx = RunContext(self.ctx, stream)
-        for step in self._steps:
-            self._exec_step(step, run, rctx)
+        if stream is None:
+            self._exec_host(self._steps, run, rctx)
+        else:
+            for step in self._steps:
+                self._exec_step(step, run, rctx)
         return self._result(run, False, start)
 
     def run_body(self, values: Sequence[Any], outer: Mapping[str, Any], stream: Any = None) -> list:
@@ -351,7 +351,7 @@ class Executor:
         def write(_rctx: RunContext) -> None:
             self._weights[name] = new
             for w, (d, axis) in slices.items():  # the per-direction slices a split LSTM reads
-                self._weights[w] = _direction(new, d, axis)
+                self._weights[w] = direction_slice(new, d, axis)
             if name in self._host_weights:
                 self._host_weights[name] = to_numpy(new)
         var = self._weight_vars[name]
@@ -407,7 +407,7 @@ class Executor:
         outputs = {t: run.get(t) for t in self.graph.outputs}
         if self.timing and run.node_events:
             for name, (a, b) in run.node_events.items():
-                run.node_seconds[name] = _elapsed_s(a, b)
+                run.node_seconds[name] = gpu.elapsed_ms(a, b) / 1e3
         run.deferred.clear()
         values = dict(run.values) if keep else {}
         return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
@@ -497,11 +497,36 @@ class Executor:
                 exec_step(step, self._current, rctx)  # type: ignore[arg-type]
             return fn
 
+        exec_host = self._exec_host
+
         def fn_many(rctx: RunContext) -> None:
             run = self._current
+            if rctx.stream is None:
+                exec_host(steps, run, rctx)  # type: ignore[arg-type]
+                return
             for step in steps:
                 exec_step(step, run, rctx)  # type: ignore[arg-type]
         return fn_many
+
+    def _exec_host(self, steps: Sequence[_Step], run: "_Run", rctx: RunContext) -> None:
+        """``_exec_step`` over ``steps`` on the host (no stream), its lookups hoisted
+        out of the loop: the same calls, errors, times and ``store``s."""
+        get, seconds, timing, clock = run.get, run.node_seconds, self.timing, time.perf_counter
+        store = run.store
+        for step in steps:
+            node = step.node
+            args = [get(t) for t in node.inputs]
+            t0 = clock() if timing else 0.0
+            try:
+                results = step.call(run, args, rctx)
+                if len(results) < step.n_outputs:
+                    raise RunError(f"the kernel returned {len(results)} output(s) for "
+                                   f"{len(node.outputs)} declared")
+            except Exception as exc:  # noqa: BLE001 - re-raised, named
+                self._record_failure(run, node, args, exc)
+            if timing:
+                seconds[node.name] = clock() - t0
+            store(node.outputs, results, step.frees, None)
 
     def _exec_step(self, step: _Step, run: "_Run", rctx: RunContext) -> None:
         """Run one node: its kernel on its inputs, outputs stored, inputs released."""
@@ -520,19 +545,24 @@ class Executor:
                 raise RunError(f"the kernel returned {len(results)} output(s) for "
                                f"{len(outs)} declared")
         except Exception as exc:  # noqa: BLE001 - re-raised, named
-            err = _named_failure(node, args, exc)
-            with run.lock:
-                if run.error is None:
-                    run.error = err
-            if err is exc:
-                raise
-            raise err from exc
+            self._record_failure(run, node, args, exc)
         if timing:
             if stream is not None:
                 run.node_events[node.name] = (e0, self._gpu_event(stream, timing=True))
             else:
                 run.node_seconds[node.name] = time.perf_counter() - t0
         run.store(outs, results, step.frees, stream)
+
+    @staticmethod
+    def _record_failure(run: "_Run", node: Node, args: list, exc: Exception) -> None:
+        """Name ``exc`` after ``node``, keep the run's first error, raise it."""
+        err = named_failure(node, args, exc)
+        with run.lock:
+            if run.error is None:
+                run.error = err
+        if err is exc:
+            raise exc
+        raise err from exc
 
     # --- helpers ------------------------------------------------------------
 
@@ -566,33 +596,3 @@ _CPU = Context.cpu(0)
 #: (hand-offs to workers cost ~10-50 us each on a shared 2-CPU machine).
 SERIAL_BELOW_S = 1e-3
 
-
-def _direction(w: Any, d: int, axis: int) -> Any:
-    """Direction ``d`` (on ``axis``) of a recurrent weight, as a view."""
-    return w[(slice(None),) * axis + (slice(d, d + 1),)]
-
-
-def _noop(_rctx: RunContext) -> None:
-    pass
-
-
-def _elapsed_s(start: Any, end: Any) -> float:
-    return gpu.elapsed_ms(start, end) / 1e3
-
-
-def _named_failure(node: Node, args: list, exc: BaseException) -> BaseException:
-    """``exc`` as a KernelFailure naming ``node``; a nested failure keeps its own node.
-
-    Our own user errors that are not kernel failures (an executor that cannot
-    run, bad inputs of a body) already say where they are: passed on as they are.
-    """
-    if isinstance(exc, RunError) and not isinstance(exc, KernelFailure):
-        return exc
-    cur: BaseException | None = exc
-    seen = 0
-    while cur is not None and seen < 8:
-        if isinstance(cur, KernelFailure):
-            return cur.inside(f"'{node.name}' ({node.op_type})")
-        cur = cur.__cause__ or cur.__context__
-        seen += 1
-    return KernelFailure(node.name, node.op_type, [shape_of(a) for a in args], exc)

@@ -95,3 +95,8 @@ def _split(node: Node, weights: dict[str, Any], taken: set[str],
             concats.append(Node(_fresh(f"{node.name}/concat{k}", taken), "Concat",
                                 (outs[0][k], outs[1][k]), (t,), "", {"axis": axis}))
     return [*halves, *concats]
+
+
+def direction_slice(w: Any, d: int, axis: int) -> Any:
+    """Direction ``d`` (on ``axis``) of a recurrent weight, as a view."""
+    return w[(slice(None),) * axis + (slice(d, d + 1),)]

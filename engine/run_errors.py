@@ -11,6 +11,8 @@ from typing import Any, Sequence
 
 from partition.errors import LensError
 
+from .values import shape_of
+
 
 class RunError(LensError):
     """Base class of the errors of running a graph."""
@@ -64,3 +66,21 @@ class KernelFailure(RunError):
 
     def __reduce__(self):  # picklable despite the custom constructor
         return (KernelFailure, (self.node, self.op_type, self.input_shapes, self.cause, self.path))
+
+
+def named_failure(node: Any, args: Sequence[Any], exc: BaseException) -> BaseException:
+    """``exc`` as a KernelFailure naming ``node``; a nested failure keeps its own node.
+
+    Our own user errors that are not kernel failures (an executor that cannot
+    run, bad inputs of a body) already say where they are: passed on as they are.
+    """
+    if isinstance(exc, RunError) and not isinstance(exc, KernelFailure):
+        return exc
+    cur: BaseException | None = exc
+    seen = 0
+    while cur is not None and seen < 8:
+        if isinstance(cur, KernelFailure):
+            return cur.inside(f"'{node.name}' ({node.op_type})")
+        cur = cur.__cause__ or cur.__context__
+        seen += 1
+    return KernelFailure(node.name, node.op_type, [shape_of(a) for a in args], exc)
