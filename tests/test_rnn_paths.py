@@ -86,3 +86,15 @@ def test_the_kernel_leaves_its_inputs_alone(rng: np.random.Generator) -> None:
     lstm(np, x, w, r, b, None, h0, c0, hidden_size=4)
     for a, want in zip((x, w, r, b, h0, c0), before):
         np.testing.assert_array_equal(a, want)
+
+
+def test_a_hidden_size_of_one_leaves_a_weight_view_alone(rng: np.random.Generator) -> None:
+    """With hidden 1 the transposed recurrent weight is itself contiguous: a view of the
+    weight (here a slice of a larger array, as the executor's per-direction weights are)
+    that the kernel must copy before scaling it."""
+    big = rng.standard_normal((2, 4, 1)).astype(np.float32)
+    before = big.copy()
+    x = rng.standard_normal((3, 1, 2)).astype(np.float32)
+    w = rng.standard_normal((1, 4, 2)).astype(np.float32)
+    lstm(np, x, w, big[1:], None, hidden_size=1)
+    np.testing.assert_array_equal(big, before)

@@ -275,9 +275,7 @@ def _scaled_rt(xp: Any, r: Any, hs: int, half: Any) -> Any:
     hit = _RT_CACHE.get(key)
     if hit is not None and hit[0]() is r:
         return hit[1]
-    rt = xp.ascontiguousarray(xp.swapaxes(r, 1, 2))
-    if rt is r or getattr(rt, "base", None) is r:  # never scale the caller's array
-        rt = rt.copy()
+    rt = xp.swapaxes(r, 1, 2).copy()  # C order, always our own: scaled in place below
     rt[..., :3 * hs] *= half
     try:
         ref = weakref.ref(r, lambda _ref, key=key: _RT_CACHE.pop(key, None))
