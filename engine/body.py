@@ -4,9 +4,11 @@ A body runs inline on the worker that runs its control-flow node, and nobody
 reads its per-node times, peak memory or intermediates (the control-flow
 kernel takes its outputs only). The general step loop (``_Run``: a lock,
 byte counts, reference counts, timers per node) cost ~4 us per node there,
-as much as the small kernels of a streaming model. This runner keeps what a
-body needs: one dict of values, each tensor dropped after its last reader
-(computed once, at bind time), and failures named as ``KernelFailure``.
+as much as the small kernels of a streaming model. A body is therefore bound
+to one generated straight-line function (``compile_lean``) that keeps only
+what it needs: its tensors as local variables, each released after its last
+reader (found once, at bind time, by ``lean_plan``), and failures named as
+``KernelFailure``.
 
 On a device nothing is dropped before the body returns: a kernel queued on
 the stream may still read it (the general loop defers such frees to events).
@@ -32,11 +34,10 @@ class LeanStep:
     outputs: tuple[str, ...]
     drops: tuple[str, ...]       # tensors whose last reader this is
     n_outputs: int
-    single: str                  # the one output's name when it has one, else ""
 
 
 class _NoRun:
-    """What a fused step looks at (``run.keep``) when run by the lean loop."""
+    """What a fused step looks at (``run.keep``) when run in a compiled body."""
 
     keep = False
 
@@ -60,36 +61,7 @@ def lean_plan(steps: Sequence[Any], keep: set[str], free: bool) -> list[LeanStep
         for t, i in last.items():
             drops[i].append(t)
     return [LeanStep(s.node, s.call, tuple(s.node.inputs), tuple(s.node.outputs), tuple(d),
-                     s.n_outputs, s.node.outputs[0] if len(s.node.outputs) == 1 else "")
-            for s, d in zip(steps, drops)]
-
-
-def run_lean(plan: list[LeanStep], env: dict[str, Any], rctx: RunContext,
-             named: Callable[[Node, list, BaseException], BaseException]) -> None:
-    """Run ``plan`` over ``env`` (tensor name -> value), in place (the reference loop;
-    ``compile_lean`` makes the function bodies run)."""
-    run = _NO_RUN
-    for st in plan:
-        args = [env[t] if t else None for t in st.inputs]
-        try:
-            results = st.call(run, args, rctx)
-            if len(results) < st.n_outputs:
-                raise RunError(f"the kernel returned {len(results)} output(s) for "
-                               f"{len(st.outputs)} declared")
-        except Exception as exc:  # noqa: BLE001 - re-raised, named
-            err = named(st.node, args, exc)
-            if err is exc:
-                raise
-            raise err from exc
-        if st.single:
-            env[st.single] = results[0]
-        else:
-            for t, v in zip(st.outputs, results):
-                if t:
-                    env[t] = v
-        if st.drops:
-            for t in st.drops:
-                env.pop(t, None)
+                     s.n_outputs) for s, d in zip(steps, drops)]
 
 
 LeanFn = Callable[[dict, Mapping[str, Any], RunContext], list]
@@ -107,9 +79,9 @@ def compile_lean(plan: list[LeanStep], outputs: Sequence[str],
     the lean loop's cost per node. Tensors from outside (outer scope, weights, the
     body's inputs) are read from ``env`` at first use. Only generated identifiers and
     integer indices enter the source; names, kernels and nodes are passed in as
-    constants, so no string from a model becomes code. Behaviour is ``run_lean``'s:
-    a tensor is released after its last reader (when the plan drops it), a short
-    result is a ``RunError``, a failure is named after its node.
+    constants, so no string from a model becomes code. A tensor is released after
+    its last reader (when the plan drops it), a short result is a ``RunError``, a
+    failure is named after its node (``named``).
     """
     local: dict[str, str] = {}     # tensor -> local variable
     names: list[str] = []          # env keys read, by index (K[i])
