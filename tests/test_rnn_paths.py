@@ -98,3 +98,35 @@ def test_a_hidden_size_of_one_leaves_a_weight_view_alone(rng: np.random.Generato
     w = rng.standard_normal((1, 4, 2)).astype(np.float32)
     lstm(np, x, w, big[1:], None, hidden_size=1)
     np.testing.assert_array_equal(big, before)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("with_state", [True, False])
+def test_a_streaming_step_matches_onnxruntime(direction: str, batch: int, with_state: bool,
+                                              rng: np.random.Generator) -> None:
+    """seq 1, one direction: the stacked-weights step (cached on W, R and B)."""
+    model, feeds = _lstm_model(rng, 1, batch, 6, 10, direction, with_state, False)
+    with Executor(load_model(model.SerializeToString())) as ex:
+        for k in range(3):
+            if k == 2:  # a replaced weight: the cached stack must not be reused
+                b2 = (rng.standard_normal((1, 80)) * 0.3).astype(np.float32)
+                ex.set_weight("B", b2)
+                model.graph.initializer[2].CopyFrom(numpy_helper.from_array(b2, "B"))
+            feeds = {**feeds, "X": rng.standard_normal(feeds["X"].shape).astype(np.float32)}
+            got = ex(feeds)
+            for name, want in zip(("Y", "Y_h", "Y_c"), _ort(model, feeds)):
+                np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_a_streaming_step_without_bias_and_its_inputs_untouched(rng: np.random.Generator) -> None:
+    x = rng.standard_normal((1, 2, 3)).astype(np.float32)
+    w, r = (rng.standard_normal((1, 16, k)).astype(np.float32) for k in (3, 4))
+    h0, c0 = (rng.standard_normal((1, 2, 4)).astype(np.float32) for _ in range(2))
+    before = [a.copy() for a in (x, w, r, h0, c0)]
+    y, yh, yc = lstm(np, x, w, r, None, None, h0, c0, hidden_size=4)
+    zero_b = np.zeros((1, 32), np.float32)  # the general path, for comparison
+    y2, yh2, yc2 = lstm(np, np.concatenate([x, x]), w, r, zero_b, None, h0, c0, hidden_size=4)
+    np.testing.assert_allclose(y[0], y2[0], rtol=1e-6, atol=1e-7)
+    for a, want in zip((x, w, r, h0, c0), before):
+        np.testing.assert_array_equal(a, want)

@@ -159,14 +159,18 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
          activations: Any = None, clip: float | None = None, direction: str = "forward",
          hidden_size: int | None = None, input_forget: int = 0, layout: int = 0) -> tuple:
     hs = r.shape[-1]
+    b_in = b  # the caller's bias (or None): what the step weights are cached on
     x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 4, hs)
     if c0 is not None and layout:
         c0 = xp.swapaxes(c0, 0, 1)
     c = xp.zeros((n_dir, batch, hs), dtype=x.dtype) if c0 is None else c0.copy()
     peep = p is not None  # without peepholes their three products are skipped
-    xw = _projection(xp, x, w, [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
     full = seq_lens is None or bool(np.all(lens >= seq))  # no entry ends early: no masking
-    if not peep and clip is None and not input_forget and activations is None and full:
+    plain = not peep and clip is None and not input_forget and activations is None and full
+    if plain and seq == 1 and n_dir == 1 and x.dtype == w.dtype == r.dtype:
+        return _finish(xp, *_lstm_step(xp, x, w, r, b_in, h, c, hs), layout)
+    xw = _projection(xp, x, w, [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
+    if plain:
         rt = _scaled_rt(xp, r, hs, x.dtype.type(0.5))  # (dirs, hidden, 4 hidden), cached
         if n_dir == 1:
             return _finish(xp, *_lstm_plain(xp, xw, rt, h, c, seq, direction), layout)
@@ -262,26 +266,71 @@ def _lstm_plain(xp: Any, xw: list, rt: Any, h: Any, c: Any, seq: int,
     return ys, [h, c]
 
 
-#: id(recurrent weight) -> (weak reference to it, its prepared transpose). An
-#: executor hands an LSTM node the same weight array on every run (weights are
-#: replaced, never written in place), so the transposed, pre-scaled copy -- a
-#: strided 1 MB copy costs ~0.3 ms, more than a streaming step -- is made once.
-_RT_CACHE: dict[int, tuple[Any, Any]] = {}
-_RT_CACHE_MAX = 64
+#: ids of weight arrays -> (weak references to them, what was prepared from them). An
+#: executor hands an LSTM node the same weight arrays on every run (weights are
+#: replaced, never written in place), so a transposed, pre-scaled copy -- a strided
+#: 1 MB copy costs ~0.3 ms, more than a streaming step -- is made once per weight.
+_CACHE: dict[tuple, tuple[tuple, Any]] = {}
+_CACHE_MAX = 64
+
+
+def _cached(kind: str, objs: tuple, build: Callable[[], Any]) -> Any:
+    """``build()``, remembered while every array of ``objs`` (None allowed) lives."""
+    key = (kind, *(id(o) for o in objs))
+    hit = _CACHE.get(key)
+    if hit is not None and all(ref() is o for ref, o in zip(hit[0], objs) if ref is not None):
+        return hit[1]
+    value = build()
+    try:
+        refs = tuple(None if o is None else
+                     weakref.ref(o, lambda _ref, key=key: _CACHE.pop(key, None)) for o in objs)
+    except TypeError:  # an array type without weak references: no cache
+        return value
+    if len(_CACHE) >= _CACHE_MAX:
+        _CACHE.clear()
+    _CACHE[key] = (refs, value)
+    return value
 
 
 def _scaled_rt(xp: Any, r: Any, hs: int, half: Any) -> Any:
-    key = id(r)
-    hit = _RT_CACHE.get(key)
-    if hit is not None and hit[0]() is r:
-        return hit[1]
-    rt = xp.swapaxes(r, 1, 2).copy()  # C order, always our own: scaled in place below
-    rt[..., :3 * hs] *= half
-    try:
-        ref = weakref.ref(r, lambda _ref, key=key: _RT_CACHE.pop(key, None))
-    except TypeError:  # an array type without weak references: no cache
+    """R transposed to (dirs, hidden, 4 hidden), its i, o, f columns halved."""
+    def build() -> Any:
+        rt = xp.swapaxes(r, 1, 2).copy()  # C order, always our own: scaled in place
+        rt[..., :3 * hs] *= half
         return rt
-    if len(_RT_CACHE) >= _RT_CACHE_MAX:
-        _RT_CACHE.clear()
-    _RT_CACHE[key] = (ref, rt)
-    return rt
+    return _cached("rt", (r,), build)
+
+
+def _step_weights(xp: Any, w: Any, r: Any, b: Any, hs: int, half: Any) -> tuple[Any, Any]:
+    """For one step of one direction: [W; R] transposed and stacked, (in + hidden,
+    4 hidden), and the summed bias, their i, o, f columns halved."""
+    def build() -> tuple[Any, Any]:
+        wr = xp.concatenate([xp.swapaxes(w, 1, 2)[0], xp.swapaxes(r, 1, 2)[0]], axis=0)
+        bias = (xp.zeros((4 * hs,), dtype=wr.dtype) if b is None
+                else b[0, :4 * hs] + b[0, 4 * hs:])
+        wr[:, :3 * hs] *= half
+        bias[:3 * hs] *= half
+        return wr, bias
+    return _cached("step", (w, r, b), build)
+
+
+def _lstm_step(xp: Any, x: Any, w: Any, r: Any, b: Any, h: Any, c: Any,
+               hs: int) -> tuple[Any, list]:
+    """A streaming step (one time step, one direction) as one product of [x, h] with
+    the stacked weights, then the gates as in ``_lstm_plain``: half the calls."""
+    half = h.dtype.type(0.5)
+    wr, bias = _step_weights(xp, w, r, b, hs, half)
+    gates = xp.concatenate([x[0], h[0]], axis=1) @ wr     # (batch, 4 hidden)
+    gates += bias
+    xp.tanh(gates, out=gates)
+    iof = gates[:, :3 * hs]
+    iof *= half
+    iof += half
+    g = gates[:, 3 * hs:]
+    g *= gates[:, :hs]                                   # i * g
+    cell = c[0]
+    cell *= gates[:, 2 * hs:3 * hs]                      # f * c
+    cell += g
+    hn = xp.tanh(cell)
+    hn *= gates[:, hs:2 * hs]
+    return hn.reshape((1, 1) + hn.shape), [hn.reshape((1,) + hn.shape).copy(), c]
