@@ -166,22 +166,10 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
     c = xp.zeros((n_dir, batch, hs), dtype=x.dtype) if c0 is None else c0.copy()
     peep = p is not None  # without peepholes their three products are skipped
     full = seq_lens is None or bool(np.all(lens >= seq))  # no entry ends early: no masking
-    plain = not peep and clip is None and not input_forget and activations is None and full
-    if plain and seq == 1 and n_dir == 1 and x.dtype == w.dtype == r.dtype:
-        return _finish(xp, *_lstm_step(xp, x, w, r, b_in, h, c, hs), layout)
-    xw = _projection(xp, x, w, [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
-    if plain:
-        rt = _scaled_rt(xp, r, hs, x.dtype.type(0.5))  # (dirs, hidden, 4 hidden), cached
-        if n_dir == 1:
-            return _finish(xp, *_lstm_plain(xp, xw, rt, h, c, seq, direction), layout)
-        # One direction after the other: each keeps its recurrent weight in the core's
-        # cache for all its steps (both at once: 2 MB at hidden 256, 1.5x slower).
-        parts = [_lstm_plain(xp, xw[d:d + 1], rt[d:d + 1], h[d:d + 1], c[d:d + 1], seq,
-                             "reverse" if d == 1 and direction == "bidirectional" else direction)
-                 for d in range(n_dir)]
-        ys = xp.concatenate([p[0] for p in parts], axis=1)
-        states = [xp.concatenate([p[1][k] for p in parts], axis=0) for k in range(2)]
+    if not peep and clip is None and not input_forget and activations is None and full:
+        ys, states = _lstm_common(xp, x, w, r, b, b_in, h, c, direction)
         return _finish(xp, ys, states, layout)
+    xw = _projection(xp, x, w, [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
     acts = _activations(xp, activations, ["Sigmoid", "Tanh", "Tanh"], n_dir, activation_alpha,
                         activation_beta)
     h = h.copy()
@@ -217,6 +205,27 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
     return _finish(xp, ys, [h, c], layout)
+
+
+def _lstm_common(xp: Any, x: Any, w: Any, r: Any, b: Any, b_in: Any, h: Any, c: Any,
+                 direction: str) -> tuple[Any, list]:
+    """The common LSTM (default activations, no peepholes, clip, coupling or early
+    ending), layout 0: a streaming step as one product, else ``_lstm_plain`` per
+    direction. ``b`` is the bias (zeros if absent), ``b_in`` the caller's (or None)."""
+    hs, (seq, n_dir) = r.shape[-1], (x.shape[0], w.shape[0])
+    if seq == 1 and n_dir == 1 and x.dtype == w.dtype == r.dtype:
+        return _lstm_step(xp, x, w, r, b_in, h, c, hs)
+    xw = _projection(xp, x, w, [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
+    rt = _scaled_rt(xp, r, hs, x.dtype.type(0.5))  # (dirs, hidden, 4 hidden), cached
+    if n_dir == 1:
+        return _lstm_plain(xp, xw, rt, h, c, seq, direction)
+    # One direction after the other: each keeps its recurrent weight in the core's
+    # cache for all its steps (both at once: 2 MB at hidden 256, 1.5x slower).
+    parts = [_lstm_plain(xp, xw[d:d + 1], rt[d:d + 1], h[d:d + 1], c[d:d + 1], seq,
+                         "reverse" if d == 1 and direction == "bidirectional" else direction)
+             for d in range(n_dir)]
+    ys = xp.concatenate([p[0] for p in parts], axis=1)
+    return ys, [xp.concatenate([p[1][k] for p in parts], axis=0) for k in range(2)]
 
 
 def _lstm_plain(xp: Any, xw: list, rt: Any, h: Any, c: Any, seq: int,
