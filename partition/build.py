@@ -36,10 +36,10 @@ loop runs incrementally (``partition/trim.py``) with the same exclusions.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
+from .adjacency import adjacency, graph_adjacency, seed_order  # noqa: F401 - adjacency, seed_order re-exported
 from .cycles import CycleChecker
 from .errors import SelectorError
 from .ir import Graph, Node, TensorInfo
@@ -63,10 +63,10 @@ class PassState:
         self.progress = progress
         self.prop_name = prop_name
         self.tracer = tracer
-        self.order, self.preds, self.succs = adjacency(graph)
+        adj = graph_adjacency(graph)
+        self.order, self.preds, self.succs = adj.order, adj.preds, adj.succs
         self.views = [NodeView(n, graph, i) for i, n in enumerate(self.order)]
-        index = graph.index
-        self.position = [index[n.name] for n in self.order]  # id -> position in graph.nodes
+        self.position = adj.positions  # id -> position in graph.nodes
         self.status: list[int] = [FREE] * len(self.order)
         self._reasons: dict[str, Reason] = {}
         self._cycled: dict[int, int] = {}  # excluded node id -> its latest entry in cycle_log (reason made when read)
@@ -254,71 +254,6 @@ class Tracer:
         self.step += 1
         return TraceEvent(self.step, kind, prop, **fields)
 
-
-
-# ---------------------------------------------------------------- ordering --
-def seed_order(graph: Graph) -> list[Node]:
-    """Iterative post-order DFS from the outputs, then unreached nodes in file order."""
-    return [graph.nodes[p] for p in _seed_positions(graph)]
-
-
-_ADJACENCY: "weakref.WeakKeyDictionary[Graph, tuple[list[Node], list[list[int]], list[list[int]]]]" = \
-    weakref.WeakKeyDictionary()
-
-
-def adjacency(graph: Graph) -> tuple[list[Node], list[list[int]], list[list[int]]]:
-    """Nodes in seed order, and by id: producer ids (read order) and consumer ids (id order).
-
-    Cached per graph (graphs never change); callers must not modify the lists.
-    """
-    cached = _ADJACENCY.get(graph)
-    if cached is not None:
-        return cached
-    positions = _seed_positions(graph)
-    rank = [0] * len(positions)
-    for node_id, pos in enumerate(positions):
-        rank[pos] = node_id
-    pred_positions = graph.pred_positions
-    preds = [[rank[p] for p in pred_positions[pos]] for pos in positions]
-    nodes = graph.nodes
-    result = [nodes[p] for p in positions], preds, _successors(preds)
-    _ADJACENCY[graph] = result
-    return result
-
-
-def _seed_positions(graph: Graph) -> list[int]:
-    preds = graph.pred_positions
-    visited = bytearray(len(graph.nodes))
-    order: list[int] = []
-    index = graph.index
-    for out in graph.outputs:
-        root = graph.producer(out)
-        if root is None or visited[index[root.name]]:
-            continue
-        start = index[root.name]
-        visited[start] = 1
-        stack = [(start, iter(preds[start]))]  # the DFS path: (node, its inputs not yet looked at)
-        while stack:
-            top, inputs = stack[-1]
-            for child in inputs:  # resumes where this node's last visit stopped
-                if not visited[child]:
-                    visited[child] = 1
-                    stack.append((child, iter(preds[child])))
-                    break
-            else:  # every input done: post-order
-                stack.pop()
-                order.append(top)
-    if len(order) < len(visited):
-        order.extend(i for i in range(len(graph.nodes)) if not visited[i])
-    return order
-
-
-def _successors(preds: list[list[int]]) -> list[list[int]]:
-    succs: list[list[int]] = [[] for _ in preds]
-    for i, ps in enumerate(preds):  # i ascends, so each list comes out sorted by id
-        for p in ps:
-            succs[p].append(i)
-    return succs
 
 
 def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
