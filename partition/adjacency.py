@@ -26,6 +26,7 @@ class Adjacency(NamedTuple):
     preds: list[list[int]]     # id -> producer ids, read order
     succs: list[list[int]]     # id -> consumer ids, ascending
     positions: list[int]       # id -> position in graph.nodes
+    identity: bool             # ids are positions (the DFS order is the file order)
 
 
 _CACHE: "weakref.WeakKeyDictionary[Graph, Adjacency]" = weakref.WeakKeyDictionary()
@@ -39,7 +40,8 @@ def graph_adjacency(graph: Graph) -> Adjacency:
     pred_pos = _pred_positions(graph)
     positions = _seed_positions(graph, pred_pos)
     nodes = graph.nodes
-    if _is_identity(positions):
+    identity = _is_identity(positions)
+    if identity:
         order, preds = list(nodes), pred_pos
     else:
         rank = [0] * len(positions)
@@ -47,7 +49,7 @@ def graph_adjacency(graph: Graph) -> Adjacency:
             rank[pos] = node_id
         order = [nodes[p] for p in positions]
         preds = [[rank[p] for p in pred_pos[pos]] for pos in positions]
-    result = Adjacency(order, preds, _successors(preds), positions)
+    result = Adjacency(order, preds, _successors(preds), positions, identity)
     _CACHE[graph] = result
     return result
 

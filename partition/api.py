@@ -55,9 +55,10 @@ class SubgraphProperty:
 
 def default_subgraph_node(subgraph: Graph, subgraph_id: int, property_name: str) -> Node:
     """The generic subgraph node: one input per outer tensor, one output per tensor used outside."""
-    return Node(f"{property_name}_{subgraph_id}", SUBGRAPH_OP, tuple(subgraph.inputs),
-                tuple(subgraph.outputs), SUBGRAPH_DOMAIN,
-                {"property": property_name, "subgraph_id": subgraph_id}, {"body": subgraph})
+    # ``trusted``: the fields are of the right types already, and a pass makes one per subgraph
+    return Node.trusted(f"{property_name}_{subgraph_id}", SUBGRAPH_OP, tuple(subgraph.inputs),
+                        tuple(subgraph.outputs), SUBGRAPH_DOMAIN,
+                        {"property": property_name, "subgraph_id": subgraph_id}, {"body": subgraph})
 
 
 class ContainOpProperty(SubgraphProperty):

@@ -67,9 +67,11 @@ class PassState:
         self.order, self.preds, self.succs = adj.order, adj.preds, adj.succs
         self.views = [NodeView(n, graph, i) for i, n in enumerate(self.order)]
         self.position = adj.positions  # id -> position in graph.nodes
+        self._ids_are_positions = adj.identity  # then sorting ids sorts positions
         self.status: list[int] = [FREE] * len(self.order)
-        self._reasons: dict[str, Reason] = {}
+        self._reasons: dict[int, Reason] = {}
         self._cycled: dict[int, int] = {}  # excluded node id -> its latest entry in cycle_log (reason made when read)
+        self._unselected: dict[int, str] = {}  # seed id -> the selector that said no (reason made when read)
         self.cycles = CycleChecker(self.succs)
         self.trimmer = Trimmer(self.preds, self.succs, self.cycles)
         self._accept: dict[frozenset[str], list[bool]] = {}
@@ -102,37 +104,48 @@ class PassState:
 
     # ---------------------------------------------------- the record --
     # Every reason is written here: a later decision replaces an earlier one
-    # (``_set``), a refusal only fills a gap (``_default``).
-    # Cycle exclusions (~130k on a 100k-node chain with skips, most replaced later
-    # when the node joins a subgraph) keep only an index into ``cycle_log`` until read.
+    # (``_set``), a refusal only fills a gap (``_default``). Reasons are kept by
+    # node id; ``reasons`` gives them by name.
+    # Speed: the two kinds a large pass writes by the ten thousand are kept as ids
+    # until read. Cycle exclusions (~130k on a 100k-node chain with skips, most
+    # replaced later when the node joins a subgraph) keep an index into
+    # ``cycle_log``; seeds a fixed op set does not select (the built-in selector,
+    # where nothing else can be said of them) keep nothing but their id.
     @property
     def reasons(self) -> dict[str, Reason]:
         """Node name -> its ``Reason``, for every node not (yet) in a subgraph."""
+        order, reasons = self.order, self._reasons
         if self._cycled:
-            entries, order = self.cycle_log._entries, self.order
+            log = self.cycle_log
+            seeds, paths = log._seeds, log._paths
             for i, k in self._cycled.items():
-                _prop, _order, seed, path, _victim = entries[k]
                 name = order[i].name
-                self._reasons[name] = Reason(ReasonKind.CYCLE, name,
-                                             {"seed": order[seed].name, "path": Snapshot(order, path)})
+                reasons[i] = Reason(ReasonKind.CYCLE, name, {"seed": order[seeds[k]].name,
+                                                              "path": Snapshot(order, paths[k])})
             self._cycled.clear()
-        return self._reasons
+        if self._unselected:
+            for i, selector in self._unselected.items():
+                node = order[i]
+                reasons[i] = Reason(ReasonKind.NOT_SELECTED, node.name,
+                                    {"selector": selector, "op_type": node.op_type})
+            self._unselected.clear()
+        return {r.node: r for r in reasons.values()}
 
     def _set(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
-        name = self.order[i].name
         self._cycled.pop(i, None)
-        self._reasons[name] = Reason(kind, name, data)
+        self._unselected.pop(i, None)
+        self._reasons[i] = Reason(kind, self.order[i].name, data)
 
     def _default(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
-        name = self.order[i].name
-        if name not in self._reasons and i not in self._cycled:
-            self._reasons[name] = Reason(kind, name, data)
+        if not self.has_reason(i):
+            self._reasons[i] = Reason(kind, self.order[i].name, data)
 
     def has_reason(self, i: int) -> bool:
-        return i in self._cycled or self.order[i].name in self._reasons
+        return i in self._reasons or i in self._cycled or i in self._unselected
 
     def note_not_selected(self, i: int, selector: str) -> None:
-        self._default(i, ReasonKind.NOT_SELECTED, {"selector": selector, "op_type": self.order[i].op_type})
+        if not self.has_reason(i):
+            self._unselected[i] = selector  # the Reason is made when read
 
     def note_refused(self, i: int, call: str, source: int) -> None:
         self._default(i, ReasonKind.REFUSED, {"call": call, "from": self.order[source].name})
@@ -143,19 +156,20 @@ class PassState:
 
     def note_cycle(self, seed: int, path: Sequence[int], victim: int) -> None:
         """``victim`` is excluded: contracting it with the seed's candidates closes ``path``."""
-        self._reasons.pop(self.order[victim].name, None)
+        self._reasons.pop(victim, None)
+        self._unselected.pop(victim, None)
         self._cycled[victim] = len(self.cycle_log)
         self.cycle_log.add(self.prop_name, self.order, seed, path, victim)
 
-    def note_cycles(self, seed: int, log: Sequence[tuple[Sequence[int], int]]) -> None:
+    def note_cycles(self, seed: int, paths: list[list[int]], victims: list[int]) -> None:
         """``note_cycle`` for each (path, victim) in order (the incremental loop's record)."""
-        reasons, cycled, order, entries = self._reasons, self._cycled, self.order, self.cycle_log._entries
-        prop = self.prop_name
-        for path, victim in log:
-            if reasons:
-                reasons.pop(order[victim].name, None)
-            cycled[victim] = len(entries)
-            entries.append((prop, order, seed, path, victim))
+        base = len(self.cycle_log)
+        self.cycle_log.add_many(self.prop_name, self.order, seed, paths, victims)
+        self._cycled.update(zip(victims, range(base, base + len(victims))))  # a later entry wins
+        for earlier in (self._reasons, self._unselected):
+            if not earlier.keys().isdisjoint(victims):  # rare: one C-level test for the batch
+                for victim in victims:
+                    earlier.pop(victim, None)
 
     def note_filtered(self, i: int, seed: int) -> None:
         self._set(i, ReasonKind.FILTERED, {"seed": self.order[seed].name})
@@ -170,7 +184,7 @@ class PassState:
         """The members' subgraph is too small: they stay out, and are not offered again."""
         for i in members:
             self.status[i] = REJECTED
-            earlier = None if i in self._cycled else self._reasons.get(self.order[i].name)
+            earlier = None if i in self._cycled or i in self._unselected else self._reasons.get(i)
             data: dict[str, Any] = {"compute_nodes": compute_nodes, "min_size": min_size}
             if earlier is not None and earlier.kind in _EARLIER_KINDS:  # why the bigger neighbour did not take it
                 data["earlier"] = earlier
@@ -214,32 +228,38 @@ class PassState:
 
     def add_subgraph(self, prop: SubgraphProperty, members: list[int]) -> tuple[Node | None, int]:
         """Make the subgraph node for ``members``; None when the property rejects it."""
-        index = self.graph.index
-        members = sorted(members, key=self.position.__getitem__)
-        body = self.body(members, f"{self.prop_name}_{self.next_id}")
+        members = sorted(members) if self._ids_are_positions else sorted(members, key=self.position.__getitem__)
         sid = self.next_id
+        body = self.body(members, f"{self.prop_name}_{sid}")
         try:
             node = prop.create_subgraph_node(body, sid)
         except Exception as exc:  # noqa: BLE001 - a user property; report it with the subgraph
             raise SelectorError(f"{type(prop).__name__}.create_subgraph_node for subgraph {sid} "
                                 f"({', '.join(self.names(members[:5]))}...) raised "
                                 f"{type(exc).__name__}: {exc}") from exc
-        if node is not None and node.name in self.graph.node_by_name and \
-                index[node.name] not in {index[self.order[i].name] for i in members}:
-            node = dataclasses.replace(node, name=f"{node.name}__sg{sid}")  # keep names unique
+        status = self.status
         if node is None:
             for i in members:
-                self.status[i] = REJECTED
+                status[i] = REJECTED
                 self._set(i, ReasonKind.REJECTED, {"subgraph_id": sid})
             return None, sid
+        index = self.graph.index
+        clash = index.get(node.name)
+        if clash is not None and clash not in {self.position[i] for i in members}:  # like a node left outside
+            node = dataclasses.replace(node, name=f"{node.name}__sg{sid}")  # keep names unique
         self.next_id += 1
-        reasons, cycled = self._reasons, self._cycled
+        cycled = self._cycled
         for i in members:
-            self.status[i] = TAKEN
-            reasons.pop(self.order[i].name, None)
-            cycled.pop(i, None)
+            status[i] = TAKEN
+        if cycled:
+            for i in members:
+                cycled.pop(i, None)
+        for earlier in (self._reasons, self._unselected):
+            if not earlier.keys().isdisjoint(members):
+                for i in members:
+                    earlier.pop(i, None)
         self.cycles.add(members)
-        self.found.append((sid, list(self.names(members)), node))
+        self.found.append((sid, [n.name for n in body.nodes], node))
         return node, sid
 
 
@@ -437,6 +457,24 @@ def _grow_by_op(state: PassState, accept: list[bool], seed: int, excluded: set[i
     return members
 
 
+def _grow_marked(state: PassState, accept: list[bool], seed: int, mark: bytearray) -> list[int]:
+    """``_grow_by_op`` with nothing excluded, marking the members in ``mark`` (the trimmer's
+    candidate flags, which it would set next): the member list is the FIFO queue itself."""
+    status, preds, succs = state.status, state.preds, state.succs
+    members = [seed]
+    mark[seed] = 1
+    for cur in members:  # a list iterator sees what is appended while it runs
+        for nb in preds[cur]:  # producers first, then consumers, as grow asks
+            if accept[nb] and not mark[nb] and status[nb] == FREE:
+                mark[nb] = 1
+                members.append(nb)
+        for nb in succs[cur]:
+            if accept[nb] and not mark[nb] and status[nb] == FREE:
+                mark[nb] = 1
+                members.append(nb)
+    return members
+
+
 # ------------------------------------------------------------------ driver --
 def generic_pass(prop: SubgraphProperty, state: PassState) -> Iterator[TraceEvent]:
     """Seed 000's algorithm: the driver with breadth-first growth through ``prop``'s selectors."""
@@ -468,13 +506,16 @@ def run_pass(prop: SubgraphProperty, state: PassState, grower: Grower) -> Iterat
 def _grow_acyclic(state: PassState, grower: Grower, seed: int) -> Iterator[TraceEvent]:
     """Grow from ``seed``; on a cycle exclude a node, reset and grow again (MXNet's rule)."""
     if grower.accepts is not None and not state.tracing:
-        members = _grow_by_op(state, grower.accepts, seed)
+        trimmer = state.trimmer
+        members = _grow_marked(state, grower.accepts, seed, trimmer.in_s)
         if len(members) == 1:
+            trimmer.in_s[seed] = 0
             return members
-        done = state.trimmer.trim(seed, members)
+        done = trimmer.trim(seed, members, marked=True)
         if done is not None:
-            final, log = done
-            state.note_cycles(seed, log)
+            final, paths, victims = done
+            if victims:
+                state.note_cycles(seed, paths, victims)
             return final
     excluded: set[int] = set()
     while True:

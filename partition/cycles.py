@@ -72,8 +72,7 @@ class CycleChecker:
     def add(self, members: Sequence[int]) -> None:
         index = len(self.members)
         self.members.append(list(members))
-        for i in members:
-            self.group[i] = index
+        self.group.update(dict.fromkeys(members, index))
         self.spans.add(min(members), max(members))
 
     def find_cycle(self, candidates: Sequence[int]) -> Witness | None:
