@@ -25,9 +25,10 @@ bounded propagation of ``groups.FastTracker``. They make identical decisions
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..api import NodeView, SubgraphProperty, SubgraphSelector, register_backend_factory
+from ..adjacency import graph_adjacency
 from ..build import FREE, REJECTED, Grower, PassState, adjacency, run_pass
 from ..errors import LensError
 from ..ir import Graph
@@ -46,17 +47,26 @@ class _Context:
                  succs: list[list[int]], mode: str) -> None:
         self.graph = graph
         self.order = order
-        self.id_of = {n.name: i for i, n in enumerate(order)}
         self.preds = preds
         self.succs = succs
         self.reasons = rules.compat(graph)                  # name -> reason, incompatible only
         bad = bytearray(len(order))
+        id_of = self._ids(graph, order)
         for name in self.reasons:
-            bad[self.id_of[name]] = 1
+            bad[id_of(name)] = 1
         self.bad = bad
-        self.compute = [rules.is_compute(n) for n in order]
+        non_compute = rules.non_compute_ops  # ``rules.is_compute``, without a call per node
+        self.compute = [n.op_type not in non_compute for n in order]
         self.mode = mode
         self._pairs: dict[int, tuple[set[int], set[int]]] | None = None
+
+    @staticmethod
+    def _ids(graph: Graph, order: list) -> Callable[[str], int]:
+        """Node name -> id: the graph's position index when ids are positions, else a map."""
+        adj = graph_adjacency(graph)
+        if adj.order is order and adj.identity:
+            return graph.index.__getitem__
+        return {n.name: i for i, n in enumerate(order)}.__getitem__
 
     @classmethod
     def from_graph(cls, graph: Graph, rules: TRTRules, mode: str) -> "_Context":
@@ -200,6 +210,8 @@ class DepthFirst(Grower):
     def grow(self, seed: int, excluded: set[int]) -> Iterator[TraceEvent]:
         """Depth-first growth, inputs first; returns members in join order."""
         state, ctx = self.state, self.ctx
+        if not state.tracing:
+            return self._grow_quiet(seed, excluded)
         status, preds, succs, bad, order = state.status, ctx.preds, ctx.succs, ctx.bad, state.order
         tracing = state.tracing
         tracker = self.selector.tracker
@@ -233,6 +245,39 @@ class DepthFirst(Grower):
                                  queue=state.names([e[1] for e in reversed(stack[-20:])]))
             stack.extend((nb, o, False) for o in reversed(succs[nb]))
             stack.extend((nb, p, True) for p in reversed(preds[nb]))
+        return members
+
+    def _grow_quiet(self, seed: int, excluded: set[int]) -> list[int]:
+        """``grow`` with tracing off: the same members in the same order and the same reasons.
+
+        With no event to tell, the stack holds only the neighbour ids (no (from, to,
+        direction) tuple per edge), pushed with C-level ``extend``.
+        """
+        state, ctx = self.state, self.ctx
+        status, preds, succs, bad = state.status, ctx.preds, ctx.succs, ctx.bad
+        tracker = self.selector.tracker
+        forbids, join = tracker.forbids, tracker.join
+        join(seed)
+        members = [seed]
+        seen = {seed}  # members and refused nodes: neither is looked at again
+        stack: list[int] = [*reversed(succs[seed]), *reversed(preds[seed])]  # the first input pops first
+        pop, push = stack.pop, stack.extend
+        while stack:
+            nb = pop()
+            if nb in seen:
+                continue
+            seen.add(nb)
+            if bad[nb] or status[nb] != FREE or nb in excluded:
+                continue
+            if forbids(nb):
+                if not state.has_reason(nb):
+                    inc, group = tracker.cause(nb)  # type: ignore[misc]
+                    state.note_group(nb, seed, inc, group)
+                continue
+            join(nb)
+            members.append(nb)
+            push(reversed(succs[nb]))
+            push(reversed(preds[nb]))
         return members
 
     def _refusal(self, seed: int, cur: int, nb: int, members: list[int], excluded: set[int]) -> TraceEvent:
