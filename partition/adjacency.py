@@ -27,6 +27,7 @@ class Adjacency(NamedTuple):
     succs: list[list[int]]     # id -> consumer ids, ascending
     positions: list[int]       # id -> position in graph.nodes
     identity: bool             # ids are positions (the DFS order is the file order)
+    has_bodies: bool           # some node has a body (control flow, function call): reads != inputs
 
 
 _CACHE: "weakref.WeakKeyDictionary[Graph, Adjacency]" = weakref.WeakKeyDictionary()
@@ -37,8 +38,8 @@ def graph_adjacency(graph: Graph) -> Adjacency:
     cached = _CACHE.get(graph)
     if cached is not None:
         return cached
-    pred_pos = _pred_positions(graph)
-    positions = _seed_positions(graph, pred_pos)
+    pred_pos, where = _pred_positions(graph)
+    positions = _seed_positions(graph, pred_pos, where)
     nodes = graph.nodes
     identity = _is_identity(positions)
     if identity:
@@ -49,7 +50,7 @@ def graph_adjacency(graph: Graph) -> Adjacency:
             rank[pos] = node_id
         order = [nodes[p] for p in positions]
         preds = [[rank[p] for p in pred_pos[pos]] for pos in positions]
-    result = Adjacency(order, preds, _successors(preds), positions, identity)
+    result = Adjacency(order, preds, _successors(preds), positions, identity, any(n.subgraphs for n in nodes))
     _CACHE[graph] = result
     return result
 
@@ -69,8 +70,9 @@ def _is_identity(positions: list[int]) -> bool:
     return positions == list(range(len(positions)))
 
 
-def _pred_positions(graph: Graph) -> list[list[int]]:
-    """Per node position: positions of the distinct producers of what it reads, in read order."""
+def _pred_positions(graph: Graph) -> tuple[list[list[int]], dict[str, int]]:
+    """Per node position: positions of the distinct producers of what it reads, in read order;
+    and tensor -> position of its producer."""
     nodes = graph.nodes
     outs = [n.outputs for n in nodes]
     if all(len(o) == 1 for o in outs):  # the common case: one tensor per node
@@ -79,8 +81,14 @@ def _pred_positions(graph: Graph) -> list[list[int]]:
         where = {t: i for i, o in enumerate(outs) for t in o}
     where.pop("", None)  # omitted optional outputs are no tensor
     get = where.get
-    reads = graph._reads
-    read_lists = [reads[n.name] for n in nodes]
+    # A node without bodies reads its inputs ("" and repeats drop out below: "" has no
+    # producer, a repeated producer is listed once), so ``graph._reads`` is built only
+    # for graphs with control flow or function calls.
+    if any(n.subgraphs for n in nodes):
+        reads = graph._reads
+        read_lists = [reads[n.name] for n in nodes]
+    else:
+        read_lists = [n.inputs for n in nodes]
     result: list[list[int]] = []
     append = result.append
     for ts in read_lists:  # one and two reads written out: nearly every node of a model
@@ -96,7 +104,7 @@ def _pred_positions(graph: Graph) -> list[list[int]]:
                 append([p] if q is None or q == p else [p, q])
         else:
             append(_several(ts, get))
-    return result
+    return result, where
 
 
 def _several(ts: tuple[str, ...], get) -> list[int]:
@@ -106,15 +114,13 @@ def _several(ts: tuple[str, ...], get) -> list[int]:
     return preds
 
 
-def _seed_positions(graph: Graph, preds: list[list[int]]) -> list[int]:
+def _seed_positions(graph: Graph, preds: list[list[int]], where: dict[str, int]) -> list[int]:
     visited = bytearray(len(graph.nodes))
     order: list[int] = []
-    index = graph.index
     for out in graph.outputs:
-        root = graph.producer(out)
-        if root is None or visited[index[root.name]]:
+        start = where.get(out, -1)
+        if start < 0 or visited[start]:
             continue
-        start = index[root.name]
         visited[start] = 1
         stack = [(start, iter(preds[start]))]  # the DFS path: (node, its inputs not yet looked at)
         while stack:

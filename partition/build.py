@@ -68,6 +68,7 @@ class PassState:
         self.views = [NodeView(n, graph, i) for i, n in enumerate(self.order)]
         self.position = adj.positions  # id -> position in graph.nodes
         self._ids_are_positions = adj.identity  # then sorting ids sorts positions
+        self._has_bodies = adj.has_bodies  # else a node reads just its inputs
         self.status: list[int] = [FREE] * len(self.order)
         self._reasons: dict[int, Reason] = {}
         self._cycled: dict[int, int] = {}  # excluded node id -> its latest entry in cycle_log (reason made when read)
@@ -199,7 +200,8 @@ class PassState:
         graph, order, succs = self.graph, self.order, self.succs
         if self._graph_outputs is None:
             self._graph_outputs = frozenset(graph.outputs)
-        graph_outputs, reads = self._graph_outputs, graph._reads
+        graph_outputs = self._graph_outputs
+        reads = graph._reads if self._has_bodies else {}
         member_set = set(members)
         nodes = [order[i] for i in members]
         produced = {t for n in nodes for t in n.outputs}
@@ -207,8 +209,8 @@ class PassState:
         outputs: list[str] = []
         inside: set[str] | None = None
         for i, node in zip(members, nodes):
-            for t in reads[node.name]:
-                if t not in produced:
+            for t in reads[node.name] if node.subgraphs else node.inputs:  # inputs: no outer reads
+                if t and t not in produced:
                     inputs[t] = None
             outs = node.outputs
             if member_set.issuperset(succs[i]):  # no reader outside: only graph outputs leave
