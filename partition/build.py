@@ -117,9 +117,11 @@ class PassState:
         """Node name -> its ``Reason``, for every node not (yet) in a subgraph."""
         order, reasons = self.order, self._reasons
         if self._cycled:
-            log = self.cycle_log
+            log, status = self.cycle_log, self.status
             seeds, paths = log._seeds, log._paths
             for i, k in self._cycled.items():
+                if status[i] == TAKEN:  # excluded once, in a subgraph since (not popped on the way)
+                    continue
                 name = order[i].name
                 reasons[i] = Reason(ReasonKind.CYCLE, name, {"seed": order[seeds[k]].name,
                                                               "path": Snapshot(order, paths[k])})
@@ -142,7 +144,7 @@ class PassState:
             self._reasons[i] = Reason(kind, self.order[i].name, data)
 
     def has_reason(self, i: int) -> bool:
-        return i in self._reasons or i in self._cycled or i in self._unselected
+        return i in self._reasons or (i in self._cycled and self.status[i] != TAKEN) or i in self._unselected
 
     def note_not_selected(self, i: int, selector: str) -> None:
         if not self.has_reason(i):
@@ -250,12 +252,8 @@ class PassState:
         if clash is not None and clash not in {self.position[i] for i in members}:  # like a node left outside
             node = dataclasses.replace(node, name=f"{node.name}__sg{sid}")  # keep names unique
         self.next_id += 1
-        cycled = self._cycled
         for i in members:
-            status[i] = TAKEN
-        if cycled:
-            for i in members:
-                cycled.pop(i, None)
+            status[i] = TAKEN  # their entries in ``_cycled`` are skipped from now on
         for earlier in (self._reasons, self._unselected):
             if not earlier.keys().isdisjoint(members):
                 for i in members:
