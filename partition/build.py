@@ -457,11 +457,13 @@ def _grow_by_op(state: PassState, accept: list[bool], seed: int, excluded: set[i
     return members
 
 
-def _grow_marked(state: PassState, accept: list[bool], seed: int, mark: bytearray) -> list[int]:
+def _grow_marked(state: PassState, accept: list[bool], seed: int, mark: bytearray) -> tuple[list[int], list[int]]:
     """``_grow_by_op`` with nothing excluded, marking the members in ``mark`` (the trimmer's
-    candidate flags, which it would set next): the member list is the FIFO queue itself."""
+    candidate flags, which it would set next): the member list is the FIFO queue itself.
+    Also returns the consumers outside the members (the exits the trimmer's reach starts from)."""
     status, preds, succs = state.status, state.preds, state.succs
     members = [seed]
+    exits: list[int] = []
     mark[seed] = 1
     for cur in members:  # a list iterator sees what is appended while it runs
         for nb in preds[cur]:  # producers first, then consumers, as grow asks
@@ -469,10 +471,13 @@ def _grow_marked(state: PassState, accept: list[bool], seed: int, mark: bytearra
                 mark[nb] = 1
                 members.append(nb)
         for nb in succs[cur]:
-            if accept[nb] and not mark[nb] and status[nb] == FREE:
-                mark[nb] = 1
-                members.append(nb)
-    return members
+            if not mark[nb]:
+                if accept[nb] and status[nb] == FREE:
+                    mark[nb] = 1
+                    members.append(nb)
+                else:
+                    exits.append(nb)
+    return members, exits
 
 
 # ------------------------------------------------------------------ driver --
@@ -507,11 +512,11 @@ def _grow_acyclic(state: PassState, grower: Grower, seed: int) -> Iterator[Trace
     """Grow from ``seed``; on a cycle exclude a node, reset and grow again (MXNet's rule)."""
     if grower.accepts is not None and not state.tracing:
         trimmer = state.trimmer
-        members = _grow_marked(state, grower.accepts, seed, trimmer.in_s)
+        members, exits = _grow_marked(state, grower.accepts, seed, trimmer.in_s)
         if len(members) == 1:
             trimmer.in_s[seed] = 0
             return members
-        done = trimmer.trim(seed, members, marked=True)
+        done = trimmer.trim(seed, members, exits)
         if done is not None:
             final, paths, victims = done
             if victims:
