@@ -38,7 +38,8 @@ def graph_adjacency(graph: Graph) -> Adjacency:
     cached = _CACHE.get(graph)
     if cached is not None:
         return cached
-    pred_pos, where = _pred_positions(graph)
+    has_bodies = any(n.subgraphs for n in graph.nodes)
+    pred_pos, where = _pred_positions(graph, has_bodies)
     positions = _seed_positions(graph, pred_pos, where)
     nodes = graph.nodes
     identity = _is_identity(positions)
@@ -50,7 +51,7 @@ def graph_adjacency(graph: Graph) -> Adjacency:
             rank[pos] = node_id
         order = [nodes[p] for p in positions]
         preds = [[rank[p] for p in pred_pos[pos]] for pos in positions]
-    result = Adjacency(order, preds, _successors(preds), positions, identity, any(n.subgraphs for n in nodes))
+    result = Adjacency(order, preds, _successors(preds), positions, identity, has_bodies)
     _CACHE[graph] = result
     return result
 
@@ -70,7 +71,7 @@ def _is_identity(positions: list[int]) -> bool:
     return positions == list(range(len(positions)))
 
 
-def _pred_positions(graph: Graph) -> tuple[list[list[int]], dict[str, int]]:
+def _pred_positions(graph: Graph, has_bodies: bool) -> tuple[list[list[int]], dict[str, int]]:
     """Per node position: positions of the distinct producers of what it reads, in read order;
     and tensor -> position of its producer."""
     nodes = graph.nodes
@@ -84,7 +85,7 @@ def _pred_positions(graph: Graph) -> tuple[list[list[int]], dict[str, int]]:
     # A node without bodies reads its inputs ("" and repeats drop out below: "" has no
     # producer, a repeated producer is listed once), so ``graph._reads`` is built only
     # for graphs with control flow or function calls.
-    if any(n.subgraphs for n in nodes):
+    if has_bodies:
         reads = graph._reads
         read_lists = [reads[n.name] for n in nodes]
     else:
