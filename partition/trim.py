@@ -286,28 +286,42 @@ class Trimmer:
                 return self._rest(seed, top, queue_a) if seed in queue_a else queue_a
             x = queue_a[head_a]
             head_a += 1
-            for edges in (preds[x], succs[x]):
-                for y in edges:
-                    if in_s[y]:
-                        k = get(y)
-                        if k is None:
-                            side[y] = 1
-                            queue_a.append(y)
-                        elif k == 2:
-                            return []  # the two sides meet: nothing is cut off
+            for y in preds[x]:
+                if in_s[y]:
+                    k = get(y)
+                    if k is None:
+                        side[y] = 1
+                        queue_a.append(y)
+                    elif k == 2:
+                        return []  # the two sides meet: nothing is cut off
+            for y in succs[x]:
+                if in_s[y]:
+                    k = get(y)
+                    if k is None:
+                        side[y] = 1
+                        queue_a.append(y)
+                    elif k == 2:
+                        return []
             if head_b == len(queue_b):
                 return self._rest(seed, top, queue_b) if seed in queue_b else queue_b
             x = queue_b[head_b]
             head_b += 1
-            for edges in (preds[x], succs[x]):
-                for y in edges:
-                    if in_s[y]:
-                        k = get(y)
-                        if k is None:
-                            side[y] = 2
-                            queue_b.append(y)
-                        elif k == 1:
-                            return []
+            for y in preds[x]:
+                if in_s[y]:
+                    k = get(y)
+                    if k is None:
+                        side[y] = 2
+                        queue_b.append(y)
+                    elif k == 1:
+                        return []
+            for y in succs[x]:
+                if in_s[y]:
+                    k = get(y)
+                    if k is None:
+                        side[y] = 2
+                        queue_b.append(y)
+                    elif k == 1:
+                        return []
 
     def _rest(self, seed: int, top: int, kept: list[int]) -> list[int]:
         """The candidates (ids seed..top) outside ``kept``."""
