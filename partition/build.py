@@ -350,6 +350,10 @@ class Grower:
     def filter(self, seed: int, members: list[int]) -> list[int]:
         return members
 
+    def keeps_all(self) -> bool:
+        """Whether ``filter`` returns its members unchanged, whatever they are."""
+        return type(self).filter is Grower.filter
+
     def filter_note(self, kept: list[int]) -> str:
         """What the ``filter`` event says about the result ("" for nothing)."""
         return ""
@@ -393,6 +397,10 @@ class BreadthFirst(Grower):
     def reset(self) -> None:
         assert self.selector is not None
         _ask(self.selector.reset, "reset")
+
+    def keeps_all(self) -> bool:
+        """True for the one selector of a fixed op table when it keeps the API's default filter."""
+        return self.selector is not None and type(self.selector).filter is SubgraphSelector.filter
 
     def filter(self, seed: int, members: list[int]) -> list[int]:
         assert self.selector is not None
@@ -488,6 +496,9 @@ def generic_pass(prop: SubgraphProperty, state: PassState) -> Iterator[TraceEven
 
 def run_pass(prop: SubgraphProperty, state: PassState, grower: Grower) -> Iterator[TraceEvent]:
     """Every free node in id order may seed a subgraph; see the module docstring."""
+    if grower.fixed_accepts is not None and grower.accepts is not None and not state.tracing:
+        _run_fixed(prop, state, grower)
+        return
     total = len(state.order)
     status = state.status
     fixed = grower.fixed_accepts
@@ -508,20 +519,66 @@ def run_pass(prop: SubgraphProperty, state: PassState, grower: Grower) -> Iterat
         yield from _filter_and_create(prop, state, grower, seed, members)
 
 
+def _run_fixed(prop: SubgraphProperty, state: PassState, grower: Grower) -> None:
+    """``run_pass`` for a fixed op table with tracing off (the built-in selector): with no
+    event to yield, the seed loop makes plain calls (no two generators per seed)."""
+    total = len(state.order)
+    status, progress, fixed = state.status, state.progress, grower.fixed_accepts
+    assert fixed is not None
+    keeps_all = grower.keeps_all()
+    for seed in range(total):
+        if progress is not None and seed & 4095 == 0:
+            progress(seed, total)
+        if status[seed] != FREE:
+            continue
+        if not fixed[seed]:
+            state.note_not_selected(seed, "ContainOpSelector")
+            continue
+        members = _grow_and_trim(state, fixed, seed)
+        if members is None:
+            members = _quiet(_exclusion_loop(state, grower, seed))
+        if keeps_all:  # what ``_filter_and_create`` comes to when filter keeps everything
+            state.add_subgraph(prop, members)
+        else:
+            _quiet(_filter_and_create(prop, state, grower, seed, members))
+
+
+def _quiet(steps: Iterator[TraceEvent]) -> Any:
+    """Run a step generator with tracing off (it yields nothing) and return its result."""
+    try:
+        while True:
+            next(steps)
+    except StopIteration as done:
+        return done.value
+
+
 def _grow_acyclic(state: PassState, grower: Grower, seed: int) -> Iterator[TraceEvent]:
     """Grow from ``seed``; on a cycle exclude a node, reset and grow again (MXNet's rule)."""
     if grower.accepts is not None and not state.tracing:
-        trimmer = state.trimmer
-        members, exits = _grow_marked(state, grower.accepts, seed, trimmer.in_s)
-        if len(members) == 1:
-            trimmer.in_s[seed] = 0
+        members = _grow_and_trim(state, grower.accepts, seed)
+        if members is not None:
             return members
-        done = trimmer.trim(seed, members, exits)
-        if done is not None:
-            final, paths, victims = done
-            if victims:
-                state.note_cycles(seed, paths, victims)
-            return final
+    return (yield from _exclusion_loop(state, grower, seed))
+
+
+def _grow_and_trim(state: PassState, accepts: list[bool], seed: int) -> list[int] | None:
+    """The growth and exclusion loop incrementally (``partition/trim.py``); None when out of its scope."""
+    trimmer = state.trimmer
+    members, exits = _grow_marked(state, accepts, seed, trimmer.in_s)
+    if len(members) == 1:
+        trimmer.in_s[seed] = 0
+        return members
+    done = trimmer.trim(seed, members, exits)
+    if done is None:
+        return None
+    final, paths, victims = done
+    if victims:
+        state.note_cycles(seed, paths, victims)
+    return final
+
+
+def _exclusion_loop(state: PassState, grower: Grower, seed: int) -> Iterator[TraceEvent]:
+    """Grow, check, exclude, reset and grow again, with the grower's own growth."""
     excluded: set[int] = set()
     while True:
         members = yield from grower.grow(seed, excluded)
