@@ -465,22 +465,23 @@ def _grow_by_op(state: PassState, accept: list[bool], seed: int, excluded: set[i
     return members
 
 
-def _grow_marked(state: PassState, accept: list[bool], seed: int, mark: bytearray) -> tuple[list[int], list[int]]:
-    """``_grow_by_op`` with nothing excluded, marking the members in ``mark`` (the trimmer's
-    candidate flags, which it would set next): the member list is the FIFO queue itself.
-    Also returns the consumers outside the members (the exits the trimmer's reach starts from)."""
-    status, preds, succs = state.status, state.preds, state.succs
+def _grow_marked(state: PassState, avail: bytearray, seed: int, mark: bytearray) -> tuple[list[int], list[int]]:
+    """``_grow_by_op`` with nothing excluded, ``avail[i]`` standing for "accepted and free",
+    marking the members in ``mark`` (the trimmer's candidate flags, which it would set next):
+    the member list is the FIFO queue itself. Also returns the consumers outside the members
+    (the exits the trimmer's reach starts from)."""
+    preds, succs = state.preds, state.succs
     members = [seed]
     exits: list[int] = []
     mark[seed] = 1
     for cur in members:  # a list iterator sees what is appended while it runs
         for nb in preds[cur]:  # producers first, then consumers, as grow asks
-            if accept[nb] and not mark[nb] and status[nb] == FREE:
+            if avail[nb] and not mark[nb]:
                 mark[nb] = 1
                 members.append(nb)
         for nb in succs[cur]:
             if not mark[nb]:
-                if accept[nb] and status[nb] == FREE:
+                if avail[nb]:
                     mark[nb] = 1
                     members.append(nb)
                 else:
@@ -525,7 +526,8 @@ def _run_fixed(prop: SubgraphProperty, state: PassState, grower: Grower) -> None
     total = len(state.order)
     status, progress, fixed = state.status, state.progress, grower.fixed_accepts
     assert fixed is not None
-    keeps_all = grower.keeps_all()
+    keeps_all, in_s = grower.keeps_all(), state.trimmer.in_s
+    avail = bytearray(a and s == FREE for a, s in zip(fixed, status))  # accepted and free, kept up to date
     for seed in range(total):
         if progress is not None and seed & 4095 == 0:
             progress(seed, total)
@@ -534,13 +536,16 @@ def _run_fixed(prop: SubgraphProperty, state: PassState, grower: Grower) -> None
         if not fixed[seed]:
             state.note_not_selected(seed, "ContainOpSelector")
             continue
-        members = _grow_and_trim(state, fixed, seed)
+        members = _trimmed(state, seed, *_grow_marked(state, avail, seed, in_s))
         if members is None:
             members = _quiet(_exclusion_loop(state, grower, seed))
         if keeps_all:  # what ``_filter_and_create`` comes to when filter keeps everything
             state.add_subgraph(prop, members)
         else:
             _quiet(_filter_and_create(prop, state, grower, seed, members))
+        for i in members:
+            if status[i] != FREE:  # taken, or rejected with its subgraph
+                avail[i] = 0
 
 
 def _quiet(steps: Iterator[TraceEvent]) -> Any:
@@ -555,18 +560,19 @@ def _quiet(steps: Iterator[TraceEvent]) -> Any:
 def _grow_acyclic(state: PassState, grower: Grower, seed: int) -> Iterator[TraceEvent]:
     """Grow from ``seed``; on a cycle exclude a node, reset and grow again (MXNet's rule)."""
     if grower.accepts is not None and not state.tracing:
-        members = _grow_and_trim(state, grower.accepts, seed)
+        members = _trimmed(state, seed, _grow_by_op(state, grower.accepts, seed), None)
         if members is not None:
             return members
     return (yield from _exclusion_loop(state, grower, seed))
 
 
-def _grow_and_trim(state: PassState, accepts: list[bool], seed: int) -> list[int] | None:
-    """The growth and exclusion loop incrementally (``partition/trim.py``); None when out of its scope."""
+def _trimmed(state: PassState, seed: int, members: list[int], exits: list[int] | None) -> list[int] | None:
+    """The exclusion loop for grown ``members``, incrementally (``partition/trim.py``); None when
+    out of its scope. ``exits``: the members are marked in the trimmer's flags (``_grow_marked``)."""
     trimmer = state.trimmer
-    members, exits = _grow_marked(state, accepts, seed, trimmer.in_s)
     if len(members) == 1:
-        trimmer.in_s[seed] = 0
+        if exits is not None:
+            trimmer.in_s[seed] = 0
         return members
     done = trimmer.trim(seed, members, exits)
     if done is None:
