@@ -80,6 +80,7 @@ class PassState:
         self.found: list[tuple[int, list[str], Node]] = []  # (subgraph id, member names, new node)
         self.next_id = next_id
         self._graph_outputs: frozenset[str] | None = None  # for bodies (made once)
+        self._prefixed: dict[str, int] | None = None  # graph node names like ours -> position
 
     def emit(self, kind: EventKind, **fields: Any) -> TraceEvent:
         return self.tracer.event(kind, self.prop_name, **fields)
@@ -230,6 +231,18 @@ class PassState:
         return Graph.trusted(name, nodes, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
                              closed=True)  # every outer read is an input
 
+    def _position_of(self, name: str) -> int | None:
+        """Position of the graph's node called ``name``, if any. Names of the default form
+        ``<property>_<id>`` are looked up among the few graph nodes with that prefix (found
+        once per pass), so a pass needs no name index of the whole graph."""
+        prefix = f"{self.prop_name}_"
+        if not name.startswith(prefix):
+            return self.graph.index.get(name)
+        if self._prefixed is None:
+            nodes = self.graph.nodes
+            self._prefixed = {n.name: pos for pos, n in enumerate(nodes) if n.name.startswith(prefix)}
+        return self._prefixed.get(name)
+
     def add_subgraph(self, prop: SubgraphProperty, members: list[int]) -> tuple[Node | None, int]:
         """Make the subgraph node for ``members``; None when the property rejects it."""
         members = sorted(members) if self._ids_are_positions else sorted(members, key=self.position.__getitem__)
@@ -247,8 +260,7 @@ class PassState:
                 status[i] = REJECTED
                 self._set(i, ReasonKind.REJECTED, {"subgraph_id": sid})
             return None, sid
-        index = self.graph.index
-        clash = index.get(node.name)
+        clash = self._position_of(node.name)
         if clash is not None and clash not in {self.position[i] for i in members}:  # like a node left outside
             node = dataclasses.replace(node, name=f"{node.name}__sg{sid}")  # keep names unique
         self.next_id += 1

@@ -25,10 +25,9 @@ bounded propagation of ``groups.FastTracker``. They make identical decisions
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from ..api import NodeView, SubgraphProperty, SubgraphSelector, register_backend_factory
-from ..adjacency import graph_adjacency
 from ..build import FREE, REJECTED, Grower, PassState, adjacency, run_pass
 from ..errors import LensError
 from ..ir import Graph
@@ -50,23 +49,12 @@ class _Context:
         self.preds = preds
         self.succs = succs
         self.reasons = rules.compat(graph)                  # name -> reason, incompatible only
-        bad = bytearray(len(order))
-        id_of = self._ids(graph, order)
-        for name in self.reasons:
-            bad[id_of(name)] = 1
-        self.bad = bad
+        reasons = self.reasons
+        self.bad = bytearray([n.name in reasons for n in order])  # no name -> id map needed
         non_compute = rules.non_compute_ops  # ``rules.is_compute``, without a call per node
         self.compute = [n.op_type not in non_compute for n in order]
         self.mode = mode
         self._pairs: dict[int, tuple[set[int], set[int]]] | None = None
-
-    @staticmethod
-    def _ids(graph: Graph, order: list) -> Callable[[str], int]:
-        """Node name -> id: the graph's position index when ids are positions, else a map."""
-        adj = graph_adjacency(graph)
-        if adj.order is order and adj.identity:
-            return graph.index.__getitem__
-        return {n.name: i for i, n in enumerate(order)}.__getitem__
 
     @classmethod
     def from_graph(cls, graph: Graph, rules: TRTRules, mode: str) -> "_Context":
