@@ -36,7 +36,9 @@ loop runs incrementally (``partition/trim.py``) with the same exclusions.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections import deque
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from .adjacency import adjacency, graph_adjacency, seed_order  # noqa: F401 - adjacency, seed_order re-exported
@@ -239,8 +241,7 @@ class PassState:
         if not name.startswith(prefix):
             return self.graph.index.get(name)
         if self._prefixed is None:
-            nodes = self.graph.nodes
-            self._prefixed = {n.name: pos for pos, n in enumerate(nodes) if n.name.startswith(prefix)}
+            self._prefixed = _names_with_prefix(self.graph, prefix)
         return self._prefixed.get(name)
 
     def add_subgraph(self, prop: SubgraphProperty, members: list[int]) -> tuple[Node | None, int]:
@@ -273,6 +274,19 @@ class PassState:
         self.cycles.add(members)
         self.found.append((sid, [n.name for n in body.nodes], node))
         return node, sid
+
+
+_PREFIXED: "weakref.WeakKeyDictionary[Graph, dict[str, dict[str, int]]]" = weakref.WeakKeyDictionary()
+
+
+def _names_with_prefix(graph: Graph, prefix: str) -> dict[str, int]:
+    """Name -> position of the graph's nodes whose name starts with ``prefix`` (cached per graph)."""
+    per_graph = _PREFIXED.setdefault(graph, {})
+    found = per_graph.get(prefix)
+    if found is None:
+        names = list(map(attrgetter("name"), graph.nodes))
+        found = per_graph[prefix] = {n: pos for pos, n in enumerate(names) if n.startswith(prefix)}
+    return found
 
 
 class Tracer:
@@ -539,7 +553,9 @@ def _run_fixed(prop: SubgraphProperty, state: PassState, grower: Grower) -> None
     status, progress, fixed = state.status, state.progress, grower.fixed_accepts
     assert fixed is not None
     keeps_all, in_s = grower.keeps_all(), state.trimmer.in_s
-    avail = bytearray(a and s == FREE for a, s in zip(fixed, status))  # accepted and free, kept up to date
+    avail = bytearray(fixed)  # accepted and free (FREE is 0), kept up to date below
+    if any(status):
+        avail = bytearray(a and s == FREE for a, s in zip(fixed, status))
     for seed in range(total):
         if progress is not None and seed & 4095 == 0:
             progress(seed, total)
