@@ -75,12 +75,16 @@ def _pred_positions(graph: Graph, has_bodies: bool) -> tuple[list[list[int]], di
     """Per node position: positions of the distinct producers of what it reads, in read order;
     and tensor -> position of its producer."""
     nodes = graph.nodes
-    outs = [n.outputs for n in nodes]
-    if all(len(o) == 1 for o in outs):  # the common case: one tensor per node
-        where = dict(zip([o[0] for o in outs], range(len(nodes))))
-    else:
-        where = {t: i for i, o in enumerate(outs) for t in o}
-    where.pop("", None)  # omitted optional outputs are no tensor
+    # The IR may keep its constructor's tensor -> writer position map (``Graph._writer_pos``,
+    # filled when the file order stood); read it only if it is there, never make it here.
+    where: dict[str, int] | None = graph.__dict__.get("_writer_pos")
+    if where is None:
+        outs = [n.outputs for n in nodes]
+        if all(len(o) == 1 for o in outs):  # the common case: one tensor per node
+            where = dict(zip([o[0] for o in outs], range(len(nodes))))
+        else:
+            where = {t: i for i, o in enumerate(outs) for t in o}
+        where.pop("", None)  # omitted optional outputs are no tensor
     get = where.get
     # A node without bodies reads its inputs ("" and repeats drop out below: "" has no
     # producer, a repeated producer is listed once), so ``graph._reads`` is built only
