@@ -25,7 +25,7 @@ bounded propagation of ``groups.FastTracker``. They make identical decisions
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..api import NodeView, SubgraphProperty, SubgraphSelector, register_backend_factory
 from ..build import FREE, REJECTED, Grower, PassState, adjacency, run_pass
@@ -131,6 +131,7 @@ class TensorRTProperty(SubgraphProperty):
         self.rules = TRTRules(table, version=trt_version, exclude_data_dependent=exclude_data_dependent,
                               fallback_ops=fallback_ops, plugins=plugins)
         self._contexts: "weakref.WeakKeyDictionary[Graph, _Context]" = weakref.WeakKeyDictionary()
+        self._explained: Callable[[], _Context | None] = lambda: None  # ``explain``'s last context (weakly)
 
     # ----------------------------------------------------------- contexts --
     def context(self, graph: Graph, state: PassState | None = None) -> _Context:
@@ -149,7 +150,12 @@ class TensorRTProperty(SubgraphProperty):
         return _LazySelector(self)
 
     def explain(self, node: NodeView) -> str | None:
-        return self.context(node.graph).reasons.get(node.name)
+        graph = node.graph  # asked for every node left out: the last graph's context is at hand
+        ctx = self._explained()
+        if ctx is None or ctx.graph is not graph:
+            ctx = self.context(graph)
+            self._explained = weakref.ref(ctx)
+        return ctx.reasons.get(node.node.name)
 
     def summary_fields(self) -> dict[str, Any]:
         """Which rule table decided (``"tensorrt_rules": "10.1"``), and its warnings (opset, plugins)."""
