@@ -83,7 +83,7 @@ class PassState:
         """Per node id: is its op in ``op_types`` (computed once per pass and op set)."""
         table = self._accept.get(op_types)
         if table is None:
-            table = self._accept[op_types] = [n.op_type in op_types for n in self.order]
+            table = self._accept[op_types] = list(map(op_types.__contains__, map(attrgetter("op_type"), self.order)))
         return table
 
     # ---------------------------------------------------- the record --
@@ -265,7 +265,11 @@ def _names_with_prefix(graph: Graph, prefix: str) -> dict[str, int]:
     found = per_graph.get(prefix)
     if found is None:
         names = list(map(attrgetter("name"), graph.nodes))
-        found = per_graph[prefix] = {n: pos for pos, n in enumerate(names) if n.startswith(prefix)}
+        if ("\n" + "\n".join(names)).find("\n" + prefix) < 0:  # one C-level search: usually none
+            found = {}
+        else:
+            found = {n: pos for pos, n in enumerate(names) if n.startswith(prefix)}
+        per_graph[prefix] = found
     return found
 
 
