@@ -63,12 +63,10 @@ class Trimmer:
         return either way); the first reach then spreads from those only, instead of a
         sweep over every id of the window.
 
-        One function on purpose: ~130k exclusions at 100k nodes, each a witness walk,
-        a cut-off test and a re-sweep of a few ids; written inline with local names
-        they cost half what they did as method calls.
+        The exclusions themselves are ``_exclude``.
         """
         top = max(members)
-        in_s, reach, preds, succs = self.in_s, self.reach, self.preds, self.succs
+        in_s, reach = self.in_s, self.reach
         if seed != min(members) or self._earlier_subgraph_within(seed, top):
             if exits is not None:
                 for i in members:
@@ -85,71 +83,82 @@ class Trimmer:
                 self._sweep(seed, top, hits)
             else:
                 self._spread(exits, top, hits)
-            while hits:
-                victim = hits[-1]
-                # The witness: from the hit back through reached producers to a candidate
-                # (the hit's own candidate producers do not count: that edge is inside S).
-                back = -1
-                for p in preds[victim]:
-                    if reach[p]:
-                        back = p
-                        break
-                path = [victim, back]
-                while not in_s[back]:
-                    cur, back = back, -1
-                    for p in preds[cur]:  # a candidate ends the walk; else the first reached producer
-                        if in_s[p]:
-                            back = p
-                            break
-                        if back < 0 and reach[p]:
-                            back = p
-                    path.append(back)
-                path.reverse()
-                paths.append(path)
-                victims.append(victim)
-                in_s[victim] = 0
-                low = victim
-                starts = []
-                for u in preds[victim]:
-                    if in_s[u]:
-                        starts.append(u)
-                for u in succs[victim]:  # ids above the victim: never also a producer
-                    if in_s[u]:
-                        starts.append(u)
-                if len(starts) > 1:
-                    if len(starts) == 2:
-                        cut = self._cut_off_two(seed, top, starts[0], starts[1])
-                    else:
-                        cut = self._cut_off(seed, starts)
-                    for i in cut:
-                        in_s[i] = 0
-                        if i < low:
-                            low = i
-                while not in_s[top]:
-                    top -= 1
-                if low == victim:
-                    hits.pop()  # the victim was the highest hit; those below it stand
-                else:
-                    del hits[bisect.bisect_left(hits, low):]
-                for i in range(low, top + 1):  # ``_sweep(low, top, hits)``, inline
-                    if in_s[i]:
-                        reach[i] = 0
-                        for p in preds[i]:
-                            if reach[p]:
-                                hits.append(i)
-                                break
-                    else:
-                        r = 0
-                        for p in preds[i]:
-                            if in_s[p] or reach[p]:
-                                r = 1
-                                break
-                        reach[i] = r
+            top = self._exclude(seed, top, hits, paths, victims)
             final = list(itertools.compress(range(seed, top + 1), in_s[seed:top + 1]))
         finally:
             in_s[seed:end] = bytes(end - seed)
             reach[seed:end] = bytes(end - seed)
         return final, paths, victims
+
+    def _exclude(self, seed: int, top: int, hits: list[int], paths: list[list[int]], victims: list[int]) -> int:
+        """Exclude the highest hit until none is left, recording (path, victim); the new top.
+
+        One loop on purpose: ~130k exclusions at 100k nodes, each a witness walk, a
+        cut-off test and a re-sweep of a few ids; written inline with local names they
+        cost half what they did as method calls.
+        """
+        in_s, reach, preds, succs = self.in_s, self.reach, self.preds, self.succs
+        while hits:
+            victim = hits[-1]
+            # The witness: from the hit back through reached producers to a candidate
+            # (the hit's own candidate producers do not count: that edge is inside S).
+            back = -1
+            for p in preds[victim]:
+                if reach[p]:
+                    back = p
+                    break
+            path = [victim, back]
+            while not in_s[back]:
+                cur, back = back, -1
+                for p in preds[cur]:  # a candidate ends the walk; else the first reached producer
+                    if in_s[p]:
+                        back = p
+                        break
+                    if back < 0 and reach[p]:
+                        back = p
+                path.append(back)
+            path.reverse()
+            paths.append(path)
+            victims.append(victim)
+            in_s[victim] = 0
+            low = victim
+            starts = []
+            for u in preds[victim]:
+                if in_s[u]:
+                    starts.append(u)
+            for u in succs[victim]:  # ids above the victim: never also a producer
+                if in_s[u]:
+                    starts.append(u)
+            if len(starts) > 1:
+                if len(starts) == 2:
+                    cut = self._cut_off_two(seed, top, starts[0], starts[1])
+                else:
+                    cut = self._cut_off(seed, starts)
+                for i in cut:
+                    in_s[i] = 0
+                    if i < low:
+                        low = i
+            while not in_s[top]:
+                top -= 1
+            if low == victim:
+                hits.pop()  # the victim was the highest hit; those below it stand
+            else:
+                del hits[bisect.bisect_left(hits, low):]
+            for i in range(low, top + 1):  # ``_sweep(low, top, hits)``, inline
+                if in_s[i]:
+                    reach[i] = 0
+                    for p in preds[i]:
+                        if reach[p]:
+                            hits.append(i)
+                            break
+                else:
+                    r = 0
+                    for p in preds[i]:
+                        if in_s[p] or reach[p]:
+                            r = 1
+                            break
+                    reach[i] = r
+        return top
 
     def acyclic(self, members: list[int]) -> bool:
         """True when contracting ``members`` provably closes no cycle (one sweep over their id
