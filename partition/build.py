@@ -11,19 +11,8 @@ Only growth differs between algorithms, so it is a pluggable ``Grower``:
 ``select_output`` on consumers) here, the TensorRT depth-first growth with
 incompatibility tracking (seed 004) in ``partition/tensorrt/algorithm.py``.
 
-State of one property's pass (``PassState``), all indexed by node id:
-
-- ``order[i]`` / ``views[i]``: the node with id ``i``. Ids follow an iterative
-  post-order DFS from the graph outputs (inputs visited in input-index order),
-  then unreached nodes in file order, as MXNet's ``build_subgraph.cc`` numbers
-  them. This order is topological.
-- ``preds[i]`` / ``succs[i]``: distinct producer ids in input-index order /
-  distinct consumer ids in id order (outer-scope reads of bodies count).
-- ``status[i]``: FREE (may still be taken), TAKEN (in a subgraph of this pass),
-  REJECTED (its subgraph was refused by ``create_subgraph_node`` or ``--min-size``).
-- ``reasons[name]``: a typed ``Reason`` per node not (yet) in a subgraph,
-  written only by the ``note_*`` methods; ``cycle_log``: every cycle avoided.
-- ``cycles``: a ``CycleChecker`` holding the subgraphs formed so far.
+The state and record a pass reads and writes (``PassState``: ids, adjacency,
+statuses, reasons, the cycle log, the subgraphs so far) are ``partition/state.py``.
 
 Trace events are ``EventKind``s emitted through ``state.emit`` (built only when
 tracing). Where MXNet ignores subgraphs formed earlier in its cycle check,
@@ -31,336 +20,34 @@ bounds its search, and neither splits nor re-checks filtered subgraphs, we do
 all four exactly; see ``partition/cycles.py``. For selectors that judge a node
 by itself (the built-in ``ContainOpSelector``) with tracing off, the exclusion
 loop runs incrementally (``partition/trim.py``) with the same exclusions.
+
+What made it fast (issue 10; ``bench/partition.py --sizes 100000 --no-cli``, process
+CPU of the pass on a 100k-node chain with skips, 2-core machine, load ~4): ``default``
+1.60-1.65 s -> 1.07-1.12 s, ``tensorrt fast`` 1.06-1.08 s -> 0.78-0.79 s, partitions
+and every exclusion unchanged. The collector's survivors are handed to the oldest
+generation instead of walked (``gcpause.py``); ids and edges are built once per graph
+without remapping (``adjacency.py``); with a fixed op table and tracing off the seed
+loop makes plain calls (``_run_fixed``), growth marks the trimmer's flags and collects
+the exits its first reach spreads from, and the exclusion loop is one inline function
+(``trim.py``); exclusions, unselected seeds and cycle reasons are recorded as ids and
+made into ``Reason`` objects when read (``state.py``, ``trace.CycleLog``); TensorRT
+remembers passing type signatures (``tensorrt/rules.py``) and grows without building
+an edge tuple per push (``tensorrt/algorithm.py``).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .cycles import CycleChecker
+from .adjacency import adjacency, seed_order  # noqa: F401 - re-exported
 from .errors import SelectorError
-from .ir import Graph, Node, TensorInfo
 from .selectors import ContainOpSelector, NodeView, SubgraphSelector
-from .trace import CycleLog, EventKind, Reason, ReasonKind, Snapshot, TraceEvent
-from .trim import Trimmer
+from .state import FREE, REJECTED, TAKEN, PassState, Tracer, subgraph_body  # noqa: F401 - re-exported
+from .trace import EventKind, TraceEvent
 
 if TYPE_CHECKING:  # api.py imports this module; the property is only a type here
     from .api import SubgraphProperty
-
-FREE, TAKEN, REJECTED = 0, 1, 2
-_EARLIER_KINDS = (ReasonKind.REFUSED, ReasonKind.INCOMPATIBLE_GROUP)
-
-
-class PassState:
-    """Everything one property's pass knows; see the module docstring."""
-
-    def __init__(self, graph: Graph, prop_name: str, tracer: "Tracer", next_id: int,
-                 progress: Callable[[int, int], None] | None = None) -> None:
-        self.graph = graph
-        self.progress = progress
-        self.prop_name = prop_name
-        self.tracer = tracer
-        self.order, self.preds, self.succs = adjacency(graph)
-        self.views = [NodeView(n, graph, i) for i, n in enumerate(self.order)]
-        index = graph.index
-        self.position = [index[n.name] for n in self.order]  # id -> position in graph.nodes
-        self.status: list[int] = [FREE] * len(self.order)
-        self._reasons: dict[str, Reason] = {}
-        self._cycled: dict[int, int] = {}  # excluded node id -> its latest entry in cycle_log (reason made when read)
-        self.cycles = CycleChecker(self.succs)
-        self.trimmer = Trimmer(self.preds, self.succs, self.cycles)
-        self._accept: dict[frozenset[str], list[bool]] = {}
-        self.cycle_log = CycleLog()  # every cycle found: seed, witness path, excluded node
-        self.found: list[tuple[int, list[str], Node]] = []  # (subgraph id, member names, new node)
-        self.next_id = next_id
-        self._graph_outputs: frozenset[str] | None = None  # for bodies (made once)
-
-    def emit(self, kind: EventKind, **fields: Any) -> TraceEvent:
-        return self.tracer.event(kind, self.prop_name, **fields)
-
-    @property
-    def tracing(self) -> bool:
-        return self.tracer.on
-
-    def names(self, ids: Sequence[int]) -> tuple[str, ...]:
-        order = self.order
-        return tuple(order[i].name for i in ids)
-
-    def snapshot(self, members: list[int], start: int = 0) -> Snapshot:
-        """The names of ``members[start:]`` now, for a list that only grows (no copy)."""
-        return Snapshot(self.order, members, start)
-
-    def accepts_op(self, op_types: frozenset[str]) -> list[bool]:
-        """Per node id: is its op in ``op_types`` (computed once per pass and op set)."""
-        table = self._accept.get(op_types)
-        if table is None:
-            table = self._accept[op_types] = [n.op_type in op_types for n in self.order]
-        return table
-
-    # ---------------------------------------------------- the record --
-    # Every reason is written here: a later decision replaces an earlier one
-    # (``_set``), a refusal only fills a gap (``_default``).
-    # Cycle exclusions (~130k on a 100k-node chain with skips, most replaced later
-    # when the node joins a subgraph) keep only an index into ``cycle_log`` until read.
-    @property
-    def reasons(self) -> dict[str, Reason]:
-        """Node name -> its ``Reason``, for every node not (yet) in a subgraph."""
-        if self._cycled:
-            entries, order = self.cycle_log._entries, self.order
-            for i, k in self._cycled.items():
-                _prop, _order, seed, path, _victim = entries[k]
-                name = order[i].name
-                self._reasons[name] = Reason(ReasonKind.CYCLE, name,
-                                             {"seed": order[seed].name, "path": Snapshot(order, path)})
-            self._cycled.clear()
-        return self._reasons
-
-    def _set(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
-        name = self.order[i].name
-        self._cycled.pop(i, None)
-        self._reasons[name] = Reason(kind, name, data)
-
-    def _default(self, i: int, kind: ReasonKind, data: dict[str, Any]) -> None:
-        name = self.order[i].name
-        if name not in self._reasons and i not in self._cycled:
-            self._reasons[name] = Reason(kind, name, data)
-
-    def has_reason(self, i: int) -> bool:
-        return i in self._cycled or self.order[i].name in self._reasons
-
-    def note_not_selected(self, i: int, selector: str) -> None:
-        self._default(i, ReasonKind.NOT_SELECTED, {"selector": selector, "op_type": self.order[i].op_type})
-
-    def note_refused(self, i: int, call: str, source: int) -> None:
-        self._default(i, ReasonKind.REFUSED, {"call": call, "from": self.order[source].name})
-
-    def note_group(self, i: int, seed: int, incompatible: int, group: str) -> None:
-        self._default(i, ReasonKind.INCOMPATIBLE_GROUP, {"seed": self.order[seed].name, "group": group,
-                                                         "incompatible": self.order[incompatible].name})
-
-    def note_cycle(self, seed: int, path: Sequence[int], victim: int) -> None:
-        """``victim`` is excluded: contracting it with the seed's candidates closes ``path``."""
-        self._reasons.pop(self.order[victim].name, None)
-        self._cycled[victim] = len(self.cycle_log)
-        self.cycle_log.add(self.prop_name, self.order, seed, path, victim)
-
-    def note_cycles(self, seed: int, log: Sequence[tuple[Sequence[int], int]]) -> None:
-        """``note_cycle`` for each (path, victim) in order (the incremental loop's record)."""
-        reasons, cycled, order, entries = self._reasons, self._cycled, self.order, self.cycle_log._entries
-        prop = self.prop_name
-        for path, victim in log:
-            if reasons:
-                reasons.pop(order[victim].name, None)
-            cycled[victim] = len(entries)
-            entries.append((prop, order, seed, path, victim))
-
-    def note_filtered(self, i: int, seed: int) -> None:
-        self._set(i, ReasonKind.FILTERED, {"seed": self.order[seed].name})
-
-    def note_filter_cycle(self, component: Sequence[int], seed: int, path: Sequence[int]) -> None:
-        names = self.names(path)
-        self.cycle_log.add(self.prop_name, self.order, seed, list(path), -1)
-        for i in component:
-            self._set(i, ReasonKind.FILTER_CYCLE, {"seed": self.order[seed].name, "path": names})
-
-    def note_below_min_size(self, members: Sequence[int], compute_nodes: int, min_size: int) -> None:
-        """The members' subgraph is too small: they stay out, and are not offered again."""
-        for i in members:
-            self.status[i] = REJECTED
-            earlier = None if i in self._cycled else self._reasons.get(self.order[i].name)
-            data: dict[str, Any] = {"compute_nodes": compute_nodes, "min_size": min_size}
-            if earlier is not None and earlier.kind in _EARLIER_KINDS:  # why the bigger neighbour did not take it
-                data["earlier"] = earlier
-            self._set(i, ReasonKind.BELOW_MIN_SIZE, data)
-
-    def body(self, members: list[int], name: str) -> Graph:
-        """``subgraph_body`` of the nodes ``members`` (ids in graph order), from the id adjacency.
-
-        A node whose consumers are all members has no output leaving the body,
-        so the per-tensor consumer lists are read only for the boundary nodes.
-        """
-        graph, order, succs = self.graph, self.order, self.succs
-        if self._graph_outputs is None:
-            self._graph_outputs = frozenset(graph.outputs)
-        graph_outputs, reads = self._graph_outputs, graph._reads
-        member_set = set(members)
-        nodes = [order[i] for i in members]
-        produced = {t for n in nodes for t in n.outputs}
-        inputs: dict[str, None] = {}
-        outputs: list[str] = []
-        inside: set[str] | None = None
-        for i, node in zip(members, nodes):
-            for t in reads[node.name]:
-                if t not in produced:
-                    inputs[t] = None
-            outs = node.outputs
-            if member_set.issuperset(succs[i]):  # no reader outside: only graph outputs leave
-                if not graph_outputs.isdisjoint(outs):
-                    outputs.extend(t for t in outs if t in graph_outputs)
-            elif len(outs) == 1:  # its one tensor is what the outside reader reads
-                outputs.append(outs[0])
-            else:
-                if inside is None:
-                    inside = {n.name for n in nodes}
-                outputs.extend(t for t in outs if t and (t in graph_outputs or any(
-                    r.name not in inside for r in graph.consumers(t))))
-        produced.discard("")
-        tensors = _body_tensors(graph, (*inputs, *produced))
-        return Graph.trusted(name, nodes, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
-                             closed=True)  # every outer read is an input
-
-    def add_subgraph(self, prop: SubgraphProperty, members: list[int]) -> tuple[Node | None, int]:
-        """Make the subgraph node for ``members``; None when the property rejects it."""
-        index = self.graph.index
-        members = sorted(members, key=self.position.__getitem__)
-        body = self.body(members, f"{self.prop_name}_{self.next_id}")
-        sid = self.next_id
-        try:
-            node = prop.create_subgraph_node(body, sid)
-        except Exception as exc:  # noqa: BLE001 - a user property; report it with the subgraph
-            raise SelectorError(f"{type(prop).__name__}.create_subgraph_node for subgraph {sid} "
-                                f"({', '.join(self.names(members[:5]))}...) raised "
-                                f"{type(exc).__name__}: {exc}") from exc
-        if node is not None and node.name in self.graph.node_by_name and \
-                index[node.name] not in {index[self.order[i].name] for i in members}:
-            node = dataclasses.replace(node, name=f"{node.name}__sg{sid}")  # keep names unique
-        if node is None:
-            for i in members:
-                self.status[i] = REJECTED
-                self._set(i, ReasonKind.REJECTED, {"subgraph_id": sid})
-            return None, sid
-        self.next_id += 1
-        reasons, cycled = self._reasons, self._cycled
-        for i in members:
-            self.status[i] = TAKEN
-            reasons.pop(self.order[i].name, None)
-            cycled.pop(i, None)
-        self.cycles.add(members)
-        self.found.append((sid, list(self.names(members)), node))
-        return node, sid
-
-
-class Tracer:
-    """Numbers events; builds them only when tracing is on."""
-
-    def __init__(self, on: bool) -> None:
-        self.on = on
-        self.step = 0
-
-    def event(self, kind: EventKind, prop: str, **fields: Any) -> TraceEvent:
-        self.step += 1
-        return TraceEvent(self.step, kind, prop, **fields)
-
-
-
-# ---------------------------------------------------------------- ordering --
-def seed_order(graph: Graph) -> list[Node]:
-    """Iterative post-order DFS from the outputs, then unreached nodes in file order."""
-    return [graph.nodes[p] for p in _seed_positions(graph)]
-
-
-_ADJACENCY: "weakref.WeakKeyDictionary[Graph, tuple[list[Node], list[list[int]], list[list[int]]]]" = \
-    weakref.WeakKeyDictionary()
-
-
-def adjacency(graph: Graph) -> tuple[list[Node], list[list[int]], list[list[int]]]:
-    """Nodes in seed order, and by id: producer ids (read order) and consumer ids (id order).
-
-    Cached per graph (graphs never change); callers must not modify the lists.
-    """
-    cached = _ADJACENCY.get(graph)
-    if cached is not None:
-        return cached
-    positions = _seed_positions(graph)
-    rank = [0] * len(positions)
-    for node_id, pos in enumerate(positions):
-        rank[pos] = node_id
-    pred_positions = graph.pred_positions
-    preds = [[rank[p] for p in pred_positions[pos]] for pos in positions]
-    nodes = graph.nodes
-    result = [nodes[p] for p in positions], preds, _successors(preds)
-    _ADJACENCY[graph] = result
-    return result
-
-
-def _seed_positions(graph: Graph) -> list[int]:
-    preds = graph.pred_positions
-    visited = bytearray(len(graph.nodes))
-    order: list[int] = []
-    index = graph.index
-    for out in graph.outputs:
-        root = graph.producer(out)
-        if root is None or visited[index[root.name]]:
-            continue
-        start = index[root.name]
-        visited[start] = 1
-        stack = [(start, iter(preds[start]))]  # the DFS path: (node, its inputs not yet looked at)
-        while stack:
-            top, inputs = stack[-1]
-            for child in inputs:  # resumes where this node's last visit stopped
-                if not visited[child]:
-                    visited[child] = 1
-                    stack.append((child, iter(preds[child])))
-                    break
-            else:  # every input done: post-order
-                stack.pop()
-                order.append(top)
-    if len(order) < len(visited):
-        order.extend(i for i in range(len(graph.nodes)) if not visited[i])
-    return order
-
-
-def _successors(preds: list[list[int]]) -> list[list[int]]:
-    succs: list[list[int]] = [[] for _ in preds]
-    for i, ps in enumerate(preds):  # i ascends, so each list comes out sorted by id
-        for p in ps:
-            succs[p].append(i)
-    return succs
-
-
-def subgraph_body(graph: Graph, members: Sequence[Node], name: str) -> Graph:
-    """The body of a subgraph: one input per outer tensor, one output per tensor used outside."""
-    produced = {t for n in members for t in n.outputs if t}
-    inside = {n.name for n in members}
-    inputs: dict[str, None] = {}
-    for node in members:
-        for t in graph.reads(node):
-            if t not in produced:
-                inputs[t] = None
-    graph_outputs = graph.outputs
-    outputs: list[str] = []
-    for node in members:
-        for t in node.outputs:
-            if not t:
-                continue
-            if t in graph_outputs:
-                outputs.append(t)
-                continue
-            for reader in graph.consumers(t):
-                if reader.name not in inside:
-                    outputs.append(t)
-                    break
-    tensors = _body_tensors(graph, (*inputs, *produced))
-    return Graph.trusted(name, members, list(inputs), list(dict.fromkeys(outputs)), tensors, graph.opset,
-                         closed=True)  # every outer read is an input
-
-
-def _body_tensors(graph: Graph, names: Sequence[str]) -> dict[str, TensorInfo]:
-    """The type entries a subgraph body keeps for ``names`` (weights typed from their data)."""
-    tensors: dict[str, TensorInfo] = {}
-    known, weights = graph.tensors, graph.initializers
-    for t in names:
-        info = known.get(t)
-        if info is None:
-            if t not in weights:
-                continue  # nothing known about it: the body does not need an entry
-            info = weights[t].info()
-        if info.dtype or info.shape:
-            tensors[t] = info
-    return tensors
 
 
 # ------------------------------------------------------------------ growers --
@@ -394,6 +81,10 @@ class Grower:
 
     def filter(self, seed: int, members: list[int]) -> list[int]:
         return members
+
+    def keeps_all(self) -> bool:
+        """Whether ``filter`` returns its members unchanged, whatever they are."""
+        return type(self).filter is Grower.filter
 
     def filter_note(self, kept: list[int]) -> str:
         """What the ``filter`` event says about the result ("" for nothing)."""
@@ -438,6 +129,10 @@ class BreadthFirst(Grower):
     def reset(self) -> None:
         assert self.selector is not None
         _ask(self.selector.reset, "reset")
+
+    def keeps_all(self) -> bool:
+        """True for the one selector of a fixed op table when it keeps the API's default filter."""
+        return self.selector is not None and type(self.selector).filter is SubgraphSelector.filter
 
     def filter(self, seed: int, members: list[int]) -> list[int]:
         assert self.selector is not None
@@ -502,6 +197,30 @@ def _grow_by_op(state: PassState, accept: list[bool], seed: int, excluded: set[i
     return members
 
 
+def _grow_marked(state: PassState, avail: bytearray, seed: int, mark: bytearray) -> tuple[list[int], list[int]]:
+    """``_grow_by_op`` with nothing excluded, ``avail[i]`` standing for "accepted and free",
+    marking the members in ``mark`` (the trimmer's candidate flags, which it would set next):
+    the member list is the FIFO queue itself. Also returns the consumers outside the members
+    (the exits the trimmer's reach starts from)."""
+    preds, succs = state.preds, state.succs
+    members = [seed]
+    exits: list[int] = []
+    mark[seed] = 1
+    for cur in members:  # a list iterator sees what is appended while it runs
+        for nb in preds[cur]:  # producers first, then consumers, as grow asks
+            if avail[nb] and not mark[nb]:
+                mark[nb] = 1
+                members.append(nb)
+        for nb in succs[cur]:
+            if not mark[nb]:
+                if avail[nb]:
+                    mark[nb] = 1
+                    members.append(nb)
+                else:
+                    exits.append(nb)
+    return members, exits
+
+
 # ------------------------------------------------------------------ driver --
 def generic_pass(prop: SubgraphProperty, state: PassState) -> Iterator[TraceEvent]:
     """Seed 000's algorithm: the driver with breadth-first growth through ``prop``'s selectors."""
@@ -510,6 +229,9 @@ def generic_pass(prop: SubgraphProperty, state: PassState) -> Iterator[TraceEven
 
 def run_pass(prop: SubgraphProperty, state: PassState, grower: Grower) -> Iterator[TraceEvent]:
     """Every free node in id order may seed a subgraph; see the module docstring."""
+    if grower.fixed_accepts is not None and grower.accepts is not None and not state.tracing:
+        _run_fixed(prop, state, grower)
+        return
     total = len(state.order)
     status = state.status
     fixed = grower.fixed_accepts
@@ -530,17 +252,73 @@ def run_pass(prop: SubgraphProperty, state: PassState, grower: Grower) -> Iterat
         yield from _filter_and_create(prop, state, grower, seed, members)
 
 
+def _run_fixed(prop: SubgraphProperty, state: PassState, grower: Grower) -> None:
+    """``run_pass`` for a fixed op table with tracing off (the built-in selector): with no
+    event to yield, the seed loop makes plain calls (no two generators per seed)."""
+    total = len(state.order)
+    status, progress, fixed = state.status, state.progress, grower.fixed_accepts
+    assert fixed is not None
+    keeps_all, in_s = grower.keeps_all(), state.trimmer.in_s
+    avail = bytearray(fixed)  # accepted and free (FREE is 0), kept up to date below
+    if any(status):
+        avail = bytearray(a and s == FREE for a, s in zip(fixed, status))
+    for seed in range(total):
+        if progress is not None and seed & 4095 == 0:
+            progress(seed, total)
+        if status[seed] != FREE:
+            continue
+        if not fixed[seed]:
+            state.note_not_selected(seed, "ContainOpSelector")
+            continue
+        members = _trimmed(state, seed, *_grow_marked(state, avail, seed, in_s))
+        if members is None:
+            members = _quiet(_exclusion_loop(state, grower, seed))
+        if keeps_all:  # what ``_filter_and_create`` comes to when filter keeps everything
+            state.add_subgraph(prop, members)
+        else:
+            _quiet(_filter_and_create(prop, state, grower, seed, members))
+        for i in members:
+            if status[i] != FREE:  # taken, or rejected with its subgraph
+                avail[i] = 0
+
+
+def _quiet(steps: Iterator[TraceEvent]) -> Any:
+    """Run a step generator with tracing off (it yields nothing) and return its result."""
+    try:
+        while True:
+            next(steps)
+    except StopIteration as done:
+        return done.value
+
+
 def _grow_acyclic(state: PassState, grower: Grower, seed: int) -> Iterator[TraceEvent]:
     """Grow from ``seed``; on a cycle exclude a node, reset and grow again (MXNet's rule)."""
     if grower.accepts is not None and not state.tracing:
-        members = _grow_by_op(state, grower.accepts, seed)
-        if len(members) == 1:
+        members = _trimmed(state, seed, _grow_by_op(state, grower.accepts, seed), None)
+        if members is not None:
             return members
-        done = state.trimmer.trim(seed, members)
-        if done is not None:
-            final, log = done
-            state.note_cycles(seed, log)
-            return final
+    return (yield from _exclusion_loop(state, grower, seed))
+
+
+def _trimmed(state: PassState, seed: int, members: list[int], exits: list[int] | None) -> list[int] | None:
+    """The exclusion loop for grown ``members``, incrementally (``partition/trim.py``); None when
+    out of its scope. ``exits``: the members are marked in the trimmer's flags (``_grow_marked``)."""
+    trimmer = state.trimmer
+    if len(members) == 1:
+        if exits is not None:
+            trimmer.in_s[seed] = 0
+        return members
+    done = trimmer.trim(seed, members, exits)
+    if done is None:
+        return None
+    final, paths, victims = done
+    if victims:
+        state.note_cycles(seed, paths, victims)
+    return final
+
+
+def _exclusion_loop(state: PassState, grower: Grower, seed: int) -> Iterator[TraceEvent]:
+    """Grow, check, exclude, reset and grow again, with the grower's own growth."""
     excluded: set[int] = set()
     while True:
         members = yield from grower.grow(seed, excluded)

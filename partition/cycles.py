@@ -44,6 +44,10 @@ class _Spans:
         self.ends: list[int] = []
 
     def add(self, lo: int, hi: int) -> None:
+        if not self.ends or lo > self.ends[-1]:  # the usual case: beyond every span so far
+            self.starts.append(lo)
+            self.ends.append(hi)
+            return
         i = bisect.bisect_right(self.ends, lo - 1)  # first interval that ends at or after lo
         j = i
         while j < len(self.starts) and self.starts[j] <= hi:
@@ -65,16 +69,24 @@ class CycleChecker:
 
     def __init__(self, succs: Sequence[Sequence[int]]) -> None:
         self.succs = succs
-        self.group: dict[int, int] = {}          # node id -> index of its earlier subgraph
+        self._group: dict[int, int] = {}         # node id -> index of its earlier subgraph
+        self._grouped = 0                        # subgraphs already in ``_group``
         self.members: list[list[int]] = []
         self.spans = _Spans()
 
     def add(self, members: Sequence[int]) -> None:
-        index = len(self.members)
         self.members.append(list(members))
-        for i in members:
-            self.group[i] = index
         self.spans.add(min(members), max(members))
+
+    @property
+    def group(self) -> dict[int, int]:
+        """Node id -> index of its earlier subgraph, brought up to date when a search needs it
+        (the incremental exclusion loop never does: a pass with only in-scope seeds skips it)."""
+        members, group = self.members, self._group
+        for index in range(self._grouped, len(members)):
+            group.update(dict.fromkeys(members[index], index))
+        self._grouped = len(members)
+        return group
 
     def find_cycle(self, candidates: Sequence[int]) -> Witness | None:
         """A witness that contracting ``candidates`` closes a cycle, or None."""
@@ -94,6 +106,7 @@ class _Search:
 
     def __init__(self, checker: CycleChecker, candidates: Sequence[int]) -> None:
         self.checker = checker
+        self.group = checker.group
         self.cand = set(candidates)
         self.bound = checker.spans.bound(max(candidates))
         self.parent: dict[int, int] = {}     # reached node -> the node its path came from
@@ -129,7 +142,7 @@ class _Search:
 
     def _exits(self, w: int) -> list[int]:
         """Nodes whose consumers a path at ``w`` continues from (all members of its subgraph)."""
-        g = self.checker.group.get(w)
+        g = self.group.get(w)
         if g is None:
             return [w]
         if g in self.entered:

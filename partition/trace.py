@@ -174,24 +174,60 @@ class Snapshot(Sequence[str]):
 class CycleLog(Sequence[dict[str, Any]]):
     """Every cycle a pass avoided, as ``{"property", "seed", "path", "excluded"}`` dicts made when read.
 
-    A chain with skips at 100k nodes logs ~130k cycles; keeping node ids and
-    building each dict (and its names) only when someone reads it keeps the log
-    out of partitioning time. ``excluded`` is None for a piece left by ``filter``
-    (whose ``path`` is a list); a cycle's ``path`` is a ``Snapshot`` (equal to the
-    list of names). Compares equal to the list of its dicts.
+    A chain with skips at 100k nodes logs ~130k cycles. The log keeps three
+    parallel lists of node ids (seed, witness path, excluded node; -1 for a piece
+    left by ``filter``, whose ``path`` reads as a list) and, per pass, which
+    property and node numbering the ids after a given index belong to: no object
+    per entry, so recording an exclusion is three list appends (or three
+    ``extend`` calls for a batch) and the garbage collector has nothing to walk.
+    The dicts and their names are built only when someone reads them; a cycle's
+    ``path`` is a ``Snapshot`` (equal to the list of names). Compares equal to
+    the list of its dicts.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_seeds", "_paths", "_victims", "_parts")
 
     def __init__(self) -> None:
-        # (property, nodes by id, seed id, path ids, excluded id or -1 for a filtered piece)
-        self._entries: list[tuple[str, Sequence[Any], int, Sequence[int], int]] = []
+        self._seeds: list[int] = []
+        self._paths: list[Sequence[int]] = []
+        self._victims: list[int] = []  # excluded id, or -1 for a filtered piece
+        self._parts: list[tuple[int, str, Sequence[Any]]] = []  # (first index, property, nodes by id)
+
+    def _part(self, prop: str, order: Sequence[Any]) -> None:
+        parts = self._parts
+        if not parts or parts[-1][1] != prop or parts[-1][2] is not order:
+            parts.append((len(self._seeds), prop, order))
 
     def add(self, prop: str, order: Sequence[Any], seed: int, path: Sequence[int], excluded: int) -> None:
-        self._entries.append((prop, order, seed, path, excluded))
+        self._part(prop, order)
+        self._seeds.append(seed)
+        self._paths.append(path)
+        self._victims.append(excluded)
+
+    def add_many(self, prop: str, order: Sequence[Any], seed: int, paths: list[Sequence[int]],
+                 excluded: list[int]) -> None:
+        """``add`` for each (path, excluded) pair, all from one seed."""
+        self._part(prop, order)
+        self._seeds.extend([seed] * len(paths))
+        self._paths.extend(paths)
+        self._victims.extend(excluded)
 
     def extend(self, other: "CycleLog") -> None:
-        self._entries.extend(other._entries)
+        base = len(self._seeds)
+        for start, prop, order in other._parts:
+            self._parts.append((base + start, prop, order))
+        self._seeds.extend(other._seeds)
+        self._paths.extend(other._paths)
+        self._victims.extend(other._victims)
+
+    def entry(self, k: int) -> tuple[str, Sequence[Any], int, Sequence[int], int]:
+        """(property, nodes by id, seed id, path ids, excluded id or -1) of entry ``k``."""
+        parts = self._parts
+        j = len(parts) - 1
+        while parts[j][0] > k:  # few parts: one per pass
+            j -= 1
+        _start, prop, order = parts[j]
+        return prop, order, self._seeds[k], self._paths[k], self._victims[k]
 
     @staticmethod
     def _dict(entry: tuple[str, Sequence[Any], int, Sequence[int], int]) -> dict[str, Any]:
@@ -200,16 +236,23 @@ class CycleLog(Sequence[dict[str, Any]]):
         return {"property": prop, "seed": order[seed].name, "path": names if excluded >= 0 else list(names),
                 "excluded": order[excluded].name if excluded >= 0 else None}
 
+    def _entries(self) -> Iterator[tuple[str, Sequence[Any], int, Sequence[int], int]]:
+        parts, seeds, paths, victims = self._parts, self._seeds, self._paths, self._victims
+        for j, (start, prop, order) in enumerate(parts):
+            stop = parts[j + 1][0] if j + 1 < len(parts) else len(seeds)
+            for k in range(start, stop):
+                yield prop, order, seeds[k], paths[k], victims[k]
+
     def to_json(self) -> list[dict[str, Any]]:
         """Every entry with its path as a list of names (what a result's JSON holds)."""
         out = []
-        for prop, order, seed, path, excluded in self._entries:
+        for prop, order, seed, path, excluded in self._entries():
             out.append({"property": prop, "seed": order[seed].name, "path": [order[i].name for i in path],
                         "excluded": order[excluded].name if excluded >= 0 else None})
         return out
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._seeds)
 
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...
@@ -218,11 +261,15 @@ class CycleLog(Sequence[dict[str, Any]]):
 
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
-            return [self._dict(e) for e in self._entries[index]]
-        return self._dict(self._entries[index])
+            return [self._dict(self.entry(k)) for k in range(len(self))[index]]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._dict(self.entry(index))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return map(self._dict, self._entries)
+        return map(self._dict, self._entries())
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (CycleLog, list, tuple)):

@@ -181,3 +181,29 @@ def test_event_snapshots_keep_the_candidates_of_their_moment() -> None:
     assert grows[0].candidates == ("r0", "r1") and list(grows[-1].candidates)[-1] == "r4"
     assert [tuple(e.queue) for e in grows] == [("r1",), ("r2",), ("r3",), ("r4",)]
     assert grows[1].to_json()["candidates"] == ["r0", "r1", "r2"]
+
+
+def test_subgraph_node_named_like_a_node_left_outside_is_renamed() -> None:
+    """A subgraph node takes a fresh name when a node outside it already has its name; a name
+    held by one of its own members is free (the member is replaced). Default names
+    (``default_<id>``) and a property's own names are both checked."""
+    graph = chain_graph([("default_0", "Sin", ["x"]), ("r", "Relu", ["default_0"]), ("s", "Sigmoid", ["r"]),
+                         ("c", "Cos", ["s"]), ("default_1", "Relu", ["c"]), ("t", "Tanh", ["default_1"])])
+    result = partition(graph, "default", ops=["Relu", "Sigmoid", "Tanh"])
+    check_partition(result)
+    assert [(s.nodes, s.node_name) for s in result.subgraphs] == [(["r", "s"], "default_0__sg0"),
+                                                                   (["default_1", "t"], "default_1")]
+
+    class Named(SubgraphProperty):
+        property_name = "named"
+
+        def create_subgraph_selector(self):
+            return ContainOpSelector({"Relu", "Sigmoid"})
+
+        def create_subgraph_node(self, subgraph, subgraph_id):
+            node = super().create_subgraph_node(subgraph, subgraph_id)
+            return type(node)("c", node.op_type, node.inputs, node.outputs, node.domain, node.attrs, node.subgraphs)
+
+    named = partition(graph, properties=[Named()])
+    check_partition(named)
+    assert [s.node_name for s in named.subgraphs] == ["c__sg0", "c__sg1"]

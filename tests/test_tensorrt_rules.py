@@ -505,3 +505,24 @@ def test_symmetric_int8_qdq_chain_is_one_tensorrt_subgraph():
               [w, init("s", 0.1, np.float32), init("z", 0, np.int8)], opset=13)
     result = partition(g, "tensorrt")
     assert result.excluded == {} and len(result.subgraphs) == 1
+
+
+def test_compat_remembers_a_passing_signature_only_for_what_types_decide():
+    """``compat`` skips the full check for a node whose op row checks only types and whose
+    (op, input types, output types) passed before. Same op and input types but a UINT8
+    intermediate output, another input type, a graph output, a row with attribute checks:
+    each node's verdict equals its own check."""
+    from partition.ir import TensorInfo
+    info = {t: TensorInfo(t, d, (2,)) for t, d in [("xf", "FLOAT"), ("xi", "INT8"), ("a", "FLOAT"), ("b", "UINT8"),
+                                                   ("c", "FLOAT"), ("d", "INT8"), ("e", "FLOAT"), ("o", "UINT8"),
+                                                   ("p", "FLOAT"), ("q", "FLOAT")]}
+    nodes = [Node("r0", "Relu", ("xf",), ("a",)), Node("r1", "Relu", ("xf",), ("b",)),
+             Node("r2", "Relu", ("xf",), ("c",)), Node("r3", "Relu", ("xi",), ("d",)),
+             Node("r4", "Relu", ("a",), ("e",)), Node("r5", "Relu", ("c",), ("o",)),
+             Node("s0", "Softmax", ("e",), ("p",), attrs={"axis": -1}),
+             Node("s1", "Softmax", ("a",), ("q",), attrs={"axis": 0})]
+    graph = Graph("g", nodes, ["xf", "xi"], ["d", "o", "p", "q"], info, opset={"": 17})
+    rules = TRTRules()
+    alone = {n.name: v for n in nodes if (v := TRTRules().check(graph, n))}
+    assert rules.compat(graph) == alone
+    assert {"r1", "r3"} <= set(alone) and "r0" not in alone and "r5" not in alone  # the cases are there

@@ -57,3 +57,33 @@ def test_trimming_equals_the_full_loop_on_a_chain_with_skips() -> None:
     fast, full = both(graph, sorted(set(SUPPORTED_CHAIN_OPS) | {"Add"}))
     assert len(fast.cycles) > 500
     assert decisions(fast) == decisions(full)
+
+
+def both_sized(graph: Graph, ops: list[str], min_size: int):
+    fast = partition(graph, "default", ops=ops, min_size=min_size)
+    run = PartitionRun(graph, "default", trace=True, ops=ops, min_size=min_size)
+    for _ in run.events():
+        pass
+    return fast, run.result
+
+
+@settings(max_examples=200, deadline=None)
+@given(dags(), st.sets(st.sampled_from(OPS), min_size=1), st.integers(2, 4))
+def test_trimming_equals_the_full_loop_when_small_subgraphs_are_rejected(graph: Graph, ops: set[str],
+                                                                          min_size: int) -> None:
+    """The same with ``min_size``: create_subgraph_node rejects small subgraphs, whose nodes are
+    never offered again (the fixed-op seed loop's "accepted and free" flags follow the statuses)."""
+    fast, full = both_sized(graph, sorted(ops), min_size)
+    check_partition(fast)
+    assert decisions(fast) == decisions(full)
+    assert {n: r.kind for n, r in fast.reasons.items()} == {n: r.kind for n, r in full.reasons.items()}
+    assert {n: r.text for n, r in fast.reasons.items() if r.kind != "cycle"} == \
+        {n: r.text for n, r in full.reasons.items() if r.kind != "cycle"}
+
+
+def test_trimming_equals_the_full_loop_on_a_chain_with_skips_and_a_minimum_size() -> None:
+    graph = load_model(synthetic_model(1500, 0.2, seed=3).SerializeToString(), infer_shapes=False)
+    fast, full = both_sized(graph, sorted(set(SUPPORTED_CHAIN_OPS) | {"Add"}), 4)
+    assert any(r.kind == "rejected" for r in fast.reasons.values())
+    assert decisions(fast) == decisions(full)
+    assert {n: r.kind for n, r in fast.reasons.items()} == {n: r.kind for n, r in full.reasons.items()}

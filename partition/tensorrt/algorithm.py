@@ -25,7 +25,7 @@ bounded propagation of ``groups.FastTracker``. They make identical decisions
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..api import NodeView, SubgraphProperty, SubgraphSelector, register_backend_factory
 from ..build import FREE, REJECTED, Grower, PassState, adjacency, run_pass
@@ -46,15 +46,13 @@ class _Context:
                  succs: list[list[int]], mode: str) -> None:
         self.graph = graph
         self.order = order
-        self.id_of = {n.name: i for i, n in enumerate(order)}
         self.preds = preds
         self.succs = succs
         self.reasons = rules.compat(graph)                  # name -> reason, incompatible only
-        bad = bytearray(len(order))
-        for name in self.reasons:
-            bad[self.id_of[name]] = 1
-        self.bad = bad
-        self.compute = [rules.is_compute(n) for n in order]
+        reasons = self.reasons
+        self.bad = bytearray([n.name in reasons for n in order])  # no name -> id map needed
+        non_compute = rules.non_compute_ops  # ``rules.is_compute``, without a call per node
+        self.compute = [n.op_type not in non_compute for n in order]
         self.mode = mode
         self._pairs: dict[int, tuple[set[int], set[int]]] | None = None
 
@@ -133,6 +131,7 @@ class TensorRTProperty(SubgraphProperty):
         self.rules = TRTRules(table, version=trt_version, exclude_data_dependent=exclude_data_dependent,
                               fallback_ops=fallback_ops, plugins=plugins)
         self._contexts: "weakref.WeakKeyDictionary[Graph, _Context]" = weakref.WeakKeyDictionary()
+        self._explained: Callable[[], _Context | None] = lambda: None  # ``explain``'s last context (weakly)
 
     # ----------------------------------------------------------- contexts --
     def context(self, graph: Graph, state: PassState | None = None) -> _Context:
@@ -151,7 +150,12 @@ class TensorRTProperty(SubgraphProperty):
         return _LazySelector(self)
 
     def explain(self, node: NodeView) -> str | None:
-        return self.context(node.graph).reasons.get(node.name)
+        graph = node.graph  # asked for every node left out: the last graph's context is at hand
+        ctx = self._explained()
+        if ctx is None or ctx.graph is not graph:
+            ctx = self.context(graph)
+            self._explained = weakref.ref(ctx)
+        return ctx.reasons.get(node.node.name)
 
     def summary_fields(self) -> dict[str, Any]:
         """Which rule table decided (``"tensorrt_rules": "10.1"``), and its warnings (opset, plugins)."""
@@ -200,6 +204,8 @@ class DepthFirst(Grower):
     def grow(self, seed: int, excluded: set[int]) -> Iterator[TraceEvent]:
         """Depth-first growth, inputs first; returns members in join order."""
         state, ctx = self.state, self.ctx
+        if not state.tracing:
+            return self._grow_quiet(seed, excluded)
         status, preds, succs, bad, order = state.status, ctx.preds, ctx.succs, ctx.bad, state.order
         tracing = state.tracing
         tracker = self.selector.tracker
@@ -233,6 +239,39 @@ class DepthFirst(Grower):
                                  queue=state.names([e[1] for e in reversed(stack[-20:])]))
             stack.extend((nb, o, False) for o in reversed(succs[nb]))
             stack.extend((nb, p, True) for p in reversed(preds[nb]))
+        return members
+
+    def _grow_quiet(self, seed: int, excluded: set[int]) -> list[int]:
+        """``grow`` with tracing off: the same members in the same order and the same reasons.
+
+        With no event to tell, the stack holds only the neighbour ids (no (from, to,
+        direction) tuple per edge), pushed with C-level ``extend``.
+        """
+        state, ctx = self.state, self.ctx
+        status, preds, succs, bad = state.status, ctx.preds, ctx.succs, ctx.bad
+        tracker = self.selector.tracker
+        forbids, join = tracker.forbids, tracker.join
+        join(seed)
+        members = [seed]
+        seen = {seed}  # members and refused nodes: neither is looked at again
+        stack: list[int] = [*reversed(succs[seed]), *reversed(preds[seed])]  # the first input pops first
+        pop, push = stack.pop, stack.extend
+        while stack:
+            nb = pop()
+            if nb in seen:
+                continue
+            seen.add(nb)
+            if bad[nb] or status[nb] != FREE or nb in excluded:
+                continue
+            if forbids(nb):
+                if not state.has_reason(nb):
+                    inc, group = tracker.cause(nb)  # type: ignore[misc]
+                    state.note_group(nb, seed, inc, group)
+                continue
+            join(nb)
+            members.append(nb)
+            push(reversed(succs[nb]))
+            push(reversed(preds[nb]))
         return members
 
     def _refusal(self, seed: int, cur: int, nb: int, members: list[int], excluded: set[int]) -> TraceEvent:

@@ -27,7 +27,6 @@ which I?" with identical answers:
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from typing import Sequence
 
 from ..errors import LensError
@@ -192,25 +191,29 @@ class FastTracker:
         if not self.forbids(v):
             return None
         best: tuple[int, str] | None = None
+        bad = self.bad
         # v in desc(I), a member in anc(I): I is an ancestor of v with id > lo, reached from S.
         if v > self.lo:
-            for i in _bounded(self.preds, v, lambda x: x > self.lo):
-                if self.bad[i] and self.down.get(i, 0) >= 1 and (best is None or i < best[0]):
+            down = self.down
+            for i in _bounded(self.preds, v, self.lo, v):
+                if bad[i] and down.get(i, 0) >= 1 and (best is None or i < best[0]):
                     best = (i, DESCENDANTS)
         if v < self.hi:
-            for i in _bounded(self.succs, v, lambda x: x < self.hi):
-                if self.bad[i] and self.up.get(i, 0) >= 1 and (best is None or i < best[0]):
+            up = self.up
+            for i in _bounded(self.succs, v, v, self.hi):
+                if bad[i] and up.get(i, 0) >= 1 and (best is None or i < best[0]):
                     best = (i, ANCESTORS)
         return best
 
 
-def _bounded(adj: Sequence[Sequence[int]], start: int, keep) -> set[int]:
+def _bounded(adj: Sequence[Sequence[int]], start: int, lo: int, hi: int) -> set[int]:
+    """Nodes reachable from ``start`` along ``adj`` through ids strictly between ``lo`` and ``hi``
+    (ids are topological, so along preds every id is below ``start``, along succs above)."""
     seen: set[int] = set()
-    todo = deque(x for x in adj[start] if keep(x))
-    while todo:
-        i = todo.popleft()
-        if i in seen:
-            continue
-        seen.add(i)
-        todo.extend(x for x in adj[i] if keep(x) and x not in seen)
+    todo = [start]
+    for i in todo:  # a list iterator sees what is appended while it runs
+        for x in adj[i]:
+            if lo < x < hi and x not in seen:
+                seen.add(x)
+                todo.append(x)
     return seen
