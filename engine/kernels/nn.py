@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import cpu_split
 from .elementwise import same
 from .registry import host_ints, register
 
@@ -115,13 +116,19 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
     wg = w.reshape((group, mg, cg) + tuple(kernel))
     npos = math.prod(out_sp)  # (np.prod on a list costs more than a small conv's matmul)
     offsets = list(itertools.product(*(range(k) for k in kernel)))
+    small = n * c * npos <= _GATHER_PER_COPY
+    if xp is np and group == 1 and not small \
+            and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
+        # numpy, large: the GEMM cut in row bands over the cores (cpu_split.py).
+        acc = cpu_split.conv_split(xpad, w, b, offsets, dilations, strides, k_eff, out_sp)
+        if acc is not None:
+            return same(xp, acc.reshape((n, m) + tuple(out_sp)), x)
     if len(offsets) == 1 and not any(offsets[0]):
         # 1x1 kernel: the (strided) input is already the column matrix -- one
         # matmul, no window copy beyond what a stride needs.
         cols = _window(xg, offsets[0], dilations, strides, out_sp).reshape(n, group, cg, npos)
         acc = xp.matmul(wg.reshape(group, mg, cg), cols)
-    elif n * c * npos <= _GATHER_PER_COPY \
-            and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
+    elif small and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
         # Small copies per kernel position (a 1D STFT-like conv has hundreds of
         # positions, a streaming step's maps a few outputs): one gather builds every
         # column at once instead of one ~2 us Python-driven copy per position.
