@@ -2,6 +2,7 @@
 
     python bench/run.py [--repeat 20] [--warmup 3] [--models a,b] [--engine threaded|naive]
                         [--workers N] [--json OUT.json] [--samples] [--profile [N]] [--cpu]
+                        [--block 5] [--blas-threads N]
 
 Models: the real-shaped ones of ``bench/real_models.py`` (ResNet-18 at
 1x3x224x224, a 2-layer transformer at sequence 128, a bidirectional LSTM
@@ -20,7 +21,13 @@ prints the 25 most expensive functions by own time (and, with ``--json``,
 nothing more: profiles are for reading).
 
 Per model (median of ``--repeat`` runs after ``--warmup``; onnxruntime and
-our engine alternate run by run, so a noisy neighbour slows both alike):
+our engine alternate in blocks of ``--block`` runs, each block after one untimed
+run, so a noisy neighbour slows both alike while neither side's thread pool runs
+into the other's -- onnxruntime's threads spin on after a run, and run-by-run
+alternation had both sides of a 2-core machine slower than either alone; see
+``paired_latency``). The header prints the load average at start and end and
+the cores' busy share over the run (from /proc/stat: other containers on the
+host show there, not in the load average):
 
 - ``ort``: onnxruntime CPU on the whole model;
 - ``engine``: our engine, unpartitioned, numpy kernels; ``ratio`` = engine / ort;
@@ -40,8 +47,9 @@ import argparse
 import cProfile
 import json
 import math
-import pstats
 import os
+import pstats
+import shlex
 import statistics
 import sys
 import threading
@@ -85,24 +93,34 @@ def ort_latency(model, feeds, repeat, warmup) -> float:
     return statistics.median(times)
 
 
-def paired_latency(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float, int]:
-    """Medians of onnxruntime and our engine run *alternately* on the same inputs:
-    on a shared machine, load that comes and goes then hits both sides alike."""
+def paired_latency(model, graph, feeds, repeat, warmup, block=5, **kw) -> tuple[float, float, int]:
+    """Medians of onnxruntime and our engine run in *alternating blocks* on the same
+    inputs: ``block`` timed runs of one side (after one untimed run), then of the
+    other, until each has ``repeat``. Load that comes and goes still hits both sides
+    alike, but neither side's threads run into the other's: onnxruntime's pool keeps
+    spinning for a while after ``run`` returns, which took the second core from our
+    engine's first run after it (run-by-run alternation measured both sides of a
+    2-core machine slower than either alone: onnxruntime's ResNet-18 27 ms instead
+    of 13). ``block=1`` is the old run-by-run pairing."""
     sess = ort_session(model)
     with Executor(graph, **kw) as ex:
         for _ in range(warmup):
             sess.run(None, feeds)
             ex.run(feeds)
         t_ort, t_eng, peak = [], [], 0
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            sess.run(None, feeds)
-            t1 = time.perf_counter()
-            res = ex.run(feeds)
-            t2 = time.perf_counter()
-            t_ort.append(t1 - t0)
-            t_eng.append(t2 - t1)
-            peak = max(peak, res.peak_bytes)
+        while len(t_eng) < repeat:
+            n = min(block, repeat - len(t_eng))
+            sess.run(None, feeds)  # untimed: wakes onnxruntime's pool after our block
+            for _ in range(n):
+                t0 = time.perf_counter()
+                sess.run(None, feeds)
+                t_ort.append(time.perf_counter() - t0)
+            ex.run(feeds)  # untimed: lets onnxruntime's spinning threads go to sleep
+            for _ in range(n):
+                t0 = time.perf_counter()
+                res = ex.run(feeds)
+                t_eng.append(time.perf_counter() - t0)
+                peak = max(peak, res.peak_bytes)
     return statistics.median(t_ort), statistics.median(t_eng), peak
 
 
@@ -149,6 +167,30 @@ def cpu_times(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float]:
     return min(t_ort), min(t_eng)
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) CPU ticks of the whole machine from /proc/stat (None elsewhere).
+    The load average can miss what shares the cores (other containers on the same
+    host); the busy share of the cores cannot."""
+    try:
+        with open("/proc/stat") as fh:
+            vals = [int(v) for v in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+    return sum(vals[:8]) - idle, sum(vals[:8])
+
+
+def _busy_share(start: tuple[int, int] | None, end: tuple[int, int] | None) -> str:
+    if start is None or end is None or end[1] <= start[1]:
+        return ""
+    return f"; cores busy {100 * (end[0] - start[0]) / (end[1] - start[1]):.0f}% during the run " \
+        "(this benchmark included)"
+
+
+def _fmt_load(load: tuple[float, float, float]) -> str:
+    return ", ".join(f"{x:.1f}" for x in load)
+
+
 def profile_model(name, graph, feeds, args) -> None:
     """cProfile over every thread: the engine's workers start after the hook is set,
     and each enables a profile of its own on its first profiled call."""
@@ -191,7 +233,8 @@ def bench_model(name, model, args, feeds=None) -> dict:
         row["engine_ms"] = None
         row["skipped"] = f"no kernel for {missing}"
     else:
-        t_ort, t_eng, peak = paired_latency(model, graph, feeds, args.repeat, args.warmup, **opts)
+        t_ort, t_eng, peak = paired_latency(model, graph, feeds, args.repeat, args.warmup,
+                                            block=args.block, **opts)
         row["ort_ms"], row["engine_ms"] = t_ort * 1e3, t_eng * 1e3
         row["ratio"] = t_eng / t_ort
         row["peak_bytes"] = peak
@@ -235,8 +278,13 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--blas-threads", type=int, default=None,
                    help="BLAS threads for our engine (default: cores // workers; 0 = leave BLAS alone)")
+    p.add_argument("--block", type=int, default=5,
+                   help="timed runs per side before switching (1 = alternate run by run)")
     p.add_argument("--json", metavar="OUT.json")
     args = p.parse_args(argv)
+    if args.repeat < 1 or args.warmup < 0 or args.block < 1:
+        p.error("--repeat and --block must be >= 1, --warmup >= 0")
+    load_start, busy_start = os.getloadavg(), _cpu_ticks()
     samples = build_all() if (args.samples or any(".onnx" in m for m in args.models.split(","))) else {}
     chosen = [m.strip() for m in args.models.split(",") if m.strip()] \
         or list(REAL_MODELS) + list(samples)
@@ -249,8 +297,10 @@ def main(argv=None) -> int:
             rows.append(bench_model(n, samples[n], args))
     print(f"engine={args.engine or os.environ.get('SGLENS_ENGINE') or 'threaded'} "
           f"workers={args.workers or os.cpu_count()} repeat={args.repeat} warmup={args.warmup} "
-          f"onnxruntime={ort.__version__} numpy={np.__version__} "
-          f"load={', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+          f"block={args.block} onnxruntime={ort.__version__} numpy={np.__version__} "
+          f"on {os.cpu_count()} CPUs")
+    print(f"load average at start {_fmt_load(load_start)}, at end {_fmt_load(os.getloadavg())}"
+          + _busy_share(busy_start, _cpu_ticks()))
     print(f"{'model':<26}{'nodes':>6}{'ort ms':>9}{'engine ms':>11}{'ratio':>7}{'ort-sub ms':>12}"
           + (f"{'gpu ms':>9}" if any('gpu_ms' in r for r in rows) else ""))
     for r in rows:
@@ -275,7 +325,9 @@ def main(argv=None) -> int:
             print(f"per-node floor on {FLOOR_MODEL}: {r['engine_ms'] * 1e3 / r['executed_nodes']:.1f} us "
                   f"per executed node ({r['executed_nodes']} nodes; onnxruntime "
                   f"{r['ort_ms'] * 1e3 / r['executed_nodes']:.1f} us)")
-    print("reproduce: .venv/bin/python bench/run.py   (add --profile for cProfile tables)")
+    given = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    print(f"reproduce: .venv/bin/python bench/run.py {given}".rstrip()
+          + "   (add --profile for cProfile tables)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -167,3 +167,17 @@ def test_apply_turns_splitting_on_only_with_one_blas_thread(monkeypatch: pytest.
     finally:
         monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
         blas.apply(None, 2)
+
+
+@pytest.mark.parametrize("case", [
+    # (shape, kernel, strides, pads, dilations, ceil_mode)
+    ((1, 8, 112, 112), [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 0),   # ResNet's stem pool
+    ((2, 3, 17, 19), [3, 2], [2, 1], [1, 0, 1, 1], [2, 1], 1),     # dilated, ceil mode
+    ((1, 2, 9, 8, 7), [2, 3, 2], [2, 2, 1], [0] * 6, [1, 1, 2], 0),  # 3-D
+    ((1, 4, 50), [4], [3], [1, 2], [1], 1),                        # 1-D
+])
+def test_max_pool_separable_matches_onnxruntime(case: tuple, rng: np.random.Generator) -> None:
+    """MaxPool without Indices takes the maximum one axis at a time (nn.py ``_separable_max``)."""
+    shape, kernel, strides, pads, dil, ceil = case
+    check("MaxPool", {"x": _x(rng, shape)}, oracle="onnxruntime", kernel_shape=kernel,
+          strides=strides, pads=pads, dilations=dil, ceil_mode=ceil)

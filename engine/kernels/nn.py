@@ -262,13 +262,7 @@ def max_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, d
     best_idx = None
     nsp = len(kernel)
     if _n_outputs == 1:  # nobody reads Indices: a plain running maximum is enough
-        for offset in itertools.product(*(range(k) for k in kernel)):
-            win = _window(xpad, offset, dilations, strides, out_sp)
-            if best is None:
-                best = win.copy()
-            else:
-                xp.maximum(best, win, out=best)  # in place: no array per window
-        return (same(xp, best, x),)
+        return (same(xp, _separable_max(xp, xpad, kernel, dilations, strides, out_sp), x),)
     for offset in itertools.product(*(range(k) for k in kernel)):
         win = _window(xpad, offset, dilations, strides, out_sp)
         idx = _flat_index(xp, x.shape, offset, dilations, strides, pads, out_sp, storage_order)
@@ -280,6 +274,29 @@ def max_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, d
             best_idx = xp.where(better, idx, best_idx)
     del nsp
     return same(xp, best, x), xp.asarray(best_idx, dtype=np.int64)
+
+
+def _separable_max(xp: Any, xpad: Any, kernel: Sequence[int], dilations: Sequence[int],
+                   strides: Sequence[int], out_sp: Sequence[int]) -> Any:
+    """Window maxima one spatial axis at a time (a box's maximum is the maximum of
+    its rows' maxima): sum(kernel) in-place passes instead of prod(kernel) -- 6
+    instead of 9 for ResNet's 3x3 pool, over a narrower array after the first axis."""
+    cur = xpad
+    lead = xpad.ndim - len(kernel)
+    for axis in range(len(kernel) - 1, -1, -1):  # the last (contiguous) axis first
+        best = None
+        for k in range(kernel[axis]):
+            start = k * dilations[axis]
+            index = [slice(None)] * cur.ndim
+            index[lead + axis] = slice(start, start + (out_sp[axis] - 1) * strides[axis] + 1,
+                                       strides[axis])
+            win = cur[tuple(index)]
+            if best is None:
+                best = win.copy()
+            else:
+                xp.maximum(best, win, out=best)  # in place: no array per window
+        cur = best
+    return cur
 
 
 def _flat_index(xp: Any, shape: Sequence[int], offset: Sequence[int], dilations: Sequence[int],
