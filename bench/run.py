@@ -2,7 +2,7 @@
 
     python bench/run.py [--repeat 20] [--warmup 3] [--models a,b] [--engine threaded|naive]
                         [--workers N] [--json OUT.json] [--samples] [--profile [N]] [--cpu]
-                        [--block 5] [--blas-threads N]
+                        [--block 5] [--pause 0.05] [--blas-threads N]
 
 Models: the real-shaped ones of ``bench/real_models.py`` (ResNet-18 at
 1x3x224x224, a 2-layer transformer at sequence 128, a bidirectional LSTM
@@ -21,8 +21,8 @@ prints the 25 most expensive functions by own time (and, with ``--json``,
 nothing more: profiles are for reading).
 
 Per model (median of ``--repeat`` runs after ``--warmup``; onnxruntime and
-our engine alternate in blocks of ``--block`` runs, each block after one untimed
-run, so a noisy neighbour slows both alike while neither side's thread pool runs
+our engine alternate in blocks of ``--block`` runs, each block after a ``--pause``
+and one untimed run, so a noisy neighbour slows both alike while neither side's thread pool runs
 into the other's -- onnxruntime's threads spin on after a run, and run-by-run
 alternation had both sides of a 2-core machine slower than either alone; see
 ``paired_latency``). The header prints the load average at start and end and
@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from engine import gpu  # noqa: E402
+from engine import blas, gpu  # noqa: E402
 from engine.executor import Executor, missing_ops  # noqa: E402
 from engine.inputs import random_inputs  # noqa: E402
 from engine.measure import measure  # noqa: E402
@@ -93,15 +93,18 @@ def ort_latency(model, feeds, repeat, warmup) -> float:
     return statistics.median(times)
 
 
-def paired_latency(model, graph, feeds, repeat, warmup, block=5, **kw) -> tuple[float, float, int]:
+def paired_latency(model, graph, feeds, repeat, warmup, block=5, pause=0.05,
+                   **kw) -> tuple[float, float, int]:
     """Medians of onnxruntime and our engine run in *alternating blocks* on the same
-    inputs: ``block`` timed runs of one side (after one untimed run), then of the
-    other, until each has ``repeat``. Load that comes and goes still hits both sides
-    alike, but neither side's threads run into the other's: onnxruntime's pool keeps
-    spinning for a while after ``run`` returns, which took the second core from our
-    engine's first run after it (run-by-run alternation measured both sides of a
-    2-core machine slower than either alone: onnxruntime's ResNet-18 27 ms instead
-    of 13). ``block=1`` is the old run-by-run pairing."""
+    inputs: ``block`` timed runs of one side (after a ``pause`` and one untimed run),
+    then of the other, until each has ``repeat``. Load that comes and goes still hits
+    both sides alike, but neither side's threads run into the other's: onnxruntime's
+    pool keeps spinning ~30 ms after ``run`` returns (measured: a process sleeping
+    20 ms after a ResNet-18 run used 20 ms of CPU), which took the second core from
+    whatever ran next -- run-by-run alternation measured both sides of a 2-core
+    machine slower than either alone (onnxruntime's ResNet-18 27 ms instead of 13).
+    Our engine's helper threads block instead of spinning. ``block=1, pause=0`` is
+    the old run-by-run pairing."""
     sess = ort_session(model)
     with Executor(graph, **kw) as ex:
         for _ in range(warmup):
@@ -110,12 +113,14 @@ def paired_latency(model, graph, feeds, repeat, warmup, block=5, **kw) -> tuple[
         t_ort, t_eng, peak = [], [], 0
         while len(t_eng) < repeat:
             n = min(block, repeat - len(t_eng))
+            time.sleep(pause)
             sess.run(None, feeds)  # untimed: wakes onnxruntime's pool after our block
             for _ in range(n):
                 t0 = time.perf_counter()
                 sess.run(None, feeds)
                 t_ort.append(time.perf_counter() - t0)
-            ex.run(feeds)  # untimed: lets onnxruntime's spinning threads go to sleep
+            time.sleep(pause)  # onnxruntime's threads stop spinning
+            ex.run(feeds)  # untimed, as onnxruntime's first
             for _ in range(n):
                 t0 = time.perf_counter()
                 res = ex.run(feeds)
@@ -233,8 +238,10 @@ def bench_model(name, model, args, feeds=None) -> dict:
         row["engine_ms"] = None
         row["skipped"] = f"no kernel for {missing}"
     else:
+        blas.split_stats(reset=True)
         t_ort, t_eng, peak = paired_latency(model, graph, feeds, args.repeat, args.warmup,
-                                            block=args.block, **opts)
+                                            block=args.block, pause=args.pause, **opts)
+        row["large_kernels"] = blas.split_stats(reset=True)
         row["ort_ms"], row["engine_ms"] = t_ort * 1e3, t_eng * 1e3
         row["ratio"] = t_eng / t_ort
         row["peak_bytes"] = peak
@@ -280,10 +287,12 @@ def main(argv=None) -> int:
                    help="BLAS threads for our engine (default: cores // workers; 0 = leave BLAS alone)")
     p.add_argument("--block", type=int, default=5,
                    help="timed runs per side before switching (1 = alternate run by run)")
+    p.add_argument("--pause", type=float, default=0.05,
+                   help="seconds of rest before each block (onnxruntime's threads spin ~30 ms)")
     p.add_argument("--json", metavar="OUT.json")
     args = p.parse_args(argv)
-    if args.repeat < 1 or args.warmup < 0 or args.block < 1:
-        p.error("--repeat and --block must be >= 1, --warmup >= 0")
+    if args.repeat < 1 or args.warmup < 0 or args.block < 1 or not 0 <= args.pause <= 10:
+        p.error("--repeat and --block must be >= 1, --warmup >= 0, --pause in [0, 10] s")
     load_start, busy_start = os.getloadavg(), _cpu_ticks()
     samples = build_all() if (args.samples or any(".onnx" in m for m in args.models.split(","))) else {}
     chosen = [m.strip() for m in args.models.split(",") if m.strip()] \
@@ -297,7 +306,7 @@ def main(argv=None) -> int:
             rows.append(bench_model(n, samples[n], args))
     print(f"engine={args.engine or os.environ.get('SGLENS_ENGINE') or 'threaded'} "
           f"workers={args.workers or os.cpu_count()} repeat={args.repeat} warmup={args.warmup} "
-          f"block={args.block} onnxruntime={ort.__version__} numpy={np.__version__} "
+          f"block={args.block} pause={args.pause:g}s onnxruntime={ort.__version__} numpy={np.__version__} "
           f"on {os.cpu_count()} CPUs")
     print(f"load average at start {_fmt_load(load_start)}, at end {_fmt_load(os.getloadavg())}"
           + _busy_share(busy_start, _cpu_ticks()))
@@ -314,6 +323,11 @@ def main(argv=None) -> int:
         if "engine_cpu_ms" in r:
             print(f"cpu {r['model']:<22} onnxruntime 1 thread {r['ort1_cpu_ms']:.3f} ms, ours "
                   f"{r['engine_cpu_ms']:.3f} ms: {r['engine_cpu_ms'] / r['ort1_cpu_ms']:.2f}x")
+    for r in rows:
+        k = r.get("large_kernels")
+        if k and (k["split"] or k["serial"]):
+            print(f"large kernels {r['model']:<16} {k['split']} split over the cores, {k['serial']} "
+                  f"serial (a core busy or backing off), {k['backoffs']} back-offs (engine/blas.py)")
     real = [r["ratio"] for r in rows if r["real"] and "ratio" in r]
     if real:
         geo = math.exp(sum(math.log(x) for x in real) / len(real))

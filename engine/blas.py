@@ -84,12 +84,27 @@ _helpers: list[threading.Thread] = []
 #: whose cores other processes hold, a helper's slice waits for a time slice and
 #: the caller waits for it: a 3 ms conv took 6.6 ms split (2 cores, 0% idle).
 #: So each split job measures its parallelism (CPU seconds of its slices over
-#: its wall time); while the running average is below ``_MIN_GAIN`` the next
-#: ``_BACKOFF`` large kernels run serially, then splitting is tried again.
+#: its wall time); when the running average falls below ``_MIN_GAIN`` large
+#: kernels run serially for ``_BACKOFF`` seconds, then splitting is tried again
+#: (load comes and goes; onnxruntime's pool alone spins ~30 ms after each run).
 _MIN_GAIN = 1.25
-_BACKOFF = 64
+_BACKOFF = 0.25
 _gain = 2.0
-_skip = 0
+_skip_until = 0.0
+#: Counters for benchmarks (``split_stats``): large kernels run split / serially,
+#: back-offs started.
+_stats = {"split": 0, "serial": 0, "backoffs": 0}
+
+
+def split_stats(reset: bool = False) -> dict[str, int]:
+    """How many large kernels ran split, how many serially (alone but not split:
+    backing off, or no core free), how many back-offs started; ``reset`` zeroes them."""
+    with _split_lock:
+        out = dict(_stats)
+        if reset:
+            for key in _stats:
+                _stats[key] = 0
+    return out
 
 
 class _Job:
@@ -155,14 +170,15 @@ class LargeKernel:
         self.ways = 1
 
     def __enter__(self) -> int:
-        global _running, _skip
+        global _running
         with _split_lock:
             _running += 1
-            if _split_on and self.macs >= SPLIT_MIN_MACS and _running < _CORES:
-                if _skip:
-                    _skip -= 1
+            if _split_on and self.macs >= SPLIT_MIN_MACS:
+                if _running >= _CORES or (_skip_until and time.perf_counter() < _skip_until):
+                    _stats["serial"] += 1
                 else:
                     self.ways = _CORES
+                    _stats["split"] += 1
         return self.ways
 
     def __exit__(self, *exc: object) -> None:
@@ -192,9 +208,10 @@ def run_split(fn: Callable[[int], Any], n: int, ways: int) -> None:
 
 def _record_gain(gain: float) -> None:
     """Fold one job's parallelism into the running average; back off below the bar."""
-    global _gain, _skip
+    global _gain, _skip_until
     with _split_lock:
         _gain = 0.75 * _gain + 0.25 * gain
         if _gain < _MIN_GAIN:
-            _skip = _BACKOFF
+            _skip_until = time.perf_counter() + _BACKOFF
+            _stats["backoffs"] += 1
             _gain = 1.6  # the next attempt starts afresh: three bad jobs back off again

@@ -6,6 +6,7 @@ are taken, a split that gains nothing backs off."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Iterator
 
 import numpy as np
@@ -25,7 +26,7 @@ def forced_split(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     monkeypatch.setattr(blas, "_split_on", True)
     monkeypatch.setattr(blas, "_CORES", 2)
     monkeypatch.setattr(blas, "SPLIT_MIN_MACS", 0)
-    monkeypatch.setattr(blas, "_skip", 0)
+    monkeypatch.setattr(blas, "_skip_until", 0.0)
     monkeypatch.setattr(blas, "_MIN_GAIN", 0.0)  # never back off inside these tests
     ran: list[str] = []
     real = blas.run_split
@@ -120,7 +121,7 @@ def test_no_split_when_the_cores_are_busy(monkeypatch: pytest.MonkeyPatch) -> No
     both run, a helper takes no slice (no third thread computing)."""
     monkeypatch.setattr(blas, "_split_on", True)
     monkeypatch.setattr(blas, "_CORES", 2)
-    monkeypatch.setattr(blas, "_skip", 0)
+    monkeypatch.setattr(blas, "_skip_until", 0.0)
     with blas.LargeKernel(10 ** 9) as first:
         assert first == 2
         with blas.LargeKernel(10 ** 9) as second:  # as if from another engine worker
@@ -137,16 +138,19 @@ def test_no_split_when_the_cores_are_busy(monkeypatch: pytest.MonkeyPatch) -> No
 def test_split_backs_off_when_it_gains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blas, "_split_on", True)
     monkeypatch.setattr(blas, "_CORES", 2)
-    monkeypatch.setattr(blas, "_skip", 0)
+    monkeypatch.setattr(blas, "_skip_until", 0.0)
     monkeypatch.setattr(blas, "_gain", 1.6)
+    monkeypatch.setattr(blas, "_BACKOFF", 0.2)
     for _ in range(5):  # jobs that ran at the speed of one thread
         blas._record_gain(1.0)
-        if blas._skip:
+        if blas._skip_until:
             break
-    assert blas._skip == blas._BACKOFF
+    assert blas._skip_until > time.perf_counter()
     with blas.LargeKernel(10 ** 9) as ways:
-        assert ways == 1
-    assert blas._skip == blas._BACKOFF - 1
+        assert ways == 1  # backing off
+    time.sleep(0.25)
+    with blas.LargeKernel(10 ** 9) as ways:
+        assert ways == 2  # tried again once the back-off is over
 
 
 def test_apply_turns_splitting_on_only_with_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
