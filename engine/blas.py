@@ -143,9 +143,23 @@ class _Job:
                 self.done.set()
 
 
+def _forget_helpers() -> None:
+    """In a forked child the helper threads do not exist: start afresh, with an
+    empty queue (jobs left in the old one would hold their arrays forever)."""
+    global _jobs, _running
+    _jobs = queue.SimpleQueue()
+    _helpers.clear()
+    _running = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helpers)
+
+
 def _helper_loop() -> None:
+    jobs = _jobs
     while True:
-        _jobs.get().take(helper=True)
+        jobs.get().take(helper=True)
 
 
 def _start_helpers(n: int) -> None:

@@ -185,3 +185,22 @@ def test_max_pool_separable_matches_onnxruntime(case: tuple, rng: np.random.Gene
     shape, kernel, strides, pads, dil, ceil = case
     check("MaxPool", {"x": _x(rng, shape)}, oracle="onnxruntime", kernel_shape=kernel,
           strides=strides, pads=pads, dilations=dil, ceil_mode=ceil)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_split_works_in_a_forked_child(forced_split: list[str]) -> None:
+    """A child forked after the helpers started has none: its splits run on the
+    caller alone (and leave no job queued), and new helpers start there."""
+    import os
+    blas.run_split(lambda i: None, 4, 2)  # helpers exist in the parent
+    pid = os.fork()
+    if pid == 0:  # the child: exit code says what happened
+        try:
+            seen: list[int] = []
+            blas.run_split(seen.append, 6, 2)
+            ok = sorted(seen) == list(range(6)) and blas._jobs.qsize() <= 1
+            os._exit(0 if ok else 1)
+        except BaseException:  # noqa: BLE001
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
