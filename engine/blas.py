@@ -42,8 +42,8 @@ _applied: int | None = None
 _controller: ThreadpoolController | None = None
 
 #: Multiply-adds below which a kernel runs on its own thread: a hand-off to a
-#: helper costs ~20-50 us of wake-up, a 4M-MAC GEMM ~50 us on one core.
-SPLIT_MIN_MACS = 4_000_000
+#: helper costs ~10-50 us of wake-up, an 8M-MAC GEMM ~120 us on one core.
+SPLIT_MIN_MACS = 8_000_000
 
 
 def auto_threads(cpu_workers: int) -> int:
@@ -89,6 +89,7 @@ _helpers: list[threading.Thread] = []
 #: (load comes and goes; onnxruntime's pool alone spins ~30 ms after each run).
 _MIN_GAIN = 1.25
 _BACKOFF = 0.25
+_MIN_JUDGED = 2e-4  # seconds: only jobs at least this long count towards the average
 _gain = 2.0
 _skip_until = 0.0
 #: Counters for benchmarks (``split_stats``): large kernels run split / serially,
@@ -215,7 +216,9 @@ def run_split(fn: Callable[[int], Any], n: int, ways: int) -> None:
         _jobs.put(job)
     job.take(helper=False)
     job.done.wait()
-    _record_gain(job.cpu / max(time.perf_counter() - t0, 1e-9))
+    wall = time.perf_counter() - t0
+    if wall >= _MIN_JUDGED:  # a short job's wake-up noise says nothing about the load
+        _record_gain(job.cpu / wall)
     if job.error is not None:
         raise job.error
 
