@@ -88,7 +88,7 @@ _helpers: list[threading.Thread] = []
 #: kernels run serially for ``_BACKOFF`` seconds, then splitting is tried again
 #: (load comes and goes; onnxruntime's pool alone spins ~30 ms after each run).
 _MIN_GAIN = 1.25
-_BACKOFF = 0.25
+_BACKOFF = 0.1
 _MIN_JUDGED = 2e-4  # seconds: only jobs at least this long count towards the average
 _gain = 2.0
 _skip_until = 0.0
@@ -111,21 +111,25 @@ def split_stats(reset: bool = False) -> dict[str, int]:
 class _Job:
     """``fn(0) .. fn(n - 1)``: each slice run once, by whichever thread takes it."""
 
-    __slots__ = ("fn", "n", "next", "pending", "error", "done", "cpu")
+    __slots__ = ("fn", "n", "next", "pending", "error", "done", "cpu", "refused")
 
     def __init__(self, fn: Callable[[int], Any], n: int) -> None:
         self.fn, self.n, self.next, self.pending = fn, n, 0, n
         self.error: BaseException | None = None
         self.done = threading.Event()
         self.cpu = 0.0
+        self.refused = False  # a helper stood back: our own kernels held the cores
 
     def take(self, helper: bool) -> None:
         global _running
         while True:
             with _split_lock:
                 i = self.next
-                if i >= self.n or (helper and _running >= _CORES):
-                    return  # nothing left, or the cores are taken: the caller finishes
+                if i >= self.n:
+                    return
+                if helper and _running >= _CORES:
+                    self.refused = True
+                    return  # the cores are taken (another large kernel): the caller finishes
                 self.next = i + 1
                 _running += helper
             t0 = time.thread_time()
@@ -217,7 +221,9 @@ def run_split(fn: Callable[[int], Any], n: int, ways: int) -> None:
     job.take(helper=False)
     job.done.wait()
     wall = time.perf_counter() - t0
-    if wall >= _MIN_JUDGED:  # a short job's wake-up noise says nothing about the load
+    # A short job's wake-up noise says nothing about the load, nor does a job whose
+    # helper stood back for another of our kernels (the engine's other worker).
+    if wall >= _MIN_JUDGED and not job.refused:
         _record_gain(job.cpu / wall)
     if job.error is not None:
         raise job.error
