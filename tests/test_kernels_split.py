@@ -68,14 +68,36 @@ def test_conv_split_matches_onnxruntime(case: tuple, forced_split: list[str],
           kernel_shape=list(k), strides=list(strides), pads=list(pads), dilations=list(dil))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_conv_split_random_geometry(seed: int, forced_split: list[str]) -> None:
+    """Padding applied on the fly (cpu_split ``_columns``): random strides, dilations,
+    kernels and pads -- pads up to twice the kernel, so whole windows fall in the
+    padding -- and auto_pad, against onnxruntime."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.choice([1, 2, 2, 3]))
+    k = tuple(int(v) for v in rng.integers(1, 4, rank))
+    low, high = {1: (200, 400), 2: (20, 40), 3: (9, 13)}[rank]
+    sp = tuple(int(v) for v in rng.integers(low, high, rank))
+    attrs: dict[str, Any] = {"kernel_shape": list(k),
+                             "strides": [int(v) for v in rng.integers(1, 4, rank)]}
+    if rng.random() < 0.7:
+        attrs["dilations"] = [int(v) for v in rng.integers(1, 3, rank)]
+        attrs["pads"] = [int(rng.integers(0, 2 * kk + 1)) for kk in k * 2]
+    else:
+        attrs["auto_pad"] = str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"]))
+    x, w = _x(rng, (int(rng.integers(1, 3)), 16) + sp), _x(rng, (16, 16) + k)
+    check("Conv", {"x": x, "w": w, "b": _x(rng, (16,))}, rtol=1e-4, atol=1e-4,
+          oracle="onnxruntime", **attrs)
+    assert forced_split, "the conv did not take the split path"
+
+
 def test_conv_split_uses_the_helper(forced_split: list[str], rng: np.random.Generator) -> None:
     """Over many large convs a helper thread takes part in some (it cannot be forced
     to win the race for a given slice, but it must not sit idle every time)."""
     x, w = _x(rng, (1, 32, 64, 64)), _x(rng, (32, 32, 3, 3))
     for _ in range(20):
-        cpu_split.conv_split(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), w, None,
-                             [(i, j) for i in range(3) for j in range(3)], [1, 1], [1, 1], [3, 3],
-                             [64, 64])
+        cpu_split.conv_split(x, w, None, [1, 1, 1, 1], [(i, j) for i in range(3) for j in range(3)],
+                             [1, 1], [1, 1], [64, 64])
     assert any(name.startswith("sglens-split") for name in forced_split)
 
 

@@ -29,52 +29,81 @@ from .. import blas
 _MIN_BAND = 192
 
 
-def _window(arr: np.ndarray, offset: Sequence[int], dilations: Sequence[int],
-            strides: Sequence[int], out_sp: Sequence[int]) -> np.ndarray:
-    index: list[Any] = [Ellipsis]
-    for o, d, s, n in zip(offset, dilations, strides, out_sp):
-        start = o * d
-        index.append(slice(start, start + (n - 1) * s + 1, s))
-    return arr[tuple(index)]
-
-
-def _columns(xpad: np.ndarray, offsets: list[tuple[int, ...]], dilations: Sequence[int],
-             strides: Sequence[int], out_sp: Sequence[int]) -> np.ndarray:
-    """im2col of ``xpad`` (N, C, *spatial): (N, C * K, prod(out_sp)), C major, K minor
-    (the order of the weight's (M, C, *kernel) flattened)."""
-    n, c = xpad.shape[:2]
-    if len(offsets) == 1 and not any(offsets[0]) and all(s == 1 for s in strides):
-        view = _window(xpad, offsets[0], dilations, strides, out_sp)
-        return view.reshape(n, c, -1)  # 1x1, stride 1: the input is the column matrix
-    cols = np.empty((n, c, len(offsets)) + tuple(out_sp), dtype=xpad.dtype)
-    for j, o in enumerate(offsets):  # filled in place: cheaper than np.stack's copies
-        cols[:, :, j] = _window(xpad, o, dilations, strides, out_sp)
+def _columns(x: np.ndarray, pads: Sequence[int], offsets: list[tuple[int, ...]],
+             dilations: Sequence[int], strides: Sequence[int], out_sp: Sequence[int],
+             r0: int, r1: int) -> np.ndarray:
+    """im2col of output rows ``r0:r1`` (first spatial axis) of a conv over ``x``
+    (N, C, *spatial) with zero padding ``pads`` (begin..., end...) applied on the
+    fly: (N, C * K, positions), C major, K minor (the weight's (M, C, *kernel)
+    flattened). Each kernel position copies the window part that lies inside the
+    input and zeroes the strips that fall in the padding -- no padded copy of the
+    input, which was a serial pass before every conv."""
+    n, c = x.shape[:2]
+    band = [r1 - r0, *out_sp[1:]]
+    if len(offsets) == 1 and not any(offsets[0]) and not any(pads) and all(s == 1 for s in strides):
+        return x[:, :, r0:r1].reshape(n, c, -1)  # 1x1, stride 1: the input rows are the columns
+    cols = np.empty((n, c, len(offsets), *band), dtype=x.dtype)
+    for j, o in enumerate(offsets):
+        dst = cols[:, :, j]
+        box = _inside(x.shape[2:], pads, o, dilations, strides, out_sp, r0, r1)
+        if box is None:
+            dst[...] = 0
+            continue
+        src: list[Any] = [slice(None), slice(None)]
+        keep: list[Any] = [slice(None), slice(None)]
+        for i, (lo, hi, first) in enumerate(box):
+            if lo > 0:
+                dst[tuple(keep + [slice(0, lo)])] = 0
+            if hi < band[i]:
+                dst[tuple(keep + [slice(hi, None)])] = 0
+            keep.append(slice(None))
+            src.append(slice(first, first + (hi - lo - 1) * strides[i] + 1, strides[i]))
+        dst[tuple([slice(None), slice(None)] + [slice(lo, hi) for lo, hi, _ in box])] = x[tuple(src)]
     return cols.reshape(n, c * len(offsets), -1)
 
 
-def conv_split(xpad: np.ndarray, w: np.ndarray, b: np.ndarray | None, offsets: list[tuple[int, ...]],
-               dilations: Sequence[int], strides: Sequence[int], k_eff: Sequence[int],
+def _inside(in_sp: Sequence[int], pads: Sequence[int], o: Sequence[int], dilations: Sequence[int],
+            strides: Sequence[int], out_sp: Sequence[int], r0: int,
+            r1: int) -> list[tuple[int, int, int]] | None:
+    """Per spatial axis, the band-local output range [lo, hi) whose input index
+    ``q * stride + o * dilation - pad`` falls inside the input, and the input index
+    of ``lo``; None when some axis has no such position."""
+    box = []
+    nsp = len(out_sp)
+    for i in range(nsp):
+        start = o[i] * dilations[i] - pads[i]          # input index of output position 0
+        q0, q1 = (r0, r1) if i == 0 else (0, out_sp[i])
+        lo = max(q0, -(start // strides[i]))            # ceil(-start / stride)
+        hi = min(q1, (in_sp[i] - 1 - start) // strides[i] + 1)
+        if lo >= hi:
+            return None
+        box.append((lo - q0, hi - q0, lo * strides[i] + start))
+    return box
+
+
+def conv_split(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, pads: Sequence[int],
+               offsets: list[tuple[int, ...]], dilations: Sequence[int], strides: Sequence[int],
                out_sp: Sequence[int]) -> np.ndarray | None:
     """Conv of one group as (N, M, prod(out_sp)), bias added, or None when the
     work is too small to split or no core is free (the caller's path runs)."""
-    n, c = xpad.shape[:2]
+    n, c = x.shape[:2]
     m = w.shape[0]
     npos = math.prod(out_sp)
     macs = n * m * c * len(offsets) * npos
     with blas.LargeKernel(macs) as ways:
         if ways <= 1:
             return None
-        dtype = np.result_type(xpad.dtype, w.dtype)
+        dtype = np.result_type(x.dtype, w.dtype)
         out = np.empty((n, m, npos), dtype=dtype)
         w2 = w.reshape(m, -1)
         bias = None if b is None else b.reshape(m, 1)
         rest = npos // out_sp[0]
         bands = min(ways, out_sp[0], npos // _MIN_BAND)
+        geometry = (pads, offsets, dilations, strides, out_sp)
         if bands >= ways:
-            blas.run_split(_band_slice(xpad, w2, bias, out, offsets, dilations, strides,
-                                       k_eff, out_sp, rest, bands), bands, ways)
+            blas.run_split(_band_slice(x, w2, bias, out, geometry, rest, bands), bands, ways)
         else:
-            cols = _columns(xpad, offsets, dilations, strides, out_sp)
+            cols = _columns(x, *geometry, 0, out_sp[0])
             parts = min(ways, max(1, m // 8))
             blas.run_split(_channel_slice(w2, bias, cols, out, parts), parts, ways)
         return out
@@ -84,15 +113,13 @@ def _bounds(total: int, parts: int, i: int) -> tuple[int, int]:
     return total * i // parts, total * (i + 1) // parts
 
 
-def _band_slice(xpad: np.ndarray, w2: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-                offsets: list[tuple[int, ...]], dilations: Sequence[int], strides: Sequence[int],
-                k_eff: Sequence[int], out_sp: Sequence[int], rest: int,
-                bands: int) -> Callable[[int], None]:
+def _band_slice(x: np.ndarray, w2: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+                geometry: tuple, rest: int, bands: int) -> Callable[[int], None]:
+    out_sp = geometry[-1]
+
     def run(i: int) -> None:
         r0, r1 = _bounds(out_sp[0], bands, i)
-        # The input rows band i reads: its first window's top to its last window's bottom.
-        rows = xpad[:, :, r0 * strides[0]:(r1 - 1) * strides[0] + k_eff[0]]
-        cols = _columns(rows, offsets, dilations, strides, [r1 - r0, *out_sp[1:]])
+        cols = _columns(x, *geometry, r0, r1)
         dst = out[:, :, r0 * rest:r1 * rest]
         np.matmul(w2, cols, out=dst)
         if bias is not None:

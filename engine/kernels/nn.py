@@ -107,22 +107,24 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
     kernel = list(kernel_shape or w.shape[2:])
     strides, dilations, k_eff, pads = _geometry(x, kernel, strides, dilations, pads, auto_pad)
     nsp = len(kernel)
-    xpad = _zero_padded(xp, x, pads)
-    out_sp = [(xpad.shape[2 + i] - k_eff[i]) // strides[i] + 1 for i in range(nsp)]
+    out_sp = [(x.shape[2 + i] + pads[i] + pads[nsp + i] - k_eff[i]) // strides[i] + 1
+              for i in range(nsp)]
     n, c = x.shape[:2]
     m = w.shape[0]
-    cg, mg = c // group, m // group
-    xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
-    wg = w.reshape((group, mg, cg) + tuple(kernel))
     npos = math.prod(out_sp)  # (np.prod on a list costs more than a small conv's matmul)
     offsets = list(itertools.product(*(range(k) for k in kernel)))
     small = n * c * npos <= _GATHER_PER_COPY
     if xp is np and group == 1 and not small \
             and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
-        # numpy, large: the GEMM cut in row bands over the cores (cpu_split.py).
-        acc = cpu_split.conv_split(xpad, w, b, offsets, dilations, strides, k_eff, out_sp)
+        # numpy, large: the GEMM cut in row bands over the cores (cpu_split.py),
+        # padding implicit in the columns (no padded copy of the input).
+        acc = cpu_split.conv_split(x, w, b, pads, offsets, dilations, strides, out_sp)
         if acc is not None:
             return same(xp, acc.reshape((n, m) + tuple(out_sp)), x)
+    xpad = _zero_padded(xp, x, pads)
+    cg, mg = c // group, m // group
+    xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
+    wg = w.reshape((group, mg, cg) + tuple(kernel))
     if len(offsets) == 1 and not any(offsets[0]):
         # 1x1 kernel: the (strided) input is already the column matrix -- one
         # matmul, no window copy beyond what a stride needs.
