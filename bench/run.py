@@ -13,8 +13,9 @@ real models (target <= 2, none > 5) and the per-node floor on ``vad_stream``
 (engine time / nodes that ran).
 
 ``--cpu`` adds CPU time per run, onnxruntime on one thread against our engine
-(best of ``--repeat``, alternating): on a machine loaded far beyond its cores,
-wall-time ratios mostly say who got the CPUs.
+with large kernels not split over the cores (best of ``--repeat``, alternating):
+per-core efficiency; on a machine loaded far beyond its cores, wall-time ratios
+mostly say who got the CPUs.
 
 ``--profile [N]`` runs each chosen model N more times under cProfile and
 prints the 25 most expensive functions by own time (and, with ``--json``,
@@ -44,6 +45,7 @@ Models whose ops have no kernel yet are listed as skipped. Never run from the te
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import json
 import math
@@ -150,14 +152,15 @@ def executed_nodes(graph) -> int:
 
 def cpu_times(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float]:
     """Best CPU seconds per run of onnxruntime on ONE thread (its calling thread's
-    CPU time) and of our engine (the process's CPU time, every thread), alternating.
-    CPU time is what a loaded machine inflates least: the figure to read when the
-    load average is far above the core count."""
+    CPU time) and of our engine (the process's CPU time, every thread) with large
+    kernels not split over the cores (engine/blas.py), alternating: per-core
+    efficiency, one thread each. CPU time is what a loaded machine inflates least:
+    the figure to read when the load average is far above the core count."""
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    with Executor(graph, **kw) as ex:
+    with Executor(graph, **kw) as ex, _no_split():
         for _ in range(warmup):
             sess.run(None, feeds)
             ex.run(feeds)
@@ -170,6 +173,15 @@ def cpu_times(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float]:
             ex.run(feeds)
             t_eng.append(time.process_time() - t0)
     return min(t_ort), min(t_eng)
+
+
+@contextlib.contextmanager
+def _no_split():
+    previous = blas.set_split(False)
+    try:
+        yield
+    finally:
+        blas.set_split(previous)
 
 
 def _cpu_ticks() -> tuple[int, int] | None:
@@ -321,7 +333,7 @@ def main(argv=None) -> int:
               + (f"   ({r['skipped']})" if "skipped" in r else ""))
     for r in rows:
         if "engine_cpu_ms" in r:
-            print(f"cpu {r['model']:<22} onnxruntime 1 thread {r['ort1_cpu_ms']:.3f} ms, ours "
+            print(f"cpu {r['model']:<22} onnxruntime 1 thread {r['ort1_cpu_ms']:.3f} ms, ours unsplit "
                   f"{r['engine_cpu_ms']:.3f} ms: {r['engine_cpu_ms'] / r['ort1_cpu_ms']:.2f}x")
     for r in rows:
         k = r.get("large_kernels")

@@ -71,6 +71,15 @@ def apply(threads: int | None, cpu_workers: int) -> int | None:
     return n
 
 
+def set_split(on: bool) -> bool:
+    """Turn splitting of large kernels on or off for the process (``apply`` sets it
+    again); returns the previous setting. ``bench/run.py --cpu`` measures our engine
+    on one thread with it off, beside onnxruntime on one thread."""
+    global _split_on
+    previous, _split_on = _split_on, bool(on) and _CORES > 1
+    return previous
+
+
 # ------------------------------------------------------ intra-op splitting --
 _CORES = os.cpu_count() or 1
 _split_on = False        # set by apply(): only with single-threaded BLAS

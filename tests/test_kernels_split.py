@@ -187,6 +187,10 @@ def test_apply_turns_splitting_on_only_with_one_blas_thread(monkeypatch: pytest.
         assert blas._split_on is False  # "leave BLAS alone": its thread count is unknown
         blas.apply(None, 2)
         assert blas._split_on is True
+        assert blas.set_split(False) is True and blas._split_on is False  # bench --cpu
+        with blas.LargeKernel(10 ** 9) as ways:
+            assert ways == 1
+        blas.set_split(True)
         monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
         blas.apply(None, 2)
         assert blas._split_on is False
