@@ -7,12 +7,17 @@ the calling thread and idle helpers take slices from a shared counter, each
 slice a single-threaded BLAS call that releases the GIL.
 
 Conv (one group, im2col): a slice is a band of output rows. It builds the
-columns of its band only (a band's columns stay in the core's cache between
-being written and being multiplied, where ResNet-18's whole 56x56 column matrix
-is 7 MB) and writes its GEMM straight into its rows of the output
-(``np.matmul(..., out=view)``: BLAS takes the row stride, no copy), bias added
-while the band is hot. Maps too small for bands (ResNet-18's 7x7 layer: 49
-output positions) are split by output channels instead, over one column matrix.
+columns of its band only, zero padding applied on the fly (so nothing serial
+precedes the bands: no padded copy, no shared column matrix to wait for), and
+writes its GEMM straight into its rows of the output (``np.matmul(..., out=
+view)``: BLAS takes the row stride, no copy), bias added while the band is hot.
+Maps too small for bands (ResNet-18's 7x7 layer: 49 output positions) are split
+by output channels instead, over one column matrix. More bands than threads
+(smaller column matrices) measured slower: 40.4 against 36.7 ms a ResNet-18 run.
+
+MatMul / Gemm: a matrix right operand (a Linear layer) is split by output
+columns (each slice packs all of the smaller left operand) or rows; equal batch
+shapes (attention heads) by batches; anything else runs as ``xp.matmul``.
 """
 
 from __future__ import annotations
