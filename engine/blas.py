@@ -41,9 +41,10 @@ _lock = threading.Lock()
 _applied: int | None = None
 _controller: ThreadpoolController | None = None
 
-#: Multiply-adds below which a kernel runs on its own thread: a hand-off to a
-#: helper costs ~10-50 us of wake-up, an 8M-MAC GEMM ~120 us on one core.
-SPLIT_MIN_MACS = 8_000_000
+#: Multiply-adds below which a kernel runs on its own thread. Waking a helper
+#: costs tens of microseconds: the transformer's 8.4M-MAC projections (~120 us)
+#: ran split at 0.8-0.95x of serial, its 33.5M-MAC FFN matmuls at 1.4-1.6x.
+SPLIT_MIN_MACS = 16_000_000
 
 
 def auto_threads(cpu_workers: int) -> int:
