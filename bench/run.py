@@ -2,6 +2,7 @@
 
     python bench/run.py [--repeat 20] [--warmup 3] [--models a,b] [--engine threaded|naive]
                         [--workers N] [--json OUT.json] [--samples] [--profile [N]] [--cpu]
+                        [--block 5] [--pause 0.05] [--blas-threads N]
 
 Models: the real-shaped ones of ``bench/real_models.py`` (ResNet-18 at
 1x3x224x224, a 2-layer transformer at sequence 128, a bidirectional LSTM
@@ -12,15 +13,22 @@ real models (target <= 2, none > 5) and the per-node floor on ``vad_stream``
 (engine time / nodes that ran).
 
 ``--cpu`` adds CPU time per run, onnxruntime on one thread against our engine
-(best of ``--repeat``, alternating): on a machine loaded far beyond its cores,
-wall-time ratios mostly say who got the CPUs.
+with large kernels not split over the cores (best of ``--repeat``, alternating):
+per-core efficiency; on a machine loaded far beyond its cores, wall-time ratios
+mostly say who got the CPUs.
 
 ``--profile [N]`` runs each chosen model N more times under cProfile and
 prints the 25 most expensive functions by own time (and, with ``--json``,
 nothing more: profiles are for reading).
 
 Per model (median of ``--repeat`` runs after ``--warmup``; onnxruntime and
-our engine alternate run by run, so a noisy neighbour slows both alike):
+our engine alternate in blocks of ``--block`` runs, each block after a ``--pause``
+and one untimed run, so a noisy neighbour slows both alike while neither side's thread pool runs
+into the other's -- onnxruntime's threads spin on after a run, and run-by-run
+alternation had both sides of a 2-core machine slower than either alone; see
+``paired_latency``). The header prints the load average at start and end and
+the cores' busy share over the run (from /proc/stat: other containers on the
+host show there, not in the load average):
 
 - ``ort``: onnxruntime CPU on the whole model;
 - ``engine``: our engine, unpartitioned, numpy kernels; ``ratio`` = engine / ort;
@@ -37,11 +45,13 @@ Models whose ops have no kernel yet are listed as skipped. Never run from the te
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import json
 import math
-import pstats
 import os
+import pstats
+import shlex
 import statistics
 import sys
 import threading
@@ -53,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from engine import gpu  # noqa: E402
+from engine import blas, gpu  # noqa: E402
 from engine.executor import Executor, missing_ops  # noqa: E402
 from engine.inputs import random_inputs  # noqa: E402
 from engine.measure import measure  # noqa: E402
@@ -85,24 +95,39 @@ def ort_latency(model, feeds, repeat, warmup) -> float:
     return statistics.median(times)
 
 
-def paired_latency(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float, int]:
-    """Medians of onnxruntime and our engine run *alternately* on the same inputs:
-    on a shared machine, load that comes and goes then hits both sides alike."""
+def paired_latency(model, graph, feeds, repeat, warmup, block=5, pause=0.05,
+                   **kw) -> tuple[float, float, int]:
+    """Medians of onnxruntime and our engine run in *alternating blocks* on the same
+    inputs: ``block`` timed runs of one side (after a ``pause`` and one untimed run),
+    then of the other, until each has ``repeat``. Load that comes and goes still hits
+    both sides alike, but neither side's threads run into the other's: onnxruntime's
+    pool keeps spinning ~30 ms after ``run`` returns (measured: a process sleeping
+    20 ms after a ResNet-18 run used 20 ms of CPU), which took the second core from
+    whatever ran next -- run-by-run alternation measured both sides of a 2-core
+    machine slower than either alone (onnxruntime's ResNet-18 27 ms instead of 13).
+    Our engine's helper threads block instead of spinning. ``block=1, pause=0`` is
+    the old run-by-run pairing."""
     sess = ort_session(model)
     with Executor(graph, **kw) as ex:
         for _ in range(warmup):
             sess.run(None, feeds)
             ex.run(feeds)
         t_ort, t_eng, peak = [], [], 0
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            sess.run(None, feeds)
-            t1 = time.perf_counter()
-            res = ex.run(feeds)
-            t2 = time.perf_counter()
-            t_ort.append(t1 - t0)
-            t_eng.append(t2 - t1)
-            peak = max(peak, res.peak_bytes)
+        while len(t_eng) < repeat:
+            n = min(block, repeat - len(t_eng))
+            time.sleep(pause)
+            sess.run(None, feeds)  # untimed: wakes onnxruntime's pool after our block
+            for _ in range(n):
+                t0 = time.perf_counter()
+                sess.run(None, feeds)
+                t_ort.append(time.perf_counter() - t0)
+            time.sleep(pause)  # onnxruntime's threads stop spinning
+            ex.run(feeds)  # untimed, as onnxruntime's first
+            for _ in range(n):
+                t0 = time.perf_counter()
+                res = ex.run(feeds)
+                t_eng.append(time.perf_counter() - t0)
+                peak = max(peak, res.peak_bytes)
     return statistics.median(t_ort), statistics.median(t_eng), peak
 
 
@@ -127,14 +152,15 @@ def executed_nodes(graph) -> int:
 
 def cpu_times(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float]:
     """Best CPU seconds per run of onnxruntime on ONE thread (its calling thread's
-    CPU time) and of our engine (the process's CPU time, every thread), alternating.
-    CPU time is what a loaded machine inflates least: the figure to read when the
-    load average is far above the core count."""
+    CPU time) and of our engine (the process's CPU time, every thread) with large
+    kernels not split over the cores (engine/blas.py), alternating: per-core
+    efficiency, one thread each. CPU time is what a loaded machine inflates least:
+    the figure to read when the load average is far above the core count."""
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    with Executor(graph, **kw) as ex:
+    with Executor(graph, **kw) as ex, _no_split():
         for _ in range(warmup):
             sess.run(None, feeds)
             ex.run(feeds)
@@ -147,6 +173,39 @@ def cpu_times(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float]:
             ex.run(feeds)
             t_eng.append(time.process_time() - t0)
     return min(t_ort), min(t_eng)
+
+
+@contextlib.contextmanager
+def _no_split():
+    previous = blas.set_split(False)
+    try:
+        yield
+    finally:
+        blas.set_split(previous)
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) CPU ticks of the whole machine from /proc/stat (None elsewhere).
+    The load average can miss what shares the cores (other containers on the same
+    host); the busy share of the cores cannot."""
+    try:
+        with open("/proc/stat") as fh:
+            vals = [int(v) for v in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+    return sum(vals[:8]) - idle, sum(vals[:8])
+
+
+def _busy_share(start: tuple[int, int] | None, end: tuple[int, int] | None) -> str:
+    if start is None or end is None or end[1] <= start[1]:
+        return ""
+    return f"; cores busy {100 * (end[0] - start[0]) / (end[1] - start[1]):.0f}% during the run " \
+        "(this benchmark included)"
+
+
+def _fmt_load(load: tuple[float, float, float]) -> str:
+    return ", ".join(f"{x:.1f}" for x in load)
 
 
 def profile_model(name, graph, feeds, args) -> None:
@@ -191,7 +250,10 @@ def bench_model(name, model, args, feeds=None) -> dict:
         row["engine_ms"] = None
         row["skipped"] = f"no kernel for {missing}"
     else:
-        t_ort, t_eng, peak = paired_latency(model, graph, feeds, args.repeat, args.warmup, **opts)
+        blas.split_stats(reset=True)
+        t_ort, t_eng, peak = paired_latency(model, graph, feeds, args.repeat, args.warmup,
+                                            block=args.block, pause=args.pause, **opts)
+        row["large_kernels"] = blas.split_stats(reset=True)
         row["ort_ms"], row["engine_ms"] = t_ort * 1e3, t_eng * 1e3
         row["ratio"] = t_eng / t_ort
         row["peak_bytes"] = peak
@@ -235,8 +297,15 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--blas-threads", type=int, default=None,
                    help="BLAS threads for our engine (default: cores // workers; 0 = leave BLAS alone)")
+    p.add_argument("--block", type=int, default=5,
+                   help="timed runs per side before switching (1 = alternate run by run)")
+    p.add_argument("--pause", type=float, default=0.05,
+                   help="seconds of rest before each block (onnxruntime's threads spin ~30 ms)")
     p.add_argument("--json", metavar="OUT.json")
     args = p.parse_args(argv)
+    if args.repeat < 1 or args.warmup < 0 or args.block < 1 or not 0 <= args.pause <= 10:
+        p.error("--repeat and --block must be >= 1, --warmup >= 0, --pause in [0, 10] s")
+    load_start, busy_start = os.getloadavg(), _cpu_ticks()
     samples = build_all() if (args.samples or any(".onnx" in m for m in args.models.split(","))) else {}
     chosen = [m.strip() for m in args.models.split(",") if m.strip()] \
         or list(REAL_MODELS) + list(samples)
@@ -249,8 +318,10 @@ def main(argv=None) -> int:
             rows.append(bench_model(n, samples[n], args))
     print(f"engine={args.engine or os.environ.get('SGLENS_ENGINE') or 'threaded'} "
           f"workers={args.workers or os.cpu_count()} repeat={args.repeat} warmup={args.warmup} "
-          f"onnxruntime={ort.__version__} numpy={np.__version__} "
-          f"load={', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+          f"block={args.block} pause={args.pause:g}s onnxruntime={ort.__version__} numpy={np.__version__} "
+          f"on {os.cpu_count()} CPUs")
+    print(f"load average at start {_fmt_load(load_start)}, at end {_fmt_load(os.getloadavg())}"
+          + _busy_share(busy_start, _cpu_ticks()))
     print(f"{'model':<26}{'nodes':>6}{'ort ms':>9}{'engine ms':>11}{'ratio':>7}{'ort-sub ms':>12}"
           + (f"{'gpu ms':>9}" if any('gpu_ms' in r for r in rows) else ""))
     for r in rows:
@@ -262,8 +333,13 @@ def main(argv=None) -> int:
               + (f"   ({r['skipped']})" if "skipped" in r else ""))
     for r in rows:
         if "engine_cpu_ms" in r:
-            print(f"cpu {r['model']:<22} onnxruntime 1 thread {r['ort1_cpu_ms']:.3f} ms, ours "
+            print(f"cpu {r['model']:<22} onnxruntime 1 thread {r['ort1_cpu_ms']:.3f} ms, ours unsplit "
                   f"{r['engine_cpu_ms']:.3f} ms: {r['engine_cpu_ms'] / r['ort1_cpu_ms']:.2f}x")
+    for r in rows:
+        k = r.get("large_kernels")
+        if k and (k["split"] or k["serial"]):
+            print(f"large kernels {r['model']:<16} {k['split']} split over the cores, {k['serial']} "
+                  f"serial (a core busy or backing off), {k['backoffs']} back-offs (engine/blas.py)")
     real = [r["ratio"] for r in rows if r["real"] and "ratio" in r]
     if real:
         geo = math.exp(sum(math.log(x) for x in real) / len(real))
@@ -275,7 +351,9 @@ def main(argv=None) -> int:
             print(f"per-node floor on {FLOOR_MODEL}: {r['engine_ms'] * 1e3 / r['executed_nodes']:.1f} us "
                   f"per executed node ({r['executed_nodes']} nodes; onnxruntime "
                   f"{r['ort_ms'] * 1e3 / r['executed_nodes']:.1f} us)")
-    print("reproduce: .venv/bin/python bench/run.py   (add --profile for cProfile tables)")
+    given = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    print(f"reproduce: .venv/bin/python bench/run.py {given}".rstrip()
+          + "   (add --profile for cProfile tables)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

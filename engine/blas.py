@@ -1,27 +1,38 @@
-"""BLAS threads per engine worker (``ExecOptions.blas_threads``).
+"""BLAS threads, and the split of one large kernel over the cores (numpy only).
 
-OpenBLAS starts as many threads as there are cores for every matmul. With the
-threaded engine running one matmul per CPU worker, that is workers x cores
-threads on cores CPUs; OpenBLAS's threads spin while they wait, so on a busy
-machine a 1x1 conv measured 16 ms instead of 0.16 ms (2 cores, load 4). As
-MXNet does with OpenMP, each worker gets ``cores // workers`` BLAS threads
-(at least 1). BLAS thread pools belong to the process, so the limit is set
-for the process, once per distinct value, through ``threadpoolctl``; a user
-who set ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or ``MKL_NUM_THREADS``
-keeps their setting.
+OpenBLAS starts as many threads as there are cores for every matmul, and its
+spare threads *spin* between calls. With the threaded engine running one matmul
+per CPU worker that is workers x cores spinning threads on cores CPUs: on a busy
+2-core machine a 1x1 conv measured 16 ms instead of 0.16 ms (load 4). Giving
+BLAS every core when a run executes as one function was tried too: ResNet-18
+went from 81 to 355 ms and the LSTM tagger from 8.9 to 16 ms (`bench/run.py
+--blas-threads 2`), onnxruntime's spinning threads and OpenBLAS's fighting for
+the two CPUs, and small matmuls gaining nothing from a second thread.
 
-Tried and rejected (issue 13): every core for BLAS when a run executes as one
-function (nothing runs beside it). On this 2-vCPU machine, shared and with
-onnxruntime's spinning threads alternating with OpenBLAS's, ResNet-18 went
-from 81 to 355 ms and the LSTM tagger from 8.9 to 16 ms (`bench/run.py
---blas-threads 2` against the default 1): OpenBLAS's threads busy-wait
-between calls, and small matmuls gain nothing from a second thread.
+So BLAS gets ONE thread (``apply``), and the parallelism inside one large Conv
+or MatMul comes from ``run_split``: the kernel cuts its GEMM into slices (output
+rows or channels) that the calling thread and ``cores - 1`` helper threads take
+from a shared counter. Helpers *block* between jobs (no spinning), each slice
+calls single-threaded BLAS (which releases the GIL), and the caller never waits
+for a helper that has not started a slice, so a busy helper costs nothing. The
+rule against oversubscription: threads computing large kernels (callers inside
+``LargeKernel`` plus helpers inside a slice) never exceed the cores; a helper
+takes a slice only below that, so when the engine runs two branches' convs on
+two workers of a 2-core machine, each runs on its own core and the helpers wait.
+
+The BLAS limit is process-wide (BLAS thread pools belong to the process), set
+once per distinct value through ``threadpoolctl``; a user who set
+``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or ``MKL_NUM_THREADS`` keeps their
+setting, and splitting is then off (their BLAS may already use every core).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import threading
+import time
+from typing import Any, Callable
 
 from threadpoolctl import ThreadpoolController
 
@@ -30,16 +41,25 @@ _lock = threading.Lock()
 _applied: int | None = None
 _controller: ThreadpoolController | None = None
 
+#: Multiply-adds below which a kernel runs on its own thread. Waking a helper
+#: costs tens of microseconds: the transformer's 8.4M-MAC projections (~120 us)
+#: ran split at 0.8-0.95x of serial, its 33.5M-MAC FFN matmuls at 1.4-1.6x.
+SPLIT_MIN_MACS = 16_000_000
+
 
 def auto_threads(cpu_workers: int) -> int:
-    return max(1, (os.cpu_count() or 1) // max(1, cpu_workers))
+    """BLAS threads when the caller does not say: one (parallelism is ``run_split``'s)."""
+    del cpu_workers  # kept for callers: the answer no longer depends on it
+    return 1
 
 
 def apply(threads: int | None, cpu_workers: int) -> int | None:
-    """Set the process's BLAS threads: ``None`` = auto (unless the environment
-    says), ``0`` = leave BLAS alone, ``n`` = n threads. Returns what was set."""
-    global _applied, _controller
+    """Set the process's BLAS threads: ``None`` = auto (1, unless the environment
+    says), ``0`` = leave BLAS alone, ``n`` = n threads. Splitting large kernels
+    over the cores is on exactly when BLAS runs one thread. Returns what was set."""
+    global _applied, _controller, _split_on
     if threads == 0 or (threads is None and any(os.environ.get(v) for v in _USER_VARS)):
+        _split_on = False
         return None
     n = auto_threads(cpu_workers) if threads is None else int(threads)
     with _lock:
@@ -48,5 +68,183 @@ def apply(threads: int | None, cpu_workers: int) -> int | None:
                 _controller = ThreadpoolController()  # ~1 ms: scans the loaded libraries
             _controller.limit(limits=n, user_api="blas")
             _applied = n
+    _split_on = n == 1 and _CORES > 1
     return n
 
+
+def set_split(on: bool) -> bool:
+    """Turn splitting of large kernels on or off for the process (``apply`` sets it
+    again); returns the previous setting. ``bench/run.py --cpu`` measures our engine
+    on one thread with it off, beside onnxruntime on one thread."""
+    global _split_on
+    previous, _split_on = _split_on, bool(on) and _CORES > 1
+    return previous
+
+
+# ------------------------------------------------------ intra-op splitting --
+_CORES = os.cpu_count() or 1
+_split_on = False        # set by apply(): only with single-threaded BLAS
+_running = 0             # threads computing a large kernel (guarded by _split_lock)
+_split_lock = threading.Lock()
+_jobs: "queue.SimpleQueue[_Job]" = queue.SimpleQueue()
+_helpers: list[threading.Thread] = []
+
+
+#: Splitting pays only if the helpers really run beside the caller. On a machine
+#: whose cores other processes hold, a helper's slice waits for a time slice and
+#: the caller waits for it: a 3 ms conv took 6.6 ms split (2 cores, 0% idle).
+#: So each split job measures its parallelism (CPU seconds of its slices over
+#: its wall time); when the running average falls below ``_MIN_GAIN`` large
+#: kernels run serially for ``_BACKOFF`` seconds, then splitting is tried again
+#: (load comes and goes; onnxruntime's pool alone spins ~30 ms after each run).
+_MIN_GAIN = 1.25
+_BACKOFF = 0.1
+_MIN_JUDGED = 2e-4  # seconds: only jobs at least this long count towards the average
+_gain = 2.0
+_skip_until = 0.0
+#: Counters for benchmarks (``split_stats``): large kernels run split / serially,
+#: back-offs started.
+_stats = {"split": 0, "serial": 0, "backoffs": 0}
+
+
+def split_stats(reset: bool = False) -> dict[str, int]:
+    """How many large kernels ran split, how many serially (alone but not split:
+    backing off, or no core free), how many back-offs started; ``reset`` zeroes them."""
+    with _split_lock:
+        out = dict(_stats)
+        if reset:
+            for key in _stats:
+                _stats[key] = 0
+    return out
+
+
+class _Job:
+    """``fn(0) .. fn(n - 1)``: each slice run once, by whichever thread takes it."""
+
+    __slots__ = ("fn", "n", "next", "pending", "error", "done", "cpu", "refused")
+
+    def __init__(self, fn: Callable[[int], Any], n: int) -> None:
+        self.fn, self.n, self.next, self.pending = fn, n, 0, n
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.cpu = 0.0
+        self.refused = False  # a helper stood back: our own kernels held the cores
+
+    def take(self, helper: bool) -> None:
+        global _running
+        while True:
+            with _split_lock:
+                i = self.next
+                if i >= self.n:
+                    return
+                if helper and _running >= _CORES:
+                    self.refused = True
+                    return  # the cores are taken (another large kernel): the caller finishes
+                self.next = i + 1
+                _running += helper
+            t0 = time.thread_time()
+            try:
+                self.fn(i)
+            except BaseException as exc:  # noqa: BLE001 -- re-raised on the caller's thread
+                if self.error is None:
+                    self.error = exc
+            spent = time.thread_time() - t0
+            with _split_lock:
+                _running -= helper
+                self.cpu += spent
+                self.pending -= 1
+                last = self.pending == 0
+            if last:
+                self.done.set()
+
+
+def _forget_helpers() -> None:
+    """In a forked child the helper threads do not exist: start afresh, with an
+    empty queue (jobs left in the old one would hold their arrays forever)."""
+    global _jobs, _running
+    _jobs = queue.SimpleQueue()
+    _helpers.clear()
+    _running = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helpers)
+
+
+def _helper_loop() -> None:
+    jobs = _jobs
+    while True:
+        jobs.get().take(helper=True)
+
+
+def _start_helpers(n: int) -> None:
+    with _split_lock:
+        while len(_helpers) < n:
+            t = threading.Thread(target=_helper_loop, name=f"sglens-split-{len(_helpers)}",
+                                 daemon=True)
+            _helpers.append(t)
+            t.start()
+
+
+class LargeKernel:
+    """``with LargeKernel(macs) as ways:`` counts the calling thread as computing
+    a large kernel while inside; ``ways`` (1 = serial) is how many threads the
+    kernel should cut its work for: the cores, when splitting is on, the work is
+    at least ``SPLIT_MIN_MACS`` and a core is free."""
+
+    __slots__ = ("macs", "ways")
+
+    def __init__(self, macs: int) -> None:
+        self.macs = macs
+        self.ways = 1
+
+    def __enter__(self) -> int:
+        global _running
+        with _split_lock:
+            _running += 1
+            if _split_on and self.macs >= SPLIT_MIN_MACS:
+                if _running >= _CORES or (_skip_until and time.perf_counter() < _skip_until):
+                    _stats["serial"] += 1
+                else:
+                    self.ways = _CORES
+                    _stats["split"] += 1
+        return self.ways
+
+    def __exit__(self, *exc: object) -> None:
+        global _running
+        with _split_lock:
+            _running -= 1
+
+
+def run_split(fn: Callable[[int], Any], n: int, ways: int) -> None:
+    """Run ``fn(i)`` for every ``i < n`` on this thread and up to ``ways - 1`` helpers;
+    returns when all are done; the first exception of a slice is raised here."""
+    if ways <= 1 or n <= 1:
+        for i in range(n):
+            fn(i)
+        return
+    _start_helpers(_CORES - 1)
+    job = _Job(fn, n)
+    t0 = time.perf_counter()
+    for _ in range(min(ways, n) - 1):
+        _jobs.put(job)
+    job.take(helper=False)
+    job.done.wait()
+    wall = time.perf_counter() - t0
+    # A short job's wake-up noise says nothing about the load, nor does a job whose
+    # helper stood back for another of our kernels (the engine's other worker).
+    if wall >= _MIN_JUDGED and not job.refused:
+        _record_gain(job.cpu / wall)
+    if job.error is not None:
+        raise job.error
+
+
+def _record_gain(gain: float) -> None:
+    """Fold one job's parallelism into the running average; back off below the bar."""
+    global _gain, _skip_until
+    with _split_lock:
+        _gain = 0.75 * _gain + 0.25 * gain
+        if _gain < _MIN_GAIN:
+            _skip_until = time.perf_counter() + _BACKOFF
+            _stats["backoffs"] += 1
+            _gain = 1.6  # the next attempt starts afresh: three bad jobs back off again

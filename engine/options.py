@@ -96,7 +96,7 @@ class ExecOptions:
     workers: int | None = None
     hooks: Any = None
     kernels: Callable[[Node, Mapping[str, int]], Any] | None = None
-    blas_threads: int | None = None   # None: cores // CPU workers; 0: leave BLAS alone
+    blas_threads: int | None = None   # None: 1 + split large kernels (blas.py); 0: leave BLAS alone
 
     def effective_plan(self) -> str:
         return "nodes" if self.hooks is not None else self.plan

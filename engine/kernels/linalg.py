@@ -6,13 +6,23 @@ from typing import Any
 
 import numpy as np
 
+from . import cpu_split
 from .elementwise import same
 from .registry import register
 
 
+def _matmul(xp: Any, a: Any, b: Any) -> Any:
+    """``xp.matmul``; on numpy a large one is cut over the cores (cpu_split.py)."""
+    if xp is np:
+        y = cpu_split.matmul_split(a, b)
+        if y is not None:
+            return y
+    return xp.matmul(a, b)
+
+
 @register("MatMul")
 def matmul(xp: Any, a: Any, b: Any) -> Any:
-    return same(xp, xp.matmul(a, b), a)
+    return same(xp, _matmul(xp, a, b), a)
 
 
 @register("Gemm")
@@ -20,7 +30,7 @@ def gemm(xp: Any, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: fl
          transA: int = 0, transB: int = 0, broadcast: int = 0) -> Any:
     a = a.T if transA else a
     b = b.T if transB else b
-    y = xp.matmul(a, b)
+    y = _matmul(xp, a, b)
     if alpha != 1.0:
         y = y * alpha
     if c is not None and beta != 0:
