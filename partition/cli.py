@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+import orjson
 from tqdm import tqdm
 
 from .check import check_partition
@@ -84,15 +85,28 @@ def _cmd_partition(args: argparse.Namespace) -> int:
 def _print_json(data: Any) -> None:
     """Indented for a person at a terminal; compact otherwise (a pipe or a file).
 
-    ``indent`` makes ``json`` use its pure-Python encoder: at 100k nodes (47 MB of
-    output) that is ~1 s against ~0.3 s for the C encoder's compact form. Both are
-    the same JSON value.
+    ``indent`` makes ``json`` use its pure-Python encoder: at 100k nodes (37 MB of
+    output) that is ~1 s. The compact form is written by orjson (0.06 s against
+    0.3 s for ``json``'s C encoder), the same JSON value; what orjson refuses (an
+    integer over 64 bits, a non-string key from a plugin's data) goes through
+    ``json`` as before. Non-ASCII names are written as UTF-8, not ``\\u`` escapes.
     """
     if sys.stdout.isatty():
         print(json.dumps(data, indent=1))
-    else:
+        return
+    try:
+        encoded = orjson.dumps(data, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
         sys.stdout.write(json.dumps(data, separators=(",", ":")))
         sys.stdout.write("\n")
+        return
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:  # a text-only stream (a test's StringIO)
+        sys.stdout.write(encoded.decode("utf-8"))
+        return
+    sys.stdout.flush()  # what was printed before comes first
+    out.write(encoded)
+    out.flush()
 
 
 def _table(result: Any) -> str:

@@ -135,17 +135,7 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
 def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
                   opset: Mapping[str, int], *, is_body: bool, label: str,
                   metadata: Mapping[str, str] | None = None) -> Graph:
-    tensors: dict[str, TensorInfo] = {}
-    shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] = {}
-    # Most tensors of a model share a few types: decode each distinct TypeProto once
-    # (keyed by its bytes; equal types written differently only cost a second decode).
-    types: dict[bytes, TensorInfo] = {}
-    for vi in (*g.input, *g.value_info, *g.output):
-        key = vi.type.SerializeToString()
-        known = types.get(key)
-        if known is None:
-            known = types[key] = _tensor_info(vi, shapes)
-        tensors[vi.name] = TensorInfo.trusted(vi.name, known.dtype, known.shape)
+    tensors = _tensor_types(g)
     inits = {t.name: _lazy_initializer(t, base_dir, label) for t in g.initializer}
     nodes = _import_nodes(g.node, base_dir, functions, opset, label)
     inputs = [vi.name for vi in g.input if vi.name not in inits]
@@ -153,26 +143,51 @@ def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
                  inits, opset, is_body=is_body, metadata=metadata)
 
 
+def _tensor_types(g: onnx.GraphProto) -> dict[str, TensorInfo]:
+    """Tensor name -> TensorInfo for the graph's inputs, value_info and outputs."""
+    tensors: dict[str, TensorInfo] = {}
+    shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] = {}
+    # Most tensors of a model share a few types: decode each distinct TypeProto once
+    # (keyed by its bytes; equal types written differently only cost a second decode).
+    types: dict[bytes, TensorInfo] = {}
+    trusted = TensorInfo.trusted
+    for vi in (*g.input, *g.value_info, *g.output):
+        key = vi.type.SerializeToString()
+        known = types.get(key)
+        if known is None:
+            known = types[key] = _tensor_info(vi, shapes)
+        name = vi.name
+        tensors[name] = trusted(name, known.dtype, known.shape)
+    return tensors
+
+
 def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping,
                   opset: Mapping[str, int], label: str) -> list[Node]:
-    given = [p.name for p in protos]
+    names = [p.name for p in protos]
+    unique = set(names)
+    if len(unique) != len(names) or "" in unique:  # unnamed or twice-named nodes get fresh names
+        names = _unique_names(protos, names)
+    nodes: list[Node] = []
+    append = nodes.append
+    trusted = Node.trusted
+    for proto, name in zip(protos, names):
+        domain = proto.domain
+        if proto.attribute or domain == SUBGRAPH_DOMAIN or \
+                (functions and (domain, proto.op_type) in functions):  # a model-local function call
+            append(_import_node(proto, name, base_dir, functions, opset, label))
+        else:  # most nodes: no attributes, nothing to decode
+            append(trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), domain, {}, {}))
+    return nodes
+
+
+def _unique_names(protos: Any, given: list[str]) -> list[str]:
+    """``given``, with a fresh name for each node whose name is empty or not unique."""
     counts: dict[str, int] = {}
     for name in given:
         counts[name] = counts.get(name, 0) + 1
     taken = {n for n in given if n and counts[n] == 1}
-    nodes: list[Node] = []
-    trusted = Node.trusted
-    for index, proto in enumerate(protos):
-        name = given[index]
-        if not name or counts[name] != 1:
-            name = _fresh_name(proto, index, taken)
-        domain = proto.domain
-        is_call = bool(functions) and (domain, proto.op_type) in functions  # a model-local function
-        if not proto.attribute and domain != SUBGRAPH_DOMAIN and not is_call:  # most nodes: the fast path
-            nodes.append(trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), domain, {}, {}))
-        else:
-            nodes.append(_import_node(proto, name, base_dir, functions, opset, label))
-    return nodes
+    return [name if name and counts[name] == 1 else _fresh_name(proto, index, taken)
+            for index, (proto, name) in enumerate(zip(protos, given))]
 
 
 def _fresh_name(proto: onnx.NodeProto, index: int, taken: set[str]) -> str:
