@@ -15,6 +15,10 @@ names and order (apache/mxnet#14727 lost them).
 from __future__ import annotations
 
 import os
+import signal
+import tempfile
+import threading
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -119,17 +123,118 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
         copy.CopyFrom(model)  # attribute tensors are inlined below; the caller's proto stays
         external_data.inline_attributes(copy, base_dir, label)
         model = copy
-    if infer_shapes and model.ByteSize() < _INFER_LIMIT and (not model.functions or expanded_size(model)):
-        try:  # (ONNX's inference expands every function call anew: skipped when that explodes)
-            model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-        except Exception:  # noqa: BLE001 - inference is best effort; the graph stays usable
-            pass
+    # (ONNX's inference expands every function call anew: skipped when that explodes)
+    infer = infer_shapes and model.ByteSize() < _INFER_LIMIT and bool(not model.functions or expanded_size(model))
+    beside = _InferenceBeside.start(model) if infer else None
+    if infer and beside is None:
+        model = _infer(model)
     opset = {imp.domain or "": imp.version for imp in model.opset_import}
     functions = LocalFunctions(model.functions)
     meta = {p.key: p.value for p in model.metadata_props}
     # One Graph, validated once (building it and then replacing opset/metadata validated twice).
     with paused_gc():  # ~100k small acyclic objects per 100k nodes: see partition/gcpause.py
-        return _import_graph(model.graph, base_dir, functions, opset, is_body=False, label=label, metadata=meta)
+        if beside is None:
+            return _import_graph(model.graph, base_dir, functions, opset, is_body=False, label=label,
+                                 metadata=meta)
+        try:
+            return _import_beside_inference(model, beside, base_dir, functions, opset, label, meta)
+        finally:
+            beside.close()
+
+
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - inference is best effort; the graph stays usable
+        return model
+
+
+#: Below this many nodes inference takes milliseconds: not worth a process.
+FORK_MIN_NODES = 20_000
+
+
+class _InferenceBeside:
+    """ONNX's shape inference of a large model in a forked child, while this process imports the nodes.
+
+    The C++ inference holds the GIL (a third of a second at 100k nodes), so a thread
+    would not run beside the import; a child forked from this process (copy-on-write:
+    milliseconds) runs it on another core and hands the inferred model back through
+    an unnamed temporary file. Only where that is safe and pays: a platform with
+    ``fork``, a process running one Python thread (the command line; the web app's
+    threaded server infers in-process), a model of ``FORK_MIN_NODES`` nodes or more.
+    The child runs nothing but the C++ inference and ``os._exit``. Best effort like the
+    in-process call: a failed child leaves the model's declared types.
+    """
+
+    def __init__(self, pid: int, out: Any) -> None:
+        self.pid, self.out = pid, out
+
+    @classmethod
+    def start(cls, model: onnx.ModelProto) -> "_InferenceBeside | None":
+        if not hasattr(os, "fork") or len(model.graph.node) < FORK_MIN_NODES or threading.active_count() != 1:
+            return None
+        from onnx.onnx_cpp2py_export import shape_inference as cpp  # what infer_shapes calls
+        data = model.SerializeToString()
+        # in memory where the platform can (Linux), else an unnamed file
+        out = open(os.memfd_create("sglens-shape-inference"), "w+b") if hasattr(os, "memfd_create") \
+            else tempfile.TemporaryFile()
+        with warnings.catch_warnings():  # Python >= 3.12 warns of forking beside native threads (a BLAS
+            warnings.simplefilter("ignore", DeprecationWarning)  # pool): the child touches none of them
+            pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                inferred = memoryview(cpp.infer_shapes(data, False, False, False))
+                while inferred:
+                    inferred = inferred[os.write(out.fileno(), inferred):]
+                code = 0
+            finally:
+                os._exit(code)
+        return cls(pid, out)
+
+    def wait(self) -> onnx.ModelProto | None:
+        """The inferred model; None when the child failed."""
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+            return None
+        self.out.seek(0)
+        try:
+            return onnx.load_from_string(self.out.read())
+        except Exception:  # noqa: BLE001 - as a failed inference
+            return None
+
+    def close(self) -> None:
+        """Stop a child nobody waits for (the import failed) and drop the file."""
+        if self.pid:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+        self.out.close()
+
+
+def _import_beside_inference(model: onnx.ModelProto, beside: _InferenceBeside, base_dir: Path | None,
+                             functions: Mapping, opset: Mapping[str, int], label: str,
+                             meta: Mapping[str, str]) -> Graph:
+    """The nodes and their checks while the child infers; then the types from the inferred model.
+
+    Inference also types the tensors inside control-flow bodies: a model with a
+    body (or a function call) is imported from the inferred model, after waiting.
+    """
+    g = model.graph
+    nodes = _import_nodes(g.node, base_dir, functions, opset, label, plain_only=True)
+    if nodes is None:
+        inferred = beside.wait() or model
+        return _import_graph(inferred.graph, base_dir, functions, opset, is_body=False, label=label,
+                             metadata=meta)
+    inits = {t.name: _lazy_initializer(t, base_dir, label) for t in g.initializer}
+    inputs = [vi.name for vi in g.input if vi.name not in inits]
+    graph = Graph(g.name or "main", nodes, inputs, [vi.name for vi in g.output], None, inits, opset,
+                  metadata=meta)
+    typed = (beside.wait() or model).graph
+    # Built here and seen by no one yet: the types come last, from the inferred model.
+    graph.tensors.update(_tensor_types(typed))
+    return graph
 
 
 def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
@@ -138,6 +243,7 @@ def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
     tensors = _tensor_types(g)
     inits = {t.name: _lazy_initializer(t, base_dir, label) for t in g.initializer}
     nodes = _import_nodes(g.node, base_dir, functions, opset, label)
+    assert nodes is not None
     inputs = [vi.name for vi in g.input if vi.name not in inits]
     return Graph(g.name or "main", nodes, inputs, [vi.name for vi in g.output], tensors,
                  inits, opset, is_body=is_body, metadata=metadata)
@@ -161,8 +267,9 @@ def _tensor_types(g: onnx.GraphProto) -> dict[str, TensorInfo]:
     return tensors
 
 
-def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping,
-                  opset: Mapping[str, int], label: str) -> list[Node]:
+def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping, opset: Mapping[str, int],
+                  label: str, *, plain_only: bool = False) -> list[Node] | None:
+    """The nodes; with ``plain_only``, None at the first with a body (a graph attribute, a function call)."""
     names = [p.name for p in protos]
     unique = set(names)
     if len(unique) != len(names) or "" in unique:  # unnamed or twice-named nodes get fresh names
@@ -174,10 +281,16 @@ def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping,
         domain = proto.domain
         if proto.attribute or domain == SUBGRAPH_DOMAIN or \
                 (functions and (domain, proto.op_type) in functions):  # a model-local function call
+            if plain_only and (domain == SUBGRAPH_DOMAIN or (functions and (domain, proto.op_type) in functions)
+                               or any(a.type in _BODY_TYPES for a in proto.attribute)):
+                return None
             append(_import_node(proto, name, base_dir, functions, opset, label))
         else:  # most nodes: no attributes, nothing to decode
             append(trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), domain, {}, {}))
     return nodes
+
+
+_BODY_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 def _unique_names(protos: Any, given: list[str]) -> list[str]:
@@ -220,6 +333,7 @@ def _import_node(proto: onnx.NodeProto, name: str, base_dir: Path | None, functi
 def _import_function(f: onnx.FunctionProto, base_dir: Path | None, functions: Mapping,
                      opset: Mapping[str, int], label: str) -> Graph:
     nodes = _import_nodes(f.node, base_dir, functions, opset, label)
+    assert nodes is not None
     return Graph(f.name, nodes, list(f.input), list(f.output), {}, {}, opset, is_body=True)
 
 
