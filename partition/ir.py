@@ -156,8 +156,10 @@ class Graph:
         self.opset: dict[str, int] = dict(opset or {})
         self.is_body = is_body
         self.metadata: dict[str, str] = dict(metadata or {})
-        self.nodes: tuple[Node, ...] = _validated_order(tuple(nodes), self.inputs,
-                                                        self.initializers, is_body)
+        self.nodes: tuple[Node, ...]
+        self.nodes, writers = _validated_order(tuple(nodes), self.inputs, self.initializers, is_body)
+        if writers is not None:  # the check's tensor -> writer position map, when the order stood
+            self.__dict__["_writer_pos"] = writers  # fills the cached_property
         self._check_outputs()
 
     # ---- derived maps (cached: the graph never changes after construction) ----
@@ -199,10 +201,14 @@ class Graph:
         return result
 
     @cached_property
+    def _writer_pos(self) -> dict[str, int]:
+        """Tensor -> position of the node writing it (the constructor's check fills it)."""
+        return {t: i for i, n in enumerate(self.nodes) for t in n.outputs if t}
+
+    @cached_property
     def pred_positions(self) -> list[list[int]]:
         """Per node position: positions of the distinct producers of what it reads, in read order."""
-        where = {t: i for i, n in enumerate(self.nodes) for t in n.outputs if t}
-        get = where.get
+        get = self._writer_pos.get
         reads = self._reads
         result: list[list[int]] = []
         append = result.append
@@ -318,9 +324,10 @@ class Graph:
                 f"outputs={list(self.outputs)})")
 
 
-def _validated_order(nodes: tuple[Node, ...], inputs: Sequence[str],
-                     initializers: Mapping[str, Initializer], is_body: bool) -> tuple[Node, ...]:
-    """Check names and producers; return the nodes in a stable topological order.
+def _validated_order(nodes: tuple[Node, ...], inputs: Sequence[str], initializers: Mapping[str, Initializer],
+                     is_body: bool) -> tuple[tuple[Node, ...], dict[str, int] | None]:
+    """Check names and producers; return the nodes in a stable topological order, and
+    tensor -> writer position when that order is the one given (else None).
 
     Files are usually sorted already (ONNX requires it), so the O(N) check comes
     first and the O(N log N) sort only when it fails. The checks run as set and
@@ -348,8 +355,8 @@ def _validated_order(nodes: tuple[Node, ...], inputs: Sequence[str],
             elif p >= pos:
                 in_order = False
     if in_order:
-        return nodes
-    return _stable_toposort(nodes, reads, {t: nodes[p].name for t, p in producer.items()})
+        return nodes, producer
+    return _stable_toposort(nodes, reads, {t: nodes[p].name for t, p in producer.items()}), None
 
 
 def _name_the_bad_writer(nodes: tuple[Node, ...], given: set[str]) -> None:
