@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
-import tempfile
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -127,7 +127,7 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
     infer = infer_shapes and model.ByteSize() < _INFER_LIMIT and bool(not model.functions or expanded_size(model))
     beside = _InferenceBeside.start(model) if infer else None
     if infer and beside is None:
-        model = _infer(model)
+        model = _infer(model)  # in this process: a small model, a threaded server, not Linux
     opset = {imp.domain or "": imp.version for imp in model.opset_import}
     functions = LocalFunctions(model.functions)
     meta = {p.key: p.value for p in model.metadata_props}
@@ -159,11 +159,12 @@ class _InferenceBeside:
     The C++ inference holds the GIL (a third of a second at 100k nodes), so a thread
     would not run beside the import; a child forked from this process (copy-on-write:
     milliseconds) runs it on another core and hands the inferred model back through
-    an unnamed temporary file. Only where that is safe and pays: a platform with
-    ``fork``, a process running one Python thread (the command line; the web app's
-    threaded server infers in-process), a model of ``FORK_MIN_NODES`` nodes or more.
-    The child runs nothing but the C++ inference and ``os._exit``. Best effort like the
-    in-process call: a failed child leaves the model's declared types.
+    an in-memory file. Only where that is safe and pays: Linux (macOS frameworks
+    do not survive a fork; Windows has none), a process running one Python thread
+    (the command line; the web app's threaded server infers in-process), a model of
+    ``FORK_MIN_NODES`` nodes or more. The child runs nothing but the inference and
+    ``os._exit``. Best effort like the in-process call: a failed child (or fork)
+    leaves the model's declared types.
     """
 
     def __init__(self, pid: int, out: Any) -> None:
@@ -171,20 +172,23 @@ class _InferenceBeside:
 
     @classmethod
     def start(cls, model: onnx.ModelProto) -> "_InferenceBeside | None":
-        if not hasattr(os, "fork") or len(model.graph.node) < FORK_MIN_NODES or threading.active_count() != 1:
+        if not sys.platform.startswith("linux") or len(model.graph.node) < FORK_MIN_NODES \
+                or threading.active_count() != 1:
             return None
-        from onnx.onnx_cpp2py_export import shape_inference as cpp  # what infer_shapes calls
         data = model.SerializeToString()
-        # in memory where the platform can (Linux), else an unnamed file
-        out = open(os.memfd_create("sglens-shape-inference"), "w+b") if hasattr(os, "memfd_create") \
-            else tempfile.TemporaryFile()
-        with warnings.catch_warnings():  # Python >= 3.12 warns of forking beside native threads (a BLAS
-            warnings.simplefilter("ignore", DeprecationWarning)  # pool): the child touches none of them
-            pid = os.fork()
+        out = open(os.memfd_create("sglens-shape-inference"), "w+b")  # an unnamed file in memory
+        try:
+            with warnings.catch_warnings():  # Python >= 3.12 warns of forking beside native threads (a
+                warnings.simplefilter("ignore", DeprecationWarning)  # BLAS pool): the child uses none
+                pid = os.fork()
+        except OSError:  # no memory or process left for a child: infer in-process
+            out.close()
+            return None
         if pid == 0:  # the child
             code = 1
             try:
-                inferred = memoryview(cpp.infer_shapes(data, False, False, False))
+                inferred = memoryview(onnx.shape_inference.infer_shapes(data, strict_mode=False)
+                                      .SerializeToString())
                 while inferred:
                     inferred = inferred[os.write(out.fileno(), inferred):]
                 code = 0
