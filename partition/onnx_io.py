@@ -1,9 +1,11 @@
 """ONNX import and export: the only module that touches ONNX protobufs.
 
 Import: ``load_model(path_or_bytes) -> Graph``. Shapes come from ONNX shape
-inference (symbolic dims kept as strings); weights are read lazily; external
-data is followed only inside the model's own folder (rules and reader in
-``partition/external_data.py``); a model given as bytes never follows it.
+inference (symbolic dims kept as strings; for a large model it runs in a
+forked child beside the node import, ``partition/onnx_inference.py``);
+weights are read lazily; external data is followed only inside the model's
+own folder (rules and reader in ``partition/external_data.py``); a model
+given as bytes never follows it.
 
 Export: ``to_model_proto(graph)`` writes opset <= the graph's own and IR 8, so
 onnxruntime and TensorRT read it. A subgraph node becomes a node of domain
@@ -15,10 +17,6 @@ names and order (apache/mxnet#14727 lost them).
 from __future__ import annotations
 
 import os
-import signal
-import sys
-import threading
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -33,6 +31,7 @@ from .errors import LensError, ModelError, ModelTooLargeError
 from .gcpause import paused_gc
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
 from .local_functions import FUNCTION_KEY, LocalFunctions, expanded_size, instantiate
+from .onnx_inference import InferenceChild, infer_in_process
 
 EXPORT_IR_VERSION = 8
 #: Shape inference is skipped above this size: it copies the whole model.
@@ -125,9 +124,9 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
         model = copy
     # (ONNX's inference expands every function call anew: skipped when that explodes)
     infer = infer_shapes and model.ByteSize() < _INFER_LIMIT and bool(not model.functions or expanded_size(model))
-    beside = _InferenceBeside.start(model) if infer else None
+    beside = InferenceChild.start(model) if infer else None
     if infer and beside is None:
-        model = _infer(model)  # in this process: a small model, a threaded server, not Linux
+        model = infer_in_process(model)  # in this process: a small model, a threaded server, not Linux
     opset = {imp.domain or "": imp.version for imp in model.opset_import}
     functions = LocalFunctions(model.functions)
     meta = {p.key: p.value for p in model.metadata_props}
@@ -142,82 +141,7 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
             beside.close()
 
 
-def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
-    try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    except Exception:  # noqa: BLE001 - inference is best effort; the graph stays usable
-        return model
-
-
-#: Below this many nodes inference takes milliseconds: not worth a process.
-FORK_MIN_NODES = 20_000
-
-
-class _InferenceBeside:
-    """ONNX's shape inference of a large model in a forked child, while this process imports the nodes.
-
-    The C++ inference holds the GIL (a third of a second at 100k nodes), so a thread
-    would not run beside the import; a child forked from this process (copy-on-write:
-    milliseconds) runs it on another core and hands the inferred model back through
-    an in-memory file. Only where that is safe and pays: Linux (macOS frameworks
-    do not survive a fork; Windows has none), a process running one Python thread
-    (the command line; the web app's threaded server infers in-process), a model of
-    ``FORK_MIN_NODES`` nodes or more. The child runs nothing but the inference and
-    ``os._exit``. Best effort like the in-process call: a failed child (or fork)
-    leaves the model's declared types.
-    """
-
-    def __init__(self, pid: int, out: Any) -> None:
-        self.pid, self.out = pid, out
-
-    @classmethod
-    def start(cls, model: onnx.ModelProto) -> "_InferenceBeside | None":
-        if not sys.platform.startswith("linux") or len(model.graph.node) < FORK_MIN_NODES \
-                or threading.active_count() != 1:
-            return None
-        data = model.SerializeToString()
-        out = open(os.memfd_create("sglens-shape-inference"), "w+b")  # an unnamed file in memory
-        try:
-            with warnings.catch_warnings():  # Python >= 3.12 warns of forking beside native threads (a
-                warnings.simplefilter("ignore", DeprecationWarning)  # BLAS pool): the child uses none
-                pid = os.fork()
-        except OSError:  # no memory or process left for a child: infer in-process
-            out.close()
-            return None
-        if pid == 0:  # the child
-            code = 1
-            try:
-                inferred = memoryview(onnx.shape_inference.infer_shapes(data, strict_mode=False)
-                                      .SerializeToString())
-                while inferred:
-                    inferred = inferred[os.write(out.fileno(), inferred):]
-                code = 0
-            finally:
-                os._exit(code)
-        return cls(pid, out)
-
-    def wait(self) -> onnx.ModelProto | None:
-        """The inferred model; None when the child failed."""
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = 0
-        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
-            return None
-        self.out.seek(0)
-        try:
-            return onnx.load_from_string(self.out.read())
-        except Exception:  # noqa: BLE001 - as a failed inference
-            return None
-
-    def close(self) -> None:
-        """Stop a child nobody waits for (the import failed) and drop the file."""
-        if self.pid:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-            self.pid = 0
-        self.out.close()
-
-
-def _import_beside_inference(model: onnx.ModelProto, beside: _InferenceBeside, base_dir: Path | None,
+def _import_beside_inference(model: onnx.ModelProto, beside: InferenceChild, base_dir: Path | None,
                              functions: Mapping, opset: Mapping[str, int], label: str,
                              meta: Mapping[str, str]) -> Graph:
     """The nodes and their checks while the child infers; then the types from the inferred model.

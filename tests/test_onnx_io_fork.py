@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _COMPARE = r"""
 import json, os, sys
-from partition import onnx_io
+from partition import onnx_io, onnx_inference
 from partition.onnx_io import load_model
 
 def shape(g):
@@ -35,17 +35,17 @@ def shape(g):
                        {k: shape(b) for k, b in n.subgraphs.items()}] for n in g.nodes]}
 
 forked = []
-start = onnx_io._InferenceBeside.start
+start = onnx_inference.InferenceChild.start
 def recording_start(model):
     beside = start(model)
     forked.append(beside is not None)
     return beside
-onnx_io._InferenceBeside.start = recording_start
+onnx_inference.InferenceChild.start = recording_start
 out = {}
 for path in sys.argv[1:]:
-    onnx_io.FORK_MIN_NODES = 10 ** 9
+    onnx_inference.FORK_MIN_NODES = 10 ** 9
     alone = shape(load_model(path))
-    onnx_io.FORK_MIN_NODES = 1
+    onnx_inference.FORK_MIN_NODES = 1
     beside = shape(load_model(path))
     out[os.path.basename(path)] = {"same": alone == beside, "forked": forked[-1],
                                    "typed": len(alone["tensors"])}
@@ -98,11 +98,11 @@ def test_a_bad_model_is_the_same_error_and_leaves_no_child(tmp_path) -> None:
     onnx.save_model(bad, str(path))
     code = r"""
 import os, sys
-from partition import onnx_io
+from partition import onnx_io, onnx_inference
 from partition.errors import ModelError
 messages = []
 for threshold in (10 ** 9, 1):
-    onnx_io.FORK_MIN_NODES = threshold
+    onnx_inference.FORK_MIN_NODES = threshold
     try:
         onnx_io.load_model(sys.argv[1])
     except ModelError as exc:
