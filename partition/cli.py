@@ -66,6 +66,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     # One command's objects (a 100k-node model is ~1M of them) are acyclic and freed by
     # reference counting when _cmd_partition returns, still inside the pause: the
     # collector would otherwise walk them all once when re-enabled (see partition/gcpause.py).
+    # The sglens program does not wait for that: it ends in _done, inside the pause.
     with paused_gc():
         return _cmd_partition(args)
 
@@ -82,7 +83,16 @@ def _cmd_partition(args: argparse.Namespace) -> int:
         _print_json(result_json(result))
     else:
         print(_table(result))
-    return 0
+    return _done(args, 0)
+
+
+def _done(args: argparse.Namespace, code: int) -> int:
+    """``code``; when ``sglens`` runs as the program, the process ends here, before the
+    command's objects are freed (``sglens.cli.exit_now``)."""
+    exit_now = getattr(args, "exit_now", None)
+    if exit_now is not None:
+        exit_now(code)
+    return code
 
 
 def _print_json(data: Any) -> None:
@@ -153,7 +163,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return 1
     print(f"ok: {len(result.subgraphs)} subgraphs are disjoint, connected and acyclic when contracted; "
           "graph inputs and outputs preserved")
-    return 0
+    return _done(args, 0)
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
@@ -193,5 +203,5 @@ def register(sub: Any) -> None:
 
 
 if __name__ == "__main__":  # `python -m partition.cli` is the older spelling of `python -m sglens`
-    from sglens.cli import main
-    sys.exit(main())
+    from sglens.cli import program
+    program()

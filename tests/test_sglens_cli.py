@@ -87,3 +87,29 @@ def test_older_spelling_python_dash_m_partition_cli_still_works(tmp_path) -> Non
     out = subprocess.run([sys.executable, "-m", "partition.cli", "--help"], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path)
     assert out.returncode == 0 and "serve" in out.stdout and "run" in out.stdout, out.stderr
+
+
+def test_the_program_ends_at_once_with_all_its_output(tmp_path) -> None:
+    # `sglens partition|check` end the process when done (sglens.cli.exit_now): the output must be
+    # whole through a pipe (a few MB, many pipe buffers) and the exit code the command's.
+    import onnx
+
+    from sample_models.synthetic import synthetic_model
+    path = tmp_path / "chain.onnx"
+    onnx.save_model(synthetic_model(5000, 0.2, seed=3), str(path))
+    ops = "Add,Mul,Relu,Sigmoid,Tanh"
+    done = subprocess.run([sys.executable, "-m", "sglens", "partition", str(path), "--ops", ops, "--json"],
+                          capture_output=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert len(done.stdout) > 200_000 and data["summary"]["nodes"] == 5000
+    from partition import load_model, partition
+    from partition.report import result_json
+    expected = result_json(partition(load_model(str(path)), "default", ops=ops.split(",")))
+    assert {**data, "seconds": 0} == json.loads(json.dumps({**expected, "seconds": 0}))
+    done = subprocess.run([sys.executable, "-m", "sglens", "check", str(path), "--ops", ops],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("ok: "), done.stderr
+    # in Python, main() returns (and frees) as before: the caller's process goes on
+    from sglens.cli import main
+    assert main(["check", str(path), "--ops", ops]) == 0
