@@ -38,7 +38,7 @@ class _Progress:
 
     def __init__(self, label: str, total: int | None = None) -> None:
         # No monitor thread: the import forks its shape inference only in a one-thread
-        # process (partition/onnx_io.py), and these bars refresh themselves.
+        # process (partition/onnx_inference.py), and these bars refresh themselves.
         tqdm.monitor_interval = 0
         self.bar = tqdm(total=total, desc=label, file=sys.stderr, disable=None, leave=False,
                         unit="node", mininterval=0.3)
