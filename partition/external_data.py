@@ -100,8 +100,11 @@ def iter_tensors(model: onnx.ModelProto) -> Iterator[tuple[onnx.TensorProto, str
             continue
         nodes, where = node_lists.pop()
         for n in nodes:  # type: ignore[attr-defined]
+            attributes = n.attribute
+            if not attributes:  # most nodes of a large model: no place for a tensor, no label to build
+                continue
             at = f"{where} node '{n.name or n.op_type}'"
-            for a in n.attribute:
+            for a in attributes:
                 yield from _attribute_tensors(a, at)
                 if a.HasField("g"):
                     graphs.append((a.g, f"{at} attribute '{a.name}'"))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class TensorInfo:
         """From fields already of the right types (the importer's), without the frozen
         dataclass's per-field ``object.__setattr__`` (one TensorInfo per tensor of a model)."""
         info = object.__new__(cls)
-        info.__dict__.update(name=name, dtype=dtype, shape=shape)
+        object.__setattr__(info, "__dict__", {"name": name, "dtype": dtype, "shape": shape})
         return info
 
     @property
@@ -121,8 +121,9 @@ class Node:
         """A node from fields already of the right types (the importer's), without the
         frozen dataclass's per-field ``object.__setattr__`` (a third of import time at 100k nodes)."""
         node = object.__new__(cls)
-        node.__dict__.update(name=name, op_type=op_type, inputs=inputs, outputs=outputs, domain=domain,
-                             attrs=attrs, subgraphs=subgraphs)
+        object.__setattr__(node, "__dict__", {"name": name, "op_type": op_type, "inputs": inputs,
+                                              "outputs": outputs, "domain": domain, "attrs": attrs,
+                                              "subgraphs": subgraphs})
         return node
 
     @property
@@ -155,8 +156,10 @@ class Graph:
         self.opset: dict[str, int] = dict(opset or {})
         self.is_body = is_body
         self.metadata: dict[str, str] = dict(metadata or {})
-        self.nodes: tuple[Node, ...] = _validated_order(tuple(nodes), self.inputs,
-                                                        self.initializers, is_body)
+        self.nodes: tuple[Node, ...]
+        self.nodes, writers = _validated_order(tuple(nodes), self.inputs, self.initializers, is_body)
+        if writers is not None:  # the check's tensor -> writer position map, when the order stood
+            self.__dict__["_writer_pos"] = writers  # fills the cached_property
         self._check_outputs()
 
     # ---- derived maps (cached: the graph never changes after construction) ----
@@ -198,10 +201,14 @@ class Graph:
         return result
 
     @cached_property
+    def _writer_pos(self) -> dict[str, int]:
+        """Tensor -> position of the node writing it (the constructor's check fills it)."""
+        return {t: i for i, n in enumerate(self.nodes) for t in n.outputs if t}
+
+    @cached_property
     def pred_positions(self) -> list[list[int]]:
         """Per node position: positions of the distinct producers of what it reads, in read order."""
-        where = {t: i for i, n in enumerate(self.nodes) for t in n.outputs if t}
-        get = where.get
+        get = self._writer_pos.get
         reads = self._reads
         result: list[list[int]] = []
         append = result.append
@@ -304,9 +311,11 @@ class Graph:
         return Graph(**args)
 
     def _check_outputs(self) -> None:
-        known = set(self.inputs) | set(self.initializers) | set(self._producers)
+        if self.is_body:
+            return
+        producers, inputs = self._producers, self.inputs
         for out in self.outputs:
-            if out not in known and not self.is_body:
+            if out not in producers and out not in self.initializers and out not in inputs:
                 raise ModelError(f"graph output '{out}' is produced by no node and is not an input; "
                                  "fix the model's output list")
 
@@ -315,16 +324,45 @@ class Graph:
                 f"outputs={list(self.outputs)})")
 
 
-def _validated_order(nodes: tuple[Node, ...], inputs: Sequence[str],
-                     initializers: Mapping[str, Initializer], is_body: bool) -> tuple[Node, ...]:
-    """Check names and producers; return the nodes in a stable topological order.
+def _validated_order(nodes: tuple[Node, ...], inputs: Sequence[str], initializers: Mapping[str, Initializer],
+                     is_body: bool) -> tuple[tuple[Node, ...], dict[str, int] | None]:
+    """Check names and producers; return the nodes in a stable topological order, and
+    tensor -> writer position when that order is the one given (else None).
 
     Files are usually sorted already (ONNX requires it), so the O(N) check comes
-    first and the O(N log N) sort only when it fails.
+    first and the O(N log N) sort only when it fails. Names and writers are checked
+    with set and dict comprehensions (quicker than a loop at 100k nodes); only a
+    model that fails them is walked node by node, to name the first offender.
     """
-    producer: dict[str, int] = {}   # tensor -> position of the node writing it
-    names: set[str] = set()
     given = set(inputs) | set(initializers)
+    written = [(t, pos) for pos, node in enumerate(nodes) for t in node.outputs if t]
+    producer: dict[str, int] = dict(written)   # tensor -> position of the node writing it
+    if len({node.name for node in nodes}) != len(nodes) or len(producer) != len(written) \
+            or not given.isdisjoint(producer):
+        _name_the_bad_writer(nodes, given)
+    reads = [node.inputs if not node.subgraphs and "" not in node.inputs else _node_reads(node)
+             for node in nodes]
+    get = producer.get
+    in_order = True
+    for pos, node_reads in enumerate(reads):
+        for t in node_reads:
+            p = get(t)
+            if p is None:
+                if t not in given and not is_body:
+                    node = nodes[pos]
+                    raise ModelError(f"node '{node.name}' ({node.op_type}) reads tensor '{t}', which no "
+                                     "node produces and which is not a graph input or initializer")
+            elif p >= pos:
+                in_order = False
+    if in_order:
+        return nodes, producer
+    return _stable_toposort(nodes, reads, {t: nodes[p].name for t, p in producer.items()}), None
+
+
+def _name_the_bad_writer(nodes: tuple[Node, ...], given: set[str]) -> NoReturn:
+    """Raise the error of the first node whose name or outputs are taken (some node's are)."""
+    producer: dict[str, int] = {}
+    names: set[str] = set()
     for pos, node in enumerate(nodes):
         if node.name in names:
             raise ModelError(f"two nodes are named '{node.name}'; node names must be unique")
@@ -339,21 +377,7 @@ def _validated_order(nodes: tuple[Node, ...], inputs: Sequence[str],
                 raise ModelError(f"node '{node.name}' writes '{t}', which is already a graph input "
                                  "or initializer")
             producer[t] = pos
-    reads = [_node_reads(node) for node in nodes]
-    in_order = True
-    for pos, node_reads in enumerate(reads):
-        for t in node_reads:
-            p = producer.get(t)
-            if p is None:
-                if t not in given and not is_body:
-                    node = nodes[pos]
-                    raise ModelError(f"node '{node.name}' ({node.op_type}) reads tensor '{t}', which no "
-                                     "node produces and which is not a graph input or initializer")
-            elif p >= pos:
-                in_order = False
-    if in_order:
-        return nodes
-    return _stable_toposort(nodes, reads, {t: nodes[p].name for t, p in producer.items()})
+    raise AssertionError("unreachable: a check failed, so some node is named")  # pragma: no cover
 
 
 def _node_reads(node: Node) -> list[str] | tuple[str, ...]:

@@ -1,9 +1,11 @@
 """ONNX import and export: the only module that touches ONNX protobufs.
 
 Import: ``load_model(path_or_bytes) -> Graph``. Shapes come from ONNX shape
-inference (symbolic dims kept as strings); weights are read lazily; external
-data is followed only inside the model's own folder (rules and reader in
-``partition/external_data.py``); a model given as bytes never follows it.
+inference (symbolic dims kept as strings; for a large model it runs in a
+forked child beside the node import, ``partition/onnx_inference.py``);
+weights are read lazily; external data is followed only inside the model's
+own folder (rules and reader in ``partition/external_data.py``); a model
+given as bytes never follows it.
 
 Export: ``to_model_proto(graph)`` writes opset <= the graph's own and IR 8, so
 onnxruntime and TensorRT read it. A subgraph node becomes a node of domain
@@ -29,6 +31,7 @@ from .errors import LensError, ModelError, ModelTooLargeError
 from .gcpause import paused_gc
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
 from .local_functions import FUNCTION_KEY, LocalFunctions, expanded_size, instantiate
+from .onnx_inference import InferenceChild, infer_in_process
 
 EXPORT_IR_VERSION = 8
 #: Shape inference is skipped above this size: it copies the whole model.
@@ -119,60 +122,113 @@ def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
         copy.CopyFrom(model)  # attribute tensors are inlined below; the caller's proto stays
         external_data.inline_attributes(copy, base_dir, label)
         model = copy
-    if infer_shapes and model.ByteSize() < _INFER_LIMIT and (not model.functions or expanded_size(model)):
-        try:  # (ONNX's inference expands every function call anew: skipped when that explodes)
-            model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-        except Exception:  # noqa: BLE001 - inference is best effort; the graph stays usable
-            pass
+    # (ONNX's inference expands every function call anew: skipped when that explodes)
+    infer = infer_shapes and model.ByteSize() < _INFER_LIMIT and bool(not model.functions or expanded_size(model))
+    beside = InferenceChild.start(model) if infer else None
+    if infer and beside is None:
+        model = infer_in_process(model)  # in this process: a small model, a threaded server, not Linux
     opset = {imp.domain or "": imp.version for imp in model.opset_import}
     functions = LocalFunctions(model.functions)
     meta = {p.key: p.value for p in model.metadata_props}
     # One Graph, validated once (building it and then replacing opset/metadata validated twice).
     with paused_gc():  # ~100k small acyclic objects per 100k nodes: see partition/gcpause.py
-        return _import_graph(model.graph, base_dir, functions, opset, is_body=False, label=label, metadata=meta)
+        if beside is None:
+            return _import_graph(model.graph, base_dir, functions, opset, is_body=False, label=label,
+                                 metadata=meta)
+        try:
+            return _import_beside_inference(model, beside, base_dir, functions, opset, label, meta)
+        finally:
+            beside.close()
+
+
+def _import_beside_inference(model: onnx.ModelProto, beside: InferenceChild, base_dir: Path | None,
+                             functions: Mapping, opset: Mapping[str, int], label: str,
+                             meta: Mapping[str, str]) -> Graph:
+    """The nodes and their checks while the child infers; then the types from the inferred model.
+
+    Inference also types the tensors inside control-flow bodies: a model with a
+    body (or a function call) is imported from the inferred model, after waiting.
+    """
+    g = model.graph
+    nodes = _import_nodes(g.node, base_dir, functions, opset, label, plain_only=True)
+    if nodes is None:
+        inferred = beside.wait() or model
+        return _import_graph(inferred.graph, base_dir, functions, opset, is_body=False, label=label,
+                             metadata=meta)
+    inits = {t.name: _lazy_initializer(t, base_dir, label) for t in g.initializer}
+    inputs = [vi.name for vi in g.input if vi.name not in inits]
+    graph = Graph(g.name or "main", nodes, inputs, [vi.name for vi in g.output], None, inits, opset,
+                  metadata=meta)
+    typed = (beside.wait() or model).graph
+    # Built here and seen by no one yet: the types come last, from the inferred model.
+    graph.tensors.update(_tensor_types(typed))
+    return graph
 
 
 def _import_graph(g: onnx.GraphProto, base_dir: Path | None, functions: Mapping,
                   opset: Mapping[str, int], *, is_body: bool, label: str,
                   metadata: Mapping[str, str] | None = None) -> Graph:
-    tensors: dict[str, TensorInfo] = {}
-    shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] = {}
-    # Most tensors of a model share a few types: decode each distinct TypeProto once
-    # (keyed by its bytes; equal types written differently only cost a second decode).
-    types: dict[bytes, TensorInfo] = {}
-    for vi in (*g.input, *g.value_info, *g.output):
-        key = vi.type.SerializeToString()
-        known = types.get(key)
-        if known is None:
-            known = types[key] = _tensor_info(vi, shapes)
-        tensors[vi.name] = TensorInfo.trusted(vi.name, known.dtype, known.shape)
+    tensors = _tensor_types(g)
     inits = {t.name: _lazy_initializer(t, base_dir, label) for t in g.initializer}
     nodes = _import_nodes(g.node, base_dir, functions, opset, label)
+    assert nodes is not None
     inputs = [vi.name for vi in g.input if vi.name not in inits]
     return Graph(g.name or "main", nodes, inputs, [vi.name for vi in g.output], tensors,
                  inits, opset, is_body=is_body, metadata=metadata)
 
 
-def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping,
-                  opset: Mapping[str, int], label: str) -> list[Node]:
-    given = [p.name for p in protos]
+def _tensor_types(g: onnx.GraphProto) -> dict[str, TensorInfo]:
+    """Tensor name -> TensorInfo for the graph's inputs, value_info and outputs."""
+    tensors: dict[str, TensorInfo] = {}
+    shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] = {}
+    # Most tensors of a model share a few types: decode each distinct TypeProto once
+    # (keyed by its bytes; equal types written differently only cost a second decode).
+    types: dict[bytes, TensorInfo] = {}
+    trusted = TensorInfo.trusted
+    for vi in (*g.input, *g.value_info, *g.output):
+        key = vi.type.SerializeToString()
+        known = types.get(key)
+        if known is None:
+            known = types[key] = _tensor_info(vi, shapes)
+        name = vi.name
+        tensors[name] = trusted(name, known.dtype, known.shape)
+    return tensors
+
+
+def _import_nodes(protos: Any, base_dir: Path | None, functions: Mapping, opset: Mapping[str, int],
+                  label: str, *, plain_only: bool = False) -> list[Node] | None:
+    """The nodes; with ``plain_only``, None at the first with a body (a graph attribute, a function call)."""
+    names = [p.name for p in protos]
+    unique = set(names)
+    if len(unique) != len(names) or "" in unique:  # unnamed or twice-named nodes get fresh names
+        names = _unique_names(protos, names)
+    nodes: list[Node] = []
+    append = nodes.append
+    trusted = Node.trusted
+    for proto, name in zip(protos, names):
+        domain = proto.domain
+        if proto.attribute or domain == SUBGRAPH_DOMAIN or \
+                (functions and (domain, proto.op_type) in functions):  # a model-local function call
+            if plain_only and (domain == SUBGRAPH_DOMAIN or (functions and (domain, proto.op_type) in functions)
+                               or any(a.type in _BODY_TYPES for a in proto.attribute)):
+                return None
+            append(_import_node(proto, name, base_dir, functions, opset, label))
+        else:  # most nodes: no attributes, nothing to decode
+            append(trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), domain, {}, {}))
+    return nodes
+
+
+_BODY_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def _unique_names(protos: Any, given: list[str]) -> list[str]:
+    """``given``, with a fresh name for each node whose name is empty or not unique."""
     counts: dict[str, int] = {}
     for name in given:
         counts[name] = counts.get(name, 0) + 1
     taken = {n for n in given if n and counts[n] == 1}
-    nodes: list[Node] = []
-    trusted = Node.trusted
-    for index, proto in enumerate(protos):
-        name = given[index]
-        if not name or counts[name] != 1:
-            name = _fresh_name(proto, index, taken)
-        domain = proto.domain
-        is_call = bool(functions) and (domain, proto.op_type) in functions  # a model-local function
-        if not proto.attribute and domain != SUBGRAPH_DOMAIN and not is_call:  # most nodes: the fast path
-            nodes.append(trusted(name, proto.op_type, tuple(proto.input), tuple(proto.output), domain, {}, {}))
-        else:
-            nodes.append(_import_node(proto, name, base_dir, functions, opset, label))
-    return nodes
+    return [name if name and counts[name] == 1 else _fresh_name(proto, index, taken)
+            for index, (proto, name) in enumerate(zip(protos, given))]
 
 
 def _fresh_name(proto: onnx.NodeProto, index: int, taken: set[str]) -> str:
@@ -205,6 +261,7 @@ def _import_node(proto: onnx.NodeProto, name: str, base_dir: Path | None, functi
 def _import_function(f: onnx.FunctionProto, base_dir: Path | None, functions: Mapping,
                      opset: Mapping[str, int], label: str) -> Graph:
     nodes = _import_nodes(f.node, base_dir, functions, opset, label)
+    assert nodes is not None
     return Graph(f.name, nodes, list(f.input), list(f.output), {}, {}, opset, is_body=True)
 
 

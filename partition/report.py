@@ -29,13 +29,24 @@ from .trace import REASON_LABELS, PartitionResult, ReasonKind
 NON_COMPUTE_OPS = frozenset({"Constant", "Identity"})
 
 
-def boundary(graph: Graph, inputs: Sequence[str], outputs: Sequence[str]) -> tuple[int, list[str]]:
-    """Bytes of the non-weight tensors in ``inputs`` + ``outputs`` whose size is known, and the unknown ones."""
+def boundary(graph: Graph, inputs: Sequence[str], outputs: Sequence[str],
+             sizes: dict[str, int | None] | None = None) -> tuple[int, list[str]]:
+    """Bytes of the non-weight tensors in ``inputs`` + ``outputs`` whose size is known, and the unknown ones.
+
+    ``sizes`` memoises tensor -> bytes across calls (a report asks for each boundary tensor
+    about twice: once as a subgraph's output, once as the next one's input).
+    """
     total, unknown = 0, []
+    inits = graph.initializers
     for t in (*inputs, *outputs):
-        if t in graph.initializers:
+        if t in inits:
             continue
-        nbytes = graph.info(t).nbytes
+        if sizes is None:
+            nbytes = graph.info(t).nbytes
+        elif t in sizes:
+            nbytes = sizes[t]
+        else:
+            nbytes = sizes[t] = graph.info(t).nbytes
         if nbytes is None:
             unknown.append(t)
         else:
@@ -56,15 +67,17 @@ def _describe(result: PartitionResult) -> dict[str, Any]:
     data = result.to_json()
     original = result.original
     by_name = original.node_by_name
+    inits = original.initializers
+    sizes: dict[str, int | None] = {}
     for sg, js in zip(result.subgraphs, data["subgraphs"]):
-        nbytes, unknown = boundary(original, sg.inputs, sg.outputs)
-        op_types = [by_name[n].op_type for n in sg.nodes]
+        nbytes, unknown = boundary(original, sg.inputs, sg.outputs, sizes)
+        op_types = _counts([by_name[n].op_type for n in sg.nodes])
         js["node_count"] = len(sg.nodes)
-        js["compute_nodes"] = sum(1 for op in op_types if op not in NON_COMPUTE_OPS)
-        js["weights"] = [t for t in sg.inputs if t in original.initializers]
+        js["compute_nodes"] = len(sg.nodes) - sum(op_types.get(op, 0) for op in NON_COMPUTE_OPS)
+        js["weights"] = [t for t in sg.inputs if t in inits]
         js["boundary_bytes"] = nbytes
         js["boundary_unknown"] = unknown
-        js["op_types"] = _counts(op_types)
+        js["op_types"] = op_types
     summary = dict(data.get("summary") or {})
     summary.update(_summary(result))
     data["summary"] = summary
@@ -79,9 +92,12 @@ def result_json(result: PartitionResult) -> dict[str, Any]:
 
 
 def _counts(items: Any) -> dict[str, int]:
+    """Item -> count, most frequent first, ties by item."""
     counts: dict[str, int] = {}
     for item in items:
         counts[item] = counts.get(item, 0) + 1
+    if len(counts) < 2:  # most subgraphs of a large model: nothing to sort
+        return counts
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 

@@ -1,7 +1,5 @@
 """``python -m sglens ...`` is the ``sglens`` command."""
 
-import sys
+from .cli import program
 
-from .cli import main
-
-sys.exit(main())
+program()

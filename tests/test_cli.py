@@ -98,3 +98,22 @@ def test_installed_console_script_has_every_command(tmp_path) -> None:
     assert out.returncode == 0, out.stderr
     for command in ("partition", "trace", "check", "groups", "run", "compare", "serve"):
         assert command in out.stdout
+
+
+def test_json_output_is_the_value_json_would_write(tmp_path) -> None:
+    # orjson writes the compact --json; what it refuses (an int over 64 bits) goes through json.
+    names = ["conv/ü", "片", "x\u2028y", "quote\"back\\slash"]
+    nodes = [helper.make_node("Relu", ["x" if i == 0 else f"t{i}"], [f"t{i + 1}"], name=n)
+             for i, n in enumerate(names)]
+    path = tmp_path / "names.onnx"
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3])  # noqa: E731
+    path.write_bytes(make_model(nodes, [vi("x")], [vi(f"t{len(names)}")]).SerializeToString())
+    out = sglens("partition", str(path), "--ops", "Relu", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["subgraphs"][0]["nodes"] == names and data["subgraphs"][0]["boundary_bytes"] == 48
+    code = ("import sys; from partition.cli import _print_json; "
+            "_print_json({'big': 2 ** 70, 'names': ['片', 'a\"b'], 'f': [0.1, 1e-05, 3.0]})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"big": 2 ** 70, "names": ["片", 'a"b'], "f": [0.1, 1e-05, 3.0]}
