@@ -84,6 +84,12 @@ CASES: list[tuple[str, list, dict, list[tuple]]] = [
      [(1, 2, 5, 7), (2, 2, 4, 4)]),
     ("Conv", [_w(10, 1, 16)], {"kernel_shape": [16], "strides": [8]}, [(1, 1, 64)]),
     ("Conv", [_w(3, 8, 1), _w(3)], {}, [(1, 8, 1), (1, 8, 300)]),   # the second: too big, generic
+    # Taps in the padding (one flat take with a trailing zero): wide pads, dilation, N=2, 3-D.
+    ("Conv", [_w(4, 3, 3), _w(4)], {"pads": [4, 3], "dilations": [2], "strides": [3]},
+     [(2, 3, 7), (1, 3, 2)]),
+    ("Conv", [_w(2, 2, 2, 3, 2)], {"pads": [1, 0, 1, 1, 2, 0], "strides": [1, 2, 1]},
+     [(1, 2, 3, 4, 3), (2, 2, 2, 3, 2)]),
+    ("Conv", [_w(5, 4, 2, 2), _w(5)], {"strides": [1, 2]}, [(2, 4, 3, 6)]),
 ]
 REDUCE_ATTR_OPSET = {"ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}  # attributes at 17
 
