@@ -7,13 +7,10 @@ engine (seed 003's nested waits).
 ``segments`` (the default): nodes are grouped into straight-line *segments*,
 each pushed as one engine function that runs its nodes in order. A node joins
 the segment that produced every local tensor it reads when that segment's last
-node is one of those producers and no other node reads that node's outputs (a
-chain); any other node starts a segment. Every branch of a fork is therefore a
-separate function, so independent branches run in parallel (had the first
-branch joined its producer's segment, the others -- waiting for that segment --
-would have started only after it: the two directions of the LSTM tagger ran one
-after the other on one worker), while a chain of microsecond nodes costs one
-push instead of one per node.
+node is one of those producers (a chain, or the first branch of a fork); any
+other node starts a segment. Forks therefore keep their other branches as
+separate functions, so independent branches still run in parallel, while a
+chain of microsecond nodes costs one push instead of one per node.
 
 Why this is safe: a joining node reads nothing from outside its segment, so
 a segment's inputs are those of its first node and no path can leave a
@@ -40,11 +37,6 @@ def segments(reads: Sequence[Sequence[str]], outputs: Sequence[Sequence[str]],
     """
     if plan == "nodes":
         return [[i] for i in range(len(reads))]
-    readers: dict[str, int] = {}  # local tensor -> how many nodes read it
-    for rd in reads:
-        for t in dict.fromkeys(rd):
-            if t in local:
-                readers[t] = readers.get(t, 0) + 1
     producer_seg: dict[str, int] = {}
     groups: list[list[int]] = []
     for i, rd in enumerate(reads):
@@ -53,10 +45,7 @@ def segments(reads: Sequence[Sequence[str]], outputs: Sequence[Sequence[str]],
         if len(segs) == 1:
             s = next(iter(segs))
             last = groups[s][-1]
-            # A fork's branches all start segments: one joining its producer's
-            # segment would hold the others until that whole branch ended.
-            if any(t in outputs[last] for t in rd) and \
-                    all(readers.get(t, 0) == 1 for t in outputs[last] if t):
+            if any(t in outputs[last] for t in rd):
                 target = s
         if target is None:
             target = len(groups)

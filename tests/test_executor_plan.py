@@ -36,7 +36,7 @@ def test_chain_is_one_segment_fork_keeps_its_other_branches_apart():
     reads = [("x",), ("a",), ("b",), ("b",), ("c", "d"), ("x",)]
     outs = [("a",), ("b",), ("c",), ("d",), ("e",), ("f",)]
     local = {"a", "b", "c", "d", "e", "f"}
-    assert segments(reads, outs, local, "segments") == [[0, 1], [2], [3], [4], [5]]
+    assert segments(reads, outs, local, "segments") == [[0, 1, 2], [3], [4], [5]]
     assert segments(reads, outs, local, "nodes") == [[i] for i in range(6)]
 
 
