@@ -188,6 +188,8 @@ def _reduce(kind: str, axes: list[int] | None, keepdims: int, noop: int) -> Body
         if x.dtype != np.float32 and x.dtype != np.float64:
             return _GENERIC  # float16 means accumulate wider; integers sum to int64
         norm, count, out = p
+        if count == 1:  # over axes of length 1 (a streaming step's one frame): a reshape
+            return x.reshape(out if out is not None else x.shape)
         # The array's own methods: xp.sum & co. add ~1 us of dispatch on a small tensor.
         s = x.sum(axis=norm, keepdims=True) if kind == "sum" or kind == "mean" \
             else (x.max if kind == "max" else x.min)(axis=norm, keepdims=True)

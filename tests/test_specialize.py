@@ -78,6 +78,11 @@ CASES: list[tuple[str, list, dict, list[tuple]]] = [
     ("ReduceMean", [], {"keepdims": 0}, [(3, 5)]),
     ("ReduceMax", [_i(-1, 0)], {"keepdims": 0}, [(3, 5), (2, 3, 4)]),
     ("ReduceMin", [_i(1)], {}, [(3, 5), (2, 3, 4)]),
+    # Over axes of length 1 only: a reshape (the second shape reduces for real).
+    ("ReduceMean", [_i(-1)], {"keepdims": 0}, [(2, 3, 1), (2, 3, 4)]),
+    ("ReduceMean", [_i(0, 2)], {}, [(1, 4, 1), (2, 4, 3)]),
+    ("ReduceSum", [_i(1)], {"keepdims": 0}, [(3, 1), (3, 2)]),
+    ("ReduceMax", [_i(0, 1)], {"keepdims": 0}, [(1, 1), (2, 3)]),
     ("Conv", [_w(6, 4, 3), _w(6)], {"pads": [1, 1], "strides": [2]}, [(1, 4, 9), (2, 4, 5)]),
     ("Conv", [_w(5, 3, 3, 2)], {"pads": [1, 0, 2, 1], "dilations": [2, 1]}, [(1, 3, 6, 5)]),
     ("Conv", [_w(4, 2, 3, 3), _w(4)], {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
