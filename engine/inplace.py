@@ -80,3 +80,9 @@ def in_place_call(op_type: str, call: Call) -> Call:
             return (a,)
         return call(run, args, rctx)
     return in_place
+
+
+def bind_in_place(steps: Sequence[Any], graph_outputs: Sequence[str]) -> None:
+    """Each step ``in_place_steps`` finds gets the in-place form of its call."""
+    for i in in_place_steps(steps, graph_outputs):
+        steps[i].call = in_place_call(steps[i].node.op_type, steps[i].call)
