@@ -57,6 +57,7 @@ from .body import compile_lean, lean_plan
 from .context import Context, RunContext
 from .core import Engine, Var
 from .fuse import FUSED_DOMAIN, Fused, fuse
+from .inplace import bind_in_place
 from .kernels import kernel_attrs
 from .kernels.registry import HOST_INPUTS
 from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_ops
@@ -189,6 +190,8 @@ class Executor:
                 call = self._kernel_call(node)
             self._steps.append(_Step(node, reads, frees, call, weights,
                                      sum(1 for t in node.outputs if t)))
+        if self.xp is np and self.options.kernels is None:  # Linear's bias into its product
+            bind_in_place(self._steps, graph.outputs)
 
     def _split_nodes(self, graph: Graph, nodes: list[Node]) -> tuple[list[Node], set[str]]:
         """Bidirectional LSTMs as two directions the engine can run in parallel

@@ -188,6 +188,8 @@ def _reduce(kind: str, axes: list[int] | None, keepdims: int, noop: int) -> Body
         if x.dtype != np.float32 and x.dtype != np.float64:
             return _GENERIC  # float16 means accumulate wider; integers sum to int64
         norm, count, out = p
+        if count == 1:  # over axes of length 1 (a streaming step's one frame): a reshape
+            return x.reshape(out if out is not None else x.shape)
         # The array's own methods: xp.sum & co. add ~1 us of dispatch on a small tensor.
         s = x.sum(axis=norm, keepdims=True) if kind == "sum" or kind == "mean" \
             else (x.max if kind == "max" else x.min)(axis=norm, keepdims=True)
@@ -265,7 +267,10 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
     """Small convolutions (a streaming step's: at most ``nn._GATHER_PER_COPY`` input
     elements) with constant weights: the geometry, padding and column gather index
     are planned once per input shape, the weight reshaped once; a call is a pad,
-    one gather, one matmul and the bias. Larger convs keep the registry kernel."""
+    one gather, one matmul and the bias -- on numpy one ``take`` of the flattened
+    input with a zero appended for the taps in the padding (``_flat_taps``), no
+    padded copy: 45.7 -> 35.6 us for the VAD's five convs. Larger convs keep the
+    registry kernel."""
     if int(attrs.get("group", 1)) != 1 or w.ndim < 3:
         return None
     kernel = [int(k) for k in (attrs.get("kernel_shape") or w.shape[2:])]
@@ -289,8 +294,9 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
             return None
         inner = (Ellipsis,) + tuple(slice(pads[i], pads[i] + shape[2 + i]) for i in range(nsp))
         index = (Ellipsis,) + nn._make_gather_index(xp, kernel, dil, strides, out_sp)
+        flat = _flat_taps(shape, kernel, dil, strides, pads, out_sp) if xp is np else None
         return (padded if any(pads) else None, inner, index, (shape[0], c * k_size, npos),
-                (shape[0], m) + out_sp)
+                (shape[0], m) + out_sp, flat, np.zeros((shape[0], 1), dtype=w.dtype))
 
     def apply(xp: Any, x: Any, p: Any) -> Any:
         wt, bias = state.get("w"), state.get("b")
@@ -299,7 +305,18 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
             bias = state["b"] = None if b is None else b.reshape(m, 1)
         if x.dtype != wt.dtype or (bias is not None and bias.dtype != x.dtype):
             return _GENERIC
-        padded, inner, index, cols_shape, out_shape = p
+        padded, inner, index, cols_shape, out_shape, flat, zero = p
+        if flat is not None and x.flags.c_contiguous:
+            # numpy: one take of the flattened input (with a trailing zero for the taps
+            # in the padding) instead of a padded copy and a multi-array gather.
+            src = x.reshape(x.shape[0], -1)
+            if flat[1]:
+                src = np.concatenate((src, zero), axis=1)
+            cols = src[0].take(flat[0]) if src.shape[0] == 1 else src.take(flat[0], axis=1)
+            acc = np.matmul(wt, cols)  # (m, positions), or (N, m, positions)
+            if bias is not None:
+                acc += bias
+            return acc.reshape(out_shape)
         if padded is not None:
             xpad = xp.zeros(padded, dtype=x.dtype)
             xpad[inner] = x
@@ -309,6 +326,32 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
             acc += bias
         return acc.reshape(out_shape)
     return _planned(plan, apply)
+
+
+def _flat_taps(shape: tuple, kernel: list[int], dil: Any, strides: Any, pads: Any,
+               out_sp: tuple) -> tuple[np.ndarray, bool]:
+    """The columns of a conv over an input of ``shape`` as one index into its flattened
+    (C, *spatial) plane, (C * K, positions) C major; a tap falling in the padding points
+    one past the plane (where the caller appends a zero). Also: whether any does."""
+    nsp, c, sp = len(kernel), shape[1], shape[2:]
+    flat = np.zeros([1] * (nsp + nsp), dtype=np.int64)
+    inside = np.ones([1] * (nsp + nsp), dtype=bool)
+    step = 1
+    for i in reversed(range(nsp)):
+        pos = (np.arange(kernel[i]).reshape(-1, 1) * dil[i]
+               + np.arange(out_sp[i]).reshape(1, -1) * strides[i] - pads[i])  # (k_i, o_i)
+        form = [1] * (nsp + nsp)
+        form[i], form[nsp + i] = kernel[i], out_sp[i]
+        pos = pos.reshape(form)
+        inside = inside & (pos >= 0) & (pos < sp[i])
+        flat = flat + pos * step
+        step *= sp[i]
+    plane = step
+    flat = np.where(inside, flat, c * plane)  # broadcast over (K..., O...)
+    k_size, npos = math.prod(kernel), math.prod(out_sp)
+    taps = flat.reshape(1, k_size, npos) + (np.arange(c) * plane).reshape(c, 1, 1)
+    taps = np.where(inside.reshape(1, k_size, npos), taps, c * plane)
+    return taps.reshape(c * k_size, npos), not bool(inside.all())
 
 
 _REDUCE_KINDS = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}

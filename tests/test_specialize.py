@@ -78,12 +78,23 @@ CASES: list[tuple[str, list, dict, list[tuple]]] = [
     ("ReduceMean", [], {"keepdims": 0}, [(3, 5)]),
     ("ReduceMax", [_i(-1, 0)], {"keepdims": 0}, [(3, 5), (2, 3, 4)]),
     ("ReduceMin", [_i(1)], {}, [(3, 5), (2, 3, 4)]),
+    # Over axes of length 1 only: a reshape (the second shape reduces for real).
+    ("ReduceMean", [_i(-1)], {"keepdims": 0}, [(2, 3, 1), (2, 3, 4)]),
+    ("ReduceMean", [_i(0, 2)], {}, [(1, 4, 1), (2, 4, 3)]),
+    ("ReduceSum", [_i(1)], {"keepdims": 0}, [(3, 1), (3, 2)]),
+    ("ReduceMax", [_i(0, 1)], {"keepdims": 0}, [(1, 1), (2, 3)]),
     ("Conv", [_w(6, 4, 3), _w(6)], {"pads": [1, 1], "strides": [2]}, [(1, 4, 9), (2, 4, 5)]),
     ("Conv", [_w(5, 3, 3, 2)], {"pads": [1, 0, 2, 1], "dilations": [2, 1]}, [(1, 3, 6, 5)]),
     ("Conv", [_w(4, 2, 3, 3), _w(4)], {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
      [(1, 2, 5, 7), (2, 2, 4, 4)]),
     ("Conv", [_w(10, 1, 16)], {"kernel_shape": [16], "strides": [8]}, [(1, 1, 64)]),
     ("Conv", [_w(3, 8, 1), _w(3)], {}, [(1, 8, 1), (1, 8, 300)]),   # the second: too big, generic
+    # Taps in the padding (one flat take with a trailing zero): wide pads, dilation, N=2, 3-D.
+    ("Conv", [_w(4, 3, 3), _w(4)], {"pads": [4, 3], "dilations": [2], "strides": [3]},
+     [(2, 3, 7), (1, 3, 2)]),
+    ("Conv", [_w(2, 2, 2, 3, 2)], {"pads": [1, 0, 1, 1, 2, 0], "strides": [1, 2, 1]},
+     [(1, 2, 3, 4, 3), (2, 2, 2, 3, 2)]),
+    ("Conv", [_w(5, 4, 2, 2), _w(5)], {"strides": [1, 2]}, [(2, 4, 3, 6)]),
 ]
 REDUCE_ATTR_OPSET = {"ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}  # attributes at 17
 
