@@ -1,4 +1,5 @@
-"""Elementwise chains fused at bind time (``plan="segments"`` only).
+"""Chains fused at bind time (``plan="segments"`` only): GELU, and Conv with its
+Add/Relu epilogue (``_fuse_conv_chains`` below).
 
 GELU as PyTorch and BERT exporters write it, five nodes over one tensor::
 

@@ -1,4 +1,4 @@
-"""Numpy-only paths of Conv and MatMul that cut one large GEMM over the cores.
+"""Numpy-only paths of Conv, MatMul and MaxPool that cut one large kernel over the cores.
 
 The generic kernels (``nn.py``, ``linalg.py``) are written once against ``xp``;
 they call in here only when ``xp is numpy``, and only for the cases below, so
@@ -14,6 +14,12 @@ view)``: BLAS takes the row stride, no copy), bias added while the band is hot.
 Maps too small for bands (ResNet-18's 7x7 layer: 49 output positions) are split
 by output channels instead, over one column matrix. More bands than threads
 (smaller column matrices) measured slower: 40.4 against 36.7 ms a ResNet-18 run.
+
+A fused Conv chain (``engine/fuse.py``) passes its residual and Relu: each slice
+adds them to its own block right after its GEMM and bias (``_Epilogue``).
+
+MaxPool (no Indices): blocks of planes, each padded and reduced in cache, over the
+cores when the pool is as long as a large conv (``max_pool``).
 
 MatMul / Gemm: a matrix right operand (a Linear layer) is split by output
 columns (each slice packs all of the smaller left operand) or rows; equal batch
