@@ -279,9 +279,7 @@ def _as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any], conv_args:
     value = None
     for k, (part, kernel) in enumerate(zip(parts, kernels)):
         if k == 0:
-            args = list(conv_args)
-            if len(part.inputs) > len(args):  # an omitted bias ("") keeps its place
-                args = [a for a in _with_omitted(part.inputs, conv_args)]
+            args = _with_omitted(part.inputs, conv_args)  # an omitted bias ("") keeps its place
         elif part.op_type == "Add":
             args = [value, residual] if part.inputs[0] == parts[k - 1].outputs[0] \
                 else [residual, value]

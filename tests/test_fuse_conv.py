@@ -71,7 +71,8 @@ def _check(model: onnx.ModelProto, feeds: dict, fused: bool, **opts: Any) -> Exe
     names = [o.name for o in model.graph.output]
     expected = dict(zip(names, sess.run(None, feeds)))
     with Executor(from_model_proto(model), **opts) as ex:
-        got = ex.run(feeds).outputs
+        ex.run(feeds)
+        got = ex.run(feeds).outputs  # a second run: nothing of the first was held or freed twice
         steps = [s.node for s in ex._steps]
     for name in names:
         np.testing.assert_allclose(np.asarray(got[name]), expected[name], rtol=1e-4, atol=1e-4)
@@ -178,3 +179,17 @@ def test_fused_chain_on_the_fake_device(monkeypatch: pytest.MonkeyPatch,
         assert any(s.node.domain == FUSED_DOMAIN for s in ex._steps)
         got = ex.run(feeds).outputs["y"]
     np.testing.assert_allclose(got.get(), sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_the_conv_input_as_its_own_residual(split: bool, rng: np.random.Generator) -> None:
+    """Relu(Conv(x) + x), a residual block without a projection: x is read twice by the
+    fused step; its value is right and x is released once (a second run works too)."""
+    w = numpy_helper.from_array((rng.standard_normal((6, 6, 3, 3)) * 0.3).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "x"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "self_residual", [helper.make_tensor_value_info("x", F, [1, 6, 20, 20])],
+                              [helper.make_tensor_value_info("y", F, None)], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": rng.standard_normal((1, 6, 20, 20)).astype(np.float32)}
+    _check(model, feeds, fused=True)
