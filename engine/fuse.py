@@ -1,4 +1,5 @@
-"""Elementwise chains fused at bind time (``plan="segments"`` only).
+"""Chains fused at bind time (``plan="segments"`` only): GELU, and Conv with its
+Add/Relu epilogue (``_fuse_conv_chains`` below).
 
 GELU as PyTorch and BERT exporters write it, five nodes over one tensor::
 
@@ -24,6 +25,9 @@ from typing import Any, Callable, Sequence
 
 from partition.ir import Graph, Node
 
+from .kernels.nn import conv as nn_conv, conv_fused
+from .kernels.registry import kernel_attrs
+from .run_errors import named_failure
 from .values import to_numpy
 
 FUSED_DOMAIN = "sglens.fused"
@@ -172,4 +176,122 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: its inputs are ready there
     out = [replace.get(i, n) for i, n in enumerate(nodes) if i not in drop or i in replace]
+    out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of)
+    return out, fused + conv_fused
+
+
+# ------------------------------------------------------------ Conv chains --
+def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], Any],
+                      kernel_of: Callable[[Node], Any]) -> tuple[list[Node], list[Fused]]:
+    """``Conv -> Relu``, ``Conv -> Add -> Relu`` and ``Conv -> Add`` (a ResNet's
+    residual) as one step each: the Add and Relu run in place on the conv's output,
+    per band while it is in cache when the conv is split over the cores
+    (``cpu_split.conv_split``), in two passes otherwise -- no new tensor for either.
+    Only 2-D convs (4-D weight): 1-D convs are a streaming model's small convs,
+    which ``engine/specialize.py`` plans per shape and which gain nothing here."""
+    if not any(n.op_type == "Conv" for n in nodes):
+        return nodes, []
+    readers: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):  # a fused GELU is not the graph's: its inputs are its reads
+        for t in dict.fromkeys(n.inputs if n.domain == FUSED_DOMAIN else graph.reads(n)):
+            readers.setdefault(t, []).append(i)
+    outputs = set(graph.outputs)
+
+    def sole(t: str, op: str) -> int | None:
+        r = readers.get(t, [])
+        if len(r) == 1 and t not in outputs and nodes[r[0]].op_type == op \
+                and nodes[r[0]].domain in ("", "ai.onnx"):
+            return r[0]
+        return None
+
+    fused: list[Fused] = []
+    drop: set[int] = set()
+    replace: dict[int, Node] = {}
+    for i, conv in enumerate(nodes):
+        if conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx") or i in drop \
+                or len(conv.outputs) != 1 or not _is_2d(conv, const):
+            continue
+        chain, residual = [i], ""
+        y = conv.outputs[0]
+        j = sole(y, "Add")
+        if j is not None and j not in drop and len(nodes[j].inputs) == 2:
+            other = _other(nodes[j], y)
+            if other:
+                chain.append(j)
+                residual = other
+                y = nodes[j].outputs[0]
+        j = sole(y, "Relu")
+        if j is not None and j not in drop:
+            chain.append(j)
+        if len(chain) == 1:
+            continue
+        parts = tuple(nodes[k] for k in chain)
+        kernels = [kernel_of(p) for p in parts]
+        if getattr(kernels[0], "__wrapped__", None) is not nn_conv \
+                or any(k is None for k in kernels):  # a caller's own Conv kernel runs as it is
+            continue
+        ins = tuple(t for t in conv.inputs if t) + ((residual,) if residual else ())
+        # Named after the conv: per-node times (the app's "time" colouring) give the
+        # chain's time to the conv, which is nearly all of it, under a real node's name.
+        node = Node(conv.name, "Conv+" + "+".join(p.op_type for p in parts[1:]), ins,
+                    (parts[-1].outputs[0],), FUSED_DOMAIN)
+        fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual))))
+        drop.update(chain)
+        replace[chain[-1]] = node  # at the last node's place: the residual is ready there
+    out = [replace.get(i, n) for i, n in enumerate(nodes) if i not in drop or i in replace]
     return out, fused
+
+
+def _is_2d(conv: Node, const: Callable[[str], Any]) -> bool:
+    shape = conv.attrs.get("kernel_shape")
+    if shape is not None:
+        return len(shape) == 2
+    w = const(conv.inputs[1]) if len(conv.inputs) > 1 else None
+    return w is not None and getattr(w, "ndim", 0) == 4
+
+
+def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any],
+                       has_residual: bool) -> Callable[..., tuple]:
+    """The fused step: ``(xp, x, w[, b][, residual]) -> (y,)``. A residual of another
+    shape or dtype (broadcasting), or any failure, runs the nodes as written instead,
+    so results and errors are those of the graph (a failure names the node that
+    failed, inside the fused step)."""
+    conv = parts[0]
+    attrs = {k: v for k, v in kernel_attrs(conv).items()
+             if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
+    relu = parts[-1].op_type == "Relu"
+    n_conv = sum(1 for t in conv.inputs if t)
+
+    def run(xp: Any, *args: Any) -> tuple:
+        conv_args = args[:n_conv]
+        x, w = conv_args[0], conv_args[1]
+        b = conv_args[2] if n_conv > 2 else None
+        residual = args[n_conv] if has_residual else None
+        try:
+            return (conv_fused(xp, x, w, b, residual, relu, **attrs),)
+        except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
+            return _as_written(xp, parts, kernels, conv_args, residual)
+    return run
+
+
+def _as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any], conv_args: tuple,
+                residual: Any) -> tuple:
+    value = None
+    for k, (part, kernel) in enumerate(zip(parts, kernels)):
+        if k == 0:
+            args = _with_omitted(part.inputs, conv_args)  # an omitted bias ("") keeps its place
+        elif part.op_type == "Add":
+            args = [value, residual] if part.inputs[0] == parts[k - 1].outputs[0] \
+                else [residual, value]
+        else:
+            args = [value]
+        try:
+            value = kernel(xp, *args, **kernel_attrs(part))[0]
+        except Exception as exc:  # noqa: BLE001 -- re-raised, naming the node
+            raise named_failure(part, args, exc) from exc
+    return (value,)
+
+
+def _with_omitted(inputs: Sequence[str], present: tuple) -> list:
+    it = iter(present)
+    return [next(it) if t else None for t in inputs]

@@ -230,3 +230,20 @@ def test_split_works_in_a_forked_child(forced_split: list[str]) -> None:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
+
+
+@pytest.mark.parametrize("case", [
+    # (shape, dtype, kernel, strides, pads, dilations, ceil_mode): several blocks of planes
+    ((1, 64, 112, 112), f32, [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 0),   # ResNet's stem pool
+    ((2, 37, 41, 39), f32, [3, 2], [2, 1], [1, 0, 1, 1], [2, 1], 1),     # dilated, ceil, odd
+    ((3, 40, 60, 61), np.int8, [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], 1),  # int8: fill is the minimum
+    ((1, 5, 30, 28, 26), f32, [2, 3, 2], [2, 2, 1], [1] * 6, [1, 1, 1], 0),  # 3-D
+])
+def test_max_pool_blocks_over_the_cores(case: tuple, forced_split: list[str],
+                                        rng: np.random.Generator) -> None:
+    """MaxPool (no Indices) by blocks of planes over the threads (cpu_split ``max_pool``)."""
+    shape, dtype, kernel, strides, pads, dil, ceil = case
+    x = (rng.standard_normal(shape) * 40).astype(dtype)
+    check("MaxPool", {"x": x}, oracle="onnxruntime", kernel_shape=kernel, strides=strides,
+          pads=pads, dilations=dil, ceil_mode=ceil)
+    assert len(forced_split) >= 2, "the pool did not take the split path"

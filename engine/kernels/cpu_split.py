@@ -1,4 +1,4 @@
-"""Numpy-only paths of Conv and MatMul that cut one large GEMM over the cores.
+"""Numpy-only paths of Conv, MatMul and MaxPool that cut one large kernel over the cores.
 
 The generic kernels (``nn.py``, ``linalg.py``) are written once against ``xp``;
 they call in here only when ``xp is numpy``, and only for the cases below, so
@@ -14,6 +14,12 @@ view)``: BLAS takes the row stride, no copy), bias added while the band is hot.
 Maps too small for bands (ResNet-18's 7x7 layer: 49 output positions) are split
 by output channels instead, over one column matrix. More bands than threads
 (smaller column matrices) measured slower: 40.4 against 36.7 ms a ResNet-18 run.
+
+A fused Conv chain (``engine/fuse.py``) passes its residual and Relu: each slice
+adds them to its own block right after its GEMM and bias (``_Epilogue``).
+
+MaxPool (no Indices): blocks of planes, each padded and reduced in cache, over the
+cores when the pool is as long as a large conv (``max_pool``).
 
 MatMul / Gemm: a matrix right operand (a Linear layer) is split by output
 columns (each slice packs all of the smaller left operand) or rows; equal batch
@@ -88,9 +94,13 @@ def _inside(in_sp: Sequence[int], pads: Sequence[int], o: Sequence[int], dilatio
 
 def conv_split(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, pads: Sequence[int],
                offsets: list[tuple[int, ...]], dilations: Sequence[int], strides: Sequence[int],
-               out_sp: Sequence[int]) -> np.ndarray | None:
-    """Conv of one group as (N, M, prod(out_sp)), bias added, or None when the
-    work is too small to split or no core is free (the caller's path runs)."""
+               out_sp: Sequence[int], residual: np.ndarray | None = None,
+               relu: bool = False) -> np.ndarray | None:
+    """Conv of one group as (N, M, prod(out_sp)), bias added, then ``residual`` (the
+    output's shape) added and Relu applied when asked (``engine/fuse.py``'s Conv
+    chains: each slice's epilogue runs on its own rows while they are in cache);
+    None when the work is too small to split or no core is free (the caller's
+    path runs)."""
     n, c = x.shape[:2]
     m = w.shape[0]
     npos = math.prod(out_sp)
@@ -105,41 +115,62 @@ def conv_split(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, pads: Sequenc
         rest = npos // out_sp[0]
         bands = min(ways, out_sp[0], npos // _MIN_BAND)
         geometry = (pads, offsets, dilations, strides, out_sp)
+        tail = _Epilogue(bias, None if residual is None else residual.reshape(n, m, npos), relu)
         if bands >= ways:
-            blas.run_split(_band_slice(x, w2, bias, out, geometry, rest, bands), bands, ways)
+            blas.run_split(_band_slice(x, w2, tail, out, geometry, rest, bands), bands, ways)
         else:
             cols = _columns(x, *geometry, 0, out_sp[0])
             parts = min(ways, max(1, m // 8))
-            blas.run_split(_channel_slice(w2, bias, cols, out, parts), parts, ways)
+            blas.run_split(_channel_slice(w2, tail, cols, out, parts), parts, ways)
         return out
+
+
+class _Epilogue:
+    """What a slice adds to its block of the output after its GEMM: the bias (M, 1),
+    the residual (N, M, positions), then Relu -- all in place on the block."""
+
+    __slots__ = ("bias", "residual", "relu")
+
+    def __init__(self, bias: np.ndarray | None, residual: np.ndarray | None, relu: bool) -> None:
+        self.bias, self.residual, self.relu = bias, residual, relu
+
+    def apply(self, dst: np.ndarray, channels: slice, positions: slice) -> None:
+        if self.bias is not None:
+            dst += self.bias[channels]
+        if self.residual is not None:
+            dst += self.residual[:, channels, positions]
+        if self.relu:
+            np.maximum(dst, 0, out=dst)
 
 
 def _bounds(total: int, parts: int, i: int) -> tuple[int, int]:
     return total * i // parts, total * (i + 1) // parts
 
 
-def _band_slice(x: np.ndarray, w2: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+_ALL = slice(None)
+
+
+def _band_slice(x: np.ndarray, w2: np.ndarray, tail: _Epilogue, out: np.ndarray,
                 geometry: tuple, rest: int, bands: int) -> Callable[[int], None]:
     out_sp = geometry[-1]
 
     def run(i: int) -> None:
         r0, r1 = _bounds(out_sp[0], bands, i)
         cols = _columns(x, *geometry, r0, r1)
-        dst = out[:, :, r0 * rest:r1 * rest]
+        rows = slice(r0 * rest, r1 * rest)
+        dst = out[:, :, rows]
         np.matmul(w2, cols, out=dst)
-        if bias is not None:
-            dst += bias
+        tail.apply(dst, _ALL, rows)
     return run
 
 
-def _channel_slice(w2: np.ndarray, bias: np.ndarray | None, cols: np.ndarray, out: np.ndarray,
+def _channel_slice(w2: np.ndarray, tail: _Epilogue, cols: np.ndarray, out: np.ndarray,
                    parts: int) -> Callable[[int], None]:
     def run(i: int) -> None:
         m0, m1 = _bounds(w2.shape[0], parts, i)
         dst = out[:, m0:m1]
         np.matmul(w2[m0:m1], cols, out=dst)
-        if bias is not None:
-            dst += bias[m0:m1]
+        tail.apply(dst, slice(m0, m1), _ALL)
     return run
 
 
@@ -197,3 +228,72 @@ def _linear_slice(a2: np.ndarray, b: np.ndarray, out2: np.ndarray,
         r0, r1 = _bounds(rows, ways, i)
         np.matmul(a2[r0:r1], b, out=out2[r0:r1])
     return by_rows, ways
+
+
+# ---------------------------------------------------------------- MaxPool --
+#: A MaxPool input element costs about as much time as this many GEMM multiply-adds
+#: (ResNet-18's pool: 0.87 ms for 0.8M elements; its GEMMs ~0.017 ns a MAC), so a
+#: pool is split over the cores from the same amount of work as a conv.
+_POOL_MACS_PER_ELEMENT = 150
+#: Input bytes per block of planes: a block is padded and reduced while in L2
+#: (8-16 planes of 112x112 float32 measured best: 0.87 against 1.25 ms unblocked).
+_POOL_BLOCK_BYTES = 512 << 10
+
+
+def max_pool(x: np.ndarray, kernel: Sequence[int], dilations: Sequence[int],
+             strides: Sequence[int], pads: Sequence[int], extra: Sequence[int],
+             out_sp: Sequence[int], fill: Any) -> np.ndarray:
+    """MaxPool's values (no indices) over ``x`` (N, C, *spatial): blocks of planes,
+    each padded with ``fill`` (pads begin..., end..., plus ``extra`` at the end of
+    each axis for ceil mode) and reduced one spatial axis at a time, the first
+    (outer, contiguous rows) first; blocks over the cores when large enough."""
+    n, c = x.shape[:2]
+    planes = n * c
+    out = np.empty((n, c, *out_sp), dtype=x.dtype)
+    xs = x.reshape(planes, *x.shape[2:])
+    outs = out.reshape(planes, *out_sp)
+    per = max(1, _POOL_BLOCK_BYTES // max(1, xs[0].nbytes))
+    with blas.LargeKernel(x.size * _POOL_MACS_PER_ELEMENT) as ways:
+        blocks = min(planes, max(ways, -(-planes // per)))  # at least one block a thread
+
+        def run(i: int) -> None:
+            p0, p1 = _bounds(planes, blocks, i)
+            _separable_max_into(_pad_planes(xs[p0:p1], pads, extra, fill), kernel, dilations,
+                                strides, out_sp, outs[p0:p1])
+        blas.run_split(run, blocks, ways)
+    return out
+
+
+def _pad_planes(x: np.ndarray, pads: Sequence[int], extra: Sequence[int], fill: Any) -> np.ndarray:
+    nsp = x.ndim - 1
+    if not any(pads) and not any(extra):
+        return x
+    shape = (x.shape[0],) + tuple(x.shape[1 + i] + pads[i] + pads[i + nsp] + extra[i]
+                                  for i in range(nsp))
+    out = np.full(shape, fill, dtype=x.dtype)
+    out[(slice(None),) + tuple(slice(pads[i], pads[i] + x.shape[1 + i]) for i in range(nsp))] = x
+    return out
+
+
+def _separable_max_into(cur: np.ndarray, kernel: Sequence[int], dilations: Sequence[int],
+                        strides: Sequence[int], out_sp: Sequence[int], dst: np.ndarray) -> None:
+    """Window maxima one axis at a time, the outer axis first (its windows are whole
+    contiguous rows: vectorised; the strided last axis then runs on fewer rows); the
+    last axis writes into ``dst``."""
+    nsp = len(kernel)
+    for axis in range(nsp):
+        wins = []
+        for k in range(kernel[axis]):
+            start = k * dilations[axis]
+            index: list[Any] = [slice(None)] * cur.ndim
+            index[1 + axis] = slice(start, start + (out_sp[axis] - 1) * strides[axis] + 1,
+                                    strides[axis])
+            wins.append(cur[tuple(index)])
+        best = dst if axis == nsp - 1 else np.empty(wins[0].shape, dtype=cur.dtype)
+        if len(wins) == 1:
+            np.copyto(best, wins[0])
+        else:
+            np.maximum(wins[0], wins[1], out=best)
+            for win in wins[2:]:
+                np.maximum(best, win, out=best)
+        cur = best

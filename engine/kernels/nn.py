@@ -101,9 +101,25 @@ def _make_gather_index(xp: Any, kernel: Sequence[int], dilations: Sequence[int],
     return tuple(index)
 
 
+class Unfusable(Exception):
+    """A fused Conv epilogue cannot apply to this call (the residual's shape or dtype
+    differs from the conv's output): the caller runs the nodes as written."""
+
+
 @register("Conv")
 def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", dilations: Any = None,
          group: int = 1, kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Any:
+    return conv_fused(xp, x, w, b, None, False, auto_pad=auto_pad, dilations=dilations, group=group,
+                      kernel_shape=kernel_shape, pads=pads, strides=strides)
+
+
+def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
+               auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
+               kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Any:
+    """Conv, then ``+ residual`` (same shape and dtype as the output, else ``Unfusable``)
+    and ``max(., 0)`` when asked: the epilogue of ``engine/fuse.py``'s Conv chains, run
+    per band while the band is in cache when the conv is split over the cores, in
+    place on the conv's own output otherwise. Never writes into ``residual``."""
     kernel = list(kernel_shape or w.shape[2:])
     strides, dilations, k_eff, pads = _geometry(x, kernel, strides, dilations, pads, auto_pad)
     nsp = len(kernel)
@@ -113,12 +129,16 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
     m = w.shape[0]
     npos = math.prod(out_sp)  # (np.prod on a list costs more than a small conv's matmul)
     offsets = list(itertools.product(*(range(k) for k in kernel)))
+    if residual is not None and (tuple(residual.shape) != (n, m, *out_sp)
+                                 or residual.dtype != x.dtype):
+        raise Unfusable(f"residual {tuple(residual.shape)} {residual.dtype}")
     small = n * c * npos <= _GATHER_PER_COPY
     if xp is np and group == 1 and not small \
             and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
         # numpy, large: the GEMM cut in row bands over the cores (cpu_split.py),
         # padding implicit in the columns (no padded copy of the input).
-        acc = cpu_split.conv_split(x, w, b, pads, offsets, dilations, strides, out_sp)
+        acc = cpu_split.conv_split(x, w, b, pads, offsets, dilations, strides, out_sp,
+                                   residual, relu)
         if acc is not None:
             return same(xp, acc.reshape((n, m) + tuple(out_sp)), x)
     xpad = _zero_padded(xp, x, pads)
@@ -154,8 +174,12 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
         acc += b.reshape(1, group, mg, 1)  # in place: acc is this call's own array
     elif b is not None:
         acc = acc + b.reshape(1, group, mg, 1)
-    y = acc.reshape((n, m) + tuple(out_sp))
-    return same(xp, y, x)
+    y = same(xp, acc.reshape((n, m) + tuple(out_sp)), x)
+    if residual is not None:
+        xp.add(y, residual, out=y)  # y is this call's own array (a matmul's, or its cast)
+    if relu:
+        xp.maximum(y, 0, out=y)
+    return y
 
 
 def _convt_pads(in_sp: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
@@ -259,6 +283,10 @@ def max_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, d
     kernel = list(kernel_shape)
     strides, dilations, pads, out_sp, extra = _pool_geometry(x, kernel, strides, dilations, pads,
                                                              auto_pad, ceil_mode)
+    if xp is np and _n_outputs == 1 and x.ndim > 2 and x.size:
+        # numpy: blocks of planes reduced in cache, over the cores when large (cpu_split.py)
+        return (cpu_split.max_pool(x, kernel, dilations, strides, pads, extra, out_sp,
+                                   _lowest(x.dtype)),)
     xpad = _padded(xp, x, pads, extra, _lowest(x.dtype))
     best = None
     best_idx = None

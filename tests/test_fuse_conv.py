@@ -1,0 +1,195 @@
+"""Fused Conv chains (engine/fuse.py ``_fuse_conv_chains``): Conv -> Relu, Conv -> Add ->
+Relu (a ResNet's residual) and Conv -> Add run as one step, their epilogue in place on
+the conv's output -- per band when the conv is split over the cores. Checked against
+onnxruntime on fresh random inputs, split forced on and off, over odd geometries;
+groups, broadcasting residuals, intermediates read elsewhere or kept, ``plan="nodes"``
+and failures keep the graph's own semantics."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine import blas
+from engine.executor import Executor
+from engine.fuse import FUSED_DOMAIN
+from engine.run_errors import KernelFailure
+from fake_cupy import install
+from partition.onnx_io import from_model_proto
+
+F = TensorProto.FLOAT
+
+
+@pytest.fixture(params=[False, True], ids=["serial", "split"])
+def split(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
+    """Large-kernel splitting off, or forced on for any size as on a 2-core machine."""
+    on = bool(request.param)
+    monkeypatch.setattr(blas, "_split_on", on)
+    monkeypatch.setattr(blas, "_CORES", 2)
+    monkeypatch.setattr(blas, "SPLIT_MIN_MACS", 0 if on else 1 << 62)
+    monkeypatch.setattr(blas, "_skip_until", 0.0)
+    monkeypatch.setattr(blas, "_MIN_GAIN", 0.0)
+    yield on
+
+
+def _model(x_shape: tuple, w_shape: tuple, chain: str, *, bias: bool = True,
+           res_shape: tuple | None = None, extra_outputs: tuple[str, ...] = (),
+           rng: np.random.Generator, **attrs: Any) -> tuple[onnx.ModelProto, dict]:
+    """x -> Conv(w, b) -> chain ("relu", "add", "add_relu", "radd_relu": residual first)."""
+    w = rng.standard_normal(w_shape).astype(np.float32) * 0.3
+    inits = [numpy_helper.from_array(w, "w")]
+    conv_in = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(w_shape[0]).astype(np.float32), "b"))
+        conv_in.append("b")
+    nodes = [helper.make_node("Conv", conv_in, ["c"], name="conv", **attrs)]
+    inputs = [helper.make_tensor_value_info("x", F, list(x_shape))]
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    last = "c"
+    if "add" in chain:
+        pair = ["r", "c"] if chain.startswith("r") else ["c", "r"]
+        nodes.append(helper.make_node("Add", pair, ["a"], name="add"))
+        inputs.append(helper.make_tensor_value_info("r", F, list(res_shape)))
+        feeds["r"] = rng.standard_normal(res_shape).astype(np.float32)
+        last = "a"
+    if chain.endswith("relu"):
+        nodes.append(helper.make_node("Relu", [last], ["y"], name="relu"))
+        last = "y"
+    outs = [helper.make_tensor_value_info(t, F, None) for t in (last, *extra_outputs)]
+    graph = helper.make_graph(nodes, "fused_conv", inputs, outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model, feeds
+
+
+def _check(model: onnx.ModelProto, feeds: dict, fused: bool, **opts: Any) -> Executor:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in model.graph.output]
+    expected = dict(zip(names, sess.run(None, feeds)))
+    with Executor(from_model_proto(model), **opts) as ex:
+        ex.run(feeds)
+        got = ex.run(feeds).outputs  # a second run: nothing of the first was held or freed twice
+        steps = [s.node for s in ex._steps]
+    for name in names:
+        np.testing.assert_allclose(np.asarray(got[name]), expected[name], rtol=1e-4, atol=1e-4)
+    assert any(n.domain == FUSED_DOMAIN for n in steps) == fused, [n.name for n in steps]
+    return ex
+
+
+def _out_shape(x_shape: tuple, w_shape: tuple, strides: list, pads: list, dil: list) -> tuple:
+    sp = [(x_shape[2 + i] + pads[i] + pads[i + 2] - (w_shape[2 + i] - 1) * dil[i] - 1) // strides[i] + 1
+          for i in range(2)]
+    return (x_shape[0], w_shape[0], *sp)
+
+
+@pytest.mark.parametrize("chain", ["relu", "add_relu", "radd_relu", "add"])
+@pytest.mark.parametrize("geom", [
+    # (x shape, w shape, strides, pads, dilations, group)
+    ((1, 8, 30, 30), (16, 8, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 1),      # row bands
+    ((2, 6, 33, 31), (16, 6, 3, 3), [2, 2], [1, 0, 2, 1], [1, 1], 1),      # stride 2, odd pads, N=2
+    ((1, 3, 40, 40), (16, 3, 7, 7), [2, 2], [3, 3, 3, 3], [1, 1], 1),      # the 7x7 stem
+    ((1, 16, 24, 24), (32, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 1),    # 1x1
+    ((1, 32, 7, 7), (64, 32, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 1),      # small map: channel slices
+    ((1, 4, 21, 19), (8, 4, 3, 3), [1, 1], [2, 2, 2, 2], [2, 2], 1),       # dilated
+    ((1, 8, 20, 20), (8, 4, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),       # groups: generic path
+])
+def test_fused_chain_matches_onnxruntime(chain: str, geom: tuple, split: bool,
+                                         rng: np.random.Generator) -> None:
+    xs, ws, strides, pads, dil, group = geom
+    res = _out_shape(xs, ws, strides, pads, dil)
+    for bias in (True, False):
+        model, feeds = _model(xs, ws, chain, bias=bias, res_shape=res, rng=rng, strides=strides,
+                              pads=pads, dilations=dil, group=group)
+        blas.split_stats(reset=True)
+        _check(model, feeds, fused=True)
+        assert (blas.split_stats()["split"] > 0) == (split and group == 1)
+
+
+def test_a_broadcasting_residual_runs_as_written(split: bool, rng: np.random.Generator) -> None:
+    """Add(conv, r) with r of shape (1, M, 1, 1): not the conv's shape, so the step
+    runs the nodes as written (numpy broadcasting), the result is the graph's."""
+    model, feeds = _model((1, 4, 12, 12), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 1, 1),
+                          rng=rng, pads=[1, 1, 1, 1])
+    _check(model, feeds, fused=True)
+
+
+def test_an_intermediate_read_elsewhere_is_not_fused(rng: np.random.Generator) -> None:
+    """The conv's output is also a graph output: the chain stays as written."""
+    model, feeds = _model((1, 4, 12, 12), (8, 4, 3, 3), "relu", extra_outputs=("c",), rng=rng,
+                          pads=[1, 1, 1, 1])
+    _check(model, feeds, fused=False)
+
+
+def test_plan_nodes_and_kept_intermediates_see_every_node(rng: np.random.Generator) -> None:
+    model, feeds = _model((1, 4, 12, 12), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 12, 12),
+                          rng=rng, pads=[1, 1, 1, 1])
+    _check(model, feeds, fused=False, plan="nodes")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(from_model_proto(model)) as ex:
+        res = ex.run(feeds, keep_intermediates=True)
+    assert {"c", "a", "y"} <= set(res.values)
+    np.testing.assert_allclose(res.values["y"], sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+    # the Add's own output, before Relu (it has negative values): the nodes ran as written
+    np.testing.assert_allclose(res.values["a"], res.values["c"] + feeds["r"], rtol=1e-6)
+    assert (res.values["a"] < 0).any()
+
+
+def test_the_residual_input_is_not_written(split: bool, rng: np.random.Generator) -> None:
+    model, feeds = _model((1, 4, 16, 16), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 16, 16),
+                          rng=rng, pads=[1, 1, 1, 1])
+    before = feeds["r"].copy()
+    _check(model, feeds, fused=True)
+    np.testing.assert_array_equal(feeds["r"], before)
+
+
+def test_a_failure_names_the_node_that_failed(rng: np.random.Generator) -> None:
+    """A residual the Add cannot broadcast: the error names 'add', not the fused step."""
+    model, feeds = _model((1, 4, 12, 12), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 5, 5),
+                          rng=rng, pads=[1, 1, 1, 1])
+    with Executor(from_model_proto(model)) as ex:
+        assert any(s.node.domain == FUSED_DOMAIN for s in ex._steps)
+        with pytest.raises(KernelFailure) as info:
+            ex.run(feeds)
+    assert info.value.node == "add" and info.value.op_type == "Add"
+    assert "'add' (Add)" in str(info.value)
+
+
+def test_per_node_times_give_the_chain_to_the_conv(rng: np.random.Generator) -> None:
+    """The fused step carries the conv's name: per-node times (the app's time colouring)
+    name real nodes only."""
+    model, feeds = _model((1, 4, 12, 12), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 12, 12),
+                          rng=rng, pads=[1, 1, 1, 1])
+    with Executor(from_model_proto(model)) as ex:
+        seconds = ex.run(feeds).node_seconds
+    assert set(seconds) == {"conv"}
+
+
+def test_fused_chain_on_the_fake_device(monkeypatch: pytest.MonkeyPatch,
+                                        rng: np.random.Generator) -> None:
+    """The generic (xp) epilogue on the strict cupy stand-in: no implicit conversion."""
+    install(monkeypatch)
+    model, feeds = _model((1, 4, 14, 14), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 7, 7),
+                          rng=rng, pads=[1, 1, 1, 1], strides=[2, 2])
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(from_model_proto(model), device="gpu") as ex:
+        assert any(s.node.domain == FUSED_DOMAIN for s in ex._steps)
+        got = ex.run(feeds).outputs["y"]
+    np.testing.assert_allclose(got.get(), sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_the_conv_input_as_its_own_residual(split: bool, rng: np.random.Generator) -> None:
+    """Relu(Conv(x) + x), a residual block without a projection: x is read twice by the
+    fused step; its value is right and x is released once (a second run works too)."""
+    w = numpy_helper.from_array((rng.standard_normal((6, 6, 3, 3)) * 0.3).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "x"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "self_residual", [helper.make_tensor_value_info("x", F, [1, 6, 20, 20])],
+                              [helper.make_tensor_value_info("y", F, None)], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": rng.standard_normal((1, 6, 20, 20)).astype(np.float32)}
+    _check(model, feeds, fused=True)
