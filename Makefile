@@ -36,8 +36,14 @@ samples: install
 run: sysdeps-run install samples
 	$(VENV)/bin/sglens serve --host $(HOST) --port $(PORT) --samples
 
+# The executor tests run twice: as written, then with every Executor on the strict cupy
+# stand-in (tests/fake_cupy.py plugin mode, ~6 s), so the GPU path is checked without a GPU.
+FAKE_GPU_TESTS := tests/test_executor.py tests/test_executor_models.py tests/test_executor_outputs.py \
+                  tests/test_executor_plan.py tests/test_executor_speed_paths.py
+
 test: sysdeps-test install-test samples
 	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+	PYTHONPATH=tests $(PY) -m pytest -q -p fake_cupy --fake-gpu $(FAKE_GPU_TESTS)
 
 bench: install
 	$(PY) -m pip install -q -e '.[bench]'

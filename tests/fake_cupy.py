@@ -348,8 +348,18 @@ class FakeCupy(types.ModuleType):
         return self._wrap_fn(value, name, host_ok=name in CONSTRUCTORS and self._base is np)
 
 
+#: Set (through monkeypatch, so undone after the test) when a test installs the fake itself:
+#: under the plugin mode its results then stay on the device, as the test expects.
+_TEST_INSTALLED = False
+
+
 def install(monkeypatch: Any) -> FakeCupy:
     """Make ``engine.gpu`` (and so the executor's ``--device gpu``) find the fake as cupy."""
+    monkeypatch.setattr(sys.modules[__name__], "_TEST_INSTALLED", True)
+    return _install(monkeypatch)
+
+
+def _install(monkeypatch: Any) -> FakeCupy:
     import engine.gpu  # noqa: PLC0415 - tests only
 
     fake = FakeCupy("cupy")
@@ -369,11 +379,16 @@ def pytest_addoption(parser: Any) -> None:
                      help="run every Executor on the strict fake cupy (tests/fake_cupy.py)")
 
 
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line("markers", "cpu_only(reason): checks a CPU-only behaviour; "
+                                       "skipped with its reason under --fake-gpu")
+
+
 def _force_gpu(monkeypatch: Any) -> FakeCupy:
     import engine.executor  # noqa: PLC0415 - tests only
     from engine import Context  # noqa: PLC0415
 
-    fake = install(monkeypatch)
+    fake = _install(monkeypatch)
     real = engine.executor.device_context
 
     def device_context(device: str, device_id: int = 0) -> tuple[Any, Any]:
@@ -381,7 +396,28 @@ def _force_gpu(monkeypatch: Any) -> FakeCupy:
             return Context.gpu(device_id), fake
         return real(device, device_id)
     monkeypatch.setattr(engine.executor, "device_context", device_context)
+    _host_results_for_tests(monkeypatch, engine.executor.Executor)
     return fake
+
+
+def _host_results_for_tests(monkeypatch: Any, executor_cls: Any) -> None:
+    """Tests read ``res.outputs[...]`` with numpy; on a GPU those are device arrays. Copy a
+    RunResult's outputs and kept values to the host (``.get()``, an explicit transfer) where a
+    test receives it -- only when ``Executor.run`` is called from outside ``engine``, so runs
+    nested inside the engine (subgraph operators, bodies) keep their values on the device."""
+    real_run = executor_cls.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        res = real_run(self, *args, **kwargs)
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if _TEST_INSTALLED or caller == "engine" or caller.startswith("engine."):
+            return res
+        for field in ("outputs", "values"):
+            d = getattr(res, field, None)
+            if isinstance(d, dict):
+                setattr(res, field, {k: v.get() if isinstance(v, FakeArray) else v for k, v in d.items()})
+        return res
+    monkeypatch.setattr(executor_cls, "run", run)
 
 
 try:
@@ -390,6 +426,9 @@ try:
     @_pytest.fixture(autouse=True)
     def _fake_gpu_everywhere(request: Any, monkeypatch: Any) -> Any:
         if request.config.getoption("--fake-gpu", default=False):
+            mark = request.node.get_closest_marker("cpu_only")
+            if mark is not None:
+                _pytest.skip("CPU-only: " + mark.kwargs.get("reason", mark.args[0] if mark.args else "?"))
             _force_gpu(monkeypatch)
         yield
 except ImportError:  # pragma: no cover - only ever imported under pytest

@@ -46,12 +46,13 @@ def _loop(xp, trip, cond, *carried, subgraphs, run_graph, **_):
     n = len(carried)
     i, keep_going, scans = 0, True if cond is None else bool(cond), []
     while keep_going and (trip is None or i < int(trip)):
-        out = run_graph(body, [np.array(i, np.int64), np.array(keep_going), *carried])
+        # xp-generic, so these kernels also run on a device (the --fake-gpu plugin mode)
+        out = run_graph(body, [xp.asarray(np.array(i, np.int64)), xp.asarray(np.array(keep_going)), *carried])
         keep_going, carried = bool(out[0]), tuple(out[1:1 + n])
         scans.append(out[1 + n:])
         i += 1
     k = len(scans[0]) if scans else 0
-    return (*carried, *[np.stack([s[j] for s in scans]) for j in range(k)])
+    return (*carried, *[xp.stack([s[j] for s in scans]) for j in range(k)])
 
 
 KERNELS = {
@@ -60,7 +61,7 @@ KERNELS = {
     "Relu": lambda xp, x, **_: (xp.maximum(x, 0),),
     "Identity": lambda xp, x, **_: (x,),
     "Less": lambda xp, a, b, **_: (a < b,),
-    "ReduceSum": lambda xp, x, axes=None, keepdims=1, **_: (np.asarray(x.sum(), x.dtype),),
+    "ReduceSum": lambda xp, x, axes=None, keepdims=1, **_: (xp.asarray(x.sum(), x.dtype),),
     "Sleepy": _sleepy,
     "Boom": _boom,
     "If": _if,

@@ -95,7 +95,7 @@ def _if_graph_and_kernels(seen: list[threading.Thread]):
 
     def relu(xp, x, **_):
         seen.append(threading.current_thread())
-        return (np.maximum(x, 0),)
+        return (xp.maximum(x, 0),)
 
     def if_(xp, cond, *, subgraphs, run_graph, **_):
         seen.append(threading.current_thread())
@@ -135,13 +135,15 @@ def test_gelu_chains_are_fused_and_the_debugger_still_sees_every_tensor(rng):
 
 
 # ------------------------------------------------ short graphs run serially --
+@pytest.mark.cpu_only(reason="only CPU functions run inline on the caller; on a GPU every function "
+                              "runs on the GPU worker that owns its stream")
 def test_a_short_graph_runs_serially_on_the_caller_after_its_first_run(monkeypatch):
     monkeypatch.setattr("engine.executor.SERIAL_BELOW_S", 60.0)  # "short", whatever the load
     seen: list[threading.Thread] = []
 
     def relu(xp, x, **_):
         seen.append(threading.current_thread())
-        return (np.maximum(x, 0),)
+        return (xp.maximum(x, 0),)
     nodes = [helper.make_node("Relu", ["x"], [f"b{i}"], name=f"branch{i}") for i in range(3)]
     g = load_model(make_model(nodes, [vi("x", [2])], [vi(f"b{i}", [2]) for i in range(3)])
                    .SerializeToString())
@@ -167,7 +169,7 @@ def test_a_failing_dead_end_branch_is_reported_in_serial_runs_too(monkeypatch):
     nodes = [helper.make_node("Relu", ["x"], ["y"], name="ok"),
              helper.make_node("Boom", ["x"], ["dead"], name="dead_end", domain="test")]
     g = load_model(make_model(nodes, [vi("x", [2])], [vi("y", [2])]).SerializeToString())
-    kernels = {"Relu": lambda xp, x, **_: (np.maximum(x, 0),), "Boom": boom}
+    kernels = {"Relu": lambda xp, x, **_: (xp.maximum(x, 0),), "Boom": boom}
     with Executor(g, kernels=lambda node, opset: kernels.get(node.op_type)) as ex:
         ex({"x": np.array([-1, 1], np.float32)})  # fine: a short first run
         with pytest.raises(KernelFailure, match="dead_end"):
