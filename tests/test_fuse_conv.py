@@ -105,8 +105,9 @@ def test_fused_chain_matches_onnxruntime(chain: str, geom: tuple, split: bool,
         model, feeds = _model(xs, ws, chain, bias=bias, res_shape=res, rng=rng, strides=strides,
                               pads=pads, dilations=dil, group=group)
         blas.split_stats(reset=True)
-        _check(model, feeds, fused=True)
-        assert (blas.split_stats()["split"] > 0) == (split and group == 1)
+        ex = _check(model, feeds, fused=True)
+        if ex.xp is np:  # the BLAS split is a CPU path (a device runs the fused chain through cupy)
+            assert (blas.split_stats()["split"] > 0) == (split and group == 1)
 
 
 def test_a_broadcasting_residual_runs_as_written(split: bool, rng: np.random.Generator) -> None:
