@@ -43,7 +43,7 @@ FAKE_GPU_TESTS := tests/test_executor.py tests/test_executor_models.py tests/tes
                   tests/test_executor_plan.py tests/test_executor_speed_paths.py tests/test_subgraph_ops.py \
                   tests/test_rnn_paths.py tests/test_fuse_conv.py tests/test_fuse_gelu.py \
                   tests/test_specialize.py tests/test_lean_body.py tests/test_engine_inplace.py \
-                  tests/test_compare.py tests/test_run_budget.py tests/test_ort_fallback.py
+                  tests/test_compare.py tests/test_run_budget.py tests/test_ort_fallback.py tests/test_app_runs.py
 
 test: sysdeps-test install-test samples
 	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
