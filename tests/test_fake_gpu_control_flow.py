@@ -38,8 +38,10 @@ def _run_on_fake(monkeypatch, graph, feeds, engine=None, **kw):
     fake = install(monkeypatch)
     with Executor(graph, engine, device="gpu", **kw) as ex:
         res = ex.run(feeds)
-        # the only device->host reads allowed are explicit copies (.get() / to_host) and the
-        # scalar reads cupy allows for a loop condition or trip count (int()/bool() of 0-d arrays)
+        # device->host reads during the run: only explicit copies (.get() through to_host, for
+        # conditions, trip counts and axes), no float()/bool()/int()/item() on a device array
+        implicit = {k: n for k, n in fake.syncs.items() if k != "get"}
+        assert not implicit, f"implicit device->host syncs during the run: {implicit}"
         assert all(isinstance(v, FakeArray) for v in res.outputs.values())
         return res.numpy_outputs(), fake
 
