@@ -181,6 +181,7 @@ def test_missing_kernel_is_named_at_bind_time():
         Executor(g, kernels=kernels)
 
 
+@pytest.mark.cpu_only(reason="checks the error given when no GPU is present; the plugin provides one")
 def test_gpu_without_gpu_is_a_clear_error():
     from engine import gpu
     if gpu.device_count() > 0:
