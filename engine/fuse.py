@@ -31,6 +31,8 @@ from .run_errors import named_failure
 from .values import to_numpy
 
 FUSED_DOMAIN = "sglens.fused"
+#: The ONNX default domain, as models write it: only its ops are fused.
+_DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclass(frozen=True)
@@ -127,23 +129,12 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
     """``nodes`` with every GELU chain replaced by one fused node; the fusions made.
     ``kernel_of(node)`` is the executor's kernel lookup (the chain's Erf kernel
     serves the device path)."""
-    readers: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):
-        for t in dict.fromkeys(graph.reads(n)):
-            readers.setdefault(t, []).append(i)
-    outputs = set(graph.outputs)
-
-    def sole(t: str, op: str) -> int | None:
-        r = readers.get(t, [])
-        if len(r) == 1 and t not in outputs and nodes[r[0]].op_type == op and not nodes[r[0]].domain:
-            return r[0]
-        return None
-
+    sole = _sole_reader(graph, nodes)
     fused: list[Fused] = []
     drop: set[int] = set()
     replace: dict[int, Node] = {}
     for i, d in enumerate(nodes):
-        if d.op_type != "Div" or d.domain or len(d.inputs) != 2 or i in drop:
+        if d.op_type != "Div" or d.domain not in _DEFAULT_DOMAINS or len(d.inputs) != 2 or i in drop:
             continue
         x, c_div = d.inputs
         div = _scalar(const(c_div))
@@ -175,9 +166,32 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
         fused.append(Fused(node, parts, gelu_kernel(div, one, half, erf_kernel)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: its inputs are ready there
-    out = [replace.get(i, n) for i, n in enumerate(nodes) if i not in drop or i in replace]
-    out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of)
+    out, conv_fused = _fuse_conv_chains(graph, _spliced(nodes, drop, replace), const, kernel_of)
     return out, fused + conv_fused
+
+
+def _sole_reader(graph: Graph, nodes: Sequence[Node]) -> Callable[[str, str], int | None]:
+    """``sole(t, op)``: the position of the one node of ``nodes`` reading tensor ``t``
+    when that node is a default-domain ``op`` and ``t`` is not a graph output (so the
+    tensor can disappear inside a fused step); else None."""
+    readers: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):  # a fused step is not the graph's: its inputs are its reads
+        for t in dict.fromkeys(n.inputs if n.domain == FUSED_DOMAIN else graph.reads(n)):
+            readers.setdefault(t, []).append(i)
+    outputs = set(graph.outputs)
+
+    def sole(t: str, op: str) -> int | None:
+        r = readers.get(t, [])
+        if len(r) == 1 and t not in outputs and nodes[r[0]].op_type == op \
+                and nodes[r[0]].domain in _DEFAULT_DOMAINS:
+            return r[0]
+        return None
+    return sole
+
+
+def _spliced(nodes: Sequence[Node], drop: set[int], replace: dict[int, Node]) -> list[Node]:
+    """``nodes`` without the fused ones, each fused step at its chain's last place."""
+    return [replace.get(i, n) for i, n in enumerate(nodes) if i not in drop or i in replace]
 
 
 # ------------------------------------------------------------ Conv chains --
@@ -191,24 +205,12 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
     which ``engine/specialize.py`` plans per shape and which gain nothing here."""
     if not any(n.op_type == "Conv" for n in nodes):
         return nodes, []
-    readers: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):  # a fused GELU is not the graph's: its inputs are its reads
-        for t in dict.fromkeys(n.inputs if n.domain == FUSED_DOMAIN else graph.reads(n)):
-            readers.setdefault(t, []).append(i)
-    outputs = set(graph.outputs)
-
-    def sole(t: str, op: str) -> int | None:
-        r = readers.get(t, [])
-        if len(r) == 1 and t not in outputs and nodes[r[0]].op_type == op \
-                and nodes[r[0]].domain in ("", "ai.onnx"):
-            return r[0]
-        return None
-
+    sole = _sole_reader(graph, nodes)
     fused: list[Fused] = []
     drop: set[int] = set()
     replace: dict[int, Node] = {}
     for i, conv in enumerate(nodes):
-        if conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx") or i in drop \
+        if conv.op_type != "Conv" or conv.domain not in _DEFAULT_DOMAINS or i in drop \
                 or len(conv.outputs) != 1 or not _is_2d(conv, const):
             continue
         chain, residual = [i], ""
@@ -238,8 +240,7 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
         fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual))))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: the residual is ready there
-    out = [replace.get(i, n) for i, n in enumerate(nodes) if i not in drop or i in replace]
-    return out, fused
+    return _spliced(nodes, drop, replace), fused
 
 
 def _is_2d(conv: Node, const: Callable[[str], Any]) -> bool:
