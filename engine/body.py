@@ -23,7 +23,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from partition.ir import Node
 
 from .context import RunContext
-from .run_errors import RunError
+from .run_errors import too_few_outputs
 
 
 @dataclass(frozen=True)
@@ -129,4 +129,4 @@ def compile_lean(plan: list[LeanStep], outputs: Sequence[str],
 
 
 def _short(results: Sequence[Any], declared: int) -> None:
-    raise RunError(f"the kernel returned {len(results)} output(s) for {declared} declared")
+    raise too_few_outputs(results, declared)

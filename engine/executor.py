@@ -64,7 +64,7 @@ from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_
 from .plan import PLANS, ModeChooser, segments
 from .rewrite import direction_slice, split_bidirectional_lstm
 from .specialize import specialized_call
-from .run_errors import InputError, MissingKernelError, RunError, named_failure
+from .run_errors import InputError, MissingKernelError, RunError, named_failure, too_few_outputs
 from .subgraph_ops import EXECUTORS, SubgraphOp
 from .run_state import RunResult, _Run, _Step
 from .values import SubgraphRecord, nbytes, shape_of, to_numpy
@@ -523,8 +523,7 @@ class Executor:
             try:
                 results = step.call(run, args, rctx)
                 if len(results) < step.n_outputs:
-                    raise RunError(f"the kernel returned {len(results)} output(s) for "
-                                   f"{len(node.outputs)} declared")
+                    raise too_few_outputs(results, len(node.outputs))
             except Exception as exc:  # noqa: BLE001 - re-raised, named
                 self._record_failure(run, node, args, exc)
             if timing:
@@ -545,8 +544,7 @@ class Executor:
         try:
             results = step.call(run, args, rctx)
             if len(results) < step.n_outputs:
-                raise RunError(f"the kernel returned {len(results)} output(s) for "
-                               f"{len(outs)} declared")
+                raise too_few_outputs(results, len(outs))
         except Exception as exc:  # noqa: BLE001 - re-raised, named
             self._record_failure(run, node, args, exc)
         if timing:

@@ -68,6 +68,11 @@ class KernelFailure(RunError):
         return (KernelFailure, (self.node, self.op_type, self.input_shapes, self.cause, self.path))
 
 
+def too_few_outputs(results: Sequence[Any], declared: int) -> RunError:
+    """A kernel returned fewer outputs than its node declares (one message for every step loop)."""
+    return RunError(f"the kernel returned {len(results)} output(s) for {declared} declared")
+
+
 def named_failure(node: Any, args: Sequence[Any], exc: BaseException) -> BaseException:
     """``exc`` as a KernelFailure naming ``node``; a nested failure keeps its own node.
 
