@@ -123,6 +123,14 @@ class Reason:
         return out
 
 
+def _position(index: int, length: int) -> int:
+    """A sequence index (negative from the end) as a position, or IndexError."""
+    position = index + length if index < 0 else index
+    if not 0 <= position < length:
+        raise IndexError(index)
+    return position
+
+
 class Snapshot(Sequence[str]):
     """Node names of ``ids[start:stop]`` for a list of node ids that only ever grows.
 
@@ -148,11 +156,7 @@ class Snapshot(Sequence[str]):
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
             return tuple(self)[index]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        return self._order[self._ids[self._start + index]].name
+        return self._order[self._ids[self._start + _position(index, len(self))]].name
 
     def __iter__(self) -> Iterator[str]:
         order, ids = self._order, self._ids
@@ -262,11 +266,7 @@ class CycleLog(Sequence[dict[str, Any]]):
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
             return [self._dict(self.entry(k)) for k in range(len(self))[index]]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        return self._dict(self.entry(index))
+        return self._dict(self.entry(_position(index, len(self))))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return map(self._dict, self._entries())

@@ -122,10 +122,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
     try:
         parser = build_parser(command, full=False)
     except ModuleNotFoundError as exc:
-        if os.environ.get("SGLENS_DEBUG"):
-            raise
-        print(missing_module_message(command, exc), file=sys.stderr)
-        return EXIT_USAGE
+        return _missing_module(command, exc)
     args = parser.parse_args(argv)
     if exit_when_done:
         args.exit_now = exit_now
@@ -172,16 +169,21 @@ def _run(args: argparse.Namespace, command: str | None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except ModuleNotFoundError as exc:  # a dependency a command imports when it runs
-        if os.environ.get("SGLENS_DEBUG"):
-            raise
-        print(missing_module_message(command, exc), file=sys.stderr)
-        return EXIT_USAGE
+        return _missing_module(command, exc)
     except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
         if os.environ.get("SGLENS_DEBUG"):
             raise
         print(f"sglens: error: {type(exc).__name__}: {exc} (set SGLENS_DEBUG=1 for a traceback)",
               file=sys.stderr)
         return EXIT_USAGE
+
+
+def _missing_module(command: str | None, exc: ModuleNotFoundError) -> int:
+    """One line naming the missing package, exit 2 (the traceback with SGLENS_DEBUG=1)."""
+    if os.environ.get("SGLENS_DEBUG"):
+        raise exc
+    print(missing_module_message(command, exc), file=sys.stderr)
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":
