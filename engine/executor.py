@@ -62,6 +62,7 @@ from .kernels import kernel_attrs
 from .kernels.registry import HOST_INPUTS
 from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_ops
 from .plan import PLANS, ModeChooser, segments
+from .kernels.rnn import directions_in_parallel
 from .rewrite import direction_slice, split_bidirectional_lstm
 from .specialize import specialized_call
 from .run_errors import InputError, MissingKernelError, RunError, named_failure, too_few_outputs
@@ -164,7 +165,8 @@ class Executor:
             nodes, fusions = fuse(graph, nodes, self._weights.get,
                                   lambda n: self.find_kernel(n, graph.opset))
             self._fused = {f.node.name: f for f in fusions}
-            nodes, made = self._split_nodes(graph, nodes)
+            if not directions_in_parallel(self.xp):
+                nodes, made = self._split_nodes(graph, nodes)
         produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
         self._produced_names = set(produced) | set(graph.inputs) - set(self._weights)
         self._host_weights: dict[str, Any] = {}  # host copies of weights read on the host

@@ -1,0 +1,24 @@
+"""The one compiled module: engine/kernels/_rnn_native.c (the LSTM recurrence without
+the GIL; see that file for why). Everything else is in pyproject.toml.
+
+``optional=True``: on a machine without a C compiler the build goes on without it,
+and engine/kernels/rnn.py runs its numpy loop instead (slower, same results).
+"""
+
+import platform
+
+from setuptools import Extension, setup
+
+
+def _libmvec() -> list[str]:
+    """glibc's vector maths (the C file's vector tanhf): x86-64 glibc >= 2.35."""
+    libc, version = platform.libc_ver()
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    return ["mvec"] if libc == "glibc" and platform.machine() == "x86_64" and parts >= (2, 35) else []
+
+
+setup(ext_modules=[
+    Extension("engine.kernels._rnn_native", ["engine/kernels/_rnn_native.c"],
+              extra_compile_args=["-O3", "-fno-math-errno", "-fopenmp-simd"],
+              libraries=["m", *_libmvec()], optional=True),
+])
