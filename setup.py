@@ -1,4 +1,4 @@
-"""The one compiled module: engine/kernels/_rnn_native.c (the LSTM recurrence without
+"""The one compiled module: engine/kernels/_native.c (the LSTM recurrence without
 the GIL; see that file for why). Everything else is in pyproject.toml.
 
 ``optional=True``: on a machine without a C compiler the build goes on without it,
@@ -18,7 +18,7 @@ def _libmvec() -> list[str]:
 
 
 setup(ext_modules=[
-    Extension("engine.kernels._rnn_native", ["engine/kernels/_rnn_native.c"],
+    Extension("engine.kernels._native", ["engine/kernels/_native.c"],
               extra_compile_args=["-O3", "-fno-math-errno", "-fopenmp-simd"],
               libraries=["m", *_libmvec()], optional=True),
 ])

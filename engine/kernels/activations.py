@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import native
 from .elementwise import erf, same
 from .registry import register
 
@@ -59,7 +60,8 @@ def gelu(xp: Any, x: Any, *, approximate: str = "none") -> Any:
     if approximate == "tanh":
         inner = (2 / 3.141592653589793) ** 0.5 * (x + 0.044715 * x ** 3)
         return same(xp, 0.5 * x * (1 + xp.tanh(inner)), x)
-    return same(xp, 0.5 * x * (1 + erf(xp, x / 2 ** 0.5)), x)
+    y = native.gelu(xp, x, 2 ** 0.5, 1.0, 0.5)
+    return same(xp, 0.5 * x * (1 + erf(xp, x / 2 ** 0.5)), x) if y is None else y
 
 
 @register("Swish", since=24)

@@ -8,12 +8,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import blas
+from . import native
 from .registry import register, to_host
-
-try:  # the float32 recurrence without the GIL (setup.py builds it where a C compiler is)
-    from . import _rnn_native
-except ImportError:  # pragma: no cover -- built without a compiler: the numpy loop runs
-    _rnn_native = None
 
 Act = Callable[[Any], Any]
 
@@ -230,7 +226,7 @@ def _lstm_common(xp: Any, x: Any, w: Any, r: Any, b: Any, b_in: Any, h: Any, c: 
         return _lstm_step(xp, x, w, r, b_in, h, c, hs)
     rt = _scaled_rt(xp, r, hs, x.dtype.type(0.5))  # (dirs, hidden, 4 hidden), cached
     biases = [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)]
-    if _rnn_native is not None and xp is np and x.dtype == w.dtype == rt.dtype == np.float32:
+    if directions_in_parallel(xp) and x.dtype == w.dtype == rt.dtype == np.float32:
         return _lstm_native(x, w, biases, rt, h, c, direction)
     xw = _projection(xp, x, w, biases)
     if n_dir == 1:
@@ -295,12 +291,12 @@ def directions_in_parallel(xp: Any) -> bool:
     """Whether a bidirectional float32 LSTM runs its two directions on two cores
     itself (the compiled recurrence, numpy): then ``engine/rewrite.py`` need not
     split it into two nodes for the engine's workers."""
-    return xp is np and _rnn_native is not None
+    return xp is np and native.available()
 
 
 def _lstm_native(x: np.ndarray, w: np.ndarray, biases: list, rt: np.ndarray, h: np.ndarray,
                  c: np.ndarray, direction: str) -> tuple[np.ndarray, list]:
-    """``_lstm_plain``'s maths in compiled code (``_rnn_native.c``), one call per
+    """``_lstm_plain``'s maths in compiled code (``native.py``), one call per
     direction with the GIL released, after that direction's input projection: a
     bidirectional LSTM's two directions run on two cores (``blas.run_split``),
     projection included. ``c`` is this call's own copy (updated in place)."""
@@ -315,7 +311,7 @@ def _lstm_native(x: np.ndarray, w: np.ndarray, biases: list, rt: np.ndarray, h: 
         xw += biases[d]
         xw[:, :3 * hs] *= np.float32(0.5)  # i, o, f: sigmoid through tanh(v / 2)
         reverse = direction == "reverse" or (direction == "bidirectional" and d == 1)
-        _rnn_native.lstm_direction(xw.reshape(seq, batch, 4 * hs), rt[d], h[d], c[d], ys[:, d],
+        native.lstm_direction(xw.reshape(seq, batch, 4 * hs), rt[d], h[d], c[d], ys[:, d],
                                    reverse)
 
     with blas.LargeKernel(n_dir * seq * batch * hs * 4 * hs) as ways:

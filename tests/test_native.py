@@ -1,10 +1,13 @@
-"""The compiled LSTM recurrence (engine/kernels/_rnn_native.c): built wherever a C
-compiler is, equal to the numpy loop it replaces and to onnxruntime on fresh random
-inputs (odd hidden sizes exercise the loops' remainders), and refusing arrays of
-the wrong type or layout with an error instead of reading past them."""
+"""The compiled kernels (engine/kernels/_native.c, engine/kernels/native.py): built
+wherever a C compiler is; the LSTM recurrence equal to the numpy loop it replaces
+and to onnxruntime on fresh random inputs (odd hidden sizes exercise the loops'
+remainders); erf and GELU against an exact erf, special values included, on both
+paths; arrays of the wrong type or layout refused with an error instead of read
+past."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import sysconfig
 
@@ -13,7 +16,9 @@ import onnxruntime as ort
 import pytest
 
 from engine.executor import Executor
-from engine.kernels import rnn
+from engine.fuse import gelu_kernel
+from engine.kernels.elementwise import erf
+from engine.kernels import native
 from partition import load_model
 from test_rnn_paths import _lstm_model
 
@@ -24,7 +29,7 @@ def test_the_extension_is_built_where_a_compiler_is() -> None:
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}): the numpy loop runs")
-    assert rnn._rnn_native is not None, "setup.py's optional extension failed to build"
+    assert native.available(), "setup.py's optional extension failed to build"
 
 
 def _run(model, feeds: dict) -> list[np.ndarray]:
@@ -37,24 +42,24 @@ def _run(model, feeds: dict) -> list[np.ndarray]:
 @pytest.mark.parametrize("hs", [1, 5, 8, 23])
 def test_native_equals_numpy_loop_and_onnxruntime(direction: str, hs: int, rng: np.random.Generator,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    if rnn._rnn_native is None:
+    if not native.available():
         pytest.skip("extension not built")
     seq, batch, din = int(rng.integers(1, 40)), int(rng.integers(1, 5)), int(rng.integers(2, 9))
     model, feeds = _lstm_model(rng, seq, batch, din, hs, direction, bool(rng.integers(2)), False)
-    native = _run(model, feeds)
+    fast = _run(model, feeds)
     with monkeypatch.context() as m:
-        m.setattr(rnn, "_rnn_native", None)
+        m.setattr(native, "_lib", None)
         loop = _run(model, feeds)
     ref = ort.InferenceSession(model.SerializeToString(),
                                providers=["CPUExecutionProvider"]).run(None, feeds)
-    for got, plain, want in zip(native, loop, ref):
+    for got, plain, want in zip(fast, loop, ref):
         np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_native_at_the_benchmark_size(rng: np.random.Generator) -> None:
     """Hidden 256, 100 steps, both directions on two threads: onnxruntime agrees."""
-    if rnn._rnn_native is None:
+    if not native.available():
         pytest.skip("extension not built")
     model, feeds = _lstm_model(rng, 100, 1, 128, 256, "bidirectional", False, False)
     got = _run(model, feeds)
@@ -78,7 +83,7 @@ def _args(seq: int = 3, batch: int = 2, hs: int = 4, dtype=np.float32) -> list:
     ("read-only ys", "read-only"),
 ])
 def test_bad_arrays_are_refused(case: str, message: str) -> None:
-    if rnn._rnn_native is None:
+    if not native.available():
         pytest.skip("extension not built")
     args = _args(dtype=np.float64) if case == "float64" else _args()
     if case == "2-D xs":
@@ -90,4 +95,43 @@ def test_bad_arrays_are_refused(case: str, message: str) -> None:
     elif case == "read-only ys":
         args[4].flags.writeable = False
     with pytest.raises((ValueError, BufferError), match=message):
-        rnn._rnn_native.lstm_direction(*args)
+        native._lib.lstm_direction(*args)
+
+
+def _exact_erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_erf_and_gelu_on_both_paths(compiled: bool, rng: np.random.Generator,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    if compiled and not native.available():
+        pytest.skip("extension not built")
+    if not compiled:
+        monkeypatch.setattr(native, "_lib", None)
+    x = np.concatenate([rng.standard_normal(3000) * 3, rng.uniform(-40, 40, 300),
+                        [0.0, -0.0, 1e-40, -1e-30, 9.0, -9.0]]).astype(np.float32)
+    x = x.reshape(3, -1)[:, ::2]  # a strided view: the compiled path copies it first
+    got = erf(np, x)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_allclose(got, _exact_erf(x), rtol=1e-6, atol=3e-7)
+    for one, half in ((1.0, 0.5), (1.5, 0.25)):
+        y = gelu_kernel(math.sqrt(2), one, half)(np, x)[0]
+        want = half * x.astype(np.float64) * (one + _exact_erf(x / np.float32(math.sqrt(2))))
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=2e-6)
+
+
+def test_compiled_erf_keeps_infinities_and_nan() -> None:
+    if not native.available():
+        pytest.skip("extension not built")
+    got = erf(np, np.array([np.inf, -np.inf, np.nan], np.float32))
+    assert got[0] == 1.0 and got[1] == -1.0 and np.isnan(got[2])
+
+
+def test_compiled_erf_refuses_mismatched_arrays() -> None:
+    if not native.available():
+        pytest.skip("extension not built")
+    with pytest.raises(ValueError, match="float32 arrays of one size"):
+        native._lib.erf_f32(np.zeros(4, np.float32), np.zeros(5, np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        native._lib.gelu_f32(np.zeros(4, np.float64), np.zeros(4, np.float64), 1.4, 1.0, 0.5)

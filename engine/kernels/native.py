@@ -1,0 +1,54 @@
+"""The compiled kernels (``_native.c``, built by ``setup.py`` where a C compiler is)
+and when they apply: numpy arrays of float32, never cupy's. Each function returns
+None when it does not apply, and its caller runs its numpy path (the same maths,
+slower), so a checkout built without a compiler loses speed, not results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+try:
+    from . import _native as _lib
+except ImportError:  # pragma: no cover -- built without a C compiler
+    _lib = None
+
+_F32 = np.dtype(np.float32)
+
+
+def available() -> bool:
+    """Whether the compiled module was built and imports."""
+    return _lib is not None
+
+
+def _applies(xp: Any, x: Any) -> bool:
+    return _lib is not None and xp is np and getattr(x, "dtype", None) == _F32
+
+
+def erf(xp: Any, x: Any) -> np.ndarray | None:
+    """erf of a float32 numpy array through glibc's vector erff (a few ulps)."""
+    if not _applies(xp, x):
+        return None
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    _lib.erf_f32(x, out)
+    return out
+
+
+def gelu(xp: Any, x: Any, div: float, one: float, half: float) -> np.ndarray | None:
+    """``half * x * (one + erf(x / div))`` of a float32 numpy array in one pass."""
+    if not _applies(xp, x):
+        return None
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    _lib.gelu_f32(x, out, div, one, half)
+    return out
+
+
+def lstm_direction(xs: np.ndarray, rt: np.ndarray, h: np.ndarray, c: np.ndarray,
+                   ys: np.ndarray, reverse: bool) -> None:
+    """One direction of the common LSTM (see ``_native.c``); the caller checked
+    ``available()`` and the dtypes. Releases the GIL for the whole sequence."""
+    _lib.lstm_direction(xs, rt, h, c, ys, reverse)
