@@ -20,6 +20,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from conftest import make_model
 from engine.executor import Executor
+from engine.kernels import native
+from engine.kernels.rnn import directions_in_parallel
 from engine.plan import ModeChooser
 from fake_cupy import FakeArray, install
 from partition import load_model
@@ -70,14 +72,22 @@ def _bilstm(rng, seq=7, batch=3, din=5, hidden=4, layout=0):
     return model, {"X": rng.standard_normal(xshape).astype(np.float32)}
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("layout", [0, 1])
-def test_a_bidirectional_lstm_runs_as_two_directions_and_matches_onnxruntime(rng, layout):
+def test_a_bidirectional_lstm_runs_as_two_directions_and_matches_onnxruntime(rng, layout, compiled,
+                                                                            monkeypatch):
+    """Split into two LSTM nodes for the engine's workers, unless the kernel runs the
+    two directions on two cores itself (the compiled recurrence, numpy)."""
+    if not compiled:
+        monkeypatch.setattr(native, "_lib", None)
     model, feeds = _bilstm(rng, layout=layout)
     graph = load_model(model.SerializeToString())
     want = _ort(model, feeds)
     with Executor(graph, workers=2) as ex:
         dirs = [s.node.attrs.get("direction") for s in ex._steps if s.node.op_type == "LSTM"]
-        assert dirs == ["forward", "reverse"]
+        itself = directions_in_parallel(ex.xp)
+        assert itself == (compiled and native.available() and ex.xp is np)
+        assert dirs == (["bidirectional"] if itself else ["forward", "reverse"])
         for _ in range(5):  # parallel and serial runs (the ModeChooser tries both)
             got = ex(feeds)
             for k, v in want.items():

@@ -254,7 +254,67 @@ static PyObject *gelu_f32(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ spin --
+ * engine/blas.py's helper threads wait for the next slice of a large kernel here
+ * for a short while, the GIL released, before they block: on a virtual machine
+ * an idle vCPU is halted, and a helper woken on it started its slice 0.5-2 ms
+ * late (a 1 ms LSTM direction; measured), so a split kernel ran no faster than
+ * serially. onnxruntime's pool spins the same way. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+#include <time.h>
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static PyObject *spin_wait(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    long long seen;
+    double seconds;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "OLd", &obj, &seen, &seconds))
+        return NULL;
+    if (PyObject_GetBuffer(obj, &buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    if (buf.itemsize != 8 || buf.len < 8 || (strcmp(buf.format, "q") != 0 &&
+                                             strcmp(buf.format, "l") != 0)) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "spin_wait: expected an int64 array");
+        return NULL;
+    }
+    volatile const long long *counter = (volatile const long long *)buf.buf;
+    int changed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const double end = now_seconds() + seconds;
+    for (;;) {
+        for (int k = 0; k < 256; k++) {
+            if (*counter != seen) {
+                changed = 1;
+                break;
+            }
+            CPU_RELAX();
+        }
+        if (changed || now_seconds() >= end)
+            break;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return PyBool_FromLong(changed);
+}
+
 static PyMethodDef methods[] = {
+    {"spin_wait", spin_wait, METH_VARARGS,
+     "spin_wait(counter, seen, seconds): spin, the GIL released, until counter[0] != seen\n"
+     "(True) or the time is up (False)."},
     {"erf_f32", erf_f32, METH_VARARGS, "erf_f32(x, out): out = erf(x), float32, C-contiguous."},
     {"gelu_f32", gelu_f32, METH_VARARGS,
      "gelu_f32(x, out, div, one, half): out = half * x * (one + erf(x / div)), float32."},

@@ -52,3 +52,11 @@ def lstm_direction(xs: np.ndarray, rt: np.ndarray, h: np.ndarray, c: np.ndarray,
     """One direction of the common LSTM (see ``_native.c``); the caller checked
     ``available()`` and the dtypes. Releases the GIL for the whole sequence."""
     _lib.lstm_direction(xs, rt, h, c, ys, reverse)
+
+
+def spin_wait(counter: np.ndarray, seen: int, seconds: float) -> bool:
+    """Spin, the GIL released, until ``counter[0] != seen`` (True) or ``seconds``
+    pass (False); False at once without the compiled module (the caller blocks)."""
+    if _lib is None:
+        return False
+    return bool(_lib.spin_wait(counter, seen, seconds))
