@@ -1,6 +1,8 @@
-"""Fast paths of the softmax and LayerNormalization kernels (one shift for all rows,
-row statistics as BLAS products) against onnxruntime, on tensors large enough to take
-them and on the inputs that must leave them (masks, wide ranges, NaN)."""
+"""Fast paths of the softmax and LayerNormalization kernels against onnxruntime, each
+test twice: through the compiled rows (engine/kernels/native.py) and through the
+numpy paths (one shift for all rows, row statistics as BLAS products), on tensors
+large enough to take them and on the inputs that must leave them (masks, wide
+ranges, NaN)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,17 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from engine.kernels import kernel_for
+from engine.kernels import kernel_for, native
 
 T = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE}
+
+
+@pytest.fixture(params=["compiled", "numpy"], autouse=True)
+def _path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.param == "numpy":
+        monkeypatch.setattr(native, "_lib", None)
+    elif not native.available():
+        pytest.skip("the compiled module was not built")
 
 
 def _ort(op: str, feeds: dict, dtype, out_types: tuple = (), **attrs) -> list:

@@ -135,3 +135,46 @@ def test_compiled_erf_refuses_mismatched_arrays() -> None:
         native._lib.erf_f32(np.zeros(4, np.float32), np.zeros(5, np.float32))
     with pytest.raises(ValueError, match="float32"):
         native._lib.gelu_f32(np.zeros(4, np.float64), np.zeros(4, np.float64), 1.4, 1.0, 0.5)
+
+
+def test_compiled_softmax_rows_agree_with_the_numpy_path_on_edge_rows(
+        rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fully masked row, a NaN, +inf and a one-element row: the same as numpy's path."""
+    if not native.available():
+        pytest.skip("extension not built")
+    from engine.kernels import kernel_for
+    softmax = kernel_for("Softmax", "", {"": 17})
+    x = rng.standard_normal((6, 70)).astype(np.float32)
+    x[0] = -np.inf
+    x[1, 5] = np.nan
+    x[2, 7] = np.inf
+    x[3, :60] = -np.inf
+    got = softmax(np, x, axis=-1)[0]
+    with monkeypatch.context() as m:
+        m.setattr(native, "_lib", None)
+        with np.errstate(invalid="ignore"):
+            want = softmax(np, x, axis=-1)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, equal_nan=True)
+    one = rng.standard_normal((5, 1)).astype(np.float32)
+    assert np.array_equal(softmax(np, one, axis=-1)[0], np.ones_like(one))
+
+
+def test_compiled_layer_norm_without_bias_matches_onnxruntime(rng: np.random.Generator) -> None:
+    if not native.available():
+        pytest.skip("extension not built")
+    from engine.kernels import kernel_for
+    from onnx import TensorProto, helper
+    x = (rng.standard_normal((3, 17, 33)) * 5 - 2).astype(np.float32)
+    scale = rng.standard_normal(33).astype(np.float32)
+    got = kernel_for("LayerNormalization", "", {"": 17})(np, x, scale, axis=-1, epsilon=1e-3)
+    f = TensorProto.FLOAT
+    g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "i"],
+                                            axis=-1, epsilon=1e-3)], "g",
+                          [helper.make_tensor_value_info(n, f, None) for n in ("x", "s")],
+                          [helper.make_tensor_value_info(n, f, None) for n in ("y", "m", "i")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x, "s": scale})
+    for a, b in zip(got, want):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

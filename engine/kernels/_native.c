@@ -33,6 +33,7 @@
     (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
 float tanhf(float) __attribute__((__simd__("notinbranch")));
 float erff(float) __attribute__((__simd__("notinbranch")));
+float expf(float) __attribute__((__simd__("notinbranch")));
 #endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -254,6 +255,157 @@ static PyObject *gelu_f32(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------ softmax, LayerNorm --
+ * Row by row over the last axis (rows of n): numpy reduces a short last axis row
+ * by row in Python-visible passes (an attention map's 512 rows of 128, a
+ * transformer's 128 rows of 256), here each row is three passes in cache. */
+CLONES static void softmax_rows(const float *x, float *y, Py_ssize_t rows, Py_ssize_t n)
+{
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        float hi = -INFINITY;
+        for (Py_ssize_t i = 0; i < n; i++)   /* not vectorised: NaN must win, as in numpy */
+            hi = (xr[i] > hi || xr[i] != xr[i]) ? xr[i] : hi;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const float e = expf(xr[i] - hi);
+            yr[i] = e;
+            sum += e;
+        }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (Py_ssize_t i = 0; i < n; i++)
+            yr[i] *= inv;
+    }
+}
+
+/* y = (x - mean) / sqrt(var + eps) * scale + bias per row; the statistics are
+ * two passes (mean first, then squares of deviations), as the numpy path. */
+CLONES static void layer_norm_rows(const float *x, const float *scale, const float *bias,
+                                   float *y, float *mean_out, float *inv_out, Py_ssize_t rows,
+                                   Py_ssize_t n, float eps)
+{
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (Py_ssize_t i = 0; i < n; i++)
+            sum += xr[i];
+        const float mean = sum / (float)n;
+        float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const float d = xr[i] - mean;
+            sq += d * d;
+        }
+        const float inv = 1.0f / sqrtf(sq / (float)n + eps);
+        if (bias != NULL) {
+#pragma omp simd
+            for (Py_ssize_t i = 0; i < n; i++)
+                yr[i] = (xr[i] - mean) * inv * scale[i] + bias[i];
+        } else {
+#pragma omp simd
+            for (Py_ssize_t i = 0; i < n; i++)
+                yr[i] = (xr[i] - mean) * inv * scale[i];
+        }
+        mean_out[r] = mean;
+        inv_out[r] = inv;
+    }
+}
+
+/* A C-contiguous float32 buffer (read-only or writable) of at least `need` items. */
+static int get_f32(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t need,
+                   const char *name)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0)
+        return -1;
+    if (strcmp(view->format, "f") != 0 || view->len / 4 != need) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a float32 array of %zd items", name, need);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *softmax_f32(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *oy;
+    Py_ssize_t n;
+    Py_buffer x, y;
+    if (!PyArg_ParseTuple(args, "OOn", &ox, &oy, &n) || get_pair(ox, oy, &x, &y) < 0)
+        return NULL;
+    if (n <= 0 || (x.len / 4) % n != 0) {
+        PyBuffer_Release(&y);
+        PyBuffer_Release(&x);
+        PyErr_SetString(PyExc_ValueError, "softmax_f32: the size is not a multiple of the row");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    softmax_rows((const float *)x.buf, (float *)y.buf, x.len / 4 / n, n);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&y);
+    PyBuffer_Release(&x);
+    Py_RETURN_NONE;
+}
+
+static PyObject *layer_norm_f32(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *os, *ob, *oy, *om, *oi;
+    Py_ssize_t n;
+    float eps;
+    if (!PyArg_ParseTuple(args, "OOOOOOnf", &ox, &os, &ob, &oy, &om, &oi, &n, &eps))
+        return NULL;
+    Py_buffer x, sc, b, y, m, iv;
+    if (PyObject_GetBuffer(ox, &x, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    if (strcmp(x.format, "f") != 0 || n <= 0 || (x.len / 4) % n != 0) {
+        PyBuffer_Release(&x);
+        PyErr_SetString(PyExc_ValueError, "layer_norm_f32: x must be float32 rows of n");
+        return NULL;
+    }
+    const Py_ssize_t rows = x.len / 4 / n;
+    if (get_f32(os, &sc, 0, n, "scale") < 0)
+        goto fail_x;
+    const int has_bias = ob != Py_None;
+    if (has_bias && get_f32(ob, &b, 0, n, "bias") < 0)
+        goto fail_sc;
+    if (get_f32(oy, &y, 1, rows * n, "y") < 0)
+        goto fail_b;
+    if (get_f32(om, &m, 1, rows, "mean") < 0)
+        goto fail_y;
+    if (get_f32(oi, &iv, 1, rows, "inv_std") < 0)
+        goto fail_m;
+    Py_BEGIN_ALLOW_THREADS
+    layer_norm_rows((const float *)x.buf, (const float *)sc.buf,
+                    has_bias ? (const float *)b.buf : NULL, (float *)y.buf, (float *)m.buf,
+                    (float *)iv.buf, rows, n, eps);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&m);
+    PyBuffer_Release(&y);
+    if (has_bias)
+        PyBuffer_Release(&b);
+    PyBuffer_Release(&sc);
+    PyBuffer_Release(&x);
+    Py_RETURN_NONE;
+fail_m:
+    PyBuffer_Release(&m);
+fail_y:
+    PyBuffer_Release(&y);
+fail_b:
+    if (has_bias)
+        PyBuffer_Release(&b);
+fail_sc:
+    PyBuffer_Release(&sc);
+fail_x:
+    PyBuffer_Release(&x);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ spin --
  * engine/blas.py's helper threads wait for the next slice of a large kernel here
  * for a short while, the GIL released, before they block: on a virtual machine
@@ -312,6 +464,10 @@ static PyObject *spin_wait(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+    {"softmax_f32", softmax_f32, METH_VARARGS,
+     "softmax_f32(x, out, n): softmax of each row of n, float32, C-contiguous."},
+    {"layer_norm_f32", layer_norm_f32, METH_VARARGS,
+     "layer_norm_f32(x, scale, bias_or_None, y, mean, inv_std, n, eps): LayerNorm of rows of n."},
     {"spin_wait", spin_wait, METH_VARARGS,
      "spin_wait(counter, seen, seconds): spin, the GIL released, until counter[0] != seen\n"
      "(True) or the time is up (False)."},
