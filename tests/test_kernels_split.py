@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from engine import blas
-from engine.kernels import cpu_split
+from engine.kernels import cpu_split, native
 from test_kernels_harness import check
 
 f32 = np.float32
@@ -157,12 +157,24 @@ def test_no_split_when_the_cores_are_busy(monkeypatch: pytest.MonkeyPatch) -> No
     assert blas._running == 0
 
 
-def test_split_backs_off_when_it_gains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("load,longest", [(5.0, 0.2), (0.3, 0.01)])
+def test_split_backs_off_when_it_gains_nothing(load: float, longest: float,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long while the load average says the cores are taken, briefly when they are not."""
     monkeypatch.setattr(blas, "_split_on", True)
     monkeypatch.setattr(blas, "_CORES", 2)
     monkeypatch.setattr(blas, "_skip_until", 0.0)
     monkeypatch.setattr(blas, "_gain", 1.6)
     monkeypatch.setattr(blas, "_BACKOFF", 0.2)
+    monkeypatch.setattr(blas, "_BACKOFF_IDLE", 0.01)
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (load, load, load))
+    if longest < 0.2:
+        for _ in range(5):
+            blas._record_gain(1.0)
+            if blas._skip_until:
+                break
+        assert 0 < blas._skip_until - time.perf_counter() <= longest
+        return
     for _ in range(5):  # jobs that ran at the speed of one thread
         blas._record_gain(1.0)
         if blas._skip_until:
@@ -247,3 +259,28 @@ def test_max_pool_blocks_over_the_cores(case: tuple, forced_split: list[str],
     check("MaxPool", {"x": x}, oracle="onnxruntime", kernel_shape=kernel, strides=strides,
           pads=pads, dilations=dil, ceil_mode=ceil)
     assert len(forced_split) >= 2, "the pool did not take the split path"
+
+
+def test_a_helper_spins_after_a_job_then_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between jobs a helper waits in the compiled spin (without the GIL) for
+    ``SPIN_SECONDS``, then blocks; only jobs posted while one spins are judged."""
+    if not native.available():
+        pytest.skip("the compiled module was not built")
+    monkeypatch.setattr(blas, "SPIN_SECONDS", 0.3)
+    monkeypatch.setattr(blas, "_CORES", 2)
+    judged: list[float] = []
+    monkeypatch.setattr(blas, "_record_gain", judged.append)
+    monkeypatch.setattr(blas, "_MIN_JUDGED", 0.0)
+    done: list[int] = []
+    blas.run_split(done.append, 2, 2)
+    assert sorted(done) == [0, 1]
+    deadline = time.monotonic() + 5
+    while blas._spinning[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert blas._spinning[0] == 1  # the helper is spinning for the next job
+    blas.run_split(done.append, 2, 2)
+    assert sorted(done) == [0, 0, 1, 1] and len(judged) >= 1  # posted to a spinning helper
+    deadline = time.monotonic() + 5
+    while blas._spinning[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert blas._spinning[0] == 0  # the spin ended: the helper blocks on the queue
