@@ -13,11 +13,13 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(PY)
+# The compiled kernels are built by pip install (setup.py): a changed C file rebuilds them.
+NATIVE_SRC := setup.py $(wildcard engine/kernels/_native*.c engine/kernels/_native*.h)
+$(VENV)/.installed: pyproject.toml $(NATIVE_SRC) | $(PY)
 	$(PY) -m pip install -q -e . --config-settings editable_mode=compat
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(PY)
+$(VENV)/.installed-test: pyproject.toml $(NATIVE_SRC) | $(PY)
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
 	touch $(VENV)/.installed $@
 

@@ -1,5 +1,6 @@
-"""The one compiled module: engine/kernels/_native.c (the LSTM recurrence without
-the GIL; see that file for why). Everything else is in pyproject.toml.
+"""The one compiled module, engine.kernels._native (engine/kernels/_native.c and
+_native_pool.c: the numpy path's compiled kernels, each run without the GIL; the
+files say why). Everything else is in pyproject.toml.
 
 ``optional=True``: on a machine without a C compiler the build goes on without it,
 and engine/kernels/rnn.py runs its numpy loop instead (slower, same results).
@@ -18,7 +19,10 @@ def _libmvec() -> list[str]:
 
 
 setup(ext_modules=[
-    Extension("engine.kernels._native", ["engine/kernels/_native.c"],
-              extra_compile_args=["-O3", "-fno-math-errno", "-fopenmp-simd"],
+    Extension("engine.kernels._native",
+              ["engine/kernels/_native.c", "engine/kernels/_native_pool.c"],
+              depends=["engine/kernels/_native.h"],
+              extra_compile_args=["-O3", "-fno-math-errno", "-fopenmp-simd", "-pthread"],
+              extra_link_args=["-pthread"],
               libraries=["m", *_libmvec()], optional=True),
 ])

@@ -19,6 +19,13 @@ from test_kernels_harness import check
 f32 = np.float32
 
 
+@pytest.fixture(autouse=True)
+def _numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check the numpy split (``blas.run_split``); the compiled pool's
+    GEMM and Conv have theirs in test_native.py."""
+    monkeypatch.setattr(native, "_lib", None)
+
+
 @pytest.fixture
 def forced_split(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Splitting on for any size, as on a 2-core machine; yields the names of the
@@ -260,27 +267,3 @@ def test_max_pool_blocks_over_the_cores(case: tuple, forced_split: list[str],
           pads=pads, dilations=dil, ceil_mode=ceil)
     assert len(forced_split) >= 2, "the pool did not take the split path"
 
-
-def test_a_helper_spins_after_a_job_then_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Between jobs a helper waits in the compiled spin (without the GIL) for
-    ``SPIN_SECONDS``, then blocks; only jobs posted while one spins are judged."""
-    if not native.available():
-        pytest.skip("the compiled module was not built")
-    monkeypatch.setattr(blas, "SPIN_SECONDS", 0.3)
-    monkeypatch.setattr(blas, "_CORES", 2)
-    judged: list[float] = []
-    monkeypatch.setattr(blas, "_record_gain", judged.append)
-    monkeypatch.setattr(blas, "_MIN_JUDGED", 0.0)
-    done: list[int] = []
-    blas.run_split(done.append, 2, 2)
-    assert sorted(done) == [0, 1]
-    deadline = time.monotonic() + 5
-    while blas._spinning[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert blas._spinning[0] == 1  # the helper is spinning for the next job
-    blas.run_split(done.append, 2, 2)
-    assert sorted(done) == [0, 0, 1, 1] and len(judged) >= 1  # posted to a spinning helper
-    deadline = time.monotonic() + 5
-    while blas._spinning[0] and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert blas._spinning[0] == 0  # the spin ended: the helper blocks on the queue

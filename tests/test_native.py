@@ -10,16 +10,19 @@ from __future__ import annotations
 import math
 import shutil
 import sysconfig
+import time
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
+from engine import blas
 from engine.executor import Executor
 from engine.fuse import gelu_kernel
-from engine.kernels.elementwise import erf
 from engine.kernels import native
+from engine.kernels.elementwise import erf
 from partition import load_model
+from test_kernels_harness import check
 from test_rnn_paths import _lstm_model
 
 pytestmark = pytest.mark.cpu_only("the compiled recurrence is the numpy path's")
@@ -178,3 +181,156 @@ def test_compiled_layer_norm_without_bias_matches_onnxruntime(rng: np.random.Gen
     for a, b in zip(got, want):
         assert a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_a_helper_spins_after_a_job_then_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between jobs a helper waits in the compiled spin (without the GIL) for
+    ``SPIN_SECONDS``, then blocks; only jobs posted while one spins are judged."""
+    if not native.available():
+        pytest.skip("the compiled module was not built")
+    monkeypatch.setattr(blas, "SPIN_SECONDS", 0.3)
+    monkeypatch.setattr(blas, "_CORES", 2)
+    judged: list[float] = []
+    monkeypatch.setattr(blas, "_record_gain", judged.append)
+    monkeypatch.setattr(blas, "_MIN_JUDGED", 0.0)
+    done: list[int] = []
+    blas.run_split(done.append, 2, 2)
+    assert sorted(done) == [0, 1]
+    deadline = time.monotonic() + 5
+    while blas._spinning[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert blas._spinning[0] == 1  # the helper is spinning for the next job
+    blas.run_split(done.append, 2, 2)
+    assert sorted(done) == [0, 0, 1, 1] and len(judged) >= 1  # posted to a spinning helper
+    deadline = time.monotonic() + 5
+    while blas._spinning[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert blas._spinning[0] == 0  # the spin ended: the helper blocks on the queue
+
+
+@pytest.fixture
+def pool_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large-kernel splitting on for any size, as on a 2-core machine."""
+    if not native.available():
+        pytest.skip("extension not built")
+    monkeypatch.setattr(blas, "_split_on", True)
+    monkeypatch.setattr(blas, "_CORES", 2)
+    monkeypatch.setattr(blas, "SPLIT_MIN_MACS", 0)
+    monkeypatch.setattr(blas, "_skip_until", 0.0)
+
+
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("split", [True, False])
+def test_compiled_conv_random_geometry(seed: int, split: bool, monkeypatch: pytest.MonkeyPatch,
+                                       request: pytest.FixtureRequest) -> None:
+    """2-D convs on the compiled pool, one thread and split, against onnxruntime:
+    random kernels, strides, dilations, pads up to twice the kernel (whole windows
+    in the padding), auto_pad, batches, 1x1 (no columns) and small maps (channel
+    slices over one column matrix)."""
+    if split:
+        request.getfixturevalue("pool_split")
+    elif not native.available():
+        pytest.skip("extension not built")
+    rng = np.random.default_rng(seed)
+    k = tuple(int(v) for v in rng.integers(1, 5, 2)) if seed % 4 else (1, 1)
+    sp = tuple(int(v) for v in rng.integers(3, 40, 2))
+    attrs: dict = {"kernel_shape": list(k), "strides": [int(v) for v in rng.integers(1, 4, 2)]}
+    if rng.random() < 0.7:
+        attrs["dilations"] = [int(v) for v in rng.integers(1, 3, 2)]
+        attrs["pads"] = [int(rng.integers(0, 2 * kk + 1)) for kk in k * 2]
+    else:
+        attrs["auto_pad"] = str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"]))
+    c, m = int(rng.integers(1, 20)), int(rng.integers(1, 40))
+    x = rng.standard_normal((int(rng.integers(1, 4)), c) + sp).astype(np.float32)
+    w = rng.standard_normal((m, c) + k).astype(np.float32)
+    ran: list[bool] = []
+    real = native.conv2d
+
+    def spy(*args, **kwargs):
+        y = real(*args, **kwargs)
+        ran.append(y is not None)
+        return y
+    monkeypatch.setattr(native, "conv2d", spy)
+    check("Conv", {"x": x, "w": w, "b": rng.standard_normal(m).astype(np.float32)}, rtol=1e-4,
+          atol=1e-4, oracle="onnxruntime", **attrs)
+    if x.shape[0] * c * math.prod(_out_sp(sp, attrs)) > 1024:  # tinier: the gather path
+        assert ran and all(ran), "the conv did not run compiled"
+
+
+def _out_sp(sp: tuple, attrs: dict) -> list[int]:
+    k, s = attrs["kernel_shape"], attrs["strides"]
+    d = attrs.get("dilations", [1] * len(sp))
+    if attrs.get("auto_pad", "VALID") != "VALID":
+        return [-(-n // st) for n, st in zip(sp, s)]
+    pads = attrs.get("pads", [0] * 2 * len(sp))
+    return [(n + pads[i] + pads[i + len(sp)] - (k[i] - 1) * d[i] - 1) // s[i] + 1
+            for i, n in enumerate(sp)]
+
+
+def test_compiled_conv_epilogue_matches_onnxruntime(pool_split: None,
+                                                    rng: np.random.Generator) -> None:
+    """Conv + Add + Relu (a ResNet block's tail), fused: bias, residual and Relu
+    applied per band on the pool."""
+    from engine.kernels.nn import conv_fused
+    x = rng.standard_normal((2, 8, 21, 19)).astype(np.float32)
+    w = rng.standard_normal((12, 8, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(12).astype(np.float32)
+    res = rng.standard_normal((2, 12, 21, 19)).astype(np.float32)
+    kept = res.copy()
+    got = conv_fused(np, x, w, b, res, True, pads=[1, 1, 1, 1])
+    from onnx import TensorProto, helper
+    f = TensorProto.FLOAT
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Add", ["c", "r"], ["s"]),
+                           helper.make_node("Relu", ["s"], ["y"])], "g",
+                          [helper.make_tensor_value_info(n, f, None) for n in ("x", "w", "b", "r")],
+                          [helper.make_tensor_value_info("y", f, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "w": w, "b": b, "r": res})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(res, kept)  # the residual was read, never written
+
+
+@pytest.mark.parametrize("shapes", [((64, 96), (96, 80)), ((3, 40, 64), (64, 50)),
+                                    ((7, 300), (300, 9)), ((200, 33), (33, 1))])
+def test_compiled_gemm_matches_onnxruntime(shapes: tuple, pool_split: None,
+                                           rng: np.random.Generator) -> None:
+    a = rng.standard_normal(shapes[0]).astype(np.float32)
+    b = rng.standard_normal(shapes[1]).astype(np.float32)
+    before = native.pool_stats()[0]
+    check("MatMul", {"a": a, "b": b}, rtol=1e-4, atol=1e-4, oracle="onnxruntime")
+    check("Gemm", {"a": a.reshape(-1, a.shape[-1]), "b": np.ascontiguousarray(b.T),
+                   "c": rng.standard_normal(b.shape[1]).astype(np.float32)},
+          rtol=1e-4, atol=1e-4, oracle="onnxruntime", transB=1, alpha=0.5, beta=2.0)
+    assert native.pool_stats()[0] > before, "the matmul did not run on the pool"
+
+
+def test_the_pool_workers_take_part(pool_split: None, rng: np.random.Generator) -> None:
+    """Over many large convs a worker thread runs some slices (it cannot be forced
+    to win the race for a given slice, but it must not sit idle every time)."""
+    from engine.kernels.nn import conv
+    x = rng.standard_normal((1, 32, 64, 64)).astype(np.float32)
+    w = rng.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    before = native.pool_stats()[1]
+    for _ in range(20):
+        conv(np, x, w, pads=[1, 1, 1, 1])
+    assert native.pool_stats()[1] > before
+
+
+def test_compiled_gemm_and_conv_refuse_bad_arrays() -> None:
+    if not native.available() or not native._pool_ready():
+        pytest.skip("extension or BLAS not found")
+    z = np.zeros
+    with pytest.raises(ValueError, match="shapes"):
+        native._lib.gemm_f32(z((3, 4), np.float32), z((5, 2), np.float32), z((3, 2), np.float32), 1)
+    with pytest.raises(ValueError, match="unit stride"):
+        native._lib.gemm_f32(z((6, 8), np.float32)[::2, ::2], z((4, 2), np.float32),
+                             z((3, 2), np.float32), 1)
+    with pytest.raises(ValueError, match="do not agree"):
+        native._lib.conv2d_f32(z((1, 2, 5, 5), np.float32), z((3, 17), np.float32),
+                               z((1, 3, 9), np.float32), None, None, False,
+                               (3, 3, 1, 1, 1, 1, 0, 0, 3, 3), 1)
+    with pytest.raises(ValueError, match="float32"):
+        native._lib.conv2d_f32(z((1, 2, 5, 5)), z((3, 18)), z((1, 3, 9)), None, None, False,
+                               (3, 3, 1, 1, 1, 1, 0, 0, 3, 3), 1)

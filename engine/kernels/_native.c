@@ -24,8 +24,8 @@
  * the rest of the file compiled strictly. target_clones builds AVX-512, AVX2 and
  * baseline versions of the step; the loader picks the one the CPU runs.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_native.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -36,11 +36,6 @@ float erff(float) __attribute__((__simd__("notinbranch")));
 float expf(float) __attribute__((__simd__("notinbranch")));
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CLONES
-#endif
 
 /* gates (4 hs) += h (hs) . rt (hs x 4 hs): four rows of rt per pass over gates,
  * so gates is loaded and stored a quarter as often (1.9 -> 1.5 ms a BiLSTM). */
@@ -412,12 +407,6 @@ fail_x:
  * an idle vCPU is halted, and a helper woken on it started its slice 0.5-2 ms
  * late (a 1 ms LSTM direction; measured), so a split kernel ran no faster than
  * serially. onnxruntime's pool spins the same way. */
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define CPU_RELAX() _mm_pause()
-#else
-#define CPU_RELAX() ((void)0)
-#endif
 #include <time.h>
 
 static double now_seconds(void)
@@ -453,7 +442,7 @@ static PyObject *spin_wait(PyObject *self, PyObject *args)
                 changed = 1;
                 break;
             }
-            CPU_RELAX();
+            NATIVE_RELAX();
         }
         if (changed || now_seconds() >= end)
             break;
@@ -463,7 +452,45 @@ static PyObject *spin_wait(PyObject *self, PyObject *args)
     return PyBool_FromLong(changed);
 }
 
+int native_get_contiguous(PyObject *obj, Py_buffer *view, int writable, int ndim,
+                          const char *name)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0)
+        return -1;
+    if (view->ndim != ndim || strcmp(view->format, "f") != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a C-contiguous %d-D float32 array", name,
+                     ndim);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+int native_get_2d(PyObject *obj, Py_buffer *view, int writable, const char *name)
+{
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0)
+        return -1;
+    if (view->ndim != 2 || strcmp(view->format, "f") != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a 2-D float32 array", name);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
 static PyMethodDef methods[] = {
+    {"set_sgemm", native_set_sgemm, METH_VARARGS,
+     "set_sgemm(address, ilp64): the CBLAS sgemm the pool's GEMMs and convs call."},
+    {"pool_stats", native_pool_stats, METH_NOARGS,
+     "pool_stats(): (jobs posted to the pool, slices its workers ran) so far."},
+    {"set_pool_spin", native_set_pool_spin, METH_VARARGS,
+     "set_pool_spin(seconds): how long a pool worker spins for the next job."},
+    {"gemm_f32", native_gemm_f32, METH_VARARGS,
+     "gemm_f32(a, b, out, ways): out = a @ b (2-D float32) over `ways` threads."},
+    {"conv2d_f32", native_conv2d_f32, METH_VARARGS,
+     "conv2d_f32(x, w, out, bias, residual, relu, geometry, ways): 2-D conv, one group."},
     {"softmax_f32", softmax_f32, METH_VARARGS,
      "softmax_f32(x, out, n): softmax of each row of n, float32, C-contiguous."},
     {"layer_norm_f32", layer_norm_f32, METH_VARARGS,

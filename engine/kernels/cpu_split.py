@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import blas
+from . import native
 
 #: Output positions a row band should have at least: narrower GEMMs lose BLAS
 #: efficiency (ResNet-18's 7x7 maps: 49 columns ran at 2/3 of peak).
@@ -90,6 +91,20 @@ def _inside(in_sp: Sequence[int], pads: Sequence[int], o: Sequence[int], dilatio
             return None
         box.append((lo - q0, hi - q0, lo * strides[i] + start))
     return box
+
+
+def conv2d_native(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, pads: Sequence[int],
+                  kernel: Sequence[int], dilations: Sequence[int], strides: Sequence[int],
+                  out_sp: Sequence[int], residual: np.ndarray | None = None,
+                  relu: bool = False) -> np.ndarray | None:
+    """A 2-D float32 conv of one group on the compiled pool (``native.conv2d``): row
+    bands over the cores when the work is large and a core is free, one thread
+    otherwise; None where the compiled module does not apply."""
+    n, c = x.shape[:2]
+    macs = n * w.shape[0] * c * math.prod(kernel) * math.prod(out_sp)
+    with blas.LargeKernel(macs) as ways:
+        return native.conv2d(np, x, w, b, residual, relu, tuple(kernel), tuple(strides),
+                             tuple(dilations), tuple(pads), tuple(out_sp), ways)
 
 
 def conv_split(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, pads: Sequence[int],
@@ -198,6 +213,10 @@ def matmul_split(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     with blas.LargeKernel(batch * rows * cols * k) as ways:
         if ways <= 1:
             return None
+        if b.ndim == 2:  # the compiled pool first: its slices need no GIL
+            y = native.gemm(np, a2, b, ways)
+            if y is not None:
+                return y.reshape(a.shape[:-1] + (cols,))
         out = np.empty(a.shape[:-1] + (b.shape[-1],), dtype=a.dtype)
         if b.ndim == 2:
             fn, parts = _linear_slice(a2, b, out.reshape(-1, cols), ways)

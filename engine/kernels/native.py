@@ -6,6 +6,8 @@ slower), so a checkout built without a compiler loses speed, not results.
 
 from __future__ import annotations
 
+import ctypes
+import threading
 from typing import Any
 
 import numpy as np
@@ -96,3 +98,89 @@ def spin_wait(counter: np.ndarray, seen: int, seconds: float) -> bool:
     if _lib is None:
         return False
     return bool(_lib.spin_wait(counter, seen, seconds))
+
+
+# ------------------------------------------------------- the pool's BLAS --
+#: CBLAS sgemm names to look for in the process's BLAS, and whether each takes
+#: 64-bit integers: numpy's own OpenBLAS (scipy-openblas64), then generic builds.
+_SGEMM_NAMES = (("scipy_cblas_sgemm64_", True), ("cblas_sgemm64_", True),
+                ("scipy_cblas_sgemm", False), ("cblas_sgemm", False))
+_blas_lock = threading.Lock()
+_blas_state: list[bool] = []  # [found], once looked up
+
+
+def _pool_ready() -> bool:
+    """Whether the pool's GEMMs have a BLAS: numpy's own, found once through
+    threadpoolctl (the libraries this process loaded) and handed to the module."""
+    if _lib is None:
+        return False
+    if _blas_state:
+        return _blas_state[0]
+    with _blas_lock:
+        if not _blas_state:
+            _blas_state.append(_find_sgemm())
+    return _blas_state[0]
+
+
+def _find_sgemm() -> bool:
+    from threadpoolctl import threadpool_info
+    for info in threadpool_info():
+        if info.get("user_api") != "blas":
+            continue
+        try:
+            lib = ctypes.CDLL(info["filepath"])
+        except OSError:
+            continue
+        for name, ilp64 in _SGEMM_NAMES:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                _lib.set_sgemm(ctypes.cast(fn, ctypes.c_void_p).value, ilp64)
+                return True
+    return False
+
+
+def gemm(xp: Any, a: Any, b: Any, ways: int) -> np.ndarray | None:
+    """``a @ b`` for 2-D float32 numpy arrays (either may be a transposed view) on
+    ``ways`` threads of the compiled pool; None when it does not apply."""
+    if not (_applies(xp, a) and _applies(xp, b) and a.ndim == 2 and b.ndim == 2
+            and a.shape[1] == b.shape[0] and _pool_ready()):
+        return None
+    if not (_blas_operand(a) and _blas_operand(b)):
+        return None
+    out = np.empty((a.shape[0], b.shape[1]), dtype=_F32)
+    _lib.gemm_f32(a, b, out, ways)
+    return out
+
+
+def _blas_operand(a: np.ndarray) -> bool:
+    """BLAS reads it in place: a unit stride along one axis."""
+    s0, s1 = a.strides
+    return (s1 == 4 and s0 >= 4 * max(a.shape[1], 1)) or (s0 == 4 and s1 >= 4 * max(a.shape[0], 1))
+
+
+def conv2d(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, kernel: tuple,
+           strides: tuple, dilations: tuple, pads: tuple, out_sp: tuple,
+           ways: int) -> np.ndarray | None:
+    """A 2-D convolution of one group, float32 numpy, with the fused chain's
+    epilogue (bias, residual, Relu), on ``ways`` threads of the compiled pool:
+    (N, M, OH, OW), or None when it does not apply."""
+    if not (_applies(xp, x) and _applies(xp, w) and x.ndim == 4 and len(kernel) == 2
+            and _pool_ready()):
+        return None
+    if (b is not None and not _applies(xp, b)) or (residual is not None and not _applies(xp, residual)):
+        return None
+    n, m = x.shape[0], w.shape[0]
+    npos = out_sp[0] * out_sp[1]
+    out = np.empty((n, m, npos), dtype=_F32)
+    geometry = (kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+                pads[0], pads[1], out_sp[0], out_sp[1])
+    _lib.conv2d_f32(np.ascontiguousarray(x), np.ascontiguousarray(w).reshape(m, -1), out,
+                    None if b is None else np.ascontiguousarray(b).reshape(m),
+                    None if residual is None else np.ascontiguousarray(residual).reshape(n, m, npos),
+                    relu, geometry, ways)
+    return out.reshape(n, m, *out_sp)
+
+
+def pool_stats() -> tuple[int, int]:
+    """(jobs posted to the compiled pool, slices its worker threads ran) so far."""
+    return (0, 0) if _lib is None else tuple(_lib.pool_stats())

@@ -133,6 +133,14 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
                                  or residual.dtype != x.dtype):
         raise Unfusable(f"residual {tuple(residual.shape)} {residual.dtype}")
     small = n * c * npos <= _GATHER_PER_COPY
+    if xp is np and group == 1 and nsp == 2 and not small \
+            and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
+        # numpy, 2-D, float32: the compiled pool (im2col per band and the epilogue in
+        # C, no GIL); None for other dtypes or without the compiled module.
+        y = cpu_split.conv2d_native(x, w, b, pads, kernel, dilations, strides, out_sp,
+                                    residual, relu)
+        if y is not None:
+            return y
     if xp is np and group == 1 and not small \
             and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
         # numpy, large: the GEMM cut in row bands over the cores (cpu_split.py),

@@ -1,0 +1,35 @@
+/* Shared by _native.c (the module, the LSTM, elementwise and row kernels, the spin)
+ * and _native_pool.c (the thread pool, GEMM and Conv). */
+#ifndef SGLENS_NATIVE_H
+#define SGLENS_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* AVX-512, AVX2 and baseline builds of the hot loops; the loader picks one. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLONES
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NATIVE_RELAX() _mm_pause()
+#else
+#define NATIVE_RELAX() ((void)0)
+#endif
+
+/* A C-contiguous float32 buffer of `ndim` dimensions (writable if asked). */
+int native_get_contiguous(PyObject *obj, Py_buffer *view, int writable, int ndim,
+                          const char *name);
+/* A 2-D float32 buffer with its strides (a transposed view is fine). */
+int native_get_2d(PyObject *obj, Py_buffer *view, int writable, const char *name);
+
+PyObject *native_set_sgemm(PyObject *self, PyObject *args);
+PyObject *native_set_pool_spin(PyObject *self, PyObject *args);
+PyObject *native_pool_stats(PyObject *self, PyObject *args);
+PyObject *native_gemm_f32(PyObject *self, PyObject *args);
+PyObject *native_conv2d_f32(PyObject *self, PyObject *args);
+
+#endif

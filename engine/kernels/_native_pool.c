@@ -1,0 +1,559 @@
+/* A small pool of C threads for large GEMMs and convolutions, the GIL released.
+ *
+ * Why not the Python helpers of engine/blas.py: a helper must hold the GIL to run
+ * its slice's Python code, and taking the GIL from a thread that is releasing it
+ * costs a futex wake-up: measured on a 2-vCPU machine, a spinning helper started
+ * its half of a 0.46 ms matmul 48 us late (median; 100 us at p99), and the split
+ * gained 1.27x. Here a job's slices are C functions: the caller posts a job and
+ * works on it, the workers (spinning for SPIN seconds after each job, then
+ * sleeping on a condition variable) take slices from an atomic counter.
+ *
+ * The GEMMs are the process's own BLAS (numpy's OpenBLAS), called through the
+ * CBLAS function native.py finds in it and hands over with set_sgemm(); BLAS runs
+ * one thread per call (engine/blas.py), the cores are ours to share out.
+ *
+ * Conv (2-D, one group, float32): a slice is a band of output rows of one image:
+ * it builds the im2col columns of its band (padding written as zeros on the fly,
+ * no padded copy), multiplies them into its rows of the output, and applies the
+ * epilogue of a fused chain (bias, residual, Relu) while the band is in cache.
+ * Maps with fewer rows than threads are cut by output channels over one column
+ * matrix instead.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "_native.h"
+
+/* ------------------------------------------------------------------ BLAS -- */
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+typedef void (*sgemm64_fn)(int, int, int, int64_t, int64_t, int64_t, float, const float *,
+                           int64_t, const float *, int64_t, float, float *, int64_t);
+typedef void (*sgemm32_fn)(int, int, int, int, int, int, float, const float *, int,
+                           const float *, int, float, float *, int);
+static void *sgemm_ptr = NULL;
+static int sgemm_ilp64 = 0;
+
+/* C (m x n, row stride ldc) = A (m x k) B (k x n) + beta C; ta / tb: the operand is
+ * stored transposed (A as k x m with row stride lda). */
+static void sgemm(int ta, int tb, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const float *a,
+                  Py_ssize_t lda, const float *b, Py_ssize_t ldb, float beta, float *c,
+                  Py_ssize_t ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    const int oa = ta ? TRANS : NO_TRANS, ob = tb ? TRANS : NO_TRANS;
+    if (sgemm_ilp64)
+        ((sgemm64_fn)sgemm_ptr)(ROW_MAJOR, oa, ob, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    else
+        ((sgemm32_fn)sgemm_ptr)(ROW_MAJOR, oa, ob, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b,
+                                (int)ldb, beta, c, (int)ldc);
+}
+
+PyObject *native_set_sgemm(PyObject *self, PyObject *args)
+{
+    unsigned long long address;
+    int ilp64;
+    if (!PyArg_ParseTuple(args, "Kp", &address, &ilp64))
+        return NULL;
+    sgemm_ptr = (void *)(uintptr_t)address;
+    sgemm_ilp64 = ilp64;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ pool -- */
+/* fn(arg, i, slot): slot is 0 on the caller and 1..helpers on the workers that joined,
+ * so a slice can use a per-thread scratch buffer the caller allocated. */
+typedef void (*slice_fn)(void *arg, Py_ssize_t i, int slot);
+typedef struct {
+    slice_fn fn;
+    void *arg;
+    Py_ssize_t n;
+    int helpers;        /* workers allowed to join (ways - 1) */
+    atomic_long next;   /* next slice to take */
+    atomic_int joined;  /* workers that asked to join */
+    atomic_int active;  /* workers inside the job: the caller waits for 0 before returning */
+    atomic_long done;   /* slices finished */
+} Job;
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t submit_mu = PTHREAD_MUTEX_INITIALIZER;  /* one pool job at a time */
+static Job *pool_job = NULL;       /* guarded by pool_mu */
+static atomic_long pool_seq;       /* bumped when a job is posted (read while spinning) */
+static int pool_workers = 0;       /* started (guarded by pool_mu) */
+static double pool_spin = 0.002;   /* seconds a worker spins for the next job */
+static atomic_long stat_jobs, stat_worker_slices;  /* for tests and benchmarks */
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void run_slices(Job *job, int slot)
+{
+    for (;;) {
+        const long i = atomic_fetch_add(&job->next, 1);
+        if (i >= job->n)
+            return;
+        job->fn(job->arg, i, slot);
+        if (slot > 0)
+            atomic_fetch_add(&stat_worker_slices, 1);
+        atomic_fetch_add(&job->done, 1);
+    }
+}
+
+static void *worker_main(void *unused)
+{
+    (void)unused;
+    long seen = atomic_load(&pool_seq);
+    for (;;) {
+        const double end = seconds_now() + pool_spin;
+        while (atomic_load(&pool_seq) == seen) {
+            for (int k = 0; k < 128 && atomic_load(&pool_seq) == seen; k++)
+                NATIVE_RELAX();
+            if (seconds_now() >= end)
+                break;
+        }
+        pthread_mutex_lock(&pool_mu);
+        while (atomic_load(&pool_seq) == seen)
+            pthread_cond_wait(&pool_cv, &pool_mu);
+        seen = atomic_load(&pool_seq);
+        Job *job = pool_job;
+        int slot = 0;
+        if (job != NULL && (slot = atomic_fetch_add(&job->joined, 1) + 1) <= job->helpers)
+            atomic_fetch_add(&job->active, 1);
+        else
+            job = NULL;
+        pthread_mutex_unlock(&pool_mu);
+        if (job != NULL) {
+            run_slices(job, slot);
+            atomic_fetch_sub(&job->active, 1);
+        }
+    }
+    return NULL;
+}
+
+static void pool_after_fork(void)
+{
+    /* the child has none of the workers: start afresh */
+    pthread_mutex_init(&pool_mu, NULL);
+    pthread_cond_init(&pool_cv, NULL);
+    pthread_mutex_init(&submit_mu, NULL);
+    pool_job = NULL;
+    pool_workers = 0;
+}
+
+static void ensure_workers(int n)
+{
+    static int fork_hook = 0;
+    pthread_mutex_lock(&pool_mu);
+    if (!fork_hook) {
+        pthread_atfork(NULL, NULL, pool_after_fork);
+        fork_hook = 1;
+    }
+    while (pool_workers < n) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        const int failed = pthread_create(&t, &attr, worker_main, NULL);
+        pthread_attr_destroy(&attr);
+        if (failed)
+            break;  /* fewer workers: the caller takes the slices nobody else does */
+        pool_workers++;
+    }
+    pthread_mutex_unlock(&pool_mu);
+}
+
+/* fn(arg, i) for i < n on this thread and up to ways - 1 workers; returns when all
+ * are done. Called without the GIL. Another pool job in progress (a second engine
+ * worker): this one runs on its caller alone. */
+static void pool_run(slice_fn fn, void *arg, Py_ssize_t n, int ways)
+{
+    if (ways <= 1 || n <= 1 || pthread_mutex_trylock(&submit_mu) != 0) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            fn(arg, i, 0);
+        return;
+    }
+    ensure_workers(ways - 1);
+    Job job;
+    job.fn = fn;
+    job.arg = arg;
+    job.n = n;
+    job.helpers = ways - 1;
+    atomic_init(&job.next, 0);
+    atomic_init(&job.joined, 0);
+    atomic_init(&job.active, 0);
+    atomic_init(&job.done, 0);
+    atomic_fetch_add(&stat_jobs, 1);
+    pthread_mutex_lock(&pool_mu);
+    pool_job = &job;
+    atomic_fetch_add(&pool_seq, 1);
+    pthread_cond_broadcast(&pool_cv);
+    pthread_mutex_unlock(&pool_mu);
+    run_slices(&job, 0);
+    while (atomic_load(&job.done) < n)
+        NATIVE_RELAX();
+    pthread_mutex_lock(&pool_mu);
+    pool_job = NULL;  /* late workers find nothing */
+    pthread_mutex_unlock(&pool_mu);
+    while (atomic_load(&job.active) > 0)  /* a worker may still be between slices */
+        NATIVE_RELAX();
+    pthread_mutex_unlock(&submit_mu);
+}
+
+PyObject *native_pool_stats(PyObject *self, PyObject *args)
+{
+    return Py_BuildValue("(ll)", atomic_load(&stat_jobs), atomic_load(&stat_worker_slices));
+}
+
+PyObject *native_set_pool_spin(PyObject *self, PyObject *args)
+{
+    double seconds;
+    if (!PyArg_ParseTuple(args, "d", &seconds))
+        return NULL;
+    pool_spin = seconds < 0 ? 0 : seconds;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ GEMM -- */
+/* A 2-D float32 operand as BLAS sees it: its first element, whether it is stored
+ * transposed, and its leading dimension. */
+typedef struct {
+    const float *p;
+    int trans;
+    Py_ssize_t ld;
+} Operand;
+
+static int operand(Py_buffer *v, Operand *op, const char *name)
+{
+    const Py_ssize_t s0 = v->strides[0], s1 = v->strides[1];
+    if (s1 == 4 && s0 % 4 == 0 && s0 / 4 >= (v->shape[1] > 1 ? v->shape[1] : 1)) {
+        *op = (Operand){(const float *)v->buf, 0, s0 / 4};
+        return 0;
+    }
+    if (s0 == 4 && s1 % 4 == 0 && s1 / 4 >= (v->shape[0] > 1 ? v->shape[0] : 1)) {
+        *op = (Operand){(const float *)v->buf, 1, s1 / 4};
+        return 0;
+    }
+    if (v->shape[0] == 1 || v->shape[1] == 1) {  /* a vector: any stride along it */
+        *op = (Operand){(const float *)v->buf, 0, v->shape[1] > 1 ? v->shape[1] : 1};
+        return v->shape[1] > 1 && s1 != 4 ? -1 : 0;
+    }
+    PyErr_Format(PyExc_ValueError, "%s: no unit stride (BLAS cannot read it in place)", name);
+    return -1;
+}
+
+typedef struct {
+    Operand a, b;
+    float *c;
+    Py_ssize_t m, n, k, ldc, parts;
+    int by_cols;
+} GemmArgs;
+
+static void gemm_slice(void *arg, Py_ssize_t i, int slot)
+{
+    (void)slot;
+    const GemmArgs *g = (const GemmArgs *)arg;
+    if (g->by_cols) {  /* a block of output columns: columns of b */
+        Py_ssize_t c0 = g->n * i / g->parts, c1 = g->n * (i + 1) / g->parts;
+        const float *b = g->b.p + (g->b.trans ? c0 * g->b.ld : c0);
+        sgemm(g->a.trans, g->b.trans, g->m, c1 - c0, g->k, g->a.p, g->a.ld, b, g->b.ld, 0.0f,
+              g->c + c0, g->ldc);
+    } else {           /* a block of output rows: rows of a */
+        Py_ssize_t r0 = g->m * i / g->parts, r1 = g->m * (i + 1) / g->parts;
+        const float *a = g->a.p + (g->a.trans ? r0 : r0 * g->a.ld);
+        sgemm(g->a.trans, g->b.trans, r1 - r0, g->n, g->k, a, g->a.ld, g->b.p, g->b.ld, 0.0f,
+              g->c + r0 * g->ldc, g->ldc);
+    }
+}
+
+/* gemm_f32(a, b, out, ways): out = a @ b for 2-D float32 arrays (a and b may be
+ * transposed views; out C-contiguous), cut over `ways` threads. */
+PyObject *native_gemm_f32(PyObject *self, PyObject *args)
+{
+    PyObject *oa, *ob, *oc;
+    int ways;
+    if (!PyArg_ParseTuple(args, "OOOi", &oa, &ob, &oc, &ways))
+        return NULL;
+    if (sgemm_ptr == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "gemm_f32: no BLAS (set_sgemm was not called)");
+        return NULL;
+    }
+    Py_buffer a, b, c;
+    if (native_get_2d(oa, &a, 0, "a") < 0)
+        return NULL;
+    if (native_get_2d(ob, &b, 0, "b") < 0) {
+        PyBuffer_Release(&a);
+        return NULL;
+    }
+    if (native_get_2d(oc, &c, 1, "out") < 0) {
+        PyBuffer_Release(&b);
+        PyBuffer_Release(&a);
+        return NULL;
+    }
+    GemmArgs g;
+    int bad = operand(&a, &g.a, "a") < 0 || operand(&b, &g.b, "b") < 0;
+    if (!bad && (a.shape[1] != b.shape[0] || c.shape[0] != a.shape[0] ||
+                 c.shape[1] != b.shape[1] || c.strides[1] != 4 || c.strides[0] != 4 * c.shape[1])) {
+        PyErr_SetString(PyExc_ValueError, "gemm_f32: shapes (m, k) @ (k, n) -> C-contiguous (m, n)");
+        bad = 1;
+    }
+    if (!bad) {
+        g.c = (float *)c.buf;
+        g.m = a.shape[0];
+        g.k = a.shape[1];
+        g.n = b.shape[1];
+        g.ldc = g.n;
+        g.by_cols = g.n >= g.m;
+        const Py_ssize_t span = g.by_cols ? g.n : g.m;
+        g.parts = ways < 1 ? 1 : (ways > span ? span : ways);
+        Py_BEGIN_ALLOW_THREADS
+        pool_run(gemm_slice, &g, g.parts, ways);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&c);
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&a);
+    if (bad)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ Conv -- */
+typedef struct {
+    const float *x, *w, *bias, *residual;
+    float *out;
+    Py_ssize_t n, c, h, wd, m, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+    Py_ssize_t bands;         /* row bands per image (band split) */
+    Py_ssize_t parts;         /* channel parts per image (channel split), else 0 */
+    int relu;
+    float *scratch;           /* per-thread column buffers (band split), or all columns */
+    Py_ssize_t scratch_each;  /* floats per thread's buffer */
+} ConvArgs;
+
+/* im2col of output rows r0..r1 of image `img`: (c * kh * kw) x ((r1 - r0) * ow),
+ * C major, kernel positions minor (the weight's (M, C, kh, kw) flattened). */
+static void conv_columns(const ConvArgs *g, Py_ssize_t img, Py_ssize_t r0, Py_ssize_t r1,
+                         float *cols)
+{
+    const Py_ssize_t npos = (r1 - r0) * g->ow;
+    const float *xi = g->x + img * g->c * g->h * g->wd;
+    float *dst = cols;
+    for (Py_ssize_t ch = 0; ch < g->c; ch++) {
+        const float *plane = xi + ch * g->h * g->wd;
+        for (Py_ssize_t ky = 0; ky < g->kh; ky++) {
+            for (Py_ssize_t kx = 0; kx < g->kw; kx++, dst += npos) {
+                float *d = dst;
+                const Py_ssize_t x0 = kx * g->dw - g->pl;
+                /* output columns whose input column x0 + ox * sw lies inside [0, wd) */
+                Py_ssize_t lo = x0 < 0 ? (-x0 + g->sw - 1) / g->sw : 0;
+                Py_ssize_t hi = x0 < g->wd ? (g->wd - 1 - x0) / g->sw + 1 : 0;
+                if (hi > g->ow)
+                    hi = g->ow;
+                if (lo > hi)
+                    lo = hi;
+                for (Py_ssize_t oy = r0; oy < r1; oy++, d += g->ow) {
+                    const Py_ssize_t iy = oy * g->sh + ky * g->dh - g->pt;
+                    if (iy < 0 || iy >= g->h) {
+                        memset(d, 0, sizeof(float) * (size_t)g->ow);
+                        continue;
+                    }
+                    const float *row = plane + iy * g->wd;
+                    /* zeros left and right of the input, a copy in between */
+                    for (Py_ssize_t ox = 0; ox < lo; ox++)
+                        d[ox] = 0.0f;
+                    if (g->sw == 1) {
+                        memcpy(d + lo, row + x0 + lo, sizeof(float) * (size_t)(hi - lo));
+                    } else {
+                        const float *src = row + x0 + lo * g->sw;
+                        for (Py_ssize_t ox = lo; ox < hi; ox++, src += g->sw)
+                            d[ox] = *src;
+                    }
+                    for (Py_ssize_t ox = hi; ox < g->ow; ox++)
+                        d[ox] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* bias, residual and Relu on channels m0..m1, positions p0..p1 of image img. */
+CLONES static void conv_epilogue(const ConvArgs *g, Py_ssize_t img, Py_ssize_t m0, Py_ssize_t m1,
+                                 Py_ssize_t p0, Py_ssize_t p1)
+{
+    const Py_ssize_t npos = g->oh * g->ow;
+    for (Py_ssize_t ch = m0; ch < m1; ch++) {
+        float *o = g->out + (img * g->m + ch) * npos;
+        const float *r = g->residual ? g->residual + (img * g->m + ch) * npos : NULL;
+        const float bv = g->bias ? g->bias[ch] : 0.0f;
+        if (r != NULL) {
+#pragma omp simd
+            for (Py_ssize_t p = p0; p < p1; p++)
+                o[p] = (o[p] + bv) + r[p];
+        } else if (g->bias) {
+#pragma omp simd
+            for (Py_ssize_t p = p0; p < p1; p++)
+                o[p] += bv;
+        }
+        if (g->relu) {
+#pragma omp simd
+            for (Py_ssize_t p = p0; p < p1; p++)
+                o[p] = o[p] > 0.0f ? o[p] : 0.0f;
+        }
+    }
+}
+
+static int conv_is_pointwise(const ConvArgs *g)
+{
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
+           g->oh == g->h && g->ow == g->wd;
+}
+
+static void conv_band(void *arg, Py_ssize_t i, int slot)
+{
+    const ConvArgs *g = (const ConvArgs *)arg;
+    const Py_ssize_t img = i / g->bands, band = i % g->bands;
+    const Py_ssize_t r0 = g->oh * band / g->bands, r1 = g->oh * (band + 1) / g->bands;
+    const Py_ssize_t K = g->c * g->kh * g->kw, npos = g->oh * g->ow;
+    const Py_ssize_t p0 = r0 * g->ow, p1 = r1 * g->ow;
+    float *o = g->out + img * g->m * npos + p0;
+    if (conv_is_pointwise(g)) {  /* the input rows are the columns: no copy */
+        sgemm(0, 0, g->m, p1 - p0, K, g->w, K, g->x + img * g->c * npos + p0, npos, 0.0f, o,
+              npos);
+    } else {
+        float *cols = g->scratch + (Py_ssize_t)slot * g->scratch_each;
+        conv_columns(g, img, r0, r1, cols);
+        sgemm(0, 0, g->m, p1 - p0, K, g->w, K, cols, p1 - p0, 0.0f, o, npos);
+    }
+    conv_epilogue(g, img, 0, g->m, p0, p1);
+}
+
+static void conv_channels(void *arg, Py_ssize_t i, int slot)
+{
+    (void)slot;
+    const ConvArgs *g = (const ConvArgs *)arg;
+    const Py_ssize_t img = i / g->parts, part = i % g->parts;
+    const Py_ssize_t m0 = g->m * part / g->parts, m1 = g->m * (part + 1) / g->parts;
+    const Py_ssize_t K = g->c * g->kh * g->kw, npos = g->oh * g->ow;
+    sgemm(0, 0, m1 - m0, npos, K, g->w + m0 * K, K, g->scratch + img * K * npos, npos, 0.0f,
+          g->out + (img * g->m + m0) * npos, npos);
+    conv_epilogue(g, img, m0, m1, 0, npos);
+}
+
+static void conv_all_columns(void *arg, Py_ssize_t img, int slot)
+{
+    (void)slot;
+    const ConvArgs *g = (const ConvArgs *)arg;
+    const Py_ssize_t K = g->c * g->kh * g->kw, npos = g->oh * g->ow;
+    conv_columns(g, img, 0, g->oh, g->scratch + img * K * npos);
+}
+
+/* Output positions a row band should have at least: narrower GEMMs lose BLAS
+ * efficiency (ResNet-18's 7x7 maps: 49 columns ran at 2/3 of peak). */
+#define MIN_BAND 192
+
+/* conv2d_f32(x, w, out, bias, residual, relu, geometry, ways): x (N, C, H, W),
+ * w (M, C * kh * kw), out (N, M, OH * OW), bias (M) or None, residual like out or
+ * None, all float32 C-contiguous; geometry = (kh, kw, sh, sw, dh, dw, pad_top,
+ * pad_left, OH, OW). */
+PyObject *native_conv2d_f32(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *ow_, *oo, *ob, *orr, *geom;
+    int relu, ways;
+    if (!PyArg_ParseTuple(args, "OOOOOpO!i", &ox, &ow_, &oo, &ob, &orr, &relu, &PyTuple_Type,
+                          &geom, &ways))
+        return NULL;
+    if (sgemm_ptr == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "conv2d_f32: no BLAS (set_sgemm was not called)");
+        return NULL;
+    }
+    ConvArgs g;
+    memset(&g, 0, sizeof g);
+    if (!PyArg_ParseTuple(geom, "nnnnnnnnnn", &g.kh, &g.kw, &g.sh, &g.sw, &g.dh, &g.dw, &g.pt,
+                          &g.pl, &g.oh, &g.ow))
+        return NULL;
+    Py_buffer x, w, o, b, r;
+    int have_b = ob != Py_None, have_r = orr != Py_None, got = 0, ok = 0;
+    if (native_get_contiguous(ox, &x, 0, 4, "x") < 0)
+        goto done;
+    got = 1;
+    if (native_get_contiguous(ow_, &w, 0, 2, "w") < 0)
+        goto done;
+    got = 2;
+    if (native_get_contiguous(oo, &o, 1, 3, "out") < 0)
+        goto done;
+    got = 3;
+    if (have_b && native_get_contiguous(ob, &b, 0, 1, "bias") < 0)
+        goto done;
+    got = 4;
+    if (have_r && native_get_contiguous(orr, &r, 0, 3, "residual") < 0)
+        goto done;
+    got = 5;
+    g.n = x.shape[0], g.c = x.shape[1], g.h = x.shape[2], g.wd = x.shape[3], g.m = w.shape[0];
+    const Py_ssize_t K = g.c * g.kh * g.kw, npos = g.oh * g.ow;
+    if (w.shape[1] != K || o.shape[0] != g.n || o.shape[1] != g.m || o.shape[2] != npos ||
+        (have_b && b.shape[0] != g.m) ||
+        (have_r && (r.shape[0] != g.n || r.shape[1] != g.m || r.shape[2] != npos)) ||
+        g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1 || g.oh < 1 ||
+        g.ow < 1) {
+        PyErr_SetString(PyExc_ValueError, "conv2d_f32: the shapes and geometry do not agree");
+        goto done;
+    }
+    g.x = (const float *)x.buf, g.w = (const float *)w.buf, g.out = (float *)o.buf;
+    g.bias = have_b ? (const float *)b.buf : NULL;
+    g.residual = have_r ? (const float *)r.buf : NULL;
+    g.relu = relu;
+    if (ways < 1)
+        ways = 1;
+    Py_ssize_t bands = g.oh < ways ? g.oh : ways;
+    if (npos / MIN_BAND < bands)
+        bands = npos / MIN_BAND > 0 ? npos / MIN_BAND : 1;
+    const int channel_split = ways > 1 && bands < ways && g.n * bands < ways &&
+                              !conv_is_pointwise(&g);
+    size_t floats;
+    if (channel_split) {
+        g.parts = g.m / 8 < ways ? (g.m / 8 > 0 ? g.m / 8 : 1) : ways;
+        floats = (size_t)(g.n * K * npos);
+    } else {
+        g.bands = bands;
+        g.scratch_each = K * ((g.oh + bands - 1) / bands) * g.ow;
+        floats = conv_is_pointwise(&g) ? 1 : (size_t)(g.scratch_each * ways);
+    }
+    g.scratch = PyMem_RawMalloc(sizeof(float) * (floats ? floats : 1));
+    if (g.scratch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (channel_split) {
+        pool_run(conv_all_columns, &g, g.n, ways);
+        pool_run(conv_channels, &g, g.n * g.parts, ways);
+    } else {
+        pool_run(conv_band, &g, g.n * g.bands, ways);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(g.scratch);
+    ok = 1;
+done:
+    if (got >= 5 && have_r)
+        PyBuffer_Release(&r);
+    if (got >= 4 && have_b)
+        PyBuffer_Release(&b);
+    if (got >= 3)
+        PyBuffer_Release(&o);
+    if (got >= 2)
+        PyBuffer_Release(&w);
+    if (got >= 1)
+        PyBuffer_Release(&x);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
