@@ -334,3 +334,17 @@ def test_compiled_gemm_and_conv_refuse_bad_arrays() -> None:
     with pytest.raises(ValueError, match="float32"):
         native._lib.conv2d_f32(z((1, 2, 5, 5)), z((3, 18)), z((1, 3, 9)), None, None, False,
                                (3, 3, 1, 1, 1, 1, 0, 0, 3, 3), 1)
+
+
+def test_lstm_directions_refuse_a_bad_direction_after_a_good_one() -> None:
+    """The second direction is refused; the first one's buffers are released (the
+    arrays stay resizable, which a held buffer would forbid)."""
+    if not native.available():
+        pytest.skip("extension not built")
+    good = _args()
+    bad = _args(dtype=np.float64)
+    with pytest.raises(ValueError, match="float32"):
+        native._lib.lstm_directions([tuple(good), tuple(bad)], 2)
+    good[0].resize((1,), refcheck=False)  # BufferError if a view of it were still held
+    with pytest.raises(TypeError):
+        native._lib.lstm_directions([("not", "a", "direction")], 1)

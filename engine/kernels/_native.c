@@ -127,60 +127,129 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int ndim, int writable, co
     return 0;
 }
 
+/* One direction's arrays, checked, and the buffers to release. */
+typedef struct {
+    Py_buffer xs, rt, h, c, ys;
+    int held;      /* buffers acquired so far */
+    int reverse;
+    float *gates;  /* scratch: 4 * hidden floats */
+} LstmDir;
+
+static void lstm_release(LstmDir *d)
+{
+    Py_buffer *all[5] = {&d->xs, &d->rt, &d->h, &d->c, &d->ys};
+    for (int i = d->held - 1; i >= 0; i--)
+        PyBuffer_Release(all[i]);
+    d->held = 0;
+    PyMem_RawFree(d->gates);
+    d->gates = NULL;
+}
+
+static int lstm_acquire(LstmDir *d, PyObject *o_xs, PyObject *o_rt, PyObject *o_h, PyObject *o_c,
+                        PyObject *o_ys, int reverse)
+{
+    d->held = 0;
+    d->gates = NULL;
+    d->reverse = reverse;
+    if (get_buffer(o_xs, &d->xs, 3, 0, "xs") < 0)
+        return -1;
+    d->held = 1;
+    if (get_buffer(o_rt, &d->rt, 2, 0, "rt") < 0)
+        goto fail;
+    d->held = 2;
+    if (get_buffer(o_h, &d->h, 2, 1, "h") < 0)
+        goto fail;
+    d->held = 3;
+    if (get_buffer(o_c, &d->c, 2, 1, "c") < 0)
+        goto fail;
+    d->held = 4;
+    if (get_buffer(o_ys, &d->ys, 3, 1, "ys") < 0)
+        goto fail;
+    d->held = 5;
+    const Py_ssize_t seq = d->xs.shape[0], batch = d->xs.shape[1], hs = d->rt.shape[0];
+    if (d->xs.shape[2] != 4 * hs || d->rt.shape[1] != 4 * hs || d->h.shape[0] != batch ||
+        d->h.shape[1] != hs || d->c.shape[0] != batch || d->c.shape[1] != hs ||
+        d->ys.shape[0] != seq || d->ys.shape[1] != batch || d->ys.shape[2] != hs ||
+        d->h.strides[0] != 4 * hs || d->c.strides[0] != 4 * hs || d->rt.strides[0] != 16 * hs) {
+        PyErr_SetString(PyExc_ValueError, "lstm_direction: shapes do not match "
+                        "xs (seq, batch, 4h), rt (h, 4h), h and c (batch, h), ys (seq, batch, h)");
+        goto fail;
+    }
+    d->gates = PyMem_RawMalloc(sizeof(float) * (size_t)(4 * hs > 0 ? 4 * hs : 1));
+    if (d->gates == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    return 0;
+fail:
+    lstm_release(d);
+    return -1;
+}
+
+static void lstm_run(void *arg, Py_ssize_t i, int slot)
+{
+    (void)slot;
+    LstmDir *d = (LstmDir *)arg + i;
+    Seq sx = {(const char *)d->xs.buf, d->xs.strides[0]};
+    Seq sy = {(const char *)d->ys.buf, d->ys.strides[0]};
+    run_direction(sx, (const float *)d->rt.buf, (float *)d->h.buf, (float *)d->c.buf, sy,
+                  d->xs.shape[0], d->xs.shape[1], d->rt.shape[0], d->reverse, d->gates);
+}
+
 static PyObject *lstm_direction(PyObject *self, PyObject *args)
 {
     PyObject *o_xs, *o_rt, *o_h, *o_c, *o_ys;
     int reverse;
-    if (!PyArg_ParseTuple(args, "OOOOOp", &o_xs, &o_rt, &o_h, &o_c, &o_ys, &reverse))
+    LstmDir d;
+    if (!PyArg_ParseTuple(args, "OOOOOp", &o_xs, &o_rt, &o_h, &o_c, &o_ys, &reverse) ||
+        lstm_acquire(&d, o_xs, o_rt, o_h, o_c, o_ys, reverse) < 0)
         return NULL;
-    Py_buffer xs, rt, h, c, ys;
-    if (get_buffer(o_xs, &xs, 3, 0, "xs") < 0)
-        return NULL;
-    if (get_buffer(o_rt, &rt, 2, 0, "rt") < 0)
-        goto fail_xs;
-    if (get_buffer(o_h, &h, 2, 1, "h") < 0)
-        goto fail_rt;
-    if (get_buffer(o_c, &c, 2, 1, "c") < 0)
-        goto fail_h;
-    if (get_buffer(o_ys, &ys, 3, 1, "ys") < 0)
-        goto fail_c;
-    const Py_ssize_t seq = xs.shape[0], batch = xs.shape[1], hs = rt.shape[0];
-    if (xs.shape[2] != 4 * hs || rt.shape[1] != 4 * hs || h.shape[0] != batch ||
-        h.shape[1] != hs || c.shape[0] != batch || c.shape[1] != hs ||
-        ys.shape[0] != seq || ys.shape[1] != batch || ys.shape[2] != hs ||
-        h.strides[0] != 4 * hs || c.strides[0] != 4 * hs || rt.strides[0] != 16 * hs) {
-        PyErr_SetString(PyExc_ValueError, "lstm_direction: shapes do not match "
-                        "xs (seq, batch, 4h), rt (h, 4h), h and c (batch, h), ys (seq, batch, h)");
-        goto fail_all;
-    }
-    float *gates = PyMem_RawMalloc(sizeof(float) * (size_t)(4 * hs > 0 ? 4 * hs : 1));
-    if (gates == NULL) {
-        PyErr_NoMemory();
-        goto fail_all;
-    }
-    Seq sx = {(const char *)xs.buf, xs.strides[0]}, sy = {(const char *)ys.buf, ys.strides[0]};
     Py_BEGIN_ALLOW_THREADS
-    run_direction(sx, (const float *)rt.buf, (float *)h.buf, (float *)c.buf, sy, seq, batch, hs,
-                  reverse, gates);
+    lstm_run(&d, 0, 0);
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(gates);
-    PyBuffer_Release(&ys);
-    PyBuffer_Release(&c);
-    PyBuffer_Release(&h);
-    PyBuffer_Release(&rt);
-    PyBuffer_Release(&xs);
+    lstm_release(&d);
     Py_RETURN_NONE;
-fail_all:
-    PyBuffer_Release(&ys);
-fail_c:
-    PyBuffer_Release(&c);
-fail_h:
-    PyBuffer_Release(&h);
-fail_rt:
-    PyBuffer_Release(&rt);
-fail_xs:
-    PyBuffer_Release(&xs);
-    return NULL;
+}
+
+/* lstm_directions(dirs, ways): dirs a sequence of (xs, rt, h, c, ys, reverse), run
+ * on `ways` threads of the pool (a bidirectional LSTM: one direction per core). */
+static PyObject *lstm_directions(PyObject *self, PyObject *args)
+{
+    PyObject *seq;
+    int ways;
+    if (!PyArg_ParseTuple(args, "Oi", &seq, &ways))
+        return NULL;
+    PyObject *fast = PySequence_Fast(seq, "lstm_directions: expected a sequence of directions");
+    if (fast == NULL)
+        return NULL;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    LstmDir *dirs = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(LstmDir));
+    Py_ssize_t got = 0;
+    int ok = dirs != NULL;
+    if (!ok)
+        PyErr_NoMemory();
+    for (; ok && got < n; got++) {
+        PyObject *o_xs, *o_rt, *o_h, *o_c, *o_ys;
+        int reverse;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, got), "OOOOOp", &o_xs, &o_rt, &o_h,
+                              &o_c, &o_ys, &reverse) ||
+            lstm_acquire(&dirs[got], o_xs, o_rt, o_h, o_c, o_ys, reverse) < 0)
+            ok = 0;
+    }
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        native_pool_run(lstm_run, dirs, n, ways);
+        Py_END_ALLOW_THREADS
+    } else if (got > 0) {
+        got--;  /* the one that failed released its own buffers */
+    }
+    for (Py_ssize_t i = 0; i < got; i++)
+        lstm_release(&dirs[i]);
+    PyMem_Free(dirs);
+    Py_DECREF(fast);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------------------ erf, GELU --
@@ -501,6 +570,9 @@ static PyMethodDef methods[] = {
     {"erf_f32", erf_f32, METH_VARARGS, "erf_f32(x, out): out = erf(x), float32, C-contiguous."},
     {"gelu_f32", gelu_f32, METH_VARARGS,
      "gelu_f32(x, out, div, one, half): out = half * x * (one + erf(x / div)), float32."},
+    {"lstm_directions", lstm_directions, METH_VARARGS,
+     "lstm_directions(dirs, ways): lstm_direction for each (xs, rt, h, c, ys, reverse) of\n"
+     "dirs, on `ways` threads of the pool."},
     {"lstm_direction", lstm_direction, METH_VARARGS,
      "lstm_direction(xs, rt, h, c, ys, reverse): one direction of the common LSTM over\n"
      "float32 arrays, the GIL released; h and c are updated in place, ys written."},

@@ -26,6 +26,11 @@ int native_get_contiguous(PyObject *obj, Py_buffer *view, int writable, int ndim
 /* A 2-D float32 buffer with its strides (a transposed view is fine). */
 int native_get_2d(PyObject *obj, Py_buffer *view, int writable, const char *name);
 
+/* fn(arg, i, slot) for i < n on the caller and up to ways - 1 pool workers (slot 0 is
+ * the caller, 1.. the workers that joined); call without the GIL. */
+typedef void (*native_slice_fn)(void *arg, Py_ssize_t i, int slot);
+void native_pool_run(native_slice_fn fn, void *arg, Py_ssize_t n, int ways);
+
 PyObject *native_set_sgemm(PyObject *self, PyObject *args);
 PyObject *native_set_pool_spin(PyObject *self, PyObject *args);
 PyObject *native_pool_stats(PyObject *self, PyObject *args);

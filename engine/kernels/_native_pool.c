@@ -68,7 +68,7 @@ PyObject *native_set_sgemm(PyObject *self, PyObject *args)
 /* ------------------------------------------------------------------ pool -- */
 /* fn(arg, i, slot): slot is 0 on the caller and 1..helpers on the workers that joined,
  * so a slice can use a per-thread scratch buffer the caller allocated. */
-typedef void (*slice_fn)(void *arg, Py_ssize_t i, int slot);
+typedef native_slice_fn slice_fn;
 typedef struct {
     slice_fn fn;
     void *arg;
@@ -175,7 +175,7 @@ static void ensure_workers(int n)
 /* fn(arg, i) for i < n on this thread and up to ways - 1 workers; returns when all
  * are done. Called without the GIL. Another pool job in progress (a second engine
  * worker): this one runs on its caller alone. */
-static void pool_run(slice_fn fn, void *arg, Py_ssize_t n, int ways)
+void native_pool_run(slice_fn fn, void *arg, Py_ssize_t n, int ways)
 {
     if (ways <= 1 || n <= 1 || pthread_mutex_trylock(&submit_mu) != 0) {
         for (Py_ssize_t i = 0; i < n; i++)
@@ -316,7 +316,7 @@ PyObject *native_gemm_f32(PyObject *self, PyObject *args)
         const Py_ssize_t span = g.by_cols ? g.n : g.m;
         g.parts = ways < 1 ? 1 : (ways > span ? span : ways);
         Py_BEGIN_ALLOW_THREADS
-        pool_run(gemm_slice, &g, g.parts, ways);
+        native_pool_run(gemm_slice, &g, g.parts, ways);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&c);
@@ -534,10 +534,10 @@ PyObject *native_conv2d_f32(PyObject *self, PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS
     if (channel_split) {
-        pool_run(conv_all_columns, &g, g.n, ways);
-        pool_run(conv_channels, &g, g.n * g.parts, ways);
+        native_pool_run(conv_all_columns, &g, g.n, ways);
+        native_pool_run(conv_channels, &g, g.n * g.parts, ways);
     } else {
-        pool_run(conv_band, &g, g.n * g.bands, ways);
+        native_pool_run(conv_band, &g, g.n * g.bands, ways);
     }
     Py_END_ALLOW_THREADS
     PyMem_RawFree(g.scratch);

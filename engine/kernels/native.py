@@ -85,6 +85,12 @@ def layer_norm(xp: Any, x: Any, scale: Any, bias: Any, axis: int,
     return y, mean, inv
 
 
+def lstm_directions(dirs: list[tuple], ways: int) -> None:
+    """``lstm_direction`` for each (xs, rt, h, c, ys, reverse) of ``dirs``, one slice
+    each of the compiled pool on ``ways`` threads (the GIL released throughout)."""
+    _lib.lstm_directions(dirs, ways)
+
+
 def lstm_direction(xs: np.ndarray, rt: np.ndarray, h: np.ndarray, c: np.ndarray,
                    ys: np.ndarray, reverse: bool) -> None:
     """One direction of the common LSTM (see ``_native.c``); the caller checked

@@ -225,9 +225,9 @@ def _lstm_common(xp: Any, x: Any, w: Any, r: Any, b: Any, b_in: Any, h: Any, c: 
     if seq == 1 and n_dir == 1 and x.dtype == w.dtype == r.dtype:
         return _lstm_step(xp, x, w, r, b_in, h, c, hs)
     rt = _scaled_rt(xp, r, hs, x.dtype.type(0.5))  # (dirs, hidden, 4 hidden), cached
+    if directions_in_parallel(xp) and x.dtype == w.dtype == rt.dtype == b.dtype == np.float32:
+        return _lstm_native(x, w, b, b_in, rt, h, c, direction)
     biases = [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)]
-    if directions_in_parallel(xp) and x.dtype == w.dtype == rt.dtype == np.float32:
-        return _lstm_native(x, w, biases, rt, h, c, direction)
     xw = _projection(xp, x, w, biases)
     if n_dir == 1:
         return _lstm_plain(xp, xw, rt, h, c, seq, direction)
@@ -294,29 +294,48 @@ def directions_in_parallel(xp: Any) -> bool:
     return xp is np and native.available()
 
 
-def _lstm_native(x: np.ndarray, w: np.ndarray, biases: list, rt: np.ndarray, h: np.ndarray,
-                 c: np.ndarray, direction: str) -> tuple[np.ndarray, list]:
-    """``_lstm_plain``'s maths in compiled code (``native.py``), one call per
-    direction with the GIL released, after that direction's input projection: a
-    bidirectional LSTM's two directions run on two cores (``blas.run_split``),
-    projection included. ``c`` is this call's own copy (updated in place)."""
+def _lstm_native(x: np.ndarray, w: np.ndarray, b: np.ndarray, b_in: Any, rt: np.ndarray,
+                 h: np.ndarray, c: np.ndarray, direction: str) -> tuple[np.ndarray, list]:
+    """``_lstm_plain``'s maths in compiled code (``native.py``): the input projection
+    of every direction as one GEMM (its weights stacked, transposed and pre-scaled
+    once), then each direction's recurrence as one slice of the compiled pool, the
+    GIL released: a bidirectional LSTM's two directions run on two cores. ``b`` is
+    the bias (zeros if absent), ``b_in`` the caller's (what the cache keys on);
+    ``c`` is this call's own copy (updated in place)."""
     seq, batch = x.shape[:2]
     n_dir, hs = w.shape[0], rt.shape[1]
     h = h.copy()  # the caller's initial state is read, never written
     ys = np.empty((seq, n_dir, batch, hs), dtype=np.float32)
     x2 = x.reshape(seq * batch, x.shape[-1])
-
-    def one(d: int) -> None:
-        xw = x2 @ w[d].T
-        xw += biases[d]
-        xw[:, :3 * hs] *= np.float32(0.5)  # i, o, f: sigmoid through tanh(v / 2)
+    wt, bias = _input_weights(w, b, b_in, hs)
+    with blas.LargeKernel(x2.shape[0] * wt.shape[0] * wt.shape[1]) as ways:
+        xw = native.gemm(np, x2, wt, ways) if ways > 1 else None
+    if xw is None:
+        xw = x2 @ wt
+    xw += bias
+    dirs = []
+    for d in range(n_dir):
+        xs = xw[:, d * 4 * hs:(d + 1) * 4 * hs].reshape(seq, batch, 4 * hs)
         reverse = direction == "reverse" or (direction == "bidirectional" and d == 1)
-        native.lstm_direction(xw.reshape(seq, batch, 4 * hs), rt[d], h[d], c[d], ys[:, d],
-                                   reverse)
-
+        dirs.append((xs if batch == 1 else np.ascontiguousarray(xs), rt[d], h[d], c[d], ys[:, d],
+                     reverse))
     with blas.LargeKernel(n_dir * seq * batch * hs * 4 * hs) as ways:
-        blas.run_split(one, n_dir, ways)
+        native.lstm_directions(dirs, ways)
     return ys, [h, c]
+
+
+def _input_weights(w: np.ndarray, b: np.ndarray, b_in: Any, hs: int) -> tuple[np.ndarray, np.ndarray]:
+    """W of every direction stacked and transposed, (input, dirs * 4 hidden), and the
+    summed biases (dirs * 4 hidden), the i, o, f columns of each direction halved."""
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        n_dir = w.shape[0]
+        wt = np.ascontiguousarray(np.swapaxes(w, 1, 2).transpose(1, 0, 2).reshape(w.shape[2], -1))
+        bias = np.concatenate([b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
+        for d in range(n_dir):
+            wt[:, d * 4 * hs:d * 4 * hs + 3 * hs] *= np.float32(0.5)
+            bias[d * 4 * hs:d * 4 * hs + 3 * hs] *= np.float32(0.5)
+        return wt, bias
+    return _cached("win", (w, b_in), build)
 
 
 #: ids of weight arrays -> (weak references to them, what was prepared from them). An
