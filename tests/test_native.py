@@ -348,3 +348,43 @@ def test_lstm_directions_refuse_a_bad_direction_after_a_good_one() -> None:
     good[0].resize((1,), refcheck=False)  # BufferError if a view of it were still held
     with pytest.raises(TypeError):
         native._lib.lstm_directions([("not", "a", "direction")], 1)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_compiled_max_pool_random_geometry(seed: int, pool_split: None) -> None:
+    """2-D MaxPool on the compiled pool against onnxruntime: kernels, strides,
+    dilations, pads and ceil mode at random; with a NaN in the input against the
+    numpy path: a window holding a NaN is NaN, as numpy's maximum (onnxruntime and
+    ONNX's reference evaluator let a NaN through in some windows and not in others,
+    by the order they compare in: NaN in MaxPool is left open by the standard)."""
+    rng = np.random.default_rng(seed)
+    k = [int(v) for v in rng.integers(1, 4, 2)]
+    attrs: dict = {"kernel_shape": k, "strides": [int(v) for v in rng.integers(1, 3, 2)],
+                   "dilations": [int(v) for v in rng.integers(1, 3, 2)],
+                   "pads": [int(rng.integers(0, kk // 2 + 1)) for kk in k * 2],
+                   "ceil_mode": int(rng.integers(0, 2))}
+    x = rng.standard_normal((int(rng.integers(1, 3)), int(rng.integers(1, 9)),
+                             int(rng.integers(8, 30)), int(rng.integers(8, 30)))).astype(np.float32)
+    if seed % 3 == 0:
+        x[0, 0, 3, 4] = np.nan
+    ran: list[bool] = []
+    real = native.max_pool2d
+
+    def spy(*args, **kwargs):
+        y = real(*args, **kwargs)
+        ran.append(y is not None)
+        return y
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(native, "max_pool2d", spy)
+        if seed % 3:
+            check("MaxPool", {"x": x}, rtol=0, atol=0, oracle="onnxruntime", **attrs)
+        else:
+            from engine.kernels import kernel_for
+            pool = kernel_for("MaxPool", "", {"": 17})
+            got = pool(np, x, _n_outputs=1, **attrs)[0]
+            assert ran == [True], "the pool did not run compiled"
+            m.setattr(native, "_lib", None)
+            np.testing.assert_array_equal(got, pool(np, x, _n_outputs=1, **attrs)[0])
+            assert np.isnan(got).any()
+            return
+    assert ran and all(ran), "the pool did not run compiled"

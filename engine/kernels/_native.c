@@ -558,6 +558,8 @@ static PyMethodDef methods[] = {
      "set_pool_spin(seconds): how long a pool worker spins for the next job."},
     {"gemm_f32", native_gemm_f32, METH_VARARGS,
      "gemm_f32(a, b, out, ways): out = a @ b (2-D float32) over `ways` threads."},
+    {"maxpool2d_f32", native_maxpool2d_f32, METH_VARARGS,
+     "maxpool2d_f32(x, out, geometry, ways): 2-D MaxPool values of planes, -inf padding."},
     {"conv2d_f32", native_conv2d_f32, METH_VARARGS,
      "conv2d_f32(x, w, out, bias, residual, relu, geometry, ways): 2-D conv, one group."},
     {"softmax_f32", softmax_f32, METH_VARARGS,

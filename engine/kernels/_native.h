@@ -36,5 +36,6 @@ PyObject *native_set_pool_spin(PyObject *self, PyObject *args);
 PyObject *native_pool_stats(PyObject *self, PyObject *args);
 PyObject *native_gemm_f32(PyObject *self, PyObject *args);
 PyObject *native_conv2d_f32(PyObject *self, PyObject *args);
+PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args);
 
 #endif

@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 
 #include "_native.h"
@@ -553,6 +554,107 @@ done:
         PyBuffer_Release(&w);
     if (got >= 1)
         PyBuffer_Release(&x);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* --------------------------------------------------------------- MaxPool -- */
+typedef struct {
+    const float *x;
+    float *out;
+    Py_ssize_t planes, h, wd, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, blocks;
+    float *scratch;  /* per-slot row of wd floats */
+} PoolArgs;
+
+/* the larger of two, NaN winning (numpy's maximum: a NaN in a window is the result) */
+static inline float nan_max(float m, float v)
+{
+    return (v > m || v != v) ? v : m;
+}
+
+/* One plane: the maximum over kh rows first (whole contiguous rows, vectorised),
+ * then over kw columns of that row; positions outside the input are skipped (the
+ * -inf padding of ONNX MaxPool), a window with none left is -inf. */
+CLONES static void max_plane(const PoolArgs *g, const float *in, float *out, float *row)
+{
+    for (Py_ssize_t oy = 0; oy < g->oh; oy++) {
+        for (Py_ssize_t x = 0; x < g->wd; x++)
+            row[x] = -INFINITY;
+        for (Py_ssize_t ky = 0; ky < g->kh; ky++) {
+            const Py_ssize_t iy = oy * g->sh + ky * g->dh - g->pt;
+            if (iy < 0 || iy >= g->h)
+                continue;
+            const float *src = in + iy * g->wd;
+#pragma omp simd
+            for (Py_ssize_t x = 0; x < g->wd; x++)
+                row[x] = nan_max(row[x], src[x]);
+        }
+        float *o = out + oy * g->ow;
+        for (Py_ssize_t ox = 0; ox < g->ow; ox++) {
+            float m = -INFINITY;
+            for (Py_ssize_t kx = 0; kx < g->kw; kx++) {
+                const Py_ssize_t ix = ox * g->sw + kx * g->dw - g->pl;
+                if (ix >= 0 && ix < g->wd)
+                    m = nan_max(m, row[ix]);
+            }
+            o[ox] = m;
+        }
+    }
+}
+
+static void pool_block(void *arg, Py_ssize_t i, int slot)
+{
+    const PoolArgs *g = (const PoolArgs *)arg;
+    const Py_ssize_t p0 = g->planes * i / g->blocks, p1 = g->planes * (i + 1) / g->blocks;
+    float *row = g->scratch + (Py_ssize_t)slot * g->wd;
+    for (Py_ssize_t p = p0; p < p1; p++)
+        max_plane(g, g->x + p * g->h * g->wd, g->out + p * g->oh * g->ow, row);
+}
+
+/* maxpool2d_f32(x, out, geometry, ways): x (planes, H, W), out (planes, OH, OW),
+ * float32 C-contiguous; geometry = (kh, kw, sh, sw, dh, dw, pad_top, pad_left). */
+PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *oo, *geom;
+    int ways;
+    if (!PyArg_ParseTuple(args, "OOO!i", &ox, &oo, &PyTuple_Type, &geom, &ways))
+        return NULL;
+    PoolArgs g;
+    memset(&g, 0, sizeof g);
+    if (!PyArg_ParseTuple(geom, "nnnnnnnn", &g.kh, &g.kw, &g.sh, &g.sw, &g.dh, &g.dw, &g.pt, &g.pl))
+        return NULL;
+    Py_buffer x, o;
+    if (native_get_contiguous(ox, &x, 0, 3, "x") < 0)
+        return NULL;
+    if (native_get_contiguous(oo, &o, 1, 3, "out") < 0) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    int ok = 0;
+    g.planes = x.shape[0], g.h = x.shape[1], g.wd = x.shape[2], g.oh = o.shape[1], g.ow = o.shape[2];
+    if (o.shape[0] != g.planes || g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 ||
+        g.dw < 1) {
+        PyErr_SetString(PyExc_ValueError, "maxpool2d_f32: the shapes and geometry do not agree");
+        goto done;
+    }
+    if (ways < 1)
+        ways = 1;
+    g.blocks = g.planes < ways ? (g.planes > 0 ? g.planes : 1) : ways;
+    g.x = (const float *)x.buf, g.out = (float *)o.buf;
+    g.scratch = PyMem_RawMalloc(sizeof(float) * (size_t)(ways * (g.wd > 0 ? g.wd : 1)));
+    if (g.scratch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    native_pool_run(pool_block, &g, g.planes > 0 ? g.blocks : 0, ways);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(g.scratch);
+    ok = 1;
+done:
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&x);
     if (!ok)
         return NULL;
     Py_RETURN_NONE;

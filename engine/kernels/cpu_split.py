@@ -267,6 +267,11 @@ def max_pool(x: np.ndarray, kernel: Sequence[int], dilations: Sequence[int],
     each axis for ceil mode) and reduced one spatial axis at a time, the first
     (outer, contiguous rows) first; blocks over the cores when large enough."""
     n, c = x.shape[:2]
+    with blas.LargeKernel(x.size * _POOL_MACS_PER_ELEMENT) as ways:
+        y = native.max_pool2d(np, x, tuple(kernel), tuple(strides), tuple(dilations), tuple(pads),
+                              tuple(out_sp), ways)
+    if y is not None:  # 2-D float32: the compiled pool
+        return y
     planes = n * c
     out = np.empty((n, c, *out_sp), dtype=x.dtype)
     xs = x.reshape(planes, *x.shape[2:])

@@ -190,3 +190,19 @@ def conv2d(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, kernel: t
 def pool_stats() -> tuple[int, int]:
     """(jobs posted to the compiled pool, slices its worker threads ran) so far."""
     return (0, 0) if _lib is None else tuple(_lib.pool_stats())
+
+
+def max_pool2d(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple,
+               out_sp: tuple, ways: int) -> np.ndarray | None:
+    """MaxPool values of a 4-D float32 numpy array (planes over ``ways`` threads of
+    the compiled pool; positions outside the input skipped, as ONNX's -inf
+    padding); None when it does not apply."""
+    if not (_applies(xp, x) and x.ndim == 4 and len(kernel) == 2 and x.size):
+        return None
+    n, c = x.shape[:2]
+    out = np.empty((n, c, *out_sp), dtype=_F32)
+    _lib.maxpool2d_f32(np.ascontiguousarray(x).reshape(n * c, *x.shape[2:]),
+                       out.reshape(n * c, *out_sp),
+                       (kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+                        pads[0], pads[1]), ways)
+    return out
