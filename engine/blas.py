@@ -21,6 +21,13 @@ rule against oversubscription: threads computing large kernels (callers inside
 takes a slice only below that, so when the engine runs two branches' convs on
 two workers of a 2-core machine, each runs on its own core and the helpers wait.
 
+Where the compiled module is built (``engine/kernels/native.py``), the large 2-D
+convs, Linear GEMMs, MaxPools and LSTM directions of float32 run on its C thread
+pool instead of ``run_split`` (its slices need no GIL); ``LargeKernel`` still
+decides how many ways each may use, so the two never oversubscribe the cores
+together. ``run_split`` remains for the rest (other dtypes and ranks, batched
+matmuls) and for a build without a C compiler.
+
 The BLAS limit is process-wide (BLAS thread pools belong to the process), set
 once per distinct value through ``threadpoolctl``; a user who set
 ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or ``MKL_NUM_THREADS`` keeps their
