@@ -350,7 +350,7 @@ def test_lstm_directions_refuse_a_bad_direction_after_a_good_one() -> None:
         native._lib.lstm_directions([("not", "a", "direction")], 1)
 
 
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", range(24))
 def test_compiled_max_pool_random_geometry(seed: int, pool_split: None) -> None:
     """2-D MaxPool on the compiled pool against onnxruntime: kernels, strides,
     dilations, pads and ceil mode at random; with a NaN in the input against the

@@ -564,6 +564,7 @@ typedef struct {
     const float *x;
     float *out;
     Py_ssize_t planes, h, wd, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, blocks;
+    Py_ssize_t x_lo, x_hi;  /* output columns whose taps all lie inside the row */
     float *scratch;  /* per-slot row of wd floats */
 } PoolArgs;
 
@@ -571,6 +572,29 @@ typedef struct {
 static inline float nan_max(float m, float v)
 {
     return (v > m || v != v) ? v : m;
+}
+
+/* Output columns lo..hi, whose kw taps all lie inside the row: no bounds checks
+ * (3 taps of stride 1, ResNet's pool, as one expression the compiler vectorises). */
+CLONES static void max_columns(const PoolArgs *g, const float *row, float *o, Py_ssize_t lo,
+                               Py_ssize_t hi)
+{
+    const Py_ssize_t sw = g->sw, dw = g->dw, pl = g->pl;
+    if (g->kw == 3 && dw == 1) {
+#pragma omp simd
+        for (Py_ssize_t ox = lo; ox < hi; ox++) {
+            const float *r = row + ox * sw - pl;
+            o[ox] = nan_max(nan_max(r[0], r[1]), r[2]);
+        }
+        return;
+    }
+    for (Py_ssize_t ox = lo; ox < hi; ox++) {
+        const float *r = row + ox * sw - pl;
+        float m = r[0];
+        for (Py_ssize_t kx = 1; kx < g->kw; kx++)
+            m = nan_max(m, r[kx * dw]);
+        o[ox] = m;
+    }
 }
 
 /* One plane: the maximum over kh rows first (whole contiguous rows, vectorised),
@@ -591,7 +615,13 @@ CLONES static void max_plane(const PoolArgs *g, const float *in, float *out, flo
                 row[x] = nan_max(row[x], src[x]);
         }
         float *o = out + oy * g->ow;
+        /* the edge columns check their taps; the interior's lie inside the row */
         for (Py_ssize_t ox = 0; ox < g->ow; ox++) {
+            if (ox == g->x_lo && g->x_lo < g->x_hi) {
+                max_columns(g, row, o, g->x_lo, g->x_hi);
+                ox = g->x_hi - 1;
+                continue;
+            }
             float m = -INFINITY;
             for (Py_ssize_t kx = 0; kx < g->kw; kx++) {
                 const Py_ssize_t ix = ox * g->sw + kx * g->dw - g->pl;
@@ -641,6 +671,16 @@ PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
     if (ways < 1)
         ways = 1;
     g.blocks = g.planes < ways ? (g.planes > 0 ? g.planes : 1) : ways;
+    /* first column whose first tap is >= 0; last whose last tap is < wd */
+    g.x_lo = g.pl > 0 ? (g.pl + g.sw - 1) / g.sw : 0;
+    {
+        const Py_ssize_t reach = (g.kw - 1) * g.dw - g.pl;  /* last tap of column 0 */
+        g.x_hi = g.wd - 1 - reach >= 0 ? (g.wd - 1 - reach) / g.sw + 1 : 0;
+        if (g.x_hi > g.ow)
+            g.x_hi = g.ow;
+        if (g.x_lo > g.x_hi)
+            g.x_lo = g.x_hi;
+    }
     g.x = (const float *)x.buf, g.out = (float *)o.buf;
     g.scratch = PyMem_RawMalloc(sizeof(float) * (size_t)(ways * (g.wd > 0 ? g.wd : 1)));
     if (g.scratch == NULL) {
