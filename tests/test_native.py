@@ -388,3 +388,28 @@ def test_compiled_max_pool_random_geometry(seed: int, pool_split: None) -> None:
             assert np.isnan(got).any()
             return
     assert ran and all(ran), "the pool did not run compiled"
+
+
+def test_empty_operands_take_the_numpy_path(pool_split: None) -> None:
+    """An empty GEMM or conv is numpy's to answer (BLAS refuses a zero leading
+    dimension): the same zeros and shapes as onnxruntime, no error."""
+    from engine.kernels import kernel_for
+    mm = kernel_for("MatMul", "", {"": 17})
+    got = mm(np, np.zeros((5, 0), np.float32), np.zeros((0, 7), np.float32))[0]
+    assert got.shape == (5, 7) and not got.any()
+    assert native.gemm(np, np.zeros((5, 0), np.float32), np.zeros((0, 7), np.float32), 2) is None
+    conv = kernel_for("Conv", "", {"": 17})
+    y = conv(np, np.zeros((0, 3, 9, 9), np.float32), np.ones((4, 3, 3, 3), np.float32))[0]
+    assert y.shape == (0, 4, 7, 7)
+
+
+@pytest.mark.parametrize("x_shape,w_shape", [((0, 3, 9, 9), (4, 3, 3, 3)),
+                                             ((2, 0, 9, 9), (4, 0, 3, 3)),
+                                             ((1, 2, 9), (0, 2, 3))])
+def test_empty_convs_match_onnxruntime(x_shape: tuple, w_shape: tuple,
+                                       rng: np.random.Generator) -> None:
+    """An empty batch, zero input channels (the output is the bias) or zero filters."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    check("Conv", {"x": x, "w": w, "b": rng.standard_normal(w_shape[0]).astype(np.float32)},
+          oracle="onnxruntime")

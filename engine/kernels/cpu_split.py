@@ -197,8 +197,9 @@ def matmul_split(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     dtype this does not cover: the caller's ``xp.matmul`` runs). Covers a matrix
     ``b`` under any ``a`` (a Linear layer: rows or columns of the output per
     slice) and equal batch shapes (attention heads: batches per slice)."""
-    if a.dtype not in _BLAS_TYPES or b.dtype != a.dtype or a.ndim < 2 or b.ndim < 2:
-        return None
+    if a.dtype not in _BLAS_TYPES or b.dtype != a.dtype or a.ndim < 2 or b.ndim < 2 \
+            or not a.size or not b.size:
+        return None  # (empty: nothing to split, and reshape(-1, 0) has no answer)
     k = a.shape[-1]
     if b.shape[-2] != k:
         return None  # let matmul raise its own shape error

@@ -149,8 +149,8 @@ def gemm(xp: Any, a: Any, b: Any, ways: int) -> np.ndarray | None:
     """``a @ b`` for 2-D float32 numpy arrays (either may be a transposed view) on
     ``ways`` threads of the compiled pool; None when it does not apply."""
     if not (_applies(xp, a) and _applies(xp, b) and a.ndim == 2 and b.ndim == 2
-            and a.shape[1] == b.shape[0] and _pool_ready()):
-        return None
+            and a.shape[1] == b.shape[0] and a.size and b.size and _pool_ready()):
+        return None  # (an empty operand has no leading dimension BLAS accepts: numpy's path)
     if not (_blas_operand(a) and _blas_operand(b)):
         return None
     out = np.empty((a.shape[0], b.shape[1]), dtype=_F32)
@@ -171,7 +171,7 @@ def conv2d(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, kernel: t
     epilogue (bias, residual, Relu), on ``ways`` threads of the compiled pool:
     (N, M, OH, OW), or None when it does not apply."""
     if not (_applies(xp, x) and _applies(xp, w) and x.ndim == 4 and len(kernel) == 2
-            and _pool_ready()):
+            and x.size and w.size and _pool_ready()):
         return None
     if (b is not None and not _applies(xp, b)) or (residual is not None and not _applies(xp, residual)):
         return None

@@ -132,6 +132,8 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
     if residual is not None and (tuple(residual.shape) != (n, m, *out_sp)
                                  or residual.dtype != x.dtype):
         raise Unfusable(f"residual {tuple(residual.shape)} {residual.dtype}")
+    if n * c * npos == 0 or w.size == 0:  # an empty batch, map or channel: sums of nothing
+        return _empty_conv(xp, x, b, residual, relu, (n, m, *out_sp))
     small = n * c * npos <= _GATHER_PER_COPY
     if xp is np and group == 1 and nsp == 2 and not small \
             and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
@@ -185,6 +187,19 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
     y = same(xp, acc.reshape((n, m) + tuple(out_sp)), x)
     if residual is not None:
         xp.add(y, residual, out=y)  # y is this call's own array (a matmul's, or its cast)
+    if relu:
+        xp.maximum(y, 0, out=y)
+    return y
+
+
+def _empty_conv(xp: Any, x: Any, b: Any, residual: Any, relu: bool, shape: tuple) -> Any:
+    """A conv whose sums are empty: zeros, then the bias, residual and Relu (the
+    general paths' reshapes have no answer for a zero-sized axis)."""
+    y = xp.zeros(shape, dtype=x.dtype)
+    if b is not None:
+        y += b.reshape((1, -1) + (1,) * (len(shape) - 2)).astype(x.dtype)
+    if residual is not None:
+        y += residual
     if relu:
         xp.maximum(y, 0, out=y)
     return y
