@@ -340,6 +340,14 @@ typedef struct {
     Py_ssize_t scratch_each;  /* floats per thread's buffer */
 } ConvArgs;
 
+/* d[i] = src[2 i]: stride-2 convs' column rows (ResNet's stem and downsampling). */
+CLONES static void strided2(float *d, const float *src, Py_ssize_t n)
+{
+#pragma omp simd
+    for (Py_ssize_t i = 0; i < n; i++)
+        d[i] = src[2 * i];
+}
+
 /* im2col of output rows r0..r1 of image `img`: (c * kh * kw) x ((r1 - r0) * ow),
  * C major, kernel positions minor (the weight's (M, C, kh, kw) flattened). */
 static void conv_columns(const ConvArgs *g, Py_ssize_t img, Py_ssize_t r0, Py_ssize_t r1,
@@ -373,6 +381,8 @@ static void conv_columns(const ConvArgs *g, Py_ssize_t img, Py_ssize_t r0, Py_ss
                         d[ox] = 0.0f;
                     if (g->sw == 1) {
                         memcpy(d + lo, row + x0 + lo, sizeof(float) * (size_t)(hi - lo));
+                    } else if (g->sw == 2) {  /* a constant stride: vectorised */
+                        strided2(d + lo, row + x0 + 2 * lo, hi - lo);
                     } else {
                         const float *src = row + x0 + lo * g->sw;
                         for (Py_ssize_t ox = lo; ox < hi; ox++, src += g->sw)
