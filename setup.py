@@ -1,9 +1,9 @@
-"""The one compiled module, engine.kernels._native (engine/kernels/_native.c and
-_native_pool.c: the numpy path's compiled kernels, each run without the GIL; the
-files say why). Everything else is in pyproject.toml.
+"""The one compiled module, engine.kernels._native (engine/kernels/_native*.c: the
+numpy path's compiled kernels and their thread pool, each run without the GIL;
+the files say why). Everything else is in pyproject.toml.
 
 ``optional=True``: on a machine without a C compiler the build goes on without it,
-and engine/kernels/rnn.py runs its numpy loop instead (slower, same results).
+and every kernel runs its numpy path instead (slower, same results).
 """
 
 import platform
@@ -20,7 +20,8 @@ def _libmvec() -> list[str]:
 
 setup(ext_modules=[
     Extension("engine.kernels._native",
-              ["engine/kernels/_native.c", "engine/kernels/_native_pool.c"],
+              ["engine/kernels/_native.c", "engine/kernels/_native_pool.c",
+               "engine/kernels/_native_conv.c"],
               depends=["engine/kernels/_native.h"],
               extra_compile_args=["-O3", "-fno-math-errno", "-fopenmp-simd", "-pthread"],
               extra_link_args=["-pthread"],

@@ -30,6 +30,13 @@ int native_get_2d(PyObject *obj, Py_buffer *view, int writable, const char *name
  * the caller, 1.. the workers that joined); call without the GIL. */
 typedef void (*native_slice_fn)(void *arg, Py_ssize_t i, int slot);
 void native_pool_run(native_slice_fn fn, void *arg, Py_ssize_t n, int ways);
+/* C (m x n, row stride ldc) = A (m x k) B (k x n) + beta C through the process's CBLAS
+ * sgemm (set_sgemm); ta / tb: the operand is stored transposed. */
+void native_sgemm(int ta, int tb, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const float *a,
+                  Py_ssize_t lda, const float *b, Py_ssize_t ldb, float beta, float *c,
+                  Py_ssize_t ldc);
+/* Whether set_sgemm gave the pool a BLAS. */
+int native_have_sgemm(void);
 
 PyObject *native_set_sgemm(PyObject *self, PyObject *args);
 PyObject *native_set_pool_spin(PyObject *self, PyObject *args);
