@@ -64,6 +64,7 @@ import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
 from engine import blas, gpu  # noqa: E402
+from engine.kernels import native  # noqa: E402
 from engine.executor import Executor, missing_ops  # noqa: E402
 from engine.inputs import random_inputs  # noqa: E402
 from engine.measure import measure  # noqa: E402
@@ -320,6 +321,9 @@ def main(argv=None) -> int:
           f"workers={args.workers or os.cpu_count()} repeat={args.repeat} warmup={args.warmup} "
           f"block={args.block} pause={args.pause:g}s onnxruntime={ort.__version__} numpy={np.__version__} "
           f"on {os.cpu_count()} CPUs")
+    print("compiled kernels: " + ("on (engine/kernels/_native; pool jobs this run: "
+                                  f"{native.pool_stats()[0]})" if native.available()
+                                  else "OFF: the numpy paths ran (no C compiler at install?)"))
     print(f"load average at start {_fmt_load(load_start)}, at end {_fmt_load(os.getloadavg())}"
           + _busy_share(busy_start, _cpu_ticks()))
     print(f"{'model':<26}{'nodes':>6}{'ort ms':>9}{'engine ms':>11}{'ratio':>7}{'ort-sub ms':>12}"
