@@ -413,3 +413,21 @@ def test_empty_convs_match_onnxruntime(x_shape: tuple, w_shape: tuple,
     w = rng.standard_normal(w_shape).astype(np.float32)
     check("Conv", {"x": x, "w": w, "b": rng.standard_normal(w_shape[0]).astype(np.float32)},
           oracle="onnxruntime")
+
+
+def test_compiled_gemm_reads_views_in_place_or_refuses_them(rng: np.random.Generator) -> None:
+    """Transposed and sliced views are read in place with their leading dimension
+    (checked against numpy); a view with no unit stride is refused, never misread."""
+    if not native.available() or not native._pool_ready():
+        pytest.skip("extension or BLAS not found")
+    big = rng.standard_normal((40, 30)).astype(np.float32)
+    for a, b in ((big[:7, :5], big[10:15, 3:12]), (big[:5, :7].T, big[:9, 20:25].T),
+                 (big[:, 4:5], big[6:7, :])):
+        out = np.empty((a.shape[0], b.shape[1]), np.float32)
+        native._lib.gemm_f32(a, b, out, 2)
+        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    odd = big[:, ::2][:, 2:3]  # (40, 1): neither stride is one element
+    assert odd.strides == (120, 8)
+    with pytest.raises(ValueError, match="unit stride"):
+        native._lib.gemm_f32(odd, np.ones((1, 1), np.float32), np.empty((40, 1), np.float32), 1)
+    assert native.gemm(np, odd, np.ones((1, 1), np.float32), 2) is None  # numpy's path then

@@ -245,10 +245,6 @@ static int operand(Py_buffer *v, Operand *op, const char *name)
         *op = (Operand){(const float *)v->buf, 1, s1 / 4};
         return 0;
     }
-    if (v->shape[0] == 1 || v->shape[1] == 1) {  /* a vector: any stride along it */
-        *op = (Operand){(const float *)v->buf, 0, v->shape[1] > 1 ? v->shape[1] : 1};
-        return v->shape[1] > 1 && s1 != 4 ? -1 : 0;
-    }
     PyErr_Format(PyExc_ValueError, "%s: no unit stride (BLAS cannot read it in place)", name);
     return -1;
 }
