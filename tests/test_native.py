@@ -431,3 +431,38 @@ def test_compiled_gemm_reads_views_in_place_or_refuses_them(rng: np.random.Gener
     with pytest.raises(ValueError, match="unit stride"):
         native._lib.gemm_f32(odd, np.ones((1, 1), np.float32), np.empty((40, 1), np.float32), 1)
     assert native.gemm(np, odd, np.ones((1, 1), np.float32), 2) is None  # numpy's path then
+
+
+@pytest.mark.parametrize("hs", [1, 7, 64])
+def test_compiled_streaming_step_equals_numpy_and_onnxruntime(hs: int, rng: np.random.Generator,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """One time step with its state given (a VAD's call): compiled, numpy, onnxruntime."""
+    if not native.available():
+        pytest.skip("extension not built")
+    batch, din = int(rng.integers(1, 4)), int(rng.integers(2, 20))
+    model, feeds = _lstm_model(rng, 1, batch, din, hs, "forward", True, False)
+    calls: list[int] = []
+    real = native.lstm_step
+    monkeypatch.setattr(native, "lstm_step", lambda *a: (calls.append(1), real(*a))[1])
+    fast = _run(model, feeds)
+    assert calls, "the streaming step did not run compiled"
+    with monkeypatch.context() as m:
+        m.setattr(native, "_lib", None)
+        loop = _run(model, feeds)
+    ref = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    for got, plain, want in zip(fast, loop, ref):
+        np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_streaming_step_refuses_mismatched_arrays() -> None:
+    if not native.available():
+        pytest.skip("extension not built")
+    z = np.zeros
+    with pytest.raises(ValueError, match="shapes do not match"):
+        native._lib.lstm_step_f32(z((1, 3), np.float32), z((1, 4), np.float32), z((1, 4), np.float32),
+                                  z((6, 16), np.float32), z(16, np.float32), z((1, 4), np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        native._lib.lstm_step_f32(z((1, 3), np.float32), z((1, 4), np.float32), z((1, 4), np.float32),
+                                  z((16, 7), np.float32).T, z(16, np.float32), z((1, 4), np.float32))

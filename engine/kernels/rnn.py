@@ -377,7 +377,8 @@ def _step_weights(xp: Any, w: Any, r: Any, b: Any, hs: int, half: Any) -> tuple[
     """For one step of one direction: [W; R] transposed and stacked, (in + hidden,
     4 hidden), and the summed bias, their i, o, f columns halved."""
     def build() -> tuple[Any, Any]:
-        wr = xp.concatenate([xp.swapaxes(w, 1, 2)[0], xp.swapaxes(r, 1, 2)[0]], axis=0)
+        wr = xp.ascontiguousarray(  # (concatenate keeps the transposes' F order otherwise)
+            xp.concatenate([xp.swapaxes(w, 1, 2)[0], xp.swapaxes(r, 1, 2)[0]], axis=0))
         bias = (xp.zeros((4 * hs,), dtype=wr.dtype) if b is None
                 else b[0, :4 * hs] + b[0, 4 * hs:])
         wr[:, :3 * hs] *= half
@@ -392,6 +393,11 @@ def _lstm_step(xp: Any, x: Any, w: Any, r: Any, b: Any, h: Any, c: Any,
     the stacked weights, then the gates as in ``_lstm_plain``: half the calls."""
     half = h.dtype.type(0.5)
     wr, bias = _step_weights(xp, w, r, b, hs, half)
+    if directions_in_parallel(xp) and x.dtype == wr.dtype == np.float32:
+        y = np.empty(h.shape[1:], dtype=np.float32)   # numpy float32: one compiled call
+        cell = np.ascontiguousarray(c[0])
+        native.lstm_step(np.ascontiguousarray(x[0]), np.ascontiguousarray(h[0]), cell, wr, bias, y)
+        return y.reshape((1, 1) + y.shape), [y.reshape((1,) + y.shape).copy(), cell[None]]
     gates = xp.concatenate([x[0], h[0]], axis=1) @ wr     # (batch, 4 hidden)
     gates += bias
     xp.tanh(gates, out=gates)
