@@ -53,6 +53,7 @@ from . import gpu
 from .context import Context, FnProperty, RunContext
 from .errors import (DeadlockError, OnCompleteError, OperatorError,
                      VariableError)
+from .locks import YieldingLock
 from .profiling import EngineHooks, FnRecord
 
 SyncFn = Callable[[RunContext], None]
@@ -267,8 +268,8 @@ class Engine:
     name = "engine"
 
     def __init__(self, hooks: EngineHooks | None = None) -> None:
-        self._lock = threading.Lock()
-        self._all_done = threading.Condition(self._lock)
+        self._lock = YieldingLock()  # engine/locks.py: no lock convoy under the GIL
+        self._all_done = threading.Condition(self._lock)  # type: ignore[arg-type]
         self._hooks = hooks
         self._seq = count()
         self._var_ids = count()
