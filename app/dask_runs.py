@@ -22,6 +22,7 @@ cancel (one long kernel, a hang) has its worker restarted.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -142,6 +143,13 @@ class DaskJobManager(BaseJobs):
         self.cluster: Any = None
         self.worker_memory: int | None = None
         if cluster == "local":
+            # Each worker process computes on its share of the cores (engine/blas.py):
+            # large kernels split over them, never oversubscribing the machine. Dask's
+            # own defaults (BLAS threads = 1) are kept beside it.
+            from engine.blas import SHARE_VAR
+            environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})
+            environ[SHARE_VAR] = max(1, (os.cpu_count() or 1) // max(1, workers))
+            dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
             self.worker_memory = worker_memory or default_worker_memory(workers)
             self.cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
                                         memory_limit=self.worker_memory, silence_logs=40,

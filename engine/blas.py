@@ -28,6 +28,9 @@ decides how many ways each may use, so the two never oversubscribe the cores
 together. ``run_split`` remains for the rest (other dtypes and ranks, batched
 matmuls) and for a build without a C compiler.
 
+A process that shares the machine with others (the web app's local Dask workers)
+is told its share of the cores in ``SGLENS_CPU_SHARE`` and splits over that many.
+
 The BLAS limit is process-wide (BLAS thread pools belong to the process), set
 once per distinct value through ``threadpoolctl``; a user who set
 ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or ``MKL_NUM_THREADS`` keeps their
@@ -67,7 +70,8 @@ def apply(threads: int | None, cpu_workers: int) -> int | None:
     says), ``0`` = leave BLAS alone, ``n`` = n threads. Splitting large kernels
     over the cores is on exactly when BLAS runs one thread. Returns what was set."""
     global _applied, _controller, _split_on
-    if threads == 0 or (threads is None and any(os.environ.get(v) for v in _USER_VARS)):
+    user_set = any(os.environ.get(v) for v in _USER_VARS)
+    if threads == 0 or (threads is None and user_set and not os.environ.get(SHARE_VAR)):
         _split_on = False
         return None
     n = auto_threads(cpu_workers) if threads is None else int(threads)
@@ -91,7 +95,25 @@ def set_split(on: bool) -> bool:
 
 
 # ------------------------------------------------------ intra-op splitting --
-_CORES = os.cpu_count() or 1
+#: The cores this process may compute on, when several processes share a machine:
+#: the web app's local Dask workers get ``cores // workers`` each. Dask's nanny also
+#: sets ``OMP_NUM_THREADS=1`` etc. in its workers, which alone would turn splitting
+#: off ("the user's BLAS setting"); with this variable set, the process splits its
+#: large kernels over its share. Measured before: a browser run of ResNet-18 on the
+#: one local worker ran every conv on one core.
+SHARE_VAR = "SGLENS_CPU_SHARE"
+
+
+def _cpu_share() -> int:
+    cores = os.cpu_count() or 1
+    try:
+        share = int(os.environ.get(SHARE_VAR, "0"))
+    except ValueError:
+        share = 0
+    return min(share, cores) if share > 0 else cores
+
+
+_CORES = _cpu_share()
 _split_on = False        # set by apply(): only with single-threaded BLAS
 _running = 0             # threads computing a large kernel (guarded by _split_lock)
 _split_lock = threading.Lock()

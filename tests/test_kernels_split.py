@@ -194,6 +194,31 @@ def test_split_backs_off_when_it_gains_nothing(load: float, longest: float,
         assert ways == 2  # tried again once the back-off is over
 
 
+def test_a_share_of_the_cores_keeps_splitting_on_beside_dasks_blas_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blas, "_CORES", 2)
+    monkeypatch.setattr(blas, "_split_on", False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    monkeypatch.delenv(blas.SHARE_VAR, raising=False)
+    try:
+        assert blas.apply(None, 1) is None and blas._split_on is False  # the user's setting wins
+        monkeypatch.setenv(blas.SHARE_VAR, "2")
+        assert blas.apply(None, 1) == 1 and blas._split_on is True      # a share: ours to split
+    finally:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+        monkeypatch.delenv(blas.SHARE_VAR, raising=False)
+        blas.apply(None, 2)
+
+
+@pytest.mark.parametrize("value,expect", [("1", 1), ("0", None), ("x", None), ("9999", None)])
+def test_the_share_is_read_from_the_environment(value: str, expect: int | None,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    monkeypatch.setenv(blas.SHARE_VAR, value)
+    cores = os.cpu_count() or 1
+    assert blas._cpu_share() == (cores if expect is None else expect)
+
+
 def test_apply_turns_splitting_on_only_with_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in blas._USER_VARS:
         monkeypatch.delenv(var, raising=False)
