@@ -100,46 +100,17 @@ static void run_direction(Seq xs, const float *rt, float *h, float *c, Seq ys, P
     }
 }
 
-/* A float32 buffer of `ndim` dimensions whose last ndim - 1 are C-contiguous
- * (the first may be strided: a direction's slice of the output). */
-static int get_buffer(PyObject *obj, Py_buffer *view, int ndim, int writable, const char *name)
-{
-    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0)
-        return -1;
-    if (view->ndim != ndim || view->format == NULL || strcmp(view->format, "f") != 0 ||
-        view->itemsize != 4) {
-        PyErr_Format(PyExc_ValueError, "%s: expected a %d-D float32 array", name, ndim);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    Py_ssize_t expect = 4;
-    for (int d = ndim - 1; d >= 1; d--) {
-        if (view->shape[d] > 1 && view->strides[d] != expect) {
-            PyErr_Format(PyExc_ValueError, "%s: its last %d axes must be C-contiguous",
-                         name, ndim - 1);
-            PyBuffer_Release(view);
-            return -1;
-        }
-        expect *= view->shape[d];
-    }
-    return 0;
-}
-
 /* One direction's arrays, checked, and the buffers to release. */
 typedef struct {
-    Py_buffer xs, rt, h, c, ys;
-    int held;      /* buffers acquired so far */
+    NativeBuffers bufs;
+    Py_buffer *xs, *rt, *h, *c, *ys;
     int reverse;
     float *gates;  /* scratch: 4 * hidden floats */
 } LstmDir;
 
 static void lstm_release(LstmDir *d)
 {
-    Py_buffer *all[5] = {&d->xs, &d->rt, &d->h, &d->c, &d->ys};
-    for (int i = d->held - 1; i >= 0; i--)
-        PyBuffer_Release(all[i]);
-    d->held = 0;
+    native_release(&d->bufs);
     PyMem_RawFree(d->gates);
     d->gates = NULL;
 }
@@ -147,29 +118,21 @@ static void lstm_release(LstmDir *d)
 static int lstm_acquire(LstmDir *d, PyObject *o_xs, PyObject *o_rt, PyObject *o_h, PyObject *o_c,
                         PyObject *o_ys, int reverse)
 {
-    d->held = 0;
+    NativeBuffers *bs = &d->bufs;
+    bs->held = 0;
     d->gates = NULL;
     d->reverse = reverse;
-    if (get_buffer(o_xs, &d->xs, 3, 0, "xs") < 0)
-        return -1;
-    d->held = 1;
-    if (get_buffer(o_rt, &d->rt, 2, 0, "rt") < 0)
+    if (!(d->xs = native_take(bs, o_xs, 0, NATIVE_ROWS, 3, "xs")) ||
+        !(d->rt = native_take(bs, o_rt, 0, NATIVE_ROWS, 2, "rt")) ||
+        !(d->h = native_take(bs, o_h, 1, NATIVE_ROWS, 2, "h")) ||
+        !(d->c = native_take(bs, o_c, 1, NATIVE_ROWS, 2, "c")) ||
+        !(d->ys = native_take(bs, o_ys, 1, NATIVE_ROWS, 3, "ys")))
         goto fail;
-    d->held = 2;
-    if (get_buffer(o_h, &d->h, 2, 1, "h") < 0)
-        goto fail;
-    d->held = 3;
-    if (get_buffer(o_c, &d->c, 2, 1, "c") < 0)
-        goto fail;
-    d->held = 4;
-    if (get_buffer(o_ys, &d->ys, 3, 1, "ys") < 0)
-        goto fail;
-    d->held = 5;
-    const Py_ssize_t seq = d->xs.shape[0], batch = d->xs.shape[1], hs = d->rt.shape[0];
-    if (d->xs.shape[2] != 4 * hs || d->rt.shape[1] != 4 * hs || d->h.shape[0] != batch ||
-        d->h.shape[1] != hs || d->c.shape[0] != batch || d->c.shape[1] != hs ||
-        d->ys.shape[0] != seq || d->ys.shape[1] != batch || d->ys.shape[2] != hs ||
-        d->h.strides[0] != 4 * hs || d->c.strides[0] != 4 * hs || d->rt.strides[0] != 16 * hs) {
+    const Py_ssize_t seq = d->xs->shape[0], batch = d->xs->shape[1], hs = d->rt->shape[0];
+    if (d->xs->shape[2] != 4 * hs || d->rt->shape[1] != 4 * hs || d->h->shape[0] != batch ||
+        d->h->shape[1] != hs || d->c->shape[0] != batch || d->c->shape[1] != hs ||
+        d->ys->shape[0] != seq || d->ys->shape[1] != batch || d->ys->shape[2] != hs ||
+        d->h->strides[0] != 4 * hs || d->c->strides[0] != 4 * hs || d->rt->strides[0] != 16 * hs) {
         PyErr_SetString(PyExc_ValueError, "lstm_direction: shapes do not match "
                         "xs (seq, batch, 4h), rt (h, 4h), h and c (batch, h), ys (seq, batch, h)");
         goto fail;
@@ -189,10 +152,10 @@ static void lstm_run(void *arg, Py_ssize_t i, int slot)
 {
     (void)slot;
     LstmDir *d = (LstmDir *)arg + i;
-    Seq sx = {(const char *)d->xs.buf, d->xs.strides[0]};
-    Seq sy = {(const char *)d->ys.buf, d->ys.strides[0]};
-    run_direction(sx, (const float *)d->rt.buf, (float *)d->h.buf, (float *)d->c.buf, sy,
-                  d->xs.shape[0], d->xs.shape[1], d->rt.shape[0], d->reverse, d->gates);
+    Seq sx = {(const char *)d->xs->buf, d->xs->strides[0]};
+    Seq sy = {(const char *)d->ys->buf, d->ys->strides[0]};
+    run_direction(sx, (const float *)d->rt->buf, (float *)d->h->buf, (float *)d->c->buf, sy,
+                  d->xs->shape[0], d->xs->shape[1], d->rt->shape[0], d->reverse, d->gates);
 }
 
 static PyObject *lstm_direction(PyObject *self, PyObject *args)
@@ -222,27 +185,24 @@ static PyObject *lstm_directions(PyObject *self, PyObject *args)
     if (fast == NULL)
         return NULL;
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    /* zeroed: a direction not (or no longer) taken holds nothing to release */
     LstmDir *dirs = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(LstmDir));
-    Py_ssize_t got = 0;
     int ok = dirs != NULL;
     if (!ok)
         PyErr_NoMemory();
-    for (; ok && got < n; got++) {
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
         PyObject *o_xs, *o_rt, *o_h, *o_c, *o_ys;
         int reverse;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, got), "OOOOOp", &o_xs, &o_rt, &o_h,
-                              &o_c, &o_ys, &reverse) ||
-            lstm_acquire(&dirs[got], o_xs, o_rt, o_h, o_c, o_ys, reverse) < 0)
-            ok = 0;
+        ok = PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "OOOOOp", &o_xs, &o_rt, &o_h,
+                              &o_c, &o_ys, &reverse) &&
+             lstm_acquire(&dirs[i], o_xs, o_rt, o_h, o_c, o_ys, reverse) == 0;
     }
     if (ok) {
         Py_BEGIN_ALLOW_THREADS
         native_pool_run(lstm_run, dirs, n, ways);
         Py_END_ALLOW_THREADS
-    } else if (got > 0) {
-        got--;  /* the one that failed released its own buffers */
     }
-    for (Py_ssize_t i = 0; i < got; i++)
+    for (Py_ssize_t i = 0; dirs != NULL && i < n; i++)
         lstm_release(&dirs[i]);
     PyMem_Free(dirs);
     Py_DECREF(fast);
@@ -261,29 +221,20 @@ static PyObject *lstm_step_f32(PyObject *self, PyObject *args)
     PyObject *ox, *oh, *oc, *ow, *ob, *oy;
     if (!PyArg_ParseTuple(args, "OOOOOO", &ox, &oh, &oc, &ow, &ob, &oy))
         return NULL;
-    Py_buffer x, h, c, w, b, y;
-    int got = 0, ok = 0;
-    if (native_get_contiguous(ox, &x, 0, 2, "x") < 0)
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *h, *c, *w, *b, *y;
+    int ok = 0;
+    if (!(x = native_take(&bs, ox, 0, NATIVE_C, 2, "x")) ||
+        !(h = native_take(&bs, oh, 0, NATIVE_C, 2, "h")) ||
+        !(c = native_take(&bs, oc, 1, NATIVE_C, 2, "c")) ||
+        !(w = native_take(&bs, ow, 0, NATIVE_C, 2, "wr")) ||
+        !(b = native_take(&bs, ob, 0, NATIVE_C, 1, "bias")) ||
+        !(y = native_take(&bs, oy, 1, NATIVE_C, 2, "y")))
         goto done;
-    got = 1;
-    if (native_get_contiguous(oh, &h, 0, 2, "h") < 0)
-        goto done;
-    got = 2;
-    if (native_get_contiguous(oc, &c, 1, 2, "c") < 0)
-        goto done;
-    got = 3;
-    if (native_get_contiguous(ow, &w, 0, 2, "wr") < 0)
-        goto done;
-    got = 4;
-    if (native_get_contiguous(ob, &b, 0, 1, "bias") < 0)
-        goto done;
-    got = 5;
-    if (native_get_contiguous(oy, &y, 1, 2, "y") < 0)
-        goto done;
-    got = 6;
-    const Py_ssize_t batch = x.shape[0], in = x.shape[1], hs = h.shape[1], g4 = 4 * hs;
-    if (h.shape[0] != batch || c.shape[0] != batch || c.shape[1] != hs || y.shape[0] != batch ||
-        y.shape[1] != hs || w.shape[0] != in + hs || w.shape[1] != g4 || b.shape[0] != g4) {
+    const Py_ssize_t batch = x->shape[0], in = x->shape[1], hs = h->shape[1], g4 = 4 * hs;
+    if (h->shape[0] != batch || c->shape[0] != batch || c->shape[1] != hs ||
+        y->shape[0] != batch || y->shape[1] != hs || w->shape[0] != in + hs ||
+        w->shape[1] != g4 || b->shape[0] != g4) {
         PyErr_SetString(PyExc_ValueError, "lstm_step_f32: shapes do not match x (batch, in), "
                         "h, c and y (batch, h), wr (in + h, 4h), bias (4h)");
         goto done;
@@ -293,8 +244,8 @@ static PyObject *lstm_step_f32(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    const float *xs = x.buf, *hv = h.buf, *wr = w.buf, *bias = b.buf;
-    float *cv = c.buf, *yv = y.buf;
+    const float *xs = x->buf, *hv = h->buf, *wr = w->buf, *bias = b->buf;
+    float *cv = c->buf, *yv = y->buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < batch; k++) {
         memcpy(gates, bias, sizeof(float) * (size_t)g4);
@@ -305,10 +256,8 @@ static PyObject *lstm_step_f32(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     PyMem_RawFree(gates);
     ok = 1;
-done:;
-    Py_buffer *all[6] = {&x, &h, &c, &w, &b, &y};
-    for (int i = got - 1; i >= 0; i--)
-        PyBuffer_Release(all[i]);
+done:
+    native_release(&bs);
     if (!ok)
         return NULL;
     Py_RETURN_NONE;
@@ -333,19 +282,14 @@ CLONES static void gelu_loop(const float *x, float *y, Py_ssize_t n, float inv_d
         y[i] = half * x[i] * (one + erff(x[i] * inv_div));
 }
 
-/* Two C-contiguous float32 buffers of one size: the input and the output. */
-static int get_pair(PyObject *ox, PyObject *oy, Py_buffer *x, Py_buffer *y)
+/* Two C-contiguous float32 buffers of one size, kept in `bs`: the input and the output. */
+static int take_pair(NativeBuffers *bs, PyObject *ox, PyObject *oy, Py_buffer **x, Py_buffer **y)
 {
-    if (PyObject_GetBuffer(ox, x, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+    if (!(*x = native_take(bs, ox, 0, NATIVE_C, 0, "x")) ||
+        !(*y = native_take(bs, oy, 1, NATIVE_C, 0, "out")))
         return -1;
-    if (PyObject_GetBuffer(oy, y, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(x);
-        return -1;
-    }
-    if (strcmp(x->format, "f") != 0 || strcmp(y->format, "f") != 0 || x->len != y->len) {
+    if ((*x)->len != (*y)->len) {
         PyErr_SetString(PyExc_ValueError, "expected two float32 arrays of one size");
-        PyBuffer_Release(y);
-        PyBuffer_Release(x);
         return -1;
     }
     return 0;
@@ -354,14 +298,18 @@ static int get_pair(PyObject *ox, PyObject *oy, Py_buffer *x, Py_buffer *y)
 static PyObject *erf_f32(PyObject *self, PyObject *args)
 {
     PyObject *ox, *oy;
-    Py_buffer x, y;
-    if (!PyArg_ParseTuple(args, "OO", &ox, &oy) || get_pair(ox, oy, &x, &y) < 0)
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *y;
+    if (!PyArg_ParseTuple(args, "OO", &ox, &oy))
         return NULL;
+    if (take_pair(&bs, ox, oy, &x, &y) < 0) {
+        native_release(&bs);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
-    erf_loop((const float *)x.buf, (float *)y.buf, x.len / 4);
+    erf_loop((const float *)x->buf, (float *)y->buf, x->len / 4);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&y);
-    PyBuffer_Release(&x);
+    native_release(&bs);
     Py_RETURN_NONE;
 }
 
@@ -369,15 +317,18 @@ static PyObject *gelu_f32(PyObject *self, PyObject *args)
 {
     PyObject *ox, *oy;
     float div, one, half;
-    Py_buffer x, y;
-    if (!PyArg_ParseTuple(args, "OOfff", &ox, &oy, &div, &one, &half) ||
-        get_pair(ox, oy, &x, &y) < 0)
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *y;
+    if (!PyArg_ParseTuple(args, "OOfff", &ox, &oy, &div, &one, &half))
         return NULL;
+    if (take_pair(&bs, ox, oy, &x, &y) < 0) {
+        native_release(&bs);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
-    gelu_loop((const float *)x.buf, (float *)y.buf, x.len / 4, 1.0f / div, one, half);
+    gelu_loop((const float *)x->buf, (float *)y->buf, x->len / 4, 1.0f / div, one, half);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&y);
-    PyBuffer_Release(&x);
+    native_release(&bs);
     Py_RETURN_NONE;
 }
 
@@ -442,39 +393,39 @@ CLONES static void layer_norm_rows(const float *x, const float *scale, const flo
     }
 }
 
-/* A C-contiguous float32 buffer (read-only or writable) of at least `need` items. */
-static int get_f32(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t need,
-                   const char *name)
+/* A C-contiguous float32 buffer of exactly `need` items, kept in `bs`. */
+static Py_buffer *take_items(NativeBuffers *bs, PyObject *obj, int writable, Py_ssize_t need,
+                             const char *name)
 {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0)
-        return -1;
-    if (strcmp(view->format, "f") != 0 || view->len / 4 != need) {
+    Py_buffer *v = native_take(bs, obj, writable, NATIVE_C, 0, name);
+    if (v != NULL && v->len / 4 != need) {
         PyErr_Format(PyExc_ValueError, "%s: expected a float32 array of %zd items", name, need);
-        PyBuffer_Release(view);
-        return -1;
+        return NULL;
     }
-    return 0;
+    return v;
 }
 
 static PyObject *softmax_f32(PyObject *self, PyObject *args)
 {
     PyObject *ox, *oy;
     Py_ssize_t n;
-    Py_buffer x, y;
-    if (!PyArg_ParseTuple(args, "OOn", &ox, &oy, &n) || get_pair(ox, oy, &x, &y) < 0)
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *y;
+    if (!PyArg_ParseTuple(args, "OOn", &ox, &oy, &n))
         return NULL;
-    if (n <= 0 || (x.len / 4) % n != 0) {
-        PyBuffer_Release(&y);
-        PyBuffer_Release(&x);
+    int ok = take_pair(&bs, ox, oy, &x, &y) == 0;
+    if (ok && (n <= 0 || (x->len / 4) % n != 0)) {
         PyErr_SetString(PyExc_ValueError, "softmax_f32: the size is not a multiple of the row");
-        return NULL;
+        ok = 0;
     }
-    Py_BEGIN_ALLOW_THREADS
-    softmax_rows((const float *)x.buf, (float *)y.buf, x.len / 4 / n, n);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&y);
-    PyBuffer_Release(&x);
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        softmax_rows((const float *)x->buf, (float *)y->buf, x->len / 4 / n, n);
+        Py_END_ALLOW_THREADS
+    }
+    native_release(&bs);
+    if (!ok)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -485,51 +436,33 @@ static PyObject *layer_norm_f32(PyObject *self, PyObject *args)
     float eps;
     if (!PyArg_ParseTuple(args, "OOOOOOnf", &ox, &os, &ob, &oy, &om, &oi, &n, &eps))
         return NULL;
-    Py_buffer x, sc, b, y, m, iv;
-    if (PyObject_GetBuffer(ox, &x, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        return NULL;
-    if (strcmp(x.format, "f") != 0 || n <= 0 || (x.len / 4) % n != 0) {
-        PyBuffer_Release(&x);
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *sc, *b = NULL, *y, *m, *iv;
+    int ok = 0;
+    if (!(x = native_take(&bs, ox, 0, NATIVE_C, 0, "x")))
+        goto done;
+    if (n <= 0 || (x->len / 4) % n != 0) {
         PyErr_SetString(PyExc_ValueError, "layer_norm_f32: x must be float32 rows of n");
-        return NULL;
+        goto done;
     }
-    const Py_ssize_t rows = x.len / 4 / n;
-    if (get_f32(os, &sc, 0, n, "scale") < 0)
-        goto fail_x;
-    const int has_bias = ob != Py_None;
-    if (has_bias && get_f32(ob, &b, 0, n, "bias") < 0)
-        goto fail_sc;
-    if (get_f32(oy, &y, 1, rows * n, "y") < 0)
-        goto fail_b;
-    if (get_f32(om, &m, 1, rows, "mean") < 0)
-        goto fail_y;
-    if (get_f32(oi, &iv, 1, rows, "inv_std") < 0)
-        goto fail_m;
+    const Py_ssize_t rows = x->len / 4 / n;
+    if (!(sc = take_items(&bs, os, 0, n, "scale")) ||
+        (ob != Py_None && !(b = take_items(&bs, ob, 0, n, "bias"))) ||
+        !(y = take_items(&bs, oy, 1, rows * n, "y")) ||
+        !(m = take_items(&bs, om, 1, rows, "mean")) ||
+        !(iv = take_items(&bs, oi, 1, rows, "inv_std")))
+        goto done;
     Py_BEGIN_ALLOW_THREADS
-    layer_norm_rows((const float *)x.buf, (const float *)sc.buf,
-                    has_bias ? (const float *)b.buf : NULL, (float *)y.buf, (float *)m.buf,
-                    (float *)iv.buf, rows, n, eps);
+    layer_norm_rows((const float *)x->buf, (const float *)sc->buf,
+                    b != NULL ? (const float *)b->buf : NULL, (float *)y->buf, (float *)m->buf,
+                    (float *)iv->buf, rows, n, eps);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&iv);
-    PyBuffer_Release(&m);
-    PyBuffer_Release(&y);
-    if (has_bias)
-        PyBuffer_Release(&b);
-    PyBuffer_Release(&sc);
-    PyBuffer_Release(&x);
+    ok = 1;
+done:
+    native_release(&bs);
+    if (!ok)
+        return NULL;
     Py_RETURN_NONE;
-fail_m:
-    PyBuffer_Release(&m);
-fail_y:
-    PyBuffer_Release(&y);
-fail_b:
-    if (has_bias)
-        PyBuffer_Release(&b);
-fail_sc:
-    PyBuffer_Release(&sc);
-fail_x:
-    PyBuffer_Release(&x);
-    return NULL;
 }
 
 /* ------------------------------------------------------------------ spin --
@@ -540,7 +473,7 @@ fail_x:
  * serially. onnxruntime's pool spins the same way. */
 #include <time.h>
 
-static double now_seconds(void)
+double native_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -566,7 +499,7 @@ static PyObject *spin_wait(PyObject *self, PyObject *args)
     volatile const long long *counter = (volatile const long long *)buf.buf;
     int changed = 0;
     Py_BEGIN_ALLOW_THREADS
-    const double end = now_seconds() + seconds;
+    const double end = native_now() + seconds;
     for (;;) {
         for (int k = 0; k < 256; k++) {
             if (*counter != seen) {
@@ -575,7 +508,7 @@ static PyObject *spin_wait(PyObject *self, PyObject *args)
             }
             NATIVE_RELAX();
         }
-        if (changed || now_seconds() >= end)
+        if (changed || native_now() >= end)
             break;
     }
     Py_END_ALLOW_THREADS
@@ -583,32 +516,47 @@ static PyObject *spin_wait(PyObject *self, PyObject *args)
     return PyBool_FromLong(changed);
 }
 
-int native_get_contiguous(PyObject *obj, Py_buffer *view, int writable, int ndim,
-                          const char *name)
+Py_buffer *native_take(NativeBuffers *bs, PyObject *obj, int writable, NativeLayout layout,
+                       int ndim, const char *name)
 {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0)
-        return -1;
-    if (view->ndim != ndim || strcmp(view->format, "f") != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: expected a C-contiguous %d-D float32 array", name,
-                     ndim);
-        PyBuffer_Release(view);
-        return -1;
+    if (bs->held == NATIVE_MAX_BUFFERS) {
+        PyErr_SetString(PyExc_RuntimeError, "native_take: too many buffers for one call");
+        return NULL;
     }
-    return 0;
+    Py_buffer *v = &bs->view[bs->held];
+    const int flags = (layout == NATIVE_C ? PyBUF_C_CONTIGUOUS : PyBUF_STRIDES) | PyBUF_FORMAT |
+                      (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, v, flags) < 0)
+        return NULL;
+    if (v->format == NULL || strcmp(v->format, "f") != 0 || v->itemsize != 4 ||
+        (ndim > 0 && v->ndim != ndim)) {
+        if (ndim > 0)
+            PyErr_Format(PyExc_ValueError, "%s: expected a %d-D float32 array", name, ndim);
+        else
+            PyErr_Format(PyExc_ValueError, "%s: expected a float32 array", name);
+        PyBuffer_Release(v);
+        return NULL;
+    }
+    if (layout == NATIVE_ROWS) {
+        Py_ssize_t expect = 4;
+        for (int d = v->ndim - 1; d >= 1; d--) {
+            if (v->shape[d] > 1 && v->strides[d] != expect) {
+                PyErr_Format(PyExc_ValueError, "%s: its last %d axes must be C-contiguous", name,
+                             v->ndim - 1);
+                PyBuffer_Release(v);
+                return NULL;
+            }
+            expect *= v->shape[d];
+        }
+    }
+    bs->held++;
+    return v;
 }
 
-int native_get_2d(PyObject *obj, Py_buffer *view, int writable, const char *name)
+void native_release(NativeBuffers *bs)
 {
-    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0)
-        return -1;
-    if (view->ndim != 2 || strcmp(view->format, "f") != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: expected a 2-D float32 array", name);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
+    while (bs->held > 0)
+        PyBuffer_Release(&bs->view[--bs->held]);
 }
 
 static PyMethodDef methods[] = {

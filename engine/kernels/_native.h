@@ -20,11 +20,28 @@
 #define NATIVE_RELAX() ((void)0)
 #endif
 
-/* A C-contiguous float32 buffer of `ndim` dimensions (writable if asked). */
-int native_get_contiguous(PyObject *obj, Py_buffer *view, int writable, int ndim,
-                          const char *name);
-/* A 2-D float32 buffer with its strides (a transposed view is fine). */
-int native_get_2d(PyObject *obj, Py_buffer *view, int writable, const char *name);
+/* The float32 buffers one call holds: taken one by one, released together (on
+ * success and on every error path alike). */
+#define NATIVE_MAX_BUFFERS 8
+typedef struct {
+    Py_buffer view[NATIVE_MAX_BUFFERS];
+    int held;
+} NativeBuffers;
+
+typedef enum {
+    NATIVE_C,        /* C-contiguous (ndim 0: any number of dimensions) */
+    NATIVE_ROWS,     /* the last ndim - 1 axes C-contiguous, the first may be strided */
+    NATIVE_STRIDED,  /* any strides (the caller checks what BLAS can read) */
+} NativeLayout;
+
+/* `obj` as a float32 buffer of `ndim` dimensions laid out as asked, kept in `bs`;
+ * NULL with a ValueError naming it (`name`) when it is not one. */
+Py_buffer *native_take(NativeBuffers *bs, PyObject *obj, int writable, NativeLayout layout,
+                       int ndim, const char *name);
+void native_release(NativeBuffers *bs);
+
+/* CLOCK_MONOTONIC in seconds (the spins' deadlines). */
+double native_now(void);
 
 /* fn(arg, i, slot) for i < n on the caller and up to ways - 1 pool workers (slot 0 is
  * the caller, 1.. the workers that joined); call without the GIL. */

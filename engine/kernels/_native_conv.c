@@ -179,36 +179,28 @@ PyObject *native_conv2d_f32(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(geom, "nnnnnnnnnn", &g.kh, &g.kw, &g.sh, &g.sw, &g.dh, &g.dw, &g.pt,
                           &g.pl, &g.oh, &g.ow))
         return NULL;
-    Py_buffer x, w, o, b, r;
-    int have_b = ob != Py_None, have_r = orr != Py_None, got = 0, ok = 0;
-    if (native_get_contiguous(ox, &x, 0, 4, "x") < 0)
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *w, *o, *b = NULL, *r = NULL;
+    int ok = 0;
+    if (!(x = native_take(&bs, ox, 0, NATIVE_C, 4, "x")) ||
+        !(w = native_take(&bs, ow_, 0, NATIVE_C, 2, "w")) ||
+        !(o = native_take(&bs, oo, 1, NATIVE_C, 3, "out")) ||
+        (ob != Py_None && !(b = native_take(&bs, ob, 0, NATIVE_C, 1, "bias"))) ||
+        (orr != Py_None && !(r = native_take(&bs, orr, 0, NATIVE_C, 3, "residual"))))
         goto done;
-    got = 1;
-    if (native_get_contiguous(ow_, &w, 0, 2, "w") < 0)
-        goto done;
-    got = 2;
-    if (native_get_contiguous(oo, &o, 1, 3, "out") < 0)
-        goto done;
-    got = 3;
-    if (have_b && native_get_contiguous(ob, &b, 0, 1, "bias") < 0)
-        goto done;
-    got = 4;
-    if (have_r && native_get_contiguous(orr, &r, 0, 3, "residual") < 0)
-        goto done;
-    got = 5;
-    g.n = x.shape[0], g.c = x.shape[1], g.h = x.shape[2], g.wd = x.shape[3], g.m = w.shape[0];
+    g.n = x->shape[0], g.c = x->shape[1], g.h = x->shape[2], g.wd = x->shape[3], g.m = w->shape[0];
     const Py_ssize_t K = g.c * g.kh * g.kw, npos = g.oh * g.ow;
-    if (w.shape[1] != K || o.shape[0] != g.n || o.shape[1] != g.m || o.shape[2] != npos ||
-        (have_b && b.shape[0] != g.m) ||
-        (have_r && (r.shape[0] != g.n || r.shape[1] != g.m || r.shape[2] != npos)) ||
+    if (w->shape[1] != K || o->shape[0] != g.n || o->shape[1] != g.m || o->shape[2] != npos ||
+        (b && b->shape[0] != g.m) ||
+        (r && (r->shape[0] != g.n || r->shape[1] != g.m || r->shape[2] != npos)) ||
         g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1 || g.oh < 1 ||
         g.ow < 1) {
         PyErr_SetString(PyExc_ValueError, "conv2d_f32: the shapes and geometry do not agree");
         goto done;
     }
-    g.x = (const float *)x.buf, g.w = (const float *)w.buf, g.out = (float *)o.buf;
-    g.bias = have_b ? (const float *)b.buf : NULL;
-    g.residual = have_r ? (const float *)r.buf : NULL;
+    g.x = (const float *)x->buf, g.w = (const float *)w->buf, g.out = (float *)o->buf;
+    g.bias = b ? (const float *)b->buf : NULL;
+    g.residual = r ? (const float *)r->buf : NULL;
     g.relu = relu;
     if (ways < 1)
         ways = 1;
@@ -242,16 +234,7 @@ PyObject *native_conv2d_f32(PyObject *self, PyObject *args)
     PyMem_RawFree(g.scratch);
     ok = 1;
 done:
-    if (got >= 5 && have_r)
-        PyBuffer_Release(&r);
-    if (got >= 4 && have_b)
-        PyBuffer_Release(&b);
-    if (got >= 3)
-        PyBuffer_Release(&o);
-    if (got >= 2)
-        PyBuffer_Release(&w);
-    if (got >= 1)
-        PyBuffer_Release(&x);
+    native_release(&bs);
     if (!ok)
         return NULL;
     Py_RETURN_NONE;
@@ -352,16 +335,15 @@ PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
     memset(&g, 0, sizeof g);
     if (!PyArg_ParseTuple(geom, "nnnnnnnn", &g.kh, &g.kw, &g.sh, &g.sw, &g.dh, &g.dw, &g.pt, &g.pl))
         return NULL;
-    Py_buffer x, o;
-    if (native_get_contiguous(ox, &x, 0, 3, "x") < 0)
-        return NULL;
-    if (native_get_contiguous(oo, &o, 1, 3, "out") < 0) {
-        PyBuffer_Release(&x);
-        return NULL;
-    }
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *o;
     int ok = 0;
-    g.planes = x.shape[0], g.h = x.shape[1], g.wd = x.shape[2], g.oh = o.shape[1], g.ow = o.shape[2];
-    if (o.shape[0] != g.planes || g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 ||
+    if (!(x = native_take(&bs, ox, 0, NATIVE_C, 3, "x")) ||
+        !(o = native_take(&bs, oo, 1, NATIVE_C, 3, "out")))
+        goto done;
+    g.planes = x->shape[0], g.h = x->shape[1], g.wd = x->shape[2];
+    g.oh = o->shape[1], g.ow = o->shape[2];
+    if (o->shape[0] != g.planes || g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 ||
         g.dw < 1) {
         PyErr_SetString(PyExc_ValueError, "maxpool2d_f32: the shapes and geometry do not agree");
         goto done;
@@ -379,7 +361,7 @@ PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
         if (g.x_lo > g.x_hi)
             g.x_lo = g.x_hi;
     }
-    g.x = (const float *)x.buf, g.out = (float *)o.buf;
+    g.x = (const float *)x->buf, g.out = (float *)o->buf;
     g.scratch = PyMem_RawMalloc(sizeof(float) * (size_t)(ways * (g.wd > 0 ? g.wd : 1)));
     if (g.scratch == NULL) {
         PyErr_NoMemory();
@@ -391,8 +373,7 @@ PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
     PyMem_RawFree(g.scratch);
     ok = 1;
 done:
-    PyBuffer_Release(&o);
-    PyBuffer_Release(&x);
+    native_release(&bs);
     if (!ok)
         return NULL;
     Py_RETURN_NONE;

@@ -91,12 +91,6 @@ static int pool_workers = 0;       /* started (guarded by pool_mu) */
 static double pool_spin = 0.002;   /* seconds a worker spins for the next job */
 static atomic_long stat_jobs, stat_worker_slices;  /* for tests and benchmarks */
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void run_slices(Job *job, int slot)
 {
@@ -116,11 +110,11 @@ static void *worker_main(void *unused)
     (void)unused;
     long seen = atomic_load(&pool_seq);
     for (;;) {
-        const double end = seconds_now() + pool_spin;
+        const double end = native_now() + pool_spin;
         while (atomic_load(&pool_seq) == seen) {
             for (int k = 0; k < 128 && atomic_load(&pool_seq) == seen; k++)
                 NATIVE_RELAX();
-            if (seconds_now() >= end)
+            if (native_now() >= end)
                 break;
         }
         pthread_mutex_lock(&pool_mu);
@@ -285,30 +279,23 @@ PyObject *native_gemm_f32(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "gemm_f32: no BLAS (set_sgemm was not called)");
         return NULL;
     }
-    Py_buffer a, b, c;
-    if (native_get_2d(oa, &a, 0, "a") < 0)
-        return NULL;
-    if (native_get_2d(ob, &b, 0, "b") < 0) {
-        PyBuffer_Release(&a);
-        return NULL;
-    }
-    if (native_get_2d(oc, &c, 1, "out") < 0) {
-        PyBuffer_Release(&b);
-        PyBuffer_Release(&a);
-        return NULL;
-    }
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *a, *b, *c;
     GemmArgs g;
-    int bad = operand(&a, &g.a, "a") < 0 || operand(&b, &g.b, "b") < 0;
-    if (!bad && (a.shape[1] != b.shape[0] || c.shape[0] != a.shape[0] ||
-                 c.shape[1] != b.shape[1] || c.strides[1] != 4 || c.strides[0] != 4 * c.shape[1])) {
+    int bad = !(a = native_take(&bs, oa, 0, NATIVE_STRIDED, 2, "a")) ||
+              !(b = native_take(&bs, ob, 0, NATIVE_STRIDED, 2, "b")) ||
+              !(c = native_take(&bs, oc, 1, NATIVE_C, 2, "out")) ||
+              operand(a, &g.a, "a") < 0 || operand(b, &g.b, "b") < 0;
+    if (!bad && (a->shape[1] != b->shape[0] || c->shape[0] != a->shape[0] ||
+                 c->shape[1] != b->shape[1])) {
         PyErr_SetString(PyExc_ValueError, "gemm_f32: shapes (m, k) @ (k, n) -> C-contiguous (m, n)");
         bad = 1;
     }
     if (!bad) {
-        g.c = (float *)c.buf;
-        g.m = a.shape[0];
-        g.k = a.shape[1];
-        g.n = b.shape[1];
+        g.c = (float *)c->buf;
+        g.m = a->shape[0];
+        g.k = a->shape[1];
+        g.n = b->shape[1];
         g.ldc = g.n;
         g.by_cols = g.n >= g.m;
         const Py_ssize_t span = g.by_cols ? g.n : g.m;
@@ -317,9 +304,7 @@ PyObject *native_gemm_f32(PyObject *self, PyObject *args)
         native_pool_run(gemm_slice, &g, g.parts, ways);
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&c);
-    PyBuffer_Release(&b);
-    PyBuffer_Release(&a);
+    native_release(&bs);
     if (bad)
         return NULL;
     Py_RETURN_NONE;
