@@ -25,13 +25,16 @@ def available() -> bool:
     return _lib is not None
 
 
-def _applies(xp: Any, x: Any) -> bool:
-    return _lib is not None and xp is np and getattr(x, "dtype", None) == _F32
+def applies(xp: Any, *arrays: Any) -> bool:
+    """Whether the compiled kernels take these arrays: built, numpy, every one float32
+    (None, an absent optional input, is no obstacle)."""
+    return _lib is not None and xp is np and all(
+        a is None or getattr(a, "dtype", None) == _F32 for a in arrays)
 
 
 def erf(xp: Any, x: Any) -> np.ndarray | None:
     """erf of a float32 numpy array through glibc's vector erff (a few ulps)."""
-    if not _applies(xp, x):
+    if not applies(xp, x):
         return None
     x = np.ascontiguousarray(x)
     out = np.empty_like(x)
@@ -41,7 +44,7 @@ def erf(xp: Any, x: Any) -> np.ndarray | None:
 
 def gelu(xp: Any, x: Any, div: float, one: float, half: float) -> np.ndarray | None:
     """``half * x * (one + erf(x / div))`` of a float32 numpy array in one pass."""
-    if not _applies(xp, x):
+    if not applies(xp, x):
         return None
     x = np.ascontiguousarray(x)
     out = np.empty_like(x)
@@ -51,7 +54,7 @@ def gelu(xp: Any, x: Any, div: float, one: float, half: float) -> np.ndarray | N
 
 def softmax_last(xp: Any, x: Any) -> np.ndarray | None:
     """Softmax over the last axis of a float32 numpy array, row by row in cache."""
-    if not _applies(xp, x) or x.ndim == 0 or x.shape[-1] == 0:
+    if not applies(xp, x) or x.ndim == 0 or x.shape[-1] == 0:
         return None
     x = np.ascontiguousarray(x)
     out = np.empty_like(x)
@@ -64,7 +67,7 @@ def layer_norm(xp: Any, x: Any, scale: Any, bias: Any, axis: int,
     """LayerNormalization of a float32 numpy array over its axes from ``axis`` on, when
     scale (and bias) hold exactly the normalised shape: (y, mean, inv_std), the
     statistics shaped as ONNX's (1 on the normalised axes)."""
-    if not _applies(xp, x) or x.ndim == 0:
+    if not applies(xp, x) or x.ndim == 0:
         return None
     axis %= x.ndim
     norm_shape = x.shape[axis:]
@@ -155,7 +158,7 @@ def _find_sgemm() -> bool:
 def gemm(xp: Any, a: Any, b: Any, ways: int) -> np.ndarray | None:
     """``a @ b`` for 2-D float32 numpy arrays (either may be a transposed view) on
     ``ways`` threads of the compiled pool; None when it does not apply."""
-    if not (_applies(xp, a) and _applies(xp, b) and a.ndim == 2 and b.ndim == 2
+    if not (applies(xp, a, b) and a.ndim == 2 and b.ndim == 2
             and a.shape[1] == b.shape[0] and a.size and b.size and _pool_ready()):
         return None  # (an empty operand has no leading dimension BLAS accepts: numpy's path)
     if not (_blas_operand(a) and _blas_operand(b)):
@@ -177,10 +180,8 @@ def conv2d(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, kernel: t
     """A 2-D convolution of one group, float32 numpy, with the fused chain's
     epilogue (bias, residual, Relu), on ``ways`` threads of the compiled pool:
     (N, M, OH, OW), or None when it does not apply."""
-    if not (_applies(xp, x) and _applies(xp, w) and x.ndim == 4 and len(kernel) == 2
+    if not (applies(xp, x, w, b, residual) and x.ndim == 4 and len(kernel) == 2
             and x.size and w.size and _pool_ready()):
-        return None
-    if (b is not None and not _applies(xp, b)) or (residual is not None and not _applies(xp, residual)):
         return None
     n, m = x.shape[0], w.shape[0]
     npos = out_sp[0] * out_sp[1]
@@ -204,7 +205,7 @@ def max_pool2d(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple,
     """MaxPool values of a 4-D float32 numpy array (planes over ``ways`` threads of
     the compiled pool; positions outside the input skipped, as ONNX's -inf
     padding); None when it does not apply."""
-    if not (_applies(xp, x) and x.ndim == 4 and len(kernel) == 2 and x.size):
+    if not (applies(xp, x) and x.ndim == 4 and len(kernel) == 2 and x.size):
         return None
     n, c = x.shape[:2]
     out = np.empty((n, c, *out_sp), dtype=_F32)

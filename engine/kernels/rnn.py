@@ -225,7 +225,7 @@ def _lstm_common(xp: Any, x: Any, w: Any, r: Any, b: Any, b_in: Any, h: Any, c: 
     if seq == 1 and n_dir == 1 and x.dtype == w.dtype == r.dtype:
         return _lstm_step(xp, x, w, r, b_in, h, c, hs)
     rt = _scaled_rt(xp, r, hs, x.dtype.type(0.5))  # (dirs, hidden, 4 hidden), cached
-    if directions_in_parallel(xp) and x.dtype == w.dtype == rt.dtype == b.dtype == np.float32:
+    if native.applies(xp, x, w, rt, b):
         return _lstm_native(x, w, b, b_in, rt, h, c, direction)
     biases = [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)]
     xw = _projection(xp, x, w, biases)
@@ -393,7 +393,7 @@ def _lstm_step(xp: Any, x: Any, w: Any, r: Any, b: Any, h: Any, c: Any,
     the stacked weights, then the gates as in ``_lstm_plain``: half the calls."""
     half = h.dtype.type(0.5)
     wr, bias = _step_weights(xp, w, r, b, hs, half)
-    if directions_in_parallel(xp) and x.dtype == wr.dtype == np.float32:
+    if native.applies(xp, x, wr, h, c):
         y = np.empty(h.shape[1:], dtype=np.float32)   # numpy float32: one compiled call
         cell = np.ascontiguousarray(c[0])
         native.lstm_step(np.ascontiguousarray(x[0]), np.ascontiguousarray(h[0]), cell, wr, bias, y)
