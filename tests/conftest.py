@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -37,3 +39,17 @@ def chain_graph(spec: list[tuple[str, str, list[str]]], shape: list[int] | None 
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng()
+
+
+SAMPLE_MODELS = Path(__file__).resolve().parent.parent / "sample_models"
+
+
+def external_data_mlp(folder: Path) -> Path:
+    """The sample MLP (input [N, 64]) saved as ``mlp_ext.onnx`` in ``folder``, with every
+    weight in ``mlp_ext.onnx.data`` beside it (an upload that needs its data file)."""
+    model = onnx.load(str(SAMPLE_MODELS / "mlp.onnx"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "mlp_ext.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="mlp_ext.onnx.data", size_threshold=0)
+    return path

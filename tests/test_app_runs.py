@@ -132,6 +132,7 @@ import onnx as _onnx
 import onnxruntime as _ort
 
 from app.run_inputs import load as _load_inputs
+from conftest import external_data_mlp
 from partition.onnx_io import load_model as _load_model
 
 SAMPLES = _Path(__file__).resolve().parent.parent / "sample_models"
@@ -142,16 +143,6 @@ CNN = {"model": "sample-cnn_dynamic", "backend": "default", "ops": ["Conv", "Rel
 def real_app(tmp_path):
     """Our real engine kernels (no injected ones): the numbers are the engine's own."""
     return create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path / "inst"), "SGLENS_RUN_REPEAT": 3})
-
-
-def _ext_mlp(folder: _Path) -> _Path:
-    """The sample MLP (input [N, 64]) with every weight in mlp_ext.onnx.data beside it."""
-    model = _onnx.load(str(SAMPLES / "mlp.onnx"))
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "mlp_ext.onnx"
-    _onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                     location="mlp_ext.onnx.data", size_threshold=0)
-    return path
 
 
 def test_inputs_form_is_prefilled_from_the_model(real_app):
@@ -283,7 +274,7 @@ def test_random_values_are_the_same_for_the_same_specs(real_app):
 
 def test_bundle_upload_as_files_and_as_zip_runs_against_onnxruntime(real_app, tmp_path):
     c = real_app.test_client()
-    path = _ext_mlp(tmp_path / "src")
+    path = external_data_mlp(tmp_path / "src")
     data = path.parent / "mlp_ext.onnx.data"
     # the .onnx alone is refused (its data is not there), as before
     alone = c.post("/api/models", data={"file": (_io.BytesIO(path.read_bytes()), "mlp_ext.onnx")},
@@ -316,7 +307,7 @@ def test_bundle_upload_as_files_and_as_zip_runs_against_onnxruntime(real_app, tm
 
 def test_bad_bundles_are_refused_and_leave_nothing(real_app, tmp_path):
     c = real_app.test_client()
-    path = _ext_mlp(tmp_path / "src")
+    path = external_data_mlp(tmp_path / "src")
     bundles = _Path(real_app.instance_path) / "bundles"
 
     def post(files):
@@ -339,7 +330,7 @@ def test_bad_bundles_are_refused_and_leave_nothing(real_app, tmp_path):
 
 def test_a_run_whose_model_is_gone_says_so(real_app, tmp_path):
     c = real_app.test_client()
-    path = _ext_mlp(tmp_path / "src")
+    path = external_data_mlp(tmp_path / "src")
     data = path.parent / "mlp_ext.onnx.data"
     mid = c.post("/api/models", data={"file": [(_io.BytesIO(path.read_bytes()), "mlp_ext.onnx"),
                                                (_io.BytesIO(data.read_bytes()), "mlp_ext.onnx.data")]},
@@ -355,7 +346,7 @@ def test_a_run_whose_model_is_gone_says_so(real_app, tmp_path):
 
 
 def test_serve_preloads_models_from_files_folders_and_archives(tmp_path):
-    path = _ext_mlp(tmp_path / "folder")
+    path = external_data_mlp(tmp_path / "folder")
     zpath = tmp_path / "mlp.zip"
     with _zipfile.ZipFile(zpath, "w") as zf:
         for p in path.parent.iterdir():
@@ -371,7 +362,7 @@ def test_serve_preloads_models_from_files_folders_and_archives(tmp_path):
 
 
 def test_cli_commands_take_a_bundle_archive(tmp_path):
-    path = _ext_mlp(tmp_path / "folder")
+    path = external_data_mlp(tmp_path / "folder")
     zpath = tmp_path / "mlp.zip"
     with _zipfile.ZipFile(zpath, "w") as zf:
         for p in path.parent.iterdir():

@@ -8,7 +8,7 @@ spread (a median inside a p10-p90 band over several measured repeats, warm-ups c
 
 - ``cnn_dynamic``: symbolic batch, height and width;
 - ``transformer_dynamic``: int64 ids with a symbolic sequence length;
-- ``mlp`` saved with external data (``model.onnx`` + ``model.onnx.data``) and uploaded as a
+- ``mlp`` saved with external data (``mlp_ext.onnx`` + ``mlp_ext.onnx.data``) and uploaded as a
   bundle through the library page's file input (both files selected at once).
 
 Screenshots land in ``test-artifacts/runs_*.png``.
@@ -16,14 +16,12 @@ Screenshots land in ``test-artifacts/runs_*.png``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
 
 from browser_harness import ARTIFACTS, chromium, playwright_or_skip, serving
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
+from conftest import external_data_mlp
 
 pytestmark = pytest.mark.browser
 
@@ -165,20 +163,10 @@ def test_transformer_with_symbolic_sequence_length(server, page):
     page.screenshot(path=str(ARTIFACTS / "runs_compare.png"), full_page=True)
 
 
-def _external_mlp(folder: Path) -> Path:
-    """The sample MLP (symbolic batch N) saved with its weights in model.onnx.data."""
-    model = onnx.load(str(SAMPLES / "mlp.onnx"))
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "mlp_ext.onnx"
-    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location="mlp_ext.onnx.data", size_threshold=0)
-    return path
-
-
 def test_model_with_external_data_uploaded_as_a_bundle(server, page, tmp_path):
     import onnxruntime as ort
     url, app = server
-    path = _external_mlp(tmp_path / "bundle")
+    path = external_data_mlp(tmp_path / "bundle")
     page.goto(url + "/")
     page.set_input_files("#upload-file", [str(path), str(path.parent / "mlp_ext.onnx.data")])
     page.click("#upload-form button[type=submit]")

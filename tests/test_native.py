@@ -41,6 +41,19 @@ def _run(model, feeds: dict) -> list[np.ndarray]:
         return [np.asarray(res.outputs[n]) for n in ("Y", "Y_h", "Y_c")]
 
 
+def _check_against_numpy_and_onnxruntime(model, feeds: dict, fast: list[np.ndarray],
+                                         monkeypatch: pytest.MonkeyPatch, plain_atol: float) -> None:
+    """``fast`` (the compiled run's Y, Y_h, Y_c) equals the numpy path's and onnxruntime's."""
+    with monkeypatch.context() as m:
+        m.setattr(native, "_lib", None)
+        loop = _run(model, feeds)
+    ref = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    for got, plain, want in zip(fast, loop, ref):
+        np.testing.assert_allclose(got, plain, rtol=1e-5, atol=plain_atol)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("hs", [1, 5, 8, 23])
 def test_native_equals_numpy_loop_and_onnxruntime(direction: str, hs: int, rng: np.random.Generator,
@@ -49,15 +62,7 @@ def test_native_equals_numpy_loop_and_onnxruntime(direction: str, hs: int, rng: 
         pytest.skip("extension not built")
     seq, batch, din = int(rng.integers(1, 40)), int(rng.integers(1, 5)), int(rng.integers(2, 9))
     model, feeds = _lstm_model(rng, seq, batch, din, hs, direction, bool(rng.integers(2)), False)
-    fast = _run(model, feeds)
-    with monkeypatch.context() as m:
-        m.setattr(native, "_lib", None)
-        loop = _run(model, feeds)
-    ref = ort.InferenceSession(model.SerializeToString(),
-                               providers=["CPUExecutionProvider"]).run(None, feeds)
-    for got, plain, want in zip(fast, loop, ref):
-        np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    _check_against_numpy_and_onnxruntime(model, feeds, _run(model, feeds), monkeypatch, 1e-5)
 
 
 def test_native_at_the_benchmark_size(rng: np.random.Generator) -> None:
@@ -446,14 +451,7 @@ def test_compiled_streaming_step_equals_numpy_and_onnxruntime(hs: int, rng: np.r
     monkeypatch.setattr(native, "lstm_step", lambda *a: (calls.append(1), real(*a))[1])
     fast = _run(model, feeds)
     assert calls, "the streaming step did not run compiled"
-    with monkeypatch.context() as m:
-        m.setattr(native, "_lib", None)
-        loop = _run(model, feeds)
-    ref = ort.InferenceSession(model.SerializeToString(),
-                               providers=["CPUExecutionProvider"]).run(None, feeds)
-    for got, plain, want in zip(fast, loop, ref):
-        np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    _check_against_numpy_and_onnxruntime(model, feeds, fast, monkeypatch, 1e-6)
 
 
 def test_compiled_streaming_step_refuses_mismatched_arrays() -> None:
