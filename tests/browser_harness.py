@@ -55,3 +55,23 @@ def serving(app: Any) -> Iterator[str]:
     finally:
         srv.shutdown()
         thread.join(5)
+
+
+@contextmanager
+def checked_page(browser: Any, width: int, height: int, timeout_ms: int,
+                 csp_errors: bool = False) -> Iterator[Any]:
+    """A page in a fresh browser context; the test fails on any JavaScript error in it,
+    and, with ``csp_errors``, on a Content-Security-Policy violation (the console
+    reports those, not ``pageerror``)."""
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    if csp_errors:
+        pg.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+    pg.set_default_timeout(timeout_ms)
+    try:
+        yield pg
+    finally:
+        ctx.close()
+    assert errors == [], f"JavaScript errors in the page: {errors}"

@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto
 from onnx import helper as oh
 
-from browser_harness import ARTIFACTS, chromium, playwright_or_skip, serving
+from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
 
 pytestmark = pytest.mark.browser
 
@@ -88,14 +88,8 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 850})
-    pg = ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.set_default_timeout(60000)
-    yield pg
-    ctx.close()
-    assert errors == [], f"JavaScript errors in the page: {errors}"
+    with checked_page(browser, 1400, 850, 60000) as pg:
+        yield pg
 
 
 def shot(pg, name: str) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 import pytest
 
-from browser_harness import ARTIFACTS, chromium, playwright_or_skip, serving
+from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
 from conftest import external_data_mlp
 
 pytestmark = pytest.mark.browser
@@ -44,15 +44,8 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-    pg = ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
-    pg.set_default_timeout(30000)
-    yield pg
-    ctx.close()
-    assert errors == [], f"JavaScript errors in the page: {errors}"
+    with checked_page(browser, 1400, 900, 30000, csp_errors=True) as pg:
+        yield pg
 
 
 def _open_runs(page, url: str) -> None:
