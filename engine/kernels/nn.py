@@ -135,17 +135,15 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
     if n * c * npos == 0 or w.size == 0:  # an empty batch, map or channel: sums of nothing
         return _empty_conv(xp, x, b, residual, relu, (n, m, *out_sp))
     small = n * c * npos <= _GATHER_PER_COPY
-    if xp is np and group == 1 and nsp == 2 and not small \
+    if xp is np and group == 1 and not small \
             and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
         # numpy, 2-D, float32: the compiled pool (im2col per band and the epilogue in
         # C, no GIL); None for other dtypes or without the compiled module.
         y = cpu_split.conv2d_native(x, w, b, pads, kernel, dilations, strides, out_sp,
-                                    residual, relu)
+                                    residual, relu) if nsp == 2 else None
         if y is not None:
             return y
-    if xp is np and group == 1 and not small \
-            and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
-        # numpy, large: the GEMM cut in row bands over the cores (cpu_split.py),
+        # numpy otherwise: the GEMM cut in row bands over the cores (cpu_split.py),
         # padding implicit in the columns (no padded copy of the input).
         acc = cpu_split.conv_split(x, w, b, pads, offsets, dilations, strides, out_sp,
                                    residual, relu)
