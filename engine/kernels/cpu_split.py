@@ -271,14 +271,13 @@ def max_pool(x: np.ndarray, kernel: Sequence[int], dilations: Sequence[int],
     with blas.LargeKernel(x.size * _POOL_MACS_PER_ELEMENT) as ways:
         y = native.max_pool2d(np, x, tuple(kernel), tuple(strides), tuple(dilations), tuple(pads),
                               tuple(out_sp), ways)
-    if y is not None:  # 2-D float32: the compiled pool
-        return y
-    planes = n * c
-    out = np.empty((n, c, *out_sp), dtype=x.dtype)
-    xs = x.reshape(planes, *x.shape[2:])
-    outs = out.reshape(planes, *out_sp)
-    per = max(1, _POOL_BLOCK_BYTES // max(1, xs[0].nbytes))
-    with blas.LargeKernel(x.size * _POOL_MACS_PER_ELEMENT) as ways:
+        if y is not None:  # 2-D float32: the compiled pool
+            return y
+        planes = n * c
+        out = np.empty((n, c, *out_sp), dtype=x.dtype)
+        xs = x.reshape(planes, *x.shape[2:])
+        outs = out.reshape(planes, *out_sp)
+        per = max(1, _POOL_BLOCK_BYTES // max(1, xs[0].nbytes))
         blocks = min(planes, max(ways, -(-planes // per)))  # at least one block a thread
 
         def run(i: int) -> None:
