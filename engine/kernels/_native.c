@@ -257,10 +257,7 @@ static PyObject *lstm_step_f32(PyObject *self, PyObject *args)
     PyMem_RawFree(gates);
     ok = 1;
 done:
-    native_release(&bs);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
+    return native_finish(&bs, ok);
 }
 
 /* ------------------------------------------------------------ erf, GELU --
@@ -302,15 +299,12 @@ static PyObject *erf_f32(PyObject *self, PyObject *args)
     Py_buffer *x, *y;
     if (!PyArg_ParseTuple(args, "OO", &ox, &oy))
         return NULL;
-    if (take_pair(&bs, ox, oy, &x, &y) < 0) {
-        native_release(&bs);
-        return NULL;
-    }
+    if (take_pair(&bs, ox, oy, &x, &y) < 0)
+        return native_finish(&bs, 0);
     Py_BEGIN_ALLOW_THREADS
     erf_loop((const float *)x->buf, (float *)y->buf, x->len / 4);
     Py_END_ALLOW_THREADS
-    native_release(&bs);
-    Py_RETURN_NONE;
+    return native_finish(&bs, 1);
 }
 
 static PyObject *gelu_f32(PyObject *self, PyObject *args)
@@ -321,15 +315,12 @@ static PyObject *gelu_f32(PyObject *self, PyObject *args)
     Py_buffer *x, *y;
     if (!PyArg_ParseTuple(args, "OOfff", &ox, &oy, &div, &one, &half))
         return NULL;
-    if (take_pair(&bs, ox, oy, &x, &y) < 0) {
-        native_release(&bs);
-        return NULL;
-    }
+    if (take_pair(&bs, ox, oy, &x, &y) < 0)
+        return native_finish(&bs, 0);
     Py_BEGIN_ALLOW_THREADS
     gelu_loop((const float *)x->buf, (float *)y->buf, x->len / 4, 1.0f / div, one, half);
     Py_END_ALLOW_THREADS
-    native_release(&bs);
-    Py_RETURN_NONE;
+    return native_finish(&bs, 1);
 }
 
 /* ------------------------------------------------------ softmax, LayerNorm --
@@ -423,10 +414,7 @@ static PyObject *softmax_f32(PyObject *self, PyObject *args)
         softmax_rows((const float *)x->buf, (float *)y->buf, x->len / 4 / n, n);
         Py_END_ALLOW_THREADS
     }
-    native_release(&bs);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
+    return native_finish(&bs, ok);
 }
 
 static PyObject *layer_norm_f32(PyObject *self, PyObject *args)
@@ -459,10 +447,7 @@ static PyObject *layer_norm_f32(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     ok = 1;
 done:
-    native_release(&bs);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
+    return native_finish(&bs, ok);
 }
 
 /* ------------------------------------------------------------------ spin --
@@ -557,6 +542,14 @@ void native_release(NativeBuffers *bs)
 {
     while (bs->held > 0)
         PyBuffer_Release(&bs->view[--bs->held]);
+}
+
+PyObject *native_finish(NativeBuffers *bs, int ok)
+{
+    native_release(bs);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {

@@ -39,6 +39,9 @@ typedef enum {
 Py_buffer *native_take(NativeBuffers *bs, PyObject *obj, int writable, NativeLayout layout,
                        int ndim, const char *name);
 void native_release(NativeBuffers *bs);
+/* The end of a call: its buffers released; None if it succeeded (`ok`), else NULL
+ * with its exception set. */
+PyObject *native_finish(NativeBuffers *bs, int ok);
 
 /* CLOCK_MONOTONIC in seconds (the spins' deadlines). */
 double native_now(void);

@@ -234,10 +234,7 @@ PyObject *native_conv2d_f32(PyObject *self, PyObject *args)
     PyMem_RawFree(g.scratch);
     ok = 1;
 done:
-    native_release(&bs);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
+    return native_finish(&bs, ok);
 }
 
 /* --------------------------------------------------------------- MaxPool -- */
@@ -373,8 +370,5 @@ PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
     PyMem_RawFree(g.scratch);
     ok = 1;
 done:
-    native_release(&bs);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
+    return native_finish(&bs, ok);
 }

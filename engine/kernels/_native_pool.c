@@ -304,9 +304,6 @@ PyObject *native_gemm_f32(PyObject *self, PyObject *args)
         native_pool_run(gemm_slice, &g, g.parts, ways);
         Py_END_ALLOW_THREADS
     }
-    native_release(&bs);
-    if (bad)
-        return NULL;
-    Py_RETURN_NONE;
+    return native_finish(&bs, !bad);
 }
 
