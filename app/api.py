@@ -566,7 +566,7 @@ def run_partitioned(rid: str):
 # ----------------------------------------------------------------- teaching --
 @bp.get("/learn")
 def learn():
-    """The walkthrough: the real trace of seed 004's cycle example, explained, and its layout."""
+    """The walkthrough: the real trace of the TensorRT integration design's cycle example, explained, and its layout."""
     from .teaching import WALKTHROUGH_BACKEND, WALKTHROUGH_MODEL, WALKTHROUGH_OPS, walkthrough
     L = lens()
     entry = next((e for e in L.models.list() if e.name == WALKTHROUGH_MODEL), None)

@@ -1,4 +1,4 @@
-"""Plain-word explanations of trace events, and the guided walkthrough of seed 004's cycle example.
+"""Plain-word explanations of trace events, and the guided walkthrough of the TensorRT integration design's cycle example.
 
 ``explain(event, graph)`` turns one ``TraceEvent`` into a sentence; the
 debugger's log and the walkthrough both use it, so what a newcomer reads is

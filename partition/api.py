@@ -1,4 +1,4 @@
-"""The subgraph API of seeds 000 and 002, in Python naming.
+"""The subgraph API of MXNet's subgraph API design and tutorial, in Python naming.
 
 A backend is an ordered list of ``SubgraphProperty`` objects, registered with
 ``register_subgraph_property(backend, prop)``; each property makes a fresh
@@ -28,7 +28,7 @@ __all__ = ["BackendOption", "BackendRegistry", "ContainOpProperty", "ContainOpSe
 
 
 class SubgraphProperty:
-    """Makes selectors and turns subgraphs into nodes (seed 000)."""
+    """Makes selectors and turns subgraphs into nodes (the subgraph API design)."""
 
     property_name: str = "subgraph"
     inference_only: bool = True
@@ -47,8 +47,8 @@ class SubgraphProperty:
     def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
         """The algorithm that finds this property's subgraphs; yields trace events.
 
-        The default is the generic breadth-first algorithm of seed 000; a backend
-        with an algorithm of its own (TensorRT's, seed 004) overrides this.
+        The default is the generic breadth-first algorithm of the subgraph API design; a backend
+        with an algorithm of its own (TensorRT's, the TensorRT integration design) overrides this.
         """
         return generic_pass(self, state)
 

@@ -182,7 +182,7 @@ def _flatten(body: Graph, original: Graph) -> Graph:
 
 # ------------------------------------------------------------------ groups --
 def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any]:
-    """A node's incompatibility groups (seed 004) and its TensorRT verdict, for ``sglens groups``.
+    """A node's incompatibility groups (the TensorRT integration design) and its TensorRT verdict, for ``sglens groups``.
 
     Options are the tensorrt backend's, checked against its schema
     (``exclude_data_dependent`` and ``fallback_ops`` matter; ``min_size``/``mode`` are ignored).

@@ -110,7 +110,7 @@ def test_partitioned_engine_subgraphs_on_fake_gpu(name: str, monkeypatch: pytest
 @pytest.mark.parametrize("name", ["if_model.onnx", "loop_model.onnx", "scan_rnn.onnx"])
 def test_control_flow_bodies_nest_on_one_gpu_worker(name: str, monkeypatch: pytest.MonkeyPatch,
                                                     rng: np.random.Generator) -> None:
-    """Seed 003's hazard on the GPU side: every body waits on the only GPU worker."""
+    """The control-flow design's hazard on the GPU side: every body waits on the only GPU worker."""
     from engine import create_engine  # noqa: PLC0415
 
     install(monkeypatch)

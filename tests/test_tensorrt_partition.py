@@ -1,4 +1,4 @@
-"""The ``tensorrt`` backend: seed 004's example, the groups, cycles, min-size, sample models, scale."""
+"""The ``tensorrt`` backend: the TensorRT integration design's example, the groups, cycles, min-size, sample models, scale."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def groups_of(result) -> list[list[str]]:
     return [sorted(s.nodes) for s in result.subgraphs]
 
 
-# ------------------------------------------------------- the seed's example --
+# ------------------------------------------------------- the TensorRT design's example
 SEED = [("A", "Relu", ("x",)), ("B", "Sigmoid", ("A",)), ("D", "Det", ("A",)), ("C", "Add", ("B", "D"))]
 
 

@@ -3,7 +3,7 @@
 - the contraction of every result is acyclic (networkx);
 - no subgraph holds both an ancestor and a descendant of one incompatible node;
 - fast and teaching modes agree, event for event;
-- the fast tracker's answers equal a brute-force reading of the seed's rule;
+- the fast tracker's answers equal a brute-force reading of the TensorRT design's rule;
 - every "refuse" blaming an incompatible node is true of the graph;
 - incompatibility groups equal networkx's ancestors / descendants.
 """

@@ -1,4 +1,4 @@
-"""TensorRT partitioning as in seed 004: rules with reasons, incompatibility groups, cycle-safe growth.
+"""TensorRT partitioning as in the TensorRT integration design: rules with reasons, incompatibility groups, cycle-safe growth.
 
 ``register()`` adds the ``tensorrt`` backend (options: ``min_size=2``,
 ``exclude_data_dependent=True``, ``mode="fast"|"teaching"``, ``fallback_ops=()``,

@@ -1,4 +1,4 @@
-"""The ``tensorrt`` backend: seed 004's partitioning as a ``partition_pass``.
+"""The ``tensorrt`` backend: the TensorRT integration design's partitioning as a ``partition_pass``.
 
 Subgraphs are added one by one. From each free compatible seed (in id order)
 growth is depth-first over inputs and outputs, inputs first. A node joins
@@ -17,7 +17,7 @@ dropped. All of that but the growth is the shared driver of
 ``partition/build.py`` (``run_pass``); this module supplies the ``DepthFirst``
 grower and the selector.
 
-``mode="teaching"`` uses the seed's quadratic groups; ``mode="fast"`` the
+``mode="teaching"`` uses the TensorRT design's quadratic groups; ``mode="fast"`` the
 bounded propagation of ``groups.FastTracker``. They make identical decisions
 (same events, same partition).
 """
@@ -115,7 +115,7 @@ class TensorRTSelector(SubgraphSelector):
 
 
 class TensorRTProperty(SubgraphProperty):
-    """Seed 004's TensorRT partitioning; see the module docstring."""
+    """TensorRT partitioning as in the TensorRT integration design; see the module docstring."""
 
     property_name = "tensorrt"
 
@@ -169,7 +169,7 @@ class TensorRTProperty(SubgraphProperty):
 
 
 class DepthFirst(Grower):
-    """Seed 004's growth: depth-first over inputs then outputs, refusing what the groups forbid."""
+    """The TensorRT integration design's growth: depth-first over inputs then outputs, refusing what the groups forbid."""
 
     def __init__(self, prop: TensorRTProperty, state: PassState) -> None:
         super().__init__(state)
