@@ -126,6 +126,3 @@ def node_metrics(graph: Graph) -> dict[str, dict[str, Any]]:
         out[node.name] = {"out_bytes": total}
     return out
 
-
-def plain_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _plain(v) for k, v in options.items()}

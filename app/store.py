@@ -484,15 +484,6 @@ class RunStore:
         data["result"] = json.loads(row["result"]) if row["result"] else None
         return data
 
-    def in_flight(self, model_id: str | None = None) -> list[dict[str, Any]]:
-        sql = f"SELECT {_META} FROM runs WHERE status IN (?, ?)"
-        params: list[Any] = list(IN_FLIGHT)
-        if model_id is not None:
-            sql += " AND model_id = ?"
-            params.append(model_id)
-        with self.db.connect() as db:
-            return [self._meta(r) for r in db.execute(sql, params).fetchall()]
-
     def mark_interrupted(self) -> list[str]:
         """At start-up: runs left queued/running by a server process that is gone become ``interrupted``."""
         with self.db.connect() as db:
