@@ -299,7 +299,7 @@ def subgraph_onnx(mid: str, sid: int):
 
 @bp.get("/models/<mid>/groups")
 def groups(mid: str):
-    from partition.report import groups_report
+    from partition.tensorrt.node_report import groups_report
     entry = lens().models.get(mid)
     name = request.args.get("node", "")
     if name not in entry.graph.node_by_name:

@@ -52,7 +52,8 @@ import numpy as np
 
 from partition.ir import Graph, Node
 
-from . import blas, create_engine, gpu
+from . import create_engine, gpu
+from .kernels import blas
 from .body import compile_lean, lean_plan
 from .context import Context, RunContext
 from .core import Engine, Var

@@ -20,7 +20,8 @@ from .check import check_partition
 from .errors import PartitionCheckError
 from .gcpause import paused_gc
 from .onnx_io import load_model, save_model
-from .report import export_subgraphs, groups_report, result_json
+from .report import export_subgraphs, result_json
+from .tensorrt.node_report import groups_report
 from .runner import PartitionRun, partition
 from .selection import add_selection_options, backend_options
 from .tensorrt.real_trt import cli_check_parser
@@ -201,7 +202,3 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_groups, backend="tensorrt")
 
-
-if __name__ == "__main__":  # `python -m partition.cli` is the older spelling of `python -m sglens`
-    from sglens.cli import program
-    program()

@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from engine import blas
+from engine.kernels import blas
 from engine.executor import Executor
 from engine.fuse import gelu_kernel
 from engine.kernels import native

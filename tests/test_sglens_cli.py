@@ -83,12 +83,6 @@ def test_python_dash_m_sglens_and_unknown_model_is_one_line(tmp_path) -> None:
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
-def test_older_spelling_python_dash_m_partition_cli_still_works(tmp_path) -> None:
-    out = subprocess.run([sys.executable, "-m", "partition.cli", "--help"], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path)
-    assert out.returncode == 0 and "serve" in out.stdout and "run" in out.stdout, out.stderr
-
-
 def test_the_program_ends_at_once_with_all_its_output(tmp_path) -> None:
     # `sglens partition|check` end the process when done (sglens.cli.exit_now): the output must be
     # whole through a pipe (a few MB, many pipe buffers) and the exit code the command's.

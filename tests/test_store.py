@@ -36,7 +36,7 @@ def model_bytes(name: str = "trt_cycle.onnx") -> bytes:
 
 # ------------------------------------------------------------ a real server --
 def serve(instance: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "partition.cli", "serve", "--port", "0", "--instance",
+    proc = subprocess.Popen([sys.executable, "-m", "sglens", "serve", "--port", "0", "--instance",
                              str(instance), *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     line, seen = "", []

@@ -20,7 +20,7 @@ from partition import load_model
 from partition.errors import ModelError
 from partition.local_functions import FUNCTION_KEY, expanded_size
 from partition.onnx_io import to_model_proto
-from partition.report import groups_report
+from partition.tensorrt.node_report import groups_report
 from partition.runner import partition
 from partition.tensorrt.rules import TRTRules
 from sglens.cli import main as cli_main

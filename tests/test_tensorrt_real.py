@@ -39,7 +39,7 @@ def test_check_parser_without_tensorrt_is_one_clear_line(tmp_path):
     name, proto = next(iter(build_all().items()))
     path = tmp_path / f"{name}.onnx"
     onnx.save(proto, path)
-    out = subprocess.run([sys.executable, "-m", "partition.cli", "partition", str(path), "--backend", "tensorrt",
+    out = subprocess.run([sys.executable, "-m", "sglens", "partition", str(path), "--backend", "tensorrt",
                           "--check-parser"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().endswith("--check-parser needs TensorRT's Python package (tensorrt), which does not "

@@ -398,7 +398,7 @@ def _saved(tmp_path, m: onnx.ModelProto) -> str:
 def _sglens(*args: str):
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "partition.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "sglens", *args], capture_output=True, text=True, timeout=120)
 
 
 def _two_relus(op2: str = "Relu", domain: str = "") -> onnx.ModelProto:
@@ -460,7 +460,7 @@ def json_text(response) -> str:
 
 
 def test_groups_report_names_the_table_and_the_source_line():
-    from partition.report import groups_report
+    from partition.tensorrt.node_report import groups_report
     g = model([helper.make_node("Relu", ["x"], ["a"], name="r"), helper.make_node("Det", ["a"], ["y"], name="n")],
               [vi("x", [3, 3])], [vi("y", [])])
     rep = groups_report(g, "n")

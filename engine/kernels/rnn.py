@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import blas
+from . import blas
 from . import native
 from .registry import register, to_host
 

@@ -1,0 +1,51 @@
+"""A node's incompatibility groups and its TensorRT verdict, for ``sglens groups`` and the web's groups view.
+
+It lives beside the groups and rules it reports on, so ``partition/report.py`` (every backend's
+report) never imports the TensorRT folder, which imports ``report`` to export subgraphs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..api import validate_backend_options
+from ..ir import Graph
+from .groups import incompatibility_groups
+from .rules import TRTRules
+
+
+def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any]:
+    """A node's incompatibility groups (the TensorRT integration design) and its TensorRT verdict, for ``sglens groups``.
+
+    Options are the tensorrt backend's, checked against its schema
+    (``exclude_data_dependent`` and ``fallback_ops`` matter; ``min_size``/``mode`` are ignored).
+    """
+    values = validate_backend_options("tensorrt", options)
+    rules = TRTRules(exclude_data_dependent=values["exclude_data_dependent"],
+                     fallback_ops=values["fallback_ops"], version=values["trt_version"],
+                     plugins=values["trt_plugins"])
+    ancestors, descendants = incompatibility_groups(graph, node_name)
+    node = graph.node_by_name[node_name]
+    reason = rules.check(graph, node)
+    reasons = rules.compat(graph)
+    report: dict[str, Any] = {
+        "node": node_name,
+        "op_type": node.op_type,
+        "compatible": reason is None,
+        "reason": reason or "",
+        "ancestors": ancestors,
+        "descendants": descendants,
+        "ancestor_count": len(ancestors),
+        "descendant_count": len(descendants),
+    }
+    if reason is None:
+        report["note"] = ("compatible with TensorRT: these groups matter only for incompatible nodes; "
+                          "the incompatible nodes among them are listed below")
+    else:
+        report["note"] = ("a TensorRT subgraph holding any node of 'ancestors' may hold no node of "
+                          "'descendants', and the reverse: this node would stay between them")
+    report["incompatible_ancestors"] = [n for n in ancestors if n in reasons]
+    report["incompatible_descendants"] = [n for n in descendants if n in reasons]
+    report["tensorrt_rules"] = rules.version  # which release's table decided, and from which source line
+    report["reason_source"] = rules.cite(node_name) or ""
+    return report
