@@ -26,11 +26,12 @@ $(VENV)/.installed-test: pyproject.toml $(NATIVE_SRC) | $(PY)
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-# System packages: graphviz (layouts) always, chromium for the browser tests.
+# System packages: graphviz (layouts) always; chromium (browser tests) and postgresql (the store's
+# PostgreSQL test, on a throwaway server the test starts) for the tests.
 sysdeps-run:
 	@bash scripts/sysdeps.sh graphviz
 sysdeps-test:
-	@bash scripts/sysdeps.sh graphviz chromium
+	@bash scripts/sysdeps.sh graphviz chromium postgresql
 
 samples: install
 	$(PY) -m sample_models.generate
@@ -48,7 +49,7 @@ FAKE_GPU_TESTS := tests/test_executor.py tests/test_executor_models.py tests/tes
                   tests/test_compare.py tests/test_run_budget.py tests/test_ort_fallback.py tests/test_app_runs.py
 
 test: sysdeps-test install-test samples
-	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+	SGLENS_REQUIRE_POSTGRES=1 $(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
 	PYTHONPATH=tests $(PY) -m pytest -q -p fake_cupy --fake-gpu $(FAKE_GPU_TESTS)
 
 bench: install

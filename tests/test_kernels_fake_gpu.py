@@ -80,7 +80,7 @@ def test_executor_on_fake_gpu_matches_onnxruntime(name: str, monkeypatch: pytest
     fake = install(monkeypatch)
     graph, feeds, ref = _setup(name, int(rng.integers(1 << 30)))
     if missing_ops(graph):
-        pytest.skip(f"no kernel for {missing_ops(graph)}")
+        pytest.fail(f"no kernel for {missing_ops(graph)}")
     with Executor(graph, device="gpu") as ex:
         res = ex.run(feeds)
         # Device->host reads during the run are only explicit copies (registry.to_host / .get()
@@ -100,7 +100,7 @@ def test_partitioned_engine_subgraphs_on_fake_gpu(name: str, monkeypatch: pytest
     ops = sorted({n.op_type for n in graph.nodes})
     result = partition(graph, "default", ops=ops[::2] or ops)
     if missing_ops(result.graph):
-        pytest.skip(f"no kernel for {missing_ops(result.graph)}")
+        pytest.fail(f"no kernel for {missing_ops(result.graph)}")
     with Executor(result.graph, device="gpu", executor="engine") as ex:
         res = ex.run(feeds)
         _check(res.numpy_outputs(), ref)

@@ -70,7 +70,7 @@ class _Context:
 
 
 class TensorRTSelector(SubgraphSelector):
-    """The seed's selector: compatible nodes not in the subgraph's incompatible list.
+    """The TensorRT design's selector: compatible nodes not in the subgraph's incompatible list.
 
     Stateful as the API wants: ``select_input``/``select_output`` returning True
     means the node joins, so the incompatible list is updated right there.
