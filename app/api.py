@@ -103,7 +103,8 @@ def _backend_properties(backend: str, options: dict[str, Any]) -> list:
     """The backend's properties from this app's own registry: bad options are a 400 up front."""
     from partition.errors import UnknownBackendError
     try:
-        return lens().registry.get(backend, options)
+        registry = lens().registry
+        return registry.build(registry.select(backend, options))
     except UnknownBackendError as exc:   # a bad field of the request (400), not a missing resource
         raise ApiError(str(exc)) from None
     except LensError:
@@ -119,7 +120,7 @@ def _partition(mid: str, data: dict[str, Any]):
 
     def compute():
         try:
-            return partition(entry.graph, backend, properties=props, **options)
+            return partition(entry.graph, backend, properties=props)
         except LensError:
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's factory or property raised

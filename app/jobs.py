@@ -268,8 +268,9 @@ def execute_run(spec: dict[str, Any], graph: Any, model_bytes: Callable[[], byte
         check()
         report("partition", 0.02 + 0.18 * (done / max(1, total)),
                f"partitioning with {backend}: {done}/{total} nodes")
-    part = PartitionRun(graph, backend, trace=False, properties=spec.get("properties"), progress=progress,
-                        **spec["options"]).run()
+    props = spec.get("properties")  # built from the options by the API; the run takes them as they are
+    part = (PartitionRun(graph, backend, trace=False, properties=props, progress=progress) if props is not None
+            else PartitionRun(graph, backend, trace=False, progress=progress, **spec["options"])).run()
     report("compare", 0.2, "onnxruntime reference, our engine, the partitioned graph")
     notes: list[str] = []
     from .run_inputs import default_inputs

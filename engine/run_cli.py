@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from partition.runner import partition
-from partition.selection import add_selection_options, backend_options
+from partition.selection import add_selection_options, selection_from_args
 
 from .input_spec import FILLS
 from .ort_fallback import LABEL as FALLBACK_LABEL
@@ -139,7 +139,9 @@ def _parse_range(text: str | None) -> tuple[float, float] | None:
 
 
 def _partition(graph, args: argparse.Namespace):
-    return partition(graph, args.backend, **backend_options(args))
+    """The partition the flags ask for, or None without ``--backend`` (an option without one is an error)."""
+    selection = selection_from_args(args)
+    return partition(graph, selection) if selection is not None else None
 
 
 def _mib(n: int | None) -> str:
@@ -158,9 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise RunError(f"--workers {args.workers}: needs at least 1 (or leave it out for the CPU count)")
     graph, _model, feeds, notes = _prepare(args)
-    result = None
-    if args.backend:
-        result = _partition(graph, args)
+    result = _partition(graph, args)
+    if result is not None:
         graph = result.graph
     profiler = Profiler()
     fallback = OrtFallback()  # nodes without a kernel of ours run on onnxruntime, one by one, and are listed
@@ -251,7 +252,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise InputError(f"--repeat {args.repeat}: needs at least 1")
     graph, model, feeds, notes = _prepare(args)
-    result = _partition(graph, args) if args.backend else None
+    result = _partition(graph, args)
     from tqdm import tqdm
     stages = 4 if result is not None else 3
     with tqdm(total=stages, desc="compare", file=sys.stderr, disable=None, leave=False) as bar:

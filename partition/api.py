@@ -16,14 +16,14 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .build import PassState, generic_pass
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Graph, Node
-from .registry import BackendOption, BackendRegistry, current_registry, use_registry
+from .registry import BackendOption, BackendRegistry, Selection, current_registry, use_registry
 from .selectors import ContainOpSelector, NodeView, SubgraphSelector
 from .trace import TraceEvent
 
 __all__ = ["BackendOption", "BackendRegistry", "ContainOpProperty", "ContainOpSelector", "NodeView",
            "SubgraphProperty", "SubgraphSelector", "backend_names", "backend_options_schema",
            "current_registry", "default_subgraph_node", "get_backend", "register_backend_factory",
-           "register_subgraph_property", "unregister_backend", "use_registry",
+           "register_subgraph_property", "select", "Selection", "unregister_backend", "use_registry",
            "validate_backend_options"]
 
 
@@ -106,9 +106,15 @@ def backend_names() -> list[str]:
     return current_registry().names()
 
 
+def select(backend: str, **options: Any) -> Selection:
+    """``backend`` with ``options`` validated against its schema (``BackendOptionError`` names a bad one)."""
+    return current_registry().select(backend, options)
+
+
 def get_backend(backend: str, **options: Any) -> list[SubgraphProperty]:
-    """The properties of ``backend``, in run order; options are validated against its schema first."""
-    return current_registry().get(backend, options)
+    """The properties of ``backend``, in run order (a library call: its options are validated here)."""
+    registry = current_registry()
+    return registry.build(registry.select(backend, options))
 
 
 def backend_options_schema(backend: str) -> list[dict[str, Any]]:

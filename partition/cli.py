@@ -23,7 +23,7 @@ from .onnx_io import load_model, save_model
 from .report import export_subgraphs, result_json
 from .tensorrt.node_report import groups_report
 from .runner import PartitionRun, partition
-from .selection import add_selection_options, backend_options
+from .selection import add_selection_options, selection_from_args
 from .tensorrt.real_trt import cli_check_parser
 
 
@@ -57,10 +57,10 @@ class _Progress:
 
 
 def _partition(args: argparse.Namespace):
-    options = backend_options(args)
+    selection = selection_from_args(args)
     graph = _load(args.model)
     with _Progress("partitioning") as bar:
-        return partition(graph, args.backend, progress=bar.update, **options)
+        return partition(graph, selection, progress=bar.update)
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
@@ -74,7 +74,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def _cmd_partition(args: argparse.Namespace) -> int:
     if getattr(args, "check_parser", False):
-        return cli_check_parser(args, backend_options(args), _load(args.model))
+        return cli_check_parser(args, selection_from_args(args), _load(args.model))
     result = _partition(args)
     if args.export:
         save_model(result.graph, args.export)
@@ -141,9 +141,9 @@ def _table(result: Any) -> str:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    options = backend_options(args)
+    selection = selection_from_args(args)
     graph = _load(args.model)
-    run = PartitionRun(graph, args.backend, trace=True, **options)
+    run = PartitionRun(graph, selection, trace=True)
     out = sys.stdout
     for event in run.events():
         out.write(json.dumps(event.to_json(), default=str) + "\n")
@@ -168,9 +168,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    options = backend_options(args)
+    selection = selection_from_args(args)
     graph = _load(args.model)
-    report = groups_report(graph, args.node, **options)
+    report = groups_report(graph, args.node, selection)
     if args.json:
         _print_json(report)
     else:

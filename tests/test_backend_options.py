@@ -111,7 +111,8 @@ def test_plugins_of_one_app_do_not_leak(tmp_path) -> None:
     assert name not in names_second
     assert name not in backend_names()  # nor the process-wide registry the CLI uses
     # The app's own registry still partitions with it.
-    assert [p.property_name for p in first.extensions["sglens"].registry.get(name, {})] == [name]
+    registry = first.extensions["sglens"].registry
+    assert [p.property_name for p in registry.build(registry.select(name, {}))] == [name]
 
 
 def test_backends_endpoint_carries_the_schemas(tmp_path) -> None:

@@ -14,9 +14,8 @@ from partition import Graph, Node, load_model, partition
 from partition.errors import LensError
 from partition.report import describe, export_subgraphs
 from partition.tensorrt.node_report import groups_report
-from partition.tensorrt import register
 
-register()
+
 F = TensorProto.FLOAT
 
 

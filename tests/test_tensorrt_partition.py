@@ -11,10 +11,9 @@ from partition import Graph, Node, PartitionRun, check_partition, load_model, pa
 from partition.api import get_backend
 from partition.build import generic_pass
 from partition.errors import LensError
-from partition.tensorrt import TensorRTProperty, incompatibility_groups, register
+from partition.tensorrt import TensorRTProperty, incompatibility_groups
 from partition.tensorrt.algorithm import _Context
 
-register()
 
 
 def ir_graph(spec: list[tuple[str, str, tuple[str, ...]]], inputs=("x",)) -> Graph:

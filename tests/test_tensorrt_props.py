@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 
 from partition import Graph, Node, PartitionRun, check_partition
 from partition.build import seed_order
-from partition.tensorrt import FastTracker, NaiveTracker, incompatibility_groups, naive_pairs, register
+from partition.tensorrt import FastTracker, NaiveTracker, incompatibility_groups, naive_pairs
 
-register()
 
 GOOD = ("Relu", "Add", "Sum")
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from partition import load_model, partition
-from partition.tensorrt import real_trt, register
+from partition.tensorrt import real_trt
 
-register()
 
 
 def test_available_reports_without_raising():

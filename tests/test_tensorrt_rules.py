@@ -410,8 +410,6 @@ def _two_relus(op2: str = "Relu", domain: str = "") -> onnx.ModelProto:
 
 def test_partition_result_names_the_rule_table(tmp_path):
     from partition import partition
-    from partition.tensorrt import register
-    register()
     g = load_model(_two_relus().SerializeToString())
     assert partition(g, "tensorrt").summary["tensorrt_rules"] == "10.1"
     assert partition(g, "tensorrt", trt_version="10.0").summary["tensorrt_rules"] == "10.0"
@@ -494,8 +492,6 @@ def test_fp8_and_int4_as_the_parser_says():
 
 def test_symmetric_int8_qdq_chain_is_one_tensorrt_subgraph():
     from partition import partition
-    from partition.tensorrt import register
-    register()
     w = numpy_helper.from_array(np.ones((2, 2, 1, 1), np.int8), "w")
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
              helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq"),

@@ -27,13 +27,12 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Iterable, Iterator
 
-from ..api import NodeView, SubgraphProperty, SubgraphSelector, register_backend_factory
+from ..api import NodeView, SubgraphProperty, SubgraphSelector
 from ..build import FREE, REJECTED, Grower, PassState, adjacency, run_pass
-from ..errors import LensError
 from ..ir import Graph
 from ..trace import EventKind, TraceEvent
 from .groups import ANCESTORS, FastTracker, NaiveTracker, naive_pairs
-from .options import TENSORRT_HINTS, TENSORRT_OPTIONS
+from .options import rules_for
 from .rules import TRTRules
 
 MODES = ("fast", "teaching")
@@ -119,17 +118,12 @@ class TensorRTProperty(SubgraphProperty):
 
     property_name = "tensorrt"
 
-    def __init__(self, min_size: int = 2, exclude_data_dependent: bool = True, mode: str = "fast",
-                 fallback_ops: Iterable[str] = (), table: dict[str, Any] | None = None,
-                 trt_version: str | None = None, plugins: Iterable[str] = ()) -> None:
-        if mode not in MODES:
-            raise LensError(f"tensorrt: mode must be one of {', '.join(MODES)}, not {mode!r}")
-        if int(min_size) < 1:
-            raise LensError(f"tensorrt: --min-size must be at least 1, not {min_size}")
-        self.min_size = int(min_size)
+    def __init__(self, min_size: int = 2, mode: str = "fast", rules: TRTRules | None = None) -> None:
+        """Values as the backend's schema validated them (``tensorrt_backend``); a direct caller
+        (a test, a plugin) passes its own ``TRTRules``."""
+        self.min_size = min_size
         self.mode = mode
-        self.rules = TRTRules(table, version=trt_version, exclude_data_dependent=exclude_data_dependent,
-                              fallback_ops=fallback_ops, plugins=plugins)
+        self.rules = rules if rules is not None else TRTRules()
         self._contexts: "weakref.WeakKeyDictionary[Graph, _Context]" = weakref.WeakKeyDictionary()
         self._explained: Callable[[], _Context | None] = lambda: None  # ``explain``'s last context (weakly)
 
@@ -333,22 +327,7 @@ class _LazySelector(TensorRTSelector):
             self.tracker = self.ctx.tracker()
 
 
-def tensorrt_backend(min_size: int = 2, exclude_data_dependent: bool = True, mode: str = "fast",
-                     fallback_ops: Iterable[str] = (), trt_version: str | None = None,
-                     trt_plugins: Iterable[str] = (), **unknown: Any) -> list[SubgraphProperty]:
-    """Factory for ``register_backend_factory("tensorrt", ...)``."""
-    if unknown.pop("ops", None):
-        raise LensError("backend 'tensorrt' decides support from TensorRT's operator table and takes no --ops; "
-                        "use fallback_ops to force ops out")
-    if unknown:
-        raise LensError(f"backend 'tensorrt' has no option(s) {', '.join(sorted(unknown))}; it takes min_size, "
-                        "exclude_data_dependent, mode, fallback_ops, trt_version and trt_plugins")
-    plugins = [p for p in trt_plugins.split(",") if p.strip()] if isinstance(trt_plugins, str) else trt_plugins
-    return [TensorRTProperty(min_size=min_size, exclude_data_dependent=exclude_data_dependent, mode=mode,
-                             fallback_ops=fallback_ops, trt_version=trt_version, plugins=plugins)]
-
-
-def register() -> None:
-    """Register the ``tensorrt`` backend (called from ``partition/__init__``)."""
-    register_backend_factory("tensorrt", tensorrt_backend, TENSORRT_OPTIONS, TENSORRT_HINTS)
-
+def tensorrt_backend(**values: Any) -> list[SubgraphProperty]:
+    """Factory for the ``tensorrt`` backend: ``values`` are a validated selection's, every option of
+    ``TENSORRT_OPTIONS`` present and coerced (the registry checked them; nothing is checked again)."""
+    return [TensorRTProperty(min_size=values["min_size"], mode=values["mode"], rules=rules_for(values))]

@@ -8,22 +8,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api import validate_backend_options
+from ..registry import Selection, current_registry
 from ..ir import Graph
 from .groups import incompatibility_groups
-from .rules import TRTRules
+from .options import rules_for
 
 
-def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any]:
+def groups_report(graph: Graph, node_name: str, selection: Selection | None = None, **options: Any) -> dict[str, Any]:
     """A node's incompatibility groups (the TensorRT integration design) and its TensorRT verdict, for ``sglens groups``.
 
-    Options are the tensorrt backend's, checked against its schema
-    (``exclude_data_dependent`` and ``fallback_ops`` matter; ``min_size``/``mode`` are ignored).
+    ``selection`` is a validated tensorrt selection; a library caller may pass ``options`` instead,
+    validated here (every rule option matters; ``min_size``/``mode`` do not change a verdict).
     """
-    values = validate_backend_options("tensorrt", options)
-    rules = TRTRules(exclude_data_dependent=values["exclude_data_dependent"],
-                     fallback_ops=values["fallback_ops"], version=values["trt_version"],
-                     plugins=values["trt_plugins"])
+    if selection is None:
+        selection = current_registry().select("tensorrt", options)
+    elif options or selection.backend != "tensorrt":
+        raise ValueError("groups_report takes a tensorrt Selection or options, not both")
+    rules = rules_for(selection.options)
     ancestors, descendants = incompatibility_groups(graph, node_name)
     node = graph.node_by_name[node_name]
     reason = rules.check(graph, node)

@@ -1,11 +1,15 @@
 """The ``tensorrt`` backend's options, declared once (``partition/registry.py`` explains the schema).
 
-``algorithm.register()`` and ``partition.backends.register_builtins`` both
-register the factory with these; the CLI flags, the API's validation and the
-web form are generated from them.
+``partition.backends.register_builtins`` registers the factory with these; the
+CLI flags, the API's validation and the web form are generated from them, and
+``rules_for`` is the one way from validated values to a rule table (the
+property, ``sglens groups`` and ``--check-parser`` all use it, so none can drop
+an option).
 """
 
 from __future__ import annotations
+
+from typing import Any, Mapping
 
 from ..registry import BackendOption
 from .table import available_versions
@@ -27,3 +31,12 @@ TENSORRT_OPTIONS = (
 #: why an option users try on this backend is not one of its options
 TENSORRT_HINTS = {"ops": "it decides support from TensorRT's operator table and takes no --ops; "
                          "use fallback_ops to force ops out"}
+
+
+def rules_for(values: Mapping[str, Any], **overrides: Any) -> Any:
+    """The ``TRTRules`` of a validated tensorrt selection's values (``Selection.options``);
+    ``overrides`` replace a value (``--check-parser`` judges data-dependent ops by the real parser)."""
+    from .rules import TRTRules  # rules imports the table, as this module does; no cycle, only later
+    v = {**values, **overrides}
+    return TRTRules(version=v["trt_version"], exclude_data_dependent=v["exclude_data_dependent"],
+                    fallback_ops=v["fallback_ops"], plugins=v["trt_plugins"])

@@ -115,17 +115,18 @@ def check_parser(graph: Any, model_bytes: bytes, rules: Any, path: str | None = 
             "disagreements": rows}
 
 
-def cli_check_parser(args: Any, options: dict[str, Any], graph: Any) -> int:
+def cli_check_parser(args: Any, selection: Any, graph: Any) -> int:
     """``sglens partition --backend tensorrt --check-parser``: print the disagreements (exit 1 when any)."""
     import json
     from ..errors import LensError
-    from .rules import TRTRules
-    if args.backend != "tensorrt":
+    from .options import rules_for
+    if selection is None or selection.backend != "tensorrt":
         raise LensError("--check-parser compares the tensorrt backend's rules; add --backend tensorrt")
     if not available():
         raise LensError("--check-parser needs TensorRT's Python package (tensorrt), which does not import here")
-    rules = TRTRules(version=options.get("trt_version"), plugins=options.get("plugins", ()),
-                     exclude_data_dependent=False)
+    # Every option of the selection reaches the rules (trt_plugins was once read as "plugins" and lost);
+    # data-dependent ops are left to the real parser to judge.
+    rules = rules_for(selection.options, exclude_data_dependent=False)
     report = check_parser(graph, Path(args.model).read_bytes(), rules, str(args.model))
     print(json.dumps(report, indent=1))
     return 1 if report["disagreements"] else 0
