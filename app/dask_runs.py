@@ -28,10 +28,13 @@ import time
 import traceback
 from typing import Any
 
+from distributed.diagnostics.plugin import WorkerPlugin
+
 from partition.errors import LensError
 
 from .errors import ApiError
 from .jobs import FINAL, BaseJobs, Cancelled, Job, execute_run
+from .run_spec import RunSpec
 
 TOPIC = "sglens-run"
 MEMORY_TOPIC = "worker-restart-memory"     # logged by the nanny when it kills a worker for memory
@@ -53,12 +56,12 @@ def default_worker_memory(workers: int) -> int:
 
 
 # ------------------------------------------------------------ in the worker --
-def run_task(spec: dict[str, Any], model: Any) -> dict[str, Any]:
+def run_task(spec: RunSpec, model: Any) -> dict[str, Any]:
     """The task a worker runs: one whole run (``execute_run``) with progress and cancel through Dask."""
     from distributed import Event, get_worker
 
     worker = get_worker()
-    rid = spec["id"]
+    rid = spec.id
     event = Event(cancel_event_name(rid))
     state = {"checked": 0.0, "reported": 0.0, "stage": None}
 
@@ -84,7 +87,7 @@ def run_task(spec: dict[str, Any], model: Any) -> dict[str, Any]:
     graph = load_model(graph_bytes)
     try:
         report("started", 0.01, f"started on {worker.address}")   # a run cancelled while queued stops here
-        result, trace = execute_run(spec, graph, lambda: graph_bytes, report, check)
+        result, trace = execute_run(spec, graph, lambda: graph_bytes, report, check, worker_registry())
     except Cancelled:
         return {"status": "cancelled", "worker": worker.address}
     return {"status": "done", "result": result, "trace": trace, "worker": worker.address}
@@ -102,24 +105,59 @@ def _model_bytes(model: Any) -> bytes:
     return model
 
 
-class PluginLoader:
-    """A worker plugin: the server's ``--plugin`` files imported in every (re)started worker."""
+_WORKER_REGISTRY: Any = None
+_WORKER_PLUGIN_ERRORS: dict[str, str] = {}
+
+
+def worker_registry() -> Any:
+    """This worker process's backends: the built-ins plus the plugins the server shipped to it."""
+    global _WORKER_REGISTRY
+    if _WORKER_REGISTRY is None:
+        from partition.backends import builtin_registry
+        _WORKER_REGISTRY = builtin_registry()
+    return _WORKER_REGISTRY
+
+
+class PluginShipper(WorkerPlugin):
+    """A Dask worker plugin carrying the *source* of the server's ``--plugin`` files.
+
+    Registered once with the client; Dask runs ``setup`` on every worker, including workers
+    that join or restart later. Each file is written under the worker's own local directory
+    and imported into the worker's registry, so workers need not see the server's paths
+    (a remote ``dask worker`` gets the same backends)."""
 
     name = "sglens-plugins"
 
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = list(paths)
+    def __init__(self, sources: list[tuple[str, str]]) -> None:
+        self.sources = list(sources)       # (file name, Python source)
 
     def setup(self, worker: Any) -> None:
         from partition.plugins import load_plugin
-        for path in self.paths:
+        from partition.registry import use_registry
+        folder = os.path.join(worker.local_directory, "sglens-plugins")
+        os.makedirs(folder, exist_ok=True)
+        for index, (name, source) in enumerate(self.sources):
+            path = os.path.join(folder, f"{index}_{os.path.basename(name)}")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(source)
             try:
-                load_plugin(path)
-            except LensError:
-                pass   # the server reported it already; runs with its backend fail naming it
+                with use_registry(worker_registry()):
+                    load_plugin(path)
+            except LensError as exc:
+                _WORKER_PLUGIN_ERRORS[name] = str(exc)   # the server reported it too; its backend is unknown here
 
-    def teardown(self, worker: Any) -> None:
-        pass
+
+def read_plugin_sources(paths: list[str]) -> list[tuple[str, str]]:
+    """The ``--plugin`` files' text, read once by the server (unreadable ones are skipped: the
+    server's own load reported them)."""
+    sources = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                sources.append((os.path.basename(path), f.read()))
+        except (OSError, UnicodeDecodeError):
+            continue
+    return sources
 
 
 # ------------------------------------------------------------ in the server --
@@ -166,14 +204,14 @@ class DaskJobManager(BaseJobs):
         self.client.subscribe_topic(TOPIC, self._on_progress)
         self.client.subscribe_topic(MEMORY_TOPIC, self._on_memory_kill)
         if plugins:
-            self.client.register_plugin(PluginLoader(plugins))
+            self.client.register_plugin(PluginShipper(read_plugin_sources(plugins)))
         self._closed = False
         self.cancel_grace = CANCEL_GRACE
 
     # ---- submit / cancel ----
-    def _start(self, job: Job, entry: Any, spec: dict[str, Any]) -> None:
+    def _start(self, job: Job, entry: Any, spec: RunSpec) -> None:
         resources = None
-        if spec["device"] == "gpu" and self.cluster is None:
+        if spec.device == "gpu" and self.cluster is None:
             if not any((w.get("resources") or {}).get("GPU") for w in self._workers().values()):
                 self.finish(job, "failed", "no Dask worker offers a GPU: start one with "
                             f"'dask worker {self.address} --resources GPU=1'")
