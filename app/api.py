@@ -500,6 +500,21 @@ def start_run():
     return jsonify({**job.to_json(), "inputs": inputs.to_json()}), 202
 
 
+@bp.get("/runs/diff")
+def diff_runs():
+    """Every setting that differs between two stored runs ``a`` and ``b`` (the compare page's top)."""
+    L = lens()
+    runs = []
+    for key in ("a", "b"):
+        rid = request.args.get(key, "")
+        run = L.runs.get(rid) if rid else None
+        if run is None:
+            raise ApiError(f"no stored run '{rid[:40]}' for '{key}'; give ?a=RUN_ID&b=RUN_ID", 404)
+        runs.append(_with_context(run))
+    return jsonify({"a": runs[0]["id"], "b": runs[1]["id"],
+                    "differences": serialize.settings_diff(runs[0], runs[1])})
+
+
 @bp.get("/runs/<rid>")
 def get_run(rid: str):
     L = lens()

@@ -440,3 +440,44 @@ def test_the_shape_check_before_a_run_is_not_a_memory_bomb(tmp_path):
     out = _subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=str(_Path(__file__).resolve().parent.parent))
     assert out.returncode == 0 and "checked [[1]] errors []" in out.stdout, (out.stdout, out.stderr[-2000:])
+
+
+def test_history_and_compare_say_what_each_run_used_and_what_ran_it(app):
+    """Issue 20: the run list carries verdict, shapes, tolerance, options and median time; each
+    subgraph says which runtime ran it and why; the compare API names every differing setting."""
+    c = app.test_client()
+    rid_a = c.post("/api/runs", json={"model": "sample-trt_cycle", **OPS, "executor": "auto",
+                                      "tolerance": {"atol": 1e-4, "rtol": 1e-3},
+                                      "inputs": [{"name": "input", "seed": 1}]}).get_json()["id"]
+    run_a, _ = _wait(c, rid_a)
+    rid_b = c.post("/api/runs", json={"model": "sample-trt_cycle", **OPS, "executor": "onnxruntime",
+                                      "tolerance": {"atol": 1e-3, "rtol": 1e-3},
+                                      "inputs": [{"name": "input", "seed": 2}]}).get_json()["id"]
+    run_b, _ = _wait(c, rid_b)
+    assert run_a["status"] == run_b["status"] == "done"
+    listed = {r["id"]: r for r in c.get("/api/runs?model=sample-trt_cycle").get_json()["runs"]}
+    for run in (run_a, run_b):
+        comp = run["result"]["comparison"]
+        s = listed[run["id"]]["summary"]
+        assert s["verdict"]["status"] == comp["verdict"]["status"] == "match"
+        assert s["shapes"] == {"input": run["result"]["inputs"]["arrays"]["input"]["shape"]}
+        assert s["tolerance"] == comp["tolerance"]
+        assert s["median_seconds"] == comp["timings"]["partitioned"]["seconds"] > 0
+        used = [sg["executor"] for sg in comp["subgraphs"]]
+        assert len(used) == 2 and all(u in ("engine", "onnxruntime", "tensorrt") for u in used)
+        assert all(sg["reason"] for sg in comp["subgraphs"])        # why that runtime ran it
+        assert s["runtimes"] == {u: used.count(u) for u in used}
+        assert listed[run["id"]]["options"] == {"ops": OPS["ops"]}
+    assert listed[rid_b]["summary"]["runtimes"] == {"onnxruntime": 2}
+    diff = c.get(f"/api/runs/diff?a={rid_a}&b={rid_b}").get_json()["differences"]
+    by = {d["setting"]: d for d in diff}
+    expected = {"subgraph runtime asked", "tolerance", "input values"}
+    if listed[rid_a]["summary"]["runtimes"] != {"onnxruntime": 2}:
+        expected.add("subgraph runtimes used")
+    assert set(by) == expected, diff
+    assert by["tolerance"]["a"]["atol"] == 1e-4 and by["tolerance"]["b"]["atol"] == 1e-3
+    assert (by["subgraph runtime asked"]["a"], by["subgraph runtime asked"]["b"]) == ("auto", "onnxruntime")
+    assert by["input values"]["a"]["input"]["seed"] == 1 and by["input values"]["b"]["input"]["seed"] == 2
+    assert c.get(f"/api/runs/diff?a={rid_a}&b={rid_a}").get_json()["differences"] == []
+    missing = c.get(f"/api/runs/diff?a={rid_a}&b=nope")
+    assert missing.status_code == 404 and "'b'" in missing.get_json()["error"]
