@@ -431,7 +431,12 @@ def list_runs():
     L = lens()
     stored = L.runs.list()
     ids = {r["id"] for r in stored}
-    live = [j.to_json() for j in L.jobs.active() if j.id not in ids]
+    jobs = {j.id: j for j in L.jobs.active()}
+    for r in stored:   # this process's runs in flight: their live progress, not the last one written
+        job = jobs.get(r["id"])
+        if job is not None and r["status"] in ("queued", "running") and job.status in ("queued", "running"):
+            r.update(status=job.status, stage=job.stage, progress=round(job.progress, 3), message=job.message)
+    live = [j.to_json() for j in jobs.values() if j.id not in ids]
     model = request.args.get("model")
     items = live + stored
     if model:

@@ -111,7 +111,7 @@ class Comparison:
             lines += ["", "subgraph boundaries (partitioned vs onnxruntime):"]
             for sg in self.subgraphs:
                 lines.append(f"  #{sg['id']} {sg['node']} [{sg['property']}] ran on {sg['executor']}"
-                             f" ({sg['reason']})")
+                             f" ({sg['reason']}){_cost(sg)}")
                 for kind in ("inputs", "outputs"):
                     for name, e in sg[kind].items():
                         lines.append(f"      {kind[:-1]:<6} {name[:34]:<34} {_metrics(e)}"
@@ -128,6 +128,18 @@ class Comparison:
                          f"{'n/a' if tensors is None else f'{tensors / 2**20:.3f}':>12}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _cost(sg: dict[str, Any]) -> str:
+    """A subgraph's median time (device time on a GPU) and peak memory, when measured."""
+    parts = []
+    if sg.get("seconds") is not None:
+        parts.append(f"{sg['seconds'] * 1e3:.3f} ms")
+    if sg.get("device_seconds") is not None:
+        parts.append(f"GPU {sg['device_seconds'] * 1e3:.3f} ms")
+    if sg.get("peak_bytes") is not None:
+        parts.append(f"peak {sg['peak_bytes'] / 2**20:.3f} MiB")
+    return ": " + ", ".join(parts) if parts else ""
 
 
 def _metrics(e: dict[str, Any]) -> str:
@@ -290,7 +302,8 @@ def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: 
         rec = ran.get(info.node_name, {})
         entry = {"id": info.id, "node": info.node_name, "property": info.property,
                  "executor": rec.get("executor", "?"), "reason": rec.get("reason", ""),
-                 "seconds": rec.get("seconds"), "peak_bytes": rec.get("peak_bytes"),
+                 "seconds": rec.get("seconds"), "device_seconds": rec.get("device_seconds"),
+                 "peak_bytes": rec.get("peak_bytes"),
                  "inputs": {}, "outputs": {}}
         for kind, names in (("inputs", info.inputs), ("outputs", info.outputs)):
             for t in names:
