@@ -481,3 +481,75 @@ def test_history_and_compare_say_what_each_run_used_and_what_ran_it(app):
     assert c.get(f"/api/runs/diff?a={rid_a}&b={rid_a}").get_json()["differences"] == []
     missing = c.get(f"/api/runs/diff?a={rid_a}&b=nope")
     assert missing.status_code == 404 and "'b'" in missing.get_json()["error"]
+
+
+def _upload(c, model, name):
+    resp = c.post("/api/models", data={"file": (_io.BytesIO(model.SerializeToString()), name)},
+                  content_type="multipart/form-data")
+    assert resp.status_code == 201, resp.get_json()
+    return resp.get_json()["id"]
+
+
+def test_a_constant_fill_feeds_every_element_that_value(real_app):
+    """silero VAD's ``sr`` input wants 16000, not random: y = x * sr, checked against onnxruntime."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+    model = make_model([helper.make_node("Mul", ["x", "sr"], ["y"], name="scale")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8]),
+                        helper.make_tensor_value_info("sr", TensorProto.FLOAT, [1])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    c = real_app.test_client()
+    mid = _upload(c, model, "vad_like.onnx")
+    assert "constant" in c.get(f"/api/models/{mid}/inputs").get_json()["fills"]
+    resp = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Mul"],
+                                     "inputs": [{"name": "sr", "fill": "constant", "value": 16000}]})
+    assert resp.status_code == 202, resp.get_json()
+    run, _ = _wait(c, resp.get_json()["id"], timeout=120)
+    assert run["status"] == "done" and run["result"]["comparison"]["ok"]
+    used = _load_inputs(real_app.instance_path, run["id"])
+    feeds = used.feeds(real_app.extensions["sglens"].models.get(mid).graph)
+    assert feeds["sr"].tolist() == [16000.0]
+    want = _ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    _np.testing.assert_allclose(want, feeds["x"] * 16000.0)
+    bad = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Mul"],
+                                    "inputs": [{"name": "sr", "fill": "constant", "value": "nan"}]})
+    assert bad.status_code == 400 and "constant value must be a finite number" in bad.get_json()["error"]
+
+
+def test_ultralytics_imgsz_metadata_prefills_the_image_shape(real_app):
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+    model = make_model([helper.make_node("Relu", ["images"], ["y"], name="relu")],
+                       [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    helper.set_model_props(model, {"imgsz": "[320, 256]", "batch": "1", "task": "detect"})
+    c = real_app.test_client()
+    mid = _upload(c, model, "yolo_like.onnx")
+    (spec,) = c.get(f"/api/models/{mid}/inputs").get_json()["inputs"]
+    assert spec["shape"] == [1, 3, 320, 256]
+    helper.set_model_props(model, {"imgsz": "640"})       # one number: a square image
+    other = _upload(c, model, "yolo_square.onnx")
+    assert c.get(f"/api/models/{other}/inputs").get_json()["inputs"][0]["shape"] == [1, 3, 640, 640]
+
+
+def test_a_shape_inference_refusal_is_said_in_plain_words(real_app):
+    """A declared intermediate shape the chosen input cannot give: ONNX says "Can't merge shape
+    info" or "existing shape differ"; the message names the node, the axis and what to do."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+    model = make_model([helper.make_node("Relu", ["x"], ["a"], name="first_relu"),
+                        helper.make_node("Relu", ["a"], ["y"], name="second_relu")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "k"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model.graph.value_info.append(helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4]))
+    c = real_app.test_client()
+    mid = _upload(c, model, "declared.onnx")
+    resp = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Relu"],
+                                     "inputs": [{"name": "x", "shape": [1, 5]}]})
+    err = resp.get_json()["error"]
+    assert resp.status_code == 400 and "cannot take these input shapes" in err
+    assert "node 'first_relu' (Relu)" in err and "axis 1" in err and "declares 4" in err, err
+    assert "Use the sizes the model was exported for" in err

@@ -1,7 +1,9 @@
 /* The Runs tab: per graph input a shape form (symbolic dims named, prefilled by the server from the
    model's dims, its example shapes and the shapes entered last time), the values (seeded random in a
-   range, zeros, ones, or an uploaded .npy/.npz), the tolerance; then a comparison run with live
-   progress, this model's runs (Repeat re-submits a run's stored inputs), and the report. */
+   range, zeros, ones, a constant, or an uploaded .npy/.npz), the tolerance and repeats (kept after a
+   run); then a comparison run with live progress and Cancel (followed again after a reload), this
+   model's runs (a list that updates itself while any runs; Repeat re-submits a run's stored inputs),
+   and the report, whose node names select the node in the graph. */
 "use strict";
 (function () {
   const M = SG.M, S = M.S, $ = M.$, h = SG.h;
@@ -34,15 +36,17 @@
       return e;
     });
     const fill = h("select", { class: "fill", "data-input": spec.name },
-      ["random", "zeros", "ones", "file"].map(f => h("option", { value: f }, f === "file" ? "uploaded .npy/.npz" : f)));
+      ["random", "zeros", "ones", "constant", "file"].map(f => h("option", { value: f }, f === "file" ? "uploaded .npy/.npz" : f)));
     fill.value = spec.fill;
+    const value = num({ value: spec.value != null ? spec.value : 0, step: "any", class: "value", width: 90, title: "every element takes this value" });
     const low = num({ value: spec.low, step: "any", class: "low", width: 70 });
     const high = num({ value: spec.high, step: "any", class: "high", width: 70 });
     const seed = num({ value: spec.seed, step: 1, class: "seed", width: 60 });
     const file = h("input", { type: "file", accept: ".npy,.npz", class: "file", "data-input": spec.name });
     const randomBox = h("span", { class: "random-opts" }, " range ", low, " … ", high, " seed ", seed);
+    const constBox = h("span", { class: "constant-opts" }, " value ", value);
     const sync = () => {
-      randomBox.hidden = fill.value !== "random"; file.hidden = fill.value !== "file";
+      randomBox.hidden = fill.value !== "random"; file.hidden = fill.value !== "file"; constBox.hidden = fill.value !== "constant";
       dims.forEach(d => { d.disabled = fill.value === "file"; });
     };
     fill.onchange = sync; sync();
@@ -53,10 +57,10 @@
     const el = h("fieldset", { class: "input-spec", "data-input": spec.name },
       h("legend", null, h("code", null, spec.name), " ", h("span", { class: "chip dtype" }, spec.dtype)),
       h("div", { class: "row dims" }, "shape ", labels),
-      h("div", { class: "row values" }, "values ", fill, randomBox, file));
+      h("div", { class: "row values" }, "values ", fill, randomBox, constBox, file));
     el.style.border = "1px solid #e2e8f0"; el.style.borderRadius = "6px"; el.style.margin = "6px 0"; el.style.padding = "4px 8px";
     labels.forEach(l => { l.style.display = "inline-flex"; l.style.flexDirection = "column"; l.style.fontSize = "11px"; l.style.marginRight = "4px"; });
-    return { spec, el, dims, fill, low, high, seed, file };
+    return { spec, el, dims, fill, low, high, seed, value, file };
   }
 
   M.loadRunForm = async function (force) {
@@ -97,6 +101,10 @@
         });
       }
       if (b.fill.value === "random") { spec.low = Number(b.low.value); spec.high = Number(b.high.value); spec.seed = Number(b.seed.value); }
+      if (b.fill.value === "constant") {
+        if (b.value.value === "" || !Number.isFinite(Number(b.value.value))) throw new Error("input '" + b.spec.name + "': the constant value must be a number");
+        spec.value = Number(b.value.value);
+      }
       inputs.push(spec);
     }
     return { inputs, files, tolerance: { atol: Number(form.atol.value), rtol: Number(form.rtol.value) }, repeat: Number(form.repeat.value) };
