@@ -40,7 +40,7 @@ def test_run_compares_and_is_stored(app, tmp_path):
     assert resp.status_code == 202
     rid = resp.get_json()["id"]
     run, seen = _wait(c, rid)
-    assert run["status"] == "done", run
+    assert run["status"] == "done", run["error"]
     r = run["result"]
     assert r["comparison"]["ok"] is True
     assert set(r["comparison"]["outputs"]["output"]) == {"engine", "partitioned"}
@@ -202,7 +202,7 @@ def test_run_uses_the_shapes_tolerance_and_remembers_them(real_app):
                                                  "low": 0, "high": 2}]})
     assert resp.status_code == 202, resp.get_json()
     run, _ = _wait(c, resp.get_json()["id"], timeout=180)
-    assert run["status"] == "done", run
+    assert run["status"] == "done", run["error"]
     comp = run["result"]["comparison"]
     assert comp["tolerance"] == {"atol": 1e-5, "rtol": 1e-4}
     assert run["result"]["inputs"]["arrays"] == {"images": {"shape": [2, 3, 40, 56], "dtype": "float32"}}
@@ -553,3 +553,45 @@ def test_a_shape_inference_refusal_is_said_in_plain_words(real_app):
     assert resp.status_code == 400 and "cannot take these input shapes" in err
     assert "node 'first_relu' (Relu)" in err and "axis 1" in err and "declares 4" in err, err
     assert "Use the sizes the model was exported for" in err
+
+
+def _with_mul(node, opset):
+    if node.op_type == "Mul":
+        return lambda xp, a, b, **_: (a * b,)
+    return find_kernel(node, opset)
+
+
+def _wrong_relu(node, opset):
+    """The web kernels with a Relu 0.5 too high: a difference a small scale later squashes."""
+    if node.op_type == "Relu":
+        return lambda xp, x, **_: (xp.maximum(x, 0) + 0.5,)
+    return _with_mul(node, opset)
+
+
+@pytest.mark.parametrize("wrong, add_x, status", [(False, False, "weak"), (True, True, "match"), (True, False, "weak")])
+def test_run_verdicts_say_what_a_match_is_worth(tmp_path, wrong, add_x, status):
+    """Through the real app: y = relu(x) * 1e-6 (+ x). A reference mostly below atol is a weak match,
+    a Relu that is 0.5 off inside the graph is never 'first subgraph introducing a difference' under
+    a match; the history's verdict is the run's."""
+    from test_compare_verdict import _scaled_model
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst"), "SGLENS_RUN_REPEAT": 1,
+                      "SGLENS_RUN_KERNELS": _wrong_relu if wrong else _with_mul})
+    c = app.test_client()
+    model = _scaled_model(1e-6, add_x=add_x)
+    mid = _upload(c, model, "scaled.onnx")
+    rid = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Relu"], "executor": "engine",
+                                    "inputs": [{"name": "x", "seed": 4}]}).get_json()["id"]
+    run, _ = _wait(c, rid)
+    assert run["status"] == "done", run["error"]
+    comp = run["result"]["comparison"]
+    feeds = _load_inputs(app.instance_path, rid).feeds(app.extensions["sglens"].models.get(mid).graph)
+    ref = _ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    below = float(_np.mean(_np.abs(ref) <= 1e-4))
+    assert comp["ok"] and comp["verdict"]["status"] == status
+    assert comp["first_divergent"] is None and comp["verdict"]["first_divergent"] is None
+    if status == "weak":
+        assert f"most of the reference ({100 * below:.1f}% of y)" in comp["verdict"]["headline"]
+    assert (comp["verdict"]["inner_difference"] is not None) == wrong
+    assert comp["subgraphs"][0]["introduces_difference"] == wrong
+    (listed,) = c.get(f"/api/runs?model={mid}").get_json()["runs"]
+    assert listed["summary"]["verdict"] == {k: comp["verdict"][k] for k in ("status", "headline")}
