@@ -147,7 +147,19 @@ def run_summary(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {"verdict": {"status": verdict["status"], "headline": verdict["headline"]},
             "shapes": {name: a.get("shape") for name, a in arrays.items()},
             "tolerance": c.get("tolerance"), "median_seconds": median,
-            "runtimes": subgraph_runtimes(c.get("subgraphs") or [])}
+            "runtimes": subgraph_runtimes(c.get("subgraphs") or []),
+            "runtime_reasons": runtime_reasons(c.get("subgraphs") or [])}
+
+
+def runtime_reasons(subgraphs: list[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Per runtime, the distinct reasons it was chosen (``auto``'s own words), at most 5 each."""
+    out: dict[str, list[str]] = {}
+    for s in subgraphs:
+        reasons = out.setdefault(str(s.get("executor") or "?"), [])
+        reason = str(s.get("reason") or "")
+        if reason and reason not in reasons and len(reasons) < 5:
+            reasons.append(reason)
+    return out
 
 
 def subgraph_runtimes(subgraphs: list[Mapping[str, Any]]) -> dict[str, int]:

@@ -467,6 +467,8 @@ def test_history_and_compare_say_what_each_run_used_and_what_ran_it(app):
         assert len(used) == 2 and all(u in ("engine", "onnxruntime", "tensorrt") for u in used)
         assert all(sg["reason"] for sg in comp["subgraphs"])        # why that runtime ran it
         assert s["runtimes"] == {u: used.count(u) for u in used}
+        assert s["runtime_reasons"] == {u: list(dict.fromkeys(sg["reason"] for sg in comp["subgraphs"]
+                                                              if sg["executor"] == u)) for u in used}
         assert listed[run["id"]]["options"] == {"ops": OPS["ops"]}
     assert listed[rid_b]["summary"]["runtimes"] == {"onnxruntime": 2}
     diff = c.get(f"/api/runs/diff?a={rid_a}&b={rid_b}").get_json()["differences"]

@@ -305,6 +305,7 @@ def test_history_columns_and_what_differs_between_two_runs(server, page):
     assert newest.locator(".h-tolerance").inner_text() == "atol 0.001, rtol 0.001"
     assert older.locator(".h-tolerance").inner_text() == "atol 0.0001, rtol 0.001"
     assert "onnxruntime → onnxruntime ×2" in newest.locator(".h-runtime").inner_text()
+    assert newest.locator(".h-why").first.inner_text().startswith("onnxruntime: ")   # why it ran there
     boxes = page.locator("#run-list input[type=checkbox]")
     boxes.nth(1).check()
     boxes.nth(0).check()
