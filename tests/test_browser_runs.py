@@ -285,8 +285,14 @@ def test_history_columns_and_what_differs_between_two_runs(server, page):
         assert rows.nth(k).locator(".why").inner_text().strip()
     assert "→ ran on" in page.inner_text("#run-plots .run-setup")
     # a subgraph's name is a link to the graph: its members are focused
-    page.locator("#run-plots table.run-subgraphs .node-link").first.click()
+    link = page.locator("#run-plots table.run-subgraphs .node-link").first
+    link.click()
     page.wait_for_function("document.getElementById('graph').dataset.hit")
+    hit = page.evaluate("document.getElementById('graph').dataset.hit")
+    newest_id = app.extensions["sglens"].runs.list()[0]["id"]
+    members = app.extensions["sglens"].runs.get(newest_id)["result"]["partition"]["subgraphs"]
+    assert any(hit == sg["nodes"][0] for sg in members), (hit, members)
+    assert page.is_visible("#run-plots .run-summary")       # the report stays where it was
     # the second run: another tolerance and runtime; the form kept what was typed
     page.wait_for_function("document.getElementById('run-repeat').value === '3'")
     page.fill("#run-atol", "0.001")
@@ -324,6 +330,12 @@ def test_history_columns_and_what_differs_between_two_runs(server, page):
     assert "node=" in link.get_attribute("href")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "runs_compare_settings.png"), full_page=True)
+    from urllib.parse import parse_qs, urlparse
+    target = parse_qs(urlparse(link.get_attribute("href")).query)["node"][0]
+    assert target in {"A", "B", "C", "D"}                    # a subgraph opens at its first member
     link.click()
     page.wait_for_selector("body[data-ready='1']")
     page.wait_for_function("document.getElementById('graph').dataset.hit")
+    assert page.evaluate("document.getElementById('graph').dataset.hit") == target
+    page.wait_for_selector("#tab-node:not([hidden])")
+    assert target in page.inner_text("#tab-node")

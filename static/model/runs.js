@@ -152,7 +152,13 @@
     p.querySelector(".bar").style.width = (100 * (job.progress || 0)).toFixed(0) + "%";
     p.querySelector(".label").textContent = job.status + ": " + (job.message || job.stage || "");
   }
+  let polling = false;   // one request at a time: a slow answer must not let two polls render the end
   async function pollRun() {
+    if (polling) return;
+    polling = true;
+    try { await pollOnce(); } finally { polling = false; }
+  }
+  async function pollOnce() {
     try {
       const run = await SG.api("GET", runUrl(S.runId));
       progress(run);
@@ -167,11 +173,13 @@
   M.cancelRun = async function () { if (S.runId) { try { await SG.api("POST", runUrl(S.runId, "/cancel")); } catch (e) { SG.error(e); } } };
 
   /* Node names in the report select and centre the node in the graph; a subgraph focuses its members. */
-  M.gotoNode = async function (name) {
+  /* ``open``: also show the node's tab (a link from another page); from the report the report stays. */
+  M.gotoNode = async function (name, open) {
     try { await M.expandTo(name); } catch (e) { SG.error(e); return; }
     M.view.center(name); M.view.setState({ focus: [name] });
+    S.selected = name; M.view.setSelected(name);
     $("graph").dataset.hit = name;
-    if (M.onNodeClick) M.onNodeClick(name, M.view.items.get(M.view.unit(name)));
+    if (open && M.onNodeClick) M.onNodeClick(name, M.view.items.get(M.view.unit(name)));
   };
   M.gotoNodes = async function (names) {
     if (!names || !names.length) return;
