@@ -232,7 +232,7 @@ def test_a_reload_during_a_run_follows_it_again(slow_server, page):
     to 'done' by itself (no second reload), with the report shown."""
     url, _ = slow_server
     _open_runs(page, url + CYCLE)
-    page.fill("#run-repeat", "6")
+    page.fill("#run-repeat", "20")     # ~50 slow Sigmoid calls: ~12 s, time enough to reload on a loaded machine
     page.click("#run-go")
     page.wait_for_selector("#run-cancel:not([hidden])")
     rid = page.get_attribute("#run-progress", "data-run")
