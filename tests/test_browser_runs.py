@@ -21,7 +21,7 @@ import onnx
 import pytest
 
 from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
-from conftest import external_data_mlp
+from conftest import SAMPLE_MODELS as SAMPLES, external_data_mlp
 
 pytestmark = pytest.mark.browser
 
@@ -339,3 +339,21 @@ def test_history_columns_and_what_differs_between_two_runs(server, page):
     assert page.evaluate("document.getElementById('graph').dataset.hit") == target
     page.wait_for_selector("#tab-node:not([hidden])")
     assert target in page.inner_text("#tab-node")
+
+
+def test_boundary_bytes_of_symbolic_tensors_are_unknown_not_zero(server, page):
+    """cnn_dynamic's activations have symbolic batch/height/width: their size is not 0 B."""
+    url, app = server
+    page.goto(url + "/models/sample-cnn_dynamic")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("[data-tab=trt]")
+    page.click("#trt-go")
+    page.wait_for_selector("#trt-summary")
+    from partition import load_model, partition
+    from partition.report import describe
+    graph = load_model(str(SAMPLES / "cnn_dynamic.onnx"))
+    subs = describe(partition(graph, "tensorrt"))["subgraphs"]
+    assert subs and all(s["boundary_unknown"] for s in subs)         # the oracle: every boundary is symbolic
+    text = page.inner_text("#tab-trt")
+    assert "unknown (" in text and "symbolic-shape tensor" in text
+    assert " 0 B" not in text
