@@ -314,6 +314,18 @@ def parse_shape(text: str) -> tuple[str, list[int]]:
     return name.strip(), shape
 
 
+def parse_constant(text: str) -> tuple[str, float]:
+    """``sr=16000`` -> ("sr", 16000.0): one input fed a constant."""
+    name, sep, value = text.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not sep or not name.strip() or not np.isfinite(number):
+        raise InputError(f"--const {text!r}: expected INPUT=NUMBER, e.g. --const sr=16000")
+    return name.strip(), number
+
+
 def specs_from_options(graph: Graph, *, dims: Mapping[str, int] | None = None,
                        shapes: Mapping[str, Sequence[int]] | None = None, fill: str = "random",
                        value_range: tuple[float, float] | None = None, seed: int = 0,
