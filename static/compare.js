@@ -5,7 +5,8 @@
 (function () {
   const h = SG.h;
   const params = new URLSearchParams(location.search);
-  const label = r => r.model_name + " · " + r.backend + " · " + r.executor + "/" + r.device + " · " + r.status +
+  const verdictWord = r => ({ match: "✔ match", weak: "✔ weak match", differ: "✘ differs" })[((r.summary || {}).verdict || {}).status] || r.status;
+  const label = r => r.model_name + " · " + r.backend + " · " + r.executor + "/" + r.device + " · " + verdictWord(r) +
     " · " + new Date(r.created * 1000).toLocaleString() + " (" + r.id + ")";
   async function init() {
     const data = await SG.api("GET", "/api/runs");
