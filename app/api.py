@@ -432,7 +432,12 @@ def list_runs():
     L = lens()
     stored = L.runs.list()
     ids = {r["id"] for r in stored}
-    live = [j.to_json() for j in L.jobs.active() if j.id not in ids]
+    jobs = {j.id: j for j in L.jobs.active()}
+    for r in stored:   # this process's runs in flight: their live progress, not the last one written
+        job = jobs.get(r["id"])
+        if job is not None and r["status"] in ("queued", "running") and job.status in ("queued", "running"):
+            r.update(status=job.status, stage=job.stage, progress=round(job.progress, 3), message=job.message)
+    live = [j.to_json() for j in jobs.values() if j.id not in ids]
     model = request.args.get("model")
     items = live + stored
     if model:
@@ -500,6 +505,21 @@ def start_run():
     if backend == "rule":  # stored so the run's partitioned ONNX can be rebuilt: the rule is data
         job.meta["options"] = {"rule": data.get("rule")}
     return jsonify({**job.to_json(), "inputs": inputs.to_json()}), 202
+
+
+@bp.get("/runs/diff")
+def diff_runs():
+    """Every setting that differs between two stored runs ``a`` and ``b`` (the compare page's top)."""
+    L = lens()
+    runs = []
+    for key in ("a", "b"):
+        rid = request.args.get(key, "")
+        run = L.runs.get(rid) if rid else None
+        if run is None:
+            raise ApiError(f"no stored run '{rid[:40]}' for '{key}'; give ?a=RUN_ID&b=RUN_ID", 404)
+        runs.append(_with_context(run))
+    return jsonify({"a": runs[0]["id"], "b": runs[1]["id"],
+                    "differences": serialize.settings_diff(runs[0], runs[1])})
 
 
 @bp.get("/runs/<rid>")

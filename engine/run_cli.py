@@ -51,6 +51,8 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
                         "height/width 224) and a note says so")
     p.add_argument("--fill", choices=FILLS[:3], default="random",
                    help="generated values: seeded uniform random (default), zeros or ones")
+    p.add_argument("--const", action="append", default=[], metavar="INPUT=VALUE",
+                   help="feed every element of one input this value, e.g. sr=16000 (repeatable)")
     p.add_argument("--range", metavar="LOW,HIGH", default=None,
                    help="range of random values (default -1,1 for floats, 0,4 for integers)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
@@ -99,7 +101,7 @@ def _prepare(args: argparse.Namespace):
     from partition.onnx_io import load_model, read_model_proto
 
     from .budget import CLI_HINT, check_memory_budget, parse_size
-    from .input_spec import (check_specs, check_with_inference, materialize, parse_shape,
+    from .input_spec import (check_specs, check_with_inference, materialize, parse_constant, parse_shape,
                              specs_from_options)
     from .inputs import input_file_shapes, load_inputs, parse_dims
     dims = parse_dims(args.dim)
@@ -120,6 +122,14 @@ def _prepare(args: argparse.Namespace):
         specs = specs_from_options(graph, dims=dims, shapes=dict(parse_shape(t) for t in args.shape),
                                    fill=args.fill, value_range=_parse_range(args.range), seed=args.seed,
                                    notes=notes)
+        constants = dict(parse_constant(t) for t in args.const)
+        unknown = sorted(set(constants) - {s.name for s in specs})
+        if unknown:
+            raise InputError(f"--const names {unknown}, which are not graph inputs; the inputs are "
+                             f"{[s.name for s in specs]}")
+        for spec in specs:
+            if spec.name in constants:
+                spec.fill, spec.value = "constant", constants[spec.name]
         check_specs(graph, specs, {})
         # The budget is checked on the shapes, before the values are made.
         check_memory_budget(graph, {s.name: tuple(s.shape) for s in specs}, limit, hint=CLI_HINT)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from app import create_app
-from app.store import Database, RunStore, migrate
+from app.store import MIGRATIONS, Database, RunStore, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = {"backend": "default", "ops": ["Relu", "Sigmoid", "Add"]}
@@ -159,9 +159,13 @@ def test_a_first_release_database_is_migrated_and_its_runs_kept(tmp_path):
     old = c.get("/api/runs/old").get_json()
     assert old["status"] == "done" and old["result"] == {"comparison": {"ok": True}}
     db = sqlite3.connect(inst / "runs.sqlite3")
-    assert db.execute("SELECT MAX(version) FROM schema_version").fetchone() == (2,)
-    assert {r[1] for r in db.execute("PRAGMA table_info(runs)")} >= {"stage", "progress", "owner", "inputs"}
-    assert migrate(Database(str(inst / "runs.sqlite3"))) == 2      # idempotent
+    assert db.execute("SELECT MAX(version) FROM schema_version").fetchone() == (len(MIGRATIONS),)
+    assert {r[1] for r in db.execute("PRAGMA table_info(runs)")} >= {"stage", "progress", "owner", "inputs", "summary"}
+    assert migrate(Database(str(inst / "runs.sqlite3"))) == len(MIGRATIONS)      # idempotent
+    # the history's summary is made for an old run the first time the list is read, and kept
+    (listed,) = c.get("/api/runs").get_json()["runs"]
+    assert listed["summary"]["verdict"]["status"] == "match"
+    assert db.execute("SELECT summary FROM runs WHERE id = 'old'").fetchone()[0] is not None
 
 
 def test_two_servers_on_one_store_see_each_others_uploads(tmp_path):
@@ -251,7 +255,7 @@ def test_the_store_on_a_real_postgresql_server(postgres, tmp_path):
     url = postgres
     a = create_app({"SGLENS_INSTANCE": str(tmp_path / "a"), "SGLENS_STORE_URL": url, "SGLENS_SAMPLES": True,
                     "SGLENS_RUN_REPEAT": 1})
-    assert migrate(Database(url)) == 2
+    assert migrate(Database(url)) == len(MIGRATIONS)
     c = a.test_client()
     mid = c.post("/api/models", data={"file": (io.BytesIO(model_bytes()), "pg.onnx")}).get_json()["id"]
     runs = a.extensions["sglens"].runs

@@ -53,6 +53,7 @@
       if (be.runs !== "available") { $("run-go").disabled = true; $("run-error").textContent = be.runs; $("run-error").hidden = false; }
       M.syncBackendUi(); M.syncBp();
       await M.loadLayout();
+      if (M.params.get("node")) await M.gotoNode(M.params.get("node"), true);   // a link from a run's report
     } catch (e) { SG.error(e); SG.fill($("graph"), SG.errorBox(e)); }
   }
   init();

@@ -32,7 +32,7 @@
   function render(out, r, sel) {
     const s = r.summary; const q = M.query(sel).toString();
     const unsupported = (s.unsupported || []).map(u => SG.row(u.op_type, String(u.count), Object.keys(u.reasons).join("; ")));
-    const subs = r.subgraphs.map(sg => SG.row(String(sg.id), String(sg.node_count), SG.bytes(sg.boundary_bytes),
+    const subs = r.subgraphs.map(sg => SG.row(String(sg.id), String(sg.node_count), SG.boundaryBytes(sg),
       h("a", { href: M.api("/subgraphs/" + encodeURIComponent(sg.id) + ".onnx?" + q), download: true }, "ONNX")));
     const notes = Object.entries(s.tensorrt_notes || {});
     SG.fill(out,
