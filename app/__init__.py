@@ -146,5 +146,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     install_guards(app)
     app.register_blueprint(pages_bp)
     app.register_blueprint(api_bp, url_prefix="/api")
+    from .precision_api import bp as precision_bp   # the precision page and its routes (issue 26)
+    app.register_blueprint(precision_bp)
     register_error_handlers(app)
     return app

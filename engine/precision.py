@@ -41,6 +41,7 @@ from partition.errors import LensError
 from partition.ir import Graph, Node
 
 from .executor import Executor
+from .kernels import kernel_attrs
 from .ort_fallback import OrtFallback
 from .values import to_numpy
 
@@ -141,6 +142,33 @@ class PrecisionRunner:
             values = result.values if keep else result.outputs
             host = {k: to_numpy(v) for k, v in values.items() if hasattr(v, "dtype")}
             return host, dict(self._state.counts)
+
+    def node_alone(self, node: Node, values: Mapping[str, Any]) -> tuple[tuple, NodeCounts] | None:
+        """``node`` reduced on exact inputs (``values``: FP32 tensors by name, weights taken from
+        the graph): its outputs and rounding counts -- the error it adds by itself. None for a
+        node that cannot run alone (a control-flow node, or an input not in ``values``)."""
+        if node.subgraphs or node.is_subgraph:
+            return None
+        args = []
+        for t in node.inputs:
+            if not t:
+                args.append(None)
+            elif t in values:
+                args.append(self.xp.asarray(values[t]))
+            elif t in self.graph.initializers:
+                args.append(self.xp.asarray(self.graph.initializers[t].value))
+            else:
+                return None
+        while args and args[-1] is None:
+            args.pop()
+        kernel = self._find(node, self.graph.opset)
+        if kernel is None:
+            return None
+        with self._run_lock:
+            self._state = _State(frozenset([node.name]), True, {})
+            outs = kernel(self.xp, *args, **kernel_attrs(node))
+            return tuple(to_numpy(o) if hasattr(o, "dtype") else o for o in outs), \
+                self._state.counts.get(node.name, NodeCounts())
 
     def close(self) -> None:
         self._executor.close()

@@ -75,8 +75,8 @@ def cmd_precision(args: argparse.Namespace) -> int:
     report["notes"] = notes + report["notes"]
     report["model"] = args.model
     if args.export_onnx:
-        from .precision_export import mark_pins
-        marked = mark_pins(model, report["pins"], args.target)
+        from .precision_export import marked_model
+        marked = marked_model(graph, model, report["pins"], args.target)
         _writing("--export-onnx", args.export_onnx, lambda: _save(marked, args.export_onnx))
         report["exported"] = args.export_onnx
     if args.json:

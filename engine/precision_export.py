@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import onnx
 from onnx import TensorProto, helper, shape_inference
@@ -130,3 +130,16 @@ def with_explicit_casts(model: onnx.ModelProto, reduced: Iterable[str], target: 
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     return out
+
+
+def marked_model(graph: Any, model_bytes: Callable[[], bytes] | onnx.ModelProto | None,
+                 pins: Sequence[str], target: str) -> onnx.ModelProto:
+    """``mark_pins`` on the model as stored when its node names are the graph's (they are
+    unless the file left nodes unnamed), else on the graph written back to ONNX."""
+    from partition.onnx_io import to_model_proto
+    model = model_bytes() if callable(model_bytes) else model_bytes
+    if isinstance(model, (bytes, bytearray)):
+        model = onnx.load_model_from_string(bytes(model))
+    if model is None or not set(pins) <= {n.name for n in model.graph.node}:
+        model = to_model_proto(graph)
+    return mark_pins(model, pins, target)

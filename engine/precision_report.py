@@ -9,12 +9,17 @@ both keeping every tensor:
 
 - ``error``: max |reduced - fp32| over the node's float outputs divided by their max |fp32|
   (``None`` when the reduced output is inf/NaN where FP32 is finite: ``nonfinite``);
-- ``growth``: log10 of that error over the largest such error of its inputs (graph inputs
-  carry their own rounding error): how many decades this node adds. The graph is
-  coloured by it;
+- ``growth``: log10 of that error over the largest such error of its inputs, both floored
+  at the format's unit roundoff (2^-11 for FP16): how many decades this node adds beyond
+  one rounding. The graph is coloured by it;
 - ``max_abs`` and ``max_abs_growth``: the FP32 output's largest magnitude, and that over the
   largest magnitude of the graph inputs (how far values grew along the path);
-- ``overflow`` / ``underflow``: elements rounded to inf / flushed to zero by this node;
+- ``alone_error`` / ``alone_growth``: the same for the node reduced alone on the exact FP32
+  inputs (one kernel call, no model run): the error the node adds by itself, seen even
+  where an earlier overflow has already turned everything after it into NaN. The graph
+  is coloured by ``alone_growth`` (decades above one rounding);
+- ``overflow`` / ``underflow``: elements rounded to inf / flushed to zero by this node (the
+  larger of the two runs' counts);
 - ``suspect``: a sentence when the node is one of the usual suspects (LayerNorm, Softmax,
   reductions, Pow, Exp, MatMul logits) and its values explain the trouble.
 """
@@ -38,6 +43,8 @@ FP16_MAX = 65504.0
 #: exp(x) overflows FP16 above this
 EXP_LIMIT = math.log(FP16_MAX)
 SCOPES = ("subgraphs", "all")
+#: half the distance from 1 to the next number: the relative error of one rounding
+UNIT_ROUNDOFF = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8, "int8": 2.0 ** -8}
 _TINY = 1e-12
 REDUCTIONS = frozenset({"ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL2", "ReduceLogSumExp",
                         "GlobalAveragePool"})
@@ -113,9 +120,30 @@ def _error(low: np.ndarray, ref: np.ndarray) -> tuple[float | None, float]:
     return float(diff.max()) / max(scale, _TINY), scale
 
 
+def local_errors(runner: PrecisionRunner, ref: Mapping[str, np.ndarray],
+                 reduced: set[str]) -> dict[str, tuple[float | None, NodeCounts]]:
+    """Per reduced node: its relative output error and rounding counts when it alone runs
+    reduced on the exact FP32 inputs (one kernel call each, no model run)."""
+    out: dict[str, tuple[float | None, NodeCounts]] = {}
+    for node in runner.graph.nodes:
+        if node.name not in reduced:
+            continue
+        done = runner.node_alone(node, ref)
+        if done is None:
+            continue
+        outs, counts = done
+        errs = [_error(np.asarray(o), ref[t])[0] for t, o in zip(node.outputs, outs)
+                if t and t in ref and ref[t].dtype.kind == "f" and hasattr(o, "dtype")]
+        out[node.name] = (None if any(e is None for e in errs) else max(errs, default=0.0), counts)
+    return out
+
+
 def analyse(graph: Graph, ref: Mapping[str, np.ndarray], low: Mapping[str, np.ndarray],
-            counts: Mapping[str, NodeCounts], target: str) -> list[dict[str, Any]]:
+            counts: Mapping[str, NodeCounts], target: str,
+            local: Mapping[str, tuple[float | None, NodeCounts]] | None = None) -> list[dict[str, Any]]:
     """One row per node (graph order): error, growth, magnitudes, counts, suspect."""
+    local = local or {}
+    floor = UNIT_ROUNDOFF.get(target, 2.0 ** -11)
     tensor_error: dict[str, float | None] = {}
     input_scale = max((float(np.abs(ref[t]).max()) for t in graph.inputs
                        if t in ref and ref[t].dtype.kind == "f" and ref[t].size), default=1.0)
@@ -138,24 +166,32 @@ def analyse(graph: Graph, ref: Mapping[str, np.ndarray], low: Mapping[str, np.nd
                         if t in ref and ref[t].dtype.kind == "f" and ref[t].size
                         and t not in graph.initializers), default=0.0)
         c = counts.get(node.name, NodeCounts())
+        alone_err, alone = local.get(node.name, (0.0, NodeCounts()))
         row = {"node": node.name, "op": node.op_type, "reduced": node.name in counts,
                "error": err, "nonfinite": err is None and bool(outs),
-               "growth": _growth(err, in_err), "max_abs": scale, "max_abs_in": in_scale,
+               "growth": _growth(err, in_err, floor),
+               "alone_error": alone_err, "alone_nonfinite": alone_err is None,
+               "alone_growth": None if alone_err is None else round(math.log10(max(alone_err, floor) / floor), 3),
+               "max_abs": scale, "max_abs_in": in_scale,
                "max_abs_growth": scale / max(input_scale, _TINY),
-               "overflow": c.overflow, "underflow": c.underflow, "elements": c.elements,
+               "overflow": max(c.overflow, alone.overflow), "underflow": max(c.underflow, alone.underflow),
+               "elements": c.elements or alone.elements,
                "data_movement": node.op_type in DATA_MOVEMENT}
         row["suspect"] = _suspect(node.op_type, row, target)
         rows.append(row)
     return rows
 
 
-def _growth(err: float | None, in_err: float | None) -> float | None:
-    """Decades of error this node adds; None (shown as the worst colour) when it turns inf/NaN."""
+def _growth(err: float | None, in_err: float | None, floor: float) -> float | None:
+    """Decades of error this node adds; None (shown as the worst colour) when it turns inf/NaN.
+
+    Errors below ``floor`` (the format's unit roundoff) count as the floor: one rounding is
+    what every reduced node adds, not growth."""
     if err is None:
         return None if in_err is not None else 0.0
     if in_err is None:
         return 0.0
-    return round(math.log10((err + _TINY) / (in_err + _TINY)), 3)
+    return round(math.log10(max(err, floor) / max(in_err, floor)), 3)
 
 
 def _suspect(op: str, row: dict[str, Any], target: str) -> str | None:
@@ -165,7 +201,7 @@ def _suspect(op: str, row: dict[str, Any], target: str) -> str | None:
                 if row["overflow"] else None)
     big_in, big_out = row["max_abs_in"], row["max_abs"]
     over = row["overflow"]
-    trouble = over or row["nonfinite"] or (row["growth"] or 0) > 1
+    trouble = over or row["nonfinite"] or row["alone_nonfinite"] or (row["alone_growth"] or 0) > 1
     if not trouble:
         return None
     limit = FP16_MAX if target == "fp16" else 3.39e38
@@ -207,7 +243,8 @@ def investigate(graph: Graph, feeds: Mapping[str, Any], request: PrecisionReques
         step({"stage": "analyse", "run": 0, "pins": 0, "match": None, "max_abs": None, "candidate": []})
         ref, _ = runner.run(feeds, (), keep=True)
         low, counts = runner.run(feeds, reduced, keep=True, stats=True)
-        rows = analyse(graph, ref, low, counts, request.target)
+        local = local_errors(runner, ref, set(reduced))
+        rows = analyse(graph, ref, low, counts, request.target, local)
         step({"stage": "nodes analysed", "run": 2, "pins": 0, "match": None, "max_abs": None,
               "candidate": [], "nodes": rows})
         result = search(runner, feeds, request.tolerance, groups, request.max_runs, progress)
@@ -215,7 +252,7 @@ def investigate(graph: Graph, feeds: Mapping[str, Any], request: PrecisionReques
     report = result.to_json()
     report.update({
         "model": graph.name, "backend": request.backend, "scope": request.scope, "notes": notes,
-        "candidates": len(reduced), "nodes": rows,
+        "candidates": len(reduced), "nodes": rows, "analysis_runs": 2,
         "suspects": [{"node": r["node"], "op": r["op"], "why": r["suspect"]} for r in rows if r["suspect"]],
         "trtexec": trtexec_flags(pins, request.target),
         "polygraphy": polygraphy_flags(pins, request.target),

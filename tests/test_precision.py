@@ -157,6 +157,10 @@ def test_investigate_reports_suspects_and_growth(transformer):
     rows = {r["node"]: r for r in report["nodes"]}
     assert rows["attn/scores"]["overflow"] > 0 and rows["attn/scores"]["growth"] is None
     assert rows["attn/ln/pow"]["max_abs"] > 65504
+    # after the logits' NaN the full run cannot see the Pow's own overflow; alone it shows
+    assert rows["attn/ln/pow"]["growth"] == 0.0 and rows["attn/ln/pow"]["alone_nonfinite"]
+    assert rows["attn/ln/pow"]["overflow"] > 0
+    assert max(r["alone_growth"] or 0 for r in report["nodes"]) < 1   # the rest: roundings
     suspects = {s["node"]: s["why"] for s in report["suspects"]}
     assert "attention logits" in suspects["attn/scores"] and "Pow" in suspects["attn/ln/pow"]
     assert report["trtexec"].startswith("--fp16 --precisionConstraints=obey --layerPrecisions=")
