@@ -44,38 +44,43 @@ def _layer_norm(b: GraphBuilder, x: str, name: str) -> str:
     return b.op("Add", [y, beta], f"{name}/add_beta")
 
 
-def _attention(b: GraphBuilder, x: str) -> str:
-    split_shape = b.const("attn/split_shape", [1, SEQ, HEADS, D_HEAD], dtype=np.int64)
+def _attention(b: GraphBuilder, x: str, p: str = "") -> str:
+    split_shape = b.const(f"{p}attn/split_shape", [1, SEQ, HEADS, D_HEAD], dtype=np.int64)
     parts: dict[str, str] = {}
     for name, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-        y = b.dense(x, f"attn/{name}_proj", D_MODEL, D_MODEL)
-        y = b.op("Reshape", [y, split_shape], f"attn/{name}_split")
-        parts[name] = b.op("Transpose", [y], f"attn/{name}_heads", perm=perm)
-    scores = b.op("MatMul", [parts["q"], parts["k"]], "attn/scores")
-    scale = b.const("attn/sqrt_dhead", np.sqrt(D_HEAD))
-    scores = b.op("Div", [scores, scale], "attn/scale")
-    probs = b.op("Softmax", [scores], "attn/softmax", axis=-1)
-    ctx = b.op("MatMul", [probs, parts["v"]], "attn/context")
-    ctx = b.op("Transpose", [ctx], "attn/merge_transpose", perm=[0, 2, 1, 3])
-    merged = b.const("attn/merge_shape", [1, SEQ, D_MODEL], dtype=np.int64)
-    ctx = b.op("Reshape", [ctx, merged], "attn/merge_heads")
-    return b.dense(ctx, "attn/out_proj", D_MODEL, D_MODEL)
+        y = b.dense(x, f"{p}attn/{name}_proj", D_MODEL, D_MODEL)
+        y = b.op("Reshape", [y, split_shape], f"{p}attn/{name}_split")
+        parts[name] = b.op("Transpose", [y], f"{p}attn/{name}_heads", perm=perm)
+    scores = b.op("MatMul", [parts["q"], parts["k"]], f"{p}attn/scores")
+    scale = b.const(f"{p}attn/sqrt_dhead", np.sqrt(D_HEAD))
+    scores = b.op("Div", [scores, scale], f"{p}attn/scale")
+    probs = b.op("Softmax", [scores], f"{p}attn/softmax", axis=-1)
+    ctx = b.op("MatMul", [probs, parts["v"]], f"{p}attn/context")
+    ctx = b.op("Transpose", [ctx], f"{p}attn/merge_transpose", perm=[0, 2, 1, 3])
+    merged = b.const(f"{p}attn/merge_shape", [1, SEQ, D_MODEL], dtype=np.int64)
+    ctx = b.op("Reshape", [ctx, merged], f"{p}attn/merge_heads")
+    return b.dense(ctx, f"{p}attn/out_proj", D_MODEL, D_MODEL)
 
 
-def build_fp16_trouble_transformer(seed: int = 11) -> onnx.ModelProto:
-    """Post-LN encoder layer: h = LN(x + MHA(x)); y = LN(h + FFN(h)) (ReLU FFN)."""
+def build_fp16_trouble_transformer(seed: int = 11, layers: int = 1) -> onnx.ModelProto:
+    """Post-LN encoder layers: h = LN(x + MHA(x)); y = LN(h + FFN(h)) (ReLU FFN), ``layers`` of
+    them. The first layer's nodes are named ``attn/...``, ``ffn/...``; layer k's ``layer<k>/...``.
+    Only the first meets the raw input's outlier: after its LayerNorm values are O(1)."""
     b = GraphBuilder(np.random.default_rng(seed))
-    h = b.op("Add", ["input", _attention(b, "input")], "attn/residual")
-    h = _layer_norm(b, h, "attn/ln")
-    y = b.dense(h, "ffn/fc1", D_MODEL, D_FF)
-    y = b.op("Relu", [y], "ffn/relu")
-    y = b.dense(y, "ffn/fc2", D_FF, D_MODEL)
-    y = b.op("Add", [h, y], "ffn/residual")
-    y = _layer_norm(b, y, "ffn/ln")
+    y = "input"
+    for k in range(layers):
+        p = f"layer{k}/" if k else ""
+        h = b.op("Add", [y, _attention(b, y, p)], f"{p}attn/residual")
+        h = _layer_norm(b, h, f"{p}attn/ln")
+        y = b.dense(h, f"{p}ffn/fc1", D_MODEL, D_FF)
+        y = b.op("Relu", [y], f"{p}ffn/relu")
+        y = b.dense(y, f"{p}ffn/fc2", D_FF, D_MODEL)
+        y = b.op("Add", [h, y], f"{p}ffn/residual")
+        y = _layer_norm(b, y, f"{p}ffn/ln")
     b.op("Identity", [y], "output/identity", outputs=["output"])
     g = b.graph("fp16_trouble_transformer", [tensor_info("input", [1, SEQ, D_MODEL])],
                 [tensor_info("output", [1, SEQ, D_MODEL])])
-    return make_model(g, "Post-LN transformer layer whose attention logits and LayerNorm "
+    return make_model(g, "Post-LN transformer layers whose attention logits and LayerNorm "
                          "squares overflow FP16 when the input has a massive-activation channel.")
 
 
