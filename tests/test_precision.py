@@ -228,3 +228,24 @@ def test_exports(transformer):
         "--bf16 --precision-constraints obey --layer-precisions 'a b:float32'"
     with pytest.raises(PrecisionError, match="','"):
         trtexec_flags(["a,b"], "fp16")
+
+
+def test_other_converters_behave_as_documented(transformer):
+    """docs/precision.md's table: onnxruntime's CPU provider hides the FP16 overflow that the
+    explicit-cast model (and our emulation) shows, and its converter rounds between two
+    blocked nodes. If this fails, onnxruntime changed: update the docs."""
+    f16 = pytest.importorskip("onnxruntime.transformers.float16")
+    model, _ = transformer
+    feeds = fp16_trouble_inputs()
+    fp32 = _ort(model, feeds)["output"]
+    converted = f16.convert_float_to_float16(model, keep_io_types=True)
+    hidden = _ort(converted, feeds)["output"]
+    explicit = _ort(with_explicit_casts(model, [n.name for n in model.graph.node], "fp16"), feeds)["output"]
+    assert np.allclose(hidden, fp32, atol=1e-2, rtol=1e-2)        # the overflow is hidden
+    assert not np.allclose(explicit, fp32, atol=1e-2, rtol=1e-2)  # rounding at every node shows it
+    blocked = f16.convert_float_to_float16(model, keep_io_types=True,
+                                           node_block_list=["attn/ln/pow", "attn/ln/var"])
+    var = next(n for n in blocked.graph.node if n.name == "attn/ln/var")
+    producer = {o: n for n in blocked.graph.node for o in n.output}
+    back = producer[var.input[0]]
+    assert back.op_type == "Cast" and producer[back.input[0]].op_type == "Cast"   # fp32 -> fp16 -> fp32
