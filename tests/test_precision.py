@@ -249,3 +249,25 @@ def test_other_converters_behave_as_documented(transformer):
     producer = {o: n for n in blocked.graph.node for o in n.output}
     back = producer[var.input[0]]
     assert back.op_type == "Cast" and producer[back.input[0]].op_type == "Cast"   # fp32 -> fp16 -> fp32
+
+
+def test_subgraphs_first_then_nodes(tmp_path):
+    """Two layers cut into several subgraphs (the default backend without Softmax and Relu):
+    the first stage blames only subgraphs of the first layer, whose input has the outlier;
+    every pin lies in a guilty subgraph; onnxruntime agrees the pins suffice."""
+    model = build_fp16_trouble_transformer(layers=2)
+    path = tmp_path / "two.onnx"
+    onnx.save(model, path)
+    graph = load_model(str(path))
+    ops = sorted({n.op_type for n in graph.nodes} - {"Softmax", "Relu"})
+    feeds = fp16_trouble_inputs()
+    report = investigate(graph, feeds, PrecisionRequest(atol=1e-2, rtol=1e-2, backend="default",
+                                                        backend_options=(("ops", ops),)))
+    assert len(report["groups"]) >= 3
+    guilty = [g for g in report["groups"] if g["guilty"]]
+    assert guilty and len(guilty) < len(report["groups"])
+    assert not any(p.startswith("layer1/") for p in report["pins"])
+    assert report["verified"]["match"] and report["history"][2]["stage"] == "subgraphs"
+    reduced = [r["node"] for r in report["nodes"] if r["reduced"] and r["node"] not in set(report["pins"])]
+    pinned = _ort(with_explicit_casts(model, reduced, "fp16"), feeds)["output"]
+    assert np.allclose(pinned, _ort(model, feeds)["output"], atol=1e-2, rtol=1e-2)

@@ -89,6 +89,28 @@ def test_api_without_trouble_and_bad_requests(app):
     assert client.get("/api/health").status_code == 200      # still serving
 
 
+def test_one_search_at_a_time_and_cancel(app):
+    client = app.test_client()
+    mid = _model_id(client)
+    # BF16 at a tolerance it cannot meet: hundreds of runs, long enough to cancel
+    first = _post(client, mid, {"target": "bf16", "atol": 1e-6, "rtol": 1e-6, "max_runs": 300},
+                  app.config["TEST_NPZ"])
+    assert first.status_code == 202
+    jid = first.get_json()["id"]
+    second = _post(client, mid, {"target": "fp16"})
+    assert second.status_code == 429 and jid in second.get_json()["error"]
+    assert client.post(f"/api/precision/{jid}/cancel").status_code == 200
+    st = _wait(client, jid, 60)
+    assert st["status"] == "cancelled" and st["runs"] < 300
+    assert client.get(f"/api/precision/{jid}/marked.onnx").status_code == 409
+    assert _post(client, mid, {"target": "fp16"}).status_code == 202     # free again
+    _wait(client, _last_job(app))
+
+
+def _last_job(app) -> str:
+    return next(reversed(app.extensions["sglens_precision"].jobs))
+
+
 sync_api = playwright_or_skip()
 
 
