@@ -15,6 +15,10 @@ node under ``fp16``/``bf16``:
    largest finite one (65504 for FP16) becomes inf, one below half its smallest
    subnormal (2^-25 for FP16) becomes 0. That is where FP16 trouble shows.
 
+An inference BatchNormalization is the one exception to step 1: TensorRT's ONNX parser
+folds its four parameters into a per-channel scale and shift in FP32, so those two are
+rounded instead (``_folded_batchnorm``).
+
 Rounding is round-to-nearest-even in both formats: FP16 by ``astype(float16)``, BF16 by
 adding the rounding bias to the float32 bit pattern and clearing its low 16 bits (NaN is
 kept a NaN). Everything is written against ``xp`` (numpy, or cupy on a GPU).
@@ -190,12 +194,19 @@ class PrecisionRunner:
 
     def _float_kernel(self, node: Node, kernel: Callable[..., tuple],
                       rounder: Callable[[Any, Any], Any]) -> Callable[..., tuple]:
+        if _folds_to_scale(node):
+            kernel = _folded_batchnorm(node, rounder)
         name = node.name
         weights = {i for i, t in enumerate(node.inputs) if t and t in self.graph.initializers}
+        if _folds_to_scale(node):   # its parameters are folded in FP32, then rounded (below)
+            weights = set()
+            skip = {1, 2, 3, 4}
+        else:
+            skip = set()
         cache: dict[int, tuple[Any, Any]] = {}   # input position -> (weight, its rounded copy)
 
         def rounded_input(xp: Any, i: int, v: Any, counts: NodeCounts | None) -> Any:
-            if not _is_float32(v):
+            if not _is_float32(v) or i in skip:
                 return v
             if i in weights and counts is None:
                 hit = cache.get(i)
@@ -250,6 +261,30 @@ class PrecisionRunner:
                 return kernel(xp, *args, **attrs)
             return dequantize
         return kernel
+
+
+def _folds_to_scale(node: Node) -> bool:
+    """An inference BatchNormalization: TensorRT's ONNX parser folds its four parameters into
+    one per-channel scale and shift in FP32 (an IScaleLayer) before the layer's precision
+    applies, so those two are what get rounded, not mean and variance one by one (a running
+    variance beyond 65504 would otherwise become inf)."""
+    return node.op_type == "BatchNormalization" and len(node.inputs) == 5 and \
+        len([t for t in node.outputs if t]) == 1 and not _attr(node, "training_mode", 0)
+
+
+def _attr(node: Node, name: str, default: Any) -> Any:
+    return node.attrs.get(name, default)
+
+
+def _folded_batchnorm(node: Node, rounder: Callable[[Any, Any], Any]) -> Callable[..., tuple]:
+    eps = float(_attr(node, "epsilon", 1e-5))
+
+    def call(xp: Any, x: Any, scale: Any, bias: Any, mean: Any, var: Any, **_attrs: Any) -> tuple:
+        s = (scale / xp.sqrt(var + xp.float32(eps))).astype(xp.float32)
+        b = (bias - mean * s).astype(xp.float32)
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        return (x * rounder(xp, s).reshape(shape) + rounder(xp, b).reshape(shape),)
+    return call
 
 
 def _saturation(xp: Any, q: Any) -> NodeCounts:

@@ -13,7 +13,9 @@
   op schema (``onnx.checker``, onnxruntime) refuse the extra attribute: the marked model
   is for tools that read it (and for people), the metadata list survives everywhere.
 - ``with_explicit_casts(model, reduced, target)``: the model with ``Cast`` to FP16/BF16
-  and back around every float input and output of the ``reduced`` nodes. onnxruntime then
+  and back around every float input and output of the ``reduced`` nodes (an inference
+  BatchNormalization becomes Mul and Add by its FP32-folded scale and shift, each rounded,
+  as TensorRT's parser builds it). onnxruntime then
   computes every node in FP32 and the rounding is explicit, so its FP16 Pow or
   ReduceMean cannot hide an overflow; this is the independent reference the emulation
   is tested against (``tests/test_precision.py``).
@@ -108,9 +110,15 @@ def with_explicit_casts(model: onnx.ModelProto, reduced: Iterable[str], target: 
         nodes.append(helper.make_node("Cast", [src], [low], to=_CAST_TO[target], name=f"sglens_cast{count}a"))
         nodes.append(helper.make_node("Cast", [low], [dst], to=TensorProto.FLOAT, name=f"sglens_cast{count}b"))
 
+    weights = {t.name: t for t in out.graph.initializer}
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in
+             (*inferred.graph.value_info, *inferred.graph.input) if v.type.tensor_type.HasField("shape")}
     for node in out.graph.node:
         if node.name not in wanted:
             nodes.append(node)
+            continue
+        if _is_folded_batchnorm(node, weights):
+            _folded_batchnorm_nodes(node, weights, ranks, out, nodes, round_trip)
             continue
         copy = onnx.NodeProto()
         copy.CopyFrom(node)
@@ -143,3 +151,32 @@ def marked_model(graph: Any, model_bytes: Callable[[], bytes] | onnx.ModelProto 
     if model is None or not set(pins) <= {n.name for n in model.graph.node}:
         model = to_model_proto(graph)
     return mark_pins(model, pins, target)
+
+
+def _is_folded_batchnorm(node: onnx.NodeProto, weights: dict) -> bool:
+    training = any(a.name == "training_mode" and a.i for a in node.attribute)
+    return node.op_type == "BatchNormalization" and len(node.input) == 5 and len(node.output) == 1 \
+        and not training and all(t in weights for t in node.input[1:])
+
+
+def _folded_batchnorm_nodes(node: onnx.NodeProto, weights: dict, ranks: dict, out: onnx.ModelProto,
+                            nodes: list, round_trip: Callable[[str, str], None]) -> None:
+    """A reduced BatchNormalization as TensorRT's parser builds it: scale and shift folded in
+    FP32 (numpy here), each rounded by a Cast pair, then Mul and Add on the rounded input."""
+    import numpy as np
+    from onnx import numpy_helper
+    eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+    gamma, beta, mean, var = (numpy_helper.to_array(weights[t]).astype(np.float32) for t in node.input[1:])
+    scale = (gamma / np.sqrt(var + np.float32(eps))).astype(np.float32)
+    shift = (beta - mean * scale).astype(np.float32)
+    shape = (-1,) + (1,) * (ranks.get(node.input[0], 4) - 2)
+    base = f"{node.output[0]}__sglens_bn"
+    out.graph.initializer.extend([numpy_helper.from_array(scale.reshape(shape), f"{base}_scale"),
+                                  numpy_helper.from_array(shift.reshape(shape), f"{base}_shift")])
+    for part in ("in", "scale", "shift"):
+        round_trip(node.input[0] if part == "in" else f"{base}_{part}", f"{base}_{part}_low")
+    nodes.append(helper.make_node("Mul", [f"{base}_in_low", f"{base}_scale_low"], [f"{base}_mul"],
+                                  name=f"{node.name}__sglens_mul"))
+    nodes.append(helper.make_node("Add", [f"{base}_mul", f"{base}_shift_low"], [f"{base}_raw"],
+                                  name=f"{node.name}__sglens_add"))
+    round_trip(f"{base}_raw", node.output[0])
