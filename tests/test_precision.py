@@ -295,3 +295,39 @@ def test_batchnorm_rounds_its_folded_scale_not_its_variance(tmp_path):
     assert counts["bn"].overflow == 0 and np.isfinite(ours["y"]).all()
     np.testing.assert_allclose(ours["y"], ref, rtol=1e-3, atol=1e-6)
     np.testing.assert_allclose(ours["y"], fp32, rtol=2e-3, atol=1e-3)
+
+
+def test_scope_all_adds_the_nodes_outside_subgraphs(transformer):
+    from engine.precision_report import groups_for
+    _, graph = transformer
+    names = [n.name for n in graph.nodes]
+    ops = sorted({n.op_type for n in graph.nodes} - {"Softmax"})
+    inside, notes = groups_for(graph, names, "default", {"ops": ops}, "subgraphs")
+    everything, _ = groups_for(graph, names, "default", {"ops": ops}, "all")
+    assert "attn/softmax" not in {n for g in inside for n in g.nodes}
+    assert everything[-1].name.startswith("outside subgraphs") and "attn/softmax" in everything[-1].nodes
+    assert any("stay FP32" in n for n in notes)
+
+
+def test_a_real_cnn_from_the_rapidocr_wheel_needs_no_pins(tmp_path):
+    """The PP-OCR direction classifier shipped in rapidocr_onnxruntime 1.4.4 (a real MobileNet
+    CNN, 566 nodes): FP16 within 1e-2 on normalised-image inputs. The wheel is fetched by
+    ``python bench/precision.py --rapidocr`` into ~/.cache/sglens/wheels."""
+    import zipfile
+    from pathlib import Path
+    wheels = sorted((Path.home() / ".cache" / "sglens" / "wheels").glob("rapidocr_onnxruntime-1.4.4-*.whl"))
+    if not wheels:
+        pytest.skip("the rapidocr_onnxruntime 1.4.4 wheel is not cached; python bench/precision.py --rapidocr fetches it")
+    with zipfile.ZipFile(wheels[0]) as z:
+        (tmp_path / "cls.onnx").write_bytes(z.read("rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"))
+    graph = load_model(str(tmp_path / "cls.onnx"))
+    x = np.random.default_rng().uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)
+    report = investigate(graph, {graph.inputs[0]: x}, PrecisionRequest(atol=1e-2, rtol=1e-2))
+    assert report["no_pins_needed"] and report["candidates"] > 200
+    model = onnx.load(tmp_path / "cls.onnx")
+    reduced = [r["node"] for r in report["nodes"] if r["reduced"]]
+    ref = _ort(with_explicit_casts(model, reduced, "fp16"), {graph.inputs[0]: x})
+    with PrecisionRunner(graph, "fp16") as runner:
+        ours = runner.run({graph.inputs[0]: x}, reduced)[0]
+    for name, value in ref.items():
+        np.testing.assert_allclose(ours[name], value, rtol=1e-2, atol=1e-3)
