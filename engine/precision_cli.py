@@ -48,6 +48,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--scope", choices=("subgraphs", "all"), default="subgraphs",
                    help="reduce only the backend's subgraphs (default; the rest runs FP32 as on "
                         "the fallback runtime) or every node")
+    p.add_argument("--no-analysis", dest="analyse", action="store_false",
+                   help="skip the per-node analysis (two runs keeping every tensor, one kernel call "
+                        "per node): less memory and time on large models, no counts or suspects")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
     p.add_argument("--export-onnx", metavar="OUT.onnx",
@@ -63,6 +66,7 @@ def cmd_precision(args: argparse.Namespace) -> int:
     backend = None if (args.backend or "").lower() in ("", "none") else args.backend
     request = PrecisionRequest(target=args.target, atol=args.atol, rtol=args.rtol,
                                max_runs=args.max_runs, backend=backend, scope=args.scope,
+                               analyse=args.analyse,
                                backend_options=tuple(sorted(backend_options(args).items()))
                                if backend else ())
     graph, model, feeds, notes = _prepare(args)

@@ -61,6 +61,7 @@ class PrecisionRequest:
     backend: str | None = "tensorrt"
     backend_options: tuple[tuple[str, Any], ...] = ()
     scope: str = "subgraphs"
+    analyse: bool = True      # the per-node analysis: two runs keeping every tensor, one kernel call per node
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -240,19 +241,23 @@ def investigate(graph: Graph, feeds: Mapping[str, Any], request: PrecisionReques
             groups, notes = groups_for(graph, runner.candidates, request.backend,
                                        dict(request.backend_options), request.scope)
         reduced = [n for g in groups for n in g.nodes]
-        step({"stage": "analyse", "run": 0, "pins": 0, "match": None, "max_abs": None, "candidate": []})
-        ref, _ = runner.run(feeds, (), keep=True)
-        low, counts = runner.run(feeds, reduced, keep=True, stats=True)
-        local = local_errors(runner, ref, set(reduced))
-        rows = analyse(graph, ref, low, counts, request.target, local)
-        step({"stage": "nodes analysed", "run": 2, "pins": 0, "match": None, "max_abs": None,
-              "candidate": [], "nodes": rows})
+        rows: list[dict[str, Any]] = []
+        if request.analyse:
+            step({"stage": "analyse", "run": 0, "pins": 0, "match": None, "max_abs": None, "candidate": []})
+            ref, _ = runner.run(feeds, (), keep=True)
+            low, counts = runner.run(feeds, reduced, keep=True, stats=True)
+            rows = analyse(graph, ref, low, counts, request.target, local_errors(runner, ref, set(reduced)))
+            del ref, low
+            step({"stage": "nodes analysed", "run": 2, "pins": 0, "match": None, "max_abs": None,
+                  "candidate": [], "nodes": rows})
+        else:
+            notes.append("no per-node analysis (--no-analysis): no counts, growth or suspects")
         result = search(runner, feeds, request.tolerance, groups, request.max_runs, progress)
     pins = result.pins
     report = result.to_json()
     report.update({
         "model": graph.name, "backend": request.backend, "scope": request.scope, "notes": notes,
-        "candidates": len(reduced), "nodes": rows, "analysis_runs": 2,
+        "candidates": len(reduced), "nodes": rows, "analysis_runs": 2 if request.analyse else 0,
         "suspects": [{"node": r["node"], "op": r["op"], "why": r["suspect"]} for r in rows if r["suspect"]],
         "trtexec": trtexec_flags(pins, request.target),
         "polygraphy": polygraphy_flags(pins, request.target),

@@ -81,3 +81,11 @@ def test_bad_input_is_one_line_and_exit_2(files, args, needle):
 def test_missing_model_is_one_line():
     r = sglens("precision", "/nonexistent/model.onnx")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_no_analysis_gives_the_same_pins(files):
+    args = ["precision", str(files / "trouble.onnx"), "--inputs", str(files / "in.npz"), "--atol", "0.01",
+            "--rtol", "0.01", "--json"]
+    full, lean = json.loads(sglens(*args).stdout), json.loads(sglens(*args, "--no-analysis").stdout)
+    assert lean["pins"] == full["pins"] and lean["nodes"] == [] and lean["analysis_runs"] == 0
+    assert full["nodes"] and full["suspects"]
