@@ -111,11 +111,9 @@ def _last_job(app) -> str:
     return next(reversed(app.extensions["sglens_precision"].jobs))
 
 
-sync_api = playwright_or_skip()
-
-
 @pytest.mark.browser
 def test_browser_bisection_end_to_end(app):
+    sync_api = playwright_or_skip()     # here, not at import: the API tests run without chromium
     mid = _model_id(app.test_client())
     with serving(app) as url, chromium(sync_api) as browser, \
             checked_page(browser, 1400, 900, 60000, csp_errors=True) as page:
