@@ -10,7 +10,7 @@
   const mid = root.dataset.model;
   const view = new SG.GraphView($("graph"), {});
   let job = null, timer = null;
-  const INF_COLOUR = "#7f1d1d";
+  const INF_COLOUR = "#c084fc";   // purple: apart from the heat scale, dark labels stay readable
 
   /* Colour: the decades of error a node adds by itself (reduced alone on exact FP32 inputs). */
   function colour(row) {
@@ -19,7 +19,7 @@
     return SG.heat(Math.max(0, row.alone_growth) / 3);
   }
   $("p-sw0").style.background = SG.heat(0); $("p-sw1").style.background = SG.heat(1 / 3);
-  $("p-sw3").style.background = SG.heat(1); $("p-swinf").style.background = INF_COLOUR; $("p-swinf").style.color = "#fff";
+  $("p-sw3").style.background = SG.heat(1); $("p-swinf").style.background = INF_COLOUR;
 
   function fmt(v) { return v == null ? "inf/NaN" : Number(v).toPrecision(3); }
 
