@@ -241,6 +241,9 @@ def investigate(graph: Graph, feeds: Mapping[str, Any], request: PrecisionReques
             groups, notes = groups_for(graph, runner.candidates, request.backend,
                                        dict(request.backend_options), request.scope)
         reduced = [n for g in groups for n in g.nodes]
+        if not reduced:
+            notes.append("no node runs in reduced precision: the backend's subgraphs hold none of the "
+                         "float nodes; try --backend none or --scope all")
         rows: list[dict[str, Any]] = []
         if request.analyse:
             step({"stage": "analyse", "run": 0, "pins": 0, "match": None, "max_abs": None, "candidate": []})

@@ -331,3 +331,11 @@ def test_a_real_cnn_from_the_rapidocr_wheel_needs_no_pins(tmp_path):
         ours = runner.run({graph.inputs[0]: x}, reduced)[0]
     for name, value in ref.items():
         np.testing.assert_allclose(ours[name], value, rtol=1e-2, atol=1e-3)
+
+
+def test_a_backend_that_takes_nothing_says_so(transformer):
+    _, graph = transformer
+    report = investigate(graph, fp16_trouble_inputs(), PrecisionRequest(backend="default",
+                                                                        backend_options=(("ops", ["Nope"]),)))
+    assert report["candidates"] == 0 and report["no_pins_needed"]
+    assert any("no node runs in reduced precision" in n for n in report["notes"])
