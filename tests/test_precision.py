@@ -329,8 +329,10 @@ def test_a_real_cnn_from_the_rapidocr_wheel_needs_no_pins(tmp_path):
     ref = _ort(with_explicit_casts(model, reduced, "fp16"), {graph.inputs[0]: x})
     with PrecisionRunner(graph, "fp16") as runner:
         ours = runner.run({graph.inputs[0]: x}, reduced)[0]
+    # 566 nodes deep, one FP16 ulp flipped by a different FP32 kernel travels to the output:
+    # the two emulations agree to the size of FP16's own error here (up to ~5e-3), not bitwise
     for name, value in ref.items():
-        np.testing.assert_allclose(ours[name], value, rtol=1e-2, atol=1e-3)
+        np.testing.assert_allclose(ours[name], value, rtol=0, atol=1e-2)
 
 
 def test_a_backend_that_takes_nothing_says_so(transformer):
