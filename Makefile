@@ -57,6 +57,7 @@ bench: install
 	$(PY) bench/partition.py
 	$(PY) bench/engine.py
 	$(PY) bench/run.py
+	$(PY) bench/precision.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info sample_models/*.onnx test-artifacts
