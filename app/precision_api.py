@@ -162,11 +162,10 @@ def parse_request(data: dict[str, Any], cap: int) -> PrecisionRequest:
     """The request's fields as a checked ``PrecisionRequest`` (400 naming the field)."""
     from .api import selection
     backend = data.get("backend") or "tensorrt"
-    if backend in ("none", "whole model"):
-        backend_name, options = None, ()
-    else:
+    chosen = None
+    if backend not in ("none", "whole model"):
         backend_name, opts, _, _ = selection({**data, "backend": backend})
-        options = tuple(sorted(opts.items()))
+        chosen = _lens().registry.select(backend_name, opts)
     try:
         max_runs = int(data.get("max_runs", 200))
         atol, rtol = float(data.get("atol", 1e-3)), float(data.get("rtol", 1e-3))
@@ -176,7 +175,7 @@ def parse_request(data: dict[str, Any], cap: int) -> PrecisionRequest:
         raise ApiError(f"'max_runs' {max_runs} is above this server's cap of {cap}")
     try:
         return PrecisionRequest(target=str(data.get("target", "fp16")), atol=atol, rtol=rtol,
-                                max_runs=max_runs, backend=backend_name, backend_options=options,
+                                max_runs=max_runs, selection=chosen,
                                 scope=str(data.get("scope", "subgraphs")))
     except PrecisionError as exc:
         raise ApiError(str(exc).replace("--", "")) from None

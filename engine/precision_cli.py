@@ -16,10 +16,10 @@ import json
 import sys
 from typing import Any
 
-from partition.selection import add_selection_options, backend_options
+from partition.selection import add_selection_options, selection_from_args
 
-from .input_spec import FILLS
 from .precision import TARGETS
+from .run_cli import add_input_options
 
 
 def register(subparsers: Any) -> None:
@@ -31,15 +31,8 @@ def register(subparsers: Any) -> None:
                     "must stay FP32 for the outputs to match the FP32 run within --atol/--rtol.")
     add_selection_options(p, "tensorrt")
     p.add_argument("--target", choices=TARGETS, default="fp16", help="reduced precision (default fp16)")
-    p.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name "
-                   "(realistic values matter: FP16 trouble depends on magnitudes)")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
-                   help="size of a symbolic input dim for random inputs (repeatable)")
-    p.add_argument("--shape", action="append", default=[], metavar="INPUT=DIMS",
-                   help="shape of one input for generated values (repeatable)")
-    p.add_argument("--fill", choices=FILLS[:3], default="random", help="generated values (default random)")
-    p.add_argument("--range", metavar="LOW,HIGH", default=None, help="range of random values")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    add_input_options(p, "input arrays keyed by graph input name (realistic values matter: FP16 trouble "
+                         "depends on magnitudes)")
     p.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance (default 1e-3)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     p.add_argument("--max-runs", type=int, default=200,
@@ -63,12 +56,11 @@ def cmd_precision(args: argparse.Namespace) -> int:
 
     from .precision_report import PrecisionRequest, investigate
     from .run_cli import _prepare, _writing
-    backend = None if (args.backend or "").lower() in ("", "none") else args.backend
+    if (args.backend or "").lower() in ("", "none"):
+        args.backend = None   # the whole model as one group
     request = PrecisionRequest(target=args.target, atol=args.atol, rtol=args.rtol,
-                               max_runs=args.max_runs, backend=backend, scope=args.scope,
-                               analyse=args.analyse,
-                               backend_options=tuple(sorted(backend_options(args).items()))
-                               if backend else ())
+                               max_runs=args.max_runs, selection=selection_from_args(args), scope=args.scope,
+                               analyse=args.analyse)
     graph, model, feeds, notes = _prepare(args)
     with tqdm(desc="precision", unit="run", file=sys.stderr, disable=None, leave=False) as bar:
         def progress(event: dict[str, Any]) -> None:

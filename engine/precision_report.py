@@ -27,12 +27,14 @@ both keeping every tensor:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from partition.api import select
 from partition.ir import Graph
+from partition.registry import Selection
 
 from .precision import DATA_MOVEMENT, TARGETS, NodeCounts, PrecisionError, PrecisionRunner
 from .precision_export import polygraphy_flags, trtexec_flags
@@ -58,8 +60,8 @@ class PrecisionRequest:
     atol: float = 1e-3
     rtol: float = 1e-3
     max_runs: int = 200
-    backend: str | None = "tensorrt"
-    backend_options: tuple[tuple[str, Any], ...] = ()
+    #: whose subgraphs are the first level of the search (validated at the edge); None: the whole model
+    selection: Selection | None = field(default_factory=lambda: select("tensorrt"))
     scope: str = "subgraphs"
     analyse: bool = True      # the per-node analysis: two runs keeping every tensor, one kernel call per node
 
@@ -76,17 +78,22 @@ class PrecisionRequest:
             raise PrecisionError(f"--atol/--rtol: {exc}") from None
 
     @property
+    def backend(self) -> str | None:
+        return self.selection.backend if self.selection is not None else None
+
+    @property
     def tolerance(self) -> Tolerance:
         return Tolerance(self.atol, self.rtol)
 
 
-def groups_for(graph: Graph, candidates: list[str], backend: str | None,
-               options: Mapping[str, Any], scope: str) -> tuple[list[Group], list[str]]:
+def groups_for(graph: Graph, candidates: list[str], selection: Selection | None,
+               scope: str) -> tuple[list[Group], list[str]]:
     """The bisection's first-level groups (the backend's subgraphs) and notes on them."""
-    if not backend:
+    if selection is None:
         return [Group("whole model", tuple(candidates))], ["no backend: the whole model is one group"]
     from partition.runner import partition
-    result = partition(graph, backend, **dict(options))
+    backend = selection.backend
+    result = partition(graph, selection)
     wanted = set(candidates)
     groups, inside = [], set()
     for s in result.subgraphs:
@@ -238,8 +245,7 @@ def investigate(graph: Graph, feeds: Mapping[str, Any], request: PrecisionReques
             groups, notes = [Group("Q/DQ pairs", tuple(runner.candidates))], \
                 ["int8: the candidates are the QuantizeLinear nodes; a pinned one removes its Q/DQ pair"]
         else:
-            groups, notes = groups_for(graph, runner.candidates, request.backend,
-                                       dict(request.backend_options), request.scope)
+            groups, notes = groups_for(graph, runner.candidates, request.selection, request.scope)
         reduced = [n for g in groups for n in g.nodes]
         if not reduced:
             notes.append("no node runs in reduced precision: the backend's subgraphs hold none of the "

@@ -35,14 +35,9 @@ def register(subparsers: Any) -> None:
     add_compare_parser(subparsers)
 
 
-def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
-    add_selection_options(p, backend_default)
-    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    # --executor is the older spelling (docs/architecture.md: "executor" is the Executor class only)
-    p.add_argument("--subgraph-runtime", "--executor", dest="executor", choices=EXECUTORS, default="auto",
-                   help="what runs subgraph nodes (default auto: tensorrt on gpu if installed, "
-                        "else onnxruntime, else engine; the report says which ran)")
-    p.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name")
+def add_input_options(p: argparse.ArgumentParser, inputs_help: str = "input arrays keyed by graph input name") -> None:
+    """The flags that choose a run's inputs (``_prepare`` reads them): run, compare and precision."""
+    p.add_argument("--inputs", metavar="IN.npz", help=inputs_help)
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="size of a symbolic input dim for random inputs (repeatable)")
     p.add_argument("--shape", action="append", default=[], metavar="INPUT=DIMS",
@@ -56,6 +51,16 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
     p.add_argument("--range", metavar="LOW,HIGH", default=None,
                    help="range of random values (default -1,1 for floats, 0,4 for integers)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+
+
+def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
+    add_selection_options(p, backend_default)
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    # --executor is the older spelling (docs/architecture.md: "executor" is the Executor class only)
+    p.add_argument("--subgraph-runtime", "--executor", dest="executor", choices=EXECUTORS, default="auto",
+                   help="what runs subgraph nodes (default auto: tensorrt on gpu if installed, "
+                        "else onnxruntime, else engine; the report says which ran)")
+    add_input_options(p)
     p.add_argument("--engine", choices=("threaded", "naive"), default=None,
                    help="dependency engine (default: $SGLENS_ENGINE or threaded)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -8,6 +8,8 @@ skip a rounding, and the rounding is onnxruntime's Cast, not ours.
 """
 from __future__ import annotations
 
+from partition import select
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -261,8 +263,8 @@ def test_subgraphs_first_then_nodes(tmp_path):
     graph = load_model(str(path))
     ops = sorted({n.op_type for n in graph.nodes} - {"Softmax", "Relu"})
     feeds = fp16_trouble_inputs()
-    report = investigate(graph, feeds, PrecisionRequest(atol=1e-2, rtol=1e-2, backend="default",
-                                                        backend_options=(("ops", ops),)))
+    report = investigate(graph, feeds, PrecisionRequest(atol=1e-2, rtol=1e-2,
+                                                        selection=select("default", ops=ops)))
     assert len(report["groups"]) >= 3
     guilty = [g for g in report["groups"] if g["guilty"]]
     assert guilty and len(guilty) < len(report["groups"])
@@ -302,8 +304,8 @@ def test_scope_all_adds_the_nodes_outside_subgraphs(transformer):
     _, graph = transformer
     names = [n.name for n in graph.nodes]
     ops = sorted({n.op_type for n in graph.nodes} - {"Softmax"})
-    inside, notes = groups_for(graph, names, "default", {"ops": ops}, "subgraphs")
-    everything, _ = groups_for(graph, names, "default", {"ops": ops}, "all")
+    inside, notes = groups_for(graph, names, select("default", ops=ops), "subgraphs")
+    everything, _ = groups_for(graph, names, select("default", ops=ops), "all")
     assert "attn/softmax" not in {n for g in inside for n in g.nodes}
     assert everything[-1].name.startswith("outside subgraphs") and "attn/softmax" in everything[-1].nodes
     assert any("stay FP32" in n for n in notes)
@@ -337,7 +339,7 @@ def test_a_real_cnn_from_the_rapidocr_wheel_needs_no_pins(tmp_path):
 
 def test_a_backend_that_takes_nothing_says_so(transformer):
     _, graph = transformer
-    report = investigate(graph, fp16_trouble_inputs(), PrecisionRequest(backend="default",
-                                                                        backend_options=(("ops", ["Nope"]),)))
+    report = investigate(graph, fp16_trouble_inputs(), PrecisionRequest(
+        selection=select("default", ops=["Nope"])))
     assert report["candidates"] == 0 and report["no_pins_needed"]
     assert any("no node runs in reduced precision" in n for n in report["notes"])
