@@ -49,7 +49,7 @@
       return s("g", { class: "node group" }, s("rect", { x, y, width: n.w, height: n.h, rx: 6 }),
         s("text", { class: "op", x: n.x, y: n.y - 5, "text-anchor": "middle" }, trunc(n.label, 18) + " ⊞"),
         s("text", { class: "sub", x: n.x, y: n.y + 9, "text-anchor": "middle" }, n.count + (n.count === 1 ? " node" : " nodes")),
-        s("text", { class: "sub", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(ops, 25)),
+        s("text", { class: "sub ops", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(ops, 25)),
         s("title", null, n.id + " — click to expand"));
     }
     return s("g", { class: "node" }, s("rect", { x, y, width: n.w, height: n.h, rx: 5 }),
@@ -164,6 +164,29 @@
         shape.style.fill = c || "";
       }
       this._miniDraw();
+    }
+
+    /* badges: {group id: {parts: [[fraction, css colour], ...], text}}: a closed group's share of its
+       members per colour as a bar along its bottom edge, and a line of text in place of its op list
+       ("13/15 in subgraphs", "4.2 ms in 15 nodes"). null clears them. */
+    setBadges(badges) {
+      for (const el of this.svg ? this.svg.querySelectorAll(".badge") : []) el.remove();
+      for (const g of this.elements.values()) g.classList.remove("badged");
+      for (const id in (badges || {})) {
+        const g = this.elements.get(id); const n = this.items.get(id); const b = badges[id];
+        if (!g || !n) continue;
+        const x0 = n.x - n.w / 2 + 6, width = n.w - 12, y = n.y + n.h / 2 - 8;
+        const bar = s("g", { class: "badge bar" });
+        let x = x0;
+        for (const [frac, colour] of b.parts || []) {
+          if (frac <= 0) continue;
+          const seg = s("rect", { x, y, width: frac * width, height: 5, "data-frac": frac.toFixed(4) });
+          seg.style.fill = colour; bar.appendChild(seg); x += frac * width;
+        }
+        if (b.parts && b.parts.length) g.appendChild(bar);
+        if (b.text) g.appendChild(s("text", { class: "sub badge", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(b.text, 26)));
+        g.classList.add("badged");
+      }
     }
 
     _size() { const r = this.el.getBoundingClientRect(); return { w: r.width, h: r.height }; }

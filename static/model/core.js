@@ -136,35 +136,71 @@
   };
 
   /* ---------------- colouring ---------------- */
+  /* Original node names per closed group of the drawn layout (``units`` maps a member to its box). */
+  M.groupMembers = function (L) {
+    const out = {};
+    for (const [name, unit] of Object.entries(L.units || {})) (out[unit] = out[unit] || []).push(name);
+    return out;
+  };
+  /* A closed group's badge when colouring by supported or not: its members' share per category as a
+     bar, and "13/15 in subgraphs" (a box with 2 unsupported nodes of 15 is not drawn all red). */
+  function coverageBadge(names, left) {
+    const counts = { covered: 0 }; for (const k in M.LEFT) counts[k] = 0;
+    for (const name of names) counts[left.has(name) ? left.get(name) : "covered"] += 1;
+    const total = names.length || 1;
+    const parts = [[counts.covered / total, M.COVERED]];
+    for (const k in M.LEFT) parts.push([counts[k] / total, M.LEFT[k].colour]);
+    const fill = counts.covered === names.length ? M.COVERED : (counts.covered === 0 && counts.unsupported === names.length ? M.LEFT.unsupported.colour : "#ffffff");
+    return { fill, badge: { parts, text: counts.covered + "/" + names.length + " in subgraphs" } };
+  }
+  const fmtBytes = b => SG.bytes(b);
+  const fmtSecs = t => t >= 1 ? t.toFixed(2) + " s" : t >= 1e-3 ? (t * 1e3).toFixed(2) + " ms" : (t * 1e6).toFixed(1) + " µs";
+
   M.applyColour = function () {
-    const mode = $("colour").value; const fills = {};
+    const mode = $("colour").value; const fills = {}; const badges = {};
     const L = S.layout; if (!L) return;
     const assign = {};
     const subs = S.session ? S.dbgSubgraphs : (S.result ? S.result.subgraphs : []);
     for (const sg of subs) for (const n of sg.nodes) assign[n] = sg.id;
     const left = new Map(S.result ? S.result.excluded.map(e => [e.node, M.leftCategory(e)]) : []);
     const secs = (S.lastRun && S.lastRun.result) ? S.lastRun.result.original_node_seconds || {} : {};
-    const maxT = Math.max(1e-12, ...Object.values(secs));
     const metrics = L.metrics || {};
-    const maxB = Math.max(1, ...Object.values(metrics).map(m => m.out_bytes));
-    for (const n of L.nodes) {
-      if (n.kind !== "node") continue;
-      if (mode === "op") fills[n.id] = SG.opColour(n.op);
-      else if (mode === "subgraph") { const sid = assign[n.id] != null ? assign[n.id] : n.sg; if (sid != null) fills[n.id] = SG.palette[sid % SG.palette.length]; }
-      else if (mode === "supported" && S.result) fills[n.id] = left.has(n.id) ? M.LEFT[left.get(n.id)].colour : M.COVERED;
-      else if (mode === "time" && secs[n.id] != null) fills[n.id] = SG.heat(secs[n.id] / maxT);
-      else if (mode === "memory" && metrics[n.id]) fills[n.id] = SG.heat(metrics[n.id].out_bytes / maxB);
-    }
-    for (const n of L.nodes) if (n.kind === "group" && mode === "subgraph" && n.sg != null) fills[n.id] = SG.palette[n.sg % SG.palette.length];
-    if (mode === "supported" && S.result) {   // a closed group: the worst category among its members
-      const rank = { unsupported: 3, isolated: 2, min_size: 1 }; const worst = {};
-      for (const [name, cat] of left) {
-        const u = (L.units || {})[name];
-        if (u && (!worst[u] || rank[cat] > rank[worst[u]])) worst[u] = cat;
+    const members = M.groupMembers(L);
+    /* time and memory: a closed group counts the sum over its members, and every drawn box (node or
+       group) is shaded against the largest drawn one */
+    const amount = mode === "time" ? (name => secs[name]) : mode === "memory" ? (name => metrics[name] ? metrics[name].out_bytes : undefined) : null;
+    const totals = {};
+    if (amount) {
+      for (const n of L.nodes) {
+        if (n.kind === "node" && amount(n.id) != null) totals[n.id] = amount(n.id);
+        if (n.kind === "group") {
+          const known = (members[n.id] || []).filter(name => amount(name) != null);
+          if (known.length) totals[n.id] = known.reduce((t, name) => t + amount(name), 0);
+        }
       }
-      for (const n of L.nodes) if (n.kind === "group") fills[n.id] = worst[n.id] ? M.LEFT[worst[n.id]].colour : M.COVERED;
+      const top = Math.max(mode === "time" ? 1e-12 : 1, ...Object.values(totals));
+      for (const id in totals) fills[id] = SG.heat(totals[id] / top);
+      for (const n of L.nodes) {
+        if (n.kind !== "group" || totals[n.id] == null) continue;
+        const k = (members[n.id] || []).length;
+        badges[n.id] = { text: (mode === "time" ? fmtSecs(totals[n.id]) : fmtBytes(totals[n.id])) + " in " + k + " nodes" };
+      }
+    }
+    for (const n of L.nodes) {
+      if (n.kind === "node") {
+        if (mode === "op") fills[n.id] = SG.opColour(n.op);
+        else if (mode === "subgraph") { const sid = assign[n.id] != null ? assign[n.id] : n.sg; if (sid != null) fills[n.id] = SG.palette[sid % SG.palette.length]; }
+        else if (mode === "supported" && S.result) fills[n.id] = left.has(n.id) ? M.LEFT[left.get(n.id)].colour : M.COVERED;
+      } else if (n.kind === "group") {
+        if (mode === "subgraph" && n.sg != null) fills[n.id] = SG.palette[n.sg % SG.palette.length];
+        else if (mode === "supported" && S.result) {
+          const c = coverageBadge(members[n.id] || [], left);
+          fills[n.id] = c.fill; badges[n.id] = c.badge;
+        }
+      }
     }
     M.view.setFill(fills);
+    M.view.setBadges(badges);
     if (mode === "supported" && !S.result) SG.error("partition first to colour by supported or not");
     if (mode === "time" && !Object.keys(secs).length) SG.error("run a comparison first (Runs tab) to colour by time");
     M.legend();
