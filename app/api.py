@@ -247,9 +247,11 @@ def layout(mid: str):
     expanded, collapse, note = normalise(graph, scopes, args.get("expand", "")[:20000],
                                          args.get("collapse"), L.flat_limit)
     group = collapse and args.get("group") == "partition" and bool(assignment)
-    key = (mid, body, pkey, expanded, collapse, group)
+    fold = args.get("constants") != "1"   # Constant nodes folded unless asked for
+    key = (mid, body, pkey, expanded, collapse, group, fold)
     view = L.layouts.view(key, graph, assignment=assignment, expanded=expanded,
-                          flat_limit=L.flat_limit, collapse=collapse, group_partitions=group)
+                          flat_limit=L.flat_limit, collapse=collapse, group_partitions=group,
+                          fold_constants=fold)
     out = {**view, "model": mid, "body": body,
            "metrics": serialize.node_metrics(graph) if len(graph.nodes) <= L.flat_limit else {}}
     if note:

@@ -71,7 +71,7 @@
     /* opts.keep: a re-layout of the same graph (a group opened or closed): keep the zoom, the caller
        centres what changed; otherwise the first view (open). */
     render(layout, opts) {
-      this.layout = layout; this.units = layout.units || {};
+      this.layout = layout; this.units = Object.assign({}, layout.folded || {}, layout.units || {});
       /* SVG built with createElementNS: labels are text nodes, ids are attribute values. */
       const svg = s("svg");
       const marker = s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
@@ -96,7 +96,13 @@
             s("text", { x: x + 3, y: y0 - 8 }, trunc(e.tensors[0], 18))));
           continue;
         }
-        vp.appendChild(s("g", { class: "edge" }, s("path", { d: edgePath(e.points), "marker-end": "url(#arrow)" }, s("title", null, e.tensors.join(", ")))));
+        const g = s("g", { class: "edge" }, s("path", { d: edgePath(e.points), "marker-end": "url(#arrow)" }, s("title", null, e.tensors.join(", "))));
+        const shapes = (e.shapes || []).filter(Boolean);
+        if (shapes.length && e.points && e.points.length > 1) {   // the tensor's shape, as Netron shows it
+          const [mx, my] = e.points[Math.floor(e.points.length / 2)];
+          g.appendChild(s("text", { class: "shape", x: mx + 4, y: my + 3 }, trunc(shapes.join(", "), 22)));
+        }
+        vp.appendChild(g);
       }
       for (const n of layout.nodes) {
         const g = nodeEl(n);

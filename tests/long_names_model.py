@@ -1,4 +1,6 @@
-"""A YOLO-style model with long, scoped node names (``/model.22/cv3.2/cv3.2.1/conv/Conv``), built
+"""Models for the UI tests, built here (opset 17, IR 8).
+
+A YOLO-style model with long, scoped node names (``/model.22/cv3.2/cv3.2.1/conv/Conv``), built
 here: opset 17, IR 8. Each block is a diamond Conv -> Sigmoid -> Mul -> Add with a MaxPool side
 branch joining at the Add, so a backend taking Conv,Sigmoid,Mul,Add,Concat meets a cycle check
 (the path runs through the MaxPool) and ``filter([...])`` over many long names at once.
@@ -38,3 +40,22 @@ def long_names_model(blocks: int = 12, channels: int = 4):
                           [oh.make_tensor_value_info("images", TensorProto.FLOAT, [1, channels, 8, 8])],
                           [oh.make_tensor_value_info("output0", TensorProto.FLOAT, [1, channels * blocks, 8, 8])], inits)
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
+
+
+def bookkeeping_heavy_model():
+    """More Constant/Identity/Shape nodes than compute ones, as in PP-OCR or silero-VAD exports."""
+    nodes, prev = [], "x"
+    for k in range(4):
+        nodes += [oh.make_node("Constant", [], [f"c{k}"], name=f"const{k}",
+                               value=numpy_helper.from_array(np.full((1, 4), 0.5, np.float32))),
+                  oh.make_node("Constant", [], [f"d{k}"], name=f"const_b{k}",
+                               value=numpy_helper.from_array(np.full((1, 4), 2.0, np.float32))),
+                  oh.make_node("Identity", [prev], [f"i{k}"], name=f"ident{k}"),
+                  oh.make_node("Shape", [f"i{k}"], [f"s{k}"], name=f"shape{k}"),
+                  oh.make_node("Mul", [f"i{k}", f"c{k}"], [f"m{k}"], name=f"mul{k}"),
+                  oh.make_node("Add", [f"m{k}", f"d{k}"], [f"a{k}"], name=f"add{k}"),
+                  oh.make_node("Relu", [f"a{k}"], [f"r{k}"], name=f"relu{k}")]
+        prev = f"r{k}"
+    g = oh.make_graph(nodes, "bookkeeping", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                      [oh.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 4])])
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)

@@ -13,35 +13,14 @@ import io
 import json
 from urllib.parse import parse_qs, urlparse
 
-import numpy as np
 import pytest
-from onnx import TensorProto, numpy_helper
-from onnx import helper as oh
 
 from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
+from long_names_model import bookkeeping_heavy_model
 
 pytestmark = pytest.mark.browser
 
 sync_api = playwright_or_skip()
-
-
-def bookkeeping_heavy_model():
-    """More Constant/Identity/Shape nodes than compute ones, as in PP-OCR or silero-VAD exports."""
-    nodes, prev = [], "x"
-    for k in range(4):
-        nodes += [oh.make_node("Constant", [], [f"c{k}"], name=f"const{k}",
-                               value=numpy_helper.from_array(np.full((1, 4), 0.5, np.float32))),
-                  oh.make_node("Constant", [], [f"d{k}"], name=f"const_b{k}",
-                               value=numpy_helper.from_array(np.full((1, 4), 2.0, np.float32))),
-                  oh.make_node("Identity", [prev], [f"i{k}"], name=f"ident{k}"),
-                  oh.make_node("Shape", [f"i{k}"], [f"s{k}"], name=f"shape{k}"),
-                  oh.make_node("Mul", [f"i{k}", f"c{k}"], [f"m{k}"], name=f"mul{k}"),
-                  oh.make_node("Add", [f"m{k}", f"d{k}"], [f"a{k}"], name=f"add{k}"),
-                  oh.make_node("Relu", [f"a{k}"], [f"r{k}"], name=f"relu{k}")]
-        prev = f"r{k}"
-    g = oh.make_graph(nodes, "bookkeeping", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                      [oh.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 4])])
-    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +127,23 @@ def test_ops_guess_is_compute_ops(server, browser):
         guess = pg.input_value("#ops").split(",")
         assert set(guess) == {"Mul", "Add", "Relu"}, guess               # not Constant, Identity, Shape
         assert url_selection(pg.evaluate("location.href")) == ("default", {"ops": guess})
+
+
+def test_constants_folded_with_shapes_on_edges_and_search_position(server, browser):
+    base, mid = server
+    with checked_page(browser, 1440, 900, 30000) as pg:
+        open_page(pg, f"{base}/models/{mid}")
+        assert "8 Constant nodes folded" in pg.inner_text("#constants-toggle")
+        assert pg.locator('#graph g.node[data-id="const0"]').count() == 0
+        shapes = pg.eval_on_selector_all("#graph .edge text.shape", "ts => ts.map(t => t.textContent)")
+        assert shapes and set(shapes) == {"1×4"}
+        pg.fill("#search", "const")                                   # folded nodes are found in their consumer
+        pg.wait_for_selector("#graph[data-hit]")
+        assert pg.inner_text("#search-count") == "1/8"
+        assert "match" in pg.get_attribute('#graph g.node[data-id="mul0"]', "class")
+        pg.press("#search", "Enter")
+        assert pg.inner_text("#search-count") == "2/8"
+        shot(pg, "folded")
+        pg.click("#constants-toggle")                                 # draw them
+        pg.wait_for_selector('#graph g.node[data-id="const0"]')
+        assert pg.locator("#graph g.node:not(.io)").count() == 28

@@ -51,6 +51,7 @@
     if (S.expanded.size) q.set("expand", [...S.expanded].join(","));
     if (S.layers != null) q.set("collapse", S.layers ? "1" : "0");
     if ($("grp").checked && S.partitioned && !S.body) q.set("group", "partition");
+    if (S.constants) q.set("constants", "1");
     const t0 = performance.now();
     const layout = await SG.api("GET", M.api("/layout?" + q.toString()));
     S.layout = layout;
@@ -100,6 +101,10 @@
         onclick: () => { S.layers = !on; S.expanded.clear(); M.reload(); } }, on ? "⊡ all nodes" : "⊞ layers"));
     }
     if (L && L.mode === "collapsed") parts.push(" ", h("span", { class: "muted" }, L.node_count + " nodes, grouped by name scope"));
+    if (L && (L.folded_count || S.constants)) {   // Constant nodes folded into their consumers, or shown
+      parts.push(" ", h("a", { id: "constants-toggle", title: S.constants ? "fold Constant nodes into their consumers" : "draw the Constant nodes",
+        onclick: () => { S.constants = !S.constants; M.reload(); } }, S.constants ? "⊟ fold Constants" : "⊞ " + L.folded_count + " Constant nodes folded"));
+    }
     SG.fill($("view-crumbs"), parts);
   }
 
