@@ -573,7 +573,7 @@ def run_partitioned(rid: str):
 @bp.get("/learn")
 def learn():
     """The walkthrough: the real trace of seed 004's cycle example, explained, and its layout."""
-    from .teaching import WALKTHROUGH_BACKEND, WALKTHROUGH_MODEL, WALKTHROUGH_OPS, walkthrough
+    from .teaching import WALKTHROUGH_BACKEND, WALKTHROUGH_MODEL, WALKTHROUGH_OPS, walkthrough, walkthrough_result
     L = lens()
     entry = next((e for e in L.models.list() if e.name == WALKTHROUGH_MODEL), None)
     if entry is None:
@@ -583,6 +583,10 @@ def learn():
         entry = L.models.add_graph(WALKTHROUGH_MODEL, load_model(data), data)
     steps = L.models.cached(("learn", entry.id), lambda: walkthrough(entry.graph))
     view = L.layouts.view((entry.id, "", (), (), False, False), entry.graph, collapse=False)
+    result = L.models.cached(("learn-result", entry.id), lambda: walkthrough_result(entry.graph))
+    final = L.layouts.view((entry.id, "", ("learn-result",), (), False, False), entry.graph,
+                           assignment=result["assignment"], collapse=False)
     return jsonify({"model": entry.id, "backend": WALKTHROUGH_BACKEND, "ops": WALKTHROUGH_OPS,
                     "nodes": {n.name: n.op_type for n in entry.graph.nodes},
-                    "steps": steps, "layout": view})
+                    "steps": steps, "layout": view,
+                    "result": {k: result[k] for k in ("text", "call", "subgraphs")}, "final_layout": final})
