@@ -122,3 +122,36 @@ def test_closed_layers_show_coverage_share_and_summed_time(server, browser):
             fills.add(badges[gid]["fill"])
         assert fills - {"rgb(255, 255, 255)", "rgb(241, 245, 249)"}, "closed layers must be shaded by time"
         shot(pg, "time")
+        check_plots(pg)
+
+
+# The run's charts (static/plots.js): no tick label cut off by its chart's box, plotly's toolbar
+# clear of every title, and long tensor names shown by their end.
+PLOTS = """() => [...document.querySelectorAll('#run-plots .plot')].filter(p => p.querySelector('.main-svg')).map(p => {
+  const box = p.getBoundingClientRect();
+  const rect = e => { const r = e.getBoundingClientRect(); return {l: r.left, r: r.right, t: r.top, b: r.bottom, w: r.width}; };
+  const ticks = [...p.querySelectorAll('.xtick text, .ytick text')].map(t => ({text: t.textContent, ...rect(t)}));
+  const title = p.querySelector('.gtitle'); const bar = p.querySelector('.modebar');
+  return {cls: p.className, box: rect(p), ticks, title: title ? rect(title) : null, bar: bar ? rect(bar) : null};
+})"""
+
+
+def check_plots(pg) -> None:
+    pg.wait_for_selector("#run-plots .plot-boundary-diff .main-svg", timeout=60000)
+    pg.wait_for_timeout(300)
+    plots = pg.evaluate(PLOTS)
+    assert len(plots) >= 5, [p["cls"] for p in plots]
+    for p in plots:
+        b = p["box"]
+        for t in p["ticks"]:
+            assert t["l"] >= b["l"] - 1 and t["r"] <= b["r"] + 1 and t["t"] >= b["t"] - 1 and t["b"] <= b["b"] + 1, \
+                f"{p['cls']}: tick label {t['text']!r} is cut off by the chart's box {b}"
+        if p["title"] and p["bar"] and p["bar"]["w"] > 0:
+            ti, bar = p["title"], p["bar"]
+            overlap = ti["l"] < bar["r"] and bar["l"] < ti["r"] and ti["t"] < bar["b"] and bar["t"] < ti["b"]
+            assert not overlap, f"{p['cls']}: the plotly toolbar covers the title"
+    for cls in ("plot-boundary-diff", "plot-timing-spread"):
+        pg.locator(f"#run-plots .{cls}").screenshot(path=str(ARTIFACTS / "screenshots" / f"groups_{cls}.png"))
+    boundary = next(p for p in plots if "plot-boundary-diff" in p["cls"])
+    names = [t["text"] for t in boundary["ticks"] if "…" in t["text"]]
+    assert names and all(re.fullmatch(r"#\d+ (input|output) ….*_output_0", n) for n in names), names
