@@ -123,5 +123,5 @@ def test_graph_keeps_its_width_through_long_events(server, browser, width, heigh
         pg.click("#dbg-play")                                     # pause
         assert_graph_usable(pg, "paused after Play")
         log_lines = pg.eval_on_selector_all("#dbg-log li", "ls => ls.map(l => l.textContent)")
-        assert any(line.startswith(str(n)) and "filter([" in line for line in log_lines for n in range(1, 200))
+        assert any("filter([" in line for line in log_lines) and any("cycle check:" in line for line in log_lines)
         shot(pg, f"play_{width}")

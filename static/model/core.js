@@ -230,7 +230,8 @@
     if (!S.hits.length) return;
     S.hit = (S.hit + dir + S.hits.length) % S.hits.length;
     const name = S.hits[S.hit];
-    $("search-count").textContent = (S.hit + 1) + "/" + S.hits.length;
+    $("search-count").textContent = (S.hit + 1) + "/" + S.hits.length;   // which hit is current, of how many
+    $("search-count").title = "hit " + (S.hit + 1) + " of " + S.hits.length + ": " + name;
     try { await M.expandTo(name); } catch (e) { SG.error(e); }
     M.view.setState({ match: S.hits, focus: [name] });
     M.view.center(name);
