@@ -125,3 +125,12 @@ def test_graph_keeps_its_width_through_long_events(server, browser, width, heigh
         log_lines = pg.eval_on_selector_all("#dbg-log li", "ls => ls.map(l => l.textContent)")
         assert any("filter([" in line for line in log_lines) and any("cycle check:" in line for line in log_lines)
         shot(pg, f"play_{width}")
+
+        pg.click("[data-tab=trt]")                                # the TensorRT tab's long lists
+        pg.fill("#trt-opt-fallback_ops", "MaxPool")               # MaxPool out: cycle checks of long paths
+        pg.click("#trt-go")
+        pg.wait_for_selector("#trt-summary")
+        pg.wait_for_selector("#trt-cycles:not(.muted)")
+        assert "/maxpool/MaxPool" in pg.inner_text("#trt-out")
+        assert_graph_usable(pg, "TensorRT tab")
+        shot(pg, f"trt_{width}")
