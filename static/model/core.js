@@ -72,8 +72,9 @@
   /* Open the groups holding a node until the node itself is drawn (one level per layout). */
   M.expandTo = async function (name) {
     for (let k = 0; k < 12; k++) {
-      const unit = M.view.unit(name);
-      if (!unit || unit === name || !S.layout || S.layout.mode !== "collapsed" || S.expanded.has(unit)) return !!unit;
+      const unit = M.view.unit(name); const item = unit && M.view.items.get(unit);
+      // drawn itself, or inside a node's box (a folded Constant): nothing to open
+      if (!unit || unit === name || !item || item.kind !== "group" || !S.layout || S.layout.mode !== "collapsed" || S.expanded.has(unit)) return !!unit;
       S.expanded.add(unit);
       await M.loadLayout({ keep: true });
     }
