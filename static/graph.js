@@ -25,6 +25,17 @@
     return e;
   }
 
+  /* Where an edge's shape label goes: the middle control point, or the nearest one to it clear of
+     every box and cluster title. */
+  function labelPoint(pts, boxes) {
+    const mid = Math.floor(pts.length / 2);
+    const free = ([x, y]) => !boxes.some(([x0, y0, x1, y1]) => x + 4 < x1 && x + 60 > x0 && y + 3 > y0 && y - 6 < y1);
+    for (let d = 0; d < pts.length; d++) {
+      for (const k of [mid + d, mid - d]) if (k >= 0 && k < pts.length && free(pts[k])) return pts[k];
+    }
+    return null;   // no room: the shape stays in the edge's tooltip
+  }
+
   function edgePath(pts) {
     if (!pts || pts.length < 2) return "";
     let d = "M" + pts[0][0] + "," + pts[0][1];
@@ -84,10 +95,11 @@
           s("text", { x: b.x + 8, y: b.y + 13 }, "⊟ " + trunc(leaf, Math.max(6, Math.floor(b.w / 7)))), s("title", null, b.id + " — click the name to collapse")));
       }
       for (const c of layout.clusters || []) {
-        vp.appendChild(s("g", { class: "cluster", "data-sg": c.id }, s("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8 }),
-          s("text", { x: c.x + 8, y: c.y + 14 }, "subgraph " + c.id)));
+        vp.appendChild(s("g", { class: "cluster", "data-sg": c.id }, s("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8 })));
       }
       const byId = new Map(layout.nodes.map(n => [n.id, n]));
+      const titles = (layout.clusters || []).map(c => [c.x, c.y, c.x + 110, c.y + 20])   // "subgraph N" labels and boxes
+        .concat(layout.nodes.map(n => [n.x - n.w / 2, n.y - n.h / 2, n.x + n.w / 2, n.y + n.h / 2]));
       for (const e of layout.edges) {
         if (e.ghost) {
           const t = byId.get(e.target); if (!t) continue;
@@ -96,13 +108,15 @@
             s("text", { x: x + 3, y: y0 - 8 }, trunc(e.tensors[0], 18))));
           continue;
         }
-        const g = s("g", { class: "edge" }, s("path", { d: edgePath(e.points), "marker-end": "url(#arrow)" }, s("title", null, e.tensors.join(", "))));
+        const tip = e.tensors.map((t, k) => t + (e.shapes && e.shapes[k] ? " " + e.shapes[k] : "")).join(", ");
+        const g = s("g", { class: "edge" }, s("path", { d: edgePath(e.points), "marker-end": "url(#arrow)" }, s("title", null, tip)));
         const shapes = (e.shapes || []).filter(Boolean);
-        if (shapes.length && e.points && e.points.length > 1) {   // the tensor's shape, as Netron shows it
-          const [mx, my] = e.points[Math.floor(e.points.length / 2)];
-          g.appendChild(s("text", { class: "shape", x: mx + 4, y: my + 3 }, trunc(shapes.join(", "), 22)));
-        }
+        const at = shapes.length && e.points && e.points.length > 1 ? labelPoint(e.points, titles) : null;
+        if (at) g.appendChild(s("text", { class: "shape", x: at[0] + 4, y: at[1] + 3 }, trunc(shapes.join(", "), 22)));   // as Netron shows it
         vp.appendChild(g);
+      }
+      for (const c of layout.clusters || []) {   // over the edges, with a halo: an edge never crosses the name
+        vp.appendChild(s("g", { class: "cluster-label" }, s("text", { x: c.x + 8, y: c.y + 14 }, "subgraph " + c.id)));
       }
       for (const n of layout.nodes) {
         const g = nodeEl(n);
