@@ -30,6 +30,8 @@ from typing import Any, Iterable, Mapping
 from partition.errors import LensError
 from partition.ir import Graph
 
+from .layout_fold import foldable_constants, shape_text
+
 CHUNK = 100
 LAYERS_OPEN = 200    # graphs with name scopes and more nodes than this open collapsed by scope
 BIG = 400            # more boxes than this: dot gets iteration limits
@@ -189,30 +191,6 @@ def graph_view(graph: Graph, *, assignment: Mapping[str, int] | None = None, exp
             view["note"] = f"dot took too long or failed on the flat graph ({exc}): shown collapsed"
             return view
     return _collapsed_view(graph, assignment, set(expanded), flat_limit, group_partitions, folded)
-
-
-def foldable_constants(graph: Graph) -> dict[str, str]:
-    """Constant node -> its first consumer: every Constant whose outputs only feed other nodes
-    (one that is a graph output stays drawn)."""
-    outputs = set(graph.outputs)
-    folded: dict[str, str] = {}
-    for node in graph.nodes:
-        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or any(node.inputs):
-            continue
-        if any(t in outputs for t in node.outputs):
-            continue
-        consumers = [c for t in node.outputs if t for c in graph.consumers(t)]
-        if consumers:
-            folded[node.name] = consumers[0].name
-    return folded
-
-
-def shape_text(graph: Graph, tensor: str) -> str | None:
-    """``1×3×640×640`` (a symbolic dim by its name, an unknown one as ?), or None when unknown."""
-    shape = graph.info(tensor).shape
-    if shape is None:
-        return None
-    return "×".join("?" if d is None else str(d) for d in shape) if shape else "scalar"
 
 
 # -------------------------------------------------------------------- flat --
