@@ -121,6 +121,8 @@ def test_closed_layers_show_coverage_share_and_summed_time(server, browser):
             assert abs(shown - total) <= max(0.006 * total, 1e-7), (gid, shown, total)
             fills.add(badges[gid]["fill"])
         assert fills - {"rgb(255, 255, 255)", "rgb(241, 245, 249)"}, "closed layers must be shaded by time"
+        legend = pg.inner_text("#legend")
+        assert "0 →" in legend and "a group: the sum of its members" in legend, legend
         shot(pg, "time")
         check_plots(pg)
 

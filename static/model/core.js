@@ -137,6 +137,9 @@
     else if ($("colour").value === "supported" && S.result) {
       kids = [M.swatch(M.COVERED, "lo-covered"), " in a subgraph "];
       for (const k in M.LEFT) kids.push(M.swatch(M.LEFT[k].colour, "lo-" + k), " " + M.LEFT[k].label + " ");
+    } else if (S.scale && ["time", "memory"].includes($("colour").value)) {   // the heat scale's ends
+      kids = ["colour: " + $("colour").value + " ", M.swatch(SG.heat(0)), " 0 → ", M.swatch(SG.heat(1)), " " + S.scale +
+        " (largest box; a group: the sum of its members)"];
     } else kids = ["colour: " + $("colour").selectedOptions[0].textContent + (S.partitioned ? " · partitions drawn as clusters" : "") + " · drag or wheel to move, ctrl+wheel or + − to zoom"];
     SG.fill($("legend"), kids);
   };
@@ -185,6 +188,7 @@
         }
       }
       const top = Math.max(mode === "time" ? 1e-12 : 1, ...Object.values(totals));
+      S.scale = Object.keys(totals).length ? (mode === "time" ? fmtSecs(top) : fmtBytes(top)) : null;
       for (const id in totals) fills[id] = SG.heat(totals[id] / top);
       for (const n of L.nodes) {
         if (n.kind !== "group" || totals[n.id] == null) continue;
