@@ -30,7 +30,11 @@ GEOMETRY = """() => {
   const doc = document.documentElement;
   return {graph: g.width, side: side.width, window: innerWidth,
           scroll: Math.max(doc.scrollWidth, document.body.scrollWidth) - doc.clientWidth,
-          nodes: document.querySelectorAll('#graph g.node').length};
+          nodes: document.querySelectorAll('#graph g.node').length,
+          debugger_visible: !document.getElementById('tab-debug').hidden,
+          controls_in_view: (() => { const t = document.getElementById('tab-debug').getBoundingClientRect();
+            const b = document.getElementById('dbg-run').getBoundingClientRect(); return b.top >= t.top && b.bottom <= t.bottom; })(),
+          log: document.getElementById('dbg-log').getBoundingClientRect().height};
 }"""
 
 
@@ -70,6 +74,8 @@ def assert_graph_usable(pg, when: str) -> None:
     assert geo["graph"] >= MIN_GRAPH_SHARE * geo["window"], f"{when}: the graph pane shrank: {geo}"
     assert geo["scroll"] <= 0, f"{when}: the page scrolls sideways: {geo}"
     assert geo["nodes"] > 0, f"{when}: no graph drawn: {geo}"
+    if geo["debugger_visible"]:   # a long event scrolls in its card: the controls and the log stay
+        assert geo["controls_in_view"] and geo["log"] >= 100, f"{when}: the debugger's controls or log were pushed away: {geo}"
 
 
 def run_to(pg, bp_type: str, kind: str | None = None) -> None:
