@@ -14,7 +14,7 @@ import time
 import pytest
 
 from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
-from long_names_model import OPS, long_names_model
+from ui_models import OPS, long_names_model
 
 pytestmark = pytest.mark.browser
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
-from long_names_model import long_names_model
+from ui_models import long_names_model
 
 pytestmark = pytest.mark.browser
 

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
-from long_names_model import bookkeeping_heavy_model
+from ui_models import bookkeeping_heavy_model
 
 pytestmark = pytest.mark.browser
 

@@ -9,7 +9,7 @@ import pytest
 
 from app import create_app
 from app import layout
-from long_names_model import bookkeeping_heavy_model
+from ui_models import bookkeeping_heavy_model
 from partition.onnx_io import load_model
 
 
