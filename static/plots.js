@@ -20,9 +20,25 @@
 
   const CFG = { displaylogo: false, responsive: true };
   const MiB = 1024 * 1024;
-  const base = (title, extra) => Object.assign({ title: { text: title, font: { size: 13 } },
-    margin: { l: 64, r: 12, t: 32, b: 48 }, font: { size: 11 }, showlegend: false }, extra || {});
-  const axis = (title, extra) => Object.assign({ title: { text: title } }, extra || {});
+  /* Layout defaults: the title on the left and plotly's toolbar standing up at the right edge (lying
+     along the top it covered long titles); axes with automargin, so tick labels are never cut. */
+  const base = (title, extra) => Object.assign({ title: { text: title, font: { size: 13 }, x: 0, xanchor: "left", xref: "container", pad: { l: 10 } },
+    margin: { l: 64, r: 40, t: 36, b: 48 }, font: { size: 11 }, showlegend: false, modebar: { orientation: "v" } }, extra || {});
+  const axis = (title, extra) => Object.assign({ title: { text: title }, automargin: true }, extra || {});
+  /* A category axis of model names: every name a category (hover shows it whole), the tick shows its
+     end ("…/cv3.2.1/conv/Conv_output_0"), which is where scoped names differ. */
+  const TICK_CHARS = 28;
+  const shortTick = v => {   // a boundary tensor's "#3 input " prefix is kept
+    v = String(v); const head = (/^#\d+ \w+ /.exec(v) || [""])[0]; const rest = v.slice(head.length);
+    return rest.length > TICK_CHARS ? head + "…" + rest.slice(rest.length - TICK_CHARS + 1) : v;
+  };
+  const MAX_TICKS = 24;   // more names than this: every k-th is labelled (all are in the hover)
+  const catAxis = (title, values, extra) => {
+    const every = Math.ceil(values.length / MAX_TICKS) || 1;
+    const shown = values.filter((_, i) => i % every === 0);
+    return axis(title, Object.assign({ type: "category", tickvals: shown, ticktext: shown.map(shortTick),
+      tickangle: values.some(v => String(v).length > 8) ? -35 : "auto" }, extra || {}));
+  };
 
   function tag(parent, cls, ...kids) { const d = SG.h("div", { class: cls || null }, kids); parent.appendChild(d); return d; }
   /* plotly reads a few tags and entities in labels (<b>, <br>, &lt;): model strings are escaped so
@@ -75,7 +91,7 @@
     const p1 = tag(box, "plot plot-subgraph-time");
     Plotly.newPlot(p1, [{ type: "bar", x: sub.map(s => pt(s.node)), y: sub.map(s => (s.seconds || 0) * 1e3),
       text: sub.map(s => pt(s.executor)), marker: { color: "#60a5fa" } }],
-    base("time per subgraph (one profiled run)", { yaxis: axis("ms", { range: pad(ranges.subgraph_ms) }), xaxis: axis("subgraph") }), CFG);
+    base("time per subgraph (one profiled run)", { yaxis: axis("ms", { range: pad(ranges.subgraph_ms) }), xaxis: catAxis("subgraph", sub.map(s => pt(s.node))) }), CFG);
     const tl = (r.timeline || []).filter(x => !x.skipped);
     const p2 = tag(box, "plot plot-timeline");
     const workers = [...new Set(tl.map(x => x.worker || "?"))];
@@ -83,7 +99,7 @@
     Plotly.newPlot(p2, [{ type: "bar", orientation: "h", y: tl.map(x => pt(x.worker || "?")), x: tl.map(x => Math.max(x.dur_us, 0.5) / 1e3),
       base: tl.map(x => x.start_us / 1e3), text: tl.map(x => pt(x.name)), hovertemplate: "%{text}<br>start %{base:.3f} ms<br>%{x:.3f} ms<extra></extra>",
       marker: { color: tl.map(x => SG.palette[Math.abs(hash(x.name)) % SG.palette.length]), line: { width: 0.5, color: "#334155" } } }],
-    base("engine timeline (a row per worker)", { margin: { l: 150, r: 12, t: 32, b: 48 }, xaxis: axis("ms", { range: pad(ranges.timeline_ms) }),
+    base("engine timeline (a row per worker)", { margin: { l: 150, r: 40, t: 36, b: 48 }, xaxis: axis("ms", { range: pad(ranges.timeline_ms) }),
       yaxis: axis("worker", { categoryarray: workers.map(pt) }), height: 140 + 26 * workers.length, barmode: "overlay" }), CFG);
     const mem = r.memory || { t_us: [], bytes: [] };
     const p3 = tag(box, "plot plot-memory");
@@ -100,7 +116,7 @@
     Plotly.newPlot(p4, runs.map((rn, k) => ({ type: "bar", name: pt(rn), x: names.map(pt), y: names.map(n => Math.max(tiny, (outs[n][rn] || {}).max_abs || 0)),
       marker: { color: ["#a78bfa", "#f59e0b"][k % 2] } })),
     base("max abs error per output vs onnxruntime (0 drawn at 1e-12; tolerance line dashed)", {
-      yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: axis("output"), barmode: "group", showlegend: true,
+      yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: catAxis("output", names.map(pt)), barmode: "group", showlegend: true,
       shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: (c.tolerance || {}).atol || 1e-4, y1: (c.tolerance || {}).atol || 1e-4, line: { dash: "dash", color: "#ef4444" } }] }), CFG);
     const bx = [], by = [], bc = [];
     for (const s of c.subgraphs || []) {
@@ -110,8 +126,9 @@
       }
     }
     const p5 = tag(box, "plot plot-boundary-diff");
+    p5.style.height = "380px";   // room for the slanted tensor names under the bars
     Plotly.newPlot(p5, [{ type: "bar", x: bx, y: by, marker: { color: bc } }],
-      base("max abs error per subgraph boundary tensor (green: within tolerance)", { yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: axis("boundary tensor") }), CFG);
+      base("max abs error per subgraph boundary tensor (green: within tolerance)", { yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: catAxis("boundary tensor", bx) }), CFG);
   };
 
   function hash(s) { let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0; return h; }

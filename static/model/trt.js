@@ -7,14 +7,23 @@
   const M = SG.M, S = M.S, $ = M.$, h = SG.h;
   let labels = {};
 
+  /* The tab's option form is a second editor of the page's one selection (selection.js): an edit
+     here selects tensorrt with those options in the toolbar too, and the toolbar's tensorrt options
+     show here. Teaching mode is left to the toolbar (it gives the same result). */
   M.renderTrtOptions = function () {
-    const schema = M.schemas.tensorrt || [];
-    const keep = schema.filter(o => o.name !== "mode");   // teaching mode gives the same result
-    SG.fill($("trt-opts"), keep.map(o => M.optionInput(o, "trt-")));
+    M.addEditor($("trt-opts"), { backend: "tensorrt", skip: ["mode"], idPrefix: "trt-" });
+    M.onSelection(describe); describe(S.sel);
   };
+  function describe(sel) {
+    const opts = Object.entries(sel.options || {}).map(([k, v]) => k + "=" + (Array.isArray(v) ? v.join(",") : String(v)));
+    SG.fill($("trt-selection"), sel.backend === "tensorrt"
+      ? ["selection: ", h("b", null, "tensorrt"), opts.length ? " · " + opts.join(" · ") : " · default options", " (the toolbar's, the same state)"]
+      : ["the toolbar selects ", h("b", null, sel.backend), "; partitioning here selects tensorrt with the options below"]);
+  }
+  /* The tensorrt selection: the page's when it is tensorrt, else tensorrt with the options last set for it. */
   M.trtSelection = function () {
-    const opts = M.readOptions($("trt-opts"), M.schemas.tensorrt || []);
-    return Object.keys(opts).length ? { backend: "tensorrt", options: opts } : { backend: "tensorrt" };
+    if (S.sel.backend !== "tensorrt") M.selectBackend("tensorrt");
+    return M.selection();
   };
 
   M.trt = async function () {
@@ -23,7 +32,6 @@
       const sel = M.trtSelection();
       if (!Object.keys(labels).length) labels = (await SG.api("GET", "/api/kinds")).reason_labels || {};
       const r = await M.doPartition(sel);
-      $("backend").value = "tensorrt"; M.syncBackendUi(); M.setOptions($("opts"), sel.options);
       $("colour").value = "supported"; M.applyColour();
       render(out, r, sel);
     } catch (e) { SG.fill(out, SG.errorBox(e)); }
@@ -112,7 +120,8 @@
      a collapsed box) and the panel shown right under the clicked entry, scrolled into view. */
   M.showGroups = async function (node, anchor) {
     try {
-      const sel = S.partitioned && S.partitioned.backend === "tensorrt" ? S.partitioned : M.trtSelection();
+      const sel = S.partitioned && S.partitioned.backend === "tensorrt" ? S.partitioned
+        : (S.sel.backend === "tensorrt" ? M.selection() : { backend: "tensorrt" });
       const q = new URLSearchParams({ node });
       if (sel.options) q.set("options", JSON.stringify(sel.options));
       const g = await SG.api("GET", M.api("/groups?" + q));
