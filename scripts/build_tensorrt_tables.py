@@ -31,7 +31,8 @@ DOC_TYPES = {"FP32": "FLOAT", "FP16": "FLOAT16", "BF16": "BFLOAT16", "INT32": "I
 # importerUtils.cpp helpers: the types each refuses, and the phrase of its check.
 UNARY_DEFAULT = (["BOOL", "INT32", "INT64", "UINT8"], "By default TRT does not support BOOL, INT32, INT64, and UINT8")
 UNARY_ABS = (["BOOL", "UINT8"], "ABS and SIGN supports everything except BOOL and UINT8")
-UNARY_NEG = (["BOOL", "UINT8"], "case nvinfer1::UnaryOperation::kNEG:")
+# Neg: the check after the INT32 work-around, not the kNEG label of the op-name table above it
+UNARY_NEG = (["BOOL", "UINT8"], ("WAR: NEG can work with INT32", "validUnaryType = "))
 NOT_BOOL = ["FLOAT", "FLOAT16", "BFLOAT16", "INT32", "INT64", "UINT8", "INT8"]
 UNARY_NOT = (NOT_BOOL, "TRT only supports BOOL types for the NOT")
 ACTIVATION = (["INT32", "BOOL", "UINT8"], 'notInvalidType(inputs.at(0), {"INT32", "BOOL", "UINT8"}')
@@ -50,20 +51,35 @@ class Src:
         self.ref = ref
         self.lines = {name: (ref / name).read_text().split("\n") for name in
                       ("onnxOpImporters.cpp", "onnxOpCheckers.cpp", "ModelImporter.cpp", "importerUtils.cpp",
-                       "WeightsContext.cpp", "ShapeTensor.cpp")}
+                       "WeightsContext.cpp", "ShapeTensor.cpp", "OnnxAttrs.cpp")}
         self.lines["docs/operators.md"] = (ref / doc_name).read_text().split("\n")
         self.importers = self._ranges("onnxOpImporters.cpp", r"DEFINE_BUILTIN_OP_IMPORTER\((\w+)\)")
         self.checkers = self._ranges("onnxOpCheckers.cpp", r"DEFINE_OP_(?:EMPTY_)?CHECKER\((\w+)\)")
         self.doc = self._doc_rows()
 
     def _ranges(self, name: str, pattern: str) -> dict[str, tuple[int, int]]:
-        starts = [(m.group(1), i + 1) for i, line in enumerate(self.lines[name])
-                  if (m := re.match(pattern, line))]
+        """op -> (first, last line) of its definition: up to the closing brace in column 0, so a
+        helper defined between two importers (the Q/DQ helper after DepthToSpace) is no one's."""
+        lines = self.lines[name]
+        starts = [(m.group(1), i + 1) for i, line in enumerate(lines) if (m := re.match(pattern, line))]
         out = {}
         for k, (op, start) in enumerate(starts):
-            end = starts[k + 1][1] - 1 if k + 1 < len(starts) else len(self.lines[name])
+            limit = starts[k + 1][1] - 1 if k + 1 < len(starts) else len(lines)
+            end = next((i + 1 for i in range(start, limit) if lines[i].startswith("}")), limit)
             out[op] = (start, end)
         return out
+
+    def function(self, name: str, signature: str) -> tuple[int, int]:
+        """(first, last line) of the free function whose definition line contains ``signature``."""
+        lines = self.lines[name]
+        start = next(i for i, line in enumerate(lines) if line.startswith(signature))
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("}"))
+        return start + 1, end + 1
+
+    def find_after(self, name: str, anchor: str, phrase: str) -> str:
+        """The first ``phrase`` after the line holding ``anchor`` (a case label, a comment)."""
+        start = int(self.find(name, anchor).rsplit(":", 1)[1])
+        return self.find(name, phrase, (start, len(self.lines[name])))
 
     def _doc_rows(self) -> dict[str, dict[str, Any]]:
         rows = {}
@@ -112,7 +128,8 @@ def helper_refusal(src: Src, op: str) -> tuple[list[str], str] | None:
     if "unaryHelper(" in body and body.count("return ") <= 2:
         kind = UNARY_ABS if ("kABS" in body or "kSIGN" in body) else UNARY_NEG if "kNEG" in body else \
             UNARY_NOT if "kNOT" in body else UNARY_DEFAULT
-        return kind[0], src.find(u, kind[1])
+        phrase = kind[1]
+        return kind[0], (src.find_after(u, *phrase) if isinstance(phrase, tuple) else src.find(u, phrase))
     for key, kind in (("activationHelper(", ACTIVATION), ("argMinMaxHelper(", ARGMINMAX),
                       ("addScatterLayer(", SCATTER)):
         if key in body:
@@ -183,14 +200,14 @@ def _merge(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for op, extra in part.items():
             row = out.setdefault(op, {})
             for key, value in extra.items():
-                row[key] = row.get(key, []) + value if key == "cite_more" else value
+                row[key] = row.get(key, []) + value if key in ("cite_more", "attrs") else value
     return out
 
 
 def overlay_10_1(src: Src) -> dict[str, dict[str, Any]]:
     """Per-op restrictions beyond the generated type lists, each with the phrase that proves it."""
     return _merge(_types(src), _weights_inputs(src), _other_inputs(src), _qdq(src), _attrs(src), _pool_rnn(src),
-                  _structure(src))
+                  _structure(src), _audit(src))
 
 
 def _types(src: Src) -> dict[str, dict[str, Any]]:
@@ -238,18 +255,20 @@ def _weights_inputs(src: Src) -> dict[str, dict[str, Any]]:
         "CumSum": {"inputs": {"1": w("axis", I("CumSum", "Axis input for CumSum must be an initializer"))}},
         "Dropout": {"inputs": {
             "1": {"kind": "any", "cite": I("Dropout")},
+            # an empty name in slot 2 still counts (node.input().size() == 3) and is no initializer
             "2": w("training_mode", I("Dropout", "only supports the training_mode input as an initializer"),
-                   equals=0, value_cite=I("Dropout", "does not support the Dropout operator in training"))}},
+                   equals=0, value_cite=I("Dropout", "does not support the Dropout operator in training"),
+                   empty_refused=True)}},
         "Squeeze": {"inputs": {"1": w("axes", I("Squeeze", "Squeeze axes input must be an initializer"))}},
         "Unsqueeze": {"inputs": {"1": w("axes", I("Unsqueeze", "should be a constant tensor"))}},
-        "Pad": {"inputs": {"1": {"kind": "shape", "what": "pads", "cite": I("Pad", "if (inputs.at(1).is_weights())")},
+        "Pad": {"inputs": {"1": {"kind": "any", "what": "pads", "cite": I("Pad", "if (inputs.at(1).is_weights())")},
                            "2": {"kind": "any", "what": "constant_value",
                                  "cite": I("Pad", "if (inputs.at(2).is_weights())")},
                            "3": w("axes", I("Pad", "does not support dynamic axes for pad"))}},
         "Slice": {"inputs": {
-            "1": {"kind": "shape", "what": "starts",
+            "1": {"kind": "any", "what": "starts",
                   "cite": I("Slice", "castHelper(ctx, &convertToTensor(inputs.at(1)")},
-            "2": {"kind": "shape", "what": "ends", "cite": I("Slice", "castHelper(ctx, &convertToTensor(inputs.at(2)")},
+            "2": {"kind": "any", "what": "ends", "cite": I("Slice", "castHelper(ctx, &convertToTensor(inputs.at(2)")},
             "3": w("axes", I("Slice", "does not support dynamic axes"))}},
         "RandomUniformLike": {"inputs": {"0": {"kind": "not_weights",
                                                "cite": I("RandomUniformLike", "cannot be an initializer")}}},
@@ -267,7 +286,9 @@ def _other_inputs(src: Src) -> dict[str, dict[str, Any]]:
         return {"kind": "any", "what": what, "cite": cite, **more}
 
     def shape(what: str, cite: str) -> dict[str, Any]:
-        return {"kind": "shape", "what": what, "cite": cite}
+        # Shape operands: the parser wraps any tensor in a shape tensor (ShapeTensor(convertToTensor(...))),
+        # so a graph input is accepted; whether the build resolves it is a build-time question.
+        return {"kind": "any", "what": what, "cite": cite}
     clip = I("Clip", "elementwiseClip |= inputs.at(i).is_tensor()")
     return {
         "CastLike": {"inputs": {"1": any_("target", I("CastLike", "convertToTensor(inputs.at(1)"))}},
@@ -289,9 +310,11 @@ def _other_inputs(src: Src) -> dict[str, dict[str, Any]]:
 
 
 def _qdq(src: Src) -> dict[str, dict[str, Any]]:
-    """QuantizeLinear/DequantizeLinear: their shared helper sits inside the DepthToSpace importer's range."""
+    """QuantizeLinear/DequantizeLinear: their shared helper, QuantDequantLinearHelper."""
+    helper = src.function("onnxOpImporters.cpp", "NodeImportResult QuantDequantLinearHelper(")
+
     def at(phrase: str) -> str:
-        return src.imp("DepthToSpace", phrase)
+        return src.find("onnxOpImporters.cpp", phrase, helper)
     quant, F = ["INT8", "FLOAT8E4M3FN", "INT4"], ["FLOAT", "FLOAT16", "BFLOAT16"]
     scale = {"kind": "any", "what": "scale", "static_shape": True, "positive": True,
              "cite": at("Dynamic shape for scale tensor is not supported"),
@@ -299,13 +322,17 @@ def _qdq(src: Src) -> dict[str, dict[str, Any]]:
     symmetric = at("TensorRT only supports symmetric quantization")
     return {
         "QuantizeLinear": {
-            "types": F, "output_types": {"0": quant}, "input_types": {"2": quant},
+            # no zero point (ONNX: UINT8 output) or a UINT8 one (weights arrive as INT32): TensorRT makes INT8
+            "types": F, "output_types": {"0": quant + ["UINT8"]}, "input_types": {"2": quant + ["INT32"]},
+            "output_as": {"UINT8": "INT8"}, "output_as_cite": at("ONNX default is UINT8, TRT will default to INT8"),
+            "qdq_axis": at("The number of scales is not equal to the number of output channels"),
             "refuses": {"2": {"types": ["UINT8"], "cite": at('CHECK_STATUS(notInvalidType(inputs.at(2), {"UINT8"}')}},
             "inputs": {"1": scale, "2": {"kind": "any", "what": "zero point", "all_zero": True,
                                          "cite": at('CHECK_STATUS(notInvalidType(inputs.at(2), {"UINT8"}'),
                                          "value_cite": symmetric}}},
         "DequantizeLinear": {
-            "types": quant, "output_types": {"0": F}, "input_types": {"2": quant},
+            "types": quant, "output_types": {"0": F}, "input_types": {"2": quant + ["INT32"]},
+            "qdq_axis": at("The number of scales is not equal to the number of output channels"),
             "refuses": {"0": {"types": ["UINT8"], "cite": at('CHECK_STATUS(notInvalidType(inputs.at(0), {"UINT8"}')}},
             "inputs": {"1": scale, "2": {"kind": "any", "what": "zero point", "all_zero": True,
                                          "cite": at("zero_point. TensorRT will use"), "value_cite": symmetric}}},
@@ -425,6 +452,67 @@ def _structure(src: Src) -> dict[str, dict[str, Any]]:
     }
 
 
+def activation_names(src: Src) -> tuple[list[str], str]:
+    """The RNN activation names OnnxAttrs maps to TensorRT (anything else throws), and that throw's line."""
+    start, end = src.function("OnnxAttrs.cpp", "inline nvinfer1::ActivationType activationStringToEnum(")
+    names = [m.group(1) for line in src.lines["OnnxAttrs.cpp"][start - 1:end]
+             if (m := re.search(r'if \(type == "(\w+)"\)', line))]
+    return names, src.find("OnnxAttrs.cpp", "Unknown activation type", (start, end))
+
+
+def _audit(src: Src) -> dict[str, dict[str, Any]]:
+    """Checks an audit against the 10.1 source found missing or wrong (see docs/tensorrt.md)."""
+    I, K, U = src.imp, src.chk, (lambda p: src.find("importerUtils.cpp", p))
+    F = ["FLOAT", "FLOAT16", "BFLOAT16"]
+    m = lambda p: src.find("ModelImporter.cpp", p)  # noqa: E731
+    unary_default = U("By default TRT does not support BOOL, INT32, INT64, and UINT8")
+    pool = {"pool_spatial": U("ASSERT_NODE(((nbSpatialDims == 1 && needToExpandDims) || nbSpatialDims == 2 || "
+                              "nbSpatialDims == 3)")}
+    acts, act_cite = activation_names(src)
+    rnn = {"attrs": [_attr("activations", "{op} activations={value}: TensorRT maps only " + ", ".join(acts),
+                           act_cite, each_allowed=acts)]}
+    extra_outputs = m("Node has more output tensors than TRT expected")
+    o: dict[str, dict[str, Any]] = {
+        "MaxPool": dict(pool), "AveragePool": dict(pool),
+        "ConvTranspose": {"rank": [3, 4, 5], "rank_cite": I("ConvTranspose", "Deconvolution input must be at least 3D"),
+                          "deconv_pre_padding": I("ConvTranspose", "does not support negative pre-padding")},
+        "Resize": {"resize_scales": {
+            "linear": 3, "linear_cite": I("Resize", "only supports linear resizing on the outermost 3"),
+            "cubic": 2, "cubic_cite": I("Resize", "only supports cubic resizing on the outermost 2"),
+            "axes_cite": I("Resize", "Currently, `axes` attribute is supported with `scales` tensor only")}},
+        "Upsample": {"resize_scales": {
+            "linear": 3, "linear_cite": I("Upsample", "only supports linear resizing on the outermost 3")}},
+        "Squeeze": {"static_without_axes": I("Squeeze", "Cannot infer squeeze dimensions from a dynamic shape")},
+        "Einsum": {"attrs": [_attr("equation", "Einsum equation={value}: only lower-case letters, ',', '->', '...' "
+                                               "and spaces", K("Einsum", "Invalid character(s) in Einsum equation"),
+                                   charset="abcdefghijklmnopqrstuvwxyz->., ")]},
+        "LSTM": rnn, "GRU": rnn, "RNN": rnn,
+        "GroupNormalization": {"rank_min": 3, "rank_cite": U("Input to normalization should be at least 3D")},
+        "HardSwish": {"types": ["FLOAT", "FLOAT16"],
+                      "cite_more": [I("HardSwish", "Only FLOAT, HALF or INT8 input is supported for the HardSwish")]},
+        "Clip": {"types": F + ["INT32", "INT64"],
+                 "cite_more": [I("Clip", "only supports floating-point, INT32, or INT64 inputs for Clip")]},
+        # no type check in the importer: the code takes what the doc's list leaves out
+        "CumSum": {"types": F + ["INT32", "INT64"]},
+        "Scan": {"types": None},
+        "Identity": {"types": F + ["INT32", "INT64", "BOOL", "UINT8"]},
+        "Shape": {"types": F + ["INT32", "INT64", "BOOL", "UINT8"]},
+        "If": {"constant_condition": I("If", "For constant conditions, parse only the selected subgraph")},
+        "LayerNormalization": {"max_outputs_cite": extra_outputs},
+        "BatchNormalization": {"max_outputs": 1, "max_outputs_cite": extra_outputs,
+                               "max_outputs_message": "BatchNormalization: the training outputs (running mean and "
+                                                      "variance) are not supported"},
+    }
+    for op, checker in (("RandomUniform", "randomUniform"), ("RandomUniformLike", "randomUniform"),
+                        ("RandomNormal", "randomNormal"), ("RandomNormalLike", "randomNormal")):
+        o[op] = {"attrs": [_attr("dtype", f"{op} dtype={{value}}: only FLOAT or FLOAT16",
+                                 src.find("onnxOpCheckers.cpp", f"Unsupported data type in {checker}"),
+                                 **{"as": "dtype"}, allowed=["FLOAT", "FLOAT16"])]}
+    for op in ("ReduceL2", "ReduceLogSum", "ReduceLogSumExp"):  # the trailing sqrt/log (exp first) is a unary
+        o[op] = {"types": F, "refuses": {"0": {"types": ["INT32", "INT64"], "cite": unary_default}}}
+    return o
+
+
 def build(ref: Path, plugin_readme: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     src = Src(ref, "operators_10.1.md")
     names = sorted(set(src.doc) | {op for op in src.importers if op not in (
@@ -453,9 +541,15 @@ def header(src: Src, version: str, tag: str, commit: str, plugin_readme: Path | 
     if plugin_readme is not None:
         for i, line in enumerate(plugin_readme.read_text().split("\n")):
             cells = [c.strip() for c in line.split("|")]
-            if line.startswith("| [") and len(cells) > 3 and cells[2] not in [p["name"] for p in plugins]:
-                cite = f"NVIDIA/TensorRT@release/{version}:plugin/README.md:{i + 1}"
-                plugins.append({"name": cells[2], "cite": cite})
+            if not (line.startswith("| [") and len(cells) > 3):
+                continue
+            versions = [v.strip() for v in cells[3].split(",") if v.strip()]
+            known = next((p for p in plugins if p["name"] == cells[2]), None)
+            if known is not None:  # one name on two rows (e.g. a deprecated and a dynamic creator)
+                known["versions"] = list(dict.fromkeys(known["versions"] + versions))
+                continue
+            cite = f"NVIDIA/TensorRT@release/{version}:plugin/README.md:{i + 1}"
+            plugins.append({"name": cells[2], "versions": versions, "cite": cite})
     return {
         "tensorrt_rules": version,
         "release": {"repo": "https://github.com/onnx/onnx-tensorrt", "tag": tag, "commit": commit},
@@ -469,12 +563,19 @@ def header(src: Src, version: str, tag: str, commit: str, plugin_readme: Path | 
         "dispatch": {"by_op_type": m("if (opImporters.count(nodeType))"),
                      "local_functions": m("else if (ctx->localFunctions().count(nodeType))"),
                      "plugin_fallback": m('importFunc = &opImporters.at("FallbackPluginImporter");'),
-                     "plugin_lookup": src.imp("FallbackPluginImporter", "Plugin not found, are the plugin name")},
+                     "plugin_lookup": src.imp("FallbackPluginImporter", "Plugin not found, are the plugin name"),
+                     # the lookup key is (op_type, plugin_version attribute or "1", plugin_namespace or "")
+                     "plugin_version": src.imp("FallbackPluginImporter", '"plugin_version", "1"'),
+                     "plugin_namespace": src.imp("FallbackPluginImporter", '"plugin_namespace", ""')},
         "types": {"cast_down": {"DOUBLE": "FLOAT"},
                   "cast_down_cite": [u("case ::ONNX_NAMESPACE::TensorProto::DOUBLE: *trt_dtype = "),
                                      src.find("WeightsContext.cpp", "// Cast DOUBLE weights to FLOAT.")],
                   "known": ["FLOAT", "DOUBLE", "INT8", "UINT8", "FLOAT16", "BFLOAT16", "BOOL", "INT32", "INT64",
                             "FLOAT8E4M3FN", "INT4"],
+                  # UINT8 weights (initializers, Constants) are imported as INT32, so UINT8 checks never see them
+                  "weights_cast": {"UINT8": "INT32"},
+                  "weights_cast_cite": src.find_after("WeightsContext.cpp", "Weights information is within the TensorProto",
+                                                      "onnxDtype = ::ONNX_NAMESPACE::TensorProto::INT32;"),
                   "known_cite": u("bool convertDtype(int32_t onnx_dtype, nvinfer1::DataType* trt_dtype)"),
                   "io_only": ["UINT8"],
                   "io_only_cite": m("TensorRT does not support UINT8 types for intermediate tensors"),

@@ -20,7 +20,7 @@ from partition.dtypes import ONNX_TYPE_NAMES
 from partition.tensorrt.table import DATA_DIR, available_versions, load_table, newest_version
 
 CITE = re.compile(r"^(10\.0-GA:)?(docs/operators\.md|onnxOpImporters\.cpp|onnxOpCheckers\.cpp|ModelImporter\.cpp|"
-                  r"importerUtils\.cpp|WeightsContext\.cpp|ShapeTensor\.cpp):[1-9]\d*$")
+                  r"importerUtils\.cpp|WeightsContext\.cpp|ShapeTensor\.cpp|OnnxAttrs\.cpp):[1-9]\d*$")
 PLUGIN_CITE = re.compile(r"^NVIDIA/TensorRT@release/10\.\d+:plugin/README\.md:[1-9]\d*$")
 TYPE_KEYS = {"types", "allowed_types"}
 ROOT_DIR = Path(__file__).resolve().parents[1]

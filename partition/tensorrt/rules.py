@@ -40,6 +40,7 @@ from ..dtypes import ONNX_TYPE_NAMES
 from ..ir import SUBGRAPH_DOMAIN, Graph, Initializer, Node, TensorInfo
 from ..local_functions import FUNCTION_KEY
 from .rules_constants import Scope, check_input
+from .rules_source import source_checks
 from .table import load_table
 
 #: TensorRT 10.1's parser: a call must pass as many inputs as the function declares, and
@@ -51,7 +52,7 @@ FUNCTION_BODY = "function body"
 
 ML_DOMAIN = "ai.onnx.ml"
 #: domains whose nodes are not dispatched by op type (refused before the op's row is read)
-_NOT_BY_OP_TYPE = frozenset((ML_DOMAIN, SUBGRAPH_DOMAIN))
+_NOT_BY_OP_TYPE = frozenset((SUBGRAPH_DOMAIN,))
 _ORDER = ["FLOAT", "FLOAT16", "BFLOAT16", "INT8", "UINT8", "INT32", "INT64", "BOOL", "FLOAT8E4M3FN", "INT4"]
 
 
@@ -84,7 +85,8 @@ class _OpRule:
 
 
 _STRUCTURAL = ("max_outputs", "requires", "bidirectional_same", "requires_distinct", "symmetric_pads",
-               "requires_int_when", "rank", "static_input")
+               "requires_int_when", "rank", "rank_min", "static_input", "pool_spatial", "deconv_pre_padding",
+               "resize_scales", "static_without_axes", "qdq_axis")
 
 
 class TRTRules:
@@ -100,9 +102,11 @@ class TRTRules:
         self.user_plugins = frozenset(p.strip() for p in plugins if p and p.strip())
         self.local_functions = dict(local_functions or {})
         self.rules = {name: _OpRule(name, row) for name, row in self.table["ops"].items()}
-        self.bundled = {p["name"]: p["cite"] for p in self.table.get("bundled_plugins", ())}
+        self.bundled = {p["name"]: p for p in self.table.get("bundled_plugins", ())}
         types = self.table.get("types", {})
         self.cast_down: dict[str, str] = dict(types.get("cast_down", {"DOUBLE": "FLOAT"}))
+        #: types the parser converts when they arrive as weights (initializers, Constants)
+        self.weights_cast: dict[str, str] = dict(types.get("weights_cast", {}))
         self.known_types = frozenset(types.get("known", _ORDER + ["DOUBLE"]))
         self.quantized = frozenset(types.get("quantized", ("INT8", "FLOAT8E4M3FN", "INT4")))
         self.types_meta = types
@@ -167,9 +171,17 @@ class TRTRules:
 
     def _top_dtypes(self, graph: Graph) -> dict[str, str]:
         """Tensor -> the element type ``_dtype`` gives it at the top level (cast down, known only)."""
-        cast = self.cast_down
-        found = {t: cast.get(w.dtype, w.dtype) for t, w in graph.initializers.items() if w.dtype is not None}
-        found.update((t, cast.get(i.dtype, i.dtype)) for t, i in graph.tensors.items() if i.dtype is not None)
+        cast, weights_cast = self.cast_down, self.weights_cast
+        found = {t: cast.get(i.dtype, i.dtype) for t, i in graph.tensors.items() if i.dtype is not None}
+        for t, w in graph.initializers.items():
+            if w.dtype is not None:
+                found[t] = weights_cast.get(w.dtype) or cast.get(w.dtype, w.dtype)
+        if weights_cast:
+            for node in graph.nodes:
+                if node.op_type == "Constant" and not node.domain:
+                    for t in node.outputs:
+                        if found.get(t) in weights_cast:
+                            found[t] = weights_cast[found[t]]
         return found
 
     def check(self, graph: Graph, node: Node) -> str | None:
@@ -212,9 +224,8 @@ class TRTRules:
         if node.is_subgraph:
             return (f"{op}: an earlier pass's subgraph node (domain '{node.domain}'), not an ONNX operator",
                     "sglens")
-        if node.domain == ML_DOMAIN:
-            return (f"{ML_DOMAIN}.{op}: the ONNX-ML domain has no TensorRT importers",
-                    self.dispatch.get("plugin_fallback", "?"))
+        # The parser dispatches on op_type alone (the domain is never read): an ai.onnx.ml node
+        # has no importer of its name and so goes to the plugin lookup like any custom op.
         rule = self.rules.get(op)
         if rule is None:
             return self._not_builtin(scope, node)
@@ -232,22 +243,43 @@ class TRTRules:
         if rule.plugin:
             self._plugin_note(rule, node)
         if rule.control_flow and descend:
-            return self._bodies(scope, node, node.subgraphs.items())
+            return self._bodies(scope, node, self._imported_bodies(scope, rule, node))
         return None
+
+    @staticmethod
+    def _imported_bodies(scope: Scope, rule: _OpRule, node: Node) -> list[tuple[str, Graph]]:
+        """The bodies the parser imports: an If whose condition is one known value imports only the
+        branch it takes."""
+        bodies = list(node.subgraphs.items())
+        if rule.row.get("constant_condition") and node.inputs and node.inputs[0]:
+            value = scope.weights_value(node.inputs[0])
+            if value is not None and value is not False and np.asarray(value).size == 1:
+                taken = "then_branch" if bool(np.asarray(value).reshape(-1)[0]) else "else_branch"
+                return [(k, g) for k, g in bodies if k == taken]
+        return bodies
 
     def _not_builtin(self, scope: Scope, node: Node) -> tuple[str, str] | None:
         op = node.op_type
         body = node.subgraphs.get(FUNCTION_KEY) or self.local_functions.get(op)
         if body is not None:
             return self._call_arity(node, body) or self._bodies(scope, node, [(FUNCTION_BODY, body)])
+        version, namespace = _text(node.attrs.get("plugin_version", "1")), _text(node.attrs.get("plugin_namespace", ""))
+        key = f"{op} (plugin_version {version}" + (f", plugin_namespace '{namespace}')" if namespace else ")")
         if op in self.user_plugins:
-            self.notes[node.name] = f"{op}: imported as the user's TensorRT plugin {op} (declared with --trt-plugin)"
-            return None
-        if op in self.bundled:
-            self.notes[node.name] = (f"{op}: imported as TensorRT's bundled plugin {op}; libnvinfer_plugin must be "
-                                     f"loaded ({self.bundled[op]})")
+            self.notes[node.name] = (f"{op}: imported as the user's TensorRT plugin {key} (declared with "
+                                     "--trt-plugin; its library must register that version and namespace)")
             return None
         where = f"{node.domain}.{op}" if node.domain else op
+        bundled = self.bundled.get(op)
+        if bundled is not None:
+            versions = bundled.get("versions") or ["1"]
+            if not namespace and version in versions:
+                self.notes[node.name] = (f"{op}: imported as TensorRT's bundled plugin {key}; libnvinfer_plugin "
+                                         f"must be loaded ({bundled['cite']})")
+                return None
+            return (f"{where}: TensorRT {self.version} bundles plugin {op} in versions {', '.join(versions)} and "
+                    f"namespace '', but the node asks for {key} (fix plugin_version/plugin_namespace, or declare "
+                    f"your own with --trt-plugin {op})", self.dispatch.get("plugin_version", bundled["cite"]))
         return (f"{where}: no importer for '{op}' in TensorRT {self.version}'s ONNX parser and no known plugin of "
                 f"that name (declare one with --trt-plugin {op} if you have it)",
                 self.dispatch.get("plugin_lookup", "?"))
@@ -280,9 +312,13 @@ class TRTRules:
             if spec.get("as") == "dtype":
                 value = ONNX_TYPE_NAMES.get(int(value), str(value))
             value = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            if "each_allowed" in spec:
+                value = [_text(v) for v in (value or ())]
             bad = ("allowed" in spec and value not in spec["allowed"]) or \
                   ("forbidden" in spec and value in spec["forbidden"]) or \
-                  ("all_equal" in spec and any(v != spec["all_equal"] for v in (value or ())))
+                  ("all_equal" in spec and any(v != spec["all_equal"] for v in (value or ()))) or \
+                  ("each_allowed" in spec and any(v not in spec["each_allowed"] for v in value)) or \
+                  ("charset" in spec and any(c not in spec["charset"] for c in _text(value)))
             if bad:
                 return spec["message"].format(value=_text(value), op=node.op_type), spec["cite"]
         return None
@@ -290,7 +326,8 @@ class TRTRules:
     def _structure(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         """Output count, ranks, paired attributes: the checks that are code, not a list."""
         row, op, attrs = rule.row, node.op_type, node.attrs
-        if "max_outputs" in row and len([t for t in node.outputs if t]) > row["max_outputs"]:
+        # every output slot counts, an empty name too: the parser compares node.output().size()
+        if "max_outputs" in row and len(node.outputs) > row["max_outputs"]:
             return row["max_outputs_message"], row.get("max_outputs_cite", rule.cite)
         for spec in row.get("requires", ()):
             (key, want), = spec["if"].items()
@@ -320,7 +357,7 @@ class TRTRules:
             dtype = self._dtype(scope, node.inputs[0]) if node.inputs else None
             if dtype in ("FLOAT", "FLOAT16", "BFLOAT16"):
                 return f"{op} {when['attr']}={when['value']} on {dtype}: only INT32/INT64 inputs", when["cite"]
-        return self._shapes(scope, rule, node)
+        return self._shapes(scope, rule, node) or source_checks(scope, row, node)
 
     def _shapes(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         row, op = rule.row, node.op_type
@@ -330,6 +367,9 @@ class TRTRules:
         if row.get("rank") and len(shape) not in row["rank"]:
             ranks = " or ".join(str(r) for r in row["rank"])
             return f"{op}: input 0 has rank {len(shape)}; TensorRT takes rank {ranks} here", row["rank_cite"]
+        if row.get("rank_min") and len(shape) < row["rank_min"]:
+            return (f"{op}: input 0 has rank {len(shape)}; TensorRT needs rank {row['rank_min']} or more",
+                    row["rank_cite"])
         if row.get("static_input") and not all(isinstance(d, int) for d in shape):
             return f"{op}: input 0 must have static dimensions, not {list(shape)}", row["static_cite"]
         return None
@@ -337,7 +377,11 @@ class TRTRules:
     # -------------------------------------------------------------- types --
     def _dtype(self, scope: Scope, t: str) -> str | None:
         dtype = scope.dtype(t)
-        return self.cast_down.get(dtype, dtype) if dtype is not None else None
+        if dtype is None:
+            return None
+        if dtype in self.weights_cast and scope.weights_value(t) is not False:
+            return self.weights_cast[dtype]  # e.g. UINT8 weights are imported as INT32
+        return self.cast_down.get(dtype, dtype)
 
     def _types(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         op, ok = node.op_type, self._type_ok
@@ -360,6 +404,9 @@ class TRTRules:
                 continue
             dtype = self._dtype(scope, t)
             allowed = rule.output_types.get(index)
+            as_type = rule.row.get("output_as", {}).get(dtype)
+            if as_type is not None and (allowed is None or dtype in allowed):
+                continue  # TensorRT produces another type here (QuantizeLinear: UINT8 -> INT8)
             if dtype is not None and allowed is not None and dtype not in allowed:
                 return (f"{op} producing {dtype}: type not supported (output {index} '{t}'; {op} gives "
                         f"{_names(allowed)})", rule.cite)
@@ -393,6 +440,9 @@ class TRTRules:
 
     def _inputs(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         for index, spec in sorted(rule.inputs.items()):
+            if index < len(node.inputs) and not node.inputs[index] and spec.get("empty_refused"):
+                return (f"{node.op_type}: input {index} ({spec.get('what', 'optional')}) is given with an empty name; "
+                        "the parser counts it and finds no initializer there (drop the empty input)", spec["cite"])
             if index >= len(node.inputs) or not node.inputs[index]:
                 continue
             if spec.get("all_zero") and self._dtype(scope, node.inputs[index]) == "FLOAT8E4M3FN":
@@ -451,12 +501,12 @@ class TRTRules:
         """``_check`` without descending: a refusal, or the bodies still to check, or None."""
         body = None if node.op_type in self.rules else \
             node.subgraphs.get(FUNCTION_KEY) or self.local_functions.get(node.op_type)
-        if body is not None and not node.is_subgraph and node.domain != ML_DOMAIN:
+        if body is not None and not node.is_subgraph:
             return self._call_arity(node, body) or [(FUNCTION_BODY, body)]
         rule = self.rules.get(node.op_type)
-        if rule is not None and rule.control_flow and node.subgraphs and node.domain != ML_DOMAIN:
+        if rule is not None and rule.control_flow and node.subgraphs:
             verdict = self._check(scope, node, descend=False)
-            return verdict if verdict else list(node.subgraphs.items())
+            return verdict if verdict else self._imported_bodies(scope, rule, node)
         return self._check(scope, node)
 
     def _call_arity(self, node: Node, body: Graph) -> tuple[str, str] | None:
