@@ -523,6 +523,8 @@ def build(ref: Path, plugin_readme: Path | None) -> tuple[dict[str, Any], dict[s
         for key, value in extra.items():
             if key == "cite_more":
                 row["cite"] = row["cite"] + value
+                if extra.get("types") is not None:  # the type list comes from this code line
+                    row["types_cite"] = value[0]
             elif key == "refuses":
                 row.setdefault("refuses", {}).update(value)
             else:

@@ -436,7 +436,7 @@ class TRTRules:
             return (f"{op} on {dtype}: TensorRT allows {dtype} only as a network input or output; Cast it first "
                     f"(input {index} '{t}')", self.types_meta.get("io_only_doc", rule.cite))
         return (f"{op} on {dtype}: type not supported (input {index} '{t}'; {op} takes {_names(allowed)})",
-                rule.cite)
+                rule.row.get("types_cite", rule.cite))
 
     def _inputs(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         for index, spec in sorted(rule.inputs.items()):
