@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,39 +29,81 @@ HERE = Path(__file__).resolve().parent.parent / "partition" / "data"
 DOC_TYPES = {"FP32": "FLOAT", "FP16": "FLOAT16", "BF16": "BFLOAT16", "INT32": "INT32", "INT64": "INT64",
              "INF64": "INT64", "BOOL": "BOOL", "UINT8": "UINT8", "INT8": "INT8", "FP8": "FLOAT8E4M3FN",
              "INT4": "INT4"}
-# importerUtils.cpp helpers: the types each refuses, and the phrase of its check.
-UNARY_DEFAULT = (["BOOL", "INT32", "INT64", "UINT8"], "By default TRT does not support BOOL, INT32, INT64, and UINT8")
-UNARY_ABS = (["BOOL", "UINT8"], "ABS and SIGN supports everything except BOOL and UINT8")
+# importerUtils.cpp (8.x: onnx2trt_utils.cpp) helpers: the types each refuses, and the phrase of its check.
+# Each is a list of (types, phrase) alternatives, one per wording across releases; the first found wins.
+UNARY_DEFAULT = [(["BOOL", "INT32", "INT64", "UINT8"], "By default TRT does not support BOOL, INT32, INT64, and UINT8"),
+                 # 8.x and 10.0: INT64 is not in the list (8.x carries INT64 as INT32 anyway)
+                 (["BOOL", "INT32", "UINT8"], "By default TRT does not support BOOL, INT32, UINT8 types")]
+UNARY_ABS_SIGN = [(["BOOL", "UINT8"], "ABS and SIGN supports everything except BOOL and UINT8")]
+UNARY_ABS = UNARY_ABS_SIGN + [(["BOOL", "UINT8"], ("case nvinfer1::UnaryOperation::kABS:", "validUnaryType = "))]
 # Neg: the check after the INT32 work-around, not the kNEG label of the op-name table above it
-UNARY_NEG = (["BOOL", "UINT8"], ("WAR: NEG can work with INT32", "validUnaryType = "))
+UNARY_NEG = [(["BOOL", "UINT8"], ("WAR: NEG can work with INT32", "validUnaryType = "))]
 NOT_BOOL = ["FLOAT", "FLOAT16", "BFLOAT16", "INT32", "INT64", "UINT8", "INT8"]
-UNARY_NOT = (NOT_BOOL, "TRT only supports BOOL types for the NOT")
-ACTIVATION = (["INT32", "BOOL", "UINT8"], 'notInvalidType(inputs.at(0), {"INT32", "BOOL", "UINT8"}')
-REDUCE = (["BOOL", "UINT8"], "TensorRT does not support reduction on Bool or UINT8 tensors.")
-ARGMINMAX = (["UINT8"], "NodeImportResult argMinMaxHelper(")
-SCATTER = (["UINT8"], "NodeImportResult addScatterLayer(")
-EW_BOOL_ONLY = (NOT_BOOL, "These operations only support boolean inputs")
-EW_NO_BOOL = (["BOOL"], "These operations do not support boolean types")
-EW_POW = (["BOOL", "INT32", "INT64"], "Pow does not support bool or integer types")
+UNARY_NOT = [(NOT_BOOL, "TRT only supports BOOL types for the NOT")]
+ACTIVATION = [(["INT32", "BOOL", "UINT8"], 'notInvalidType(inputs.at(0), {"INT32", "BOOL", "UINT8"}')]
+REDUCE = [(["BOOL", "UINT8"], "TensorRT does not support reduction on Bool or UINT8 tensors.")]
+ARGMINMAX = [(["UINT8"], "NodeImportResult argMinMaxHelper(")]
+SCATTER = [(["UINT8"], "NodeImportResult addScatterLayer(")]
+EW_BOOL_ONLY = [(NOT_BOOL, "These operations only support boolean inputs")]
+EW_NO_BOOL = [(["BOOL"], "These operations do not support boolean types")]
+EW_POW = [(["BOOL", "INT32", "INT64"], "Pow does not support bool or integer types"),
+          (["BOOL", "INT32"], "Pow does not support bool or INT32 types")]
+
+
+def first_found(src: "Src", name: str, alternatives: list) -> tuple[list[str], str] | None:
+    for types, phrase in alternatives:
+        cite = src.find_after(name, *phrase) if isinstance(phrase, tuple) else src.find(name, phrase)
+        if cite is not None:
+            return list(types), cite
+    return None
+
+
+#: the 10.x file each check is written against -> that file in the 8.x layout (None: no such file there)
+LAYOUT_8 = {"onnxOpImporters.cpp": "builtin_op_importers.cpp", "importerUtils.cpp": "onnx2trt_utils.cpp",
+            # 8.x has no checkers: the same checks are ASSERTs in the importers
+            "onnxOpCheckers.cpp": "builtin_op_importers.cpp", "WeightsContext.cpp": "onnx2trt_utils.cpp"}
+FILES = ("onnxOpImporters.cpp", "onnxOpCheckers.cpp", "ModelImporter.cpp", "importerUtils.cpp", "WeightsContext.cpp",
+         "ShapeTensor.cpp", "OnnxAttrs.cpp")
 
 
 class Src:
-    """One release's source files, with phrase -> 'file:line' lookups."""
+    """One release's source files, with phrase -> 'file:line' lookups (None where the phrase is not there).
 
-    def __init__(self, ref: Path, doc_name: str) -> None:
-        self.ref = ref
-        self.lines = {name: (ref / name).read_text().split("\n") for name in
-                      ("onnxOpImporters.cpp", "onnxOpCheckers.cpp", "ModelImporter.cpp", "importerUtils.cpp",
-                       "WeightsContext.cpp", "ShapeTensor.cpp", "OnnxAttrs.cpp")}
-        self.lines["docs/operators.md"] = (ref / doc_name).read_text().split("\n")
+    Checks are written against the 10.x file names; in an 8.x tree (``builtin_op_importers.cpp``,
+    ``onnx2trt_utils.cpp``, no checkers file) the same lookups read the file that holds that code
+    there, and a citation names the file it was found in.
+    """
+
+    def __init__(self, ref: Path, release: str) -> None:
+        self.ref, self.release = ref, release
+        self.layout = "10.x" if (ref / "onnxOpImporters.cpp").exists() else "8.x"
+        self.alias = {name: name for name in FILES}
+        if self.layout == "8.x":
+            self.alias.update(LAYOUT_8)
+        self.lines: dict[str, list[str]] = {}
+        for name in set(self.alias.values()) - {None}:
+            path = ref / name
+            if path.exists():
+                self.lines[name] = path.read_text().split("\n")
+        doc = ref / f"operators_{release}.md"
+        self.lines["docs/operators.md"] = (doc if doc.exists() else ref / "operators.md").read_text().split("\n")
+        self.alias["docs/operators.md"] = "docs/operators.md"
         self.importers = self._ranges("onnxOpImporters.cpp", r"DEFINE_BUILTIN_OP_IMPORTER\((\w+)\)")
-        self.checkers = self._ranges("onnxOpCheckers.cpp", r"DEFINE_OP_(?:EMPTY_)?CHECKER\((\w+)\)")
+        self.checkers = self._ranges("onnxOpCheckers.cpp", r"DEFINE_OP_(?:EMPTY_)?CHECKER\((\w+)\)") \
+            if self.layout == "10.x" else {}
         self.doc = self._doc_rows()
+
+    def file(self, name: str) -> str | None:
+        """The file of this release that holds what ``name`` holds in 10.x (None: not in this release)."""
+        actual = self.alias.get(name, name)
+        return actual if actual in self.lines else None
 
     def _ranges(self, name: str, pattern: str) -> dict[str, tuple[int, int]]:
         """op -> (first, last line) of its definition: up to the closing brace in column 0, so a
         helper defined between two importers (the Q/DQ helper after DepthToSpace) is no one's."""
-        lines = self.lines[name]
+        if self.file(name) is None:
+            return {}
+        lines = self.lines[self.file(name)]
         starts = [(m.group(1), i + 1) for i, line in enumerate(lines) if (m := re.match(pattern, line))]
         out = {}
         for k, (op, start) in enumerate(starts):
@@ -69,17 +112,23 @@ class Src:
             out[op] = (start, end)
         return out
 
-    def function(self, name: str, signature: str) -> tuple[int, int]:
-        """(first, last line) of the free function whose definition line contains ``signature``."""
-        lines = self.lines[name]
-        start = next(i for i, line in enumerate(lines) if line.startswith(signature))
+    def function(self, name: str, signature: str) -> tuple[int, int] | None:
+        """(first, last line) of the free function whose definition line starts with ``signature``."""
+        if self.file(name) is None:
+            return None
+        lines = self.lines[self.file(name)]
+        start = next((i for i, line in enumerate(lines) if line.startswith(signature)), None)
+        if start is None:
+            return None
         end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("}"))
         return start + 1, end + 1
 
-    def find_after(self, name: str, anchor: str, phrase: str) -> str:
+    def find_after(self, name: str, anchor: str, phrase: str) -> str | None:
         """The first ``phrase`` after the line holding ``anchor`` (a case label, a comment)."""
-        start = int(self.find(name, anchor).rsplit(":", 1)[1])
-        return self.find(name, phrase, (start, len(self.lines[name])))
+        at = self.find(name, anchor)
+        if at is None:
+            return None
+        return self.find(name, phrase, (int(at.rsplit(":", 1)[1]), len(self.lines[self.file(name)])))
 
     def _doc_rows(self) -> dict[str, dict[str, Any]]:
         rows = {}
@@ -92,25 +141,39 @@ class Src:
                                   "restrictions": cells[4] if len(cells) > 4 else ""}
         return rows
 
-    def find(self, name: str, phrase: str, within: tuple[int, int] | None = None) -> str:
-        lo, hi = within or (1, len(self.lines[name]))
+    def find(self, name: str, phrase: str | None, within: tuple[int, int] | None = None) -> str | None:
+        """'file:line' of the first line holding ``phrase`` (None: not in this release)."""
+        actual = self.file(name)
+        if actual is None or phrase is None:
+            return None
+        if within is None and name == "onnxOpCheckers.cpp" and self.layout == "8.x":
+            # 8.x: a checker's check is an ASSERT in the importer or in the helper it calls
+            return self.find("onnxOpImporters.cpp", phrase) or self.find("importerUtils.cpp", phrase)
+        lines = self.lines[actual]
+        lo, hi = within or (1, len(lines))
         for i in range(lo - 1, hi):
-            if phrase in self.lines[name][i]:
-                return f"{name}:{i + 1}"
-        raise LookupError(f"{phrase!r} not found in {name} {within}")
+            if phrase in lines[i]:
+                return f"{actual}:{i + 1}"
+        return None
 
-    def imp(self, op: str, phrase: str | None = None) -> str:
+    def imp(self, op: str, phrase: str | None = None) -> str | None:
+        if op not in self.importers:
+            return None
         start, end = self.importers[op]
-        return f"onnxOpImporters.cpp:{start}" if phrase is None else self.find("onnxOpImporters.cpp", phrase,
-                                                                               (start, end))
+        return f"{self.file('onnxOpImporters.cpp')}:{start}" if phrase is None else \
+            self.find("onnxOpImporters.cpp", phrase, (start, end))
 
-    def chk(self, op: str, phrase: str | None = None) -> str:
+    def chk(self, op: str, phrase: str | None = None) -> str | None:
+        if self.layout == "8.x":  # the check sits in the op's importer
+            return self.imp(op, phrase) if phrase is not None else None
+        if op not in self.checkers:
+            return None
         start, end = self.checkers[op]
         return f"onnxOpCheckers.cpp:{start}" if phrase is None else self.find("onnxOpCheckers.cpp", phrase,
                                                                               (start, end))
 
-    def docrow(self, op: str) -> str:
-        return f"docs/operators.md:{self.doc[op]['line']}"
+    def docrow(self, op: str) -> str | None:
+        return f"docs/operators.md:{self.doc[op]['line']}" if op in self.doc else None
 
     def refuses_checker(self, op: str) -> bool:
         if op not in self.checkers:
@@ -123,23 +186,26 @@ class Src:
 def helper_refusal(src: Src, op: str) -> tuple[list[str], str] | None:
     """The types refused by the importerUtils helper this op's importer returns through."""
     start, end = src.importers[op]
-    body = "\n".join(src.lines["onnxOpImporters.cpp"][start - 1:min(end, start + 12)])
+    body = "\n".join(src.lines[src.file("onnxOpImporters.cpp")][start - 1:min(end, start + 12)])
     u = "importerUtils.cpp"
-    if "unaryHelper(" in body and body.count("return ") <= 2:
-        kind = UNARY_ABS if ("kABS" in body or "kSIGN" in body) else UNARY_NEG if "kNEG" in body else \
-            UNARY_NOT if "kNOT" in body else UNARY_DEFAULT
-        phrase = kind[1]
-        return kind[0], (src.find_after(u, *phrase) if isinstance(phrase, tuple) else src.find(u, phrase))
+    # only a unary applied to the node's own input 0 (10.0's IsNaN applies NOT to an Equal's BOOL result)
+    if re.search(r"unaryHelper\([^;]*inputs(\.at\(0\)|\[0\])", body) and body.count("return ") <= 2:
+        if "kSIGN" in body and first_found(src, u, UNARY_ABS_SIGN) is None:
+            kind = UNARY_DEFAULT  # before 10.1, Sign had no case of its own: the default list applies
+        else:
+            kind = UNARY_ABS if ("kABS" in body or "kSIGN" in body) else UNARY_NEG if "kNEG" in body else \
+                UNARY_NOT if "kNOT" in body else UNARY_DEFAULT
+        return first_found(src, u, kind)
     for key, kind in (("activationHelper(", ACTIVATION), ("argMinMaxHelper(", ARGMINMAX),
                       ("addScatterLayer(", SCATTER)):
         if key in body:
-            return kind[0], src.find(u, kind[1])
+            return first_found(src, u, kind)
     if "reduceTensor(" in body:
-        return REDUCE[0], src.find(u, REDUCE[1])
+        return first_found(src, u, REDUCE)
     if "elementwiseHelper(" in body:
         kind = EW_BOOL_ONLY if re.search(r"k(AND|OR|XOR)\)", body) else EW_POW if "kPOW" in body else \
             None if "kEQUAL" in body else EW_NO_BOOL
-        return (kind[0], src.find(u, kind[1])) if kind else None
+        return first_found(src, u, kind) if kind else None
     return None
 
 
@@ -148,10 +214,10 @@ def importer_refusals(src: Src, op: str) -> dict[int, tuple[list[str], str]]:
     start, end = src.importers[op]
     out: dict[int, tuple[list[str], str]] = {}
     for i in range(start - 1, end):
-        m = re.search(r'notInvalidType\(inputs\.at\((\d)\), \{([^}]*)\}', src.lines["onnxOpImporters.cpp"][i])
+        m = re.search(r'notInvalidType\(inputs\.at\((\d)\), \{([^}]*)\}', src.lines[src.file("onnxOpImporters.cpp")][i])
         if m and int(m.group(1)) not in out:
             out[int(m.group(1))] = ([t.strip().strip('"') for t in m.group(2).split(",")],
-                                    f"onnxOpImporters.cpp:{i + 1}")
+                                    f"{src.file('onnxOpImporters.cpp')}:{i + 1}")
     return out
 
 
@@ -194,20 +260,100 @@ def base_row(src: Src, op: str) -> dict[str, Any]:
     return row
 
 
-def _merge(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _has_none(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return any(_has_none(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_none(v) for v in value)
+    return False
+
+
+def _group(key: str) -> str:
+    """Keys that stand or fall together: a check, its citation, its message."""
+    for suffix in ("_cite", "_message"):
+        if key.endswith(suffix):
+            key = key[:-len(suffix)]
+    return {"rank_min": "rank", "cite_more": "types", "types_cite": "types", "value_cite": "inputs"}.get(key, key)
+
+
+def _prune(op: str, extra: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
+    """``extra`` without the checks whose source line this release does not have (a lookup gave None)."""
+    extra = dict(extra)
+    for key in ("attrs", "inputs", "refuses"):
+        if key not in extra:
+            continue
+        items = extra[key]
+        if key == "attrs":
+            dropped.extend(f"{op}.attrs.{spec['name']}" for spec in items if _has_none(spec))
+            extra[key] = [spec for spec in items if not _has_none(spec)]
+        else:
+            dropped.extend(f"{op}.{key}.{k}" for k, spec in items.items() if _has_none(spec))
+            extra[key] = {k: spec for k, spec in items.items() if not _has_none(spec)}
+        if not extra[key]:
+            del extra[key]
+    bad = {_group(k) for k, v in extra.items() if _has_none(v) and not (k == "types" and v is None)}
+    if bad:
+        dropped.append(f"{op}: {', '.join(sorted(bad))}")
+    return {k: v for k, v in extra.items() if _group(k) not in bad}
+
+
+def _merge(*parts: dict[str, dict[str, Any]], dropped: list[str]) -> dict[str, dict[str, Any]]:
+    """The parts' per-op checks, one dict per op. A check whose source line is not in this release
+    is left out and listed in ``dropped``: it is not this release's code."""
     out: dict[str, dict[str, Any]] = {}
     for part in parts:
         for op, extra in part.items():
+            extra = _prune(op, extra, dropped)
+            if not extra:
+                continue
             row = out.setdefault(op, {})
             for key, value in extra.items():
                 row[key] = row.get(key, []) + value if key in ("cite_more", "attrs") else value
     return out
 
 
-def overlay_10_1(src: Src) -> dict[str, dict[str, Any]]:
+def overlay(src: Src, dropped: list[str]) -> dict[str, dict[str, Any]]:
     """Per-op restrictions beyond the generated type lists, each with the phrase that proves it."""
-    return _merge(_types(src), _weights_inputs(src), _other_inputs(src), _qdq(src), _attrs(src), _pool_rnn(src),
-                  _structure(src), _audit(src))
+    parts = [_types(src), _weights_inputs(src), _other_inputs(src), _qdq(src), _attrs(src), _pool_rnn(src),
+             _structure(src), _audit(src)]
+    if src.layout == "8.x":
+        parts.append(_release_8x(src))
+    return _merge(*parts, dropped=dropped)
+
+
+def _release_8x(src: Src) -> dict[str, dict[str, Any]]:
+    """What the 8.x importers check that 10.x no longer does."""
+    qdq = src.function("onnxOpImporters.cpp", "NodeImportResult QuantDequantLinearHelper(")
+    three = src.find("onnxOpImporters.cpp", "requires 3 inputs for the INT8 QuantizeLinear/DequantizeLinear", qdq) \
+        if qdq else None
+    norm = src.function("importerUtils.cpp", "NodeImportResult instanceNormPluginHelper(")
+    plugin = src.find("importerUtils.cpp", 'std::string const pluginName = "InstanceNormalization_TRT";', norm) \
+        if norm else None
+
+    def weights(what: str, phrase: str) -> dict[str, Any]:  # 8.5: in the importer; 8.6: in the plugin helper
+        cite = src.imp("InstanceNormalization", phrase) or (src.find("importerUtils.cpp", phrase, norm) if norm else None)
+        return {"kind": "weights", "what": what, "cite": cite}
+    plugin = plugin or src.imp("InstanceNormalization", 'std::string const pluginName = "InstanceNormalization_TRT";')
+    o: dict[str, dict[str, Any]] = {}
+    for op in ("QuantizeLinear", "DequantizeLinear"):
+        o[op] = {"min_inputs": 3, "min_inputs_cite": three or src.imp(op, f"requires 3 inputs for the {op} operator"),
+                 "min_inputs_message": f"{op}: this TensorRT release needs the zero-point input (input 2) for INT8"}
+    # attributes the 8.x importers never read: accepted, but TensorRT computes something else
+    o["ScatterND"] = {"ignored_attrs": [{"name": "reduction", "cite": src.imp("ScatterND"),
+                                         "note": "ScatterND reduction={value} is ignored by this release's importer: "
+                                                 "TensorRT overwrites instead of reducing (wrong results)"}]}
+    o["Shape"] = {"ignored_attrs": [{"name": n, "cite": src.imp("Shape"),
+                                     "note": "Shape " + n + "={value} (opset 15) is ignored by this release's importer: "
+                                             "TensorRT returns the whole shape"} for n in ("start", "end")]}
+    o["InstanceNormalization"] = {
+        "inputs": {"1": weights("scale", "The scale tensor is required to be an initializer."),
+                   "2": weights("bias", "The bias tensor is required to be an initializer.")},
+        "plugin_note": "imported through the InstanceNormalization_TRT plugin (version 1) unless the parser's "
+                       "kNATIVE_INSTANCENORM flag is set; libnvinfer_plugin must be loaded",
+        "cite_more": [plugin]}
+    return o
 
 
 def _types(src: Src) -> dict[str, dict[str, Any]]:
@@ -465,9 +611,7 @@ def _audit(src: Src) -> dict[str, dict[str, Any]]:
     I, K, U = src.imp, src.chk, (lambda p: src.find("importerUtils.cpp", p))
     F = ["FLOAT", "FLOAT16", "BFLOAT16"]
     m = lambda p: src.find("ModelImporter.cpp", p)  # noqa: E731
-    unary_default = U("By default TRT does not support BOOL, INT32, INT64, and UINT8")
-    pool = {"pool_spatial": U("ASSERT_NODE(((nbSpatialDims == 1 && needToExpandDims) || nbSpatialDims == 2 || "
-                              "nbSpatialDims == 3)")}
+    pool = {"pool_spatial": U("(nbSpatialDims == 1 && needToExpandDims) || nbSpatialDims == 2 || nbSpatialDims == 3")}
     acts, act_cite = activation_names(src)
     rnn = {"attrs": [_attr("activations", "{op} activations={value}: TensorRT maps only " + ", ".join(acts),
                            act_cite, each_allowed=acts)]}
@@ -508,18 +652,41 @@ def _audit(src: Src) -> dict[str, dict[str, Any]]:
         o[op] = {"attrs": [_attr("dtype", f"{op} dtype={{value}}: only FLOAT or FLOAT16",
                                  src.find("onnxOpCheckers.cpp", f"Unsupported data type in {checker}"),
                                  **{"as": "dtype"}, allowed=["FLOAT", "FLOAT16"])]}
-    for op in ("ReduceL2", "ReduceLogSum", "ReduceLogSumExp"):  # the trailing sqrt/log (exp first) is a unary
-        o[op] = {"types": F, "refuses": {"0": {"types": ["INT32", "INT64"], "cite": unary_default}}}
+    unary = first_found(src, "importerUtils.cpp", UNARY_DEFAULT)
+    if unary is not None:
+        integers = [t for t in unary[0] if t in ("INT32", "INT64")]
+        for op in ("ReduceL2", "ReduceLogSum", "ReduceLogSumExp"):  # the trailing sqrt/log (exp first) is a unary
+            o[op] = {"types": [t for t in F + ["INT32", "INT64"] if t not in integers],
+                     "refuses": {"0": {"types": integers, "cite": unary[1]}}}
     return o
 
 
-def build(ref: Path, plugin_readme: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    src = Src(ref, "operators_10.1.md")
-    names = sorted(set(src.doc) | {op for op in src.importers if op not in (
-        "FallbackPluginImporter", "LocalFunctionImporter")})
+#: the releases we have the parser source of: folder under the reference root, tag, commit
+RELEASES = {
+    "8.5": ("onnx-tensorrt-8.5-GA", "release/8.5-GA", "3b008c466bcb7375aaf5cabf51b289fd34d40c44"),
+    "8.6": ("onnx-tensorrt-8.6-GA", "release/8.6-GA", "6ba67d3428e05f690145373ca87fb8d32f98df45"),
+    "10.0": ("onnx-tensorrt-10.0-GA", "release/10.0-GA", "eb43908b02a296ea0594432f06e9d3fac288d672"),
+    "10.1": ("onnx-tensorrt", "release/10.1-GA", "96e781103cfc4adf4a6bb557e94bac8e693f6f4c"),
+}
+INTERNAL = ("FallbackPluginImporter", "LocalFunctionImporter")
+
+
+def build(ref: Path, release: str, plugin_readme: str | None) -> dict[str, Any]:
+    """The rule table of ``release`` from its source tree ``ref`` (either layout)."""
+    src = Src(ref, release)
+    # a name only a checker knows is a row when that checker refuses it (10.0's DeformConv); an empty
+    # checker without an importer (TRT_RNNv2) leaves the node to the plugin lookup
+    refused = {op for op in src.checkers if src.refuses_checker(op)}
+    names = sorted(set(src.doc) | {op for op in (*src.importers, *refused) if op not in INTERNAL})
     ops = {op: base_row(src, op) for op in names}
-    for op, extra in overlay_10_1(src).items():
+    dropped: list[str] = []
+    for op, extra in overlay(src, dropped).items():
+        if op not in ops:
+            dropped.append(f"{op}: no row (neither documented nor imported)")
+            continue
         row = ops[op]
+        if not row["supported"]:
+            continue  # a refused op needs no further checks
         for key, value in extra.items():
             if key == "cite_more":
                 row["cite"] = row["cite"] + value
@@ -531,99 +698,132 @@ def build(ref: Path, plugin_readme: Path | None) -> tuple[dict[str, Any], dict[s
                 row[key] = value
         if row.get("types") is None:
             row.pop("types", None)
-    table = header(src, "10.1", "release/10.1-GA", "96e781103cfc4adf4a6bb557e94bac8e693f6f4c", plugin_readme)
+    _, tag, commit = RELEASES[release]
+    table = header(src, release, tag, commit, plugin_readme)
     table["ops"] = ops
-    return table, build_10_0(src)
+    table["not_in_source"] = dropped
+    return table
 
 
-def header(src: Src, version: str, tag: str, commit: str, plugin_readme: Path | None) -> dict[str, Any]:
-    u, m = (lambda p: src.find("importerUtils.cpp", p)), (lambda p: src.find("ModelImporter.cpp", p))
+def convert_dtype(src: Src) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """convertDtype's switch: the ONNX types it knows, those it casts down, and each case's citation."""
+    trt_to_onnx = {"kFLOAT": "FLOAT", "kHALF": "FLOAT16", "kBF16": "BFLOAT16", "kINT8": "INT8", "kUINT8": "UINT8",
+                   "kBOOL": "BOOL", "kINT32": "INT32", "kINT64": "INT64", "kFP8": "FLOAT8E4M3FN", "kINT4": "INT4"}
+    span = src.function("importerUtils.cpp", "bool convertDtype(")
+    name = src.file("importerUtils.cpp")
+    known, cast, cites = [], {}, {}
+    for i in range(span[0] - 1, span[1]):
+        m = re.search(r"TensorProto::(\w+): \*trt_dtype = nvinfer1::DataType::(\w+)", src.lines[name][i])
+        if m:
+            onnx_type, trt_type = m.group(1), trt_to_onnx.get(m.group(2))
+            onnx_type = {"FLOAT8E4M3FN": "FLOAT8E4M3FN"}.get(onnx_type, onnx_type)
+            known.append(onnx_type)
+            cites[onnx_type] = f"{name}:{i + 1}"
+            if trt_type and trt_type != onnx_type:
+                cast[onnx_type] = trt_type
+    return known, cast, cites
+
+
+def _plugins(readme: str | None, version: str) -> list[dict[str, Any]]:
+    plugins: list[dict[str, Any]] = []
+    for i, line in enumerate((readme or "").split("\n")):
+        cells = [c.strip() for c in line.split("|")]
+        if not (line.startswith("| [") and len(cells) > 3):
+            continue
+        versions = [v.strip() for v in cells[3].split(",") if v.strip()]
+        known = next((p for p in plugins if p["name"] == cells[2]), None)
+        if known is not None:  # one name on two rows (e.g. a deprecated and a dynamic creator)
+            known["versions"] = list(dict.fromkeys(known["versions"] + versions))
+            continue
+        cite = f"NVIDIA/TensorRT@release/{version}:plugin/README.md:{i + 1}"
+        plugins.append({"name": cells[2], "versions": versions, "cite": cite})
+    return plugins
+
+
+def _opset(src: Src) -> dict[str, Any]:
+    doc = src.lines["docs/operators.md"]
+    for i, line in enumerate(doc):
+        m = re.search(r"inclusive range of opset (\d+) to opset (\d+)", line) or re.search(r"up to Opset (\d+)", line)
+        if m:
+            lo, hi = (int(m.group(1)), int(m.group(2))) if m.lastindex == 2 else (7, int(m.group(1)))
+            return {"supported": [lo, hi], "supported_cite": f"docs/operators.md:{i + 1}"}
+    raise LookupError("no opset range in operators.md")
+
+
+def header(src: Src, version: str, tag: str, commit: str, plugin_readme: str | None) -> dict[str, Any]:
+    m = lambda p: src.find("ModelImporter.cpp", p)  # noqa: E731
     d = lambda p: src.find("docs/operators.md", p)  # noqa: E731
-    plugins = []
-    if plugin_readme is not None:
-        for i, line in enumerate(plugin_readme.read_text().split("\n")):
-            cells = [c.strip() for c in line.split("|")]
-            if not (line.startswith("| [") and len(cells) > 3):
-                continue
-            versions = [v.strip() for v in cells[3].split(",") if v.strip()]
-            known = next((p for p in plugins if p["name"] == cells[2]), None)
-            if known is not None:  # one name on two rows (e.g. a deprecated and a dynamic creator)
-                known["versions"] = list(dict.fromkeys(known["versions"] + versions))
-                continue
-            cite = f"NVIDIA/TensorRT@release/{version}:plugin/README.md:{i + 1}"
-            plugins.append({"name": cells[2], "versions": versions, "cite": cite})
+    known, cast, type_cites = convert_dtype(src)
+    weights_uint8 = src.find_after("WeightsContext.cpp", "Weights information is within the TensorProto",
+                                   "onnxDtype = ::ONNX_NAMESPACE::TensorProto::INT32;") or \
+        src.find("WeightsContext.cpp", "// Cast UINT8 weights to INT32.")
+    io_only = m("TensorRT does not support UINT8 types for intermediate tensors")
+    quantized = d("are treated as `Quantized Types`")
+    types: dict[str, Any] = {
+        "cast_down": cast, "cast_down_cite": [type_cites[t] for t in cast],
+        # UINT8 weights (initializers, Constants) are imported as INT32, so UINT8 checks never see them
+        "weights_cast": {"UINT8": "INT32"}, "weights_cast_cite": weights_uint8,
+        "known": known, "known_cite": src.find("importerUtils.cpp", "bool convertDtype("),
+        "io_only": ["UINT8"] if io_only else [], "io_only_cite": io_only,
+        "io_only_doc": d("UINT8 is only supported as network input or output"),
+        "quantized": ["INT8", "FLOAT8E4M3FN", "INT4"] if quantized else [], "quantized_cite": quantized}
+    if "INT64" in cast:
+        types["cast_down_note"] = ("INT64 weights and tensors are carried as INT32; weights outside the INT32 range "
+                                   "are clamped (with a warning)")
+        types["cast_down_note_cite"] = src.find("importerUtils.cpp", "int32_t* convertINT64(")
+    dispatch = {"by_op_type": m("if (opImporters.count(nodeType))") or m("if (opImporters.count(node.op_type()))"),
+                "local_functions": m("else if (ctx->localFunctions().count(nodeType))"),
+                "plugin_fallback": m('importFunc = &opImporters.at("FallbackPluginImporter");'),
+                "plugin_lookup": src.imp("FallbackPluginImporter", "Plugin not found, are the plugin name"),
+                # the lookup key is (op_type, plugin_version attribute or "1", plugin_namespace or "")
+                "plugin_version": src.imp("FallbackPluginImporter", '"plugin_version", "1"'),
+                "plugin_namespace": src.imp("FallbackPluginImporter", '"plugin_namespace", ""')}
     return {
         "tensorrt_rules": version,
-        "release": {"repo": "https://github.com/onnx/onnx-tensorrt", "tag": tag, "commit": commit},
+        "release": {"repo": "https://github.com/onnx/onnx-tensorrt", "tag": tag, "commit": commit,
+                    "layout": src.layout},
         "comment": ("Generated by scripts/build_tensorrt_tables.py from onnx-tensorrt's parser source and "
                     "docs/operators.md of the release named here. Citations are file:line in that release "
-                    "(docs/operators.md rows included); plugin names cite NVIDIA/TensorRT's plugin/README.md of the "
-                    "same release. Where operators.md and the parser disagree, the parser decides."),
-        "opset": {"supported": [9, 20], "supported_cite": d("supports operators in the inclusive range of opset 9"),
-                  "warn_below": 7,
+                    "(docs/operators.md rows included; TRTRules.cite prefixes the release); plugin names cite "
+                    "NVIDIA/TensorRT's plugin/README.md of the same release. Where operators.md and the parser "
+                    "disagree, the parser decides. not_in_source lists the 10.1 checks whose code this release "
+                    "does not have (not applied)."),
+        "opset": {**_opset(src), "warn_below": 7,
                   "warn_below_cite": m("TensorRT supports ONNX graphs generated with at least opset 7")},
-        "dispatch": {"by_op_type": m("if (opImporters.count(nodeType))"),
-                     "local_functions": m("else if (ctx->localFunctions().count(nodeType))"),
-                     "plugin_fallback": m('importFunc = &opImporters.at("FallbackPluginImporter");'),
-                     "plugin_lookup": src.imp("FallbackPluginImporter", "Plugin not found, are the plugin name"),
-                     # the lookup key is (op_type, plugin_version attribute or "1", plugin_namespace or "")
-                     "plugin_version": src.imp("FallbackPluginImporter", '"plugin_version", "1"'),
-                     "plugin_namespace": src.imp("FallbackPluginImporter", '"plugin_namespace", ""')},
-        "types": {"cast_down": {"DOUBLE": "FLOAT"},
-                  "cast_down_cite": [u("case ::ONNX_NAMESPACE::TensorProto::DOUBLE: *trt_dtype = "),
-                                     src.find("WeightsContext.cpp", "// Cast DOUBLE weights to FLOAT.")],
-                  "known": ["FLOAT", "DOUBLE", "INT8", "UINT8", "FLOAT16", "BFLOAT16", "BOOL", "INT32", "INT64",
-                            "FLOAT8E4M3FN", "INT4"],
-                  # UINT8 weights (initializers, Constants) are imported as INT32, so UINT8 checks never see them
-                  "weights_cast": {"UINT8": "INT32"},
-                  "weights_cast_cite": src.find_after("WeightsContext.cpp", "Weights information is within the TensorProto",
-                                                      "onnxDtype = ::ONNX_NAMESPACE::TensorProto::INT32;"),
-                  "known_cite": u("bool convertDtype(int32_t onnx_dtype, nvinfer1::DataType* trt_dtype)"),
-                  "io_only": ["UINT8"],
-                  "io_only_cite": m("TensorRT does not support UINT8 types for intermediate tensors"),
-                  "io_only_doc": d("UINT8 is only supported as network input or output"),
-                  "quantized": ["INT8", "FLOAT8E4M3FN", "INT4"],
-                  "quantized_cite": d("are treated as `Quantized Types`")},
-        "bundled_plugins": plugins,
+        "dispatch": {k: v for k, v in dispatch.items() if v is not None},
+        "types": {k: v for k, v in types.items() if v is not None},
+        "bundled_plugins": _plugins(plugin_readme, version),
         "plugin_cite": src.imp("FallbackPluginImporter"),
         "non_compute_ops": ["Constant", "Identity"],
         "shape_ops": ["Shape", "Size", "Concat", "Gather", "Slice", "Squeeze", "Unsqueeze", "Cast", "Add", "Sub", "Mul",
                       "Div", "Max", "Min", "Reshape", "ReduceProd", "Range", "Equal", "Where", "Identity", "Neg", "Abs",
                       "ConstantOfShape", "Expand", "Flatten"],
-        "shape_ops_cite": "ShapeTensor.cpp:49",
     }
 
 
-def build_10_0(src10_1: Src) -> dict[str, Any]:
-    """10.0-GA differences, from the 10.0 operators.md and `git diff release/10.0-GA release/10.1-GA`."""
-    doc = Src.__new__(Src)
-    doc.lines = {"docs/operators.md": (src10_1.ref / "operators_10.0.md").read_text().split("\n")}
-    doc.doc = Src._doc_rows(doc)
-    return {
-        "tensorrt_rules": "10.0",
-        "base": "10.1",
-        "release": {"repo": "https://github.com/onnx/onnx-tensorrt", "tag": "release/10.0-GA",
-                    "commit": "73f629e04a68765647010b98dd94257282d05d11"},
-        "comment": ("Overlay on the 10.1 table: only the rows whose verdict differs in 10.0-GA. Citations name the "
-                    "10.0-GA files (prefix 10.0-GA:)."),
-        "bundled_plugins_from": "10.1",
-        "ops": {
-            "DeformConv": {"supported": False, "cite": ["10.0-GA:onnxOpCheckers.cpp:909"]},
-            "IsNaN": {"supported": True, "types": ["FLOAT", "FLOAT16", "BFLOAT16", "INT32", "INT64"],
-                      "cite": [f"10.0-GA:docs/operators.md:{doc.doc['IsNaN']['line']}",
-                               "10.0-GA:onnxOpImporters.cpp:2716"]},
-        },
-    }
+def plugin_readme(mirror: Path | None, version: str) -> str | None:
+    """NVIDIA/TensorRT's plugin/README.md at ``release/<version>`` from a git mirror (None without one)."""
+    if mirror is None:
+        return None
+    out = subprocess.run(["git", "-C", str(mirror), "show", f"release/{version}:plugin/README.md"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def build_all(reference: Path, mirror: Path | None) -> dict[str, dict[str, Any]]:
+    return {release: build(reference / folder, release, plugin_readme(mirror, release))
+            for release, (folder, _, _) in RELEASES.items()}
 
 
 def main(argv: list[str]) -> int:
-    ref = Path(argv[1])
-    readme = Path(argv[2]) if len(argv) > 2 else None
-    t101, t100 = build(ref, readme)
-    for table in (t101, t100):
-        path = HERE / f"tensorrt_{table['tensorrt_rules']}.json"
+    reference = Path(argv[1])
+    mirror = Path(argv[2]) if len(argv) > 2 else None
+    for path in HERE.glob("tensorrt_*.json"):
+        path.unlink()
+    for release, table in build_all(reference, mirror).items():
+        path = HERE / f"tensorrt_{release}.json"
         path.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n")
-        print(path, len(table["ops"]), "rows")
+        print(path, len(table["ops"]), "rows;", len(table["not_in_source"]), "10.1 checks not in this release")
     return 0
 
 

@@ -320,6 +320,9 @@ def test_tensorrt_release_plugins_and_bad_options(server, page):
     page.click("#trt-go")
     page.wait_for_selector("#trt-summary")
     assert "10.0" in page.inner_text("#trt-rules")
+    # what the release changes from the one before, from the two tables
+    assert "since 8.6" in page.inner_text("#trt-summary")
+    assert "Hardmax" in page.inner_text("#trt-release-changes")
     assert "MyPlugin" in page.inner_text("#trt-out")                       # the plugin warning
     assert page.locator("#trt-notes").count() == 1
     assert "MyPlugin" not in page.inner_text("#trt-excluded")              # declared: not left out

@@ -35,6 +35,7 @@ from ..trace import EventKind, TraceEvent
 from .groups import ANCESTORS, FastTracker, NaiveTracker, naive_pairs
 from .options import TENSORRT_HINTS, TENSORRT_OPTIONS
 from .rules import TRTRules
+from .table import available_versions, release_differences
 
 MODES = ("fast", "teaching")
 
@@ -161,7 +162,16 @@ class TensorRTProperty(SubgraphProperty):
         """Which rule table decided (``"tensorrt_rules": "10.1"``), and its warnings (opset, plugins)."""
         notes = self.rules.notes  # bounded: a model may have thousands of plugin nodes
         return {"tensorrt_rules": self.rules.version, "tensorrt_warnings": list(self.rules.warnings),
-                "tensorrt_notes": dict(list(notes.items())[:200]), "tensorrt_note_count": len(notes)}
+                "tensorrt_notes": dict(list(notes.items())[:200]), "tensorrt_note_count": len(notes),
+                "tensorrt_release_changes": self._release_changes()}
+
+    def _release_changes(self) -> dict[str, Any] | None:
+        """What this release's table changes from the release before (ops gained, lost, checks changed)."""
+        if self.rules.version not in available_versions():
+            return None  # a table given by hand
+        diff = release_differences(self.rules.version)
+        return {k: diff[k] for k in ("previous", "added", "now_supported", "no_longer_supported")} | \
+            {"changed_count": len(diff["changed"])}
 
     # --------------------------------------------------------------- pass --
     def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:

@@ -81,12 +81,12 @@ class _OpRule:
         self.cite = (row.get("cite") or ["?"])[0]
         # Most rows have only a type list: skip the steps a row has nothing for (100k-node graphs).
         self.structural = any(k in row for k in _STRUCTURAL)
-        self.plugin = any(k in row for k in ("plugin", "plugin_when", "plugin_note"))
+        self.plugin = any(k in row for k in ("plugin", "plugin_when", "plugin_note", "ignored_attrs"))
 
 
 _STRUCTURAL = ("max_outputs", "requires", "bidirectional_same", "requires_distinct", "symmetric_pads",
                "requires_int_when", "rank", "rank_min", "static_input", "pool_spatial", "deconv_pre_padding",
-               "resize_scales", "static_without_axes", "qdq_axis")
+               "resize_scales", "static_without_axes", "qdq_axis", "min_inputs")
 
 
 class TRTRules:
@@ -111,6 +111,8 @@ class TRTRules:
         self.quantized = frozenset(types.get("quantized", ("INT8", "FLOAT8E4M3FN", "INT4")))
         self.types_meta = types
         self.dispatch = self.table.get("dispatch", {})
+        #: 8.x parsers have no local-function importer: a call is a plugin lookup like any unknown op
+        self.has_local_functions = "local_functions" in self.dispatch
         self.shape_ops = frozenset(self.table.get("shape_ops", ()))
         self.non_compute_ops = frozenset(self.table.get("non_compute_ops", ("Constant", "Identity")))
         opset = self.table.get("opset", {})
@@ -195,6 +197,9 @@ class TRTRules:
 
     def graph_warnings(self, graph: Graph) -> list[str]:
         found = [w for w in (self.opset_warning(graph),) if w]
+        note = self.types_meta.get("cast_down_note")
+        if note and any(w.dtype == "INT64" for w in graph.initializers.values()):
+            found.append(f"TensorRT {self.version}: {note} ({self.release_cite(self.types_meta['cast_down_note_cite'])})")
         plugins = sorted({n.split(": ", 1)[0] for n in self.notes.values() if "plugin" in n})
         if plugins:
             found.append(f"nodes imported as TensorRT plugins ({', '.join(plugins)}): the plugin library "
@@ -242,6 +247,9 @@ class TRTRules:
             return verdict
         if rule.plugin:
             self._plugin_note(rule, node)
+        for spec in rule.row.get("ignored_attrs", ()):
+            if spec["name"] in node.attrs:
+                self.notes[node.name] = spec["note"].format(value=_text(node.attrs[spec["name"]]))
         if rule.control_flow and descend:
             return self._bodies(scope, node, self._imported_bodies(scope, rule, node))
         return None
@@ -261,7 +269,7 @@ class TRTRules:
     def _not_builtin(self, scope: Scope, node: Node) -> tuple[str, str] | None:
         op = node.op_type
         body = node.subgraphs.get(FUNCTION_KEY) or self.local_functions.get(op)
-        if body is not None:
+        if body is not None and self.has_local_functions:
             return self._call_arity(node, body) or self._bodies(scope, node, [(FUNCTION_BODY, body)])
         version, namespace = _text(node.attrs.get("plugin_version", "1")), _text(node.attrs.get("plugin_namespace", ""))
         key = f"{op} (plugin_version {version}" + (f", plugin_namespace '{namespace}')" if namespace else ")")
@@ -329,6 +337,8 @@ class TRTRules:
         # every output slot counts, an empty name too: the parser compares node.output().size()
         if "max_outputs" in row and len(node.outputs) > row["max_outputs"]:
             return row["max_outputs_message"], row.get("max_outputs_cite", rule.cite)
+        if "min_inputs" in row and len(node.inputs) < row["min_inputs"]:
+            return row["min_inputs_message"], row["min_inputs_cite"]
         for spec in row.get("requires", ()):
             (key, want), = spec["if"].items()
             (other, allowed), = spec["then"].items()
@@ -545,8 +555,15 @@ class TRTRules:
         return node.op_type not in self.non_compute_ops
 
     def cite(self, name: str) -> str | None:
-        """The source of the last ``compat`` verdict on node ``name``."""
-        return self.cites.get(name)
+        """The source of the last ``compat`` verdict on node ``name``, as ``release:file:line``."""
+        cite = self.cites.get(name)
+        return self.release_cite(cite) if cite else cite
+
+    def release_cite(self, cite: str) -> str:
+        """``file:line`` of this table's release as ``release:file:line`` (other sources unchanged)."""
+        if cite.count(":") == 1 and not cite.startswith(("NVIDIA/", "user ", "sglens")):
+            return f"{self.version}:{cite}"
+        return cite
 
 
 def _typed_body(scope: Scope, call: Node, body: Graph) -> Graph:

@@ -41,7 +41,8 @@
         SG.row("coverage", [h("b", null, (100 * s.coverage).toFixed(1) + "%"), " (" + s.nodes_covered + " of " + s.nodes + " nodes)"]),
         SG.row("partitions", s.partitions + (s.partitions ? " (sizes " + s.partition_sizes.min + "–" + s.partition_sizes.max + ")" : "")),
         SG.row("cycles avoided", String(s.cycles_avoided)),
-        SG.row("rule table", h("span", { id: "trt-rules" }, "TensorRT " + (s.tensorrt_rules || "?") + "'s ONNX parser"))),
+        SG.row("rule table", h("span", { id: "trt-rules" }, "TensorRT " + (s.tensorrt_rules || "?") + "'s ONNX parser")),
+        releaseChanges(s.tensorrt_release_changes)),
       (s.tensorrt_warnings || []).map(w => h("div", { class: "trt-warn" }, "⚠ " + w)),
       notes.length ? h("details", { id: "trt-notes" }, h("summary", null, "notes on " + (s.tensorrt_note_count || notes.length) + " node(s) accepted with a caveat"),
         h("ul", null, notes.map(([n, t]) => h("li", null, h("code", null, n), " — " + t)))) : null,
@@ -54,6 +55,15 @@
       h("h3", null, "Subgraphs"), h("table", { class: "grid" }, SG.headRow("#", "nodes", "boundary", ""), subs),
       h("p", null, h("a", { class: "button", href: M.api("/partitioned.onnx?" + q), download: true }, "Download the partitioned ONNX")));
     cycleChecks(r, sel);
+  }
+
+  /* What the chosen release's table changes from the release before (op names are data: text only). */
+  function releaseChanges(c) {
+    if (!c || !c.previous) return null;
+    const part = (label, ops) => ops.length ? label + " " + ops.slice(0, 12).join(", ") + (ops.length > 12 ? "…" : "") + "; " : "";
+    return SG.row("since " + c.previous, h("span", { id: "trt-release-changes" },
+      part("supported now:", c.now_supported) + part("no longer:", c.no_longer_supported) +
+      part("new rows:", c.added) + c.changed_count + " op(s) with changed checks"));
   }
 
   function leftLegend() {
