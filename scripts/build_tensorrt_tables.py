@@ -818,13 +818,83 @@ def build_all(reference: Path, mirror: Path | None) -> dict[str, dict[str, Any]]
 def main(argv: list[str]) -> int:
     reference = Path(argv[1])
     mirror = Path(argv[2]) if len(argv) > 2 else None
-    for path in HERE.glob("tensorrt_*.json"):
+    for path in HERE.glob("tensorrt_[0-9]*.json"):
         path.unlink()
+    if mirror is not None:
+        (HERE / "tensorrt_dla.json").write_text(json.dumps(build_dla(mirror), indent=1) + "\n")
     for release, table in build_all(reference, mirror).items():
         path = HERE / f"tensorrt_{release}.json"
         path.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n")
         print(path, len(table["ops"]), "rows;", len(table["not_in_source"]), "10.1 checks not in this release")
     return 0
+
+
+
+# ------------------------------------------------------------------ DLA --
+#: DLA rule -> (NvInfer.h class it is documented in, phrase alternatives across releases). The limits
+#: themselves are in partition/tensorrt/dla.py; the test re-reads each cited line for them.
+DLA_PHRASES = {
+    "conv_maps": ("IConvolutionLayer", ["must be in the range [1,8192]", "must in the range [1,8192]"]),
+    "conv_groups": ("IConvolutionLayer", ["the max number of groups is 8192"]),
+    "conv_kernel": ("IConvolutionLayer", ["kernel size must be in the range [1,32]", "kernel size must be in the"]),
+    "conv_stride": ("IConvolutionLayer", ["stride must be in the range [1,8]", "stride must be in the range"]),
+    "conv_padding": ("IConvolutionLayer", ["padding must be in the range [0,31]", "padding must be in the range"]),
+    "conv_dilation": ("IConvolutionLayer", ["both height and width must be in the range [1,32]"]),
+    "deconv_maps": ("IDeconvolutionLayer", ["must be in the range [1,8192]", "must in the range [1,8192]"]),
+    "deconv_groups": ("IDeconvolutionLayer", ["nbGroups must be one"]),
+    "deconv_kernel": ("IDeconvolutionLayer", ["Kernel height and width must be in the range [1,32]",
+                                              "kernel size must be in the range [1,32], or the"]),
+    "deconv_stride": ("IDeconvolutionLayer", ["Stride height and width must be in the range [1,32]",
+                                              "stride must be in the range [1,32]"]),
+    "deconv_padding": ("IDeconvolutionLayer", ["padding must be 0"]),
+    "pool_window": ("IPoolingLayer", ["window size must be in the range [1,8]", "window size must be in the"]),
+    "pool_stride": ("IPoolingLayer", ["stride must be in the range [1,16]", "stride must be in the range"]),
+    "pool_padding": ("IPoolingLayer", ["padding must be in the range [0,7]", "padding must be in the range"]),
+    "lrn_window": ("ILRNLayer", ["[3, 5, 7, 9]"]),
+    "activation": ("IActivationLayer", ["the valid activation types are kRELU, kSIGMOID, kTANH, and kCLIP"]),
+    "concat_axis": ("IConcatenationLayer", ["the concatenation axis must be the third to last axis"]),
+    "softmax_axis": ("ISoftMaxLayer", ["Axis must be one of the channel or spatial dimensions"]),
+    "softmax_size": ("ISoftMaxLayer", ["the axis dimension is at most 1024"]),
+    "unary": ("IUnaryLayer", ["only UnaryOperation::kABS is supported"]),
+    "slice_strides": ("ISliceLayer", ["Strides are 1 for all dimensions"]),
+    "slice_first": ("ISliceLayer", ["Slicing is not performed on the first dimension"]),
+    "slice_rank": ("ISliceLayer", ["The input tensor has four dimensions"]),
+    "prelu_slopes": ("IParametricReLULayer", ["the slopes input must be a build-time constant"]),
+    "resize_scales": ("IResizeLayer", ["nbScales has to be exactly 4"]),
+    "resize_range": ("IResizeLayer", ["[1, 32] for kNEAREST mode and [1, 4] for kLINEAR"]),
+    "gpu_fallback": ("BuilderFlag", ["Enable layers marked to execute on GPU if layer cannot execute on DLA"]),
+}
+DLA_DOC = "https://docs.nvidia.com/deeplearning/tensorrt/latest/inference-library/dla-layer-restrictions.html"
+
+
+def _class_span(lines: list[str], name: str) -> tuple[int, int]:
+    """Lines of ``class <name>`` / ``enum class <name>`` up to the next class or enum."""
+    head = next(i for i, line in enumerate(lines) if re.match(rf"(class|enum class) {name}\b", line))
+    start = head
+    while start > 0 and lines[start - 1].startswith("//!"):  # the class's own doc comment comes first
+        start -= 1
+    end = next((i for i in range(head + 1, len(lines)) if re.match(r"(class|enum class) \w", lines[i])), len(lines))
+    return start, end
+
+
+def build_dla(mirror: Path) -> dict[str, Any]:
+    """Per release, each DLA rule's line in NVIDIA/TensorRT's include/NvInfer.h (``release/<X.Y>``)."""
+    releases: dict[str, dict[str, str]] = {}
+    for release in RELEASES:
+        text = subprocess.run(["git", "-C", str(mirror), "show", f"release/{release}:include/NvInfer.h"],
+                              capture_output=True, text=True, check=True).stdout.split("\n")
+        found: dict[str, str] = {}
+        for rule, (cls, phrases) in DLA_PHRASES.items():
+            lo, hi = _class_span(text, cls)
+            hit = next((i for phrase in phrases for i in range(lo, hi) if phrase in text[i]), None)
+            if hit is not None:
+                found[rule] = f"NVIDIA/TensorRT@release/{release}:include/NvInfer.h:{hit + 1}"
+        releases[release] = found
+    return {"comment": "DLA rules: each cites the 'on DLA' note of NVIDIA/TensorRT's include/NvInfer.h on the "
+                       "release branch; general limits cite TensorRT's 'DLA Supported Layers and Restrictions' page. "
+                       "Generated by scripts/build_tensorrt_tables.py.",
+            "doc": DLA_DOC, "general_cite": DLA_DOC + "#general-restrictions",
+            "layers_cite": DLA_DOC + "#layer-support-and-restrictions", "releases": releases}
 
 
 if __name__ == "__main__":

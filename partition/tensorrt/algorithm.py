@@ -34,10 +34,12 @@ from ..ir import Graph
 from ..trace import EventKind, TraceEvent
 from .groups import ANCESTORS, FastTracker, NaiveTracker, naive_pairs
 from .options import TENSORRT_HINTS, TENSORRT_OPTIONS
+from .dla import DLARules, loadable_report
 from .rules import TRTRules
 from .table import available_versions, release_differences
 
 MODES = ("fast", "teaching")
+TARGETS = ("gpu", "dla")
 
 
 class _Context:
@@ -122,15 +124,22 @@ class TensorRTProperty(SubgraphProperty):
 
     def __init__(self, min_size: int = 2, exclude_data_dependent: bool = True, mode: str = "fast",
                  fallback_ops: Iterable[str] = (), table: dict[str, Any] | None = None,
-                 trt_version: str | None = None, plugins: Iterable[str] = ()) -> None:
+                 trt_version: str | None = None, plugins: Iterable[str] = (), target: str = "gpu",
+                 assume_supported: Iterable[str] = ()) -> None:
         if mode not in MODES:
             raise LensError(f"tensorrt: mode must be one of {', '.join(MODES)}, not {mode!r}")
         if int(min_size) < 1:
             raise LensError(f"tensorrt: --min-size must be at least 1, not {min_size}")
-        self.min_size = int(min_size)
+        if target not in TARGETS:
+            raise LensError(f"tensorrt: target must be one of {', '.join(TARGETS)}, not {target!r}")
+        self.target = target
+        # On the DLA every maximal region becomes a loadable, whatever its size: no minimum there.
+        self.min_size = 1 if target == "dla" else int(min_size)
         self.mode = mode
-        self.rules = TRTRules(table, version=trt_version, exclude_data_dependent=exclude_data_dependent,
-                              fallback_ops=fallback_ops, plugins=plugins)
+        rules_class = DLARules if target == "dla" else TRTRules
+        self.rules = rules_class(table, version=trt_version, exclude_data_dependent=exclude_data_dependent,
+                                 fallback_ops=fallback_ops, plugins=plugins, assume_supported=assume_supported)
+        self._last_state: PassState | None = None
         self._contexts: "weakref.WeakKeyDictionary[Graph, _Context]" = weakref.WeakKeyDictionary()
         self._explained: Callable[[], _Context | None] = lambda: None  # ``explain``'s last context (weakly)
 
@@ -163,7 +172,17 @@ class TensorRTProperty(SubgraphProperty):
         notes = self.rules.notes  # bounded: a model may have thousands of plugin nodes
         return {"tensorrt_rules": self.rules.version, "tensorrt_warnings": list(self.rules.warnings),
                 "tensorrt_notes": dict(list(notes.items())[:200]), "tensorrt_note_count": len(notes),
-                "tensorrt_release_changes": self._release_changes()}
+                "tensorrt_release_changes": self._release_changes(), "tensorrt_target": self.target,
+                **self._dla_fields()}
+
+    def _dla_fields(self) -> dict[str, Any]:
+        state, self._last_state = self._last_state, None
+        if self.target != "dla" or state is None:
+            return {}
+        report = loadable_report(self.rules, len(state.found))
+        if report["error"]:
+            self.rules.warnings.insert(0, "ERROR: " + report["error"])
+        return {"dla": report, "tensorrt_warnings": list(self.rules.warnings)}
 
     def _release_changes(self) -> dict[str, Any] | None:
         """What this release's table changes from the release before (ops gained, lost, checks changed)."""
@@ -175,6 +194,7 @@ class TensorRTProperty(SubgraphProperty):
 
     # --------------------------------------------------------------- pass --
     def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
+        self._last_state = state  # its subgraphs are the DLA loadables (summary_fields reads them once)
         return run_pass(self, state, DepthFirst(self, state))
 
 
@@ -345,17 +365,22 @@ class _LazySelector(TensorRTSelector):
 
 def tensorrt_backend(min_size: int = 2, exclude_data_dependent: bool = True, mode: str = "fast",
                      fallback_ops: Iterable[str] = (), trt_version: str | None = None,
-                     trt_plugins: Iterable[str] = (), **unknown: Any) -> list[SubgraphProperty]:
+                     trt_plugins: Iterable[str] = (), target: str = "gpu", assume_supported: Iterable[str] = (),
+                     **unknown: Any) -> list[SubgraphProperty]:
     """Factory for ``register_backend_factory("tensorrt", ...)``."""
     if unknown.pop("ops", None):
         raise LensError("backend 'tensorrt' decides support from TensorRT's operator table and takes no --ops; "
                         "use fallback_ops to force ops out")
     if unknown:
         raise LensError(f"backend 'tensorrt' has no option(s) {', '.join(sorted(unknown))}; it takes min_size, "
-                        "exclude_data_dependent, mode, fallback_ops, trt_version and trt_plugins")
+                        "exclude_data_dependent, mode, fallback_ops, trt_version, trt_plugins, target and "
+                        "assume_supported")
     plugins = [p for p in trt_plugins.split(",") if p.strip()] if isinstance(trt_plugins, str) else trt_plugins
+    assumed = [p for p in assume_supported.split(",") if p.strip()] if isinstance(assume_supported, str) \
+        else assume_supported
     return [TensorRTProperty(min_size=min_size, exclude_data_dependent=exclude_data_dependent, mode=mode,
-                             fallback_ops=fallback_ops, trt_version=trt_version, plugins=plugins)]
+                             fallback_ops=fallback_ops, trt_version=trt_version, plugins=plugins, target=target,
+                             assume_supported=assumed)]
 
 
 def register() -> None:

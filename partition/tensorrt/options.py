@@ -23,6 +23,12 @@ TENSORRT_OPTIONS = (
                   "we have the parser source for)", choices=tuple(available_versions())),
     BackendOption("trt_plugins", "str_list", [], "op types your own TensorRT plugin library implements",
                   flag="--trt-plugin"),
+    # The DLA is a TensorRT build target, not another compiler: the parser's rules still decide first,
+    # the groups, cycle checks and reports are the same, so it is an option of this backend.
+    BackendOption("target", "str", "gpu", "gpu: TensorRT on the GPU; dla: the DLA with GPU fallback (each DLA "
+                  "region is one loadable, at most 16 per core)", choices=("gpu", "dla"), flag="--trt-target"),
+    BackendOption("assume_supported", "str_list", [], "op types to treat as supported (a plugin you would "
+                  "write): see how the partition changes", flag="--assume-supported"),
 )
 #: why an option users try on this backend is not one of its options
 TENSORRT_HINTS = {"ops": "it decides support from TensorRT's operator table and takes no --ops; "

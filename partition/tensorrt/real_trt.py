@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 #: ``parse(model_bytes) -> (ok, [{"node", "op", "desc"}])``: the real parser, or a stand-in in tests
 Parse = Callable[[bytes], "tuple[bool, list[dict[str, Any]]]"]
-IGNORED_OPTIONS = ("exclude_data_dependent", "fallback_ops", "min_size", "mode")
+IGNORED_OPTIONS = ("exclude_data_dependent", "fallback_ops", "min_size", "mode", "target", "assume_supported")
 
 
 def _trt() -> Any | None:

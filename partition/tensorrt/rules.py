@@ -94,12 +94,15 @@ class TRTRules:
 
     def __init__(self, table: Mapping[str, Any] | None = None, *, version: str | None = None,
                  exclude_data_dependent: bool = True, fallback_ops: Iterable[str] = (),
-                 plugins: Iterable[str] = (), local_functions: Mapping[str, Graph] | None = None) -> None:
+                 plugins: Iterable[str] = (), local_functions: Mapping[str, Graph] | None = None,
+                 assume_supported: Iterable[str] = ()) -> None:
         self.table = dict(table) if table is not None else load_table(version)
         self.version = str(self.table.get("tensorrt_rules", self.table.get("tensorrt_version", "?")))
         self.exclude_data_dependent = exclude_data_dependent
         self.fallback_ops = frozenset(fallback_ops)
         self.user_plugins = frozenset(p.strip() for p in plugins if p and p.strip())
+        #: op types the user asks to treat as supported ("what if I wrote a plugin for it")
+        self.assume_supported = frozenset(p.strip() for p in assume_supported if p and p.strip())
         self.local_functions = dict(local_functions or {})
         self.rules = {name: _OpRule(name, row) for name, row in self.table["ops"].items()}
         self.bundled = {p["name"]: p for p in self.table.get("bundled_plugins", ())}
@@ -148,7 +151,7 @@ class TRTRules:
         check, cites = self._check, self.cites
         for node in graph.nodes:
             key = None
-            if node.op_type in simple and not node.subgraphs and node.domain not in _NOT_BY_OP_TYPE and \
+            if node.op_type in simple and node.op_type not in self.assume_supported and not node.subgraphs and node.domain not in _NOT_BY_OP_TYPE and \
                     graph_outputs.isdisjoint(node.outputs):
                 key = (node.op_type, tuple(map(dtype, node.inputs)), tuple(map(dtype, node.outputs)))
                 if key in passed:
@@ -229,6 +232,9 @@ class TRTRules:
         if node.is_subgraph:
             return (f"{op}: an earlier pass's subgraph node (domain '{node.domain}'), not an ONNX operator",
                     "sglens")
+        if op in self.assume_supported:
+            self.notes[node.name] = f"{op}: assumed supported (--assume-supported: a plugin you would write)"
+            return None
         # The parser dispatches on op_type alone (the domain is never read): an ai.onnx.ml node
         # has no importer of its name and so goes to the plugin lookup like any custom op.
         rule = self.rules.get(op)

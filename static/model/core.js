@@ -193,12 +193,21 @@
     unsupported: { colour: "#fca5a5", label: "unsupported" },
     min_size: { colour: "#fde68a", label: "left out only for --min-size" },
     isolated: { colour: "#c4b5fd", label: "supported but isolated" },
+    gpu_fallback: { colour: "#93c5fd", label: "DLA target: runs on the GPU (fallback)" },
   };
   M.COVERED = "#bbf7d0";
   M.leftCategory = function (e) {
+    if (e.kind === "unsupported" && M.gpuFallback().has(e.node)) return "gpu_fallback";
     if (["unsupported", "not_selected", "filtered"].includes(e.kind)) return "unsupported";
     if (e.kind === "below_min_size" && !(e.data && e.data.earlier)) return "min_size";
     return "isolated";
+  };
+  /* tensorrt --trt-target dla: the nodes the parser takes but the DLA does not (they run on the GPU). */
+  M.gpuFallback = function () {
+    const r = S.result; const d = r && r.summary && r.summary.dla;
+    if (!d) return new Set();
+    if (!r.gpuFallbackSet) r.gpuFallbackSet = new Set(Object.keys(d.gpu_fallback || {}));
+    return r.gpuFallbackSet;
   };
   M.swatch = function (colour, cls) {
     const el = h("span", { class: "sw lo " + (cls || "") }); el.style.background = colour; el.style.borderColor = "#64748b";
@@ -239,7 +248,7 @@
     }
     for (const n of L.nodes) if (n.kind === "group" && mode === "subgraph" && n.sg != null) fills[n.id] = SG.palette[n.sg % SG.palette.length];
     if (mode === "supported" && S.result) {   // a closed group: the worst category among its members
-      const rank = { unsupported: 3, isolated: 2, min_size: 1 }; const worst = {};
+      const rank = { unsupported: 4, gpu_fallback: 3, isolated: 2, min_size: 1 }; const worst = {};
       for (const [name, cat] of left) {
         const u = (L.units || {})[name];
         if (u && (!worst[u] || rank[cat] > rank[worst[u]])) worst[u] = cat;

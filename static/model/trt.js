@@ -42,7 +42,7 @@
         SG.row("partitions", s.partitions + (s.partitions ? " (sizes " + s.partition_sizes.min + "–" + s.partition_sizes.max + ")" : "")),
         SG.row("cycles avoided", String(s.cycles_avoided)),
         SG.row("rule table", h("span", { id: "trt-rules" }, "TensorRT " + (s.tensorrt_rules || "?") + "'s ONNX parser")),
-        releaseChanges(s.tensorrt_release_changes)),
+        releaseChanges(s.tensorrt_release_changes), dlaRow(s.dla)),
       (s.tensorrt_warnings || []).map(w => h("div", { class: "trt-warn" }, "⚠ " + w)),
       notes.length ? h("details", { id: "trt-notes" }, h("summary", null, "notes on " + (s.tensorrt_note_count || notes.length) + " node(s) accepted with a caveat"),
         h("ul", null, notes.map(([n, t]) => h("li", null, h("code", null, n), " — " + t)))) : null,
@@ -64,6 +64,14 @@
     return SG.row("since " + c.previous, h("span", { id: "trt-release-changes" },
       part("supported now:", c.now_supported) + part("no longer:", c.no_longer_supported) +
       part("new rows:", c.added) + c.changed_count + " op(s) with changed checks"));
+  }
+
+  /* --trt-target dla: the loadable count against the per-core limit (an error before any build). */
+  function dlaRow(d) {
+    if (!d) return null;
+    return SG.row("DLA loadables", h("span", { id: "trt-dla", class: d.error ? "trt-warn" : "" },
+      d.loadables + " of at most " + d.loadables_per_core + " per core; " + d.gpu_fallback_count +
+      " node(s) fall back to the GPU" + (d.error ? " — " + d.error : "")));
   }
 
   function leftLegend() {
