@@ -62,7 +62,8 @@ class DLARules(TRTRules):
         self.gpu_fallback = {}
         scope = Scope(graph, None)
         for node in graph.nodes:
-            if node.name in out or node.op_type in FREE or node.op_type in self.assume_supported:
+            if node.name in out or node.op_type in FREE or node.op_type in self.assume_supported or \
+                    node.name in self.assume_nodes:
                 continue
             verdict = self.dla_check(scope, node)
             if verdict:

@@ -103,6 +103,8 @@ class TRTRules:
         self.user_plugins = frozenset(p.strip() for p in plugins if p and p.strip())
         #: op types the user asks to treat as supported ("what if I wrote a plugin for it")
         self.assume_supported = frozenset(p.strip() for p in assume_supported if p and p.strip())
+        #: single nodes treated as supported (``gains.rank_gains`` tries them one by one)
+        self.assume_nodes: frozenset[str] = frozenset()
         self.local_functions = dict(local_functions or {})
         self.rules = {name: _OpRule(name, row) for name, row in self.table["ops"].items()}
         self.bundled = {p["name"]: p for p in self.table.get("bundled_plugins", ())}
@@ -159,7 +161,7 @@ class TRTRules:
             verdict = check(scope, node)
             if verdict:
                 out[node.name], cites[node.name] = verdict
-            elif key is not None:
+            elif key is not None and node.name not in self.assume_nodes:
                 passed.add(key)
         self.warnings = self.graph_warnings(graph)
         return out
@@ -232,7 +234,7 @@ class TRTRules:
         if node.is_subgraph:
             return (f"{op}: an earlier pass's subgraph node (domain '{node.domain}'), not an ONNX operator",
                     "sglens")
-        if op in self.assume_supported:
+        if op in self.assume_supported or node.name in self.assume_nodes:
             self.notes[node.name] = f"{op}: assumed supported (--assume-supported: a plugin you would write)"
             return None
         # The parser dispatches on op_type alone (the domain is never read): an ai.onnx.ml node

@@ -31,7 +31,9 @@
 
   function render(out, r, sel) {
     const s = r.summary; const q = M.query(sel).toString();
-    const unsupported = (s.unsupported || []).map(u => SG.row(u.op_type, String(u.count), Object.keys(u.reasons).join("; ")));
+    const unsupported = (s.unsupported || []).map(u => SG.row(u.op_type, String(u.count), Object.keys(u.reasons).join("; "),
+      assumeToggle(u.op_type, false)));
+    for (const op of assumed()) unsupported.push(SG.row(op, "—", "assumed supported (--assume-supported)", assumeToggle(op, true)));
     const subs = r.subgraphs.map(sg => SG.row(String(sg.id), String(sg.node_count), SG.bytes(sg.boundary_bytes),
       h("a", { href: M.api("/subgraphs/" + encodeURIComponent(sg.id) + ".onnx?" + q), download: true }, "ONNX")));
     const notes = Object.entries(s.tensorrt_notes || {});
@@ -47,14 +49,32 @@
       notes.length ? h("details", { id: "trt-notes" }, h("summary", null, "notes on " + (s.tensorrt_note_count || notes.length) + " node(s) accepted with a caveat"),
         h("ul", null, notes.map(([n, t]) => h("li", null, h("code", null, n), " — " + t)))) : null,
       h("h3", null, "Unsupported op types"),
-      h("table", { class: "grid" }, SG.headRow("op", "nodes", "reason"),
-        unsupported.length ? unsupported : h("tr", null, h("td", { colspan: 3, class: "muted" }, "none"))),
+      h("table", { class: "grid", id: "trt-unsupported" }, SG.headRow("op", "nodes", "reason", "what if"),
+        unsupported.length ? unsupported : h("tr", null, h("td", { colspan: 4, class: "muted" }, "none"))),
       h("h3", null, "Nodes left out ", h("span", { class: "muted" }, "(" + r.excluded.length + "; click one for its incompatibility groups)")),
       leftLegend(), leftOut(r.excluded),
       h("h3", null, "Cycle checks"), h("div", { id: "trt-cycles", class: "muted" }, "reading the trace…"),
       h("h3", null, "Subgraphs"), h("table", { class: "grid" }, SG.headRow("#", "nodes", "boundary", ""), subs),
       h("p", null, h("a", { class: "button", href: M.api("/partitioned.onnx?" + q), download: true }, "Download the partitioned ONNX")));
     cycleChecks(r, sel);
+  }
+
+  /* "Treat as supported (plugin)": the op goes into the assume_supported option and the tab re-runs,
+     so the partition change shows at once (sglens gains ranks which op is worth it). */
+  function assumed() {
+    const field = $("trt-opt-assume_supported");
+    return field ? field.value.split(",").map(x => x.trim()).filter(Boolean) : [];
+  }
+  function assumeToggle(op, on) {
+    const field = $("trt-opt-assume_supported");
+    if (!field) return null;
+    const box = h("input", { type: "checkbox", class: "trt-assume", "data-op": op, checked: on });
+    box.addEventListener("change", () => {
+      const now = assumed().filter(x => x !== op);
+      if (box.checked) now.push(op);
+      field.value = now.join(", "); M.trt();
+    });
+    return h("label", null, box, " treat as supported (plugin)");
   }
 
   /* What the chosen release's table changes from the release before (op names are data: text only). */
