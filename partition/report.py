@@ -187,16 +187,14 @@ def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any
     Options are the tensorrt backend's, checked against its schema
     (``exclude_data_dependent`` and ``fallback_ops`` matter; ``min_size``/``mode`` are ignored).
     """
+    from .tensorrt.algorithm import tensorrt_backend
     from .tensorrt.groups import incompatibility_groups
-    from .tensorrt.rules import TRTRules
     values = validate_backend_options("tensorrt", options)
-    rules = TRTRules(exclude_data_dependent=values["exclude_data_dependent"],
-                     fallback_ops=values["fallback_ops"], version=values["trt_version"],
-                     plugins=values["trt_plugins"])
+    rules = tensorrt_backend(**values)[0].rules  # the backend's own rules: release, plugins, target (GPU/DLA)
     ancestors, descendants = incompatibility_groups(graph, node_name)
     node = graph.node_by_name[node_name]
-    reason = rules.check(graph, node)
     reasons = rules.compat(graph)
+    reason = reasons.get(node.name)
     report: dict[str, Any] = {
         "node": node_name,
         "op_type": node.op_type,

@@ -172,3 +172,16 @@ def test_every_dla_citation_states_its_limit_in_that_release():
             assert m, cite
             line = int(m.group(1))
             assert LIMITS[rule] in text[line - 1] + text[line], (release, rule, text[line - 1])
+
+
+def test_groups_report_and_trace_speak_for_the_dla_target():
+    from partition.report import groups_report
+    graph = _chain(3)
+    report = groups_report(graph, "leaky1", target="dla")
+    assert report["reason"].startswith("GPU fallback: LeakyRelu") and not report["compatible"]
+    assert report["reason_source"] == dla_table()["releases"]["10.1"]["activation"]
+    assert report["incompatible_ancestors"] == ["leaky0"] and report["incompatible_descendants"] == ["leaky2"]
+    assert groups_report(graph, "leaky1")["compatible"]  # on the GPU it is imported
+    result = partition(graph, "tensorrt", target="dla")
+    assert all(result.excluded[f"leaky{i}"].startswith("GPU fallback: LeakyRelu") for i in range(3))
+    assert [sg.nodes for sg in result.subgraphs] == [["conv0"], ["conv1"], ["conv2"]]  # one loadable each

@@ -38,6 +38,14 @@ def node_model(op, inputs, outputs, ins, outs, inits=(), opset=17, domain="", ex
 
 
 X4 = [vi("x", [1, 2, 8, 8])]
+
+
+def _scan(dtype):
+    body = helper.make_graph([helper.make_node("Add", ["s", "e"], ["s2"], name="acc"),
+                              helper.make_node("Identity", ["s2"], ["o"], name="out")], "body",
+                             [vi("s", [2], dtype), vi("e", [2], dtype)], [vi("s2", [2], dtype), vi("o", [2], dtype)])
+    return node_model("Scan", ["init", "xs"], ["final", "ys"], [vi("init", [2], dtype), vi("xs", [3, 2], dtype)],
+                      [vi("final", None, dtype), vi("ys", None, dtype)], body=body, num_scan_inputs=1)
 Y = [vi("y", None)]
 
 # (case id, model factory, expected: None = imported, or (phrase in the reason, cited file))
@@ -141,6 +149,8 @@ CASES = [
      None),
     ("CumSum on INT64 (no type check in its importer)",
      lambda: node_model("CumSum", ["x", "a"], ["y"], [vi("x", [4], I64)], Y, [w("a", 0)]), None),
+    ("Scan over INT64 (no type check for a Scan's inputs, onnxOpImporters.cpp:4965)",
+     lambda: _scan(I64), None),
     ("Reshape with the shape from a graph input (ShapeTensor wraps any tensor)",
      lambda: node_model("Reshape", ["x", "s"], ["y"], [vi("x", [2, 3]), vi("s", [2], I64)], Y), None),
     ("Expand with the shape from a graph input",
