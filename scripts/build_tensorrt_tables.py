@@ -795,9 +795,6 @@ def header(src: Src, version: str, tag: str, commit: str, plugin_readme: str | N
         "bundled_plugins": _plugins(plugin_readme, version),
         "plugin_cite": src.imp("FallbackPluginImporter"),
         "non_compute_ops": ["Constant", "Identity"],
-        "shape_ops": ["Shape", "Size", "Concat", "Gather", "Slice", "Squeeze", "Unsqueeze", "Cast", "Add", "Sub", "Mul",
-                      "Div", "Max", "Min", "Reshape", "ReduceProd", "Range", "Equal", "Where", "Identity", "Neg", "Abs",
-                      "ConstantOfShape", "Expand", "Flatten"],
     }
 
 

@@ -118,7 +118,6 @@ class TRTRules:
         self.dispatch = self.table.get("dispatch", {})
         #: 8.x parsers have no local-function importer: a call is a plugin lookup like any unknown op
         self.has_local_functions = "local_functions" in self.dispatch
-        self.shape_ops = frozenset(self.table.get("shape_ops", ()))
         self.non_compute_ops = frozenset(self.table.get("non_compute_ops", ("Constant", "Identity")))
         opset = self.table.get("opset", {})
         self.opset_supported = tuple(opset.get("supported", (9, 20)))
@@ -465,7 +464,7 @@ class TRTRules:
                 continue
             if spec.get("all_zero") and self._dtype(scope, node.inputs[index]) == "FLOAT8E4M3FN":
                 spec = {k: v for k, v in spec.items() if k != "all_zero"}  # FP8 zero points are not checked
-            verdict = check_input(scope, node, index, spec, self.shape_ops)
+            verdict = check_input(scope, node, index, spec)
             if verdict:
                 return verdict
         return None
