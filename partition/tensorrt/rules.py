@@ -152,7 +152,7 @@ class TRTRules:
         check, cites = self._check, self.cites
         for node in graph.nodes:
             key = None
-            if node.op_type in simple and node.op_type not in self.assume_supported and not node.subgraphs and node.domain not in _NOT_BY_OP_TYPE and \
+            if node.op_type in simple and not node.subgraphs and node.domain not in _NOT_BY_OP_TYPE and \
                     graph_outputs.isdisjoint(node.outputs):
                 key = (node.op_type, tuple(map(dtype, node.inputs)), tuple(map(dtype, node.outputs)))
                 if key in passed:
@@ -173,7 +173,7 @@ class TRTRules:
             op for op, r in self.rules.items()
             if r.supported and not r.attrs and not r.structural and not r.inputs and not r.plugin
             and not r.control_flow and not (r.data_dependent and self.exclude_data_dependent)
-            and op not in self.fallback_ops)
+            and op not in self.fallback_ops and op not in self.assume_supported)
 
     def _top_dtypes(self, graph: Graph) -> dict[str, str]:
         """Tensor -> the element type ``_dtype`` gives it at the top level (cast down, known only)."""
@@ -203,7 +203,8 @@ class TRTRules:
         found = [w for w in (self.opset_warning(graph),) if w]
         note = self.types_meta.get("cast_down_note")
         if note and any(w.dtype == "INT64" for w in graph.initializers.values()):
-            found.append(f"TensorRT {self.version}: {note} ({self.release_cite(self.types_meta['cast_down_note_cite'])})")
+            cite = self.release_cite(self.types_meta["cast_down_note_cite"])
+            found.append(f"TensorRT {self.version}: {note} ({cite})")
         plugins = sorted({n.split(": ", 1)[0] for n in self.notes.values() if "plugin" in n})
         if plugins:
             found.append(f"nodes imported as TensorRT plugins ({', '.join(plugins)}): the plugin library "
@@ -410,7 +411,7 @@ class TRTRules:
                 continue
             verdict = self._type_of(rule, node, index, t, dtype)
             if verdict:
-                return verdict
+                return self._carried(scope, t, dtype, verdict)
             ok.add((op, index, dtype))  # the verdict depends on (op, index, dtype) only
         if rule.row.get("same_types"):
             seen = {d for d in dtypes if d is not None}
@@ -431,6 +432,19 @@ class TRTRules:
                 return (f"{op} producing {dtype} for '{t}': TensorRT allows {dtype} only as a network input or "
                         "output, not for intermediate tensors", self.types_meta.get("io_only_cite", rule.cite))
         return None
+
+    def _carried(self, scope: Scope, t: str, dtype: str, verdict: tuple[str, str]) -> tuple[str, str]:
+        """A type refusal on a cast-down type says which type the model has (8.x: INT64 carried as INT32)."""
+        original = scope.dtype(t)
+        if original is None or original == dtype or self.cast_down.get(original) != dtype:
+            return verdict
+        cite = self.release_cite(self.cast_down_cite(original))
+        return verdict[0] + f" ({original} carried as {dtype} by TensorRT {self.version}, {cite})", verdict[1]
+
+    def cast_down_cite(self, dtype: str) -> str:
+        cites = self.types_meta.get("cast_down_cite") or []
+        index = list(self.cast_down).index(dtype) if dtype in self.cast_down else -1
+        return cites[index] if 0 <= index < len(cites) else "?"
 
     def _type_of(self, rule: _OpRule, node: Node, index: int, t: str, dtype: str) -> tuple[str, str] | None:
         op = node.op_type
