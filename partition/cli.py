@@ -126,6 +126,11 @@ def _table(result: Any) -> str:
     lines = [f"backend {result.backend}: {len(result.original.nodes)} nodes, "
              f"{len(result.subgraphs)} subgraphs, {len(result.excluded)} nodes left out, "
              f"{result.seconds * 1000:.1f} ms"]
+    dla = result.summary.get("dla")
+    if dla:  # the DLA target: loadables against the per-core limit, before anyone builds
+        lines.append(f"DLA loadables: {dla['loadables']} (at most {dla['loadables_per_core']} per core); "
+                     f"{dla['gpu_fallback_count']} node(s) fall back to the GPU")
+    lines += [f"warning: {w}" for w in result.summary.get("tensorrt_warnings", ())]
     for sg in result.subgraphs:
         names = ", ".join(sg.nodes[:6]) + (f", ... ({len(sg.nodes)} nodes)" if len(sg.nodes) > 6 else "")
         lines.append(f"  subgraph {sg.id} [{sg.property}] {names}")

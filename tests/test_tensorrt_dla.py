@@ -142,6 +142,12 @@ def test_cli_takes_the_target_and_shows_the_loadable_error(tmp_path):
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)["summary"]
     assert summary["dla"]["loadables"] == 17 and summary["dla"]["error"]
+    out = subprocess.run([os.sys.executable, "-m", "sglens", "partition", str(path), "--backend", "tensorrt",
+                          "--trt-target", "dla"], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    lines = out.stdout.splitlines()
+    assert lines[1].startswith("DLA loadables: 17 (at most 16 per core)")
+    assert lines[2].startswith("warning: ERROR: 17 DLA loadables; at most 16")
 
 
 def _mirror() -> Path:
