@@ -64,11 +64,18 @@ CASES = [
      ("padding", "deconv_padding")),
     ("max pool window 9", lambda: one("MaxPool", ["x"], X, kernel_shape=[9, 9]), ("window", "pool_window")),
     ("max pool 2x2", lambda: one("MaxPool", ["x"], X, kernel_shape=[2, 2], strides=[2, 2]), None),
-    ("global average pool 16x16: the window is the whole map", lambda: one("GlobalAveragePool", ["x"], X),
-     ("window", "pool_window")),
-    ("LeakyRelu: not a DLA activation", lambda: one("LeakyRelu", ["x"], X), ("activations", "activation")),
+    ("GlobalAveragePool: not through TensorRT on Orin", lambda: one("GlobalAveragePool", ["x"], X),
+     ("request for enhancement", "matrix:GlobalAveragePool")),
+    ("LeakyRelu: native on Orin", lambda: one("LeakyRelu", ["x"], X), None),
+    ("Elu: not on the DLA", lambda: one("Elu", ["x"], X), ("request for enhancement", "matrix:Elu")),
     ("Relu", lambda: one("Relu", ["x"], X), None),
-    ("Neg: only Abs among unary ops", lambda: one("Neg", ["x"], X), ("Abs", "unary")),
+    ("Neg: a reconstruction, not native", lambda: one("Neg", ["x"], X), ("Reconstruction", "matrix:Neg")),
+    ("HardSwish: an op the matrix does not list as native", lambda: one("HardSwish", ["x"], X, opset=14),
+     ("request for enhancement", "matrix:HardSwish")),
+    ("MatMul with constant weights (fully connected)",
+     lambda: one("MatMul", ["x", "m"], [vi("x", [1, 8, 16, 16])], [w("m", np.ones((16, 4)))]), None),
+    ("MatMul of two tensors", lambda: one("MatMul", ["x", "z"], [vi("x", [1, 8, 16, 16]), vi("z", [1, 8, 16, 4])]),
+     ("constant weights", "matrix:MatMul")),
     ("Concat on H", lambda: model([helper.make_node("Concat", ["x", "x"], ["y"], name="n", axis=2)], X,
                                   [vi("y", None)]), ("along C", "concat_axis")),
     ("Concat on C", lambda: model([helper.make_node("Concat", ["x", "x"], ["y"], name="n", axis=1)], X,
@@ -91,7 +98,10 @@ def test_dla_layer_rules(case):
         return
     phrase, rule = expected
     assert why.startswith("GPU fallback: ") and phrase in why, why
-    assert cite == dla_table()["releases"]["10.1"][rule]
+    if rule.startswith("matrix:"):
+        assert cite == dla_table()["orin_matrix"][rule[len("matrix:"):]]["cite"]
+    else:
+        assert cite == dla_table()["releases"]["10.1"][rule]
     assert "n" in rules.gpu_fallback
 
 
@@ -108,11 +118,11 @@ def test_general_limits_dynamic_dims_types_and_parser_refusals():
 
 
 def _chain(blocks: int):
-    """Conv -> LeakyRelu repeated: every LeakyRelu falls back to the GPU and splits the DLA regions."""
+    """Conv -> Elu repeated: every Elu falls back to the GPU (not on Orin's DLA) and splits the DLA regions."""
     nodes, inits, t = [], [w("k", np.ones((8, 8, 3, 3)) / 72)], "x"
     for i in range(blocks):
         nodes.append(helper.make_node("Conv", [t, "k"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
-        nodes.append(helper.make_node("LeakyRelu", [f"c{i}"], [f"l{i}"], name=f"leaky{i}"))
+        nodes.append(helper.make_node("Elu", [f"c{i}"], [f"l{i}"], name=f"elu{i}"))
         t = f"l{i}"
     return model(nodes, X, [vi(t, None)], inits)
 
@@ -183,11 +193,29 @@ def test_every_dla_citation_states_its_limit_in_that_release():
 def test_groups_report_and_trace_speak_for_the_dla_target():
     from partition.report import groups_report
     graph = _chain(3)
-    report = groups_report(graph, "leaky1", target="dla")
-    assert report["reason"].startswith("GPU fallback: LeakyRelu") and not report["compatible"]
-    assert report["reason_source"] == dla_table()["releases"]["10.1"]["activation"]
-    assert report["incompatible_ancestors"] == ["leaky0"] and report["incompatible_descendants"] == ["leaky2"]
-    assert groups_report(graph, "leaky1")["compatible"]  # on the GPU it is imported
+    report = groups_report(graph, "elu1", target="dla")
+    assert report["reason"].startswith("GPU fallback: Elu") and not report["compatible"]
+    assert report["reason_source"] == dla_table()["orin_matrix"]["Elu"]["cite"]
+    assert report["incompatible_ancestors"] == ["elu0"] and report["incompatible_descendants"] == ["elu2"]
+    assert groups_report(graph, "elu1")["compatible"]  # on the GPU it is imported
     result = partition(graph, "tensorrt", target="dla")
-    assert all(result.excluded[f"leaky{i}"].startswith("GPU fallback: LeakyRelu") for i in range(3))
+    assert all(result.excluded[f"elu{i}"].startswith("GPU fallback: Elu") for i in range(3))
     assert [sg.nodes for sg in result.subgraphs] == [["conv0"], ["conv1"], ["conv2"]]  # one loadable each
+
+
+def _dla_sw() -> Path:
+    candidates = [p / ".mirror" / "NVIDIA+Deep-Learning-Accelerator-SW" / "repo" for p in ROOT.parents]
+    return next((c for c in candidates if c.exists()), candidates[0])
+
+
+@pytest.mark.skipif(not _dla_sw().exists(), reason="no NVIDIA/Deep-Learning-Accelerator-SW git mirror here")
+def test_every_orin_matrix_citation_is_that_ops_row():
+    matrix = dla_table()["orin_matrix"]
+    assert {"Conv", "Relu", "LeakyRelu", "Elu", "MatMul"} <= set(matrix)
+    for op, entry in matrix.items():
+        m = re.fullmatch(r"NVIDIA/Deep-Learning-Accelerator-SW@([0-9a-f]{7}):operators/README.md:(\d+)", entry["cite"])
+        assert m, entry
+        text = subprocess.run(["git", "-C", str(_dla_sw()), "show", f"{m.group(1)}:operators/README.md"],
+                              capture_output=True, text=True, check=True).stdout.split("\n")
+        row = [c.strip() for c in text[int(m.group(2)) - 1].split("|")]
+        assert row[1] == op and (row[2] == entry["support"] or "RFE" in row[2]), (op, row)

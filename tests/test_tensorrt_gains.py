@@ -50,7 +50,7 @@ def _dla_chain(blocks: int):
     nodes, t = [], "x"
     for i in range(blocks):
         nodes += [helper.make_node("Conv", [t, "k"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]),
-                  helper.make_node("LeakyRelu", [f"c{i}"], [f"l{i}"], name=f"leaky{i}")]
+                  helper.make_node("Elu", [f"c{i}"], [f"l{i}"], name=f"elu{i}")]
         t = f"l{i}"
     graph = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info(t, TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(np.ones((8, 8, 3, 3), np.float32), "k")])
@@ -63,10 +63,10 @@ def test_dla_loadables_saved_by_supporting_the_op_that_falls_back():
     graph = load_model(_dla_chain(17).SerializeToString())
     report = rank_gains(graph, {"target": "dla", "trt_version": "8.6"})
     assert report["base"]["subgraphs"] == 17 and report["target"] == "dla"
-    leaky = report["op_types"][0]
-    assert leaky["op_type"] == "LeakyRelu" and leaky["reason"].startswith("GPU fallback: LeakyRelu")
-    assert leaky["gain"]["subgraphs_merged"] == 16 and leaky["after"]["subgraphs"] == 1
-    fixed = partition(graph, "tensorrt", target="dla", trt_version="8.6", assume_supported=["LeakyRelu"])
+    elu = report["op_types"][0]
+    assert elu["op_type"] == "Elu" and elu["reason"].startswith("GPU fallback: Elu")
+    assert elu["gain"]["subgraphs_merged"] == 16 and elu["after"]["subgraphs"] == 1
+    fixed = partition(graph, "tensorrt", target="dla", trt_version="8.6", assume_supported=["Elu"])
     assert fixed.summary["dla"]["loadables"] == 1 and fixed.summary["dla"]["error"] is None
 
 
@@ -78,9 +78,9 @@ def test_cli_gains_json_and_assume_supported(tmp_path):
                           "--trt-target", "dla", "--json"], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["op_types"][0]["op_type"] == "LeakyRelu" and report["op_types"][0]["gain"]["subgraphs_merged"] == 2
+    assert report["op_types"][0]["op_type"] == "Elu" and report["op_types"][0]["gain"]["subgraphs_merged"] == 2
     out = subprocess.run([sys.executable, "-m", "sglens", "partition", str(path), "--backend", "tensorrt",
-                          "--trt-target", "dla", "--assume-supported", "LeakyRelu", "--json"],
+                          "--trt-target", "dla", "--assume-supported", "Elu", "--json"],
                          capture_output=True, text=True, timeout=120, env=env)
     assert json.loads(out.stdout)["summary"]["dla"]["loadables"] == 1
     out = subprocess.run([sys.executable, "-m", "sglens", "gains", str(path), "--backend", "default", "--ops", "Conv"],

@@ -10,11 +10,13 @@ refuses runs on the GPU (``kGPU_FALLBACK``): it is left out of the DLA regions w
 the reason ``GPU fallback: ...``. Each maximal DLA region is one DLA loadable; at
 most 16 loadables can be loaded per DLA core.
 
-What stays emulated: no DLA or TensorRT runs here. The ONNX-op -> layer mapping
-is ours (the parser's importers decide it; e.g. BatchNormalization -> a scale
-layer), element-wise operations are limited to those the DLA page lists for all
-these releases, and layers without an "on DLA" note we can check (Shuffle,
-MatMul, Gather, ...) are treated as GPU layers.
+Which ONNX ops run on the DLA at all comes from NVIDIA/Deep-Learning-Accelerator-SW's
+operator matrix for Orin (``Native`` through TensorRT; ``Native (as of TensorRT
+8.6.12)`` counts from 10.0 on, not for the 8.6 GA parser; request-for-enhancement and
+"reconstruction" ops run on the GPU); the NvInfer.h notes give the parameter limits.
+What stays emulated: no DLA or TensorRT runs here. The matrix is Orin's at one commit
+(JetPack 6), used for every release; ops it does not list fall back to the NvInfer.h
+layer notes (activation, unary and element-wise sets) or run on the GPU.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class DLARules(TRTRules):
         self.dla_cites: dict[str, str] = table["releases"].get(self.version, table["releases"]["10.1"])
         self.general_cite = table["general_cite"]
         self.layers_cite = table["layers_cite"]
+        #: NVIDIA/Deep-Learning-Accelerator-SW's Orin operator matrix: op -> {"support", "cite"}
+        self.matrix: dict[str, dict[str, str]] = table.get("orin_matrix", {})
         #: node -> reason, for the nodes the parser imports and the DLA refuses (they run on the GPU)
         self.gpu_fallback: dict[str, str] = {}
 
@@ -82,10 +86,21 @@ class DLARules(TRTRules):
         verdict = self._general(scope, node)
         if verdict:
             return verdict
-        check = _LAYERS.get(node.op_type)
+        op = node.op_type
+        entry = self.matrix.get(op)
+        if entry is not None:  # the Orin operator matrix decides which ops run on the DLA at all
+            support = entry["support"]
+            native = support == "Native" or (support.startswith("Native (as of TensorRT 8.6") and
+                                             not self.version.startswith("8."))
+            if support.startswith("Can be inferred"):
+                return None  # folded at build time (Shape, ConstantOfShape)
+            if not native:
+                return (f"{op}: Orin DLA support through TensorRT is '{support}' (runs on the GPU)", entry["cite"])
+            check = _PARAMETERS.get(op)
+            return check(self, scope, node) if check is not None else None
+        check = _LAYERS.get(op)
         if check is None:
-            return (f"{node.op_type}: no DLA layer for it in TensorRT {self.version} (runs on the GPU)",
-                    self.layers_cite)
+            return f"{op}: no DLA layer for it in TensorRT {self.version} (runs on the GPU)", self.layers_cite
         return check(self, scope, node)
 
     def c(self, rule: str) -> str:
@@ -283,6 +298,24 @@ _LAYERS: dict[str, Check] = {
     "Concat": _concat, "Softmax": _softmax, "Slice": _slice, "PRelu": _prelu, "Resize": _resize,
     "Upsample": _resize, "LRN": _lrn, "BatchNormalization": _ok,
 }
+
+
+#: the layer limits (NvInfer.h) checked for ops the Orin matrix calls native
+_PARAMETERS: dict[str, Check] = {
+    "Conv": _conv, "ConvTranspose": _deconv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool,
+    "Concat": _concat, "Softmax": _softmax, "Slice": _slice, "PRelu": _prelu, "Resize": _resize,
+    "Upsample": _resize, "LRN": _lrn, "MatMul": lambda r, s, n: _constant_weights(r, s, n, 1),
+    "Gemm": lambda r, s, n: _constant_weights(r, s, n, 1),
+}
+
+
+def _constant_weights(rules: DLARules, scope: Scope, node: Node, index: int) -> tuple[str, str] | None:
+    """MatMul/Gemm run on the DLA as a fully connected layer: the weights must be constant."""
+    if len(node.inputs) > index and scope.weights_value(node.inputs[index]) is False:
+        entry = rules.matrix.get(node.op_type, {})
+        return (f"{node.op_type}: input {index} is computed; on the DLA it must be constant weights",
+                entry.get("cite", rules.layers_cite))
+    return None
 
 
 def loadable_report(rules: DLARules, loadables: int) -> dict[str, Any]:
