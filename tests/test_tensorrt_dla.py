@@ -219,3 +219,12 @@ def test_every_orin_matrix_citation_is_that_ops_row():
                               capture_output=True, text=True, check=True).stdout.split("\n")
         row = [c.strip() for c in text[int(m.group(2)) - 1].split("|")]
         assert row[1] == op and (row[2] == entry["support"] or "RFE" in row[2]), (op, row)
+
+
+@pytest.mark.skipif(not (_mirror().exists() and _dla_sw().exists()), reason="no NVIDIA git mirrors here")
+def test_generator_reproduces_the_committed_dla_table():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("build_tables", ROOT / "scripts" / "build_tensorrt_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.build_dla(_mirror(), _dla_sw()) == json.loads((DATA_DIR / "tensorrt_dla.json").read_text())
