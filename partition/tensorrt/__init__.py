@@ -2,7 +2,9 @@
 
 ``register()`` adds the ``tensorrt`` backend (options: ``min_size=2``,
 ``exclude_data_dependent=True``, ``mode="fast"|"teaching"``, ``fallback_ops=()``,
-``trt_version=None`` (the newest rule table), ``plugins=()``).
+``trt_version=None`` (the newest rule table: 8.5, 8.6, 10.0, 10.1), ``trt_plugins=()``,
+``target="gpu"|"dla"`` (``dla.py``: GPU fallback and DLA loadables), ``assume_supported=()``
+(``gains.py`` ranks what supporting an op would gain)).
 """
 
 from .algorithm import TensorRTProperty, TensorRTSelector, register, tensorrt_backend
