@@ -1,4 +1,4 @@
-"""``sglens partition|trace|check|groups``: parsers and commands (wired by ``sglens/cli.py``).
+"""``sglens partition|trace|check|groups|gains``: parsers and commands (wired by ``sglens/cli.py``).
 
 ``register(subparsers)`` adds the four commands; the entry point, its
 one-line errors (exit 2) and ``SGLENS_DEBUG`` live in ``sglens/cli.py``.
@@ -127,6 +127,11 @@ def _table(result: Any) -> str:
     lines = [f"backend {result.backend}: {len(result.original.nodes)} nodes, "
              f"{len(result.subgraphs)} subgraphs, {len(result.excluded)} nodes left out, "
              f"{result.seconds * 1000:.1f} ms"]
+    dla = result.summary.get("dla")
+    if dla:  # the DLA target: loadables against the per-core limit, before anyone builds
+        lines.append(f"DLA loadables: {dla['loadables']} (at most {dla['loadables_per_core']} per core); "
+                     f"{dla['gpu_fallback_count']} node(s) fall back to the GPU")
+    lines += [f"warning: {w}" for w in result.summary.get("tensorrt_warnings", ())]
     for sg in result.subgraphs:
         names = ", ".join(sg.nodes[:6]) + (f", ... ({len(sg.nodes)} nodes)" if len(sg.nodes) > 6 else "")
         lines.append(f"  subgraph {sg.id} [{sg.property}] {names}")
@@ -180,6 +185,32 @@ def cmd_groups(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gains(args: argparse.Namespace) -> int:
+    """``sglens gains MODEL --backend tensorrt [...]``: which op or node to support first."""
+    from .errors import LensError
+    from .tensorrt.gains import rank_gains
+    if args.backend != "tensorrt":
+        raise LensError("gains ranks what the tensorrt backend leaves out; add --backend tensorrt")
+    selection = selection_from_args(args)
+    graph = _load(args.model)
+    with _Progress("trying each unsupported op") as bar:
+        report = rank_gains(graph, selection, progress=bar.update)
+    if args.json:
+        _print_json(report)
+        return 0
+    base = report["base"]
+    print(f"target {report['target']}: {base['subgraphs']} subgraph(s), {base['covered']} node(s) covered, "
+          f"{base['boundary_bytes']} boundary bytes")
+    unit = "loadables" if report["target"] == "dla" else "subgraphs"
+    for title, rows, label in (("op types", report["op_types"], "op_type"), ("nodes", report["nodes"], "node")):
+        print(f"\n{title} (best first; --assume-supported to try one):")
+        for row in rows:
+            g = row["gain"]
+            print(f"  {row[label]}: {unit} merged {g['subgraphs_merged']:+d}, nodes covered {g['nodes_covered']:+d}, "
+                  f"boundary bytes saved {g['boundary_bytes_saved']:+d} -- {row['reason']}")
+    return 0
+
+
 def register(sub: Any) -> None:
     """Add ``partition``, ``trace``, ``check`` and ``groups`` to the ``sglens`` subparsers."""
     p = sub.add_parser("partition", help="partition a model and print the subgraphs")
@@ -196,6 +227,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("check", help="check the partition's invariants (exit 1 on a violation)")
     add_selection_options(p)
     p.set_defaults(func=cmd_check)
+    p = sub.add_parser("gains", help="tensorrt: rank the unsupported ops and nodes by what supporting them would gain")
+    add_selection_options(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_gains)
     p = sub.add_parser("groups", help="a node's incompatibility groups (ancestors / descendants)")
     add_selection_options(p)
     p.add_argument("node", help="node name")

@@ -64,6 +64,7 @@ GROUPS = (
         "trace": "print every partitioning event as one JSON object per line",
         "check": "check the partition's invariants (exit 1 on a violation)",
         "groups": "a node's incompatibility groups (ancestors / descendants)",
+        "gains": "tensorrt: rank the unsupported ops and nodes by what supporting them would gain",
     }),
     CommandGroup("engine.run_cli", _engine_commands, {
         "run": "run a model (optionally partitioned) on our engine",

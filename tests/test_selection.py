@@ -30,6 +30,16 @@ NON_DEFAULTS = {
     "fallback_ops": (["Relu"], lambda prop, rules: rules.fallback_ops == {"Relu"}),
     "trt_version": (available_versions()[0], lambda prop, rules: rules.version == available_versions()[0]),
     "trt_plugins": (["MyOp"], lambda prop, rules: "MyOp" in rules.user_plugins),
+    "trt_target": ("dla", lambda prop, rules: prop.target == "dla" and type(rules).__name__ == "DLARules"),
+    "assume_supported": (["Det"], lambda prop, rules: "Det" in rules.assume_supported),
+}
+#: partition choices --check-parser leaves out of the parser's rules (real_trt.IGNORED_OPTIONS), as they show
+CHECK_IGNORES = {
+    "exclude_data_dependent": lambda rules: rules.exclude_data_dependent is False,
+    "fallback_ops": lambda rules: rules.fallback_ops == frozenset(),
+    "assume_supported": lambda rules: rules.assume_supported == frozenset(),
+    "trt_target": lambda rules: type(rules).__name__ == "TRTRules",
+    "min_size": lambda rules: True, "mode": lambda rules: True,   # growth only: no rule to show
 }
 #: options that only shape the growth, not a node's verdict
 GROWTH_ONLY = {"min_size", "mode"}
@@ -101,18 +111,20 @@ def test_every_consumer_honours_every_tensorrt_option(name: str, monkeypatch, tm
         assert report["tensorrt_rules"] == prop.rules.version
         if name == "fallback_ops":
             assert report["compatible"] is False and "Relu" in report["reason"]
-    # --check-parser: TensorRT cannot be installed here, so the seam past the rules is stubbed and the
-    # rules it hands to the real parser's comparison are what is checked
+    # --check-parser compares the parser's facts: the parser options reach its rules, the partition
+    # choices are listed as ignored (the report says so); nothing is dropped silently
+    check = real_trt.rules_for_check(sel)
+    if name in real_trt.IGNORED_OPTIONS:
+        assert CHECK_IGNORES[name](check), f"--check-parser should ignore the partition choice {name}"
+    else:
+        assert shows(prop, check), f"--check-parser dropped {name}"
+    # and the command hands the selection itself on (TensorRT cannot be installed here: the seam past
+    # the rules is stubbed)
     handed: list = []
     monkeypatch.setattr(real_trt, "available", lambda: True)
-    monkeypatch.setattr(real_trt, "check_parser",
-                        lambda g, data, rules, label: handed.append(rules) or {"disagreements": []})
-    model = tmp_path / "m.onnx"
-    model.write_bytes(b"")
-    args = argparse.Namespace(model=str(model), backend="tensorrt")
+    monkeypatch.setattr(real_trt, "real_parser", lambda libraries: None)
+    monkeypatch.setattr(real_trt, "run_check", lambda g, s, parse, out_dir=None:
+                        handed.append(s) or {"disagreements": [], "subgraphs": []})
+    args = argparse.Namespace(model=str(tmp_path / "m.onnx"), backend="tensorrt", export_dir=None)
     assert real_trt.cli_check_parser(args, sel, graph) == 0
-    rules, = handed
-    if name == "exclude_data_dependent":
-        assert rules.exclude_data_dependent is False  # the real parser judges data-dependent ops
-    elif name not in GROWTH_ONLY:
-        assert shows(prop, rules), f"--check-parser dropped {name}"
+    assert handed == [sel]

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_command_is_registered() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert sorted(sub.choices) == ["check", "compare", "groups", "partition", "precision", "run", "serve", "trace"]
+    assert sorted(sub.choices) == ["check", "compare", "gains", "groups", "partition", "precision", "run", "serve",
+                                   "trace"]
     assert [g.load().__name__ for g in GROUPS] == [g.module for g in GROUPS] == \
         ["partition.cli", "engine.run_cli", "engine.precision_cli", "app.cli"]
 

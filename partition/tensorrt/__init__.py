@@ -2,7 +2,9 @@
 
 ``partition.backends.register_builtins`` registers the ``tensorrt`` backend with the options
 declared in ``options.py`` (``min_size``, ``exclude_data_dependent``, ``mode``, ``fallback_ops``,
-``trt_version``, ``trt_plugins``).
+``trt_version`` (the rule table: 8.5, 8.6, 10.0, 10.1), ``trt_plugins``, ``trt_target="gpu"|"dla"``
+(``dla.py``: GPU fallback and DLA loadables) and ``assume_supported`` (``gains.py`` ranks what
+supporting an op would gain)).
 """
 
 from .algorithm import TensorRTProperty, TensorRTSelector, tensorrt_backend

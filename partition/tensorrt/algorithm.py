@@ -32,8 +32,10 @@ from ..build import FREE, REJECTED, Grower, PassState, adjacency, run_pass
 from ..ir import Graph
 from ..trace import EventKind, TraceEvent
 from .groups import ANCESTORS, FastTracker, NaiveTracker, naive_pairs
+from .dla import loadable_report
 from .options import rules_for
 from .rules import TRTRules
+from .table import available_versions, release_differences
 
 MODES = ("fast", "teaching")
 
@@ -118,12 +120,16 @@ class TensorRTProperty(SubgraphProperty):
 
     property_name = "tensorrt"
 
-    def __init__(self, min_size: int = 2, mode: str = "fast", rules: TRTRules | None = None) -> None:
+    def __init__(self, min_size: int = 2, mode: str = "fast", rules: TRTRules | None = None,
+                 target: str = "gpu") -> None:
         """Values as the backend's schema validated them (``tensorrt_backend``); a direct caller
-        (a test, a plugin) passes its own ``TRTRules``."""
-        self.min_size = min_size
+        (a test, a plugin) passes its own ``TRTRules`` (``DLARules`` for the DLA)."""
+        self.target = target
+        # On the DLA every maximal region becomes a loadable, whatever its size: no minimum there.
+        self.min_size = 1 if target == "dla" else min_size
         self.mode = mode
         self.rules = rules if rules is not None else TRTRules()
+        self._last_state: PassState | None = None
         self._contexts: "weakref.WeakKeyDictionary[Graph, _Context]" = weakref.WeakKeyDictionary()
         self._explained: Callable[[], _Context | None] = lambda: None  # ``explain``'s last context (weakly)
 
@@ -155,10 +161,30 @@ class TensorRTProperty(SubgraphProperty):
         """Which rule table decided (``"tensorrt_rules": "10.1"``), and its warnings (opset, plugins)."""
         notes = self.rules.notes  # bounded: a model may have thousands of plugin nodes
         return {"tensorrt_rules": self.rules.version, "tensorrt_warnings": list(self.rules.warnings),
-                "tensorrt_notes": dict(list(notes.items())[:200]), "tensorrt_note_count": len(notes)}
+                "tensorrt_notes": dict(list(notes.items())[:200]), "tensorrt_note_count": len(notes),
+                "tensorrt_release_changes": self._release_changes(), "tensorrt_target": self.target,
+                **self._dla_fields()}
+
+    def _dla_fields(self) -> dict[str, Any]:
+        state, self._last_state = self._last_state, None
+        if self.target != "dla" or state is None:
+            return {}
+        report = loadable_report(self.rules, len(state.found))
+        if report["error"]:
+            self.rules.warnings.insert(0, "ERROR: " + report["error"])
+        return {"dla": report, "tensorrt_warnings": list(self.rules.warnings)}
+
+    def _release_changes(self) -> dict[str, Any] | None:
+        """What this release's table changes from the release before (ops gained, lost, checks changed)."""
+        if self.rules.version not in available_versions():
+            return None  # a table given by hand
+        diff = release_differences(self.rules.version)
+        return {k: diff[k] for k in ("previous", "added", "now_supported", "no_longer_supported")} | \
+            {"changed_count": len(diff["changed"])}
 
     # --------------------------------------------------------------- pass --
     def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
+        self._last_state = state  # its subgraphs are the DLA loadables (summary_fields reads them once)
         return run_pass(self, state, DepthFirst(self, state))
 
 
@@ -330,4 +356,5 @@ class _LazySelector(TensorRTSelector):
 def tensorrt_backend(**values: Any) -> list[SubgraphProperty]:
     """Factory for the ``tensorrt`` backend: ``values`` are a validated selection's, every option of
     ``TENSORRT_OPTIONS`` present and coerced (the registry checked them; nothing is checked again)."""
-    return [TensorRTProperty(min_size=values["min_size"], mode=values["mode"], rules=rules_for(values))]
+    return [TensorRTProperty(min_size=values["min_size"], mode=values["mode"], rules=rules_for(values),
+                             target=values["trt_target"])]

@@ -27,8 +27,8 @@ def groups_report(graph: Graph, node_name: str, selection: Selection | None = No
     rules = rules_for(selection.options)
     ancestors, descendants = incompatibility_groups(graph, node_name)
     node = graph.node_by_name[node_name]
-    reason = rules.check(graph, node)
-    reasons = rules.compat(graph)
+    reasons = rules.compat(graph)   # the backend's own verdicts: release, plugins, target (GPU or DLA)
+    reason = reasons.get(node.name)
     report: dict[str, Any] = {
         "node": node_name,
         "op_type": node.op_type,

@@ -27,6 +27,12 @@ TENSORRT_OPTIONS = (
                   "we have the parser source for)", choices=tuple(available_versions())),
     BackendOption("trt_plugins", "str_list", [], "op types your own TensorRT plugin library implements",
                   flag="--trt-plugin"),
+    # The DLA is a TensorRT build target, not another compiler: the parser's rules still decide first,
+    # the groups, cycle checks and reports are the same, so it is an option of this backend.
+    BackendOption("trt_target", "str", "gpu", "gpu: TensorRT on the GPU; dla: the DLA with GPU fallback (each DLA "
+                  "region is one loadable, at most 16 per core)", choices=("gpu", "dla")),
+    BackendOption("assume_supported", "str_list", [], "op types to treat as supported (a plugin you would "
+                  "write): see how the partition changes", flag="--assume-supported"),
 )
 #: why an option users try on this backend is not one of its options
 TENSORRT_HINTS = {"ops": "it decides support from TensorRT's operator table and takes no --ops; "
@@ -36,7 +42,10 @@ TENSORRT_HINTS = {"ops": "it decides support from TensorRT's operator table and 
 def rules_for(values: Mapping[str, Any], **overrides: Any) -> Any:
     """The ``TRTRules`` of a validated tensorrt selection's values (``Selection.options``);
     ``overrides`` replace a value (``--check-parser`` judges data-dependent ops by the real parser)."""
-    from .rules import TRTRules  # rules imports the table, as this module does; no cycle, only later
+    from .dla import DLARules  # both import the table, as this module does; no cycle, only later
+    from .rules import TRTRules
     v = {**values, **overrides}
-    return TRTRules(version=v["trt_version"], exclude_data_dependent=v["exclude_data_dependent"],
-                    fallback_ops=v["fallback_ops"], plugins=v["trt_plugins"])
+    rules_class = DLARules if v["trt_target"] == "dla" else TRTRules
+    return rules_class(version=v["trt_version"], exclude_data_dependent=v["exclude_data_dependent"],
+                       fallback_ops=v["fallback_ops"], plugins=v["trt_plugins"],
+                       assume_supported=v["assume_supported"])

@@ -117,12 +117,21 @@
     unsupported: { colour: "#fca5a5", label: "unsupported" },
     min_size: { colour: "#fde68a", label: "left out only for --min-size" },
     isolated: { colour: "#c4b5fd", label: "supported but isolated" },
+    gpu_fallback: { colour: "#93c5fd", label: "DLA target: runs on the GPU (fallback)" },
   };
   M.COVERED = "#bbf7d0";
   M.leftCategory = function (e) {
+    if (e.kind === "unsupported" && M.gpuFallback().has(e.node)) return "gpu_fallback";
     if (["unsupported", "not_selected", "filtered"].includes(e.kind)) return "unsupported";
     if (e.kind === "below_min_size" && !(e.data && e.data.earlier)) return "min_size";
     return "isolated";
+  };
+  /* tensorrt --trt-target dla: the nodes the parser takes but the DLA does not (they run on the GPU). */
+  M.gpuFallback = function () {
+    const r = S.result; const d = r && r.summary && r.summary.dla;
+    if (!d) return new Set();
+    if (!r.gpuFallbackSet) r.gpuFallbackSet = new Set(Object.keys(d.gpu_fallback || {}));
+    return r.gpuFallbackSet;
   };
   M.swatch = function (colour, cls) {
     const el = h("span", { class: "sw lo " + (cls || "") }); el.style.background = colour; el.style.borderColor = "#64748b";

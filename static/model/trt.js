@@ -39,7 +39,9 @@
 
   function render(out, r, sel) {
     const s = r.summary; const q = M.query(sel).toString();
-    const unsupported = (s.unsupported || []).map(u => SG.row(u.op_type, String(u.count), Object.keys(u.reasons).join("; ")));
+    const unsupported = (s.unsupported || []).map(u => SG.row(u.op_type, String(u.count), Object.keys(u.reasons).join("; "),
+      assumeToggle(u.op_type, false)));
+    for (const op of assumed()) unsupported.push(SG.row(op, "—", "assumed supported (--assume-supported)", assumeToggle(op, true)));
     const subs = r.subgraphs.map(sg => SG.row(String(sg.id), String(sg.node_count), SG.boundaryBytes(sg),
       h("a", { href: M.api("/subgraphs/" + encodeURIComponent(sg.id) + ".onnx?" + q), download: true }, "ONNX")));
     const notes = Object.entries(s.tensorrt_notes || {});
@@ -49,19 +51,57 @@
         SG.row("coverage", [h("b", null, (100 * s.coverage).toFixed(1) + "%"), " (" + s.nodes_covered + " of " + s.nodes + " nodes)"]),
         SG.row("partitions", s.partitions + (s.partitions ? " (sizes " + s.partition_sizes.min + "–" + s.partition_sizes.max + ")" : "")),
         SG.row("cycles avoided", String(s.cycles_avoided)),
-        SG.row("rule table", h("span", { id: "trt-rules" }, "TensorRT " + (s.tensorrt_rules || "?") + "'s ONNX parser"))),
+        SG.row("rule table", h("span", { id: "trt-rules" }, "TensorRT " + (s.tensorrt_rules || "?") + "'s ONNX parser")),
+        releaseChanges(s.tensorrt_release_changes), dlaRow(s.dla)),
       (s.tensorrt_warnings || []).map(w => h("div", { class: "trt-warn" }, "⚠ " + w)),
       notes.length ? h("details", { id: "trt-notes" }, h("summary", null, "notes on " + (s.tensorrt_note_count || notes.length) + " node(s) accepted with a caveat"),
         h("ul", null, notes.map(([n, t]) => h("li", null, h("code", null, n), " — " + t)))) : null,
       h("h3", null, "Unsupported op types"),
-      h("table", { class: "grid" }, SG.headRow("op", "nodes", "reason"),
-        unsupported.length ? unsupported : h("tr", null, h("td", { colspan: 3, class: "muted" }, "none"))),
+      h("table", { class: "grid", id: "trt-unsupported" }, SG.headRow("op", "nodes", "reason", "what if"),
+        unsupported.length ? unsupported : h("tr", null, h("td", { colspan: 4, class: "muted" }, "none"))),
       h("h3", null, "Nodes left out ", h("span", { class: "muted" }, "(" + r.excluded.length + "; click one for its incompatibility groups)")),
       leftLegend(), leftOut(r.excluded),
       h("h3", null, "Cycle checks"), h("div", { id: "trt-cycles", class: "muted" }, "reading the trace…"),
       h("h3", null, "Subgraphs"), h("table", { class: "grid" }, SG.headRow("#", "nodes", "boundary", ""), subs),
       h("p", null, h("a", { class: "button", href: M.api("/partitioned.onnx?" + q), download: true }, "Download the partitioned ONNX")));
     cycleChecks(r, sel);
+  }
+
+  /* "Treat as supported (plugin)": the op goes into the assume_supported option and the tab re-runs,
+     so the partition change shows at once (sglens gains ranks which op is worth it). */
+  /* The ops assumed supported: an option of the one selection (selection.js), never a copy of it. */
+  function assumed() {
+    const v = S.sel.backend === "tensorrt" ? S.sel.options.assume_supported : null;
+    return Array.isArray(v) ? v.slice() : [];
+  }
+  function assumeToggle(op, on) {
+    const box = h("input", { type: "checkbox", class: "trt-assume", "data-op": op, checked: on });
+    box.addEventListener("change", () => {
+      const now = assumed().filter(x => x !== op);
+      if (box.checked) now.push(op);
+      const options = Object.assign({}, S.sel.backend === "tensorrt" ? S.sel.options : {});
+      if (now.length) options.assume_supported = now; else delete options.assume_supported;
+      M.setSelection({ backend: "tensorrt", options });
+      M.trt();
+    });
+    return h("label", null, box, " treat as supported (plugin)");
+  }
+
+  /* What the chosen release's table changes from the release before (op names are data: text only). */
+  function releaseChanges(c) {
+    if (!c || !c.previous) return null;
+    const part = (label, ops) => ops.length ? label + " " + ops.slice(0, 12).join(", ") + (ops.length > 12 ? "…" : "") + "; " : "";
+    return SG.row("since " + c.previous, h("span", { id: "trt-release-changes" },
+      part("supported now:", c.now_supported) + part("no longer:", c.no_longer_supported) +
+      part("new rows:", c.added) + c.changed_count + " op(s) with changed checks"));
+  }
+
+  /* --trt-target dla: the loadable count against the per-core limit (an error before any build). */
+  function dlaRow(d) {
+    if (!d) return null;
+    return SG.row("DLA loadables", h("span", { id: "trt-dla", class: d.error ? "trt-warn" : "" },
+      d.loadables + " of at most " + d.loadables_per_core + " per core; " + d.gpu_fallback_count +
+      " node(s) fall back to the GPU" + (d.error ? " — " + d.error : "")));
   }
 
   function leftLegend() {
