@@ -137,12 +137,15 @@ def _reader(version: str):
     doc = REFERENCE / FOLDERS[version] / f"operators_{version}.md"
     doc = doc if doc.exists() else REFERENCE / FOLDERS[version] / "operators.md"
 
-    def line(cite: str) -> str:
+    def line(cite: str) -> str | None:
+        """The cited line; None when the cited file is not in this machine's reference folder (the
+        10.1 RNN activations cite OnnxAttrs.cpp, which an older copy of shared/reference lacks)."""
         name, number = cite.rsplit(":", 1)
         if name not in files:
             path = doc if name == "docs/operators.md" else REFERENCE / FOLDERS[version] / name
-            files[name] = path.read_text().split("\n")
-        return files[name][int(number) - 1]
+            files[name] = path.read_text().split("\n") if path.exists() else None
+        return None if files[name] is None else files[name][int(number) - 1]
+    line.missing = lambda: sorted(k for k, v in files.items() if v is None)  # type: ignore[attr-defined]
     return line
 
 
@@ -156,13 +159,18 @@ def test_citations_point_at_the_cited_check(version):
     for op, row in table["ops"].items():
         for k, cite in enumerate(_cites(row)):
             text = line(cite)
+            if text is None:
+                continue
             assert text.strip(), (version, op, cite)
             if cite.startswith("docs/operators.md") and cite in row["cite"]:
                 assert text.startswith(f"| {op} "), (version, op, cite, text)
             elif k == 1 and cite.split(":")[0] in importers and row["cite"][0].startswith("docs/"):
                 assert f"DEFINE_BUILTIN_OP_IMPORTER({op})" in text, (version, op, cite, text)
     for cite in _cites({k: v for k, v in table.items() if k not in ("ops", "bundled_plugins")}):
-        assert line(cite).strip(), (version, cite)
+        text = line(cite)
+        assert text is None or text.strip(), (version, cite)
+    if line.missing():
+        pytest.skip(f"every other citation checked; these cited files are not in {REFERENCE}: {line.missing()}")
 
 
 @needs_ref
@@ -208,6 +216,7 @@ def test_refusal_and_weights_citations_name_the_right_kind_of_check():
 
 @needs_ref
 @pytest.mark.skipif(not MIRROR.exists(), reason="no NVIDIA/TensorRT git mirror here")
+@pytest.mark.skipif(not (REF / "OnnxAttrs.cpp").exists(), reason="OnnxAttrs.cpp (10.1) not in the reference folder")
 def test_generator_reproduces_the_committed_tables():
     import importlib.util
     spec = importlib.util.spec_from_file_location("build_tables", ROOT_DIR / "scripts" / "build_tensorrt_tables.py")
