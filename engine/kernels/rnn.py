@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import blas
-from . import native
+from . import geometry, native
 from .registry import register, to_host
 
 Act = Callable[[Any], Any]
@@ -104,7 +104,8 @@ def rnn(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         activation_alpha: Any = None, activation_beta: Any = None, activations: Any = None,
         clip: float | None = None, direction: str = "forward", hidden_size: int | None = None,
         layout: int = 0) -> tuple:
-    hidden = r.shape[-1]
+    hidden = geometry.recurrent("RNN", x.shape, w.shape, r.shape, None if b is None else b.shape,
+                                 hidden_size=hidden_size, direction=direction, layout=layout)
     x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 1, hidden)
     acts = _activations(xp, activations, ["Tanh"], n_dir, activation_alpha, activation_beta)
     h = h.copy()
@@ -126,7 +127,8 @@ def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         activation_alpha: Any = None, activation_beta: Any = None, activations: Any = None,
         clip: float | None = None, direction: str = "forward", hidden_size: int | None = None,
         layout: int = 0, linear_before_reset: int = 0) -> tuple:
-    hs = r.shape[-1]
+    hs = geometry.recurrent("GRU", x.shape, w.shape, r.shape, None if b is None else b.shape,
+                             hidden_size=hidden_size, direction=direction, layout=layout)
     x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 3, hs)
     acts = _activations(xp, activations, ["Sigmoid", "Tanh"], n_dir, activation_alpha, activation_beta)
     h = h.copy()
@@ -160,7 +162,8 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
          c0: Any = None, p: Any = None, *, activation_alpha: Any = None, activation_beta: Any = None,
          activations: Any = None, clip: float | None = None, direction: str = "forward",
          hidden_size: int | None = None, input_forget: int = 0, layout: int = 0) -> tuple:
-    hs = r.shape[-1]
+    hs = geometry.recurrent("LSTM", x.shape, w.shape, r.shape, None if b is None else b.shape,
+                             hidden_size=hidden_size, direction=direction, layout=layout)
     if (x.shape[0] == 1 and w.shape[0] == 1 and h0 is not None and c0 is not None and not layout
             and p is None and clip is None and not input_forget and activations is None
             and seq_lens is None and x.dtype == w.dtype == r.dtype):
