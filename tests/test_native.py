@@ -526,3 +526,15 @@ def test_compiled_pool_clamps_the_threads_a_call_asks_for(pool_split: None) -> N
     out = np.empty((4, 2, 2), np.float32)
     native._lib.maxpool2d_f32(x, out, (2, 2, 2, 2, 1, 1, 0, 0), 2**31 - 1)
     np.testing.assert_array_equal(out, x.reshape(4, 2, 2, 2, 2).max(axis=(2, 4)))
+
+
+def test_the_sanitized_build_is_the_one_under_test() -> None:
+    """``make test-sanitize`` runs this file on the -fsanitize=address,undefined build:
+    make sure that build (not the installed one) is loaded, with ASan in the process."""
+    import os
+    from pathlib import Path
+    if not os.environ.get("SGLENS_EXPECT_SANITIZED"):
+        pytest.skip("not the sanitizer run (make test-sanitize)")
+    assert Path(native._lib.__file__) == Path(os.environ[native.LIBRARY_ENV])
+    maps = Path("/proc/self/maps").read_text()
+    assert "libasan" in maps and "libubsan" in maps

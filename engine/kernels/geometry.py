@@ -185,17 +185,27 @@ def _out_size(n: int, padded: int, k_eff: int, stride: int, pad_begin: int, axis
     if n == 0:
         return 0  # an empty axis: an empty output (a batch of nothing), never a window
     span = padded - k_eff
-    if span < 0:
-        raise GeometryError(f"the kernel spans {k_eff} positions on spatial axis {axis} (dilations "
-                            f"included) but the padded input has only {padded}: no output position")
     if pool and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         return -(-n // stride)
-    if pool and ceil_mode:
+    if not pool:
+        if span < 0:
+            raise GeometryError(f"the kernel spans {k_eff} positions on spatial axis {axis} "
+                                f"(dilations included) but the padded input has only {padded}: "
+                                "no output position")
+        return span // stride + 1
+    # A pool's window may stick out of the padded input by less than a stride: onnxruntime
+    # divides rounding toward zero (and ceils in ceil mode), and so do we, to agree with it.
+    if ceil_mode:
         out = -(-span // stride) + 1
         if (out - 1) * stride >= n + pad_begin:
             out -= 1  # the last window must start inside the input or its left padding
-        return out
-    return span // stride + 1
+    else:
+        out = (span // stride if span >= 0 else -(-span // stride)) + 1
+    if out < 0:
+        raise GeometryError(f"the kernel spans {k_eff} positions on spatial axis {axis} "
+                            f"(dilations included) but the padded input has only {padded}: "
+                            "no output position")
+    return out
 
 
 @functools.lru_cache(maxsize=4096)
@@ -313,7 +323,7 @@ def _transpose_pads(natural: tuple[int, ...], nsp: int, pads: Any, auto_pad: str
                 raise GeometryError(f"output_shape[{i}] = {shape[i]} is larger than ConvTranspose "
                                     f"produces on spatial axis {i} ({natural[i]})")
             half = total // 2
-            upper = auto_pad != "SAME_LOWER"
+            upper = auto_pad == "SAME_UPPER"  # otherwise the begin takes the larger half (ONNX)
             begin.append(half if upper else total - half)
             end.append(total - half if upper else half)
         return tuple(begin + end), shape

@@ -235,6 +235,9 @@ def max_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, d
              _n_outputs: int | None = None) -> tuple:
     kernel, strides, dilations, pads, out_sp, extra = _pool_geometry(
         "MaxPool", x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if 0 in out_sp:  # no window (onnxruntime answers an empty output too)
+        y = xp.zeros(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
+        return (y,) if _n_outputs == 1 else (y, xp.zeros(y.shape, dtype=np.int64))
     if xp is np and _n_outputs == 1 and x.ndim > 2 and x.size:
         # numpy: blocks of planes reduced in cache, over the cores when large (cpu_split.py)
         return (cpu_split.max_pool(x, kernel, dilations, strides, pads, extra, out_sp,
@@ -308,6 +311,8 @@ def average_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 
                  pads: Any = None, strides: Any = None) -> Any:
     kernel, strides, dilations, pads, out_sp, extra = _pool_geometry(
         "AveragePool", x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if 0 in out_sp:  # no window (onnxruntime answers an empty output too)
+        return xp.zeros(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
     xpad = _padded(xp, x, pads, extra, 0)
     # What a window counts: the input only, or the input and its explicit pads.
     ones = xp.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
@@ -329,6 +334,8 @@ def lp_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, di
             kernel_shape: Any, p: int = 2, pads: Any = None, strides: Any = None) -> Any:
     kernel, strides, dilations, pads, out_sp, extra = _pool_geometry(
         "LpPool", x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if 0 in out_sp:  # no window (onnxruntime answers an empty output too)
+        return xp.zeros(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
     xpad = _padded(xp, xp.abs(x) ** p, pads, extra, 0)
     total = 0
     for offset in itertools.product(*(range(k) for k in kernel)):
