@@ -55,7 +55,8 @@ test: sysdeps-test install-test samples
 # The compiled kernels run on untrusted models (docs/security.md): their tests and the geometry
 # fuzz run once more on a second build of the extension with AddressSanitizer and UBSan, in
 # build/sanitize/ (the installed .so is untouched), loaded through SGLENS_NATIVE_LIBRARY. Any
-# access outside a buffer or signed overflow aborts the test process, failing the target.
+# access outside a buffer or signed overflow aborts the test process, failing the target
+# (-s: pytest's capture would swallow the sanitizer's report when the process aborts).
 # libasan is preloaded because python itself is not instrumented; detect_leaks=0 because
 # CPython and numpy keep their interned objects and arenas until exit on purpose, which
 # LeakSanitizer would report as thousands of leaks that are not ours.
@@ -72,7 +73,7 @@ test-sanitize: install-test
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	SGLENS_NATIVE_LIBRARY="$$PWD/$$lib" SGLENS_EXPECT_SANITIZED=1 \
-	  $(PY) -m pytest -q -n 0 -p no:cacheprovider $(SANITIZE_TESTS)
+	  $(PY) -m pytest -q -s -n 0 -p no:cacheprovider $(SANITIZE_TESTS)
 
 bench: install
 	$(PY) -m pip install -q -e '.[bench]'

@@ -126,7 +126,16 @@ def _ours(case: dict, arrays: dict, compiled: bool):
             return exc
 
 
+#: Under ``make test-sanitize`` (libasan preloaded) onnxruntime aborts the process when a
+#: session refuses a model (its C++ exception path and ASan's interceptors do not mix), so
+#: that run compares the compiled and numpy paths only; the normal run compares the same
+#: (derandomized) examples with onnxruntime too.
+SANITIZED = bool(os.environ.get("SGLENS_EXPECT_SANITIZED"))
+
+
 def _onnxruntime(case: dict, arrays: dict):
+    if SANITIZED:
+        return None
     try:
         sess = ort.InferenceSession(_model(case, arrays), providers=["CPUExecutionProvider"])
         return sess.run(None, {"x": arrays["x"]})[0]
@@ -164,8 +173,8 @@ def _agree(case: dict) -> None:
     arrays = _arrays(case)
     compiled, plain = _ours(case, arrays, True), _ours(case, arrays, False)
     reference = _onnxruntime(case, arrays)
-    if _legacy_same(case):  # compiled and numpy still agree; onnxruntime is no oracle here
-        event("legacy SAME padding: onnxruntime not compared")
+    if reference is None or _legacy_same(case):  # compiled vs numpy only (see SANITIZED)
+        event("onnxruntime not compared")
         reference = plain
     elif case["op"] == "MaxPool" and isinstance(reference, np.ndarray):
         # a window that covers no input element (dilated taps all in the padding): the spec

@@ -318,14 +318,15 @@ def _transpose_pads(natural: tuple[int, ...], nsp: int, pads: Any, auto_pad: str
         _bounded("output_shape", shape, 1)
         begin, end = [], []
         for i in range(nsp):
-            total = natural[i] - shape[i]
-            if total < 0:
-                raise GeometryError(f"output_shape[{i}] = {shape[i]} is larger than ConvTranspose "
-                                    f"produces on spatial axis {i} ({natural[i]})")
+            total = natural[i] - shape[i]  # negative: the output extends past the sums (zeros)
             half = total // 2
             upper = auto_pad == "SAME_UPPER"  # otherwise the begin takes the larger half (ONNX)
             begin.append(half if upper else total - half)
             end.append(total - half if upper else half)
+            if begin[-1] < 0:  # the output would start before the first sum: no kernel does that
+                raise GeometryError(f"output_shape[{i}] = {shape[i]} is larger than ConvTranspose "
+                                    f"produces on spatial axis {i} ({natural[i]}) with "
+                                    f"auto_pad {auto_pad}")
         return tuple(begin + end), shape
     pads = (0,) * (2 * nsp) if auto_pad == "VALID" else _ints("pads", pads, 2 * nsp, (0,) * (2 * nsp))
     _bounded("pads", pads, 0)
