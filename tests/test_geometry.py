@@ -157,3 +157,14 @@ def test_resize_axes_are_validated() -> None:
         geometry.resize_axes(4, [2, 4])
     with pytest.raises(GeometryError, match="twice"):
         geometry.resize_axes(4, [2, -2])
+
+
+def test_max_unpool_shape_is_validated_before_it_allocates() -> None:
+    assert geometry.max_unpool((1, 2, 2, 2), kernel_shape=[2, 2], strides=[2, 2]) == (1, 2, 4, 4)
+    with pytest.raises(GeometryError, match="strides\\[0\\]"):   # 2^62 x 2: an exabyte of zeros
+        geometry.max_unpool((1, 1, 3, 3), kernel_shape=[2, 2], strides=[2**62, 2])
+    with pytest.raises(GeometryError, match="unpooled size"):
+        geometry.max_unpool((1, 1, 1, 1), kernel_shape=[1, 1], pads=[1, 0, 1, 0])
+    with pytest.raises(GeometryError, match="smaller than the unpooled"):
+        geometry.max_unpool((1, 1, 2, 2), kernel_shape=[2, 2], strides=[2, 2],
+                            output_shape=[1, 1, 3, 4])

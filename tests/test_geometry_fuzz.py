@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from engine import blas
-from engine.kernels import geometry, native, nn
+from engine.kernels import geometry, native, nn, rnn
 from engine.kernels.geometry import GeometryError
 
 pytestmark = pytest.mark.cpu_only("the compiled kernels are the numpy path's")
@@ -237,3 +237,83 @@ def test_the_c_entry_points_refuse_or_stay_inside_their_buffers(geometry_: list,
         native._lib.maxpool2d_f32(x.reshape(c, h, w), pooled, tuple(geometry_[:8]), 2)
         # every value is an input's (1), or -inf for a window wholly outside the input
         assert np.isin(pooled, [1.0, -np.inf]).all()
+
+
+# ------------------------------------------------------------------- LSTM --
+@st.composite
+def lstm_case(draw) -> dict:
+    """An LSTM whose W, R, B and hidden_size agree (plain) or may not (hostile)."""
+    hostile = draw(st.booleans())
+    seq, batch, inp, hs = (draw(st.integers(1, 4)), draw(st.integers(1, 3)),
+                           draw(st.integers(1, 5)), draw(st.integers(1, 6)))
+    direction = draw(st.sampled_from(["forward", "reverse", "bidirectional"]))
+    nd = 2 if direction == "bidirectional" else 1
+    shapes = {"w": [nd, 4 * hs, inp], "r": [nd, 4 * hs, hs], "b": [nd, 8 * hs]}
+    hidden = hs
+    if hostile:
+        hidden = draw(st.sampled_from([hs, hs + 1, 0, -1, geometry.MAX_EXTENT + 1]))
+        name, axis = draw(st.sampled_from(["w", "r", "b"])), draw(st.integers(0, 2))
+        if axis < len(shapes[name]):  # one dimension off by one (or left alone)
+            shapes[name][axis] = max(1, shapes[name][axis] + draw(st.sampled_from([-1, 0, 1])))
+    return {"x": (seq, batch, inp), "shapes": shapes, "hidden": hidden, "direction": direction,
+            "bias": draw(st.booleans()), "seed": draw(st.integers(0, 2**31))}
+
+
+def _lstm_arrays(case: dict) -> dict:
+    rng = np.random.default_rng(case["seed"])
+    names = ["w", "r", "b"] if case["bias"] else ["w", "r"]
+    out = {k: (rng.standard_normal(case["shapes"][k]) * 0.5).astype(np.float32) for k in names}
+    out["x"] = rng.standard_normal(case["x"]).astype(np.float32)
+    return out
+
+
+def _lstm_ours(case: dict, arrays: dict, compiled: bool):
+    with pytest.MonkeyPatch.context() as mp:
+        if not compiled:
+            mp.setattr(native, "_lib", None)
+        try:
+            return rnn.lstm(np, arrays["x"], arrays["w"], arrays["r"], arrays.get("b"),
+                            hidden_size=case["hidden"], direction=case["direction"])
+        except GeometryError as exc:
+            return exc
+
+
+def _lstm_onnxruntime(case: dict, arrays: dict):
+    if SANITIZED:
+        return None
+    inits = [numpy_helper.from_array(arrays[k], k) for k in ("w", "r", "b") if k in arrays]
+    node = helper.make_node("LSTM", ["x", *[i.name for i in inits]], ["y", "y_h", "y_c"],
+                            hidden_size=case["hidden"], direction=case["direction"])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                      list(case["x"]))],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+                           for n in ("y", "y_h", "y_c")], inits)
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=8).SerializeToString()
+    try:
+        sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        return sess.run(None, {"x": arrays["x"]})
+    except Exception as exc:  # noqa: BLE001 - a refusal, whichever stage
+        return exc
+
+
+@FUZZ
+@given(lstm_case())
+def test_lstm_sizes_compiled_numpy_and_onnxruntime_agree(case: dict) -> None:
+    arrays = _lstm_arrays(case)
+    compiled, plain = _lstm_ours(case, arrays, True), _lstm_ours(case, arrays, False)
+    reference = _lstm_onnxruntime(case, arrays)
+    event("we refused" if isinstance(plain, GeometryError) else "we answered")
+    assert type(compiled) is type(plain), (compiled, plain)
+    if isinstance(plain, GeometryError):
+        assert str(compiled) == str(plain)
+        assert reference is None or isinstance(reference, Exception) \
+            or case["hidden"] > geometry.MAX_EXTENT, f"we refused ({plain}), onnxruntime answered"
+        return
+    for got, want in zip(compiled, plain):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if reference is None:
+        return
+    assert not isinstance(reference, Exception), f"onnxruntime refused ({reference}), we answered"
+    for got, want in zip(plain, reference):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -538,3 +538,22 @@ def test_the_sanitized_build_is_the_one_under_test() -> None:
     assert Path(native._lib.__file__) == Path(os.environ[native.LIBRARY_ENV])
     maps = Path("/proc/self/maps").read_text()
     assert "libasan" in maps and "libubsan" in maps
+
+
+def test_compiled_lstm_leaves_the_models_weights_alone_at_input_size_1(
+        rng: np.random.Generator) -> None:
+    """Input size 1: the stacked input weight was a view of W and its halving wrote into
+    the model's W (a second run, the numpy path or onnxruntime then saw other weights;
+    found by tests/test_geometry_fuzz.py)."""
+    from engine.kernels import rnn
+    if not native.available():
+        pytest.skip("extension not built")
+    hs = 3
+    x = rng.standard_normal((4, 2, 1)).astype(np.float32)
+    w, r = (rng.standard_normal((1, 4 * hs, k)).astype(np.float32) for k in (1, hs))
+    w_before = w.copy()
+    first = rnn.lstm(np, x, w, r, hidden_size=hs)
+    np.testing.assert_array_equal(w, w_before)
+    again = rnn.lstm(np, x, w, r, hidden_size=hs)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)

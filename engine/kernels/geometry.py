@@ -350,6 +350,42 @@ def conv_transpose(x_shape: Sequence[int], w_shape: Sequence[int],
                            group, _hashable(output_padding), _hashable(output_shape))
 
 
+@functools.lru_cache(maxsize=1024)
+def _max_unpool(x_shape: tuple, kernel_shape: Any, strides: Any, pads: Any,
+                output_shape: Any) -> tuple[int, ...]:
+    x_shape = _shape("input X", x_shape)
+    if len(x_shape) < 3 or not kernel_shape:
+        raise GeometryError(f"input X {list(x_shape)} and kernel_shape {kernel_shape}: MaxUnpool "
+                            "needs (N, C, spatial...) and one kernel size per spatial axis")
+    nsp = len(x_shape) - 2
+    kernel = _ints("kernel_shape", kernel_shape, nsp, ())
+    _bounded("kernel_shape", kernel, 1)
+    strides = _ints("strides", strides, nsp, (1,) * nsp)
+    _bounded("strides", strides, 1)
+    pads = _ints("pads", pads, 2 * nsp, (0,) * (2 * nsp))
+    _bounded("pads", pads, 0)
+    inferred = (*x_shape[:2], *((x_shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + nsp]
+                                + kernel[i] for i in range(nsp)))
+    _bounded("unpooled size", inferred[2:], 0)
+    shape = inferred
+    if output_shape is not None:
+        shape = tuple(_int(f"output_shape[{i}]", v) for i, v in enumerate(output_shape))
+        if len(shape) != len(inferred) or any(a < b for a, b in zip(shape, inferred)):
+            raise GeometryError(f"output_shape {list(shape)} is smaller than the unpooled "
+                                f"shape {list(inferred)}")
+        _bounded("output_shape", shape[2:], 0)
+    _elements("the output", shape)
+    return inferred
+
+
+def max_unpool(x_shape: Sequence[int], *, kernel_shape: Any, strides: Any = None,
+               pads: Any = None, output_shape: Any = None) -> tuple[int, ...]:
+    """MaxUnpool's validated unpooled shape (what MaxPool's indices address); an
+    ``output_shape`` given must hold it."""
+    return _max_unpool(tuple(x_shape), _hashable(kernel_shape), _hashable(strides),
+                       _hashable(pads), _hashable(output_shape))
+
+
 # ------------------------------------------------------------------ Resize --
 def resize_axes(rank: int, axes: Any) -> list[int]:
     """Resize's ``axes`` attribute as non-negative, distinct axes (all when absent)."""

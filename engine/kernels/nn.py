@@ -365,11 +365,9 @@ def global_lp_pool(xp: Any, x: Any, *, p: int = 2) -> Any:
 @register("MaxUnpool", since=9)
 def max_unpool(xp: Any, x: Any, indices: Any, output_shape: Any = None, *, kernel_shape: Any,
                pads: Any = None, strides: Any = None) -> Any:
-    nsp = len(kernel_shape)
-    strides = list(strides or [1] * nsp)
-    pads = list(pads or [0] * (2 * nsp))
-    inferred = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + nsp]
-                                    + kernel_shape[i] for i in range(nsp)]
+    shape_out = None if output_shape is None else host_ints(xp, output_shape)
+    inferred = list(geometry.max_unpool(x.shape, kernel_shape=kernel_shape, strides=strides,
+                                        pads=pads, output_shape=shape_out))
     out = xp.zeros(int(np.prod(inferred)), dtype=x.dtype)
     out[indices.reshape(-1)] = x.reshape(-1)
     out = out.reshape(inferred)
@@ -377,7 +375,6 @@ def max_unpool(xp: Any, x: Any, indices: Any, output_shape: Any = None, *, kerne
         return out
     # Indices address the inferred shape (as MaxPool produced them); a larger output_shape
     # places that block at the origin and pads with zeros (ONNX's reference and test data).
-    shape_out = host_ints(xp, output_shape)
     if shape_out == inferred:
         return out
     padded = xp.zeros(shape_out, dtype=x.dtype)

@@ -332,7 +332,9 @@ def _input_weights(w: np.ndarray, b: np.ndarray, b_in: Any, hs: int) -> tuple[np
     summed biases (dirs * 4 hidden), the i, o, f columns of each direction halved."""
     def build() -> tuple[np.ndarray, np.ndarray]:
         n_dir = w.shape[0]
-        wt = np.ascontiguousarray(np.swapaxes(w, 1, 2).transpose(1, 0, 2).reshape(w.shape[2], -1))
+        # a copy, always: for an input size of 1 the reshape is a view of W itself, and
+        # the halving below wrote into the model's weight (found by the geometry fuzz)
+        wt = np.swapaxes(w, 1, 2).transpose(1, 0, 2).reshape(w.shape[2], -1).copy()
         bias = np.concatenate([b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
         for d in range(n_dir):
             wt[:, d * 4 * hs:d * 4 * hs + 3 * hs] *= np.float32(0.5)
