@@ -1,0 +1,121 @@
+"""Issue 21, size bombs against a real ``sglens serve`` in its default configuration: each attack
+is refused with a clear 4xx before the server allocates what it asks for (the server's peak
+resident memory, VmHWM, is checked against a generous bound), and the server keeps serving."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+import sec_models
+from sec_server import ROOT, SGLENS, start_server, stop_server, tree_rss_peak
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The default configuration: only an instance folder of its own."""
+    cwd = tmp_path_factory.mktemp("limits")
+    srv = start_server(cwd, "--instance", str(cwd / "instance"))
+    yield srv
+    stop_server(srv)
+
+
+def _healthy(server) -> None:
+    assert server.request("GET", "/api/health").json() == {"ok": True}
+
+
+@pytest.mark.parametrize("kind", ["gnu", "pax"])
+def test_tar_header_bomb_is_refused_before_it_allocates(server, kind):
+    data = sec_models.tar_header_bomb(kind, 384)     # a 384 MiB long-name / pax header
+    assert len(data) < 10_000
+    before = server.rss_peak()
+    reply = server.upload(data, "bomb.tar")
+    grew = server.rss_peak() - before
+    assert reply.status == 400, reply.body[:300]
+    error = reply.json()["error"]
+    assert "extended header" in error and "declares" in error, error
+    assert grew < 96 * MiB, f"the server's peak memory grew by {grew >> 20} MiB"
+    _healthy(server)
+    assert not list((server.cwd / "instance" / "bundles").glob("*/*"))   # nothing left behind
+
+
+def test_alias_amplification_is_refused_at_upload(server):
+    """80 initializers of 16 MiB all reading the same 16 MiB of w.bin: 1.25 GiB once read,
+    over the 1 GiB default limit, from a 17 KB zip."""
+    data = sec_models.alias_bundle(80, 16)
+    assert len(data) < 100_000
+    before = tree_rss_peak(server)
+    reply = server.upload(data, "alias.zip")
+    assert reply.status == 400, reply.body[:300]
+    error = reply.json()["error"]
+    assert "once read" in error and "'w.bin'" in error and "--max-upload" in error, error
+    grew = tree_rss_peak(server) - before
+    assert grew < 128 * MiB, f"peak memory grew by {grew >> 20} MiB"
+    _healthy(server)
+
+
+def test_npz_input_bomb_is_refused_from_its_header(server):
+    """A 256 MiB array in a 260 KB .npz, for an input declared [16]: refused from the .npy header."""
+    mid = server.upload(sec_models.one_input_model(16), "relu.onnx").json()["id"]
+    bomb = sec_models.npz_bomb(256)
+    before = server.rss_peak()
+    reply = _run_with_file(server, mid, bomb)
+    grew = server.rss_peak() - before
+    assert reply.status == 400, reply.body[:300]
+    error = reply.json()["error"]
+    assert "'x'" in error and "[67108864]" in error and "[16]" in error, error
+    assert grew < 64 * MiB, f"the server's peak memory grew by {grew >> 20} MiB"
+    _healthy(server)
+
+
+def _run_with_file(server, mid: str, npz: bytes):
+    import json
+    import uuid
+    boundary = uuid.uuid4().hex
+    parts = [f"--{boundary}\r\nContent-Disposition: form-data; name=\"request\"\r\n\r\n"
+             f"{json.dumps({'model': mid, 'backend': 'default', 'ops': ['Relu']})}\r\n".encode(),
+             f"--{boundary}\r\nContent-Disposition: form-data; name=\"input:x\"; filename=\"x.npz\"\r\n"
+             "Content-Type: application/octet-stream\r\n\r\n".encode() + npz + b"\r\n",
+             f"--{boundary}--\r\n".encode()]
+    return server.request("POST", "/api/runs", b"".join(parts),
+                          {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+
+
+#: Runs a command and prints its peak resident memory (KiB) as the last line of stderr.
+_PEAK = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)")
+
+
+def test_cli_npz_input_bomb_without_a_memory_limit(tmp_path):
+    """``sglens run --inputs`` with no ``--memory-limit``: the 256 MiB array is refused from its
+    header (the model declares [16]), exit 2 and one line, without unpacking it."""
+    model = tmp_path / "m.onnx"
+    model.write_bytes(sec_models.one_input_model(16))
+    bomb = tmp_path / "x.npz"
+    bomb.write_bytes(sec_models.npz_bomb(256))
+    proc = subprocess.run([sys.executable, "-c", _PEAK, *SGLENS, "run", str(model), "--inputs", str(bomb)],
+                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                          timeout=300)
+    *lines, peak_kib = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == 1 and "'x'" in lines[0] and "[16]" in lines[0], proc.stderr
+    assert int(peak_kib) * 1024 < 160 * MiB, f"the CLI peaked at {int(peak_kib) >> 10} MiB"
+
+
+def test_many_tiny_weights_are_refused_at_import(server):
+    data = sec_models.tiny_weights(150_000)        # 4 MB on disk, 150,000 Python objects when imported
+    before = server.rss_peak()
+    reply = server.upload(data, "tiny.onnx")
+    grew = server.rss_peak() - before
+    assert reply.status == 400, reply.body[:300]
+    error = reply.json()["error"]
+    assert "150000 initializers" in error and "100000" in error, error
+    assert grew < 256 * MiB, f"the server's peak memory grew by {grew >> 20} MiB"
+    _healthy(server)
+    assert server.request("GET", "/api/models").json()["models"] == [] or all(
+        m["name"] != "tiny.onnx" for m in server.request("GET", "/api/models").json()["models"])
