@@ -59,6 +59,11 @@ def load_upload(path: str, max_bytes: int, label: str) -> Graph:
         raise ModelError(f"{label}: the file parsed but holds no ONNX graph; is it an ONNX model?")
     # The rules of partition/external_data.py: a file with no folder of its own follows none.
     external_data.check_model(model, None, label)
+    # Objects and bytes once read, counted before inference or import make them (issue 21).
+    from partition.import_limits import check_import
+
+    from .limits import import_limits
+    check_import(model, import_limits(max_bytes), None, label)
     model = _infer_shapes_lean(model)
     return from_model_proto(model, base_dir=None, infer_shapes=False, label=label)
 
@@ -158,14 +163,18 @@ def register_model_file(store: Any, model_path: str | os.PathLike, data_root: st
     from pathlib import Path
 
     from partition.onnx_io import load_model, read_model_proto
+
+    from .limits import import_limits
     path, root = Path(model_path), Path(data_root)
-    graph = load_model(path, max_bytes=max_bytes, data_root=root)
+    limits = import_limits(max_bytes)   # tensors once read (aliases each time), objects: before any is read
+    graph = load_model(path, max_bytes=max_bytes, data_root=root, limits=limits)
     mid = mid or secrets.token_hex(8)
     size = sum(p.stat().st_size for p in (Path(bundle).rglob("*") if bundle else [path]) if p.is_file())
     store._add(mid, label, graph, source, b"")   # in memory: kept while the server runs
     entry = store.get(mid)
     entry.size = size
-    entry.model_bytes = lambda: read_model_proto(path, max_bytes=max_bytes, data_root=root).SerializeToString()
+    entry.model_bytes = lambda: read_model_proto(path, max_bytes=max_bytes, data_root=root,
+                                                 limits=limits).SerializeToString()
     entry.bundle = bundle
     return entry
 
