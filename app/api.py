@@ -483,7 +483,7 @@ def start_run():
         inputs = previous
         inputs.feeds(entry.graph)        # the model may have been replaced: checked again
     else:
-        arrays = ri.read_arrays(uploads, entry.graph)
+        arrays = ri.read_arrays(uploads, entry.graph, lens().run_memory_limit)
         model = None
         if entry.size <= INFER_CHECK_BYTES:
             import onnx
