@@ -491,6 +491,7 @@ def start_run():
         inputs = ri.parse_run_inputs(entry.graph, model, data, arrays,
                                      ri.remembered(instance, mid), lens().run_memory_limit)
     inputs.repeat = repeat
+    ri.check_room(lens().models, inputs)
     job = lens().jobs.submit(entry, backend, options, props, data.get("device", "cpu"),
                              data.get("executor", "auto"), repeat, run_inputs=inputs)
     ri.save(instance, job.id, inputs)

@@ -210,6 +210,11 @@ def _folder(instance: str) -> str:
     return path
 
 
+def check_room(store: Any, run: RunInputs) -> None:
+    """``--store-limit`` counts the uploaded arrays a run keeps (``save``): refused (507) up front."""
+    store.check_room(sum(int(a.nbytes) for a in run.files.values()))
+
+
 def save(instance: str, rid: str, run: RunInputs) -> None:
     """Keep what run ``rid`` used: specs and tolerance as JSON, uploaded arrays as .npz."""
     folder = _folder(instance)

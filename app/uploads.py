@@ -129,6 +129,7 @@ def store_bundle(store: Any, instance: str, files: list, max_bytes: int) -> Any:
     from partition.bundle import extract_archive, is_archive, stage_files
     mid = secrets.token_hex(8)
     folder = Path(bundle_dir(instance, mid))
+    store.check_room(0)   # a full store refuses before unpacking (507)
     try:
         if len(files) == 1 and is_archive(files[0].filename or ""):
             arch_dir = folder.parent / f".{mid}-archive"
@@ -145,6 +146,7 @@ def store_bundle(store: Any, instance: str, files: list, max_bytes: int) -> Any:
                 shutil.rmtree(arch_dir, ignore_errors=True)
         else:
             model_path = stage_files([(f.filename or "file", f.stream) for f in files], folder, max_bytes)
+        store.check_room(0)   # --store-limit counts the unpacked files (now on disk) too
         return register_model_file(store, model_path, model_path.parent, label=model_path.name,
                                    max_bytes=max_bytes, mid=mid, bundle=str(folder))
     except Exception:

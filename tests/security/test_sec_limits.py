@@ -119,3 +119,31 @@ def test_many_tiny_weights_are_refused_at_import(server):
     _healthy(server)
     assert server.request("GET", "/api/models").json()["models"] == [] or all(
         m["name"] != "tiny.onnx" for m in server.request("GET", "/api/models").json()["models"])
+
+
+@pytest.fixture
+def limited_server(tmp_path):
+    srv = start_server(tmp_path, "--instance", str(tmp_path / "instance"), "--store-limit", str(3 * MiB))
+    yield srv
+    stop_server(srv)
+
+
+def test_store_limit_counts_unpacked_bundles_and_stored_run_inputs(limited_server):
+    server = limited_server
+    # a 20 KB zip that unpacks to 4 MiB: over the 3 MiB store
+    reply = server.upload(sec_models.alias_bundle(1, 4), "big.zip")
+    assert reply.status == 507, reply.body[:300]
+    assert "the store is full" in reply.json()["error"] and "--store-limit" in reply.json()["error"]
+    assert not [p for p in (server.cwd / "instance" / "bundles").rglob("*") if p.is_file()]
+    # run inputs kept for "repeat": 1.6 MB each, uncompressed on disk; the second passes the limit
+    mid = server.upload(sec_models.one_input_model(400_000), "relu.onnx").json()["id"]
+    import io
+    import numpy as np
+    buf = io.BytesIO()
+    np.savez_compressed(buf, x=np.zeros(400_000, np.float32))
+    first = _run_with_file(server, mid, buf.getvalue())
+    assert first.status == 202, first.body[:300]
+    second = _run_with_file(server, mid, buf.getvalue())
+    assert second.status == 507, second.body[:300]
+    assert "the store is full" in second.json()["error"]
+    _healthy(server)
