@@ -102,6 +102,10 @@ class Lens:
                                      client_bytes=per_client)
         #: partition results by (model, backend options), charged to the client that asked first
         self.results: ClientQuota[Any] = ClientQuota(total, per_client)
+        #: imported uploads held in memory, charged by their objects to the client that uploaded them;
+        #: over the quota a client's oldest graphs leave memory (imported again from disk when used)
+        self.graphs: ClientQuota[str] = ClientQuota(total, per_client,
+                                                    on_evict=lambda mid, _v: self.models.forget_graph(str(mid)))
         run_limit = cfg.get("SGLENS_RUN_MEMORY_LIMIT")
         self.run_memory_limit: int | None = int(run_limit) if run_limit else None
         self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")

@@ -195,6 +195,9 @@ def upload():
     else:
         f = files[0]
         entry = lens().models.upload(f.filename or "upload.onnx", f.stream)
+    from .quota import model_bytes_estimate
+    from .security import client_id
+    lens().graphs.put(entry.id, entry.id, client_id(), model_bytes_estimate(entry.graph))
     data = serialize.model_summary(entry)
     return jsonify(data), 201
 
@@ -210,6 +213,7 @@ def delete_model(mid: str):
     if entry.source == "sample":
         raise ApiError("sample models cannot be deleted", 403)
     lens().models.delete(mid)
+    lens().graphs.pop(mid)
     if getattr(entry, "bundle", None):   # the bundle's unpacked folder (ours, named by the id)
         import shutil
         shutil.rmtree(entry.bundle, ignore_errors=True)

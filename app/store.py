@@ -264,6 +264,15 @@ class ModelStore:
         self._add(mid, name, graph, "memory", data)
         return self.get(mid)
 
+    def forget_graph(self, mid: str) -> None:
+        """Drop an uploaded model's imported graph from memory (its client's quota is full); it is
+        imported again from its file when next used."""
+        with self._lock:
+            self._graphs.pop(mid, None)
+            entry = self._memory.get(mid)
+            if entry is not None and entry._loader is not None:
+                entry._graph = None
+
     def used_bytes(self) -> int:
         """Bytes the store holds on disk: upload files, the database, and every file under
         ``counted_dirs`` (unpacked bundles, stored run inputs)."""

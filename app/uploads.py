@@ -178,6 +178,7 @@ def register_model_file(store: Any, model_path: str | os.PathLike, data_root: st
     entry.model_bytes = lambda: read_model_proto(path, max_bytes=max_bytes, data_root=root,
                                                  limits=limits).SerializeToString()
     entry.bundle = bundle
+    entry._loader = lambda: load_model(path, max_bytes=max_bytes, data_root=root, limits=limits)
     return entry
 
 
