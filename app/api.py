@@ -265,7 +265,8 @@ def node(mid: str):
     n = graph.node_by_name.get(name)
     if n is None:
         raise ApiError(f"no node named '{name}' in this graph", 404)
-    return jsonify(serialize.node_json(graph, n))
+    offset = _int_arg("offset", 0, 0, 1 << 31)
+    return jsonify(serialize.node_json(graph, n, offset or 0))
 
 
 @bp.post("/models/<mid>/partition")
