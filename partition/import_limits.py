@@ -83,6 +83,61 @@ def count_objects(model: onnx.ModelProto) -> ObjectCounts:
     return ObjectCounts(nodes, inits, attrs)
 
 
+def _bad_text(value: object) -> bool:
+    # protobuf hands back a proto2 string field that is not valid UTF-8 as bytes
+    return isinstance(value, bytes)
+
+
+def check_text(model: onnx.ModelProto, label: str) -> None:
+    """Every name the import reads is text: a string field that is not valid UTF-8 (protobuf gives
+    it back as bytes) is refused here, naming where, instead of failing later in a view."""
+    def where_bad(g: onnx.GraphProto) -> str | None:
+        if _bad_text(g.name):
+            return "a graph name"
+        for field_name in ("input", "output", "value_info"):
+            for vi in getattr(g, field_name):
+                if _bad_text(vi.name):
+                    return f"a graph {field_name} name"
+                dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else ()
+                if any(_bad_text(d.dim_param) for d in dims):
+                    return f"a symbolic dimension of '{vi.name}'"
+        if any(_bad_text(t.name) for t in g.initializer):
+            return "an initializer name"
+        return None
+
+    bad = where_bad(model.graph)
+    meta = [(p.key, p.value) for p in model.metadata_props]
+    if bad is None and any(_bad_text(k) or _bad_text(v) for k, v in meta):
+        bad = "a metadata entry"
+    if bad is None and any(_bad_text(o.domain) for o in model.opset_import):
+        bad = "an opset domain"
+    graphs: list[onnx.GraphProto] = []
+    node_lists: list = [model.graph.node, *(f.node for f in model.functions)]
+    if bad is None and any(_bad_text(f.name) or _bad_text(f.domain) for f in model.functions):
+        bad = "a function name"
+    while bad is None and (graphs or node_lists):
+        if graphs:
+            g = graphs.pop()
+            bad = where_bad(g)
+            node_lists.append(g.node)
+            continue
+        for n in node_lists.pop():
+            if _bad_text(n.name) or _bad_text(n.op_type) or _bad_text(n.domain):
+                bad = "a node name, op type or domain"
+            elif any(_bad_text(t) for t in n.input) or any(_bad_text(t) for t in n.output):
+                bad = f"a tensor name of node '{n.name}'"
+            for a in n.attribute:
+                if _bad_text(a.name):
+                    bad = f"an attribute name of node '{n.name}'"
+                graphs.extend([a.g] if a.HasField("g") else [])
+                graphs.extend(a.graphs)
+            if bad:
+                break
+    if bad is not None:
+        raise ModelError(f"{label}: {bad} is not valid UTF-8 text; is the file corrupted? "
+                         "(ONNX strings must be UTF-8)")
+
+
 def _element_size(t: onnx.TensorProto) -> int:
     if t.data_type == onnx.TensorProto.STRING:
         return 1
@@ -133,7 +188,9 @@ def materialised_bytes(model: onnx.ModelProto, root: Path | None, label: str) ->
 
 
 def check_import(model: onnx.ModelProto, limits: ImportLimits | None, root: Path | None, label: str) -> ObjectCounts:
-    """Refuse ``model`` when it holds more objects or tensor bytes than ``limits``; its counts."""
+    """Refuse ``model`` when it holds more objects or tensor bytes than ``limits``, or names that
+    are not text; its counts."""
+    check_text(model, label)
     counts = count_objects(model)
     if limits is None:
         return counts

@@ -147,3 +147,40 @@ def test_store_limit_counts_unpacked_bundles_and_stored_run_inputs(limited_serve
     assert second.status == 507, second.body[:300]
     assert "the store is full" in second.json()["error"]
     _healthy(server)
+
+
+def test_a_name_that_is_not_utf8_is_a_400(server):
+    data = sec_models.one_input_model(4).replace(b"relu", b"r\xffl\xfe")     # the node's name
+    reply = server.upload(data, "latin.onnx")
+    assert reply.status == 400, reply.body[:300]
+    assert "node name, op type or domain is not valid UTF-8" in reply.json()["error"]
+    _healthy(server)
+
+
+def test_mutated_models_answer_4xx_never_500(server):
+    """Byte-mutated models (seeded): each upload and the views of those accepted answer 2xx or a 4xx
+    with a message; before issue 21, invalid UTF-8 in names gave 500s in uploads, layouts, partitions."""
+    import random
+    rng = random.Random(1)
+    bases = [sec_models.injection_model(), sec_models.one_input_model(4), sec_models.wide_node(5),
+             sec_models.memory_bomb()]
+    statuses = []
+    for _ in range(120):
+        data = bytearray(rng.choice(bases))
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        reply = server.upload(bytes(data), "mutant.onnx")
+        statuses.append(reply.status)
+        assert reply.status in (201, 400, 413), reply.body[:300]
+        if reply.status != 201:
+            assert reply.json()["error"]
+            continue
+        mid = reply.json()["id"]
+        for method, path, body in (("GET", f"/api/models/{mid}/layout", None),
+                                   ("GET", f"/api/models/{mid}/inputs", None),
+                                   ("POST", f"/api/models/{mid}/partition", {"backend": "tensorrt"})):
+            view = server.request(method, path, body)
+            assert view.status < 500, (path, view.body[:300])
+        server.request("DELETE", f"/api/models/{mid}")
+    assert statuses.count(201) > 5 and statuses.count(400) > 50      # both kinds were exercised
+    _healthy(server)
