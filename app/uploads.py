@@ -47,6 +47,10 @@ def load_upload(path: str, max_bytes: int, label: str) -> Graph:
         raise ModelError(f"{label}: the file is empty; expected an ONNX model")
     model = onnx.ModelProto()
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        from partition.import_limits import check_wire_counts
+
+        from .limits import import_limits
+        check_wire_counts(mm, import_limits(max_bytes), label)   # before parsing makes the objects
         view = memoryview(mm)
         try:
             model.ParseFromString(view)

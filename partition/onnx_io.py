@@ -29,7 +29,7 @@ from . import external_data
 from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
 from .errors import LensError, ModelError, ModelTooLargeError
 from .gcpause import paused_gc
-from .import_limits import ImportLimits, check_import
+from .import_limits import ImportLimits, check_import, check_wire_counts
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
 from .local_functions import FUNCTION_KEY, LocalFunctions, expanded_size, instantiate
 from .onnx_inference import InferenceChild, infer_in_process
@@ -54,6 +54,7 @@ def load_model(source: str | os.PathLike | bytes, *, max_bytes: int | None = Non
     data, base_dir, label = _read_source(source, max_bytes)
     if data_root is not None:
         base_dir = Path(data_root).resolve()
+    check_wire_counts(data, limits, label)   # before parsing makes the objects
     model = _parse(data, label)
     return from_model_proto(model, base_dir=base_dir, infer_shapes=infer_shapes, label=label, limits=limits)
 

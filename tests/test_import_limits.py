@@ -76,3 +76,16 @@ def test_objects_are_counted_in_bodies_too():
         check_import(model, ImportLimits(initializers=1), None, "m")
     with pytest.raises(ModelError, match=r"has 8 attributes.*--max-attributes"):
         check_import(model, ImportLimits(attributes=7), None, "m")
+
+
+def test_nodes_and_initializers_are_counted_on_the_wire_before_parsing():
+    from partition.import_limits import check_wire_counts
+    inits = [numpy_helper.from_array(np.array(float(i), np.float32), f"c{i}") for i in range(50)]
+    node = helper.make_node("Sum", [t.name for t in inits], ["y"], name="sum")
+    data = make_model([node], [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])], inits).SerializeToString()
+    check_wire_counts(data, ImportLimits(initializers=50, nodes=1), "m")
+    with pytest.raises(ModelError, match=r"has 50 initializers, more than this server imports \(49\)"):
+        check_wire_counts(data, ImportLimits(initializers=49), "m")
+    with pytest.raises(ModelError, match="has 50 initializers"):
+        load_model(data, limits=ImportLimits(initializers=49))
+    check_wire_counts(b"\xff" * 20, ImportLimits(initializers=1), "m")
