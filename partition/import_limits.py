@@ -172,7 +172,8 @@ def materialised_bytes(model: onnx.ModelProto, root: Path | None, label: str) ->
     total = 0
     per_file: dict[str, tuple[int, int]] = {}
     for t, _where, _attr in external_data.iter_tensors(model):
-        size = math.prod(t.dims) * _element_size(t) if t.dims else _element_size(t)
+        # negative dims are invalid (refused when read): counted as nothing, never as less than nothing
+        size = max(0, math.prod(t.dims)) * _element_size(t) if t.dims else _element_size(t)
         if t.data_type == onnx.TensorProto.STRING:
             size = max(size, sum(len(s) for s in t.string_data))
         if external_data.uses_external(t) and root is not None:

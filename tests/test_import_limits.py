@@ -89,3 +89,23 @@ def test_nodes_and_initializers_are_counted_on_the_wire_before_parsing():
     with pytest.raises(ModelError, match="has 50 initializers"):
         load_model(data, limits=ImportLimits(initializers=49))
     check_wire_counts(b"\xff" * 20, ImportLimits(initializers=1), "m")
+
+
+def test_negative_dims_cannot_hide_bytes_and_bad_locations_are_text(tmp_path):
+    big = helper.make_tensor("big", TensorProto.INT64, [4096], np.zeros(4096, np.int64))
+    neg = onnx.TensorProto(name="neg", data_type=TensorProto.FLOAT, dims=[-(1 << 40)])
+    model = make_model([helper.make_node("Add", ["big", "neg"], ["y"], name="a")], [],
+                       [helper.make_tensor_value_info("y", TensorProto.INT64, [4096])], [big, neg])
+    assert materialised_bytes(model, None, "m")[0] == 8 * 4096
+    # a location that is not UTF-8 is refused with a message, not a TypeError
+    t = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1])
+    t.data_location = TensorProto.EXTERNAL
+    t.external_data.add(key="location", value="LOC")
+    m = make_model([helper.make_node("Relu", ["w"], ["y"], name="r")], [],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [t])
+    data = m.SerializeToString().replace(b"LOC", b"L\xffC")
+    with pytest.raises(ModelError, match="external data"):
+        load_model(data)
+    (tmp_path / "m.onnx").write_bytes(data)
+    with pytest.raises(ModelError, match="external data"):
+        load_model(tmp_path / "m.onnx", limits=ImportLimits(tensor_bytes=1 << 20))
