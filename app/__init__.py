@@ -28,8 +28,10 @@ Config keys (defaults in ``DEFAULTS``):
 - ``SGLENS_RUN_MEMORY_LIMIT``: bytes a run's tensors may take (estimated before running); None = no limit.
 - ``SGLENS_BIND_HOST``, ``SGLENS_ALLOWED_HOSTS``, ``SGLENS_TOKEN``, ``SGLENS_MAX_JSON``: the request
   guards of ``app.security`` (Host names answered, access token, cap on JSON bodies).
-- ``SGLENS_CACHE_BYTES``, ``SGLENS_CLIENT_CACHE_BYTES``: estimated bytes of partition results and of
-  debug sessions kept in all and per client (``app.quota``).
+- ``SGLENS_CACHE_BYTES``, ``SGLENS_CLIENT_CACHE_BYTES``: estimated bytes of partition results, of
+  debug sessions and of imported uploads kept in all and per client (``app.quota``).
+- ``SGLENS_MAX_NODES``, ``SGLENS_MAX_INITIALIZERS``, ``SGLENS_MAX_ATTRIBUTES``: objects one model may
+  hold (None: the defaults of ``partition.import_limits``); see ``app.limits.import_limits``.
 """
 
 from __future__ import annotations
