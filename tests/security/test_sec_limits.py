@@ -184,3 +184,26 @@ def test_mutated_models_answer_4xx_never_500(server):
         server.request("DELETE", f"/api/models/{mid}")
     assert statuses.count(201) > 5 and statuses.count(400) > 50      # both kinds were exercised
     _healthy(server)
+
+
+def test_cli_default_budget_refuses_a_header_that_declares_a_terabyte(tmp_path):
+    """No ``--memory-limit``: the default budget (a quarter of the memory) refuses, from the header,
+    an .npz whose array declares 1 TiB for an input of symbolic size; exit 2, one line."""
+    import io
+    import zipfile
+
+    import numpy as np
+    model = tmp_path / "m.onnx"
+    model.write_bytes(sec_models.symbolic_input_model())
+    header = io.BytesIO()
+    np.lib.format.write_array_header_2_0(header, {"descr": "<f4", "fortran_order": False, "shape": (1 << 38,)})
+    bomb = tmp_path / "x.npz"
+    with zipfile.ZipFile(bomb, "w") as zf:
+        zf.writestr("x.npy", header.getvalue() + bytes(64))     # the data is never sent
+    proc = subprocess.run([sys.executable, "-c", _PEAK, *SGLENS, "run", str(model), "--inputs", str(bomb)],
+                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                          timeout=300)
+    *lines, peak_kib = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == 1 and "memory limit" in lines[0] and "--memory-limit" in lines[0], proc.stderr
+    assert int(peak_kib) * 1024 < 160 * MiB
