@@ -27,6 +27,7 @@ from __future__ import annotations
 import shutil
 import tarfile
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterable
 
@@ -116,7 +117,10 @@ def extract_archive(archive: Path, dest: Path, max_bytes: int) -> Path:
             _extract_zip(archive, dest, budget)
         else:
             _extract_tar(archive, dest, budget)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, zlib.error, NotImplementedError,
+            RuntimeError, ValueError) as exc:
+        # corrupt deflate data (zlib.error), an unknown compression method (NotImplementedError),
+        # an encrypted member (RuntimeError), a bad header field (ValueError): the archive's fault
         shutil.rmtree(dest, ignore_errors=True)
         reason = type(exc).__name__ if isinstance(exc, OSError) else str(exc)[:200]
         raise ModelError(f"'{archive.name}' is not a readable archive ({reason})") from None

@@ -215,3 +215,22 @@ def symbolic_input_model() -> bytes:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
     return model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [x], [y]).SerializeToString()
+
+
+def bundle_archives() -> list[tuple[bytes, str]]:
+    """A small valid bundle (model + w.bin) as .zip, .tgz and .tar."""
+    import io
+    import tarfile
+    import zipfile
+    zipped = alias_bundle(2, 1)
+    members = {n: zipfile.ZipFile(io.BytesIO(zipped)).read(n) for n in ("model.onnx", "w.bin")}
+    out = [(zipped, "b.zip")]
+    for mode, name in (("w:gz", "b.tgz"), ("w", "b.tar")):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode=mode) as tf:
+            for member, data in members.items():
+                info = tarfile.TarInfo(f"m/{member}")
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+        out.append((buf.getvalue(), name))
+    return out

@@ -207,3 +207,27 @@ def test_cli_default_budget_refuses_a_header_that_declares_a_terabyte(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert len(lines) == 1 and "memory limit" in lines[0] and "--memory-limit" in lines[0], proc.stderr
     assert int(peak_kib) * 1024 < 160 * MiB
+
+
+def test_mutated_bundles_answer_4xx_never_500(server):
+    """Byte-mutated .zip/.tgz/.tar bundles (seeded): corrupt deflate data, unknown compression
+    methods and bad headers are a 400 naming the archive; before, some gave 500s."""
+    import random
+    rng = random.Random(2)
+    archives = sec_models.bundle_archives()
+    statuses = []
+    for _ in range(90):
+        data, name = rng.choice(archives)
+        data = bytearray(data)
+        for _ in range(rng.randint(1, 6)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        reply = server.upload(bytes(data), name)
+        statuses.append(reply.status)
+        assert reply.status in (201, 400, 413), reply.body[:300]
+        if reply.status == 201:
+            server.request("DELETE", f"/api/models/{reply.json()['id']}")
+        else:
+            assert reply.json()["error"]
+    assert statuses.count(201) > 5 and statuses.count(400) > 20
+    assert not [p for p in (server.cwd / "instance" / "bundles").rglob("*") if p.is_file()]
+    _healthy(server)
