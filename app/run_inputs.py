@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from engine.inputs import array_header, check_declared, npz_headers
+from engine.inputs import UNREADABLE, array_header, check_declared, npz_headers
 from engine.input_spec import InputSpec, check_specs, check_with_inference, graph_inputs, materialize, suggest_specs
 from engine.run_errors import InputError
 from engine.tolerance import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
@@ -112,7 +112,7 @@ def read_arrays(uploads: Mapping[str, Any], graph: Graph, budget: int | None = N
                                        f"limit of {budget} bytes; {HINT}")
                 for name in chosen:
                     arrays[name] = source.read(name)
-        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        except UNREADABLE as exc:
             raise ApiError(f"{label}: not a .npy or .npz file numpy can read without pickle "
                            f"({type(exc).__name__})") from None
     return arrays

@@ -12,7 +12,9 @@ guess. ``load_inputs(path, graph)`` reads an
 from __future__ import annotations
 
 import os
+import tokenize
 import zipfile
+import zlib
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -24,6 +26,11 @@ from .run_errors import InputError
 
 #: Integer inputs are drawn from [0, INT_HIGH): small enough to index any table.
 INT_HIGH = 4
+#: What reading a damaged .npy/.npz raises: numpy's header parser (ValueError, SyntaxError,
+#: tokenize's TokenError), zipfile (BadZipFile, NotImplementedError for an unknown method or
+#: version, RuntimeError for an encrypted member), zlib on corrupt deflate data, short files.
+UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError,
+              RuntimeError, SyntaxError, tokenize.TokenError)
 
 
 def parse_dims(items: Iterable[str] | None) -> dict[str, int]:
@@ -140,7 +147,7 @@ def load_inputs(path: str | os.PathLike, graph: Graph) -> dict[str, np.ndarray]:
         try:
             with loaded as data:
                 feeds = {k: data[k] for k in data.files}
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        except UNREADABLE as exc:
             raise InputError(f"{label}: a member of the .npz file cannot be read ({_reason(exc)})") from None
     return check_feeds(graph, feeds, label=label)
 
@@ -166,7 +173,7 @@ def input_file_headers(path: str | os.PathLike, graph: Graph) -> dict[str, tuple
                 return {name: header for name, header in npz_headers(zf).items() if name in wanted}
         with open(path, "rb") as f:
             return {wanted[0]: array_header(f)} if len(wanted) == 1 else {}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+    except UNREADABLE as exc:
         raise InputError(f"{label}: not a readable .npz or .npy file (an array header cannot be read: "
                          f"{_reason(exc)}); save inputs with np.savez(path, input_name=array, ...)") from None
 
@@ -237,7 +244,7 @@ def _read_arrays(path: str | os.PathLike, label: str, *, load: bool = True) -> A
         raise InputError(f"{label}: no such file") from None
     except EOFError:
         raise InputError(f"{label}: the file is empty; expected an .npz file of input arrays") from None
-    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+    except UNREADABLE as exc:
         raise InputError(f"{label}: not a readable .npz or .npy file ({_reason(exc)}); save inputs with "
                          "np.savez(path, input_name=array, ...)") from None
 
