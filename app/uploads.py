@@ -47,6 +47,10 @@ def load_upload(path: str, max_bytes: int, label: str) -> Graph:
         raise ModelError(f"{label}: the file is empty; expected an ONNX model")
     model = onnx.ModelProto()
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        from partition.import_limits import check_wire_counts
+
+        from .limits import import_limits
+        check_wire_counts(mm, import_limits(max_bytes), label)   # before parsing makes the objects
         view = memoryview(mm)
         try:
             model.ParseFromString(view)
@@ -59,6 +63,11 @@ def load_upload(path: str, max_bytes: int, label: str) -> Graph:
         raise ModelError(f"{label}: the file parsed but holds no ONNX graph; is it an ONNX model?")
     # The rules of partition/external_data.py: a file with no folder of its own follows none.
     external_data.check_model(model, None, label)
+    # Objects and bytes once read, counted before inference or import make them (issue 21).
+    from partition.import_limits import check_import
+
+    from .limits import import_limits
+    check_import(model, import_limits(max_bytes), None, label)
     model = _infer_shapes_lean(model)
     return from_model_proto(model, base_dir=None, infer_shapes=False, label=label)
 
@@ -124,6 +133,7 @@ def store_bundle(store: Any, instance: str, files: list, max_bytes: int) -> Any:
     from partition.bundle import extract_archive, is_archive, stage_files
     mid = secrets.token_hex(8)
     folder = Path(bundle_dir(instance, mid))
+    store.check_room(0)   # a full store refuses before unpacking (507)
     try:
         if len(files) == 1 and is_archive(files[0].filename or ""):
             arch_dir = folder.parent / f".{mid}-archive"
@@ -140,6 +150,7 @@ def store_bundle(store: Any, instance: str, files: list, max_bytes: int) -> Any:
                 shutil.rmtree(arch_dir, ignore_errors=True)
         else:
             model_path = stage_files([(f.filename or "file", f.stream) for f in files], folder, max_bytes)
+        store.check_room(0)   # --store-limit counts the unpacked files (now on disk) too
         return register_model_file(store, model_path, model_path.parent, label=model_path.name,
                                    max_bytes=max_bytes, mid=mid, bundle=str(folder))
     except Exception:
@@ -158,15 +169,20 @@ def register_model_file(store: Any, model_path: str | os.PathLike, data_root: st
     from pathlib import Path
 
     from partition.onnx_io import load_model, read_model_proto
+
+    from .limits import import_limits
     path, root = Path(model_path), Path(data_root)
-    graph = load_model(path, max_bytes=max_bytes, data_root=root)
+    limits = import_limits(max_bytes)   # tensors once read (aliases each time), objects: before any is read
+    graph = load_model(path, max_bytes=max_bytes, data_root=root, limits=limits)
     mid = mid or secrets.token_hex(8)
     size = sum(p.stat().st_size for p in (Path(bundle).rglob("*") if bundle else [path]) if p.is_file())
     store._add(mid, label, graph, source, b"")   # in memory: kept while the server runs
     entry = store.get(mid)
     entry.size = size
-    entry.model_bytes = lambda: read_model_proto(path, max_bytes=max_bytes, data_root=root).SerializeToString()
+    entry.model_bytes = lambda: read_model_proto(path, max_bytes=max_bytes, data_root=root,
+                                                 limits=limits).SerializeToString()
     entry.bundle = bundle
+    entry._loader = lambda: load_model(path, max_bytes=max_bytes, data_root=root, limits=limits)
     return entry
 
 
