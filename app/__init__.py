@@ -94,7 +94,8 @@ class Lens:
         limit = cfg.get("SGLENS_STORE_LIMIT")
         self.models = ModelStore(os.path.join(app.instance_path, "uploads"),
                                  max_bytes=int(cfg["SGLENS_MAX_UPLOAD"]), database=database,
-                                 store_limit=int(limit) if limit else None)
+                                 store_limit=int(limit) if limit else None,
+                                 bundle_dir=os.path.join(app.instance_path, "bundles"))
         total, per_client = int(cfg["SGLENS_CACHE_BYTES"]), int(cfg["SGLENS_CLIENT_CACHE_BYTES"])
         self.sessions = SessionStore(max_sessions=int(cfg["SGLENS_MAX_SESSIONS"]), total_bytes=total,
                                      client_bytes=per_client)
