@@ -492,7 +492,8 @@ def start_run():
                                      ri.remembered(instance, mid), lens().run_memory_limit)
     inputs.repeat = repeat
     job = lens().jobs.submit(entry, backend, options, props, data.get("device", "cpu"),
-                             data.get("executor", "auto"), repeat, run_inputs=inputs)
+                             data.get("executor", "auto"), repeat, run_inputs=inputs,
+                             rule=data.get("rule") if backend == "rule" else None)
     ri.save(instance, job.id, inputs)
     ri.remember(instance, mid, inputs.specs)
     if backend == "rule":  # stored so the run's partitioned ONNX can be rebuilt: the rule is data

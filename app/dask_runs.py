@@ -28,16 +28,20 @@ import time
 import traceback
 from typing import Any
 
+from distributed.diagnostics.plugin import WorkerPlugin
+
 from partition.errors import LensError
 
 from .errors import ApiError
 from .jobs import FINAL, BaseJobs, Cancelled, Job, execute_run
+from .run_spec import RunSpec
 
 TOPIC = "sglens-run"
 MEMORY_TOPIC = "worker-restart-memory"     # logged by the nanny when it kills a worker for memory
 SCATTER_OVER = 1 << 20                     # model bytes above this are scattered, not embedded
 CHECK_EVERY = 0.2                          # seconds between cancel checks inside a run
 CANCEL_GRACE = 10.0                        # seconds a cancelled run may take to notice before its worker restarts
+LIMIT_GRACE = 3.0                          # seconds past --run-time-limit before a run's worker is restarted
 REPORT_EVERY = 0.05                        # seconds between progress events within one stage
 SAVE_EVERY = 0.5                           # seconds between progress writes to the store
 
@@ -53,12 +57,12 @@ def default_worker_memory(workers: int) -> int:
 
 
 # ------------------------------------------------------------ in the worker --
-def run_task(spec: dict[str, Any], model: Any) -> dict[str, Any]:
+def run_task(spec: RunSpec, model: Any) -> dict[str, Any]:
     """The task a worker runs: one whole run (``execute_run``) with progress and cancel through Dask."""
     from distributed import Event, get_worker
 
     worker = get_worker()
-    rid = spec["id"]
+    rid = spec.id
     event = Event(cancel_event_name(rid))
     state = {"checked": 0.0, "reported": 0.0, "stage": None}
 
@@ -84,7 +88,7 @@ def run_task(spec: dict[str, Any], model: Any) -> dict[str, Any]:
     graph = load_model(graph_bytes)
     try:
         report("started", 0.01, f"started on {worker.address}")   # a run cancelled while queued stops here
-        result, trace = execute_run(spec, graph, lambda: graph_bytes, report, check)
+        result, trace = execute_run(spec, graph, lambda: graph_bytes, report, check, worker_registry())
     except Cancelled:
         return {"status": "cancelled", "worker": worker.address}
     return {"status": "done", "result": result, "trace": trace, "worker": worker.address}
@@ -102,24 +106,59 @@ def _model_bytes(model: Any) -> bytes:
     return model
 
 
-class PluginLoader:
-    """A worker plugin: the server's ``--plugin`` files imported in every (re)started worker."""
+_WORKER_REGISTRY: Any = None
+_WORKER_PLUGIN_ERRORS: dict[str, str] = {}
+
+
+def worker_registry() -> Any:
+    """This worker process's backends: the built-ins plus the plugins the server shipped to it."""
+    global _WORKER_REGISTRY
+    if _WORKER_REGISTRY is None:
+        from partition.backends import builtin_registry
+        _WORKER_REGISTRY = builtin_registry()
+    return _WORKER_REGISTRY
+
+
+class PluginShipper(WorkerPlugin):
+    """A Dask worker plugin carrying the *source* of the server's ``--plugin`` files.
+
+    Registered once with the client; Dask runs ``setup`` on every worker, including workers
+    that join or restart later. Each file is written under the worker's own local directory
+    and imported into the worker's registry, so workers need not see the server's paths
+    (a remote ``dask worker`` gets the same backends)."""
 
     name = "sglens-plugins"
 
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = list(paths)
+    def __init__(self, sources: list[tuple[str, str]]) -> None:
+        self.sources = list(sources)       # (file name, Python source)
 
     def setup(self, worker: Any) -> None:
         from partition.plugins import load_plugin
-        for path in self.paths:
+        from partition.registry import use_registry
+        folder = os.path.join(worker.local_directory, "sglens-plugins")
+        os.makedirs(folder, exist_ok=True)
+        for index, (name, source) in enumerate(self.sources):
+            path = os.path.join(folder, f"{index}_{os.path.basename(name)}")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(source)
             try:
-                load_plugin(path)
-            except LensError:
-                pass   # the server reported it already; runs with its backend fail naming it
+                with use_registry(worker_registry()):
+                    load_plugin(path)
+            except LensError as exc:
+                _WORKER_PLUGIN_ERRORS[name] = str(exc)   # the server reported it too; its backend is unknown here
 
-    def teardown(self, worker: Any) -> None:
-        pass
+
+def read_plugin_sources(paths: list[str]) -> list[tuple[str, str]]:
+    """The ``--plugin`` files' text, read once by the server (unreadable ones are skipped: the
+    server's own load reported them)."""
+    sources = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                sources.append((os.path.basename(path), f.read()))
+        except (OSError, UnicodeDecodeError):
+            continue
+    return sources
 
 
 # ------------------------------------------------------------ in the server --
@@ -166,14 +205,15 @@ class DaskJobManager(BaseJobs):
         self.client.subscribe_topic(TOPIC, self._on_progress)
         self.client.subscribe_topic(MEMORY_TOPIC, self._on_memory_kill)
         if plugins:
-            self.client.register_plugin(PluginLoader(plugins))
+            self.client.register_plugin(PluginShipper(read_plugin_sources(plugins)))
         self._closed = False
         self.cancel_grace = CANCEL_GRACE
+        self.limit_grace = LIMIT_GRACE
 
     # ---- submit / cancel ----
-    def _start(self, job: Job, entry: Any, spec: dict[str, Any]) -> None:
+    def _start(self, job: Job, entry: Any, spec: RunSpec) -> None:
         resources = None
-        if spec["device"] == "gpu" and self.cluster is None:
+        if spec.device == "gpu" and self.cluster is None:
             if not any((w.get("resources") or {}).get("GPU") for w in self._workers().values()):
                 self.finish(job, "failed", "no Dask worker offers a GPU: start one with "
                             f"'dask worker {self.address} --resources GPU=1'")
@@ -214,10 +254,39 @@ class DaskJobManager(BaseJobs):
     def _restart_if_running(self, job: Job) -> None:
         if job.handle is None or not job.worker or self._closed:
             return       # the run returned (its done callback released the handle)
+        self._replace_worker(job.worker)
+
+    def _watch_time(self, job: Job) -> None:
+        """The run started on a worker: past its time limit (plus a grace for the checks between
+        stages to stop it) it fails and its worker is replaced (a hung call never reaches a check)."""
+        if not job.time_limit:
+            return
+        timer = threading.Timer(job.time_limit + self.limit_grace, self._overdue, args=(job, job.worker))
+        timer.daemon = True
+        timer.start()
+
+    def _overdue(self, job: Job, worker: str | None) -> None:
+        if job.finishing or job.status in FINAL or job.handle is None or self._closed:
+            return
+        from .jobs import TimeLimitExceeded
+        self.finish(job, "failed", str(TimeLimitExceeded(job.time_limit or 0.0,
+                                                         f"its worker {worker} was still running it and was restarted")))
+        if worker:
+            self._replace_worker(worker)
+
+    def _replace_worker(self, address: str) -> None:
+        """Restart one worker whose task will not stop. Its nanny (another process) kills it even
+        when the task holds the GIL in C code, and starts a fresh one; a worker without a nanny
+        (``dask worker --no-nanny``) is asked to exit."""
         try:
-            # Runs on the worker's event loop, not in the stuck task thread. The worker dies as if it
-            # had crashed and its nanny starts a new one (the path a crashing run takes, too).
-            self.client.run(_exit_worker, workers=[job.worker], wait=False)
+            self.client.restart_workers([address], timeout=30, raise_for_error=True)
+            return
+        except Exception:  # noqa: BLE001 - no nanny, or it did not answer: the worker's own loop
+            pass
+        try:
+            # Runs on the worker's event loop, not in the stuck task thread: the worker dies as if
+            # it had crashed (the path a crashing run takes, too).
+            self.client.run(_exit_worker, workers=[address], wait=False)
         except Exception:  # noqa: BLE001 - the worker may be gone already
             traceback.print_exc()
 
@@ -237,9 +306,12 @@ class DaskJobManager(BaseJobs):
         if job is None or job.finishing or job.status in FINAL:
             return
         stage_changed = job.stage != msg["stage"]
-        job.status = "running"
-        job.stage, job.progress, job.message = msg["stage"], msg["progress"], msg["message"]
         job.worker = msg.get("worker")
+        if job.status == "queued":
+            if not job.start():
+                return
+            self._watch_time(job)
+        job.stage, job.progress, job.message = msg["stage"], msg["progress"], msg["message"]
         now = time.monotonic()
         if stage_changed or now - job.saved_at > SAVE_EVERY:
             job.saved_at = now
@@ -341,9 +413,7 @@ class DaskJobManager(BaseJobs):
         if self._closed:
             return
         self._closed = True
-        for job in self.active():
-            if job.status not in FINAL:
-                self.finish(job, "interrupted", "interrupted: the server stopped while this run was in flight")
+        self._end_in_flight()
         try:
             self.client.close()
         finally:

@@ -17,7 +17,6 @@ ends (done, failed, cancelled), so runs are listed and comparable after a restar
 
 from __future__ import annotations
 
-import inspect
 import secrets
 import threading
 import time
@@ -28,14 +27,27 @@ from typing import Any, Callable
 from partition.errors import LensError
 
 from .errors import ApiError
+from .run_spec import RunSpec, make_spec
+from .run_states import FINAL, RunState, can_move, lost_with_server
 
-FINAL = ("done", "failed", "cancelled", "interrupted")
 #: Seed and default dimension of the random inputs of every run (stored with the run).
 INPUTS = {"seed": 0, "default_dim": 1}
 
 
 class Cancelled(Exception):
     pass
+
+
+def seconds_text(seconds: float) -> str:
+    return f"{int(seconds)} s" if float(seconds).is_integer() else f"{seconds:g} s"
+
+
+class TimeLimitExceeded(LensError):
+    """The run passed its wall-clock limit (``--run-time-limit``)."""
+
+    def __init__(self, limit: float, how: str = "the run stopped at its next check between stages") -> None:
+        super().__init__(f"exceeded the time limit of {seconds_text(limit)} (sglens serve --run-time-limit): "
+                         f"{how}. Run a smaller input, or raise the limit")
 
 
 def runs_available() -> str | None:
@@ -67,10 +79,18 @@ class Job:
         self.resubmit: Any = None        # what a new submission needs
         self.saved_at = 0.0              # last progress write to the store
         self.finishing = False           # set once, by whoever records the end first
+        self.time_limit: float | None = None   # seconds from its start on a worker (RunSpec.time_limit)
 
     def check(self) -> None:
         if self.cancel_event.is_set():
             raise Cancelled()
+
+    def start(self) -> bool:
+        """queued -> running (False when the run has moved on already, e.g. cancelled)."""
+        if self.finishing or not can_move(self.status, RunState.RUNNING):
+            return False
+        self.status = RunState.RUNNING.value
+        return True
 
     def to_json(self) -> dict[str, Any]:
         return {**self.meta, "id": self.id, "status": self.status, "stage": self.stage,
@@ -87,7 +107,10 @@ class BaseJobs:
         self._lock = threading.Lock()
 
     def submit(self, entry: Any, backend: str, options: dict[str, Any], properties: list | None,
-               device: str, executor: str, repeat: int, run_inputs: Any = None) -> Job:
+               device: str, executor: str, repeat: int, run_inputs: Any = None, rule: Any = None) -> Job:
+        """Record a new run and hand its ``RunSpec`` to the runner. ``properties`` is accepted for
+        callers that built them already, but never travels: the running side rebuilds them from the
+        backend name and options (or ``rule``, the rule JSON, for ``backend == "rule"``)."""
         why = runs_available()
         if why:
             raise ApiError(why, 503)
@@ -98,12 +121,16 @@ class BaseJobs:
             raise ApiError(f"executor must be one of {', '.join(EXECUTORS)}")
         self.lens.models.check_room(0)    # a full store takes no more runs (507)
         jid = secrets.token_hex(8)
+        spec = make_spec(self.lens.registry, id=jid, label=entry.name, backend=backend, options=options,
+                         rule=rule, device=device, executor=executor, repeat=repeat, run_inputs=run_inputs,
+                         memory_limit=_run_limit(self.lens), time_limit=_time_limit(self.lens),
+                         kernels=self.lens.run_kernels)
         meta = {"model_id": entry.id, "model_name": entry.name, "backend": backend,
                 "options": dict(options), "device": device, "executor": executor,
                 "created": time.time(), "repeat": repeat,
                 "inputs": run_inputs.to_json() if run_inputs is not None else dict(INPUTS)}
         job = Job(jid, meta)
-        job.run_inputs = run_inputs  # app.run_inputs.RunInputs: specs, uploaded arrays, tolerance
+        job.time_limit = spec.time_limit
         self.lens.runs.create({**meta, "id": jid, "status": "queued", "message": job.message})
         with self._lock:
             self._jobs[jid] = job
@@ -111,14 +138,16 @@ class BaseJobs:
             done = [j for j in self._jobs.values() if j.status in FINAL]
             for old in sorted(done, key=lambda j: j.created)[:-200]:
                 self._jobs.pop(old.id, None)
-        spec = {"id": jid, "label": entry.name, "backend": backend, "options": dict(options),
-                "properties": properties, "device": device, "executor": executor, "repeat": repeat,
-                "kernels": self.lens.run_kernels, "memory_limit": _run_limit(self.lens), **INPUTS,
-                "run_inputs": run_inputs}
-        self._start(job, entry, spec)
+        try:
+            self._start(job, entry, spec)
+        except Exception as exc:  # noqa: BLE001 - the row must not stay "queued" for ever (issue 20)
+            traceback.print_exc()
+            reason = f"could not hand the run to a worker: {type(exc).__name__}: {exc}"
+            self.finish(job, "failed", reason)
+            raise ApiError(f"{reason}; the run is recorded as failed", 500) from None
         return job
 
-    def _start(self, job: Job, entry: Any, spec: dict[str, Any]) -> None:
+    def _start(self, job: Job, entry: Any, spec: RunSpec) -> None:
         raise NotImplementedError
 
     def active(self) -> list[Job]:
@@ -160,8 +189,8 @@ class BaseJobs:
                result: dict[str, Any] | None = None, trace: Any = None) -> None:
         """Record the end of a run, in memory and in the store (once)."""
         with self._lock:
-            if job.finishing or job.status in FINAL:
-                return
+            if job.finishing or not can_move(job.status, status):
+                return      # ended already (the first end wins), or a move the state table forbids
             job.finishing = True
         if status == "done":
             job.stage, job.progress, job.message = "done", 1.0, "finished"
@@ -181,6 +210,13 @@ class BaseJobs:
     def close(self) -> None:
         """Stop taking runs and release workers (idempotent)."""
 
+    def _end_in_flight(self) -> None:
+        """At shutdown: a running run is interrupted, a queued one never started (``run_states``)."""
+        for job in self.active():
+            if job.status not in FINAL:
+                status, error, _ = lost_with_server(job.status)
+                self.finish(job, status, error)
+
     def describe(self) -> str:
         return "in threads of the server process"
 
@@ -192,20 +228,20 @@ class JobManager(BaseJobs):
         super().__init__(lens)
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="sglens-run")
 
-    def _start(self, job: Job, entry: Any, spec: dict[str, Any]) -> None:
-        self._pool.submit(self._execute, job, entry, spec["backend"], spec["options"], spec["properties"],
-                          spec["device"], spec["executor"], spec["repeat"])
+    def _start(self, job: Job, entry: Any, spec: RunSpec) -> None:
+        self._pool.submit(self._execute, job, entry, spec)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._end_in_flight()
 
-    def _execute(self, job: Job, entry: Any, backend: str, options: dict[str, Any], properties: list | None,
-                 device: str, executor: str, repeat: int) -> None:
+    def _execute(self, job: Job, entry: Any, spec: RunSpec) -> None:
         try:
             job.check()
-            job.status = "running"
+            if not job.start():
+                return
             self.lens.runs.update(job.id, status="running", stage="partition", message="started")
-            result, trace = self._work(job, entry, backend, options, properties, device, executor, repeat)
+            result, trace = self._work(job, entry, spec)
         except Cancelled:
             self.finish(job, "cancelled")
         except LensError as exc:
@@ -220,13 +256,9 @@ class JobManager(BaseJobs):
         job.check()
         job.stage, job.progress, job.message = stage, progress, message
 
-    def _work(self, job: Job, entry: Any, backend: str, options: dict[str, Any], properties: list | None,
-              device: str, executor: str, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        spec = {"label": entry.name, "backend": backend, "options": options, "properties": properties,
-                "device": device, "executor": executor, "repeat": repeat, "kernels": self.lens.run_kernels,
-                "memory_limit": _run_limit(self.lens), **INPUTS, "run_inputs": getattr(job, "run_inputs", None)}
+    def _work(self, job: Job, entry: Any, spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any]]:
         return execute_run(spec, entry.graph, entry.model_bytes,
-                           lambda s, p, m: self._stage(job, s, p, m), job.check)
+                           lambda s, p, m: self._stage(job, s, p, m), job.check, self.lens.registry)
 
 
 # ------------------------------------------------------------- one run --
@@ -236,22 +268,40 @@ def _run_limit(lens: Any) -> int | None:
     return int(limit) if limit else None
 
 
+def _time_limit(lens: Any) -> float | None:
+    """Seconds of wall clock a run may take (``--run-time-limit``) when the app has one."""
+    limit = getattr(lens, "run_time_limit", None)
+    return float(limit) if limit else None
+
+
 Report = Callable[[str, float, str], None]
 
 
-def _with_limit(fn: Callable[..., Any], limit: int | None) -> dict[str, Any]:
-    """``memory_limit=`` for an engine entry point that takes it (the run memory budget), else nothing."""
-    if limit is None:
-        return {}
-    try:
-        return {"memory_limit": limit} if "memory_limit" in inspect.signature(fn).parameters else {}
-    except (TypeError, ValueError):
-        return {}
+def _with_deadline(limit: float | None, report: Report,
+                   check: Callable[[], None]) -> tuple[Report, Callable[[], None]]:
+    """``report`` and ``check`` that also end the run once it has taken ``limit`` seconds. They run
+    between nodes of the partitioning and between stages; a call that never returns (a hung kernel,
+    an endless Loop inside onnxruntime) is the runner's to stop (``app.dask_runs``: the worker is
+    restarted)."""
+    if not limit:
+        return report, check
+    deadline = time.monotonic() + limit
+
+    def checked() -> None:
+        check()
+        if time.monotonic() > deadline:
+            raise TimeLimitExceeded(limit)
+
+    def reported(stage: str, progress: float, message: str) -> None:
+        checked()
+        report(stage, progress, message)
+    return reported, checked
 
 
-def execute_run(spec: dict[str, Any], graph: Any, model_bytes: Callable[[], bytes], report: Report,
-                check: Callable[[], None]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One run: partition, compare, a profiled run; ``report`` gives progress, ``check`` may cancel."""
+def execute_run(spec: RunSpec, graph: Any, model_bytes: Callable[[], bytes], report: Report,
+                check: Callable[[], None], registry: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One run: partition, compare, a profiled run; ``report`` gives progress, ``check`` may cancel.
+    The properties are built here from the spec's selection with ``registry`` (this side's)."""
     from engine.compare import compare
     from engine.executor import Executor
     from engine.measure import chrome_trace, measure, timeline_json
@@ -260,20 +310,20 @@ def execute_run(spec: dict[str, Any], graph: Any, model_bytes: Callable[[], byte
     from partition.runner import PartitionRun
 
     from .serialize import result_json
-    backend, executor, device, repeat = spec["backend"], spec["executor"], spec["device"], spec["repeat"]
-    kernels, label, limit = spec.get("kernels"), spec["label"], spec.get("memory_limit")
+    backend, executor, device, repeat = spec.backend, spec.executor, spec.device, spec.repeat
+    kernels, label, limit = spec.kernels, spec.label, spec.memory_limit
+    report, check = _with_deadline(spec.time_limit, report, check)
     report("partition", 0.02, f"partitioning with {backend}")
 
     def progress(done: int, total: int) -> None:
         check()
         report("partition", 0.02 + 0.18 * (done / max(1, total)),
                f"partitioning with {backend}: {done}/{total} nodes")
-    part = PartitionRun(graph, backend, trace=False, properties=spec.get("properties"), progress=progress,
-                        **spec["options"]).run()
+    part = PartitionRun(graph, backend, trace=False, properties=spec.properties(registry), progress=progress).run()
     report("compare", 0.2, "onnxruntime reference, our engine, the partitioned graph")
     notes: list[str] = []
     from .run_inputs import default_inputs
-    inputs = spec.get("run_inputs") or default_inputs(graph)
+    inputs = spec.run_inputs or default_inputs(graph)
     feeds = inputs.feeds(graph)   # engine.input_spec.materialize: same specs, same arrays
     model = parse_model_bytes(model_bytes(), label)
     stages = {"onnxruntime": (0.25, "onnxruntime on the whole model (the reference)"),
@@ -286,17 +336,15 @@ def execute_run(spec: dict[str, Any], graph: Any, model_bytes: Callable[[], byte
     if limit:   # --run-memory-limit: refuse before anything big is allocated (app/limits.py)
         from .limits import check_run_budget
         check_run_budget(graph, feeds, limit)
-    budget: dict[str, Any] = {}
     c = compare(graph, model, feeds, partitioned=part, executor=executor, device=device, repeat=repeat,
-                label=label, kernels=kernels, progress=compare_progress, tolerance=inputs.tolerance, **budget)
+                label=label, kernels=kernels, progress=compare_progress, tolerance=inputs.tolerance)
     report("timeline", 0.8, "a profiled run of the partitioned graph for the timeline")
     profiler = Profiler()
-    with Executor(part.graph, device=device, executor=executor, hooks=profiler, kernels=kernels,
-                  **_with_limit(Executor, limit)) as ex:
+    with Executor(part.graph, device=device, executor=executor, hooks=profiler, kernels=kernels) as ex:
         m = measure(ex, feeds, repeat=1, warmup=1, profiler=profiler, label=label)
     timeline = timeline_json(m.timeline)
     # Per-node time of the unpartitioned graph on our engine: the graph view's "time" colouring.
-    with Executor(graph, device=device, executor="engine", kernels=kernels, **_with_limit(Executor, limit)) as ex:
+    with Executor(graph, device=device, executor="engine", kernels=kernels) as ex:
         node_seconds = measure(ex, feeds, repeat=max(1, min(repeat, 3)), warmup=1).node_seconds
     report("report", 0.95, "writing the report")
     data = {

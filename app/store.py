@@ -44,11 +44,10 @@ from partition.errors import LensError
 from partition.ir import Graph
 
 from .errors import ApiError
+from .run_states import IN_FLIGHT, lost_with_server
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "sample_models"
 
-#: Run states that are not final: a run in one of them at start-up was lost with its server.
-IN_FLIGHT = ("queued", "running")
 
 
 # --------------------------------------------------------------- database --
@@ -543,13 +542,13 @@ class RunStore:
                 " options = excluded.options, status = excluded.status, error = excluded.error,"
                 " finished = excluded.finished, result = excluded.result, chrome_trace = excluded.chrome_trace,"
                 " stage = excluded.stage, progress = excluded.progress, message = excluded.message,"
-                " updated = excluded.updated",
+                " updated = excluded.updated WHERE runs.status IN (?, ?)",   # an end is final (run_states)
                 (run["id"], run["model_id"], run["model_name"], run["backend"], json.dumps(run["options"]),
                  run["device"], run["executor"], run["status"], run.get("error"), run["created"],
                  run.get("finished"), json.dumps(result, default=str) if result is not None else None,
                  json.dumps(chrome_trace) if chrome_trace is not None else None,
                  run.get("stage", run["status"]), run.get("progress", 1.0 if run["status"] == "done" else 0.0),
-                 run.get("message"), owner_id(), time.time()))
+                 run.get("message"), owner_id(), time.time(), *IN_FLIGHT))
 
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
         with self.db.connect() as db:
@@ -575,15 +574,15 @@ class RunStore:
             return [self._meta(r) for r in db.execute(sql, params).fetchall()]
 
     def mark_interrupted(self) -> list[str]:
-        """At start-up: runs left queued/running by a server process that is gone become ``interrupted``."""
+        """At start-up: runs left in flight by a server process that is gone end: a running one
+        ``interrupted``, a queued one ``failed`` as never started (``run_states.lost_with_server``)."""
         with self.db.connect() as db:
-            rows = db.execute("SELECT id, owner FROM runs WHERE status IN (?, ?)", IN_FLIGHT).fetchall()
-        lost = [r["id"] for r in rows if _owner_gone(r["owner"])]
-        for rid in lost:
-            self.update(rid, status="interrupted", stage="interrupted", finished=time.time(),
-                        error="interrupted: the server stopped while this run was queued or running; run it again",
-                        message="interrupted by a server restart")
-        return lost
+            rows = db.execute("SELECT id, owner, status FROM runs WHERE status IN (?, ?)", IN_FLIGHT).fetchall()
+        lost = [r for r in rows if _owner_gone(r["owner"])]
+        for row in lost:
+            status, error, message = lost_with_server(row["status"])
+            self.update(row["id"], status=status, stage=status, finished=time.time(), error=error, message=message)
+        return [r["id"] for r in lost]
 
     def chrome_trace(self, rid: str) -> str | None:
         with self.db.connect() as db:
