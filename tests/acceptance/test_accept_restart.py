@@ -18,6 +18,7 @@ def _runs(srv) -> dict[str, str]:
     return {r["id"]: r["status"] for r in reply.json()["runs"]}
 
 
+@pytest.mark.timeout(900)   # two server starts and eight runs
 def test_runs_and_bundles_survive_a_restart_and_none_is_left_queued(tmp_path):
     det = real_model("ppocr_det")
     real_model("ppocr_rec")
@@ -60,6 +61,7 @@ def test_runs_and_bundles_survive_a_restart_and_none_is_left_queued(tmp_path):
         stop_server(again)
 
 
+@pytest.mark.timeout(600)
 def test_a_preloaded_model_keeps_its_id_and_runs_across_restarts(tmp_path):
     """``sglens serve --model m.onnx``: the model is stored; started again, it is the same entry."""
     det = real_model("ppocr_det")

@@ -76,6 +76,7 @@ def _visible(page, *selectors: str) -> None:
         assert page.locator(sel).first.is_visible(), f"{sel} is not visible"
 
 
+@pytest.mark.timeout(900)   # a server, two runs and nine pages; minutes on a busy CI machine
 def test_every_page_with_a_real_model_open(site, page):
     srv, mid, (run_a, run_b) = site
     origin = srv.origin
