@@ -117,14 +117,13 @@ def check_report(run: dict) -> dict:
         for side in ("engine", "partitioned"):
             s = sides[side]
             assert s["match"] is True and s["mismatched"] == 0, (name, side, s)
-            # |ours - ref| <= atol + rtol*|ref| elementwise bounds the largest error by atol + rtol*max|ref|;
-            # a report whose numbers break even that bound is not telling the truth about its verdict
-            assert np.isfinite(s["max_abs"]) and s["max_abs"] <= ATOL + RTOL * 1e6, (name, side, s)
+            assert np.isfinite(s["max_abs"]), (name, side, s)
     return comparison
 
 
 def run_real(server, mid: str, backend: str, shapes: dict[str, list[int]], arrays: dict | None = None,
-         extra: dict | None = None, **selection) -> dict:
+             extra: dict | None = None, **selection) -> dict:
+    """One run at ``shapes`` (fed ``arrays`` where given, else generated), polled to its end."""
     inputs = [{"name": k, "shape": v, **({"fill": "file"} if arrays and k in arrays else {}),
                **((extra or {}).get(k, {}))} for k, v in shapes.items()]
     job = submit(server, {"model": mid, "backend": backend, "repeat": 1, "inputs": inputs,
@@ -133,13 +132,24 @@ def run_real(server, mid: str, backend: str, shapes: dict[str, list[int]], array
 
 
 def independent_check(server, run: dict, original, feeds: dict[str, np.ndarray]) -> None:
-    """onnxruntime on the original model and on the run's partitioned model agree on ``feeds``."""
+    """onnxruntime here, on ``feeds`` (what the run was fed): the run's partitioned model gives the
+    original's outputs, and the errors the server reports fit those outputs' magnitude.
+
+    ``|ours - ref| <= atol + rtol*|ref|`` for every element bounds the largest error by
+    ``atol + rtol*max|ref|``: a reported ``max_abs`` above that contradicts its own ✔."""
     reply = server.request("GET", f"/api/runs/{run['id']}/partitioned.onnx")
     assert reply.status == 200, reply.body[:300]
-    want = _session(original).run(None, feeds)
+    session = _session(original)
+    want = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
     got = ort.InferenceSession(reply.body, providers=["CPUExecutionProvider"]).run(None, feeds)
-    for w, g in zip(want, got):
+    for w, g in zip(want.values(), got):
         np.testing.assert_allclose(g, w, atol=ATOL, rtol=RTOL)
+    reported = run["result"]["comparison"]["outputs"]
+    assert set(reported) == set(want), (sorted(reported), sorted(want))
+    for name, ref in want.items():
+        bound = ATOL + RTOL * float(np.abs(ref).max())
+        for side in ("engine", "partitioned"):
+            assert reported[name][side]["max_abs"] <= bound, (name, side, reported[name][side], bound)
 
 
 def det_input(seed: int) -> dict[str, np.ndarray]:

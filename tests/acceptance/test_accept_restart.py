@@ -8,8 +8,9 @@ import pytest
 
 from acceptance_harness import FINAL, real_model, real_models, serve, stop_server, stuck_runs, submit, upload, wait_run
 
-BACKENDS = [("default", {"ops": ["Conv", "Relu", "Add"]}), ("conv_bn", {}), ("conv_bn_relu", {}),
-            ("tensorrt", {}), ("tensorrt", {"options": {"fallback_ops": ["Resize"]}})]
+#: the backends the first start runs (every backend against onnxruntime: test_accept_runs.py); tensorrt
+#: was the one whose failed submissions left rows queued forever, then "interrupted" after a restart
+BACKENDS = [("conv_bn_relu", {}), ("tensorrt", {"options": {"fallback_ops": ["Resize"]}})]
 
 
 def _runs(srv) -> dict[str, str]:
@@ -18,7 +19,7 @@ def _runs(srv) -> dict[str, str]:
     return {r["id"]: r["status"] for r in reply.json()["runs"]}
 
 
-@pytest.mark.timeout(900)   # two server starts and eight runs
+@pytest.mark.timeout(900)   # two server starts and four runs
 def test_runs_and_bundles_survive_a_restart_and_none_is_left_queued(tmp_path):
     det = real_model("ppocr_det")
     real_model("ppocr_rec")
