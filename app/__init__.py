@@ -31,8 +31,10 @@ Config keys (defaults in ``DEFAULTS``):
   for the local cluster, plain TCP for a loopback ``tcp://`` scheduler.
 - ``SGLENS_BIND_HOST``, ``SGLENS_ALLOWED_HOSTS``, ``SGLENS_TOKEN``, ``SGLENS_MAX_JSON``: the request
   guards of ``app.security`` (Host names answered, access token, cap on JSON bodies).
-- ``SGLENS_CACHE_BYTES``, ``SGLENS_CLIENT_CACHE_BYTES``: estimated bytes of partition results and of
-  debug sessions kept in all and per client (``app.quota``).
+- ``SGLENS_CACHE_BYTES``, ``SGLENS_CLIENT_CACHE_BYTES``: estimated bytes of partition results, of
+  debug sessions and of imported uploads kept in all and per client (``app.quota``).
+- ``SGLENS_MAX_NODES``, ``SGLENS_MAX_INITIALIZERS``, ``SGLENS_MAX_ATTRIBUTES``: objects one model may
+  hold (None: the defaults of ``partition.import_limits``); see ``app.limits.import_limits``.
 """
 
 from __future__ import annotations
@@ -100,12 +102,18 @@ class Lens:
         self.models = ModelStore(os.path.join(app.instance_path, "uploads"),
                                  max_bytes=int(cfg["SGLENS_MAX_UPLOAD"]), database=database,
                                  store_limit=int(limit) if limit else None,
-                                 bundle_dir=os.path.join(app.instance_path, "bundles"))
+                                 bundle_dir=os.path.join(app.instance_path, "bundles"),
+                                 counted_dirs=(os.path.join(app.instance_path, "bundles"),
+                                               os.path.join(app.instance_path, "run_inputs")))
         total, per_client = int(cfg["SGLENS_CACHE_BYTES"]), int(cfg["SGLENS_CLIENT_CACHE_BYTES"])
         self.sessions = SessionStore(max_sessions=int(cfg["SGLENS_MAX_SESSIONS"]), total_bytes=total,
                                      client_bytes=per_client)
         #: partition results by (model, backend options), charged to the client that asked first
         self.results: ClientQuota[Any] = ClientQuota(total, per_client)
+        #: imported uploads held in memory, charged by their objects to the client that uploaded them;
+        #: over the quota a client's oldest graphs leave memory (imported again from disk when used)
+        self.graphs: ClientQuota[str] = ClientQuota(total, per_client,
+                                                    on_evict=lambda mid, _v: self.models.forget_graph(str(mid)))
         run_limit = cfg.get("SGLENS_RUN_MEMORY_LIMIT")
         self.run_memory_limit: int | None = int(run_limit) if run_limit else None
         self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")

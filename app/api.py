@@ -195,6 +195,9 @@ def upload():
     else:
         f = files[0]
         entry = lens().models.upload(f.filename or "upload.onnx", f.stream)
+    from .quota import model_bytes_estimate
+    from .security import client_id
+    lens().graphs.put(entry.id, entry.id, client_id(), model_bytes_estimate(entry.graph))
     data = serialize.model_summary(entry)
     return jsonify(data), 201
 
@@ -210,6 +213,7 @@ def delete_model(mid: str):
     if entry.source == "sample":
         raise ApiError("sample models cannot be deleted", 403)
     lens().models.delete(mid)
+    lens().graphs.pop(mid)
     if getattr(entry, "bundle", None):   # the bundle's unpacked folder (ours, named by the id)
         import shutil
         shutil.rmtree(entry.bundle, ignore_errors=True)
@@ -261,7 +265,8 @@ def node(mid: str):
     n = graph.node_by_name.get(name)
     if n is None:
         raise ApiError(f"no node named '{name}' in this graph", 404)
-    return jsonify(serialize.node_json(graph, n))
+    offset = _int_arg("offset", 0, 0, 1 << 31)
+    return jsonify(serialize.node_json(graph, n, offset or 0))
 
 
 @bp.post("/models/<mid>/partition")
@@ -483,7 +488,7 @@ def start_run():
         inputs = previous
         inputs.feeds(entry.graph)        # the model may have been replaced: checked again
     else:
-        arrays = ri.read_arrays(uploads, entry.graph)
+        arrays = ri.read_arrays(uploads, entry.graph, lens().run_memory_limit)
         model = None
         if entry.size <= INFER_CHECK_BYTES:
             import onnx
@@ -491,6 +496,7 @@ def start_run():
         inputs = ri.parse_run_inputs(entry.graph, model, data, arrays,
                                      ri.remembered(instance, mid), lens().run_memory_limit)
     inputs.repeat = repeat
+    ri.check_room(lens().models, inputs)
     job = lens().jobs.submit(entry, backend, options, props, data.get("device", "cpu"),
                              data.get("executor", "auto"), repeat, run_inputs=inputs,
                              rule=data.get("rule") if backend == "rule" else None)

@@ -16,8 +16,8 @@ the form next time (``suggest_specs(graph, remembered)``).
 
 from __future__ import annotations
 
-import io
 import json
+import math
 import os
 import re
 import threading
@@ -27,12 +27,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from engine.inputs import array_header, check_declared, npz_headers
 from engine.input_spec import InputSpec, check_specs, check_with_inference, graph_inputs, materialize, suggest_specs
 from engine.run_errors import InputError
 from engine.tolerance import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
 from partition.ir import Graph
 
 from .errors import ApiError
+from .limits import HINT
 
 _ID = re.compile(r"^[0-9a-f]{8,64}$")
 _lock = threading.Lock()
@@ -81,41 +83,85 @@ def parse_tolerance(data: Any) -> Tolerance:
         raise ApiError(f"tolerance: {exc}") from None
 
 
-def read_arrays(uploads: Mapping[str, Any], graph: Graph) -> dict[str, np.ndarray]:
+def read_arrays(uploads: Mapping[str, Any], graph: Graph, budget: int | None = None) -> dict[str, np.ndarray]:
     """Uploaded ``.npy``/``.npz`` per input: form field ``input:<name>`` (an .npz may also hold
-    several inputs by name, under any field name). Never unpickled."""
+    several inputs by name, under any field name). Never unpickled.
+
+    Headers first: every array's shape and dtype are read from its ``.npy`` header (inside the
+    zip for an .npz) and checked against the graph input and ``budget`` (bytes of all arrays,
+    the run memory limit) before any data is decompressed; a 1 MB .npz that unpacks to a GiB
+    of the wrong shape is refused unread."""
     wanted = set(graph_inputs(graph))
     arrays: dict[str, np.ndarray] = {}
+    total = 0
     for field_name, f in uploads.items():
         target = field_name[len("input:"):] if field_name.startswith("input:") else None
         label = f"uploaded values '{os.path.basename(f.filename or field_name)[:80]}'"
-        raw = f.read()
+        if target is not None and target not in wanted:
+            raise ApiError(f"uploaded values for ['{target[:80]}'], which is not a graph input; the inputs are "
+                           f"{sorted(wanted)}")
         try:
-            loaded = np.load(io.BytesIO(raw), allow_pickle=False)
+            with _ArrayFile(f.stream, label) as source:
+                chosen = source.choose(target, wanted)
+                for name, (shape, dtype) in chosen.items():
+                    check_declared(graph.info(name), shape, dtype, label)
+                    total += math.prod(shape) * dtype.itemsize
+                    if budget is not None and total > budget:
+                        raise ApiError(f"{label}: input '{name}' holds {math.prod(shape) * dtype.itemsize} bytes "
+                                       f"({list(shape)} {dtype}); the uploaded arrays would pass the run memory "
+                                       f"limit of {budget} bytes; {HINT}")
+                for name in chosen:
+                    arrays[name] = source.read(name)
         except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
             raise ApiError(f"{label}: not a .npy or .npz file numpy can read without pickle "
                            f"({type(exc).__name__})") from None
-        if isinstance(loaded, np.ndarray):
-            if target is None:
-                raise ApiError(f"{label}: a .npy holds one array; send it as field 'input:<input name>'")
-            arrays[target] = loaded
-        else:
-            with loaded:
-                names = list(loaded.files)
-                if target is not None and len(names) == 1:
-                    arrays[target] = loaded[names[0]]
-                else:
-                    for n in names:
-                        if n in wanted:
-                            arrays[n] = loaded[n]
-                    if target is not None and target not in arrays:
-                        raise ApiError(f"{label}: the .npz has {len(names)} arrays and none is named "
-                                       f"'{target}'")
-    unknown = sorted(set(arrays) - wanted)
-    if unknown:
-        raise ApiError(f"uploaded values for {unknown}, which are not graph inputs; the inputs are "
-                       f"{sorted(wanted)}")
     return arrays
+
+
+class _ArrayFile:
+    """An uploaded .npy or .npz, read headers first: ``choose`` maps graph inputs to (shape,
+    dtype) from the headers alone; ``read`` then reads one array's data."""
+
+    def __init__(self, stream: Any, label: str) -> None:
+        self.stream, self.label = stream, label
+        stream.seek(0)
+        magic = stream.read(6)
+        stream.seek(0)
+        self.zip = zipfile.ZipFile(stream) if magic.startswith(b"PK") else None
+        if self.zip is None and not magic.startswith(b"\x93NUMPY"):
+            raise ValueError("not numpy's format")
+        self.headers = npz_headers(self.zip) if self.zip else {"": array_header(stream)}
+        self.members: dict[str, str] = {}
+
+    def __enter__(self) -> "_ArrayFile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.zip is not None:
+            self.zip.close()
+
+    def choose(self, target: str | None, wanted: set[str]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        if self.zip is None:
+            if target is None:
+                raise ApiError(f"{self.label}: a .npy holds one array; send it as field 'input:<input name>'")
+            self.members[target] = ""
+            return {target: self.headers[""]}
+        names = list(self.headers)
+        if target is not None and len(names) == 1:
+            self.members[target] = names[0]
+        else:
+            self.members = {n: n for n in names if n in wanted}
+            if target is not None and target not in self.members:
+                raise ApiError(f"{self.label}: the .npz has {len(names)} arrays and none is named '{target}'")
+        return {name: self.headers[member] for name, member in self.members.items()}
+
+    def read(self, name: str) -> np.ndarray:
+        member = self.members[name]
+        if self.zip is None:
+            self.stream.seek(0)
+            return np.lib.format.read_array(self.stream, allow_pickle=False)
+        with self.zip.open(member if member in self.zip.namelist() else member + ".npy") as f:
+            return np.lib.format.read_array(f, allow_pickle=False)
 
 
 def parse_run_inputs(graph: Graph, model: Any, data: Mapping[str, Any],
@@ -162,6 +208,11 @@ def _folder(instance: str) -> str:
     path = os.path.join(instance, "run_inputs")
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def check_room(store: Any, run: RunInputs) -> None:
+    """``--store-limit`` counts the uploaded arrays a run keeps (``save``): refused (507) up front."""
+    store.check_room(sum(int(a.nbytes) for a in run.files.values()))
 
 
 def save(instance: str, rid: str, run: RunInputs) -> None:

@@ -13,6 +13,20 @@ from partition.ir import Graph, Node, TensorInfo
 from partition.trace import PartitionResult, TraceEvent
 
 MAX_ATTR_ITEMS = 64
+#: Longest list a model card or node panel answers with (inputs, outputs, op counts, metadata):
+#: a model can have 100,000 graph inputs or distinct op types. Longer lists are cut, and the
+#: answer says so (``<field>_total`` and a ``note``); node inputs page with ``?offset=``.
+MAX_LIST = 1000
+
+
+def _capped(data: dict[str, Any], key: str, items: list, offset: int = 0, how: str = "") -> None:
+    """``data[key]`` = ``items[offset:offset+MAX_LIST]``, with a total and a note when cut."""
+    data[key] = items[offset:offset + MAX_LIST]
+    if len(items) > MAX_LIST or offset:
+        data[f"{key}_total"] = len(items)
+        shown = f"{offset}..{offset + len(data[key]) - 1}" if data[key] else "none"
+        note = f"{key}: showing {shown} of {len(items)} (at most {MAX_LIST} per answer{how})"
+        data["note"] = f"{data['note']}; {note}" if data.get("note") else note
 
 
 def tensor_json(info: TensorInfo) -> dict[str, Any]:
@@ -59,32 +73,42 @@ def _finite(value: Any) -> Any:
 def model_summary(entry: Any) -> dict[str, Any]:
     """The library card of a model (``entry`` is a ``store.ModelEntry``)."""
     g: Graph = entry.graph
-    return {
+    data: dict[str, Any] = {
         "id": entry.id, "name": entry.name, "source": entry.source, "size": entry.size,
         "nodes": len(g.nodes), "graph_name": g.name,
-        "opset": g.opset,
-        "op_counts": g.op_counts(),
-        "inputs": [tensor_json(g.info(t)) for t in g.inputs if t not in g.initializers],
-        "outputs": [tensor_json(g.info(t)) for t in g.outputs],
-        "initializers": len(g.initializers),
-        "control_flow": sorted({n.op_type for n in g.nodes if n.subgraphs}),
-        "metadata": g.metadata,
+        "opset": dict(list(g.opset.items())[:MAX_LIST]),
     }
+    counts = sorted(g.op_counts().items(), key=lambda kv: -kv[1])     # most used first when cut
+    _capped(data, "op_counts", counts)
+    data["op_counts"] = dict(data["op_counts"])
+    inputs = [t for t in g.inputs if t not in g.initializers]
+    _capped(data, "inputs", inputs)
+    data["inputs"] = [tensor_json(g.info(t)) for t in data["inputs"]]
+    _capped(data, "outputs", list(g.outputs))
+    data["outputs"] = [tensor_json(g.info(t)) for t in data["outputs"]]
+    data["initializers"] = len(g.initializers)
+    data["control_flow"] = sorted({n.op_type for n in g.nodes if n.subgraphs})[:MAX_LIST]
+    _capped(data, "metadata", list(g.metadata.items()))
+    data["metadata"] = dict(data["metadata"])
+    return data
 
 
-def node_json(graph: Graph, node: Node) -> dict[str, Any]:
-    """The node panel: op, attributes, typed inputs and outputs, producers, consumers, bodies."""
-    return {
-        "name": node.name, "op_type": node.op_type, "domain": node.domain,
-        "attrs": {k: attr_json(v) for k, v in node.attrs.items()},
-        "inputs": [dict(tensor_json(graph.info(t)) if t else {"name": "", "dtype": None, "shape": None},
-                        weight=t in graph.initializers,
-                        producer=(graph.producer(t).name if t and graph.producer(t) else None))
-                   for t in node.inputs],
-        "outputs": [dict(tensor_json(graph.info(t)), consumers=[c.name for c in graph.consumers(t)][:50])
-                    for t in node.outputs],
-        "bodies": {k: {"name": b.name, "nodes": len(b.nodes)} for k, b in node.subgraphs.items()},
-    }
+def node_json(graph: Graph, node: Node, offset: int = 0) -> dict[str, Any]:
+    """The node panel: op, attributes, typed inputs and outputs, producers, consumers, bodies.
+    Inputs and outputs: at most ``MAX_LIST`` from ``offset`` (``?offset=`` pages through them)."""
+    data: dict[str, Any] = {"name": node.name, "op_type": node.op_type, "domain": node.domain}
+    _capped(data, "attrs", list(node.attrs.items()))
+    data["attrs"] = {k: attr_json(v) for k, v in data["attrs"]}
+    _capped(data, "inputs", list(node.inputs), offset, "; ask ?offset=N for more")
+    data["inputs"] = [dict(tensor_json(graph.info(t)) if t else {"name": "", "dtype": None, "shape": None},
+                           weight=t in graph.initializers,
+                           producer=(graph.producer(t).name if t and graph.producer(t) else None))
+                      for t in data["inputs"]]
+    _capped(data, "outputs", list(node.outputs), offset, "; ask ?offset=N for more")
+    data["outputs"] = [dict(tensor_json(graph.info(t)), consumers=[c.name for c in graph.consumers(t)][:50])
+                       for t in data["outputs"]]
+    data["bodies"] = {k: {"name": b.name, "nodes": len(b.nodes)} for k, b in list(node.subgraphs.items())[:MAX_LIST]}
+    return data
 
 
 def event_json(event: TraceEvent, explanation: str | None = None) -> dict[str, Any]:

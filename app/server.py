@@ -4,8 +4,11 @@ Waitress (pure Python, no C build) reads requests asynchronously and only hands 
 ones to its bounded pool of ``--threads`` threads, so a slow upload holds no thread; an idle
 or stalled connection is closed after ``--read-timeout`` seconds (``channel_timeout``);
 headers over ``--max-header-bytes`` and bodies over the upload limit are refused before
-the app sees them; at most ``--connection-limit`` connections are open at once. Werkzeug's
-development server is used only with ``--debug``.
+the app sees them; at most ``--connection-limit`` connections are open at once, and at most
+``--connections-per-client`` from one remote address (``LimitedChannels``: over it, the new
+connection gets a 503 and is closed at once, so one address opening idle sockets cannot fill
+the server). Waitress's own error answers (a malformed request, oversize headers) carry the
+security headers of our pages. Werkzeug's development server is used only with ``--debug``.
 
 ``add_server_arguments`` adds the flags to ``sglens serve``; ``config_from_args`` turns them
 into ``create_app`` config; ``make_production_server`` gives an object with the same
@@ -60,6 +63,15 @@ def add_server_arguments(p: argparse.ArgumentParser) -> None:
                    help="largest request header block (default 64KiB)")
     g.add_argument("--connection-limit", type=_positive, default=200,
                    help="open connections at most (default 200)")
+    g.add_argument("--connections-per-client", type=_positive, default=32, metavar="N",
+                   help="open connections from one remote address at most (default 32); more get a 503")
+    m = p.add_argument_group("model limits")
+    m.add_argument("--max-nodes", type=_positive, default=None, metavar="N",
+                   help="nodes one model may have, bodies and functions included (default 250000)")
+    m.add_argument("--max-initializers", type=_positive, default=None, metavar="N",
+                   help="initializers one model may have (default 100000)")
+    m.add_argument("--max-attributes", type=_positive, default=None, metavar="N",
+                   help="node attributes one model may have (default 1000000)")
     r = p.add_argument_group("runs")
     r.add_argument("--workers", type=_positive, default=1,
                    help="local Dask worker processes for runs (default 1; one run at a time each)")
@@ -85,7 +97,9 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         cluster = None
     else:
         cluster = args.scheduler or "local"
-    return {"SGLENS_RUN_CLUSTER": cluster, "SGLENS_WORKERS": args.workers,
+    return {"SGLENS_MAX_NODES": args.max_nodes, "SGLENS_MAX_INITIALIZERS": args.max_initializers,
+            "SGLENS_MAX_ATTRIBUTES": args.max_attributes,
+            "SGLENS_RUN_CLUSTER": cluster, "SGLENS_WORKERS": args.workers,
             "SGLENS_WORKER_MEMORY": args.worker_memory, "SGLENS_SHARED_STORE": args.shared_store,
             "SGLENS_STORE_URL": args.store_url, "SGLENS_STORE_LIMIT": args.store_limit}
 
@@ -95,7 +109,7 @@ class ProductionServer:
 
     def __init__(self, host: str, port: int, app: Any, threads: int = 8, read_timeout: int = 60,
                  max_header_bytes: int = 64 * 1024, connection_limit: int = 200,
-                 sockets: list | None = None) -> None:
+                 connections_per_client: int = 32, sockets: list | None = None) -> None:
         from waitress.server import create_server
         # The body limit sits above Flask's MAX_CONTENT_LENGTH so that a declared oversize upload
         # gets the app's JSON 413; waitress's own limit bounds chunked bodies that declare nothing.
@@ -104,9 +118,12 @@ class ProductionServer:
         self._server = create_server(app, **where, threads=threads, channel_timeout=read_timeout,
                                      max_request_header_size=max_header_bytes, max_request_body_size=body,
                                      connection_limit=connection_limit, ident="sglens",
-                                     # idle channels are looked for this often (waitress: every 30 s)
-                                     cleanup_interval=max(1, min(30, read_timeout // 2)),
+                                     # idle channels are looked for this often: an idle socket lives
+                                     # at most read_timeout + this (waitress: every 30 s)
+                                     cleanup_interval=max(1, min(10, read_timeout // 4)),
                                      clear_untrusted_proxy_headers=True)
+        from .connections import LimitedChannels
+        LimitedChannels.install(self._server, connections_per_client)
         self.server_port = int(self._server.effective_port)
         self.server_address = (host, self.server_port)
         self._stop = threading.Event()
@@ -153,5 +170,6 @@ def make_production_server(host: str, port: int, app: Any, args: argparse.Namesp
     kw: dict[str, Any] = {"sockets": sockets}
     if args is not None:
         kw = {**kw, "threads": args.threads, "read_timeout": args.read_timeout,
-              "max_header_bytes": args.max_header_bytes, "connection_limit": args.connection_limit}
+              "max_header_bytes": args.max_header_bytes, "connection_limit": args.connection_limit,
+              "connections_per_client": args.connections_per_client}
     return ProductionServer(host, port, app, **kw)

@@ -6,7 +6,9 @@ pulls one more event from the live generator: a plugin's selector runs for
 real, one call at a time. Session ids are random (``secrets``): a tab sees
 only the session it created. The store keeps at most ``max_sessions`` and a
 byte estimate per client (``app.quota``): a client over its share loses its own
-least recently used sessions, not other clients'.
+least recently used sessions, not other clients'. Over the count, the oldest
+session of the remote address holding the most sessions goes (addresses, as in
+the quota: fresh cookies from one address add up and evict their own).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from partition.runner import PartitionRun
 from partition.trace import EVENT_KINDS, TraceEvent
 
 from .errors import ApiError
-from .quota import BYTES_PER_EVENT, BYTES_PER_NODE, ClientQuota
+from .quota import BYTES_PER_EVENT, BYTES_PER_NODE, ClientQuota, group_of
 
 #: Largest number of events a "run to" call pulls at once.
 MAX_RUN = 2_000_000
@@ -180,15 +182,16 @@ class SessionStore:
         with self._lock:
             self._quota.put(sid, session, client, session_bytes(session))
             self._order[sid] = client
-            # Over the count: the oldest session of the client with the most sessions goes.
+            # Over the count: the oldest session of the address holding the most sessions goes
+            # (grouped by address: fresh cookies from one address cannot outvote another).
             for gone in [k for k in self._order if k not in self._quota]:
                 self._order.pop(gone, None)
             while len(self._order) > self.max_sessions:
                 counts: dict[str, int] = {}
                 for c in self._order.values():
-                    counts[c] = counts.get(c, 0) + 1
+                    counts[group_of(c)] = counts.get(group_of(c), 0) + 1
                 others = [(k, c) for k, c in self._order.items() if k != sid]
-                victim = max(others, key=lambda kc: counts[kc[1]])[0]   # first (oldest) of the biggest
+                victim = max(others, key=lambda kc: counts[group_of(kc[1])])[0]   # oldest of the biggest
                 self._quota.pop(victim)
                 self._order.pop(victim, None)
         return session

@@ -226,10 +226,13 @@ class ModelStore:
     """Models by id: samples and memory models in memory, uploads in the database and ``upload_dir``."""
 
     def __init__(self, upload_dir: str, max_bytes: int, database: Database | None = None,
-                 store_limit: int | None = None, max_results: int = 32, bundle_dir: str | None = None) -> None:
+                 store_limit: int | None = None, max_results: int = 32, bundle_dir: str | None = None,
+                 counted_dirs: tuple[str, ...] = ()) -> None:
         self.upload_dir = upload_dir
         #: bundles' folders, one per model id (``app.uploads`` unpacks them there)
         self.bundle_dir = bundle_dir or os.path.join(os.path.dirname(os.path.abspath(upload_dir)), "bundles")
+        #: more folders whose files count against --store-limit (unpacked bundles, run inputs)
+        self.counted_dirs = counted_dirs
         self.max_bytes = max_bytes
         self.db = database or Database(os.path.join(upload_dir, "models.sqlite3"))
         if database is None:
@@ -273,13 +276,30 @@ class ModelStore:
         self._add(mid, name, graph, "memory", data)
         return self.get(mid)
 
+    def forget_graph(self, mid: str) -> None:
+        """Drop an uploaded model's imported graph from memory (its client's quota is full); it is
+        imported again from its file when next used."""
+        with self._lock:
+            self._graphs.pop(mid, None)
+            entry = self._memory.get(mid)
+            if entry is not None and entry._loader is not None:
+                entry._graph = None
+
     def used_bytes(self) -> int:
-        """Bytes the store holds on disk: upload files and the database."""
+        """Bytes the store holds on disk: upload files, the database, and every file under
+        ``counted_dirs`` (unpacked bundles, stored run inputs)."""
         total = self.db.size()
         if os.path.isdir(self.upload_dir):
             for entry in os.scandir(self.upload_dir):
                 if entry.is_file():
                     total += entry.stat().st_size
+        for folder in self.counted_dirs:
+            for root, _dirs, files in os.walk(folder):
+                for name in files:
+                    try:
+                        total += os.lstat(os.path.join(root, name)).st_size
+                    except OSError:
+                        pass   # removed meanwhile
         return total
 
     def check_room(self, extra: int) -> None:

@@ -47,6 +47,10 @@ def load_upload(path: str, max_bytes: int, label: str) -> Graph:
         raise ModelError(f"{label}: the file is empty; expected an ONNX model")
     model = onnx.ModelProto()
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        from partition.import_limits import check_wire_counts
+
+        from .limits import import_limits
+        check_wire_counts(mm, import_limits(max_bytes), label)   # before parsing makes the objects
         view = memoryview(mm)
         try:
             model.ParseFromString(view)
@@ -59,6 +63,11 @@ def load_upload(path: str, max_bytes: int, label: str) -> Graph:
         raise ModelError(f"{label}: the file parsed but holds no ONNX graph; is it an ONNX model?")
     # The rules of partition/external_data.py: a file with no folder of its own follows none.
     external_data.check_model(model, None, label)
+    # Objects and bytes once read, counted before inference or import make them (issue 21).
+    from partition.import_limits import check_import
+
+    from .limits import import_limits
+    check_import(model, import_limits(max_bytes), None, label)
     model = _infer_shapes_lean(model)
     return from_model_proto(model, base_dir=None, infer_shapes=False, label=label)
 
@@ -124,6 +133,7 @@ def store_bundle(store: Any, instance: str, files: list, max_bytes: int) -> Any:
     from partition.bundle import extract_archive, is_archive, stage_files
     mid = secrets.token_hex(8)
     folder = Path(bundle_dir(instance, mid))
+    store.check_room(0)   # a full store refuses before unpacking (507)
     try:
         if len(files) == 1 and is_archive(files[0].filename or ""):
             arch_dir = folder.parent / f".{mid}-archive"
@@ -140,6 +150,7 @@ def store_bundle(store: Any, instance: str, files: list, max_bytes: int) -> Any:
                 shutil.rmtree(arch_dir, ignore_errors=True)
         else:
             model_path = stage_files([(f.filename or "file", f.stream) for f in files], folder, max_bytes)
+        store.check_room(0)   # --store-limit counts the unpacked files (now on disk) too
         return register_model_file(store, model_path, model_path.parent, label=model_path.name,
                                    max_bytes=max_bytes, mid=mid, bundle=str(folder))
     except Exception:
@@ -156,8 +167,11 @@ def register_model_file(store: Any, model_path: str | os.PathLike, data_root: st
     from pathlib import Path
 
     from partition.onnx_io import load_model
+
+    from .limits import import_limits
     path = Path(model_path)
-    graph = load_model(path, max_bytes=max_bytes, data_root=Path(data_root))
+    # tensors once read (aliases each time), objects: counted before any is read (issue 21)
+    graph = load_model(path, max_bytes=max_bytes, data_root=Path(data_root), limits=import_limits(max_bytes))
     return store.add_bundle(mid, label, str(path), graph, source)
 
 
@@ -180,7 +194,7 @@ def preload_model(store: Any, instance: str, path: str, max_bytes: int) -> Any:
             model, _ = open_model_path(path, max_bytes, unpack_to=folder)
         else:
             source_model, root = open_model_path(path, max_bytes)
-            model = _copy_with_data(source_model, root, folder)
+            model = _copy_with_data(source_model, root, folder, max_bytes)
         known = store.find_bundle("preload", model.name, folder_digest(folder)[1])
         if known is not None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -192,12 +206,23 @@ def preload_model(store: Any, instance: str, path: str, max_bytes: int) -> Any:
         raise
 
 
-def _copy_with_data(model: Any, root: Any, folder: Any) -> Any:
+def _copy_with_data(model: Any, root: Any, folder: Any, max_bytes: int) -> Any:
     """Copy ``model`` and the external-data files it names (found inside ``root`` by the checked
     resolver) into ``folder``; the data keep their place relative to the copied model."""
     import shutil
 
-    proto = onnx.load_model(str(model), load_external_data=False)
+    if model.is_dir():
+        raise ModelError(f"{model}: is a directory; expected an ONNX model file")
+    if not model.is_file():
+        raise ModelError(f"{model}: no such model file")
+    size = model.stat().st_size
+    if size > max_bytes:
+        raise ModelTooLargeError(f"{model.name}: {size} bytes is over the limit of {max_bytes}")
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(model.read_bytes())   # its external data is located below, not read
+    except Exception:  # noqa: BLE001 - protobuf's errors differ by implementation
+        raise ModelError(f"{model}: not a valid ONNX model (protobuf parse failed)") from None
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / model.name
     shutil.copyfile(model, target)

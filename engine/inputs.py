@@ -121,10 +121,14 @@ def load_inputs(path: str | os.PathLike, graph: Graph) -> dict[str, np.ndarray]:
 
     A ``.npy`` file (one array) is taken as the value of the graph's only
     input; for a graph with several inputs it is refused with the way to save
-    them. Dtypes are cast where numpy's safe casting says it is lossless
-    (``check_feeds``).
+    them. Every array's header (shape, dtype) is checked against the graph
+    before its data is read, so a small .npz that expands to gigabytes of the
+    wrong shape is refused unread. Dtypes are cast where numpy's safe casting
+    says it is lossless (``check_feeds``).
     """
     label = f"--inputs {os.fspath(path)}"
+    for name, (shape, dtype) in input_file_headers(path, graph).items():
+        check_declared(graph.info(name), shape, dtype, label)
     loaded = _read_arrays(path, label)
     if isinstance(loaded, np.ndarray):
         wanted = [n for n in graph.inputs if n not in graph.initializers]
@@ -142,7 +146,12 @@ def load_inputs(path: str | os.PathLike, graph: Graph) -> dict[str, np.ndarray]:
 
 
 def input_file_shapes(path: str | os.PathLike, graph: Graph) -> dict[str, tuple[int, ...]]:
-    """The shapes an --inputs file holds, from the array headers alone (no data read).
+    """The shapes an --inputs file holds, from the array headers alone (no data read)."""
+    return {name: shape for name, (shape, _dtype) in input_file_headers(path, graph).items()}
+
+
+def input_file_headers(path: str | os.PathLike, graph: Graph) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """(shape, dtype) per graph input an --inputs file holds, from the array headers alone.
 
     For the memory budget: a small compressed .npz can expand to gigabytes, so
     its arrays are sized before they are loaded. Names not in the graph are
@@ -153,25 +162,58 @@ def input_file_shapes(path: str | os.PathLike, graph: Graph) -> dict[str, tuple[
     wanted = [n for n in graph.inputs if n not in graph.initializers]
     try:
         if zipfile.is_zipfile(path):
-            shapes: dict[str, tuple[int, ...]] = {}
             with zipfile.ZipFile(path) as zf:
-                for member in zf.namelist():
-                    name = member[:-4] if member.endswith(".npy") else member
-                    if name in wanted:
-                        with zf.open(member) as f:
-                            shapes[name] = _header_shape(f)
-            return shapes
+                return {name: header for name, header in npz_headers(zf).items() if name in wanted}
         with open(path, "rb") as f:
-            return {wanted[0]: _header_shape(f)} if len(wanted) == 1 else {}
+            return {wanted[0]: array_header(f)} if len(wanted) == 1 else {}
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{label}: an array header cannot be read ({_reason(exc)})") from None
+        raise InputError(f"{label}: not a readable .npz or .npy file (an array header cannot be read: "
+                         f"{_reason(exc)}); save inputs with np.savez(path, input_name=array, ...)") from None
 
 
-def _header_shape(f: Any) -> tuple[int, ...]:
+def npz_headers(zf: zipfile.ZipFile) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """(shape, dtype) of every ``.npy`` member of an open .npz, by array name; only headers are read."""
+    out = {}
+    for member in zf.namelist():
+        name = member[:-4] if member.endswith(".npy") else member
+        with zf.open(member) as f:
+            out[name] = array_header(f)
+    return out
+
+
+def array_header(f: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) from a ``.npy`` header at ``f``'s position (numpy reads the header alone);
+    object arrays are refused here, as ``np.load(allow_pickle=False)`` would."""
     major, _minor = np.lib.format.read_magic(f)
     read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-    shape, _fortran, _dtype = read(f)
-    return tuple(int(d) for d in shape)
+    shape, _fortran, dtype = read(f)
+    if dtype.hasobject:
+        raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
+    return tuple(int(d) for d in shape), dtype
+
+
+def check_declared(info: TensorInfo, shape: tuple[int, ...], dtype: np.dtype, label: str) -> None:
+    """An array's header against the graph input ``info``: rank, fixed dims, and a dtype that
+    converts without loss; the messages of ``check_feeds``, before any data is read."""
+    name = info.name
+    if info.shape is not None:
+        if len(info.shape) != len(shape):
+            raise InputError(f"{label}: input '{name}' has shape {list(shape)}, but the graph "
+                             f"declares rank {len(info.shape)} ({list(info.shape)})")
+        for axis, (want, got) in enumerate(zip(info.shape, shape)):
+            if isinstance(want, int) and want >= 0 and want != got:
+                raise InputError(f"{label}: input '{name}' has size {got} on axis {axis}; the graph "
+                                 f"declares {want} ({list(info.shape)})")
+    if info.dtype is None:
+        return
+    try:
+        want = to_numpy(info.dtype)
+    except KeyError:   # exotic declared type: left to the kernels, as in check_feeds
+        return
+    if dtype != want and not np.can_cast(dtype, want, casting="safe"):
+        raise InputError(f"{label}: input '{name}' has dtype {dtype}, but the graph declares "
+                         f"{info.dtype} ({want}); {dtype} does not convert to {want} without loss, "
+                         f"so save it as {want}")
 
 
 def _read_arrays(path: str | os.PathLike, label: str, *, load: bool = True) -> Any:

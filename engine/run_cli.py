@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -89,7 +90,8 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
                         "hour: an unattended script never hangs on a model that loops for ever; 0 = no limit)")
     p.add_argument("--memory-limit", metavar="SIZE", default=None,
                    help="refuse the run before it starts when its tensors are estimated to need "
-                        "more than SIZE (e.g. 512M, 2G); default: no limit")
+                        "more than SIZE (e.g. 512M, 2G); default: a quarter of the machine's memory, "
+                        "as sglens serve")
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -133,7 +135,7 @@ def _prepare(args: argparse.Namespace):
                              specs_from_options)
     from .inputs import input_file_shapes, load_inputs, parse_dims
     dims = parse_dims(args.dim)
-    limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
+    limit = parse_size(args.memory_limit) if args.memory_limit is not None else default_memory_limit()
     from partition.bundle import open_model_path
     path, root = open_model_path(args.model, 1 << 40)   # a .onnx, a model folder or a .zip/.tar bundle
     graph = load_model(path, data_root=root)
@@ -156,6 +158,14 @@ def _prepare(args: argparse.Namespace):
         feeds = materialize(graph, specs)
         check_with_inference(model, feeds)
     return graph, model, feeds, notes
+
+
+def default_memory_limit() -> int | None:
+    """A quarter of the machine's memory (the default of ``sglens serve --run-memory-limit``)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _parse_range(text: str | None) -> tuple[float, float] | None:

@@ -12,6 +12,14 @@ many GiB. Tar archives go through the standard library's ``data`` extraction fil
 (Python >= 3.11.4), which refuses all of those; zip members are checked by name, and
 both are counted against a byte and a file budget while they are written, so a bomb
 stops at the budget instead of filling the disk.
+
+Headers attack memory before any member is written: tarfile reads a GNU long-name or a
+pax header into memory whole, whatever size it declares (a 1.5 KB bzip2 tar can declare a
+GiB of zeros), and zipfile reads the whole central directory. So every declared size is
+checked before it is read: a tar extended header over ``MAX_HEADER_BYTES`` (or more of them
+than ``MAX_HEADER_CHAIN`` in a row, or ``MAX_HEADER_TOTAL`` in all), a name over
+``MAX_NAME_BYTES``, a member larger than the budget left, a zip whose central directory
+counts more entries than ``MAX_FILES`` or whose declared sizes add up past the budget.
 """
 
 from __future__ import annotations
@@ -25,8 +33,19 @@ from typing import BinaryIO, Iterable
 from .errors import ModelError
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
+#: Entries of a bundle at most (files and folders).
 MAX_FILES = 10_000
+#: Largest tar extended header (GNU long name or link, pax): real ones hold a path or two.
+MAX_HEADER_BYTES = 64 << 10
+#: Extended headers in a row before one member (tarfile reads each chain recursively).
+MAX_HEADER_CHAIN = 8
+#: Extended header bytes in one archive (global pax headers accumulate).
+MAX_HEADER_TOTAL = 4 << 20
+#: Longest member name.
+MAX_NAME_BYTES = 4096
 _CHUNK = 1 << 20
+_EXTENDED = frozenset({tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
+                       tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE})
 
 
 def is_archive(name: str) -> bool:
@@ -49,6 +68,14 @@ class _Budget:
         self.files_left -= 1
         if self.files_left < 0:
             raise ModelError(f"bundle has more than {MAX_FILES} files; refused")
+        if len(name.encode("utf-8", "replace")) > MAX_NAME_BYTES:
+            raise ModelError(f"bundle member name '{name[:60]}...' is longer than {MAX_NAME_BYTES} bytes; refused")
+
+    def declared(self, name: str, size: int) -> None:
+        """A member's size as its header declares it, checked before a byte of it is read."""
+        if size > self.left:
+            raise ModelError(f"bundle member '{name[:120]}' declares {size} bytes, more than the upload limit "
+                             "leaves; refused (raise --max-upload if the model really is that large)")
 
     def take(self, n: int) -> None:
         self.left -= n
@@ -99,9 +126,24 @@ def extract_archive(archive: Path, dest: Path, max_bytes: int) -> Path:
     return find_model(dest)
 
 
+def _zip_entries(archive: Path) -> int | None:
+    """The entry count the zip's end record declares (zipfile parses every entry on open)."""
+    with open(archive, "rb") as f:
+        end = zipfile._EndRecData(f)  # the reader zipfile itself uses; stable since Python 2
+    return None if end is None else int(end[zipfile._ECD_ENTRIES_TOTAL])
+
+
 def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> None:
+    entries = _zip_entries(archive)
+    if entries is not None and entries > MAX_FILES:
+        raise ModelError(f"bundle has {entries} entries, more than {MAX_FILES}; refused")
     with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
+        infos = zf.infolist()
+        declared = sum(i.file_size for i in infos)
+        if declared > budget.left:
+            raise ModelError(f"bundle's members declare {declared} bytes in all, more than the upload limit; "
+                             "refused (raise --max-upload if the model really is that large)")
+        for info in infos:
             rel = _safe_relative(info.filename)
             if info.is_dir():
                 continue
@@ -112,9 +154,34 @@ def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> None:
                 _copy(src, dest / rel, budget)
 
 
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A tar header that refuses, before reading it, an extended header (GNU long name or link,
+    pax) over ``MAX_HEADER_BYTES``, a chain of them longer than ``MAX_HEADER_CHAIN``, more than
+    ``MAX_HEADER_TOTAL`` of them in one archive, and old GNU sparse members."""
+
+    def _proc_member(self, tf: tarfile.TarFile):  # tarfile's one dispatch point per header
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise ModelError("bundle member is a GNU sparse file; refused (archive the model as plain files)")
+        if self.type not in _EXTENDED:
+            return super()._proc_member(tf)
+        if self.size > MAX_HEADER_BYTES:
+            raise ModelError(f"bundle has a tar extended header (long name or pax) that declares {self.size} "
+                             f"bytes, over the limit of {MAX_HEADER_BYTES}; refused")
+        chain = getattr(tf, "_sglens_chain", 0) + 1
+        total = getattr(tf, "_sglens_header_bytes", 0) + self.size
+        if chain > MAX_HEADER_CHAIN or total > MAX_HEADER_TOTAL:
+            raise ModelError("bundle has too many tar extended headers (long names or pax); refused")
+        tf._sglens_chain, tf._sglens_header_bytes = chain, total   # type: ignore[attr-defined]
+        try:
+            return super()._proc_member(tf)
+        finally:
+            tf._sglens_chain = chain - 1   # type: ignore[attr-defined]
+
+
 def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> None:
-    with tarfile.open(archive) as tf:
+    with tarfile.open(archive, tarinfo=_BoundedTarInfo) as tf:
         for member in tf:
+            budget.file(member.name)   # folders count too: tarfile keeps every header in memory
             _safe_relative(member.name)
             if member.issym() or member.islnk():
                 raise ModelError(f"bundle member '{member.name}' is a link; refused")
@@ -122,7 +189,7 @@ def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> None:
                 continue
             if not member.isfile():
                 raise ModelError(f"bundle member '{member.name}' is not a regular file; refused")
-            budget.file(member.name)
+            budget.declared(member.name, member.size)
             checked = tarfile.data_filter(member, str(dest))  # the standard library's own guard
             src = tf.extractfile(checked)
             if src is None:

@@ -50,7 +50,9 @@ def uses_external(t: onnx.TensorProto) -> bool:
 def location_of(t: onnx.TensorProto) -> str:
     for entry in t.external_data:
         if entry.key == "location":
-            return entry.value
+            value = entry.value
+            # protobuf hands back a string that is not UTF-8 as bytes: shown, and refused, as text
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
     return ""
 
 

@@ -29,6 +29,7 @@ from . import external_data
 from .dtypes import ONNX_TYPE_CODES, ONNX_TYPE_NAMES
 from .errors import LensError, ModelError, ModelTooLargeError
 from .gcpause import paused_gc
+from .import_limits import ImportLimits, check_import, check_wire_counts
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Dim, Graph, Initializer, Node, TensorInfo
 from .local_functions import FUNCTION_KEY, LocalFunctions, expanded_size, instantiate
 from .onnx_inference import InferenceChild, infer_in_process
@@ -40,23 +41,27 @@ _INFER_LIMIT = 1 << 30
 
 # ------------------------------------------------------------------ import --
 def load_model(source: str | os.PathLike | bytes, *, max_bytes: int | None = None,
-               infer_shapes: bool = True, data_root: str | os.PathLike | None = None) -> Graph:
+               infer_shapes: bool = True, data_root: str | os.PathLike | None = None,
+               limits: ImportLimits | None = None) -> Graph:
     """Read an ONNX model from a path or from bytes into a ``Graph``.
 
     External data is read only from inside one folder: ``data_root`` when
     given (a bundle upload names its own folder), else the model file's own
     folder (symlinks resolved); a model given as bytes without ``data_root``
-    never follows external data.
+    never follows external data. ``limits``: objects and bytes once read, checked before
+    anything is imported or read (``partition/import_limits.py``).
     """
     data, base_dir, label = _read_source(source, max_bytes)
     if data_root is not None:
         base_dir = Path(data_root).resolve()
+    check_wire_counts(data, limits, label)   # before parsing makes the objects
     model = _parse(data, label)
-    return from_model_proto(model, base_dir=base_dir, infer_shapes=infer_shapes, label=label)
+    return from_model_proto(model, base_dir=base_dir, infer_shapes=infer_shapes, label=label, limits=limits)
 
 
 def read_model_proto(source: str | os.PathLike | bytes, *, max_bytes: int | None = None,
-                     data_root: str | os.PathLike | None = None) -> onnx.ModelProto:
+                     data_root: str | os.PathLike | None = None,
+                     limits: ImportLimits | None = None) -> onnx.ModelProto:
     """The model as a proto with its external data (checked by the same rules) inline.
 
     For onnxruntime, which would otherwise resolve external data of a model
@@ -65,7 +70,10 @@ def read_model_proto(source: str | os.PathLike | bytes, *, max_bytes: int | None
     data, base_dir, label = _read_source(source, max_bytes)
     if data_root is not None:
         base_dir = Path(data_root).resolve()
-    return external_data.inline_all(_parse(data, label), base_dir, label)
+    model = _parse(data, label)
+    external_data.check_model(model, base_dir, label)   # the folder rules before any size is asked
+    check_import(model, limits, base_dir, label)       # what inlining would read, before it does
+    return external_data.inline_all(model, base_dir, label)
 
 
 def _read_source(source: str | os.PathLike | bytes,
@@ -114,9 +122,12 @@ def _parse(data: bytes, label: str = "model") -> onnx.ModelProto:
 
 
 def from_model_proto(model: onnx.ModelProto, *, base_dir: Path | None = None,
-                     infer_shapes: bool = True, label: str = "model") -> Graph:
+                     infer_shapes: bool = True, label: str = "model",
+                     limits: ImportLimits | None = None) -> Graph:
     """The graph of ``model``; external data only from ``base_dir`` (None: refused)."""
-    if external_data.check_model(model, base_dir, label):
+    has_external = external_data.check_model(model, base_dir, label)
+    check_import(model, limits, base_dir, label)   # before attribute tensors are read
+    if has_external:
         assert base_dir is not None  # check_model refuses external data without a folder
         copy = onnx.ModelProto()
         copy.CopyFrom(model)  # attribute tensors are inlined below; the caller's proto stays

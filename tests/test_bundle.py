@@ -107,3 +107,59 @@ def test_not_an_archive_and_model_count_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelError, match="no .onnx file"):
         find_model(tmp_path / "empty")
+
+
+def _tar_with_header(tmp_path: Path, kind: str, size: int, chain: int = 1) -> Path:
+    """A plain .tar whose model member is preceded by ``chain`` extended headers of ``size`` bytes."""
+    blocks = b""
+    for _ in range(chain):
+        head = tarfile.TarInfo("././@LongLink")
+        head.type = tarfile.GNUTYPE_LONGNAME if kind == "gnu" else tarfile.XHDTYPE
+        head.size = size
+        blocks += head.tobuf(tarfile.GNU_FORMAT) + b"model.onnx".ljust(size + (-size % 512), b"\0")
+    data = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]).SerializeToString()
+    member = tarfile.TarInfo("model.onnx")
+    member.size = len(data)
+    path = tmp_path / "m.tar"
+    path.write_bytes(blocks + member.tobuf(tarfile.USTAR_FORMAT) + data + bytes(-len(data) % 512) + bytes(1024))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["gnu", "pax"])
+def test_tar_extended_headers_are_bounded_before_they_are_read(tmp_path, kind):
+    from partition.bundle import MAX_HEADER_BYTES, MAX_HEADER_CHAIN
+    ok = _tar_with_header(tmp_path, "gnu", 512)              # a real long name: fine
+    assert extract_archive(ok, tmp_path / "ok", max_bytes=1 << 20).name == "model.onnx"
+    big = _tar_with_header(tmp_path, kind, MAX_HEADER_BYTES + 512)
+    with pytest.raises(ModelError, match="extended header.*declares"):
+        extract_archive(big, tmp_path / "big", max_bytes=1 << 30)
+    chained = _tar_with_header(tmp_path, kind, 512, chain=MAX_HEADER_CHAIN + 1)
+    with pytest.raises(ModelError, match="too many tar extended headers"):
+        extract_archive(chained, tmp_path / "chain", max_bytes=1 << 30)
+    assert not (tmp_path / "big").exists() or not any((tmp_path / "big").iterdir())
+
+
+def test_a_member_declaring_more_than_the_budget_is_refused_unread(tmp_path):
+    member = tarfile.TarInfo("model.onnx.data")
+    member.size = 1 << 30                                      # declared, never sent
+    path = tmp_path / "m.tar"
+    path.write_bytes(member.tobuf(tarfile.USTAR_FORMAT) + bytes(1024))
+    with pytest.raises(ModelError, match="declares 1073741824 bytes"):
+        extract_archive(path, tmp_path / "out", max_bytes=1 << 20)
+
+
+def test_a_zip_with_too_many_entries_is_refused_from_its_end_record(tmp_path):
+    from partition import bundle
+    path = tmp_path / "m.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        for i in range(30):
+            zf.writestr(f"d{i}/", b"")
+    old = bundle.MAX_FILES
+    bundle.MAX_FILES = 20
+    try:
+        with pytest.raises(ModelError, match="30 entries, more than 20"):
+            extract_archive(path, tmp_path / "out", max_bytes=1 << 20)
+    finally:
+        bundle.MAX_FILES = old

@@ -120,3 +120,98 @@ def big_weights(mib: int) -> bytes:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])
     return model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [x], [y], [w]).SerializeToString()
+
+
+# ---------------------------------------------------------- issue 21: size bombs --
+def _tiny_model() -> bytes:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    return model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [x], [y]).SerializeToString()
+
+
+def _bz2_zeros(n_mib: int) -> bytes:
+    """``n_mib`` MiB of zeros as bzip2: one 16 MiB stream repeated (bzip2 readers take
+    concatenated streams), so a GiB costs milliseconds to make and ~200 bytes per 16 MiB."""
+    import bz2
+    assert n_mib % 16 == 0
+    one = bz2.compress(bytes(16 << 20), 9)
+    return one * (n_mib // 16)
+
+
+def tar_header_bomb(kind: str, claim_mib: int) -> bytes:
+    """A bzip2 ``.tar`` whose first member is a GNU long-name (``kind="gnu"``) or pax (``"pax"``)
+    header that claims ``claim_mib`` MiB (all zeros, so it compresses to almost nothing),
+    then a tiny real model. tarfile reads such a header into memory whole."""
+    import bz2
+    import tarfile
+    head = tarfile.TarInfo("././@LongLink" if kind == "gnu" else "././@PaxHeader")
+    head.type = tarfile.GNUTYPE_LONGNAME if kind == "gnu" else tarfile.XHDTYPE
+    head.size = claim_mib << 20
+    data = _tiny_model()
+    member = tarfile.TarInfo("model.onnx")
+    member.size = len(data)
+    body = member.tobuf(tarfile.USTAR_FORMAT) + data + bytes(-len(data) % 512) + bytes(1024)
+    return (bz2.compress(head.tobuf(tarfile.GNU_FORMAT)) + _bz2_zeros(claim_mib) + bz2.compress(body))
+
+
+def alias_bundle(aliases: int, mib: int) -> bytes:
+    """A zip bundle whose model has ``aliases`` initializers of ``mib`` MiB each, every one pointing
+    at the same ``mib`` MiB of ``w.bin`` (zeros): a few KiB sent, ``aliases * mib`` MiB when read."""
+    import io
+    import zipfile
+    n = (mib << 20) // 4
+    inits = [external(numpy_helper.from_array(np.zeros(1, np.float32), f"w{i}"), "w.bin", length=mib << 20)
+             for i in range(aliases)]
+    for t in inits:
+        t.dims[:] = [n]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])
+    nodes, prev = [], "x"
+    for i in range(aliases):
+        out = "y" if i == aliases - 1 else f"t{i}"
+        nodes.append(helper.make_node("Add", [prev, f"w{i}"], [out], name=f"add{i}"))
+        prev = out
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("model.onnx", model(nodes, [x], [y], inits).SerializeToString())
+        zf.writestr("w.bin", bytes(mib << 20))
+    return buf.getvalue()
+
+
+def npz_bomb(mib: int, name: str = "x") -> bytes:
+    """A compressed ``.npz`` holding ``mib`` MiB of float32 zeros under ``name`` (about 1 KB per MiB)."""
+    import io
+    import zipfile
+    arr_header = io.BytesIO()
+    n = (mib << 20) // 4
+    np.lib.format.write_array_header_1_0(arr_header, {"descr": "<f4", "fortran_order": False, "shape": (n,)})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+            f.write(arr_header.getvalue())
+            zeros = bytes(1 << 20)
+            for _ in range(mib):
+                f.write(zeros)
+    return buf.getvalue()
+
+
+def tiny_weights(count: int) -> bytes:
+    """``count`` scalar initializers summed by one Sum node: a few MB on disk, a Python object each."""
+    inits = [numpy_helper.from_array(np.array(float(i), np.float32), f"c{i}") for i in range(count)]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [])
+    return model([helper.make_node("Sum", [t.name for t in inits], ["y"], name="sum")], [], [y],
+                 inits).SerializeToString()
+
+
+def one_input_model(n: int) -> bytes:
+    """y = Relu(x), x float32 [n]: a model whose run input the attack fills."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])
+    return model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [x], [y]).SerializeToString()
+
+
+def symbolic_input_model() -> bytes:
+    """y = Relu(x), x float32 ["n"]: any length is a valid input."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
+    return model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [x], [y]).SerializeToString()

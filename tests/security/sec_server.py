@@ -111,3 +111,22 @@ def server(tmp_path_factory):
                        "--allowed-host", "lens.example", "--run-memory-limit", str(200 << 20))
     yield srv
     stop_server(srv)
+
+
+def tree_rss_peak(srv: Server) -> int:
+    """Peak resident bytes of the server and its child processes (Dask workers, inference
+    children) added up: each one's VmHWM, so a generous bound on what the machine gave them."""
+    import psutil
+    total = 0
+    try:
+        procs = [psutil.Process(srv.proc.pid), *psutil.Process(srv.proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    for p in procs:
+        try:
+            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total

@@ -76,8 +76,15 @@ def test_node_with_100k_inputs(server):
     assert view["mode"] == "collapsed" and [n["id"] for n in view["nodes"]] == ["wide"]
     flat = _layout(server, mid, "?collapse=0")
     assert flat["mode"] == "collapsed" and "too big" in flat["note"]
-    node = server.request("GET", f"/api/models/{mid}/node?name=wide")
-    assert node.status == 200 and len(node.json()["inputs"]) == 100_000
+    # the node panel and the model card answer at most 1,000 inputs, and say so (issue 21)
+    node = server.request("GET", f"/api/models/{mid}/node?name=wide").json()
+    assert len(node["inputs"]) == 1000 and node["inputs_total"] == 100_000
+    assert "inputs: showing 0..999 of 100000" in node["note"] and "?offset=" in node["note"]
+    last = server.request("GET", f"/api/models/{mid}/node?name=wide&offset=99500").json()
+    assert [i["name"] for i in last["inputs"]] == [f"i{j}" for j in range(99_500, 100_000)]
+    card = server.request("GET", f"/api/models/{mid}").json()
+    assert len(card["inputs"]) == 1000 and card["inputs_total"] == 100_000 and "inputs: showing" in card["note"]
+    assert len(server.request("GET", f"/api/models/{mid}", ).body) < 200_000
     server.request("DELETE", f"/api/models/{mid}")
 
 
