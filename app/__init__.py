@@ -1,7 +1,7 @@
 """The Subgraph Lens web debugger: a Flask app factory.
 
-``create_app(config)`` builds an app with two blueprints: ``pages`` (HTML) and
-``api`` (JSON under ``/api``). Views are thin: they call ``partition/`` and
+``create_app(config)`` builds an app with three blueprints: ``pages`` (HTML),
+``api`` (JSON under ``/api``) and ``precision`` (the precision page and its routes). Views are thin: they call ``partition/`` and
 ``engine/`` functions and ``app.serialize``; the state they need (models,
 partition results, debug sessions, run jobs, runs in SQLite) lives in
 ``app.extensions["sglens"]``, one ``Lens`` object per app, so two apps in one
@@ -31,6 +31,8 @@ Config keys (defaults in ``DEFAULTS``):
   for the local cluster, plain TCP for a loopback ``tcp://`` scheduler.
 - ``SGLENS_BIND_HOST``, ``SGLENS_ALLOWED_HOSTS``, ``SGLENS_TOKEN``, ``SGLENS_MAX_JSON``: the request
   guards of ``app.security`` (Host names answered, access token, cap on JSON bodies).
+- ``SGLENS_PRECISION_MAX_RUNS``: the most model runs one precision search may ask for
+  (``app/precision_api.py``; one search runs at a time).
 - ``SGLENS_CACHE_BYTES``, ``SGLENS_CLIENT_CACHE_BYTES``: estimated bytes of partition results, of
   debug sessions and of imported uploads kept in all and per client (``app.quota``).
 - ``SGLENS_MAX_NODES``, ``SGLENS_MAX_INITIALIZERS``, ``SGLENS_MAX_ATTRIBUTES``: objects one model may
@@ -74,6 +76,7 @@ DEFAULTS: dict[str, Any] = {
     "SGLENS_MAX_JSON": 1 << 20,
     "SGLENS_CACHE_BYTES": 1 << 30,
     "SGLENS_CLIENT_CACHE_BYTES": 384 << 20,
+    "SGLENS_PRECISION_MAX_RUNS": 500,
 }
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,5 +165,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     install_guards(app)
     app.register_blueprint(pages_bp)
     app.register_blueprint(api_bp, url_prefix="/api")
+    from .precision_api import bp as precision_bp   # the precision page and its routes (issue 26)
+    app.register_blueprint(precision_bp)
     register_error_handlers(app)
     return app

@@ -44,8 +44,19 @@ def _json_body() -> dict[str, Any]:
     return data
 
 
+#: Older top-level spellings of backend options, still accepted beside the one web shape
+#: ``{"backend": NAME, "options": {...}}``: field -> option name (``keep_data_dependent`` is inverted).
+LEGACY_OPTION_FIELDS = {"ops": "ops", "min_size": "min_size", "trt_version": "trt_version",
+                        "trt_plugins": "trt_plugins", "keep_data_dependent": "exclude_data_dependent"}
+
+
 def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, tuple]:
-    """(backend, options, properties, cache key) from a request's ``backend``/``ops``/``rule``/... fields."""
+    """(backend, options, properties, cache key) from a request's selection.
+
+    One shape: ``{"backend": NAME, "options": {option: value}}`` (``options`` as JSON text in a
+    query string), or ``{"backend": "rule", "rule": {...}}``. The older top-level fields
+    (``ops``, ``min_size``, ``keep_data_dependent``, ``trt_version``, ``trt_plugins``) are aliases
+    folded into ``options``; the backend's schema checks and coerces every value once, in the registry."""
     from .rules import rule_property
     backend = data.get("backend") or "default"
     if not isinstance(backend, str) or len(backend) > 200:
@@ -59,51 +70,45 @@ def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, t
                 raise ApiError("'rule' is not valid JSON") from None
         prop = rule_property(rule)
         return "rule", {}, [prop], ("rule", json.dumps(rule, sort_keys=True))
-    options: dict[str, Any] = {}
-    ops = data.get("ops")
-    if isinstance(ops, str):
-        ops = [o.strip() for o in ops.split(",") if o.strip()]
-    if ops:
-        if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
-            raise ApiError("'ops' must be a list of op type names")
-        options["ops"] = ops
-    if data.get("min_size") not in (None, ""):
-        try:
-            options["min_size"] = int(data["min_size"])
-        except (TypeError, ValueError):
-            raise ApiError("'min_size' must be an integer") from None
-        if options["min_size"] < 1:
-            raise ApiError(f"'min_size' must be at least 1, got {options['min_size']}")
-    if str(data.get("keep_data_dependent", "")).lower() in ("1", "true"):
-        options["exclude_data_dependent"] = False
-    if backend == "tensorrt":  # trt-rules (issue 11): the rule table's release and the user's own plugins
-        if data.get("trt_version") not in (None, ""):
-            options["trt_version"] = str(data["trt_version"])[:20]
-        plugins = data.get("trt_plugins")
-        plugins = plugins.split(",") if isinstance(plugins, str) else plugins or []
-        if not isinstance(plugins, list) or not all(isinstance(p, str) and len(p) <= 200 for p in plugins):
-            raise ApiError("'trt_plugins' must be a list of op type names")
-        if any(p.strip() for p in plugins):
-            options["trt_plugins"] = [p.strip() for p in plugins if p.strip()]
-    extra = data.get("options")
-    if isinstance(extra, str) and extra:  # GET requests (layout, downloads, groups) carry them as JSON text
+    options = _request_options(data.get("options"))
+    for field, name in LEGACY_OPTION_FIELDS.items():
+        value = data.get(field)
+        if value in (None, "", []):
+            continue
+        if field in ("ops", "trt_plugins") and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if field == "keep_data_dependent":
+            value = str(value).lower() not in ("1", "true")
+            if value:   # "keep" off is the default: nothing to set
+                continue
+        if name in options and options[name] != value:
+            raise ApiError(f"'{field}' and options.{name} disagree ({value!r} and {options[name]!r}); "
+                           f"send the option once, in 'options'")
+        options[name] = value
+    props = _backend_properties(backend, options)
+    return backend, options, props, (backend, json.dumps(options, sort_keys=True))
+
+
+def _request_options(extra: Any) -> dict[str, Any]:
+    """The request's ``options`` object (JSON text in GET requests: layout, downloads, groups)."""
+    if isinstance(extra, str) and extra:
         try:
             extra = json.loads(extra)
         except ValueError:
             raise ApiError("'options' is not valid JSON") from None
-    if extra not in (None, "") and not isinstance(extra, dict):
+    if extra in (None, ""):
+        return {}
+    if not isinstance(extra, dict):
         raise ApiError("'options' must be an object of option names and values")
-    if isinstance(extra, dict):  # any schema option by name (GET /api/backends lists them)
-        options.update(extra)
-    props = _backend_properties(backend, options)
-    return backend, options, props, (backend, json.dumps(options, sort_keys=True))
+    return dict(extra)
 
 
 def _backend_properties(backend: str, options: dict[str, Any]) -> list:
     """The backend's properties from this app's own registry: bad options are a 400 up front."""
     from partition.errors import UnknownBackendError
     try:
-        return lens().registry.get(backend, options)
+        registry = lens().registry
+        return registry.build(registry.select(backend, options))
     except UnknownBackendError as exc:   # a bad field of the request (400), not a missing resource
         raise ApiError(str(exc)) from None
     except LensError:
@@ -119,7 +124,7 @@ def _partition(mid: str, data: dict[str, Any]):
 
     def compute():
         try:
-            return partition(entry.graph, backend, properties=props, **options)
+            return partition(entry.graph, backend, properties=props)
         except LensError:
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's factory or property raised
@@ -247,9 +252,11 @@ def layout(mid: str):
     expanded, collapse, note = normalise(graph, scopes, args.get("expand", "")[:20000],
                                          args.get("collapse"), L.flat_limit)
     group = collapse and args.get("group") == "partition" and bool(assignment)
-    key = (mid, body, pkey, expanded, collapse, group)
+    fold = args.get("constants") != "1"   # Constant nodes folded unless asked for
+    key = (mid, body, pkey, expanded, collapse, group, fold)
     view = L.layouts.view(key, graph, assignment=assignment, expanded=expanded,
-                          flat_limit=L.flat_limit, collapse=collapse, group_partitions=group)
+                          flat_limit=L.flat_limit, collapse=collapse, group_partitions=group,
+                          fold_constants=fold)
     out = {**view, "model": mid, "body": body,
            "metrics": serialize.node_metrics(graph) if len(graph.nodes) <= L.flat_limit else {}}
     if note:
@@ -304,7 +311,7 @@ def subgraph_onnx(mid: str, sid: int):
 
 @bp.get("/models/<mid>/groups")
 def groups(mid: str):
-    from partition.report import groups_report
+    from partition.tensorrt.node_report import groups_report
     entry = lens().models.get(mid)
     name = request.args.get("node", "")
     if name not in entry.graph.node_by_name:
@@ -436,7 +443,12 @@ def list_runs():
     L = lens()
     stored = L.runs.list()
     ids = {r["id"] for r in stored}
-    live = [j.to_json() for j in L.jobs.active() if j.id not in ids]
+    jobs = {j.id: j for j in L.jobs.active()}
+    for r in stored:   # this process's runs in flight: their live progress, not the last one written
+        job = jobs.get(r["id"])
+        if job is not None and r["status"] in ("queued", "running") and job.status in ("queued", "running"):
+            r.update(status=job.status, stage=job.stage, progress=round(job.progress, 3), message=job.message)
+    live = [j.to_json() for j in jobs.values() if j.id not in ids]
     model = request.args.get("model")
     items = live + stored
     if model:
@@ -507,6 +519,21 @@ def start_run():
     return jsonify({**job.to_json(), "inputs": inputs.to_json()}), 202
 
 
+@bp.get("/runs/diff")
+def diff_runs():
+    """Every setting that differs between two stored runs ``a`` and ``b`` (the compare page's top)."""
+    L = lens()
+    runs = []
+    for key in ("a", "b"):
+        rid = request.args.get(key, "")
+        run = L.runs.get(rid) if rid else None
+        if run is None:
+            raise ApiError(f"no stored run '{rid[:40]}' for '{key}'; give ?a=RUN_ID&b=RUN_ID", 404)
+        runs.append(_with_context(run))
+    return jsonify({"a": runs[0]["id"], "b": runs[1]["id"],
+                    "differences": serialize.settings_diff(runs[0], runs[1])})
+
+
 @bp.get("/runs/<rid>")
 def get_run(rid: str):
     L = lens()
@@ -573,8 +600,8 @@ def run_partitioned(rid: str):
 # ----------------------------------------------------------------- teaching --
 @bp.get("/learn")
 def learn():
-    """The walkthrough: the real trace of seed 004's cycle example, explained, and its layout."""
-    from .teaching import WALKTHROUGH_BACKEND, WALKTHROUGH_MODEL, WALKTHROUGH_OPS, walkthrough
+    """The walkthrough: the real trace of the TensorRT integration design's cycle example, explained, and its layout."""
+    from .teaching import WALKTHROUGH_BACKEND, WALKTHROUGH_MODEL, WALKTHROUGH_OPS, walkthrough, walkthrough_result
     L = lens()
     entry = next((e for e in L.models.list() if e.name == WALKTHROUGH_MODEL), None)
     if entry is None:
@@ -584,6 +611,10 @@ def learn():
         entry = L.models.add_graph(WALKTHROUGH_MODEL, load_model(data), data)
     steps = L.models.cached(("learn", entry.id), lambda: walkthrough(entry.graph))
     view = L.layouts.view((entry.id, "", (), (), False, False), entry.graph, collapse=False)
+    result = L.models.cached(("learn-result", entry.id), lambda: walkthrough_result(entry.graph))
+    final = L.layouts.view((entry.id, "", ("learn-result",), (), False, False), entry.graph,
+                           assignment=result["assignment"], collapse=False)
     return jsonify({"model": entry.id, "backend": WALKTHROUGH_BACKEND, "ops": WALKTHROUGH_OPS,
                     "nodes": {n.name: n.op_type for n in entry.graph.nodes},
-                    "steps": steps, "layout": view})
+                    "steps": steps, "layout": view,
+                    "result": {k: result[k] for k in ("text", "call", "subgraphs")}, "final_layout": final})

@@ -30,6 +30,8 @@ from typing import Any, Iterable, Mapping
 from partition.errors import LensError
 from partition.ir import Graph
 
+from .layout_fold import foldable_constants, shape_text
+
 CHUNK = 100
 LAYERS_OPEN = 200    # graphs with name scopes and more nodes than this open collapsed by scope
 BIG = 400            # more boxes than this: dot gets iteration limits
@@ -169,26 +171,32 @@ def search_index(graph: Graph) -> list[list[Any]]:
 
 def graph_view(graph: Graph, *, assignment: Mapping[str, int] | None = None, expanded: Iterable[str] = (),
                flat_limit: int = 1500, collapse: bool | None = None,
-               group_partitions: bool = False) -> dict[str, Any]:
+               group_partitions: bool = False, fold_constants: bool = False) -> dict[str, Any]:
     """The JSON-able view of ``graph``: nodes with positions, edges with spline points, clusters.
 
-    Never fails on a big or odd graph: too many boxes for one level drops the expansions, then the
-    name scopes; ``dot`` timing out or failing gives a plain grid; each with a ``note``."""
+    ``fold_constants``: Constant nodes are not drawn (``folded`` maps each to the box of its
+    first consumer, where the debugger and search then point), as Netron does; exported models
+    carry hundreds of them. Never fails on a big or odd graph: too many boxes for one level drops
+    the expansions, then the name scopes; ``dot`` timing out or failing gives a plain grid; each
+    with a ``note``."""
     assignment = dict(assignment or {})
+    folded = foldable_constants(graph) if fold_constants else {}
     if collapse is None:
         collapse = item_count(graph) > flat_limit
     if not collapse:
         try:  # a small graph falls back to a grid, a bigger one to the collapsed view
-            return _flat_view(graph, assignment, grid_fallback=len(graph.nodes) <= CHUNK)
+            return _flat_view(graph, assignment, grid_fallback=len(graph.nodes) <= CHUNK, folded=folded)
         except LayoutError as exc:
-            view = _collapsed_view(graph, assignment, set(expanded), flat_limit, group_partitions)
+            view = _collapsed_view(graph, assignment, set(expanded), flat_limit, group_partitions, folded)
             view["note"] = f"dot took too long or failed on the flat graph ({exc}): shown collapsed"
             return view
-    return _collapsed_view(graph, assignment, set(expanded), flat_limit, group_partitions)
+    return _collapsed_view(graph, assignment, set(expanded), flat_limit, group_partitions, folded)
 
 
 # -------------------------------------------------------------------- flat --
-def _flat_view(graph: Graph, assignment: Mapping[str, int], grid_fallback: bool = True) -> dict[str, Any]:
+def _flat_view(graph: Graph, assignment: Mapping[str, int], grid_fallback: bool = True,
+               folded: Mapping[str, str] | None = None) -> dict[str, Any]:
+    folded = folded or {}
     items: list[dict[str, Any]] = []
     ids: dict[str, str] = {}
     for i, t in enumerate(graph.inputs):
@@ -197,6 +205,8 @@ def _flat_view(graph: Graph, assignment: Mapping[str, int], grid_fallback: bool 
         ids[f"in:{t}"] = f"i{i}"
         items.append({"id": f"in:{t}", "kind": "input", "label": t, "tensor": t})
     for i, node in enumerate(graph.nodes):
+        if node.name in folded:
+            continue
         ids[node.name] = f"n{i}"
         item = {"id": node.name, "kind": "node", "op": node.op_type, "label": node.name}
         if node.name in assignment:
@@ -207,7 +217,7 @@ def _flat_view(graph: Graph, assignment: Mapping[str, int], grid_fallback: bool 
     for i, t in enumerate(graph.outputs):
         ids[f"out:{t}"] = f"o{i}"
         items.append({"id": f"out:{t}", "kind": "output", "label": t, "tensor": t})
-    edges = _node_edges(graph)
+    edges = [e for e in _node_edges(graph) if e[0] not in folded]
     for t in graph.inputs:
         if t in graph.initializers:
             continue
@@ -224,7 +234,10 @@ def _flat_view(graph: Graph, assignment: Mapping[str, int], grid_fallback: bool 
         if name in ids:
             clusters.setdefault(sid, []).append(name)
     view = _run_dot(items, ids, edges, clusters, grid_fallback=grid_fallback)
-    view.update(mode="flat", node_count=len(graph.nodes), layers=has_layers(graph), search=search_index(graph))
+    for e in view["edges"]:   # what flows along each edge, where shape inference knows it
+        e["shapes"] = [shape_text(graph, t) for t in e["tensors"]]
+    view.update(mode="flat", node_count=len(graph.nodes), layers=has_layers(graph), search=search_index(graph),
+                folded=dict(folded), folded_count=len(folded))
     return view
 
 
@@ -302,19 +315,24 @@ def _runs(loose: list[str], expanded: set[str]) -> dict[str, str]:
 
 
 def _collapsed_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str], flat_limit: int,
-                    group_partitions: bool) -> dict[str, Any]:
+                    group_partitions: bool, folded: Mapping[str, str] | None = None) -> dict[str, Any]:
     note = None
+    folded = folded or {}
     attempts = [(expanded, True, group_partitions), (set(), True, group_partitions), (set(), False, False)]
     for k, (exp, scopes, by_part) in enumerate(attempts):
         units = unit_of_factory(graph, assignment, exp, by_part, use_scopes=scopes)
         members: dict[str, list[str]] = {}
         for node in graph.nodes:
-            members.setdefault(units[node.name], []).append(node.name)
+            if node.name not in folded:
+                members.setdefault(units[node.name], []).append(node.name)
         if len(members) <= flat_limit or k == len(attempts) - 1:
             break
         note = (f"{len(members)} boxes at this level is over the limit of {flat_limit}: "
                 + ("shown with every group closed" if k == 0 else "shown in runs of nodes, not name scopes or partitions"))
+    folded_units = {c: units[consumer] for c, consumer in folded.items()}
+    units = {n: u for n, u in units.items() if n not in folded}
     view = _units_view(graph, assignment, exp, units, members)
+    view.update(folded=folded_units, folded_count=len(folded))
     if note:
         view["note"] = note + (f"; {view['note']}" if view.get("note") else "")
     return view
@@ -333,6 +351,8 @@ def _units_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str],
             items.append(_group_item(unit, names, by_name, assignment))
     counts: dict[tuple[str, str], int] = {}
     for src, dst, _t, _ghost in _node_edges(graph):
+        if src not in units:   # a folded Constant
+            continue
         a, b = units[src], units[dst]
         if a != b:
             counts[(a, b)] = counts.get((a, b), 0) + 1

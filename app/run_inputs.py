@@ -67,7 +67,7 @@ def defaults_json(graph: Graph, remembered: Mapping[str, list[int]] | None) -> d
     specs = suggest_specs(graph, remembered)
     return {"inputs": [s.to_json() for s in specs], "remembered": sorted(remembered or {}),
             "tolerance": {"atol": DEFAULT_ATOL, "rtol": DEFAULT_RTOL},
-            "rule": Tolerance().describe(), "fills": ["random", "zeros", "ones", "file"]}
+            "rule": Tolerance().describe(), "fills": ["random", "zeros", "ones", "constant", "file"]}
 
 
 def parse_tolerance(data: Any) -> Tolerance:

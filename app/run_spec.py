@@ -62,7 +62,7 @@ class RunSpec:
             from .rules import rule_property
             return [rule_property(self.rule)]
         try:
-            return registry.get(self.backend, self.options_dict)
+            return registry.build(registry.select(self.backend, self.options_dict))
         except LensError:
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's factory raised

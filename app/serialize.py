@@ -151,5 +151,64 @@ def node_metrics(graph: Graph) -> dict[str, dict[str, Any]]:
     return out
 
 
-def plain_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _plain(v) for k, v in options.items()}
+# ------------------------------------------------------------------ runs --
+def run_summary(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the run history shows of a finished run: verdict, shapes, tolerance, median time and
+    which subgraph runtime ran how many subgraphs (``auto`` resolved)."""
+    if not result or "comparison" not in result:
+        return None
+    c = result["comparison"]
+    verdict = c.get("verdict") or {"status": "match" if c.get("ok") else "differ",
+                                   "headline": "✔ outputs match onnxruntime" if c.get("ok")
+                                   else "✘ outputs differ from onnxruntime"}
+    arrays = (result.get("inputs") or {}).get("arrays") or {}
+    timings = c.get("timings") or {}
+    median = (timings.get("partitioned") or timings.get("engine") or {}).get("seconds")
+    return {"verdict": {"status": verdict["status"], "headline": verdict["headline"]},
+            "shapes": {name: a.get("shape") for name, a in arrays.items()},
+            "tolerance": c.get("tolerance"), "median_seconds": median,
+            "runtimes": subgraph_runtimes(c.get("subgraphs") or []),
+            "runtime_reasons": runtime_reasons(c.get("subgraphs") or [])}
+
+
+def runtime_reasons(subgraphs: list[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Per runtime, the distinct reasons it was chosen (``auto``'s own words), at most 5 each."""
+    out: dict[str, list[str]] = {}
+    for s in subgraphs:
+        reasons = out.setdefault(str(s.get("executor") or "?"), [])
+        reason = str(s.get("reason") or "")
+        if reason and reason not in reasons and len(reasons) < 5:
+            reasons.append(reason)
+    return out
+
+
+def subgraph_runtimes(subgraphs: list[Mapping[str, Any]]) -> dict[str, int]:
+    """How many subgraphs each runtime ran (engine, onnxruntime, tensorrt), in first-seen order."""
+    counts: dict[str, int] = {}
+    for s in subgraphs:
+        name = str(s.get("executor") or "?")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def run_settings(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of a stored run that decide its numbers, as plain values to compare."""
+    result = run.get("result") or {}
+    c = result.get("comparison") or {}
+    inputs = result.get("inputs") or run.get("inputs") or {}
+    specs = {s.get("name"): {k: s.get(k) for k in ("shape", "dtype", "fill", "low", "high", "seed", "value")
+                             if s.get(k) is not None}
+             for s in inputs.get("specs") or [] if isinstance(s, dict)}
+    return {"model": run.get("model_name"), "backend": run.get("backend"), "options": run.get("options") or {},
+            "device": run.get("device"), "subgraph runtime asked": run.get("executor"),
+            "subgraph runtimes used": subgraph_runtimes(c.get("subgraphs") or []),
+            "tolerance": c.get("tolerance") or inputs.get("tolerance"),
+            "input shapes": {k: v.get("shape") for k, v in specs.items()},
+            "input values": {k: {f: v[f] for f in v if f != "shape"} for k, v in specs.items()},
+            "measured repeats": run.get("repeat")}
+
+
+def settings_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every setting whose value differs between runs ``a`` and ``b``: [{setting, a, b}]."""
+    sa, sb = run_settings(a), run_settings(b)
+    return [{"setting": k, "a": _plain(sa[k]), "b": _plain(sb[k])} for k in sa if sa[k] != sb[k]]

@@ -170,7 +170,9 @@ class SessionStore:
     def create(self, model_id: str, graph: Graph, backend: str, options: dict[str, Any],
                properties: list | None = None, client: str = "-") -> DebugSession:
         try:
-            run = PartitionRun(graph, backend, trace=True, properties=properties, **options)
+            # the properties were built from ``options`` by the API (``selection``); the run takes them as they are
+            run = PartitionRun(graph, backend, trace=True, properties=properties) if properties is not None \
+                else PartitionRun(graph, backend, trace=True, **options)
         except LensError:
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's factory raised

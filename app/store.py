@@ -125,12 +125,18 @@ def _v2(db: _Conn) -> None:
 
 
 def _v3(db: _Conn) -> None:
+    # The run history's columns (verdict, shapes, tolerance, median time, runtimes used), kept
+    # apart from the result so listing runs never parses every result.
+    db.execute("ALTER TABLE runs ADD COLUMN summary TEXT")
+
+
+def _v4(db: _Conn) -> None:
     # Bundles and --model models are stored models too: their folder under <instance>/bundles.
     db.execute("ALTER TABLE models ADD COLUMN bundle TEXT")
 
 
 #: Schema steps in order; step i brings the store to version i + 1. Append, never edit.
-MIGRATIONS: list[Callable[[_Conn], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[_Conn], None]] = [_v1, _v2, _v3, _v4]
 
 
 def migrate(database: Database) -> int:
@@ -519,7 +525,7 @@ def _unlink(path: str) -> None:
 
 # -------------------------------------------------------------------- runs --
 _META = ("id, model_id, model_name, backend, options, device, executor, status, error, created, finished,"
-         " stage, progress, message, repeat_count, inputs, worker")
+         " stage, progress, message, repeat_count, inputs, worker, summary")
 
 
 class RunStore:
@@ -554,26 +560,43 @@ class RunStore:
 
     def save(self, run: dict[str, Any], result: dict[str, Any] | None, chrome_trace: Any | None) -> None:
         """The end of a run: its status, error, result and trace (the row is made if missing)."""
+        from .serialize import run_summary
+        summary = run_summary(result)
         with self.db.connect() as db:
             db.execute(
                 "INSERT INTO runs (id, model_id, model_name, backend, options, device, executor, status, error,"
-                " created, finished, result, chrome_trace, stage, progress, message, owner, updated)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET"
+                " created, finished, result, chrome_trace, stage, progress, message, owner, updated, summary)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET"
                 " options = excluded.options, status = excluded.status, error = excluded.error,"
                 " finished = excluded.finished, result = excluded.result, chrome_trace = excluded.chrome_trace,"
                 " stage = excluded.stage, progress = excluded.progress, message = excluded.message,"
-                " updated = excluded.updated WHERE runs.status IN (?, ?)",   # an end is final (run_states)
+                " updated = excluded.updated, summary = excluded.summary"
+                " WHERE runs.status IN (?, ?)",   # an end is final (run_states)
                 (run["id"], run["model_id"], run["model_name"], run["backend"], json.dumps(run["options"]),
                  run["device"], run["executor"], run["status"], run.get("error"), run["created"],
                  run.get("finished"), json.dumps(result, default=str) if result is not None else None,
                  json.dumps(chrome_trace) if chrome_trace is not None else None,
                  run.get("stage", run["status"]), run.get("progress", 1.0 if run["status"] == "done" else 0.0),
-                 run.get("message"), owner_id(), time.time(), *IN_FLIGHT))
+                 run.get("message"), owner_id(), time.time(),
+                 json.dumps(summary, default=str) if summary is not None else None, *IN_FLIGHT))
 
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
         with self.db.connect() as db:
             rows = db.execute(f"SELECT {_META} FROM runs ORDER BY created DESC LIMIT ?", (limit,)).fetchall()
-        return [self._meta(r) for r in rows]
+        runs = [self._meta(r) for r in rows]
+        # Runs finished before the summary column existed get theirs once, a few per listing.
+        for run in [r for r in runs if r["status"] == "done" and r["summary"] is None][:10]:
+            run["summary"] = self._backfill_summary(run["id"])
+        return runs
+
+    def _backfill_summary(self, rid: str) -> dict[str, Any] | None:
+        from .serialize import run_summary
+        with self.db.connect() as db:
+            row = db.execute("SELECT result FROM runs WHERE id = ?", (rid,)).fetchone()
+            summary = run_summary(json.loads(row["result"])) if row and row["result"] else None
+            if summary is not None:
+                db.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(summary, default=str), rid))
+        return summary
 
     def get(self, rid: str) -> dict[str, Any] | None:
         with self.db.connect() as db:
@@ -583,15 +606,6 @@ class RunStore:
         data = self._meta(row)
         data["result"] = json.loads(row["result"]) if row["result"] else None
         return data
-
-    def in_flight(self, model_id: str | None = None) -> list[dict[str, Any]]:
-        sql = f"SELECT {_META} FROM runs WHERE status IN (?, ?)"
-        params: list[Any] = list(IN_FLIGHT)
-        if model_id is not None:
-            sql += " AND model_id = ?"
-            params.append(model_id)
-        with self.db.connect() as db:
-            return [self._meta(r) for r in db.execute(sql, params).fetchall()]
 
     def mark_interrupted(self) -> list[str]:
         """At start-up: runs left in flight by a server process that is gone end: a running one
@@ -617,4 +631,5 @@ class RunStore:
                 "error": row["error"], "created": row["created"], "finished": row["finished"],
                 "stage": row["stage"] or row["status"], "progress": row["progress"],
                 "message": row["message"] or "", "repeat": row["repeat_count"],
-                "inputs": json.loads(row["inputs"]) if row["inputs"] else None, "worker": row["worker"]}
+                "inputs": json.loads(row["inputs"]) if row["inputs"] else None, "worker": row["worker"],
+                "summary": json.loads(row["summary"]) if row["summary"] else None}

@@ -1,4 +1,4 @@
-"""Plain-word explanations of trace events, and the guided walkthrough of seed 004's cycle example.
+"""Plain-word explanations of trace events, and the guided walkthrough of the TensorRT integration design's cycle example.
 
 ``explain(event, graph)`` turns one ``TraceEvent`` into a sentence; the
 debugger's log and the walkthrough both use it, so what a newcomer reads is
@@ -124,3 +124,18 @@ def walkthrough(graph: Graph) -> list[dict[str, Any]]:
         data["call"] = selector_call(e)
         steps.append(data)
     return steps
+
+
+def walkthrough_result(graph: Graph) -> dict[str, Any]:
+    """The walkthrough's last step: the subgraphs it ends with (drawn as boxes) and why the other
+    nodes stay outside, in plain words."""
+    from partition.runner import partition
+    result = partition(graph, WALKTHROUGH_BACKEND, ops=WALKTHROUGH_OPS)
+    parts = [f"subgraph {s.id} = {{{_names(s.nodes)}}}" for s in result.subgraphs]
+    outside = [f"{n}{_op(graph, n)}: {r.text}" for n, r in result.reasons.items()]
+    text = (f"The result: {'; '.join(parts) or 'no subgraph'}. Each box becomes one node of the "
+            f"partitioned graph and runs on the backend. Outside: {'; '.join(outside) or 'nothing'}. "
+            "No box both feeds and waits for a node outside it, so the partitioned graph has no cycle.")
+    return {"assignment": result.subgraph_of(), "text": text,
+            "call": f"result: {len(result.subgraphs)} subgraph(s)",
+            "subgraphs": [{"id": s.id, "nodes": list(s.nodes)} for s in result.subgraphs]}

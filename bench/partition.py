@@ -9,9 +9,9 @@ set everywhere: the ``default`` backend gets ``--ops`` = the other op types;
 ``tensorrt`` gets ``fallback_ops`` = Sin/Cos/Erf (TensorRT itself supports
 them); torch.fx gets an ``OperatorSupport`` accepting the same ops. Trace off.
 
-- ``default``: the generic seed-000 pass (no minimum size).
-- ``tensorrt fast`` / ``tensorrt teaching``: seed 004's pass (min size 2);
-  teaching (the seed's quadratic groups) only up to ``--teaching-max`` nodes.
+- ``default``: the generic pass of the subgraph API design (no minimum size).
+- ``tensorrt fast`` / ``tensorrt teaching``: the TensorRT integration design's pass (min size 2);
+  teaching (the TensorRT design's quadratic groups) only up to ``--teaching-max`` nodes.
 - ``torch.fx``: ``CapabilityBasedPartitioner.propose_partitions()`` with
   ``allows_single_node_partition=False``, in a subprocess killed after
   ``--fx-timeout`` seconds (it took 295 s at 4k nodes on this kind of machine).

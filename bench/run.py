@@ -63,7 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from engine import blas, gpu  # noqa: E402
+from engine import gpu  # noqa: E402
+from engine.kernels import blas  # noqa: E402
 from engine.kernels import native  # noqa: E402
 from engine.executor import Executor, missing_ops  # noqa: E402
 from engine.inputs import random_inputs  # noqa: E402
@@ -154,7 +155,7 @@ def executed_nodes(graph) -> int:
 def cpu_times(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float]:
     """Best CPU seconds per run of onnxruntime on ONE thread (its calling thread's
     CPU time) and of our engine (the process's CPU time, every thread) with large
-    kernels not split over the cores (engine/blas.py), alternating: per-core
+    kernels not split over the cores (engine/kernels/blas.py), alternating: per-core
     efficiency, one thread each. CPU time is what a loaded machine inflates least:
     the figure to read when the load average is far above the core count."""
     opts = ort.SessionOptions()
@@ -343,7 +344,7 @@ def main(argv=None) -> int:
         k = r.get("large_kernels")
         if k and (k["split"] or k["serial"]):
             print(f"large kernels {r['model']:<16} {k['split']} split over the cores, {k['serial']} "
-                  f"serial (a core busy or backing off), {k['backoffs']} back-offs (engine/blas.py)")
+                  f"serial (a core busy or backing off), {k['backoffs']} back-offs (engine/kernels/blas.py)")
     real = [r["ratio"] for r in rows if r["real"] and "ratio" in r]
     if real:
         geo = math.exp(sum(math.log(x) for x in real) / len(real))

@@ -1,4 +1,4 @@
-"""Subgraph Lens's dependency engine (seed 001): ``from engine import ...``."""
+"""Subgraph Lens's dependency engine (the dependency-engine design): ``from engine import ...``."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ Each graph output and each subgraph boundary tensor is judged elementwise,
 ``|ours - ref| <= atol + rtol * |ref|`` (``engine.tolerance``), and reported as max
 abs, max rel, mean abs error and cosine similarity. A subgraph whose inputs all
 match but whose outputs do not *introduced* the difference: ``first_divergent``
-names it. When the unpartitioned engine run differs, one diagnosis run names the
+names it when an output differs (a boundary difference under matching outputs is
+reported apart, see ``engine.verdict``, which also words the headline). When the unpartitioned engine run differs, one diagnosis run names the
 first node in topological order whose output leaves tolerance
 (``first_divergent_node``). Timings are the median and p10-p90 of ``repeat``
 measured runs after ``warmup`` unmeasured ones; memory is both the live tensors
@@ -38,6 +39,7 @@ from .measure import measure
 from .ort_fallback import LABEL, OrtFallback
 from .rss import PeakRSS
 from .tolerance import Tolerance, compare_arrays
+from .verdict import Verdict, judge
 
 
 
@@ -74,9 +76,15 @@ class Comparison:
     def ok(self) -> bool:
         return all(e["match"] for per in self.outputs.values() for e in per.values())
 
+    @property
+    def verdict(self) -> Verdict:
+        """The headline and its reasons (``engine.verdict``): weak matches and inner differences said."""
+        return judge(self.outputs, self.subgraphs, self.tolerance)
+
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "backend": self.backend, "executor": self.executor,
-                "device": self.device, "ok": self.ok, "tolerance": self.tolerance.to_json(),
+                "device": self.device, "ok": self.ok, "verdict": self.verdict.to_json(),
+                "tolerance": self.tolerance.to_json(),
                 "outputs": self.outputs, "subgraphs": self.subgraphs,
                 "first_divergent": self.first_divergent,
                 "first_divergent_node": self.first_divergent_node,
@@ -84,9 +92,13 @@ class Comparison:
                 "timings": self.timings, "notes": self.notes}
 
     def text(self) -> str:
+        verdict = self.verdict
         lines = [f"compare {self.model}: backend {self.backend or '-'}, executor {self.executor}, "
                  f"device {self.device}  ->  {'OK' if self.ok else 'DIFFERENT'}",
-                 f"match rule: {self.tolerance.describe()}", "", "outputs (vs onnxruntime):",
+                 verdict.headline.replace("✔", "OK:").replace("✘", "DIFFERENT:"),
+                 *(f"  - {d}" for d in verdict.details),
+                 f"match rule: {self.tolerance.describe()}; max rel only where |ref| > 10·atol",
+                 "", "outputs (vs onnxruntime):",
                  f"  {'output':<28} {'run':<12} {'max abs':>10} {'max rel':>10} {'mean abs':>10} {'cosine':>9}"]
         for name, per in self.outputs.items():
             for run, e in per.items():
@@ -99,13 +111,13 @@ class Comparison:
             lines += ["", "subgraph boundaries (partitioned vs onnxruntime):"]
             for sg in self.subgraphs:
                 lines.append(f"  #{sg['id']} {sg['node']} [{sg['property']}] ran on {sg['executor']}"
-                             f" ({sg['reason']})")
+                             f" ({sg['reason']}){_cost(sg)}")
                 for kind in ("inputs", "outputs"):
                     for name, e in sg[kind].items():
                         lines.append(f"      {kind[:-1]:<6} {name[:34]:<34} {_metrics(e)}"
                                      + ("" if e["match"] else "  <- differs"))
-            if self.first_divergent:
-                lines.append(f"  first subgraph introducing a difference: {self.first_divergent}")
+            if verdict.first_divergent:
+                lines.append(f"  first subgraph introducing a difference: {verdict.first_divergent}")
         lines += ["", f"  {'run':<12} {'median ms':>10} {'p10-p90 ms':>17} {'repeats':>8} "
                       f"{'peak RSS MiB':>13} {'tensors MiB':>12}"]
         for run, t in self.timings.items():
@@ -116,6 +128,18 @@ class Comparison:
                          f"{'n/a' if tensors is None else f'{tensors / 2**20:.3f}':>12}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _cost(sg: dict[str, Any]) -> str:
+    """A subgraph's median time (device time on a GPU) and peak memory, when measured."""
+    parts = []
+    if sg.get("seconds") is not None:
+        parts.append(f"{sg['seconds'] * 1e3:.3f} ms")
+    if sg.get("device_seconds") is not None:
+        parts.append(f"GPU {sg['device_seconds'] * 1e3:.3f} ms")
+    if sg.get("peak_bytes") is not None:
+        parts.append(f"peak {sg['peak_bytes'] / 2**20:.3f} MiB")
+    return ": " + ", ".join(parts) if parts else ""
 
 
 def _metrics(e: dict[str, Any]) -> str:
@@ -257,7 +281,9 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
         part, values = run_ours(partitioned.graph, executor, True, "partitioned")
         for o in graph.outputs:
             outputs[o]["partitioned"] = errors(part.outputs[o], ref[o], tol)
-        subgraphs, first = _boundaries(sg_infos, part.subgraphs, values, ref_values, weights, tol)
+        subgraphs = _boundaries(sg_infos, part.subgraphs, values, ref_values, weights, tol)
+        # named only when an output differs: a boundary difference under a match is a detail
+        first = judge(outputs, subgraphs, tol).first_divergent
     if fallback.nodes:
         notes.append(f"{len(fallback.nodes)} node(s) without a kernel of ours ran on {LABEL}: "
                      + ", ".join(f"{n} ({op})" for n, op in list(fallback.nodes.items())[:20]))
@@ -268,16 +294,16 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
 
 def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: Mapping[str, Any],
                 ref_values: Mapping[str, Any], weights: set[str],
-                tol: Tolerance) -> tuple[list[dict[str, Any]], str | None]:
+                tol: Tolerance) -> list[dict[str, Any]]:
     """Per subgraph: errors at its inputs and outputs, and whether it introduced a difference."""
     ran = {s["node"]: s for s in ran_records}
     subgraphs: list[dict[str, Any]] = []
-    first = None
     for info in sg_infos:
         rec = ran.get(info.node_name, {})
         entry = {"id": info.id, "node": info.node_name, "property": info.property,
                  "executor": rec.get("executor", "?"), "reason": rec.get("reason", ""),
-                 "seconds": rec.get("seconds"), "peak_bytes": rec.get("peak_bytes"),
+                 "seconds": rec.get("seconds"), "device_seconds": rec.get("device_seconds"),
+                 "peak_bytes": rec.get("peak_bytes"),
                  "inputs": {}, "outputs": {}}
         for kind, names in (("inputs", info.inputs), ("outputs", info.outputs)):
             for t in names:
@@ -286,7 +312,5 @@ def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: 
         ins_ok = all(e["match"] for e in entry["inputs"].values())
         outs_ok = all(e["match"] for e in entry["outputs"].values())
         entry["introduces_difference"] = ins_ok and not outs_ok
-        if entry["introduces_difference"] and first is None:
-            first = f"#{info.id} {info.node_name}"
         subgraphs.append(entry)
-    return subgraphs, first
+    return subgraphs

@@ -1,6 +1,6 @@
 """Where a function runs (``Context``) and what it gets at run time (``RunContext``).
 
-As in the seed (001): ``Context`` is chosen at push time (device type and id);
+As in the dependency-engine design: ``Context`` is chosen at push time (device type and id);
 ``RunContext`` is decided by the engine when the function runs (the stream).
 """
 
@@ -13,7 +13,7 @@ from . import gpu
 
 
 class FnProperty(enum.IntEnum):
-    """The seed's ``FnProperty``: chooses the worker pool a function runs on."""
+    """The dependency-engine design's ``FnProperty``: chooses the worker pool a function runs on."""
 
     NORMAL = 0
     COPY_FROM_GPU = 1       # GPU copy pool (own stream), so copies overlap compute

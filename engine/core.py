@@ -1,6 +1,6 @@
 """The dependency engine's core: variables, operators, the ordering rule.
 
-The rule (seed 001): *two functions that share a variable which at least one of
+The rule (the dependency-engine design): *two functions that share a variable which at least one of
 them mutates run in push order; functions that only read a variable may run in
 parallel.*  It is kept with one FIFO queue per variable, as in MXNet's
 ``ThreadedVar``.
@@ -72,7 +72,7 @@ def current_block() -> "Block | None":
 
 
 class Var:
-    """A dependency token (the seed's ``VarHandle``). ``version`` is readable."""
+    """A dependency token (the engine design's ``VarHandle``). ``version`` is readable."""
 
     __slots__ = ("engine", "name", "version", "error", "_readers", "_writing",
                  "_queue", "_deleted", "_write_event", "_read_events")
@@ -263,7 +263,7 @@ class _OnComplete:
 
 
 class Engine:
-    """The seed's engine interface. Subclasses: NaiveEngine, ThreadedEngine."""
+    """The engine design's interface. Subclasses: NaiveEngine, ThreadedEngine."""
 
     name = "engine"
 
@@ -278,7 +278,7 @@ class Engine:
         self._failed_vars: set[Var] = set()
         self._gpu_seen = False  # set once a GPU event is recorded on a variable
 
-    # --- the seed's API ---------------------------------------------------
+    # --- the engine design's API ---------------------------------------------
 
     def new_variable(self, name: str | None = None) -> Var:
         return Var(self, name or f"var{next(self._var_ids)}")
@@ -286,7 +286,7 @@ class Engine:
     def new_operator(self, fn: AsyncFn | SyncFn, const_vars: Sequence[Var],
                      mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                      *, is_async: bool = True, name: str | None = None) -> Operator:
-        """An operator to push many times. ``fn`` is async (the seed's), unless
+        """An operator to push many times. ``fn`` is async (as in the engine design), unless
         ``is_async=False``."""
         return Operator(self, fn, const_vars, mutable_vars, prop, is_async, name)
 

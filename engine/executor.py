@@ -8,7 +8,7 @@ evaluated once, fused GELU chains (``engine/fuse.py``), the tensors each node
 depends on (``Graph.reads``: its inputs plus the outer-scope tensors its bodies
 read), reference counts for freeing, one persistent engine variable per weight,
 and the plan (``engine/plan.py``): the nodes cut into straight-line segments, one
-engine operator each (made at bind time, as the seed's ``NewOperator``). A run
+engine operator each (made at bind time, as the engine design's ``NewOperator``). A run
 (``Executor.run(feeds)``) then:
 
 1. pushes one operator per segment, reading the variables of the tensors it
@@ -27,13 +27,13 @@ their own, so nesting never waits on that lock). Values live in the run's
 ``values`` dict (``engine/run_state.py``); a tensor is dropped when its last
 consumer finishes (unless ``keep_intermediates``, for the debugger).
 
-Nodes with bodies run them as nested graphs (seed 003, approach 2):
+Nodes with bodies run them as nested graphs (the control-flow design, approach 2):
 control-flow kernels get ``run_graph(body, values)``, which runs the body on a
 child executor of the *same* engine, with the body's outer-scope tensors taken
 from this run. Under the ``segments`` plan the body runs inline on the calling
 worker, compiled into one function (``engine/body.py``); under ``nodes`` its
 nodes are pushed and the nested wait happens on a worker thread, which the
-threaded engine compensates with a spare (seed 003's deadlock). Subgraph nodes
+threaded engine compensates with a spare (the control-flow design's deadlock). Subgraph nodes
 (``node.is_subgraph``) run through a ``SubgraphOp`` (``engine/subgraph_ops.py``).
 
 Errors: a failing kernel becomes ``KernelFailure`` naming the node, its op and
@@ -52,7 +52,8 @@ import numpy as np
 
 from partition.ir import Graph, Node
 
-from . import blas, create_engine, gpu
+from . import create_engine, gpu
+from .kernels import blas
 from .body import compile_lean, lean_plan
 from .context import Context, RunContext
 from .core import Engine, Var
@@ -128,7 +129,7 @@ class Executor:
             raise MissingKernelError(
                 f"no kernel for operator(s) {missing} in graph '{graph.name}'; run it with "
                 "--executor onnxruntime after partitioning, or add the kernels")
-        # Weights: uploaded once, one persistent variable each (seed 000 versions).
+        # Weights: uploaded once, one persistent variable each, versioned as in the subgraph API design.
         self._weights: dict[str, Any] = {n: self._upload(w.value) for n, w in graph.initializers.items()}
         self._weight_vars: dict[str, Var] = {n: engine.new_variable(f"w:{n}") for n in self._weights}
         self.weight_bytes = sum(nbytes(v) for v in self._weights.values())
@@ -342,7 +343,7 @@ class Executor:
 
     def set_weight(self, name: str, value: Any) -> None:
         """Replace a weight through the engine: its variable's version goes up, so
-        subgraph operators that cached a converted copy rebuild it (seed 000)."""
+        subgraph operators that cached a converted copy rebuild it (the subgraph API design)."""
         if name not in self._weight_vars or name in self._derived:
             raise RunError(f"'{name}' is not a weight of graph '{self.graph.name}'")
         new = self._upload(np.asarray(value) if not hasattr(value, "__cuda_array_interface__") else value)

@@ -21,6 +21,7 @@ naming the input rather than a runtime error from deep inside a kernel.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
@@ -32,8 +33,11 @@ from partition.ir import Graph, TensorInfo
 
 from .run_errors import InputError
 
-FILLS = ("random", "zeros", "ones", "file")
+FILLS = ("random", "zeros", "ones", "file", "constant")
 METADATA_KEY = "sglens.input_shapes"
+#: Ultralytics exports (YOLOv8 and later) write the image size they were exported for as
+#: ``imgsz`` (``[640, 640]``, or one number) and the batch as ``batch``: read like ours.
+IMGSZ_KEY, BATCH_KEY = "imgsz", "batch"
 #: Largest number of elements one input may have (a typo like 2240 instead of 224 on
 #: four axes should be a message, not an allocation).
 MAX_ELEMENTS = 1 << 28
@@ -57,6 +61,8 @@ class InputSpec:
     low: float = -1.0
     high: float = 1.0
     seed: int = 0
+    #: the value of every element when ``fill`` is "constant" (silero VAD's ``sr`` = 16000)
+    value: float = 0.0
     #: symbolic dim names per axis (None for a fixed or unnamed axis), for display
     dim_names: list[str | None] = field(default_factory=list)
 
@@ -75,6 +81,7 @@ class InputSpec:
             spec = cls(**known)
             spec.shape = [int(d) for d in spec.shape]
             spec.low, spec.high, spec.seed = float(spec.low), float(spec.high), int(spec.seed)
+            spec.value = float(spec.value)
         except (TypeError, ValueError) as exc:
             raise InputError(f"input '{data['name']}': {exc}") from None
         return spec
@@ -103,6 +110,26 @@ def _metadata_shapes(metadata: Mapping[str, str]) -> dict[str, list[int]]:
         return {}  # a broken hint is ignored, never fatal: it only prefills a form
 
 
+def _imgsz_shape(metadata: Mapping[str, str], info: TensorInfo) -> list[int] | None:
+    """An NCHW image input's shape from Ultralytics' ``imgsz`` (and ``batch``) metadata, or None.
+
+    Ultralytics writes Python literals (``[640, 640]``); both that and JSON parse here. Only a
+    rank-4 input whose channel axis is fixed takes it: the hint is about images."""
+    raw = metadata.get(IMGSZ_KEY)
+    declared = list(info.shape or ())
+    if not raw or len(declared) != 4 or not (isinstance(declared[1], int) and declared[1] > 0):
+        return None
+    try:
+        size = json.loads(str(raw).replace("(", "[").replace(")", "]"))
+        hw = [int(size), int(size)] if isinstance(size, (int, float)) else [int(d) for d in size]
+        batch = int(json.loads(metadata.get(BATCH_KEY) or "1"))
+    except (ValueError, TypeError):
+        return None
+    if len(hw) != 2 or min(hw) <= 0 or batch <= 0:
+        return None
+    return [batch, declared[1], *hw]
+
+
 def graph_inputs(graph: Graph) -> list[str]:
     return [n for n in graph.inputs if n not in graph.initializers]
 
@@ -119,7 +146,7 @@ def suggest_specs(graph: Graph, remembered: Mapping[str, Sequence[int]] | None =
         dim_names = [d if isinstance(d, str) else None for d in declared]
         shape = [d if isinstance(d, int) and d >= 0 else _default_dim(n, i, info)
                  for i, (d, n) in enumerate(zip(declared, dim_names))]
-        for source in (examples.get(name), remembered.get(name)):
+        for source in (_imgsz_shape(graph.metadata, info), examples.get(name), remembered.get(name)):
             if source is not None and len(source) == len(declared):
                 shape = [int(d) for d in source]
         low, high = (0.0, 4.0) if _is_integer(info.dtype) else (-1.0, 1.0)
@@ -153,6 +180,8 @@ def _check_one(info: TensorInfo, spec: InputSpec, files: Mapping[str, np.ndarray
         if spec.name not in files:
             raise InputError(f"{label}: fill 'file' but no array was uploaded for it")
         spec.shape = list(np.shape(files[spec.name]))
+    if spec.fill == "constant" and not np.isfinite(spec.value):
+        raise InputError(f"{label}: the constant value must be a finite number (got {spec.value})")
     if spec.fill == "random" and not spec.low < spec.high:
         raise InputError(f"{label}: the random range needs low < high (got {spec.low} .. {spec.high})")
     declared = info.shape
@@ -198,6 +227,8 @@ def _fill(spec: InputSpec, dtype: np.dtype, uploaded: np.ndarray | None) -> np.n
         return np.zeros(shape, dtype)
     if spec.fill == "ones":
         return np.ones(shape, dtype)
+    if spec.fill == "constant":
+        return np.full(shape, spec.value, dtype)
     if spec.fill == "file":
         value = np.asarray(uploaded)
         if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "safe"):
@@ -237,10 +268,39 @@ def check_with_inference(model: Any, feeds: Mapping[str, np.ndarray]) -> None:
         # 1.3 GB constant made this check itself exhaust memory (std::bad_alloc, or the OOM killer).
         onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
     except onnx.shape_inference.InferenceError as exc:
-        first = str(exc).strip().splitlines()[0][:400]
-        raise InputError(f"the model cannot take these input shapes: {first}") from None
+        raise InputError(plain_inference_error(str(exc))) from None
     except Exception:  # noqa: BLE001  inference gaps (custom domains, huge models) are not the user's fault
         return
+
+
+_NODE = re.compile(r"\(op_type:([^,]*), node name: ([^)]*)\)")
+_DIFFER = (re.compile(r"Inferred shape and existing shape differ in dimension (\d+): \((\d+)\) vs \((\d+)\)"),
+           re.compile(r"Inferred=(\d+) Declared=(\d+) Dimension=(\d+)"))
+_PHRASES = (("Incompatible dimensions for matrix multiplication",
+             "gets two inputs whose inner sizes do not match for a matrix product"),
+            ("Incompatible dimensions", "gets inputs whose sizes cannot be broadcast together"))
+
+
+def plain_inference_error(message: str) -> str:
+    """ONNX shape inference's refusal in plain words: which node, what does not fit, what to do.
+    The raw text ("Can't merge shape info ...") follows in brackets for whoever wants it."""
+    raw = " ".join(message.split())[:400]
+    node = _NODE.search(raw)
+    where = f"node '{node.group(2).strip()}' ({node.group(1).strip()})" if node else "a node"
+    what = None
+    m = _DIFFER[0].search(raw)
+    if m:
+        what = f"would make axis {m.group(1)} of its output {m.group(2)} long where the model declares {m.group(3)}"
+    m = _DIFFER[1].search(raw)
+    if what is None and m:
+        what = f"would make axis {m.group(3)} of its output {m.group(1)} long where the model declares {m.group(2)}"
+    if what is None:
+        what = next((text for key, text in _PHRASES if key in raw), None)
+    if what is None:
+        return f"the model cannot take these input shapes (ONNX shape inference: {raw})"
+    return (f"the model cannot take these input shapes: with them, {where} {what}. Use the sizes the model "
+            f"was exported for (the prefilled shape, or the sizes its layers expect) "
+            f"[ONNX shape inference: {raw}]")
 
 
 def parse_shape(text: str) -> tuple[str, list[int]]:
@@ -254,6 +314,18 @@ def parse_shape(text: str) -> tuple[str, list[int]]:
     except ValueError:
         raise InputError(f"--shape {text!r}: dims must be integers separated by x") from None
     return name.strip(), shape
+
+
+def parse_constant(text: str) -> tuple[str, float]:
+    """``sr=16000`` -> ("sr", 16000.0): one input fed a constant."""
+    name, sep, value = text.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not sep or not name.strip() or not np.isfinite(number):
+        raise InputError(f"--const {text!r}: expected INPUT=NUMBER, e.g. --const sr=16000")
+    return name.strip(), number
 
 
 def specs_from_options(graph: Graph, *, dims: Mapping[str, int] | None = None,

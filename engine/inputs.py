@@ -95,15 +95,6 @@ def random_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: int
     return feeds
 
 
-def planned_shapes(graph: Graph, dims: Mapping[str, int] | None = None, *,
-                   default_dim: int | None = None,
-                   notes: list[str] | None = None) -> dict[str, tuple[int, ...]]:
-    """The shapes ``random_inputs`` would make, without making them (for the memory budget)."""
-    dims = dict(dims or {})
-    return {name: concrete_shape(graph.info(name), dims, default_dim, notes)
-            for name in graph.inputs if name not in graph.initializers}
-
-
 def _random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if dtype == np.bool_:
         return np.asarray(rng.random(shape) < 0.5)  # a 0-d draw compares to a numpy scalar, not an array

@@ -19,6 +19,7 @@ from partition.local_functions import FUNCTION_KEY
 from .kernels import (KernelError, KernelNotFound, is_control_flow, kernel_attrs, kernel_for,
                       missing_kernels)
 from .kernels.functions import local_function_kernel
+from .kernels.geometry import GeometryError
 
 Env = MutableMapping[str, Any]
 
@@ -119,6 +120,8 @@ def _run_node(node: Node, inputs: list[Any], env: Env, xp: Any, opsets: Mapping[
         return fn(xp, *inputs, **attrs)
     except KernelError:
         raise  # a node inside a body failed; its own message names it
+    except GeometryError as exc:  # says what is wrong, not where: name the node
+        raise exc.at(node.name, node.op_type) from None
     except LensError:
         raise
     except Exception as exc:  # noqa: BLE001 - every kernel failure becomes a named KernelError

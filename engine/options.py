@@ -82,7 +82,7 @@ class ExecOptions:
     GPU). ``kernels(node, opset) -> kernel | None`` replaces the kernel registry
     (tests, experiments); nested executors inherit it. ``engine_name``,
     ``workers`` and ``hooks`` only matter when the executor makes its own engine.
-    ``blas_threads`` sets the process's BLAS threads (``engine/blas.py``).
+    ``blas_threads`` sets the process's BLAS threads (``engine/kernels/blas.py``).
     """
 
     device: str = "cpu"

@@ -2,7 +2,7 @@
 
 ``nodes``: one engine function per node -- every node is its own entry in a
 profile's timeline, and bodies of If/Loop/Scan run as nested graphs on the
-engine (seed 003's nested waits).
+engine (the control-flow design's nested waits).
 
 ``segments`` (the default): nodes are grouped into straight-line *segments*,
 each pushed as one engine function that runs its nodes in order. A node joins

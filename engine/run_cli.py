@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from partition.runner import partition
-from partition.selection import add_selection_options, backend_options
+from partition.selection import add_selection_options, selection_from_args
 
 from .input_spec import FILLS
 from .ort_fallback import LABEL as FALLBACK_LABEL
@@ -63,14 +63,9 @@ def register(subparsers: Any) -> None:
     add_compare_parser(subparsers)
 
 
-def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
-    add_selection_options(p, backend_default)
-    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    # --executor is the older spelling (docs/architecture.md: "executor" is the Executor class only)
-    p.add_argument("--subgraph-runtime", "--executor", dest="executor", choices=EXECUTORS, default="auto",
-                   help="what runs subgraph nodes (default auto: tensorrt on gpu if installed, "
-                        "else onnxruntime, else engine; the report says which ran)")
-    p.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name")
+def add_input_options(p: argparse.ArgumentParser, inputs_help: str = "input arrays keyed by graph input name") -> None:
+    """The flags that choose a run's inputs (``_prepare`` reads them): run, compare and precision."""
+    p.add_argument("--inputs", metavar="IN.npz", help=inputs_help)
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="size of a symbolic input dim for random inputs (repeatable)")
     p.add_argument("--shape", action="append", default=[], metavar="INPUT=DIMS",
@@ -79,9 +74,21 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
                         "height/width 224) and a note says so")
     p.add_argument("--fill", choices=FILLS[:3], default="random",
                    help="generated values: seeded uniform random (default), zeros or ones")
+    p.add_argument("--const", action="append", default=[], metavar="INPUT=VALUE",
+                   help="feed every element of one input this value, e.g. sr=16000 (repeatable)")
     p.add_argument("--range", metavar="LOW,HIGH", default=None,
                    help="range of random values (default -1,1 for floats, 0,4 for integers)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+
+
+def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
+    add_selection_options(p, backend_default)
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    # --executor is the older spelling (docs/architecture.md: "executor" is the Executor class only)
+    p.add_argument("--subgraph-runtime", "--executor", dest="executor", choices=EXECUTORS, default="auto",
+                   help="what runs subgraph nodes (default auto: tensorrt on gpu if installed, "
+                        "else onnxruntime, else engine; the report says which ran)")
+    add_input_options(p)
     p.add_argument("--engine", choices=("threaded", "naive"), default=None,
                    help="dependency engine (default: $SGLENS_ENGINE or threaded)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -131,7 +138,7 @@ def _prepare(args: argparse.Namespace):
     from partition.onnx_io import load_model, read_model_proto
 
     from .budget import CLI_HINT, check_memory_budget, parse_size
-    from .input_spec import (check_specs, check_with_inference, materialize, parse_shape,
+    from .input_spec import (check_specs, check_with_inference, materialize, parse_constant, parse_shape,
                              specs_from_options)
     from .inputs import input_file_shapes, load_inputs, parse_dims
     dims = parse_dims(args.dim)
@@ -152,6 +159,14 @@ def _prepare(args: argparse.Namespace):
         specs = specs_from_options(graph, dims=dims, shapes=dict(parse_shape(t) for t in args.shape),
                                    fill=args.fill, value_range=_parse_range(args.range), seed=args.seed,
                                    notes=notes)
+        constants = dict(parse_constant(t) for t in args.const)
+        unknown = sorted(set(constants) - {s.name for s in specs})
+        if unknown:
+            raise InputError(f"--const names {unknown}, which are not graph inputs; the inputs are "
+                             f"{[s.name for s in specs]}")
+        for spec in specs:
+            if spec.name in constants:
+                spec.fill, spec.value = "constant", constants[spec.name]
         check_specs(graph, specs, {})
         # The budget is checked on the shapes, before the values are made.
         check_memory_budget(graph, {s.name: tuple(s.shape) for s in specs}, limit, hint=CLI_HINT)
@@ -179,7 +194,9 @@ def _parse_range(text: str | None) -> tuple[float, float] | None:
 
 
 def _partition(graph, args: argparse.Namespace):
-    return partition(graph, args.backend, **backend_options(args))
+    """The partition the flags ask for, or None without ``--backend`` (an option without one is an error)."""
+    selection = selection_from_args(args)
+    return partition(graph, selection) if selection is not None else None
 
 
 def _mib(n: int | None) -> str:
@@ -199,9 +216,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise RunError(f"--workers {args.workers}: needs at least 1 (or leave it out for the CPU count)")
     _start_time_limit(args, "run")
     graph, _model, feeds, notes = _prepare(args)
-    result = None
-    if args.backend:
-        result = _partition(graph, args)
+    result = _partition(graph, args)
+    if result is not None:
         graph = result.graph
     profiler = Profiler()
     fallback = OrtFallback()  # nodes without a kernel of ours run on onnxruntime, one by one, and are listed
@@ -293,7 +309,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InputError(f"--repeat {args.repeat}: needs at least 1")
     _start_time_limit(args, "compare")
     graph, model, feeds, notes = _prepare(args)
-    result = _partition(graph, args) if args.backend else None
+    result = _partition(graph, args)
     from tqdm import tqdm
     stages = 4 if result is not None else 3
     with tqdm(total=stages, desc="compare", file=sys.stderr, disable=None, leave=False) as bar:

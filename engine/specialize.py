@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .kernels import nn
+from .kernels import geometry, nn
 from .kernels.tensor import _slice_index
 
 #: A specialised body: (xp, x) -> output array, or _GENERIC to use the registry kernel.
@@ -256,13 +256,6 @@ def _pad(pads: list[int] | None, value: Any, axes: list[int] | None, mode: str) 
     return _planned(plan, apply)
 
 
-class _Shaped:
-    """What ``nn._geometry`` reads of an input: its shape."""
-
-    def __init__(self, shape: tuple) -> None:
-        self.shape = shape
-
-
 def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
     """Small convolutions (a streaming step's: at most ``nn._GATHER_PER_COPY`` input
     elements) with constant weights: the geometry, padding and column gather index
@@ -283,12 +276,13 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
     def plan(shape: tuple, xp: Any) -> Any:
         if len(shape) != w.ndim or shape[1] != c:
             return None
-        strides, dil, k_eff, pads = nn._geometry(_Shaped(shape), kernel, attrs.get("strides"),
-                                                 attrs.get("dilations"), attrs.get("pads"),
-                                                 str(attrs.get("auto_pad", "NOTSET")))
+        g = geometry.conv(shape, w.shape, None if b is None else b.shape,
+                          kernel_shape=attrs.get("kernel_shape"), strides=attrs.get("strides"),
+                          dilations=attrs.get("dilations"), pads=attrs.get("pads"),
+                          auto_pad=attrs.get("auto_pad", "NOTSET"), group=1)
+        strides, dil, pads, out_sp = g.strides, g.dilations, g.pads, g.out_sp
         nsp = len(kernel)
         padded = shape[:2] + tuple(shape[2 + i] + pads[i] + pads[i + nsp] for i in range(nsp))
-        out_sp = tuple((padded[2 + i] - k_eff[i]) // strides[i] + 1 for i in range(nsp))
         npos = math.prod(out_sp)
         if min(out_sp) < 1 or shape[0] * c * npos > nn._GATHER_PER_COPY:
             return None

@@ -1,4 +1,4 @@
-"""Subgraph operators (seed 000, "step 2"): a subgraph node runs its body with a chosen executor.
+"""Subgraph operators (the subgraph API design, "step 2"): a subgraph node runs its body with a chosen executor.
 
 Executors (``EXECUTORS``):
 
@@ -17,7 +17,7 @@ Whatever was asked for, the ``SubgraphRecord`` of every call says which
 executor *actually* ran and why; an executor asked for by name that cannot run
 is an ``ExecutorUnavailableError``, never a silent substitution.
 
-Weights (seed 000): the subgraph node's weight inputs are persistent engine
+Weights (the subgraph API design): the subgraph node's weight inputs are persistent engine
 variables. An operator converts them once (an onnxruntime session or TensorRT
 engine with the weights baked in) and remembers their variables' versions; when
 a version changes (``Executor.set_weight``) it rebuilds before running.
@@ -191,7 +191,7 @@ class _Impl:
         self.details: dict[str, Any] = {}
 
     def rebuild(self, weights: dict[str, Any], feeds: dict[str, Any]) -> None:
-        """Convert changed weights (seed 000); default: nothing to convert."""
+        """Convert changed weights (the subgraph API design); default: nothing to convert."""
 
     def run(self, feeds: dict[str, Any], run: "_Run", rctx: "RunContext") -> tuple[list, int, list]:
         """Outputs (on the parent's device), peak bytes, records of nested subgraphs."""

@@ -24,7 +24,7 @@ STATE -- beyond the core's (``core.py``), all guarded by ``Engine._lock``:
   ``event``     set when granted; ``error`` / ``events`` taken from the variable
   ``abandoned`` its waiter timed out: leave the variable's error in place
 
-NESTED WAITS (seed 003's deadlock: operators waiting for the subgraphs they
+NESTED WAITS (the control-flow design's deadlock: operators waiting for the subgraphs they
 pushed while no thread is left to run them).  A worker that blocks in
 ``wait_for_var`` is *compensated*: its pool counts it as blocked and starts a
 spare worker if fewer than ``target`` are left running; surplus workers leave
@@ -35,7 +35,7 @@ function that needs the waiter's own completion can never return to it, so the
 waiter is stuck under it -- a deadlock compensation cannot have.  The price is
 one thread start per nested wait that finds no spare worker.
 
-Pushing is thread-safe (the seed's is not): every push and completion takes the
+Pushing is thread-safe (the engine design's is not): every push and completion takes the
 one engine lock.
 """
 

@@ -8,9 +8,17 @@ error was 2e-9, because the ratio of two tiny numbers is large. The elementwise
 rule with an absolute floor does not have that failure.
 
 Alongside the verdict we report what a person needs to judge it themselves:
-max absolute error, max elementwise relative error (it may be huge near zero:
-that is why it is reported, not used), mean absolute error and the cosine
-similarity of the two tensors flattened.
+max absolute error, max elementwise relative error, mean absolute error and the
+cosine similarity of the two tensors flattened. The relative error is taken only
+over elements whose reference is well above the absolute floor (``|ref| >
+REL_FLOOR_FACTOR * atol``): next to zero the ratio is a quotient of two rounding
+errors (a 1e-9 error on a 1e-32 reference reads 1e+23) and says nothing.
+
+A match is only as strong as the reference is large: where most of the reference
+is at or below ``atol``, almost any answer near zero passes. ``ref_below_atol``
+(the fraction of such elements) and ``weak`` (that fraction is at least
+``WEAK_FRACTION``) say so, so the verdict can warn instead of claiming a match
+that proves little.
 
 Integers and booleans match only exactly. NaN matches NaN in the same place.
 """
@@ -29,6 +37,12 @@ import numpy as np
 DEFAULT_ATOL = 1e-4
 DEFAULT_RTOL = 1e-3
 _TINY = 1e-30
+#: The relative error is reported over elements with |ref| above this many atol: there the
+#: absolute floor is at most a tenth of the bound, so the ratio measures the error, not the floor.
+REL_FLOOR_FACTOR = 10.0
+#: A match is "weak" when at least this fraction of the reference is at or below atol. A
+#: ReLU output is often half zeros, so the bar is high: 90% means the check saw little signal.
+WEAK_FRACTION = 0.9
 
 
 @dataclass(frozen=True)
@@ -58,20 +72,40 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, tol: Tolerance = Tolerance()) -
                 "note": "shapes differ"}
     if a.size == 0:
         return {"shape": list(a.shape), "max_abs": 0.0, "max_rel": 0.0, "mean_abs": 0.0,
-                "cosine": 1.0, "mismatched": 0, "match": True}
+                "cosine": 1.0, "mismatched": 0, "match": True, "ref_below_atol": 0.0, "weak": False}
     exact = a.dtype.kind in "biu" and b.dtype.kind in "biu"
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     both_nan = np.isnan(a64) & np.isnan(b64)
     same_inf = np.isinf(a64) & (a64 == b64)
     diff = np.where(both_nan | same_inf, 0.0, np.abs(a64 - b64))
     diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is a full mismatch
-    bound = 0.0 if exact else tol.atol + tol.rtol * np.where(np.isfinite(b64), np.abs(b64), 0.0)
+    magnitude = np.where(np.isfinite(b64), np.abs(b64), 0.0)
+    bound = 0.0 if exact else tol.atol + tol.rtol * magnitude
     bad = diff > bound
-    rel = diff / np.maximum(np.abs(np.where(np.isfinite(b64), b64, 0.0)), _TINY)
-    rel = np.where(diff == 0.0, 0.0, rel)
-    return {"shape": list(a.shape), "max_abs": float(diff.max()), "max_rel": float(rel.max()),
-            "mean_abs": float(diff.mean()), "cosine": _cosine(a64, b64),
-            "mismatched": int(bad.sum()), "match": not bool(bad.any())}
+    out = {"shape": list(a.shape), "max_abs": float(diff.max()), "mean_abs": float(diff.mean()),
+           "cosine": _cosine(a64, b64), "mismatched": int(bad.sum()), "match": not bool(bad.any()),
+           "ref_max_abs": float(magnitude.max())}
+    return out | _relative(diff, magnitude, 0.0 if exact else tol.atol)
+
+
+def _relative(diff: np.ndarray, magnitude: np.ndarray, atol: float) -> dict[str, Any]:
+    """Max relative error over the elements where it means something, and how much of the
+    reference is at or below ``atol`` (the part a match checks only loosely)."""
+    significant = magnitude > REL_FLOOR_FACTOR * atol if atol > 0 else magnitude > _TINY
+    below = float(np.mean(magnitude <= atol)) if atol > 0 else 0.0
+    out: dict[str, Any] = {"ref_below_atol": below, "weak": below >= WEAK_FRACTION,
+                           "rel_elements": int(significant.sum())}
+    if not significant.any():
+        out["max_rel"] = None
+        out["rel_note"] = (f"no element has |ref| > {REL_FLOOR_FACTOR * atol:g} ({REL_FLOOR_FACTOR:g}·atol): "
+                           "a relative error would divide by near-zero values")
+        return out
+    rel = np.where(diff[significant] == 0.0, 0.0, diff[significant] / magnitude[significant])
+    out["max_rel"] = float(rel.max())
+    if significant.sum() < magnitude.size:
+        out["rel_note"] = (f"max rel over the {int(significant.sum())} of {magnitude.size} elements with "
+                           f"|ref| > {REL_FLOOR_FACTOR * atol:g}; near zero the ratio means nothing")
+    return out
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:

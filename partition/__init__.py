@@ -5,7 +5,7 @@
 
 from .api import (BackendOption, BackendRegistry, ContainOpProperty, ContainOpSelector, NodeView,
                   SubgraphProperty, SubgraphSelector, backend_names, backend_options_schema,
-                  current_registry, default_subgraph_node, get_backend, register_backend_factory,
+                  current_registry, default_subgraph_node, get_backend, register_backend_factory, select,
                   register_subgraph_property, unregister_backend, use_registry, validate_backend_options)
 from .backends import (ConvBNProperty, ConvBNReluProperty, ConvBNReluSelector, ConvBNSelector,
                        builtin_registry, register_builtins)
@@ -29,6 +29,6 @@ __all__ = [
     "ModelTooLargeError", "Node", "NodeView", "PartitionCheckError", "PartitionResult", "PartitionRun",
     "PluginError", "SelectorError", "SubgraphInfo", "SubgraphProperty", "SubgraphSelector", "TensorInfo",
     "TraceEvent", "UnknownBackendError", "backend_names", "check_partition", "default_subgraph_node",
-    "get_backend", "load_model", "partition", "register_backend_factory", "register_subgraph_property",
+    "get_backend", "load_model", "partition", "register_backend_factory", "register_subgraph_property", "select",
     "save_model", "standalone_model", "to_model_proto", "unregister_backend",
 ]

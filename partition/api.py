@@ -1,4 +1,4 @@
-"""The subgraph API of seeds 000 and 002, in Python naming.
+"""The subgraph API of MXNet's subgraph API design and tutorial, in Python naming.
 
 A backend is an ordered list of ``SubgraphProperty`` objects, registered with
 ``register_subgraph_property(backend, prop)``; each property makes a fresh
@@ -16,19 +16,19 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .build import PassState, generic_pass
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Graph, Node
-from .registry import BackendOption, BackendRegistry, current_registry, use_registry
+from .registry import BackendOption, BackendRegistry, Selection, current_registry, use_registry
 from .selectors import ContainOpSelector, NodeView, SubgraphSelector
 from .trace import TraceEvent
 
 __all__ = ["BackendOption", "BackendRegistry", "ContainOpProperty", "ContainOpSelector", "NodeView",
            "SubgraphProperty", "SubgraphSelector", "backend_names", "backend_options_schema",
            "current_registry", "default_subgraph_node", "get_backend", "register_backend_factory",
-           "register_subgraph_property", "unregister_backend", "use_registry",
+           "register_subgraph_property", "select", "Selection", "unregister_backend", "use_registry",
            "validate_backend_options"]
 
 
 class SubgraphProperty:
-    """Makes selectors and turns subgraphs into nodes (seed 000)."""
+    """Makes selectors and turns subgraphs into nodes (the subgraph API design)."""
 
     property_name: str = "subgraph"
     inference_only: bool = True
@@ -47,8 +47,8 @@ class SubgraphProperty:
     def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
         """The algorithm that finds this property's subgraphs; yields trace events.
 
-        The default is the generic breadth-first algorithm of seed 000; a backend
-        with an algorithm of its own (TensorRT's, seed 004) overrides this.
+        The default is the generic breadth-first algorithm of the subgraph API design; a backend
+        with an algorithm of its own (TensorRT's, the TensorRT integration design) overrides this.
         """
         return generic_pass(self, state)
 
@@ -106,9 +106,15 @@ def backend_names() -> list[str]:
     return current_registry().names()
 
 
+def select(backend: str, **options: Any) -> Selection:
+    """``backend`` with ``options`` validated against its schema (``BackendOptionError`` names a bad one)."""
+    return current_registry().select(backend, options)
+
+
 def get_backend(backend: str, **options: Any) -> list[SubgraphProperty]:
-    """The properties of ``backend``, in run order; options are validated against its schema first."""
-    return current_registry().get(backend, options)
+    """The properties of ``backend``, in run order (a library call: its options are validated here)."""
+    registry = current_registry()
+    return registry.build(registry.select(backend, options))
 
 
 def backend_options_schema(backend: str) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""Built-in backends and their option schemas: ``default``, ``conv_bn`` (seed 002),
-``conv_bn_relu`` (oneDNN style) and ``tensorrt`` (seed 004, in ``partition/tensorrt``).
+"""Built-in backends and their option schemas: ``default``, ``conv_bn`` (the subgraph API tutorial),
+``conv_bn_relu`` (oneDNN style) and ``tensorrt`` (the TensorRT integration design, in ``partition/tensorrt``).
 
 Each backend's options are declared once as ``BackendOption`` lists (here; tensorrt's in
 ``partition/tensorrt/options.py``);
@@ -33,7 +33,7 @@ def _single_consumer(node: NodeView, consumer: NodeView) -> bool:
 
 
 class ConvBNSelector(SubgraphSelector):
-    """Seed 002's example: start at a Conv, take one BatchNormalization after it."""
+    """The subgraph API tutorial's example: start at a Conv, take one BatchNormalization after it."""
 
     def __init__(self) -> None:
         self.find_bn = False

@@ -1,15 +1,15 @@
 """The pass driver: one loop for every partitioning algorithm, one record of its decisions.
 
-``run_pass(prop, state, grower)`` is seed 000's loop, shared by every backend:
+``run_pass(prop, state, grower)`` is the subgraph API design's loop, shared by every backend:
 
     for each free node in id order:  grower.start(seed)     (select, or the backend's own test)
         grow -> cycle check -> exclude the highest re-entry point, reset, grow again
         filter -> split into connected pieces -> cycle check each -> create_subgraph_node
 
 Only growth differs between algorithms, so it is a pluggable ``Grower``:
-``BreadthFirst`` (seed 000: FIFO, ``select_input`` on producers then
+``BreadthFirst`` (the subgraph API design: FIFO, ``select_input`` on producers then
 ``select_output`` on consumers) here, the TensorRT depth-first growth with
-incompatibility tracking (seed 004) in ``partition/tensorrt/algorithm.py``.
+incompatibility tracking (the TensorRT integration design) in ``partition/tensorrt/algorithm.py``.
 
 The state and record a pass reads and writes (``PassState``: ids, adjacency,
 statuses, reasons, the cycle log, the subgraphs so far) are ``partition/state.py``.
@@ -98,7 +98,7 @@ class Grower:
 
 
 class BreadthFirst(Grower):
-    """Seed 000's growth through a user ``SubgraphSelector`` (a fresh one per seed)."""
+    """The subgraph API design's growth through a user ``SubgraphSelector`` (a fresh one per seed)."""
 
     def __init__(self, prop: SubgraphProperty, state: PassState) -> None:
         super().__init__(state)
@@ -223,7 +223,7 @@ def _grow_marked(state: PassState, avail: bytearray, seed: int, mark: bytearray)
 
 # ------------------------------------------------------------------ driver --
 def generic_pass(prop: SubgraphProperty, state: PassState) -> Iterator[TraceEvent]:
-    """Seed 000's algorithm: the driver with breadth-first growth through ``prop``'s selectors."""
+    """The subgraph API design's algorithm: the driver with breadth-first growth through ``prop``'s selectors."""
     return run_pass(prop, state, BreadthFirst(prop, state))
 
 

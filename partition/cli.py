@@ -1,4 +1,4 @@
-"""``sglens partition|trace|check|groups``: parsers and commands (wired by ``sglens/cli.py``).
+"""``sglens partition|trace|check|groups|gains``: parsers and commands (wired by ``sglens/cli.py``).
 
 ``register(subparsers)`` adds the four commands; the entry point, its
 one-line errors (exit 2) and ``SGLENS_DEBUG`` live in ``sglens/cli.py``.
@@ -20,9 +20,10 @@ from .check import check_partition
 from .errors import PartitionCheckError
 from .gcpause import paused_gc
 from .onnx_io import load_model, save_model
-from .report import export_subgraphs, groups_report, result_json
+from .report import export_subgraphs, result_json
+from .tensorrt.node_report import groups_report
 from .runner import PartitionRun, partition
-from .selection import add_selection_options, backend_options
+from .selection import add_selection_options, selection_from_args
 from .tensorrt.real_trt import cli_check_parser
 
 
@@ -56,10 +57,10 @@ class _Progress:
 
 
 def _partition(args: argparse.Namespace):
-    options = backend_options(args)
+    selection = selection_from_args(args)
     graph = _load(args.model)
     with _Progress("partitioning") as bar:
-        return partition(graph, args.backend, progress=bar.update, **options)
+        return partition(graph, selection, progress=bar.update)
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
@@ -73,7 +74,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def _cmd_partition(args: argparse.Namespace) -> int:
     if getattr(args, "check_parser", False):
-        return cli_check_parser(args, backend_options(args), _load(args.model))
+        return cli_check_parser(args, selection_from_args(args), _load(args.model))
     result = _partition(args)
     if args.export:
         save_model(result.graph, args.export)
@@ -126,6 +127,11 @@ def _table(result: Any) -> str:
     lines = [f"backend {result.backend}: {len(result.original.nodes)} nodes, "
              f"{len(result.subgraphs)} subgraphs, {len(result.excluded)} nodes left out, "
              f"{result.seconds * 1000:.1f} ms"]
+    dla = result.summary.get("dla")
+    if dla:  # the DLA target: loadables against the per-core limit, before anyone builds
+        lines.append(f"DLA loadables: {dla['loadables']} (at most {dla['loadables_per_core']} per core); "
+                     f"{dla['gpu_fallback_count']} node(s) fall back to the GPU")
+    lines += [f"warning: {w}" for w in result.summary.get("tensorrt_warnings", ())]
     for sg in result.subgraphs:
         names = ", ".join(sg.nodes[:6]) + (f", ... ({len(sg.nodes)} nodes)" if len(sg.nodes) > 6 else "")
         lines.append(f"  subgraph {sg.id} [{sg.property}] {names}")
@@ -140,9 +146,9 @@ def _table(result: Any) -> str:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    options = backend_options(args)
+    selection = selection_from_args(args)
     graph = _load(args.model)
-    run = PartitionRun(graph, args.backend, trace=True, **options)
+    run = PartitionRun(graph, selection, trace=True)
     out = sys.stdout
     for event in run.events():
         out.write(json.dumps(event.to_json(), default=str) + "\n")
@@ -167,15 +173,41 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    options = backend_options(args)
+    selection = selection_from_args(args)
     graph = _load(args.model)
-    report = groups_report(graph, args.node, **options)
+    report = groups_report(graph, args.node, selection)
     if args.json:
         _print_json(report)
     else:
         for key, value in report.items():
             shown = ", ".join(value) if isinstance(value, list) else value
             print(f"{key}: {shown}")
+    return 0
+
+
+def cmd_gains(args: argparse.Namespace) -> int:
+    """``sglens gains MODEL --backend tensorrt [...]``: which op or node to support first."""
+    from .errors import LensError
+    from .tensorrt.gains import rank_gains
+    if args.backend != "tensorrt":
+        raise LensError("gains ranks what the tensorrt backend leaves out; add --backend tensorrt")
+    selection = selection_from_args(args)
+    graph = _load(args.model)
+    with _Progress("trying each unsupported op") as bar:
+        report = rank_gains(graph, selection, progress=bar.update)
+    if args.json:
+        _print_json(report)
+        return 0
+    base = report["base"]
+    print(f"target {report['target']}: {base['subgraphs']} subgraph(s), {base['covered']} node(s) covered, "
+          f"{base['boundary_bytes']} boundary bytes")
+    unit = "loadables" if report["target"] == "dla" else "subgraphs"
+    for title, rows, label in (("op types", report["op_types"], "op_type"), ("nodes", report["nodes"], "node")):
+        print(f"\n{title} (best first; --assume-supported to try one):")
+        for row in rows:
+            g = row["gain"]
+            print(f"  {row[label]}: {unit} merged {g['subgraphs_merged']:+d}, nodes covered {g['nodes_covered']:+d}, "
+                  f"boundary bytes saved {g['boundary_bytes_saved']:+d} -- {row['reason']}")
     return 0
 
 
@@ -195,13 +227,13 @@ def register(sub: Any) -> None:
     p = sub.add_parser("check", help="check the partition's invariants (exit 1 on a violation)")
     add_selection_options(p)
     p.set_defaults(func=cmd_check)
+    p = sub.add_parser("gains", help="tensorrt: rank the unsupported ops and nodes by what supporting them would gain")
+    add_selection_options(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_gains)
     p = sub.add_parser("groups", help="a node's incompatibility groups (ancestors / descendants)")
     add_selection_options(p)
     p.add_argument("node", help="node name")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_groups, backend="tensorrt")
 
-
-if __name__ == "__main__":  # `python -m partition.cli` is the older spelling of `python -m sglens`
-    from sglens.cli import program
-    program()

@@ -205,25 +205,6 @@ class Graph:
         """Tensor -> position of the node writing it (the constructor's check fills it)."""
         return {t: i for i, n in enumerate(self.nodes) for t in n.outputs if t}
 
-    @cached_property
-    def pred_positions(self) -> list[list[int]]:
-        """Per node position: positions of the distinct producers of what it reads, in read order."""
-        get = self._writer_pos.get
-        reads = self._reads
-        result: list[list[int]] = []
-        append = result.append
-        for node in self.nodes:
-            ts = reads[node.name]
-            if len(ts) == 1:  # the common case, one list and one lookup
-                p = get(ts[0])
-                append([] if p is None else [p])
-                continue
-            preds = [p for t in ts if (p := get(t)) is not None]
-            if len(preds) > 1 and (preds[0] == preds[1] if len(preds) == 2 else len(set(preds)) < len(preds)):
-                preds = list(dict.fromkeys(preds))  # two tensors of one producer
-            append(preds)
-        return result
-
     def reads(self, node: Node) -> tuple[str, ...]:
         """Distinct tensors ``node`` depends on, outer-scope reads of its bodies included."""
         return self._reads[node.name]

@@ -25,7 +25,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .errors import BackendOptionError, UnknownBackendError
 
@@ -170,13 +171,46 @@ class BackendRegistry:
         return {o.name: o.coerce(backend, options[o.name]) if o.name in options else _fresh(o.default)
                 for o in entry.options}
 
-    def get(self, backend: str, options: dict[str, Any]) -> list[Any]:
-        """The properties of ``backend`` built with its validated options, in run order."""
-        entry = self._entry(backend)
-        values = self.validate(backend, options)
+    def select(self, backend: str, options: Mapping[str, Any] | None = None) -> "Selection":
+        """The one place options are checked: ``options`` (native values, or strings from a command
+        line, a form or JSON) validated against ``backend``'s schema into a frozen ``Selection``."""
+        values = self.validate(backend, dict(options or {}))
+        return Selection(backend, MappingProxyType({k: _frozen(v) for k, v in values.items()}))
+
+    def build(self, selection: "Selection") -> list[Any]:
+        """The properties of a validated selection, in run order; the factory re-checks nothing."""
+        entry = self._entry(selection.backend)
         if entry.factory is not None:
-            return list(entry.factory(**values))
-        return list(entry.properties)  # no schema, so ``values`` is empty
+            return list(entry.factory(**selection.values()))
+        return list(entry.properties)  # no schema, so the selection holds no options
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A backend and its options, validated once at the edge (CLI flags, the web API, a library call)
+    into coerced values with every default filled in; it travels unchanged to the factory, to a Dask
+    worker (plain data: it pickles) and into reports. Make one with ``BackendRegistry.select``."""
+
+    backend: str
+    options: Mapping[str, Any]
+
+    def values(self) -> dict[str, Any]:
+        """The options as keyword arguments (lists as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.backend, "options": self.values()}
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a mappingproxy does not pickle; a plain dict does
+        return (_selection, (self.backend, dict(self.options)))
+
+
+def _selection(backend: str, options: dict[str, Any]) -> Selection:
+    return Selection(backend, MappingProxyType(options))
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _fresh(default: Any) -> Any:

@@ -10,8 +10,6 @@
   never from a reason's text.
 - ``export_subgraphs(result, out_dir)``: each subgraph as a standalone ONNX
   model (weights as initializers, the model's opset, IR 8).
-- ``groups_report(graph, node, **options)``: a node's incompatibility groups
-  for ``sglens groups``.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from .api import NodeView, SubgraphProperty, get_backend, validate_backend_options
+from .api import NodeView, SubgraphProperty, get_backend
 from .gcpause import paused_gc
 from .ir import Graph
 from .trace import REASON_LABELS, PartitionResult, ReasonKind
@@ -178,43 +176,3 @@ def _flatten(body: Graph, original: Graph) -> Graph:
     for n in body.nodes:
         nodes.extend(_flatten(n.body, original).nodes if n.is_subgraph else [n])
     return Graph(body.name, nodes, body.inputs, body.outputs, body.tensors, {}, body.opset, is_body=True)
-
-
-# ------------------------------------------------------------------ groups --
-def groups_report(graph: Graph, node_name: str, **options: Any) -> dict[str, Any]:
-    """A node's incompatibility groups (seed 004) and its TensorRT verdict, for ``sglens groups``.
-
-    Options are the tensorrt backend's, checked against its schema
-    (``exclude_data_dependent`` and ``fallback_ops`` matter; ``min_size``/``mode`` are ignored).
-    """
-    from .tensorrt.groups import incompatibility_groups
-    from .tensorrt.rules import TRTRules
-    values = validate_backend_options("tensorrt", options)
-    rules = TRTRules(exclude_data_dependent=values["exclude_data_dependent"],
-                     fallback_ops=values["fallback_ops"], version=values["trt_version"],
-                     plugins=values["trt_plugins"])
-    ancestors, descendants = incompatibility_groups(graph, node_name)
-    node = graph.node_by_name[node_name]
-    reason = rules.check(graph, node)
-    reasons = rules.compat(graph)
-    report: dict[str, Any] = {
-        "node": node_name,
-        "op_type": node.op_type,
-        "compatible": reason is None,
-        "reason": reason or "",
-        "ancestors": ancestors,
-        "descendants": descendants,
-        "ancestor_count": len(ancestors),
-        "descendant_count": len(descendants),
-    }
-    if reason is None:
-        report["note"] = ("compatible with TensorRT: these groups matter only for incompatible nodes; "
-                          "the incompatible nodes among them are listed below")
-    else:
-        report["note"] = ("a TensorRT subgraph holding any node of 'ancestors' may hold no node of "
-                          "'descendants', and the reverse: this node would stay between them")
-    report["incompatible_ancestors"] = [n for n in ancestors if n in reasons]
-    report["incompatible_descendants"] = [n for n in descendants if n in reasons]
-    report["tensorrt_rules"] = rules.version  # which release's table decided, and from which source line
-    report["reason_source"] = rules.cite(node_name) or ""
-    return report

@@ -12,7 +12,9 @@ import functools
 import time
 from typing import Any, Callable, Iterator, Sequence
 
-from .api import SubgraphProperty, get_backend
+from .api import SubgraphProperty
+from .errors import BackendOptionError
+from .registry import Selection, current_registry
 from .build import TAKEN, PassState, Tracer
 from .gcpause import paused_gc
 from .ir import Graph, Node
@@ -20,18 +22,34 @@ from .trace import CycleLog, EventKind, PartitionResult, Reason, ReasonKind, Sub
 
 
 class PartitionRun:
-    """One partitioning of ``graph`` by ``backend`` (or by explicit ``properties``)."""
+    """One partitioning of ``graph`` by a backend, or by explicit ``properties`` (a rule the web made).
 
-    def __init__(self, graph: Graph, backend: str = "default", *, trace: bool = True,
+    ``backend`` is a ``Selection`` (validated at the edge, used as it is) or a backend name with
+    ``options`` (a library call: validated here, once). Properties and options never mix: options
+    given beside explicit properties would be ignored, so that is an error.
+    """
+
+    def __init__(self, graph: Graph, backend: str | Selection = "default", *, trace: bool = True,
                  properties: Sequence[SubgraphProperty] | None = None,
                  progress: Callable[[int, int], None] | None = None, **options: Any) -> None:
         self.graph = graph
         self.progress = progress
-        self.backend = backend
-        self.properties = list(properties) if properties is not None else get_backend(backend, **options)
         self.tracer = Tracer(trace)
         self.result: PartitionResult | None = None
         self.seconds = 0.0
+        self.selection: Selection | None = None
+        if properties is not None:
+            if options or isinstance(backend, Selection):
+                raise BackendOptionError("explicit properties take no backend options")
+            self.backend, self.properties = backend, list(properties)
+            return
+        registry = current_registry()
+        if not isinstance(backend, Selection):
+            backend = registry.select(backend, options)
+        elif options:
+            raise BackendOptionError("a Selection already holds its options; pass none beside it")
+        self.selection, self.backend = backend, backend.backend
+        self.properties = registry.build(backend)
 
     def events(self) -> Iterator[TraceEvent]:
         """Partition, yielding each event; sets ``self.result`` at the end."""

@@ -10,8 +10,9 @@ sets the opposite of the default (``--keep-data-dependent`` means
 ``exclude_data_dependent=false``), otherwise it is a second name of the flag.
 List options repeat (``--fallback-ops A --fallback-ops B``) or take ``A,B``.
 
-Options are checked against the chosen backend's schema: one not declared is
-an error naming it and the valid ones.
+Options are checked against the chosen backend's schema, once, into a frozen
+``Selection`` (``selection_from_args``): one not declared is an error naming
+it and the valid ones. Every command hands that Selection on unchanged.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .api import validate_backend_options
 from .errors import BackendOptionError
 from .plugins import load_plugin
-from .registry import DEFAULT_REGISTRY, BackendOption, BackendRegistry
+from .registry import DEFAULT_REGISTRY, BackendOption, BackendRegistry, Selection, current_registry
 
 _DEST = "backend_option_"
 
@@ -78,8 +78,9 @@ def parse_opt(text: str) -> tuple[str, str]:
     return name.strip(), value
 
 
-def backend_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The backend options given on the command line, checked against ``args.backend``'s schema.
+def selection_from_args(args: argparse.Namespace) -> Selection | None:
+    """The backend and options given on the command line, validated against ``args.backend``'s
+    schema into a ``Selection``; None when no backend was given (``sglens run`` unpartitioned).
 
     Imports the ``--plugin`` files first (they may register the backend).
     """
@@ -94,6 +95,8 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
         if name in options and _text(options[name]).lower() != value.lower():
             raise BackendOptionError(f"option {name} is given twice ({options[name]!r} and {value!r})")
         options[name] = value
-    if args.backend:
-        validate_backend_options(args.backend, options)
-    return options
+    if not args.backend:
+        if options:
+            raise BackendOptionError(f"backend options ({', '.join(sorted(options))}) need a --backend")
+        return None
+    return current_registry().select(args.backend, options)

@@ -1,6 +1,6 @@
 """What a selector sees and decides: ``NodeView``, ``SubgraphSelector``, ``ContainOpSelector``.
 
-These are the parts of the subgraph API (seeds 000 and 002) the partitioning
+These are the parts of the subgraph API (the subgraph API design and tutorial) the partitioning
 algorithm itself needs; they live below ``api.py`` so ``build.py`` can use
 them without importing the registry and the properties (which use the
 algorithm): the import graph stays acyclic.
@@ -88,7 +88,7 @@ class SubgraphSelector:
 
 
 class ContainOpSelector(SubgraphSelector):
-    """Selects connected nodes whose op type is in a set (seed 000's default selector)."""
+    """Selects connected nodes whose op type is in a set (the subgraph API design's default selector)."""
 
     def __init__(self, op_types: Iterable[str]) -> None:
         self.op_types = frozenset(op_types)

@@ -62,7 +62,7 @@ def build_mlp(seed: int = 2) -> onnx.ModelProto:
 
 
 def build_conv_bn_relu_chain(seed: int = 3) -> onnx.ModelProto:
-    """Positive and negative cases for a Conv-BN-Relu fuser (seed 002's selector).
+    """Positive and negative cases for a Conv-BN-Relu fuser (the subgraph API tutorial's selector).
 
     rep1..rep4: Conv->BN->Relu (fusable). neg_no_relu: Conv->BN only.
     neg_no_bn: Conv->Relu only. shared: the Conv output feeds both its BN and a
@@ -90,7 +90,7 @@ def build_conv_bn_relu_chain(seed: int = 3) -> onnx.ModelProto:
 
 
 def build_trt_cycle() -> onnx.ModelProto:
-    """Seed 004's cycle example: A -> B -> C and A -> D -> C, D unsupported by TensorRT.
+    """The TensorRT integration design's cycle example: A -> B -> C and A -> D -> C, D unsupported by TensorRT.
 
     A=Relu, B=Sigmoid, C=Add, D=Det (onnx-tensorrt has no Det importer). Grouping
     {A, B, C} into one TensorRT node would create the cycle TRT -> D -> TRT.

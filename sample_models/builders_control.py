@@ -1,4 +1,4 @@
-"""Builders for the control-flow sample models: If, Loop and Scan (seed 003's operators).
+"""Builders for the control-flow sample models: If, Loop and Scan (the control-flow design's operators).
 
 Every body reads at least one outer-scope tensor, because that implicit input is
 what a partitioner most easily gets wrong: it is an edge into the body that no

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install the Debian packages Subgraph Lens needs when they are missing.
-# Usage: scripts/sysdeps.sh graphviz [chromium] [python3-venv]
+# Usage: scripts/sysdeps.sh graphviz [chromium] [postgresql] [python3-venv]
 set -euo pipefail
 declare -A probe=(
   [graphviz]="command -v dot"
   [chromium]="command -v chromium"
   [python3-venv]="python3 -c 'import ensurepip, venv'"
+  [postgresql]="ls /usr/lib/postgresql/*/bin/initdb"
 )
 missing=()
 for pkg in "$@"; do

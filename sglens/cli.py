@@ -38,6 +38,11 @@ def _engine_commands() -> ModuleType:
     return engine.run_cli
 
 
+def _precision_commands() -> ModuleType:
+    import engine.precision_cli
+    return engine.precision_cli
+
+
 def _app_commands() -> ModuleType:
     import app.cli
     return app.cli
@@ -59,10 +64,14 @@ GROUPS = (
         "trace": "print every partitioning event as one JSON object per line",
         "check": "check the partition's invariants (exit 1 on a violation)",
         "groups": "a node's incompatibility groups (ancestors / descendants)",
+        "gains": "tensorrt: rank the unsupported ops and nodes by what supporting them would gain",
     }),
     CommandGroup("engine.run_cli", _engine_commands, {
         "run": "run a model (optionally partitioned) on our engine",
         "compare": "compare onnxruntime, our engine and the partitioned graph",
+    }),
+    CommandGroup("engine.precision_cli", _precision_commands, {
+        "precision": "find the nodes that must stay FP32 for FP16/BF16/INT8",
     }),
     CommandGroup("app.cli", _app_commands, {"serve": "start the web debugger"}),
 )

@@ -36,6 +36,9 @@ SG.bytes = function (n) {
   while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
   return (i ? v.toFixed(1) : v) + " " + u[i];
 };
+/* A subgraph's boundary bytes: symbolic-shaped tensors have no size, so say "unknown" (or "at least"). */
+SG.boundaryBytes = sg => (!(sg.boundary_unknown || []).length ? SG.bytes(sg.boundary_bytes) :
+  (sg.boundary_bytes ? "≥ " + SG.bytes(sg.boundary_bytes) + " + " : "") + "unknown (" + sg.boundary_unknown.length + " symbolic-shape tensor" + (sg.boundary_unknown.length > 1 ? "s" : "") + ")");
 SG.ms = s => (s == null ? "n/a" : (s * 1000).toFixed(3) + " ms");
 /* A tensor shape as plain text (symbolic dims are model strings: show them as text only). */
 SG.shape = t => (t.shape ? "[" + t.shape.map(d => d == null ? "?" : String(d)).join(", ") + "]" : "?");

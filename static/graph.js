@@ -25,6 +25,17 @@
     return e;
   }
 
+  /* Where an edge's shape label goes: the middle control point, or the nearest one to it clear of
+     every box and cluster title. */
+  function labelPoint(pts, boxes) {
+    const mid = Math.floor(pts.length / 2);
+    const free = ([x, y]) => !boxes.some(([x0, y0, x1, y1]) => x + 4 < x1 && x + 60 > x0 && y + 3 > y0 && y - 6 < y1);
+    for (let d = 0; d < pts.length; d++) {
+      for (const k of [mid + d, mid - d]) if (k >= 0 && k < pts.length && free(pts[k])) return pts[k];
+    }
+    return null;   // no room: the shape stays in the edge's tooltip
+  }
+
   function edgePath(pts) {
     if (!pts || pts.length < 2) return "";
     let d = "M" + pts[0][0] + "," + pts[0][1];
@@ -49,7 +60,7 @@
       return s("g", { class: "node group" }, s("rect", { x, y, width: n.w, height: n.h, rx: 6 }),
         s("text", { class: "op", x: n.x, y: n.y - 5, "text-anchor": "middle" }, trunc(n.label, 18) + " ⊞"),
         s("text", { class: "sub", x: n.x, y: n.y + 9, "text-anchor": "middle" }, n.count + (n.count === 1 ? " node" : " nodes")),
-        s("text", { class: "sub", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(ops, 25)),
+        s("text", { class: "sub ops", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(ops, 25)),
         s("title", null, n.id + " — click to expand"));
     }
     return s("g", { class: "node" }, s("rect", { x, y, width: n.w, height: n.h, rx: 5 }),
@@ -71,7 +82,7 @@
     /* opts.keep: a re-layout of the same graph (a group opened or closed): keep the zoom, the caller
        centres what changed; otherwise the first view (open). */
     render(layout, opts) {
-      this.layout = layout; this.units = layout.units || {};
+      this.layout = layout; this.units = Object.assign({}, layout.folded || {}, layout.units || {});
       /* SVG built with createElementNS: labels are text nodes, ids are attribute values. */
       const svg = s("svg");
       const marker = s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
@@ -84,10 +95,11 @@
           s("text", { x: b.x + 8, y: b.y + 13 }, "⊟ " + trunc(leaf, Math.max(6, Math.floor(b.w / 7)))), s("title", null, b.id + " — click the name to collapse")));
       }
       for (const c of layout.clusters || []) {
-        vp.appendChild(s("g", { class: "cluster", "data-sg": c.id }, s("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8 }),
-          s("text", { x: c.x + 8, y: c.y + 14 }, "subgraph " + c.id)));
+        vp.appendChild(s("g", { class: "cluster", "data-sg": c.id }, s("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8 })));
       }
       const byId = new Map(layout.nodes.map(n => [n.id, n]));
+      const titles = (layout.clusters || []).map(c => [c.x, c.y, c.x + 110, c.y + 20])   // "subgraph N" labels and boxes
+        .concat(layout.nodes.map(n => [n.x - n.w / 2, n.y - n.h / 2, n.x + n.w / 2, n.y + n.h / 2]));
       for (const e of layout.edges) {
         if (e.ghost) {
           const t = byId.get(e.target); if (!t) continue;
@@ -96,7 +108,15 @@
             s("text", { x: x + 3, y: y0 - 8 }, trunc(e.tensors[0], 18))));
           continue;
         }
-        vp.appendChild(s("g", { class: "edge" }, s("path", { d: edgePath(e.points), "marker-end": "url(#arrow)" }, s("title", null, e.tensors.join(", ")))));
+        const tip = e.tensors.map((t, k) => t + (e.shapes && e.shapes[k] ? " " + e.shapes[k] : "")).join(", ");
+        const g = s("g", { class: "edge" }, s("path", { d: edgePath(e.points), "marker-end": "url(#arrow)" }, s("title", null, tip)));
+        const shapes = (e.shapes || []).filter(Boolean);
+        const at = shapes.length && e.points && e.points.length > 1 ? labelPoint(e.points, titles) : null;
+        if (at) g.appendChild(s("text", { class: "shape", x: at[0] + 4, y: at[1] + 3 }, trunc(shapes.join(", "), 22)));   // as Netron shows it
+        vp.appendChild(g);
+      }
+      for (const c of layout.clusters || []) {   // over the edges, with a halo: an edge never crosses the name
+        vp.appendChild(s("g", { class: "cluster-label" }, s("text", { x: c.x + 8, y: c.y + 14 }, "subgraph " + c.id)));
       }
       for (const n of layout.nodes) {
         const g = nodeEl(n);
@@ -164,6 +184,29 @@
         shape.style.fill = c || "";
       }
       this._miniDraw();
+    }
+
+    /* badges: {group id: {parts: [[fraction, css colour], ...], text}}: a closed group's share of its
+       members per colour as a bar along its bottom edge, and a line of text in place of its op list
+       ("13/15 in subgraphs", "4.2 ms in 15 nodes"). null clears them. */
+    setBadges(badges) {
+      for (const el of this.svg ? this.svg.querySelectorAll(".badge") : []) el.remove();
+      for (const g of this.elements.values()) g.classList.remove("badged");
+      for (const id in (badges || {})) {
+        const g = this.elements.get(id); const n = this.items.get(id); const b = badges[id];
+        if (!g || !n) continue;
+        const x0 = n.x - n.w / 2 + 6, width = n.w - 12, y = n.y + n.h / 2 - 8;
+        const bar = s("g", { class: "badge bar" });
+        let x = x0;
+        for (const [frac, colour] of b.parts || []) {
+          if (frac <= 0) continue;
+          const seg = s("rect", { x, y, width: frac * width, height: 5, "data-frac": frac.toFixed(4) });
+          seg.style.fill = colour; bar.appendChild(seg); x += frac * width;
+        }
+        if (b.parts && b.parts.length) g.appendChild(bar);
+        if (b.text) g.appendChild(s("text", { class: "sub badge", x: n.x, y: n.y + 20, "text-anchor": "middle" }, trunc(b.text, 26)));
+        g.classList.add("badged");
+      }
     }
 
     _size() { const r = this.el.getBoundingClientRect(); return { w: r.width, h: r.height }; }

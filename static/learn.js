@@ -2,7 +2,7 @@
 "use strict";
 (function () {
   const view = new SG.GraphView(document.getElementById("graph"), {});
-  let steps = [], i = 0;
+  let steps = [], i = 0, layouts = null, drawn = null;
 
   function subgraphsUpTo(k) {
     const done = [];
@@ -10,9 +10,18 @@
     return done;
   }
 
+  /* The trace is drawn on the plain graph; the last step, the result, on the graph with its
+     subgraphs drawn as boxes. */
+  function draw(which) {
+    if (drawn === which) return;
+    view.render(layouts[which]); drawn = which;
+    document.getElementById("graph").dataset.layout = which;
+  }
+
   function show(k) {
     i = Math.max(0, Math.min(steps.length - 1, k));
     const e = steps[i];
+    draw(e.kind === "result" ? "final" : "trace");
     document.getElementById("step-no").textContent = "step " + (i + 1) + " of " + steps.length;
     document.getElementById("step-call").textContent = e.call;
     document.getElementById("step-text").textContent = e.text;
@@ -28,8 +37,10 @@
   async function load() {
     try {
       const data = await SG.api("GET", "/api/learn");
-      steps = data.steps;
-      view.render(data.layout);
+      steps = data.steps.concat([{ kind: "result", call: data.result.call, text: data.result.text,
+        candidates: [], path: [], node: null }]);
+      layouts = { trace: data.layout, final: data.final_layout };
+      draw("trace");
       const ol = document.getElementById("learn-steps");
       SG.fill(ol, steps.map(s => SG.h("li", null, s.call)));
       ol.querySelectorAll("li").forEach((li, j) => li.addEventListener("click", () => show(j)));

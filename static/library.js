@@ -1,4 +1,5 @@
-/* The model library: sample and uploaded models, upload with a progress bar. */
+/* The model library: sample and uploaded models, upload with a progress bar (then a link to open
+   the new model), and a Delete button on uploaded models (two clicks: no modal dialog). */
 "use strict";
 (function () {
   const maxEl = document.getElementById("max-upload");
@@ -10,12 +11,25 @@
     const ops = Object.entries(m.op_counts).slice(0, 10).map(([op, n]) => h("span", { class: "chip" }, op + " ×" + n));
     const io = list => list.map((t, k) => [k ? h("br") : null, h("code", null, t.name), " " + (t.dtype || "?") + " " + SG.shape(t)]);
     const opset = Object.entries(m.opset).map(([d, v]) => (d || "ai.onnx") + " " + v).join(", ");
+    const del = m.source === "sample" ? null : h("button", { class: "card-delete", "data-delete": m.id,
+      title: "delete this model and forget it", onclick: ev => deleteModel(m, ev.currentTarget) }, "Delete");
     return h("div", { class: "card", "data-model": m.id },
-      h("h3", null, h("a", { href: "/models/" + encodeURIComponent(m.id) }, m.name)),
+      h("h3", null, h("a", { href: "/models/" + encodeURIComponent(m.id) }, m.name), del),
       h("div", { class: "meta" }, m.source + " · " + m.nodes + " nodes · opset " + opset + " · " + SG.bytes(m.size) +
         (m.control_flow.length ? " · " + m.control_flow.join(", ") : "")),
       h("table", null, SG.row("inputs", io(m.inputs)), SG.row("outputs", io(m.outputs))),
       h("div", { class: "chips" }, ops));
+  }
+
+  /* The first click asks, the second (within 5 s) deletes. */
+  async function deleteModel(m, button) {
+    if (!button.classList.contains("confirm")) {
+      button.classList.add("confirm"); button.textContent = "Delete " + m.name + "?";
+      setTimeout(() => { if (button.isConnected) { button.classList.remove("confirm"); button.textContent = "Delete"; } }, 5000);
+      return;
+    }
+    try { await SG.api("DELETE", "/api/models/" + encodeURIComponent(m.id)); await refresh(); }
+    catch (e) { SG.error(e); }
   }
 
   async function refresh() {
@@ -50,7 +64,11 @@
     };
     xhr.onload = () => {
       let data = null; try { data = JSON.parse(xhr.responseText); } catch (e) { /* not JSON */ }
-      if (xhr.status === 201) { label.textContent = "loaded " + data.name + ": " + data.nodes + " nodes"; bar.style.width = "100%"; refresh(); }
+      if (xhr.status === 201) {
+        SG.fill(label, "loaded " + data.name + ": " + data.nodes + " nodes · ",
+          SG.h("a", { id: "upload-open", href: "/models/" + encodeURIComponent(data.id) }, "open it →"));
+        bar.style.width = "100%"; refresh();
+      }
       else { prog.hidden = true; err.textContent = (data && data.error) || ("upload failed: HTTP " + xhr.status); err.hidden = false; }
     };
     xhr.onerror = () => { prog.hidden = true; err.textContent = "upload failed: the server cannot be reached"; err.hidden = false; };

@@ -20,79 +20,33 @@
 
   const CFG = { displaylogo: false, responsive: true };
   const MiB = 1024 * 1024;
-  const base = (title, extra) => Object.assign({ title: { text: title, font: { size: 13 } },
-    margin: { l: 64, r: 12, t: 32, b: 48 }, font: { size: 11 }, showlegend: false }, extra || {});
-  const axis = (title, extra) => Object.assign({ title: { text: title } }, extra || {});
+  /* Layout defaults: the title on the left and plotly's toolbar standing up at the right edge (lying
+     along the top it covered long titles); axes with automargin, so tick labels are never cut. */
+  const base = (title, extra) => Object.assign({ title: { text: title, font: { size: 13 }, x: 0, xanchor: "left", xref: "container", pad: { l: 10 } },
+    margin: { l: 64, r: 40, t: 36, b: 48 }, font: { size: 11 }, showlegend: false, modebar: { orientation: "v" } }, extra || {});
+  const axis = (title, extra) => Object.assign({ title: { text: title }, automargin: true }, extra || {});
+  /* A category axis of model names: every name a category (hover shows it whole), the tick shows its
+     end ("…/cv3.2.1/conv/Conv_output_0"), which is where scoped names differ. */
+  const TICK_CHARS = 28;
+  const shortTick = v => {   // a boundary tensor's "#3 input " prefix is kept
+    v = String(v); const head = (/^#\d+ \w+ /.exec(v) || [""])[0]; const rest = v.slice(head.length);
+    return rest.length > TICK_CHARS ? head + "…" + rest.slice(rest.length - TICK_CHARS + 1) : v;
+  };
+  const MAX_TICKS = 24;   // more names than this: every k-th is labelled (all are in the hover)
+  const catAxis = (title, values, extra) => {
+    const every = Math.ceil(values.length / MAX_TICKS) || 1;
+    const shown = values.filter((_, i) => i % every === 0);
+    return axis(title, Object.assign({ type: "category", tickvals: shown, ticktext: shown.map(shortTick),
+      tickangle: values.some(v => String(v).length > 8) ? -35 : "auto" }, extra || {}));
+  };
 
   function tag(parent, cls, ...kids) { const d = SG.h("div", { class: cls || null }, kids); parent.appendChild(d); return d; }
   /* plotly reads a few tags and entities in labels (<b>, <br>, &lt;): model strings are escaped so
      plotly shows them as the literal text they are. */
   const pt = v => String(v == null ? "" : v).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   SG.plotText = pt;
-  const num = x => (x == null ? "n/a" : (x === 0 ? "0" : Math.abs(x) >= 1e-3 && Math.abs(x) < 1e4 ? Number(x.toPrecision(4)).toString() : x.toExponential(2)));
-  const ms = s => (s == null ? "n/a" : (s * 1e3).toFixed(3));
 
-  /* ------------------------------------------------------------ tables -- */
-  function outputsTable(c) {
-    const h = SG.h; const rows = [];
-    for (const [name, per] of Object.entries(c.outputs)) {
-      for (const [run, e] of Object.entries(per)) {
-        rows.push(h("tr", { class: e.match ? "ok" : "bad", "data-output": name, "data-run": run },
-          [h("td", null, h("code", null, name)), h("td", null, run), h("td", null, num(e.max_abs)), h("td", null, num(e.max_rel)),
-            h("td", null, num(e.mean_abs)), h("td", null, e.cosine == null ? "n/a" : e.cosine.toFixed(6)),
-            h("td", null, e.mismatched == null ? (e.note || "n/a") : String(e.mismatched)),
-            h("td", null, e.match ? "✔ match" : "✘ differs")]));
-      }
-    }
-    return h("table", { class: "grid run-errors" },
-      SG.headRow("output", "run", "max abs", "max rel", "mean abs", "cosine", "elements out", "verdict"), rows);
-  }
-
-  function timingsTable(c) {
-    const h = SG.h;
-    const rows = Object.entries(c.timings).map(([run, t]) => h("tr", { "data-run": run },
-      [h("td", null, run), h("td", { class: "t-median" }, ms(t.seconds)),
-        h("td", { class: "t-spread" }, ms(t.p10) + " – " + ms(t.p90)),
-        h("td", { class: "t-repeats" }, (t.repeat != null ? t.repeat : "?") + " (+" + (t.warmup || 0) + " warm-up)"),
-        h("td", null, SG.bytes(t.rss_added_bytes)), h("td", null, t.peak_bytes == null ? "n/a (not our executor)" : SG.bytes(t.peak_bytes))]));
-    return h("table", { class: "grid run-timings" },
-      SG.headRow("run", "median ms", "p10 – p90 ms", "measured runs", "peak RSS added", "live tensors (ours)"), rows);
-  }
-
-  function inputsTable(r) {
-    const used = r.inputs; if (!used || !used.specs) return null;
-    const h = SG.h;
-    return h("table", { class: "grid run-inputs-used" }, SG.headRow("input", "shape", "dtype", "values"),
-      used.specs.map(s => SG.row(h("code", null, s.name), "[" + s.shape.join(", ") + "]", s.dtype,
-        s.fill === "random" ? "random " + s.low + " … " + s.high + ", seed " + s.seed : s.fill === "file" ? "uploaded array" : s.fill)));
-  }
-
-  SG.runSummary = function (run) {
-    const h = SG.h;
-    const r = run.result; const c = r.comparison;
-    const sum = r.partition.summary || {};
-    const tol = c.tolerance || {};
-    const fd = c.first_divergent_node;
-    const fb = c.fallback_nodes || [];
-    return h("div", { class: "run-summary" },
-      h("b", { class: "verdict" }, c.ok ? "✔ outputs match onnxruntime" : "✘ outputs differ from onnxruntime"),
-      h("div", { class: "match-rule muted" }, "match rule (as Polygraphy): every element |ours − ref| ≤ atol + rtol·|ref|, atol " +
-        num(tol.atol) + ", rtol " + num(tol.rtol) + "; max rel is reported, not used (it explodes near zero)"),
-      h("div", { class: "muted" }, "backend " + run.backend + " · executor " + c.executor + " · device " + c.device + " · " +
-        (sum.partitions != null ? sum.partitions + " partitions, coverage " + (100 * sum.coverage).toFixed(0) + "%" : "")),
-      inputsTable(r),
-      h("h4", null, "Outputs against onnxruntime"), outputsTable(c),
-      fd ? h("div", { class: "first-node" }, "first node out of tolerance (topological order, engine run): ",
-        h("code", null, fd.node), " (" + fd.op_type + "), output ", h("code", null, fd.tensor), ", max abs " + num(fd.max_abs)) : null,
-      c.first_divergent ? h("div", null, "first subgraph introducing a difference: ", h("code", null, c.first_divergent)) : null,
-      fb.length ? h("div", { class: "fallback" }, h("b", null, fb.length + " node(s) without a kernel of ours ran on onnxruntime, one session per node: "),
-        fb.map((n, k) => [k ? ", " : "", h("code", null, n.node || n.name || "?"), " (" + (n.op_type || n.op || "?") + ")"])) : null,
-      h("h4", null, "Timings and memory"), timingsTable(c),
-      h("div", { class: "muted mem-legend" }, "peak RSS added: the rise of the whole process's resident-memory high-water mark during " +
-        "that run (set-up, warm-up and repeats; onnxruntime's arenas included), measured the same way for every run. " +
-        "live tensors: the largest total of tensors our executor held at once (not measured for onnxruntime)."),
-      (r.notes || []).map(n => h("div", { class: "muted" }, "note: " + n)));
-  };
+  /* The run card's text part (verdict, tables, links) is SG.runSummary in runcard.js. */
 
   /* The y range every chart of one kind should share (the compare page passes both runs'). */
   SG.runRanges = function (runs) {
@@ -115,7 +69,7 @@
       Object.assign(note.style, { background: "#fffbeb", border: "1px solid #fcd34d", borderRadius: "6px", padding: "6px 10px", margin: "6px 0" });
     }
     if (!run.result) { box.appendChild(SG.errorBox(run.error || ("run " + run.status))); return; }
-    box.appendChild(SG.runSummary(run));
+    box.appendChild(SG.runSummary(run, opts));
     if (!opts.noLinks) {
       const rid = encodeURIComponent(run.id);
       tag(box, "row", SG.h("a", { class: "button", href: "/api/runs/" + rid + "/trace.json", download: true }, "Chrome trace"),
@@ -137,7 +91,7 @@
     const p1 = tag(box, "plot plot-subgraph-time");
     Plotly.newPlot(p1, [{ type: "bar", x: sub.map(s => pt(s.node)), y: sub.map(s => (s.seconds || 0) * 1e3),
       text: sub.map(s => pt(s.executor)), marker: { color: "#60a5fa" } }],
-    base("time per subgraph (one profiled run)", { yaxis: axis("ms", { range: pad(ranges.subgraph_ms) }), xaxis: axis("subgraph") }), CFG);
+    base("time per subgraph (one profiled run)", { yaxis: axis("ms", { range: pad(ranges.subgraph_ms) }), xaxis: catAxis("subgraph", sub.map(s => pt(s.node))) }), CFG);
     const tl = (r.timeline || []).filter(x => !x.skipped);
     const p2 = tag(box, "plot plot-timeline");
     const workers = [...new Set(tl.map(x => x.worker || "?"))];
@@ -145,7 +99,7 @@
     Plotly.newPlot(p2, [{ type: "bar", orientation: "h", y: tl.map(x => pt(x.worker || "?")), x: tl.map(x => Math.max(x.dur_us, 0.5) / 1e3),
       base: tl.map(x => x.start_us / 1e3), text: tl.map(x => pt(x.name)), hovertemplate: "%{text}<br>start %{base:.3f} ms<br>%{x:.3f} ms<extra></extra>",
       marker: { color: tl.map(x => SG.palette[Math.abs(hash(x.name)) % SG.palette.length]), line: { width: 0.5, color: "#334155" } } }],
-    base("engine timeline (a row per worker)", { margin: { l: 150, r: 12, t: 32, b: 48 }, xaxis: axis("ms", { range: pad(ranges.timeline_ms) }),
+    base("engine timeline (a row per worker)", { margin: { l: 150, r: 40, t: 36, b: 48 }, xaxis: axis("ms", { range: pad(ranges.timeline_ms) }),
       yaxis: axis("worker", { categoryarray: workers.map(pt) }), height: 140 + 26 * workers.length, barmode: "overlay" }), CFG);
     const mem = r.memory || { t_us: [], bytes: [] };
     const p3 = tag(box, "plot plot-memory");
@@ -162,7 +116,7 @@
     Plotly.newPlot(p4, runs.map((rn, k) => ({ type: "bar", name: pt(rn), x: names.map(pt), y: names.map(n => Math.max(tiny, (outs[n][rn] || {}).max_abs || 0)),
       marker: { color: ["#a78bfa", "#f59e0b"][k % 2] } })),
     base("max abs error per output vs onnxruntime (0 drawn at 1e-12; tolerance line dashed)", {
-      yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: axis("output"), barmode: "group", showlegend: true,
+      yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: catAxis("output", names.map(pt)), barmode: "group", showlegend: true,
       shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: (c.tolerance || {}).atol || 1e-4, y1: (c.tolerance || {}).atol || 1e-4, line: { dash: "dash", color: "#ef4444" } }] }), CFG);
     const bx = [], by = [], bc = [];
     for (const s of c.subgraphs || []) {
@@ -172,22 +126,10 @@
       }
     }
     const p5 = tag(box, "plot plot-boundary-diff");
+    p5.style.height = "380px";   // room for the slanted tensor names under the bars
     Plotly.newPlot(p5, [{ type: "bar", x: bx, y: by, marker: { color: bc } }],
-      base("max abs error per subgraph boundary tensor (green: within tolerance)", { yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: axis("boundary tensor") }), CFG);
+      base("max abs error per subgraph boundary tensor (green: within tolerance)", { yaxis: axis("max |ours − ref|", { type: "log", range: [-12.5, 1] }), xaxis: catAxis("boundary tensor", bx) }), CFG);
   };
 
-  /* Per-node time of both runs as a heat map with its colour scale (ms): the compare page. */
-  SG.nodeHeatmap = async function (box, runs, labels) {
-    const Plotly = await SG.loadPlotly();
-    const per = runs.map(r => (r.result && r.result.original_node_seconds) || {});
-    const nodes = [...new Set(per.flatMap(p => Object.keys(p)))];
-    if (!nodes.length) return;
-    const z = per.map(p => nodes.map(n => (p[n] == null ? null : p[n] * 1e3)));
-    const div = tag(box, "plot plot-node-heatmap");
-    div.style.height = "240px";
-    Plotly.newPlot(div, [{ type: "heatmap", z, x: nodes.map(pt), y: labels.map(pt), colorscale: "YlOrRd", reversescale: true,
-      colorbar: { title: { text: "ms" } }, hovertemplate: "%{y} · %{x}: %{z:.4f} ms<extra></extra>" }],
-    base("time per node, our engine unpartitioned (median)", { xaxis: axis("node", { showticklabels: nodes.length <= 60 }), yaxis: axis("run"), margin: { l: 64, r: 12, t: 32, b: 60 } }), CFG);
-  };
   function hash(s) { let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0; return h; }
 })();

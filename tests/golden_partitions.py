@@ -7,6 +7,7 @@ graphs before the pass driver was rewritten for speed (commit 93f6955). The test
 ``tests/test_partition_golden.py`` asserts that today's code gives the same.
 
     .venv/bin/python tests/golden_partitions.py   # rewrite the fixture (only on purpose)
+    .venv/bin/python tests/golden_partitions.py --add-missing   # record new cases, keep the rest
 """
 
 from __future__ import annotations
@@ -55,8 +56,12 @@ def cases() -> Iterator[tuple[str, Any]]:
                                               infer_shapes=False)
 
 
-def backends(graph) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(label, backend, options) to run on ``graph``."""
+#: the older TensorRT releases whose tables are recorded on the sample models (10.1, the default, everywhere)
+OLDER_RELEASES = ("8.5", "8.6", "10.0")
+
+
+def backends(graph, case: str = "") -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(label, backend, options) to run on ``graph`` (case ``case``)."""
     from sample_models.synthetic import UNSUPPORTED_OPS
     ops = sorted({n.op_type for n in graph.nodes})
     yield "default", "default", {"ops": [o for o in ops if o in DEFAULT_OPS or o not in
@@ -66,6 +71,11 @@ def backends(graph) -> Iterator[tuple[str, str, dict[str, Any]]]:
     yield "conv_bn_relu", "conv_bn_relu", {}
     yield "tensorrt", "tensorrt", {"fallback_ops": list(UNSUPPORTED_OPS) + ["Exp"]}
     yield "tensorrt_min3", "tensorrt", {"min_size": 3, "fallback_ops": ["Sin"]}
+    if case in SAMPLES:  # each release from its own table: the partition it gives, with every reason
+        for release in OLDER_RELEASES:
+            yield f"tensorrt_{release}", "tensorrt", {"trt_version": release}
+        for release in ("8.6", "10.1"):  # the DLA regions (loadables) with every GPU-fallback reason
+            yield f"tensorrt_dla_{release}", "tensorrt", {"trt_version": release, "trt_target": "dla"}
 
 
 def with_reasons(case: str) -> bool:
@@ -87,13 +97,24 @@ def compute() -> dict[str, Any]:
     from partition import partition
     out: dict[str, Any] = {}
     for case, graph in cases():
-        for label, backend, options in backends(graph):
+        for label, backend, options in backends(graph, case):
             out[f"{case}/{label}"] = record(partition(graph, backend, **options), with_reasons(case))
     return out
 
 
+def add_missing() -> dict[str, Any]:
+    """The fixture with the entries it lacks computed (the recorded ones kept as they are)."""
+    from partition import partition
+    data = json.loads(FIXTURE.read_text())
+    for case, graph in cases():
+        for label, backend, options in backends(graph, case):
+            if f"{case}/{label}" not in data:
+                data[f"{case}/{label}"] = record(partition(graph, backend, **options), with_reasons(case))
+    return data
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    data = compute()
+    data = add_missing() if "--add-missing" in sys.argv else compute()
     FIXTURE.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True))
     print(f"{len(data)} partitions -> {FIXTURE} ({FIXTURE.stat().st_size} bytes)")

@@ -40,7 +40,7 @@ def test_run_compares_and_is_stored(app, tmp_path):
     assert resp.status_code == 202
     rid = resp.get_json()["id"]
     run, seen = _wait(c, rid)
-    assert run["status"] == "done", run
+    assert run["status"] == "done", run["error"]
     r = run["result"]
     assert r["comparison"]["ok"] is True
     assert set(r["comparison"]["outputs"]["output"]) == {"engine", "partitioned"}
@@ -202,7 +202,7 @@ def test_run_uses_the_shapes_tolerance_and_remembers_them(real_app):
                                                  "low": 0, "high": 2}]})
     assert resp.status_code == 202, resp.get_json()
     run, _ = _wait(c, resp.get_json()["id"], timeout=180)
-    assert run["status"] == "done", run
+    assert run["status"] == "done", run["error"]
     comp = run["result"]["comparison"]
     assert comp["tolerance"] == {"atol": 1e-5, "rtol": 1e-4}
     assert run["result"]["inputs"]["arrays"] == {"images": {"shape": [2, 3, 40, 56], "dtype": "float32"}}
@@ -444,3 +444,160 @@ def test_the_shape_check_before_a_run_is_not_a_memory_bomb(tmp_path):
     out = _subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=str(_Path(__file__).resolve().parent.parent))
     assert out.returncode == 0 and "checked [[1]] errors []" in out.stdout, (out.stdout, out.stderr[-2000:])
+
+
+def test_history_and_compare_say_what_each_run_used_and_what_ran_it(app):
+    """Issue 20: the run list carries verdict, shapes, tolerance, options and median time; each
+    subgraph says which runtime ran it and why; the compare API names every differing setting."""
+    c = app.test_client()
+    rid_a = c.post("/api/runs", json={"model": "sample-trt_cycle", **OPS, "executor": "auto",
+                                      "tolerance": {"atol": 1e-4, "rtol": 1e-3},
+                                      "inputs": [{"name": "input", "seed": 1}]}).get_json()["id"]
+    run_a, _ = _wait(c, rid_a)
+    rid_b = c.post("/api/runs", json={"model": "sample-trt_cycle", **OPS, "executor": "onnxruntime",
+                                      "tolerance": {"atol": 1e-3, "rtol": 1e-3},
+                                      "inputs": [{"name": "input", "seed": 2}]}).get_json()["id"]
+    run_b, _ = _wait(c, rid_b)
+    assert run_a["status"] == run_b["status"] == "done"
+    listed = {r["id"]: r for r in c.get("/api/runs?model=sample-trt_cycle").get_json()["runs"]}
+    for run in (run_a, run_b):
+        comp = run["result"]["comparison"]
+        s = listed[run["id"]]["summary"]
+        assert s["verdict"]["status"] == comp["verdict"]["status"] == "match"
+        assert s["shapes"] == {"input": run["result"]["inputs"]["arrays"]["input"]["shape"]}
+        assert s["tolerance"] == comp["tolerance"]
+        assert s["median_seconds"] == comp["timings"]["partitioned"]["seconds"] > 0
+        used = [sg["executor"] for sg in comp["subgraphs"]]
+        assert len(used) == 2 and all(u in ("engine", "onnxruntime", "tensorrt") for u in used)
+        assert all(sg["reason"] for sg in comp["subgraphs"])        # why that runtime ran it
+        assert s["runtimes"] == {u: used.count(u) for u in used}
+        assert s["runtime_reasons"] == {u: list(dict.fromkeys(sg["reason"] for sg in comp["subgraphs"]
+                                                              if sg["executor"] == u)) for u in used}
+        assert listed[run["id"]]["options"] == {"ops": OPS["ops"]}
+    assert listed[rid_b]["summary"]["runtimes"] == {"onnxruntime": 2}
+    diff = c.get(f"/api/runs/diff?a={rid_a}&b={rid_b}").get_json()["differences"]
+    by = {d["setting"]: d for d in diff}
+    expected = {"subgraph runtime asked", "tolerance", "input values"}
+    if listed[rid_a]["summary"]["runtimes"] != {"onnxruntime": 2}:
+        expected.add("subgraph runtimes used")
+    assert set(by) == expected, diff
+    assert by["tolerance"]["a"]["atol"] == 1e-4 and by["tolerance"]["b"]["atol"] == 1e-3
+    assert (by["subgraph runtime asked"]["a"], by["subgraph runtime asked"]["b"]) == ("auto", "onnxruntime")
+    assert by["input values"]["a"]["input"]["seed"] == 1 and by["input values"]["b"]["input"]["seed"] == 2
+    assert c.get(f"/api/runs/diff?a={rid_a}&b={rid_a}").get_json()["differences"] == []
+    missing = c.get(f"/api/runs/diff?a={rid_a}&b=nope")
+    assert missing.status_code == 404 and "'b'" in missing.get_json()["error"]
+
+
+def _upload(c, model, name):
+    resp = c.post("/api/models", data={"file": (_io.BytesIO(model.SerializeToString()), name)},
+                  content_type="multipart/form-data")
+    assert resp.status_code == 201, resp.get_json()
+    return resp.get_json()["id"]
+
+
+def test_a_constant_fill_feeds_every_element_that_value(real_app):
+    """silero VAD's ``sr`` input wants 16000, not random: y = x * sr, checked against onnxruntime."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+    model = make_model([helper.make_node("Mul", ["x", "sr"], ["y"], name="scale")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8]),
+                        helper.make_tensor_value_info("sr", TensorProto.FLOAT, [1])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    c = real_app.test_client()
+    mid = _upload(c, model, "vad_like.onnx")
+    assert "constant" in c.get(f"/api/models/{mid}/inputs").get_json()["fills"]
+    resp = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Mul"],
+                                     "inputs": [{"name": "sr", "fill": "constant", "value": 16000}]})
+    assert resp.status_code == 202, resp.get_json()
+    run, _ = _wait(c, resp.get_json()["id"], timeout=120)
+    assert run["status"] == "done" and run["result"]["comparison"]["ok"]
+    used = _load_inputs(real_app.instance_path, run["id"])
+    feeds = used.feeds(real_app.extensions["sglens"].models.get(mid).graph)
+    assert feeds["sr"].tolist() == [16000.0]
+    want = _ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    _np.testing.assert_allclose(want, feeds["x"] * 16000.0)
+    bad = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Mul"],
+                                    "inputs": [{"name": "sr", "fill": "constant", "value": "nan"}]})
+    assert bad.status_code == 400 and "constant value must be a finite number" in bad.get_json()["error"]
+
+
+def test_ultralytics_imgsz_metadata_prefills_the_image_shape(real_app):
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+    model = make_model([helper.make_node("Relu", ["images"], ["y"], name="relu")],
+                       [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    helper.set_model_props(model, {"imgsz": "[320, 256]", "batch": "1", "task": "detect"})
+    c = real_app.test_client()
+    mid = _upload(c, model, "yolo_like.onnx")
+    (spec,) = c.get(f"/api/models/{mid}/inputs").get_json()["inputs"]
+    assert spec["shape"] == [1, 3, 320, 256]
+    helper.set_model_props(model, {"imgsz": "640"})       # one number: a square image
+    other = _upload(c, model, "yolo_square.onnx")
+    assert c.get(f"/api/models/{other}/inputs").get_json()["inputs"][0]["shape"] == [1, 3, 640, 640]
+
+
+def test_a_shape_inference_refusal_is_said_in_plain_words(real_app):
+    """A declared intermediate shape the chosen input cannot give: ONNX says "Can't merge shape
+    info" or "existing shape differ"; the message names the node, the axis and what to do."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+    model = make_model([helper.make_node("Relu", ["x"], ["a"], name="first_relu"),
+                        helper.make_node("Relu", ["a"], ["y"], name="second_relu")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "k"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model.graph.value_info.append(helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4]))
+    c = real_app.test_client()
+    mid = _upload(c, model, "declared.onnx")
+    resp = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Relu"],
+                                     "inputs": [{"name": "x", "shape": [1, 5]}]})
+    err = resp.get_json()["error"]
+    assert resp.status_code == 400 and "cannot take these input shapes" in err
+    assert "node 'first_relu' (Relu)" in err and "axis 1" in err and "declares 4" in err, err
+    assert "Use the sizes the model was exported for" in err
+
+
+def _with_mul(node, opset):
+    if node.op_type == "Mul":
+        return lambda xp, a, b, **_: (a * b,)
+    return find_kernel(node, opset)
+
+
+def _wrong_relu(node, opset):
+    """The web kernels with a Relu 0.5 too high: a difference a small scale later squashes."""
+    if node.op_type == "Relu":
+        return lambda xp, x, **_: (xp.maximum(x, 0) + 0.5,)
+    return _with_mul(node, opset)
+
+
+@pytest.mark.parametrize("wrong, add_x, status", [(False, False, "weak"), (True, True, "match"), (True, False, "weak")])
+def test_run_verdicts_say_what_a_match_is_worth(tmp_path, wrong, add_x, status):
+    """Through the real app: y = relu(x) * 1e-6 (+ x). A reference mostly below atol is a weak match,
+    a Relu that is 0.5 off inside the graph is never 'first subgraph introducing a difference' under
+    a match; the history's verdict is the run's."""
+    from test_compare_verdict import _scaled_model
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst"), "SGLENS_RUN_REPEAT": 1,
+                      "SGLENS_RUN_KERNELS": _wrong_relu if wrong else _with_mul})
+    c = app.test_client()
+    model = _scaled_model(1e-6, add_x=add_x)
+    mid = _upload(c, model, "scaled.onnx")
+    rid = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Relu"], "executor": "engine",
+                                    "inputs": [{"name": "x", "seed": 4}]}).get_json()["id"]
+    run, _ = _wait(c, rid)
+    assert run["status"] == "done", run["error"]
+    comp = run["result"]["comparison"]
+    feeds = _load_inputs(app.instance_path, rid).feeds(app.extensions["sglens"].models.get(mid).graph)
+    ref = _ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    below = float(_np.mean(_np.abs(ref) <= 1e-4))
+    assert comp["ok"] and comp["verdict"]["status"] == status
+    assert comp["first_divergent"] is None and comp["verdict"]["first_divergent"] is None
+    if status == "weak":
+        assert f"most of the reference ({100 * below:.1f}% of y)" in comp["verdict"]["headline"]
+    assert (comp["verdict"]["inner_difference"] is not None) == wrong
+    assert comp["subgraphs"][0]["introduces_difference"] == wrong
+    (listed,) = c.get(f"/api/runs?model={mid}").get_json()["runs"]
+    assert listed["summary"]["verdict"] == {k: comp["verdict"][k] for k in ("status", "headline")}

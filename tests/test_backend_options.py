@@ -27,7 +27,7 @@ def test_every_builtin_declares_its_options() -> None:
     names = {b: [o["name"] for o in backend_options_schema(b)] for b in BUILTINS}
     assert names == {"default": ["ops", "min_size"], "conv_bn": [], "conv_bn_relu": [],
                      "tensorrt": ["min_size", "exclude_data_dependent", "mode", "fallback_ops",
-                                  "trt_version", "trt_plugins"]}
+                                  "trt_version", "trt_plugins", "trt_target", "assume_supported"]}
     mode = next(o for o in backend_options_schema("tensorrt") if o["name"] == "mode")
     assert mode == {"name": "mode", "type": "str", "default": "fast", "help": mode["help"],
                     "choices": ["fast", "teaching"]} and mode["help"]
@@ -38,7 +38,7 @@ def test_validation_coerces_strings_and_fills_defaults() -> None:
         {"ops": ["Relu", "Add"], "min_size": 3}
     assert validate_backend_options("tensorrt", {"exclude_data_dependent": "false"}) == \
         {"min_size": 2, "exclude_data_dependent": False, "mode": "fast", "fallback_ops": [],
-         "trt_version": None, "trt_plugins": []}
+         "trt_version": None, "trt_plugins": [], "trt_target": "gpu", "assume_supported": []}
     assert validate_backend_options("conv_bn", {}) == {}
 
 
@@ -111,7 +111,8 @@ def test_plugins_of_one_app_do_not_leak(tmp_path) -> None:
     assert name not in names_second
     assert name not in backend_names()  # nor the process-wide registry the CLI uses
     # The app's own registry still partitions with it.
-    assert [p.property_name for p in first.extensions["sglens"].registry.get(name, {})] == [name]
+    registry = first.extensions["sglens"].registry
+    assert [p.property_name for p in registry.build(registry.select(name, {}))] == [name]
 
 
 def test_backends_endpoint_carries_the_schemas(tmp_path) -> None:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def sglens(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / "sglens"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "partition.cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "sglens"]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=300, cwd=cwd,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
 

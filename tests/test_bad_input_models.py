@@ -28,7 +28,7 @@ F = TensorProto.FLOAT
 
 def sglens(*args: str) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / "sglens"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "partition.cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "sglens"]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
 

@@ -320,6 +320,9 @@ def test_tensorrt_release_plugins_and_bad_options(server, page):
     page.click("#trt-go")
     page.wait_for_selector("#trt-summary")
     assert "10.0" in page.inner_text("#trt-rules")
+    # what the release changes from the one before, from the two tables
+    assert "since 8.6" in page.inner_text("#trt-summary")
+    assert "Hardmax" in page.inner_text("#trt-release-changes")
     assert "MyPlugin" in page.inner_text("#trt-out")                       # the plugin warning
     assert page.locator("#trt-notes").count() == 1
     assert "MyPlugin" not in page.inner_text("#trt-excluded")              # declared: not left out
@@ -331,3 +334,32 @@ def test_tensorrt_release_plugins_and_bad_options(server, page):
     page.wait_for_selector("#toast:not([hidden])")
     assert "min_size" in page.inner_text("#toast")
     shot(page, "trt_options")
+
+
+def test_tensorrt_treat_as_supported_toggle_and_dla_colours(server, page):
+    base, ids = server
+    open_model(page, base, ids["mixed"])
+    page.click("[data-tab=trt]")
+    page.click("#trt-go")
+    page.wait_for_selector("#trt-summary")
+    before = page.inner_text("#trt-summary")
+    assert page.locator('#trt-unsupported .trt-assume[data-op="MyPlugin"]').count() == 1
+    page.check('#trt-unsupported .trt-assume[data-op="MyPlugin"]')        # "treat as supported (plugin)"
+    wait_until(page, "() => !!document.querySelector('#trt-unsupported .trt-assume[data-op=\"MyPlugin\"]:checked')")
+    assert "MyPlugin" in page.input_value("#trt-opt-assume_supported")
+    assert page.inner_text("#trt-summary") != before                      # the partition changed live
+    assert "MyPlugin" not in page.inner_text("#trt-excluded")
+    page.uncheck('#trt-unsupported .trt-assume[data-op="MyPlugin"]')      # and back
+    wait_until(page, "() => !document.querySelector('#trt-unsupported .trt-assume:checked')")
+    assert page.inner_text("#trt-summary") == before
+    # the DLA target on a model with dynamic dimensions: every node falls back to the GPU, in its own colour
+    open_model(page, base, ids["cnn"])
+    page.click("[data-tab=trt]")
+    page.select_option("#trt-opt-trt_target", "dla")
+    page.click("#trt-go")
+    page.wait_for_selector("#trt-dla")
+    assert "0 of at most 16 per core" in page.inner_text("#trt-dla")
+    node = page.eval_on_selector('#trt-excluded li[data-category="gpu_fallback"] [data-groups]', "e => e.dataset.groups")
+    page.select_option("#colour", "supported")
+    fill = page.locator(f'g.node[data-id="{node}"] rect').evaluate("r => getComputedStyle(r).fill")
+    assert fill == _swatch(page, "#trt-legend .lo-gpu_fallback") != _swatch(page, "#trt-legend .lo-unsupported")

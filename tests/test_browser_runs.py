@@ -21,7 +21,7 @@ import onnx
 import pytest
 
 from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
-from conftest import external_data_mlp
+from conftest import SAMPLE_MODELS as SAMPLES, external_data_mlp
 
 pytestmark = pytest.mark.browser
 
@@ -199,3 +199,161 @@ def test_model_with_external_data_uploaded_as_a_bundle(server, page, tmp_path):
     assert "no longer loaded" in page.inner_text(".notice.model-gone")
     assert "outputs match onnxruntime" in page.inner_text("#compare-out")
     page.screenshot(path=str(ARTIFACTS / "runs_model_gone.png"), full_page=True)
+
+
+# ------------------------------------------------- issue 20: reattach, history, compare --
+def _slow_kernel(node, opset):
+    """The web kernels with a Sigmoid that takes 0.25 s: a run lasts long enough to reload under it."""
+    import time as _time
+
+    from _web_kernels import find_kernel
+    if node.op_type == "Sigmoid":
+        def slow(xp, x, **_):
+            _time.sleep(0.25)
+            return ((1 / (1 + xp.exp(-x))).astype(x.dtype),)
+        return slow
+    return find_kernel(node, opset)
+
+
+@pytest.fixture(scope="module")
+def slow_server(tmp_path_factory):
+    from app import create_app
+    app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path_factory.mktemp("slow")),
+                      "SGLENS_RUN_KERNELS": _slow_kernel})
+    with serving(app) as url:
+        yield url, app
+
+
+CYCLE = "/models/sample-trt_cycle?backend=default&ops=Relu,Sigmoid,Add"
+
+
+def test_a_reload_during_a_run_follows_it_again(slow_server, page):
+    """Reload while a run is in flight: its progress and Cancel come back, and the run list goes
+    to 'done' by itself (no second reload), with the report shown."""
+    url, _ = slow_server
+    _open_runs(page, url + CYCLE)
+    page.fill("#run-repeat", "20")     # ~50 slow Sigmoid calls: ~12 s, time enough to reload on a loaded machine
+    page.click("#run-go")
+    page.wait_for_selector("#run-cancel:not([hidden])")
+    rid = page.get_attribute("#run-progress", "data-run")
+    page.reload()
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("[data-tab=runs]")
+    page.wait_for_selector("#run-cancel:not([hidden])", timeout=5000)
+    assert page.get_attribute("#run-progress", "data-run") == rid and page.is_visible("#run-progress")
+    assert page.locator(f'#run-list tr[data-run="{rid}"]').get_attribute("data-status") in ("queued", "running")
+    assert page.is_disabled("#run-go")
+    # the label moves on while we watch (live progress, not a frozen line)
+    first = page.inner_text("#run-progress .label")
+    page.wait_for_function("t => document.querySelector('#run-progress .label').textContent !== t", arg=first,
+                           timeout=30000)
+    page.wait_for_selector(f'#run-list tr[data-run="{rid}"][data-status="done"]', timeout=120000)
+    page.wait_for_selector("#run-plots .run-summary", timeout=30000)
+    assert page.is_hidden("#run-cancel") and not page.is_disabled("#run-go")
+    assert "✔" in page.inner_text(f'#run-list tr[data-run="{rid}"] .h-verdict')
+
+
+def test_cancel_after_a_reload(slow_server, page):
+    url, _ = slow_server
+    _open_runs(page, url + CYCLE)
+    page.fill("#run-repeat", "20")
+    page.click("#run-go")
+    page.wait_for_selector("#run-cancel:not([hidden])")
+    rid = page.get_attribute("#run-progress", "data-run")
+    page.reload()
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("[data-tab=runs]")
+    page.click("#run-cancel", timeout=5000)
+    page.wait_for_selector(f'#run-list tr[data-run="{rid}"][data-status="cancelled"]', timeout=60000)
+    assert "cancelled" in page.inner_text("#run-error")
+
+
+def test_history_columns_and_what_differs_between_two_runs(server, page):
+    """The history shows verdict, shapes, tolerance, options, median time and the runtimes that
+    ran the subgraphs; the form keeps tolerance and repeats; the compare page names every setting
+    that differs, what ran each subgraph on each side, and the heat map has node names."""
+    url, app = server
+    _open_runs(page, url + CYCLE)
+    page.fill("#run-repeat", "3")
+    page.click("#run-go")
+    page.wait_for_selector("#run-plots .run-summary", timeout=120000)
+    # the card: what ran each subgraph, and why
+    rows = page.locator("#run-plots table.run-subgraphs tr[data-runtime]")
+    assert rows.count() == 2
+    for k in range(2):
+        assert rows.nth(k).get_attribute("data-runtime") in ("engine", "onnxruntime")
+        assert rows.nth(k).locator(".why").inner_text().strip()
+    assert "→ ran on" in page.inner_text("#run-plots .run-setup")
+    # a subgraph's name is a link to the graph: its members are focused
+    link = page.locator("#run-plots table.run-subgraphs .node-link").first
+    link.click()
+    page.wait_for_function("document.getElementById('graph').dataset.hit")
+    hit = page.evaluate("document.getElementById('graph').dataset.hit")
+    newest_id = app.extensions["sglens"].runs.list()[0]["id"]
+    members = app.extensions["sglens"].runs.get(newest_id)["result"]["partition"]["subgraphs"]
+    assert any(hit == sg["nodes"][0] for sg in members), (hit, members)
+    assert page.is_visible("#run-plots .run-summary")       # the report stays where it was
+    # the second run: another tolerance and runtime; the form kept what was typed
+    page.wait_for_function("document.getElementById('run-repeat').value === '3'")
+    page.fill("#run-atol", "0.001")
+    page.select_option("#run-executor", "onnxruntime")
+    page.click("#run-go")
+    page.wait_for_selector("#run-cancel:not([hidden])")
+    page.wait_for_selector("#run-cancel[hidden]", state="attached", timeout=120000)
+    page.wait_for_selector("#run-list tr[data-status=done] >> nth=1", timeout=30000)
+    assert page.input_value("#run-atol") == "0.001" and page.input_value("#run-repeat") == "3"
+    newest, older = page.locator("#run-list tr[data-run]").nth(0), page.locator("#run-list tr[data-run]").nth(1)
+    for row in (newest, older):
+        assert "✔" in row.locator(".h-verdict").inner_text()
+        assert row.locator(".h-shapes").inner_text().startswith("input [")
+        assert float(row.locator(".h-median").inner_text()) > 0
+        assert "ops=Relu,Sigmoid,Add" in row.locator(".h-options").inner_text()
+    assert newest.locator(".h-tolerance").inner_text() == "atol 0.001, rtol 0.001"
+    assert older.locator(".h-tolerance").inner_text() == "atol 0.0001, rtol 0.001"
+    assert "onnxruntime → onnxruntime ×2" in newest.locator(".h-runtime").inner_text()
+    assert newest.locator(".h-why").first.inner_text().startswith("onnxruntime: ")   # why it ran there
+    boxes = page.locator("#run-list input[type=checkbox]")
+    boxes.nth(1).check()
+    boxes.nth(0).check()
+    page.click("#run-compare")
+    page.wait_for_selector("#compare-settings table.settings-diff", timeout=30000)
+    settings = page.locator("#compare-settings tr[data-setting]").evaluate_all("rs => rs.map(r => r.dataset.setting)")
+    assert {"tolerance", "subgraph runtime asked"} <= set(settings), settings
+    assert "0.001" in page.inner_text('#compare-settings tr[data-setting="tolerance"]')
+    assert page.locator("#compare-diff table.compare-subgraphs tr[data-subgraph]").count() == 2
+    assert "onnxruntime" in page.inner_text("#compare-diff table.compare-subgraphs")
+    page.wait_for_selector("#compare-heat .plot-node-heatmap g.ytick text", state="attached", timeout=60000)
+    ticks = page.locator("#compare-heat .plot-node-heatmap g.ytick text").all_text_contents()
+    assert {"A", "B", "C", "D"} <= set(ticks), ticks
+    # node names in a card open the model page with that node selected
+    link = page.locator("#col-run-a table.run-subgraphs a.node-link").first
+    assert "node=" in link.get_attribute("href")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "runs_compare_settings.png"), full_page=True)
+    from urllib.parse import parse_qs, urlparse
+    target = parse_qs(urlparse(link.get_attribute("href")).query)["node"][0]
+    assert target in {"A", "B", "C", "D"}                    # a subgraph opens at its first member
+    link.click()
+    page.wait_for_selector("body[data-ready='1']")
+    page.wait_for_function("document.getElementById('graph').dataset.hit")
+    assert page.evaluate("document.getElementById('graph').dataset.hit") == target
+    page.wait_for_selector("#tab-node:not([hidden])")
+    assert target in page.inner_text("#tab-node")
+
+
+def test_boundary_bytes_of_symbolic_tensors_are_unknown_not_zero(server, page):
+    """cnn_dynamic's activations have symbolic batch/height/width: their size is not 0 B."""
+    url, app = server
+    page.goto(url + "/models/sample-cnn_dynamic")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("[data-tab=trt]")
+    page.click("#trt-go")
+    page.wait_for_selector("#trt-summary")
+    from partition import load_model, partition
+    from partition.report import describe
+    graph = load_model(str(SAMPLES / "cnn_dynamic.onnx"))
+    subs = describe(partition(graph, "tensorrt"))["subgraphs"]
+    assert subs and all(s["boundary_unknown"] for s in subs)         # the oracle: every boundary is symbolic
+    text = page.inner_text("#tab-trt")
+    assert "unknown (" in text and "symbolic-shape tensor" in text
+    assert " 0 B" not in text

@@ -134,8 +134,7 @@ def test_cli_user_errors_exit_2(mlp_path, tmp_path, capsys):
 
 def test_cli_compare_json(mlp_path, capsys):
     from engine.executor import missing_ops
-    if missing_ops(load_model(str(mlp_path))):
-        pytest.skip("the engine's kernels for mlp are not there yet")
+    assert not missing_ops(load_model(str(mlp_path))), "the engine lost a kernel mlp needs"
     rc = main(["compare", str(mlp_path), "--ops", _ops(mlp_path), "--executor", "onnxruntime",
                "--dim", "N=2", "--repeat", "1", "--json"])
     assert rc == 0
@@ -157,3 +156,27 @@ def test_compare_reports_each_stage_in_order() -> None:
                 progress=stages.append)
     assert stages == ["onnxruntime", "engine", "partitioned"]
     assert c.ok
+
+
+def test_cli_const_feeds_one_input_a_constant(tmp_path, capsys):
+    """silero VAD's ``sr`` = 16000 from the command line: y = x * sr, saved and checked by onnxruntime."""
+    import onnxruntime as ort
+    model = make_model([helper.make_node("Mul", ["x", "sr"], ["y"], name="scale")],
+                       [vi("x", [2, 3]), vi("sr", [1])], [vi("y", [2, 3])])
+    path, out = tmp_path / "vad_like.onnx", tmp_path / "out.npz"
+    path.write_bytes(model.SerializeToString())
+    assert main(["run", str(path), "--const", "sr=16000", "--seed", "5", "--save-outputs", str(out)]) == 0
+    from engine.input_spec import materialize, specs_from_options
+    g = load_model(str(path))
+    specs = specs_from_options(g, seed=5)
+    specs[1].fill, specs[1].value = "constant", 16000.0
+    feeds = materialize(g, specs)
+    assert feeds["sr"].tolist() == [16000.0]
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with np.load(out) as saved:
+        np.testing.assert_allclose(saved["y"], want, rtol=1e-6)
+    capsys.readouterr()
+    for bad, message in (("sr", "expected INPUT=NUMBER"), ("sr=x", "expected INPUT=NUMBER"),
+                         ("rate=1", "not graph inputs")):
+        assert main(["run", str(path), "--const", bad]) == 2
+        assert message in capsys.readouterr().err

@@ -398,7 +398,7 @@ def test_timeouts_name_the_pending_work(threaded: ThreadedEngine) -> None:
         threaded.push_sync(lambda rc: None, CPU, [], [])
 
 
-# --- nested work (seed 003's deadlock) --------------------------------------
+# --- nested work (the control-flow design's deadlock) --------------------------------------
 
 def _control_flow_op(eng: Engine, depth: int, out: engine.Var, log: list[int]):
     """An operator that runs a 'subgraph' through the engine and waits for it."""

@@ -1,6 +1,6 @@
 """``push(..., inline=True)``: a ready CPU function runs on the pushing thread;
 one that must wait is queued and run by a worker; grants, errors and versions
-behave as for any push (seed 001's rule is unchanged)."""
+behave as for any push (the dependency-engine design's rule is unchanged)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The kernels here are injected (``Executor(kernels=...)``), so these tests check
 the executor -- parallel branches, freeing at last use, error naming, nested
-bodies with outer-scope reads, the seed-003 nested wait with one worker --
+bodies with outer-scope reads, the control-flow design's nested wait with one worker --
 independently of ``engine/kernels``. Sample models on the real kernels are in
 ``test_executor_models.py``.
 """
@@ -284,7 +284,7 @@ def test_loop_dynamic_trip_count_and_condition(M, go, step, inner):
 
 
 def test_nested_waits_with_one_worker_do_not_deadlock():
-    """Seed 003's hazard: every If/Loop waits for its body on the only worker."""
+    """The control-flow design's hazard: every If/Loop waits for its body on the only worker."""
     g = _loop_graph(inner=True)
     feeds = {"M": np.array(50, np.int64), "go": np.array(True), "acc0": np.zeros(1, np.float32),
              "step": np.array([0.25], np.float32)}

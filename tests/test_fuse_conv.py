@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from engine import blas
+from engine.kernels import blas
 from engine.executor import Executor
 from engine.fuse import FUSED_DOMAIN
 from engine.run_errors import KernelFailure

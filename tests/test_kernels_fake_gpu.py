@@ -80,7 +80,7 @@ def test_executor_on_fake_gpu_matches_onnxruntime(name: str, monkeypatch: pytest
     fake = install(monkeypatch)
     graph, feeds, ref = _setup(name, int(rng.integers(1 << 30)))
     if missing_ops(graph):
-        pytest.skip(f"no kernel for {missing_ops(graph)}")
+        pytest.fail(f"no kernel for {missing_ops(graph)}")
     with Executor(graph, device="gpu") as ex:
         res = ex.run(feeds)
         # Device->host reads during the run are only explicit copies (registry.to_host / .get()
@@ -100,7 +100,7 @@ def test_partitioned_engine_subgraphs_on_fake_gpu(name: str, monkeypatch: pytest
     ops = sorted({n.op_type for n in graph.nodes})
     result = partition(graph, "default", ops=ops[::2] or ops)
     if missing_ops(result.graph):
-        pytest.skip(f"no kernel for {missing_ops(result.graph)}")
+        pytest.fail(f"no kernel for {missing_ops(result.graph)}")
     with Executor(result.graph, device="gpu", executor="engine") as ex:
         res = ex.run(feeds)
         _check(res.numpy_outputs(), ref)
@@ -110,7 +110,7 @@ def test_partitioned_engine_subgraphs_on_fake_gpu(name: str, monkeypatch: pytest
 @pytest.mark.parametrize("name", ["if_model.onnx", "loop_model.onnx", "scan_rnn.onnx"])
 def test_control_flow_bodies_nest_on_one_gpu_worker(name: str, monkeypatch: pytest.MonkeyPatch,
                                                     rng: np.random.Generator) -> None:
-    """Seed 003's hazard on the GPU side: every body waits on the only GPU worker."""
+    """The control-flow design's hazard on the GPU side: every body waits on the only GPU worker."""
     from engine import create_engine  # noqa: PLC0415
 
     install(monkeypatch)

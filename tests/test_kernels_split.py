@@ -1,4 +1,4 @@
-"""Large Conv / MatMul cut over threads (engine/blas.py ``run_split``, engine/kernels/cpu_split.py)
+"""Large Conv / MatMul cut over threads (engine/kernels/blas.py ``run_split``, engine/kernels/cpu_split.py)
 against onnxruntime on fresh random inputs, with the split forced on and every slice checked to
 have run; plus the pool's rules: exceptions reach the caller, helpers stand back when the cores
 are taken, a split that gains nothing backs off."""
@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from engine import blas
+from engine.kernels import blas
 from engine.kernels import cpu_split, native
 from test_kernels_harness import check
 

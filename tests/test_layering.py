@@ -4,10 +4,15 @@ Layers, bottom up: ``partition`` (IR, passes, reports) < ``engine`` (running
 graphs) < ``app`` (the web debugger) < ``sglens`` (the command line, the only
 module that knows all three). A module may import only from its own layer or
 below. Every import counts, also those inside functions (they run sooner or
-later); only ``if TYPE_CHECKING:`` blocks (they never run) and ``if __name__ ==
-"__main__":`` blocks (they run only when the module is itself the program, the
-top of the stack, e.g. ``python -m partition.cli`` kept as the older spelling of
-``python -m sglens``) are left out.
+later), ``if __name__ == "__main__":`` blocks included (a module run as a
+program still runs them: a lower module that imports ``sglens`` there is a knot
+all the same); only ``if TYPE_CHECKING:`` blocks (they never run) are left out.
+
+Inside ``engine/``, ``engine.kernels`` is a sub-layer: kernels are functions of
+arrays, so they never import the engine modules above them (the executor, the
+plan, the dependency engine). And no two folders import each other, even
+through different modules (``partition.report -> partition.tensorrt.groups``
+beside ``partition.tensorrt.real_trt -> partition.report`` is such a circle).
 
 An edge goes to the most specific module the import names (``from .api import
 X`` -> ``partition.api``; ``from . import report`` -> ``partition.report``),
@@ -49,13 +54,9 @@ def _modules() -> dict[str, Path]:
 
 
 def _never_on_import(test: ast.expr) -> bool:
-    """``TYPE_CHECKING`` or ``__name__ == "__main__"``: a block importing the module never runs."""
-    if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-            (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
-        return True
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value == "__main__")
+    """``TYPE_CHECKING``: a block importing the module never runs."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _imports(tree: ast.AST) -> list[tuple[str, int, list[str]]]:
@@ -112,7 +113,7 @@ def test_the_graph_sees_function_level_and_relative_imports() -> None:
     assert len(graph) > 40
     assert graph.has_edge("sglens.cli", "engine.run_cli")          # absolute
     assert graph.has_edge("partition.cli", "partition.selection")  # relative, module level
-    assert graph.has_edge("partition.report", "partition.tensorrt.groups")  # inside a function
+    assert graph.has_edge("engine.kernels.blas", "engine.kernels.native")  # inside a function
     assert not graph.has_edge("partition.build", "partition.api")  # only under TYPE_CHECKING
 
 
@@ -148,3 +149,44 @@ def test_no_hidden_imports() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
                 found.append(f"{name}:{node.lineno}")
     assert not found, f"__import__ in {found}; import the module normally"
+
+
+def _unit(module: str) -> str:
+    """A sub-folder (``partition.tensorrt``, ``engine.kernels``) is one unit; other modules are their own."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (len(parts) == 2 and _is_subfolder(parts)) else module
+
+
+def _is_subfolder(parts: list[str]) -> bool:
+    return (ROOT / parts[0] / parts[1] / "__init__.py").exists()
+
+
+def test_kernels_never_import_the_engine_above_them() -> None:
+    graph = import_graph()
+    bad = sorted(f"{a} imports {b}" for a, b in graph.edges
+                 if a.startswith("engine.kernels") and b.startswith("engine.") and not b.startswith("engine.kernels")
+                 and b not in KERNEL_LAYER_BELOW)
+    assert not bad, "engine/kernels imports the engine above it:\n" + "\n".join(bad)
+
+
+#: engine modules below the kernels (plain helpers the kernels may use): errors and dtypes only.
+KERNEL_LAYER_BELOW = {"engine.errors"}
+
+
+def test_no_import_circles_between_folders() -> None:
+    """With each sub-folder drawn as one node, no circle: a module that imports a sub-folder is never
+    imported back by it (``report -> tensorrt.groups`` beside ``tensorrt.real_trt -> report`` is one)."""
+    units = nx.DiGraph()
+    for a, b in import_graph().edges:
+        ua, ub = _unit(a), _unit(b)
+        if ua != ub:
+            units.add_edge(ua, ub, via=f"{a} -> {b}")
+    circles = [c for c in nx.strongly_connected_components(units) if len(c) > 1]
+    shown = [" / ".join(units.edges[e]["via"] for e in nx.find_cycle(units.subgraph(c))) for c in circles]
+    assert not circles, f"folders and modules importing each other: {shown}"
+
+
+def test_main_blocks_count() -> None:
+    """An import under ``if __name__ == "__main__":`` is an edge (the old partition.cli shim hid one)."""
+    tree = ast.parse('if __name__ == "__main__":\n    import sglens.cli\n')
+    assert _imports(tree) == [("sglens.cli", 0, [])]

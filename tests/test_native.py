@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from engine import blas
+from engine.kernels import blas
 from engine.executor import Executor
 from engine.fuse import gelu_kernel
 from engine.kernels import native
@@ -464,3 +464,96 @@ def test_compiled_streaming_step_refuses_mismatched_arrays() -> None:
     with pytest.raises(ValueError, match="C-contiguous"):
         native._lib.lstm_step_f32(z((1, 3), np.float32), z((1, 4), np.float32), z((1, 4), np.float32),
                                   z((16, 7), np.float32).T, z(16, np.float32), z((1, 4), np.float32))
+
+
+# ------------------------------------ geometry the C side refuses itself --
+# Issue 21: the kernels re-check the numbers Python hands them. Called here directly,
+# past engine/kernels/geometry.py, with the crafted geometries that made conv_columns
+# write before its buffer (SIGSEGV) and MaxPool read past its row (heap bytes out).
+_BIG = 2**63 - 9
+
+
+@pytest.mark.parametrize("geometry", [
+    (1, 1, 1, 2**53, 1, 1, 0, _BIG, 2, 1024),       # the issue's conv: lo overflowed
+    (1, 1, 1, 1, 1, 1, 0, 2**62, 2, 8),              # a pad past any index
+    (1, 1, 1, 1, 1, 2**40, 0, 0, 2, 8),              # a dilation past NATIVE_MAX_EXTENT
+    (1, 1, 0, 1, 1, 1, 0, 0, 2, 8),                  # a zero stride
+    (1, 1, 1, 1, 1, 1, -1, 0, 2, 8),                 # a negative pad
+    (2**31, 2**31, 1, 1, 1, 1, 0, 0, 1, 1),          # a kernel past NATIVE_MAX_EXTENT
+])
+def test_compiled_conv_refuses_geometry_it_cannot_index(geometry: tuple) -> None:
+    if not native.available() or not native._pool_ready():
+        pytest.skip("extension or BLAS not found")
+    oh, ow = geometry[8], geometry[9]
+    x = np.ones((1, 1, 2, 8), np.float32)
+    w = np.ones((1, max(1, min(geometry[0] * geometry[1], 4))), np.float32)
+    out = np.zeros((1, 1, oh * ow), np.float32)
+    with pytest.raises(ValueError, match="do not agree"):
+        native._lib.conv2d_f32(x, w, out, None, None, False, geometry, 1)
+    assert not out.any()  # nothing written
+
+
+@pytest.mark.parametrize("geometry", [
+    (1, 3, 1, 2**62 + 9, 1, 1, 0, 2**63 - 10),       # the issue's MaxPool: x_lo overflowed
+    (1, 3, 1, 1, 1, 1, 0, 2**40),
+    (1, 3, 1, 1, 1, 0, 0, 0),
+    (1, 3, 1, 1, 1, 1, 0, -1),
+])
+def test_compiled_max_pool_refuses_geometry_it_cannot_index(geometry: tuple) -> None:
+    if not native.available():
+        pytest.skip("extension not built")
+    x = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 8)
+    out = np.full((1, 1, 2), 7.0, np.float32)
+    with pytest.raises(ValueError, match="do not agree"):
+        native._lib.maxpool2d_f32(x, out, geometry, 1)
+    assert (out == 7.0).all()
+
+
+def test_compiled_max_pool_interior_path_only_where_its_taps_fit() -> None:
+    """Large (in range) strides and pads: every column is an edge column; the answer
+    is numpy's (the first window covers 1..3 of the row, the second none of it)."""
+    if not native.available():
+        pytest.skip("extension not built")
+    x = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 8)
+    out = np.empty((1, 1, 2), np.float32)
+    native._lib.maxpool2d_f32(x, out, (1, 3, 1, 2**30, 1, 1, 0, 0), 1)
+    assert out.tolist() == [[[3.0, -np.inf]]]
+
+
+def test_compiled_pool_clamps_the_threads_a_call_asks_for(pool_split: None) -> None:
+    """A ``ways`` of 2^31 - 1 must not start two billion threads (at most one per slice)."""
+    x = np.arange(64, dtype=np.float32).reshape(4, 4, 4)
+    out = np.empty((4, 2, 2), np.float32)
+    native._lib.maxpool2d_f32(x, out, (2, 2, 2, 2, 1, 1, 0, 0), 2**31 - 1)
+    np.testing.assert_array_equal(out, x.reshape(4, 2, 2, 2, 2).max(axis=(2, 4)))
+
+
+def test_the_sanitized_build_is_the_one_under_test() -> None:
+    """``make test-sanitize`` runs this file on the -fsanitize=address,undefined build:
+    make sure that build (not the installed one) is loaded, with ASan in the process."""
+    import os
+    from pathlib import Path
+    if not os.environ.get("SGLENS_EXPECT_SANITIZED"):
+        pytest.skip("not the sanitizer run (make test-sanitize)")
+    assert Path(native._lib.__file__) == Path(os.environ[native.LIBRARY_ENV])
+    maps = Path("/proc/self/maps").read_text()
+    assert "libasan" in maps and "libubsan" in maps
+
+
+def test_compiled_lstm_leaves_the_models_weights_alone_at_input_size_1(
+        rng: np.random.Generator) -> None:
+    """Input size 1: the stacked input weight was a view of W and its halving wrote into
+    the model's W (a second run, the numpy path or onnxruntime then saw other weights;
+    found by tests/test_geometry_fuzz.py)."""
+    from engine.kernels import rnn
+    if not native.available():
+        pytest.skip("extension not built")
+    hs = 3
+    x = rng.standard_normal((4, 2, 1)).astype(np.float32)
+    w, r = (rng.standard_normal((1, 4 * hs, k)).astype(np.float32) for k in (1, hs))
+    w_before = w.copy()
+    first = rnn.lstm(np, x, w, r, hidden_size=hs)
+    np.testing.assert_array_equal(w, w_before)
+    again = rnn.lstm(np, x, w, r, hidden_size=hs)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)

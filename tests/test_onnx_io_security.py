@@ -264,7 +264,7 @@ def test_folder_local_external_data_loads_and_runs(layout, rng) -> None:
 
 def sglens_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / "sglens"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "partition.cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "sglens"]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 

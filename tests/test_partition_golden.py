@@ -25,7 +25,7 @@ CASES = list(cases())
 
 @pytest.mark.parametrize("case,graph", CASES, ids=[c for c, _ in CASES])
 def test_partitions_are_unchanged(case: str, graph) -> None:
-    for label, backend, options in backends(graph):
+    for label, backend, options in backends(graph, case):
         result = partition(graph, backend, **options)
         check_partition(result)
         got = record(result, with_reasons(case))
@@ -63,4 +63,8 @@ def _no_paths(reasons: dict[str, str] | None) -> dict[str, str] | None:
 def test_fixture_covers_cycles_and_every_backend() -> None:
     assert sum(len(v["cycles"]) for v in EXPECTED.values()) > 1000
     labels = {k.split("/")[1] for k in EXPECTED}
-    assert labels == {"default", "default_half", "conv_bn", "conv_bn_relu", "tensorrt", "tensorrt_min3"}
+    assert labels == {"default", "default_half", "conv_bn", "conv_bn_relu", "tensorrt", "tensorrt_min3",
+                      "tensorrt_8.5", "tensorrt_8.6", "tensorrt_10.0", "tensorrt_dla_8.6", "tensorrt_dla_10.1"}
+    releases = {k: v for k, v in EXPECTED.items() if k.split("/")[1].startswith("tensorrt_") and "min3" not in k}
+    assert len(releases) == 5 * 8  # every sample model under each older release and the DLA target
+    assert any("GPU fallback" in r for k, v in releases.items() if "dla" in k for r in v["reasons"].values())

@@ -7,9 +7,8 @@ import json
 from partition import Graph, Node, PartitionRun, check_partition, partition
 from partition.report import describe
 from partition.trace import EVENT_KINDS, REASON_KINDS, EventKind, ReasonKind, TraceEvent
-from partition.tensorrt import register
 
-register()
+
 
 
 def graph_of(spec: list[tuple[str, str, tuple[str, ...]]]) -> Graph:

@@ -1,4 +1,4 @@
-"""partition.report: describe (sizes, boundary bytes, summary), export_subgraphs, groups_report."""
+"""partition.report: describe (sizes, boundary bytes, summary), export_subgraphs; partition.tensorrt.node_report: groups_report."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from partition import Graph, Node, load_model, partition
 from partition.errors import LensError
-from partition.report import describe, export_subgraphs, groups_report
-from partition.tensorrt import register
+from partition.report import describe, export_subgraphs
+from partition.tensorrt.node_report import groups_report
 
-register()
+
 F = TensorProto.FLOAT
 
 

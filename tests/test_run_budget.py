@@ -66,7 +66,7 @@ def test_bomb_is_refused_before_anything_is_allocated() -> None:
 
 def sglens(*args: str) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / "sglens"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "partition.cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "sglens"]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
 

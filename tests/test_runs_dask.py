@@ -156,7 +156,7 @@ def test_run_on_a_worker_process_reports_progress_and_result(served):
 
 
 def _worker_split_state() -> tuple:
-    from engine import blas
+    from engine.kernels import blas
     blas.apply(None, 1)  # what an Executor does before a run
     return os.environ.get("SGLENS_CPU_SHARE"), os.environ.get("OPENBLAS_NUM_THREADS"), \
         blas._CORES, blas._split_on
@@ -458,7 +458,7 @@ def test_production_server_drops_stalled_connections_and_refuses_huge_headers(tm
 def test_bad_serve_flags_exit_2_with_one_line(flags, says):
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-m", "partition.cli", "serve", "--port", "0", *flags],
+    out = subprocess.run([sys.executable, "-m", "sglens", "serve", "--port", "0", *flags],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and says in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and out.stderr.strip().splitlines()[-1].startswith("sglens")

@@ -107,7 +107,7 @@ def test_node_and_tensor_names_are_unique_and_readable(models: dict[str, onnx.Mo
     assert len(set(names)) == len(names), Counter(names).most_common(3)
     outputs = [o for n in nodes for o in n.output if o]
     assert len(set(outputs)) == len(outputs), "a tensor is produced twice"
-    if name != "trt_cycle.onnx":  # trt_cycle keeps seed 004's bare A/B/C/D names
+    if name != "trt_cycle.onnx":  # trt_cycle keeps the TensorRT integration design's bare A/B/C/D names
         assert all("/" in n for n in names), [n for n in names if "/" not in n]
 
 

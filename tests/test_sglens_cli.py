@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_command_is_registered() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert sorted(sub.choices) == ["check", "compare", "groups", "partition", "run", "serve", "trace"]
+    assert sorted(sub.choices) == ["check", "compare", "gains", "groups", "partition", "precision", "run", "serve",
+                                   "trace"]
     assert [g.load().__name__ for g in GROUPS] == [g.module for g in GROUPS] == \
-        ["partition.cli", "engine.run_cli", "app.cli"]
+        ["partition.cli", "engine.run_cli", "engine.precision_cli", "app.cli"]
 
 
 def _helps(parser) -> dict[str, str]:
@@ -81,12 +82,6 @@ def test_python_dash_m_sglens_and_unknown_model_is_one_line(tmp_path) -> None:
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.startswith("sglens: error:")
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
-
-
-def test_older_spelling_python_dash_m_partition_cli_still_works(tmp_path) -> None:
-    out = subprocess.run([sys.executable, "-m", "partition.cli", "--help"], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path)
-    assert out.returncode == 0 and "serve" in out.stdout and "run" in out.stdout, out.stderr
 
 
 def test_the_program_ends_at_once_with_all_its_output(tmp_path) -> None:

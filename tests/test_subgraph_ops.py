@@ -102,7 +102,7 @@ def test_auto_falls_back_to_engine_when_onnxruntime_cannot_build():
 
 
 def test_engine_executor_nests_on_the_same_one_worker_engine():
-    """Subgraph bodies run as child graphs on the parent's engine (seed 003 hazard)."""
+    """Subgraph bodies run as child graphs on the parent's engine (the control-flow design hazard)."""
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
              helper.make_node("Add", ["a", "x"], ["b"], name="add1"),
              helper.make_node("Mul", ["b", "b"], ["c"], name="mul"),   # not selected: splits the graph

@@ -20,7 +20,7 @@ from partition import load_model
 from partition.errors import ModelError
 from partition.local_functions import FUNCTION_KEY, expanded_size
 from partition.onnx_io import to_model_proto
-from partition.report import groups_report
+from partition.tensorrt.node_report import groups_report
 from partition.runner import partition
 from partition.tensorrt.rules import TRTRules
 from sglens.cli import main as cli_main
@@ -224,7 +224,7 @@ def test_unsupported_inner_op_is_refused_naming_the_inner_node():
     rules = TRTRules()
     assert rules.compat(g) == {"bad_call": "Bad: node 'det' (Det) in its function body is not compatible: "
                                            "Det: not supported by TensorRT 10.1's ONNX parser"}
-    assert rules.cite("bad_call").startswith("onnxOpCheckers.cpp")
+    assert rules.cite("bad_call").startswith("10.1:onnxOpCheckers.cpp")
 
 
 def test_nested_functions_decide_by_the_innermost_body():
@@ -304,7 +304,7 @@ def test_partition_cli_and_groups_report_use_the_body(tmp_path, capsys):
     assert [s["nodes"] for s in out["subgraphs"]] == [["relu"]]
     report = groups_report(load(bad_model()), "bad_call")
     assert report["compatible"] is False and report["reason"] == reasons["bad_call"]
-    assert report["reason_source"].startswith("onnxOpCheckers.cpp")
+    assert report["reason_source"].startswith("10.1:onnxOpCheckers.cpp")
     assert groups_report(load(bad_model()), "relu")["incompatible_descendants"] == ["bad_call"]
     path = tmp_path / "good.onnx"
     onnx.save_model(act_model(), str(path))

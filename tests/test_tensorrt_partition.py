@@ -1,4 +1,4 @@
-"""The ``tensorrt`` backend: seed 004's example, the groups, cycles, min-size, sample models, scale."""
+"""The ``tensorrt`` backend: the TensorRT integration design's example, the groups, cycles, min-size, sample models, scale."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from partition import Graph, Node, PartitionRun, check_partition, load_model, pa
 from partition.api import get_backend
 from partition.build import generic_pass
 from partition.errors import LensError
-from partition.tensorrt import TensorRTProperty, incompatibility_groups, register
+from partition.tensorrt import TensorRTProperty, incompatibility_groups
 from partition.tensorrt.algorithm import _Context
 
-register()
 
 
 def ir_graph(spec: list[tuple[str, str, tuple[str, ...]]], inputs=("x",)) -> Graph:
@@ -35,7 +34,7 @@ def groups_of(result) -> list[list[str]]:
     return [sorted(s.nodes) for s in result.subgraphs]
 
 
-# ------------------------------------------------------- the seed's example --
+# ------------------------------------------------------- the TensorRT design's example
 SEED = [("A", "Relu", ("x",)), ("B", "Sigmoid", ("A",)), ("D", "Det", ("A",)), ("C", "Add", ("B", "D"))]
 
 

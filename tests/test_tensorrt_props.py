@@ -3,7 +3,7 @@
 - the contraction of every result is acyclic (networkx);
 - no subgraph holds both an ancestor and a descendant of one incompatible node;
 - fast and teaching modes agree, event for event;
-- the fast tracker's answers equal a brute-force reading of the seed's rule;
+- the fast tracker's answers equal a brute-force reading of the TensorRT design's rule;
 - every "refuse" blaming an incompatible node is true of the graph;
 - incompatibility groups equal networkx's ancestors / descendants.
 """
@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 
 from partition import Graph, Node, PartitionRun, check_partition
 from partition.build import seed_order
-from partition.tensorrt import FastTracker, NaiveTracker, incompatibility_groups, naive_pairs, register
+from partition.tensorrt import FastTracker, NaiveTracker, incompatibility_groups, naive_pairs
 
-register()
 
 GOOD = ("Relu", "Add", "Sum")
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

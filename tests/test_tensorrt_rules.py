@@ -69,7 +69,7 @@ def test_unknown_op_is_a_plugin_lookup_refused_unless_declared():
     why, cite = verdict(g, "n")
     assert why == ("com.example.FusedThing: no importer for 'FusedThing' in TensorRT 10.1's ONNX parser and no "
                    "known plugin of that name (declare one with --trt-plugin FusedThing if you have it)")
-    assert cite.startswith("onnxOpImporters.cpp:")
+    assert cite.startswith("10.1:onnxOpImporters.cpp:")
     rules = TRTRules(plugins=["FusedThing"])
     assert rules.compat(g) == {}
     assert "user's TensorRT plugin FusedThing" in rules.notes["n"]
@@ -85,10 +85,15 @@ def test_bundled_plugin_is_accepted_with_a_note_and_a_warning():
     assert any("EfficientNMS_TRT" in w for w in rules.warnings)
 
 
-def test_onnx_ml_ops_are_refused():
+def test_onnx_ml_ops_go_to_the_plugin_lookup_like_any_custom_op():
+    # 10.1 ModelImporter.cpp parseNode dispatches on node.op_type() alone: no domain check, so an
+    # ai.onnx.ml node without an importer of its name is a plugin lookup (a user plugin takes it)
     g = model([helper.make_node("Normalizer", ["x"], ["y"], name="n", domain="ai.onnx.ml")], [vi("x", [2, 3])],
               [vi("y", [2, 3])], extra_opsets=[("ai.onnx.ml", 3)])
-    assert reason(g, "n") == "ai.onnx.ml.Normalizer: the ONNX-ML domain has no TensorRT importers"
+    why, cite = verdict(g, "n")
+    assert why.startswith("ai.onnx.ml.Normalizer: no importer for 'Normalizer'") and "--trt-plugin Normalizer" in why
+    assert cite.startswith("10.1:onnxOpImporters.cpp:")
+    assert reason(g, "n", plugins=["Normalizer"]) is None
 
 
 def _function_model(inner_op: str) -> onnx.ModelProto:
@@ -132,7 +137,7 @@ def test_opset_is_a_warning_never_a_refusal(opset, expect):
 def test_unsupported_rows(op):
     why, cite = verdict(ir_one(op), "n")
     assert why == f"{op}: not supported by TensorRT 10.1's ONNX parser"
-    assert cite.startswith("onnxOpCheckers.cpp:")
+    assert cite.startswith("10.1:onnxOpCheckers.cpp:")
 
 
 @pytest.mark.parametrize("op,n_in", [("ImageScaler", 1), ("ParametricSoftplus", 1), ("ScaledTanh", 1),
@@ -155,11 +160,11 @@ def test_deform_conv_restrictions_and_release_difference():
         "DeformConv: input 0 has rank 5; TensorRT takes rank 3 or 4 here"
     why, cite = verdict(deform(), "n", version="10.0")
     assert why == "DeformConv: not supported by TensorRT 10.0's ONNX parser"
-    assert cite == "10.0-GA:onnxOpCheckers.cpp:909"
+    assert cite == "10.0:onnxOpCheckers.cpp:909"  # release/10.0-GA: DEFINE_OP_CHECKER(DeformConv) refuses
 
 
 def test_unknown_trt_version_is_a_clear_error():
-    with pytest.raises(LensError, match=r"no TensorRT rule table for --trt-version '9.9'; tables: 10.0, 10.1"):
+    with pytest.raises(LensError, match=r"no TensorRT rule table for --trt-version '9.9'; tables: 8.5, 8.6, 10.0, 10.1"):
         TRTRules(version="9.9")
 
 
@@ -192,7 +197,7 @@ def test_resize_cubic_accepted_and_checker_attributes_refused():
     assert reason(_resize(mode="cubic"), "n") is None   # the checker accepts cubic (the old table refused it)
     assert reason(_resize(mode="linear"), "n") is None
     why, cite = verdict(_resize(antialias=1, opset=18), "n")
-    assert why == "Resize antialias=1: antialiasing is not supported" and cite.startswith("onnxOpCheckers.cpp:")
+    assert why == "Resize antialias=1: antialiasing is not supported" and cite.startswith("10.1:onnxOpCheckers.cpp:")
     assert reason(_resize(keep_aspect_ratio_policy="not_larger", opset=18), "n") == \
         "Resize keep_aspect_ratio_policy=not_larger: only stretch"
     assert reason(_resize(coordinate_transformation_mode="tf_half_pixel_for_nn", nearest_mode="floor"), "n") == \
@@ -232,17 +237,17 @@ def test_double_is_cast_down_so_cast_and_add_on_double_pass():
 
 def test_int8_only_through_qdq():
     why, cite = verdict(one("Cast", ["x"], ["y"], [vi("x", [2])], [vi("y", [2], I8)], to=I8), "n")
-    assert why.startswith("Cast to INT8: INT8 is a quantized type in TensorRT") and cite.startswith("onnxOpImporters")
+    assert why.startswith("Cast to INT8: INT8 is a quantized type in TensorRT") and cite.startswith("10.1:onnxOpImporters")
     why, cite = verdict(one("Add", ["a", "b"], ["y"], [vi("a", [2], I8), vi("b", [2], I8)], [vi("y", [2], I8)]), "n")
     assert why.startswith("Add on INT8: INT8 is a quantized type in TensorRT, taken only through Quantize")
-    assert cite.startswith("docs/operators.md:")
+    assert cite.startswith("10.1:docs/operators.md:")
 
 
 def test_uint8_refused_by_the_importers_that_refuse_it_and_as_intermediate():
     concat = one("Concat", ["a", "b"], ["y"], [vi("a", [2], U8), vi("b", [2], U8)], [vi("y", [4], U8)], axis=0)
     why, cite = verdict(concat, "n")
     assert why == "Concat on UINT8: the parser refuses UINT8 for input 0 'a'"
-    assert cite.startswith("onnxOpImporters.cpp:")
+    assert cite.startswith("10.1:onnxOpImporters.cpp:")
     to_u8 = model([helper.make_node("Cast", ["x"], ["c"], name="n", to=U8),
                    helper.make_node("Cast", ["c"], ["y"], name="back", to=F)], [vi("x", [2])], [vi("y", [2])])
     assert reason(to_u8, "n") == ("Cast producing UINT8 for 'c': TensorRT allows UINT8 only as a network input or "
@@ -256,7 +261,7 @@ def test_uint8_refused_by_the_importers_that_refuse_it_and_as_intermediate():
 def test_each_op_has_its_own_type_list():
     assert reason(one("Relu", ["x"], ["y"], [vi("x", [2], I64)], [vi("y", [2], I64)]), "n") is None
     why, cite = verdict(one("Relu", ["x"], ["y"], [vi("x", [2], I32)], [vi("y", [2], I32)]), "n")
-    assert why == "Relu on INT32: the parser refuses INT32 for input 0 'x'" and cite.startswith("importerUtils.cpp:")
+    assert why == "Relu on INT32: the parser refuses INT32 for input 0 'x'" and cite.startswith("10.1:importerUtils.cpp:")
     assert reason(one("Sin", ["x"], ["y"], [vi("x", [2], I64)], [vi("y", [2], I64)]), "n").startswith(
         "Sin on INT64: the parser refuses INT64")
     assert reason(one("Equal", ["a", "b"], ["y"], [vi("a", [2], B), vi("b", [2], B)], [vi("y", [2], B)]), "n") is None
@@ -289,7 +294,7 @@ def test_weights_inputs_must_be_initializers_or_constants():
     why, cite = verdict(folded, "n")
     assert why == ("ReduceSum: input 1 'axes' (axes) must be an initializer or a Constant node's output, but it "
                    "comes from node 'fold' (Add)")   # the parser folds nothing (the old table accepted this)
-    assert cite.startswith("importerUtils.cpp:")
+    assert cite.startswith("10.1:importerUtils.cpp:")
     cumsum = one("CumSum", ["x", "ax"], ["y"], [vi("x", [3]), vi("ax", [], I64)], [vi("y", [3])])
     assert reason(cumsum, "n").startswith("CumSum: input 1 'ax' (axis) must be an initializer")
 
@@ -307,7 +312,7 @@ def test_value_checks_topk_dropout():
                    [init("k", [k])])
     assert reason(topk(3839), "n") is None
     why, cite = verdict(topk(3840), "n")
-    assert why == "TopK: input 1 'k' (K) is 3840; TensorRT takes less than 3840" and cite.startswith("docs/")
+    assert why == "TopK: input 1 'k' (K) is 3840; TensorRT takes less than 3840" and cite.startswith("10.1:docs/")
 
     def dropout(mode=None, as_input=False):
         inputs = [vi("x", [3]), vi("r", [])] + ([vi("t", [], B)] if as_input else [])
@@ -319,14 +324,14 @@ def test_value_checks_topk_dropout():
     assert reason(dropout(as_input=True), "n").startswith("Dropout: input 2 't' (training_mode) must be an initializer")
 
 
-def test_shape_inputs_accept_shape_tensors_but_not_graph_inputs():
+def test_shape_operands_take_any_tensor_graph_inputs_too():
+    # 10.1 Reshape/Expand/Tile/...: the parser wraps any tensor in a shape tensor (no build-time check)
     via_shape = model([helper.make_node("Shape", ["z"], ["s"], name="shape_of"),
                        helper.make_node("Reshape", ["x", "s"], ["y"], name="n")],
                       [vi("x", [2, 3]), vi("z", ["n", 2])], [vi("y", None)])
     assert reason(via_shape, "n") is None
-    bad = one("Reshape", ["x", "shape"], ["y"], [vi("x", [2, 3]), vi("shape", [2], I64)], [vi("y", None)])
-    assert reason(bad, "n") == ("Reshape: input 1 'shape' (shape) must be a build-time constant or shape tensor, but "
-                                "it comes from graph input 'shape'")
+    from_input = one("Reshape", ["x", "shape"], ["y"], [vi("x", [2, 3]), vi("shape", [2], I64)], [vi("y", None)])
+    assert reason(from_input, "n") is None
 
 
 def test_random_like_input_must_not_be_an_initializer():
@@ -345,9 +350,13 @@ def test_qdq_zero_points_and_uint8():
     assert reason(_q(0), "n") is None
     why, cite = verdict(_q(3), "n")
     assert why == ("QuantizeLinear: input 2 'z' (zero point) is not all zeros; TensorRT supports only symmetric "
-                   "quantization (zero point 0)") and cite.startswith("onnxOpImporters.cpp:")
-    why, cite = verdict(_q(0, np.uint8), "n")
-    assert why == "QuantizeLinear on UINT8: the parser refuses UINT8 for input 2 'z'"
+                   "quantization (zero point 0)") and cite.startswith("10.1:onnxOpImporters.cpp:")
+    # a UINT8 zero point initializer is imported as INT32 (WeightsContext.cpp), so the UINT8 check never
+    # sees it: TensorRT quantizes to INT8 with a warning, and the UINT8 output becomes INT8
+    assert reason(_q(0, np.uint8), "n") is None
+    as_input = one("QuantizeLinear", ["x", "s", "z"], ["y"], [vi("x", [4]), vi("z", [], U8)], [vi("y", [4], U8)],
+                   [init("s", 0.5, np.float32)])
+    assert reason(as_input, "n") == "QuantizeLinear on UINT8: the parser refuses UINT8 for input 2 'z'"
     assert reason(_q(0, dq=True, x_type=I8), "n") is None
     assert reason(_q(0, np.uint8, dq=True, x_type=U8), "n") == \
         "DequantizeLinear on UINT8: the parser refuses UINT8 for input 0 'x'"
@@ -398,7 +407,7 @@ def _saved(tmp_path, m: onnx.ModelProto) -> str:
 def _sglens(*args: str):
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "partition.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "sglens", *args], capture_output=True, text=True, timeout=120)
 
 
 def _two_relus(op2: str = "Relu", domain: str = "") -> onnx.ModelProto:
@@ -410,8 +419,6 @@ def _two_relus(op2: str = "Relu", domain: str = "") -> onnx.ModelProto:
 
 def test_partition_result_names_the_rule_table(tmp_path):
     from partition import partition
-    from partition.tensorrt import register
-    register()
     g = load_model(_two_relus().SerializeToString())
     assert partition(g, "tensorrt").summary["tensorrt_rules"] == "10.1"
     assert partition(g, "tensorrt", trt_version="10.0").summary["tensorrt_rules"] == "10.0"
@@ -434,7 +441,7 @@ def test_cli_json_carries_tensorrt_rules_and_takes_version_and_plugins(tmp_path)
     assert data["tensorrt_rules"] == "10.0"
     bad = _sglens("partition", path, "--backend", "tensorrt", "--trt-version", "7.2")
     assert bad.returncode == 2 and bad.stdout == ""
-    assert bad.stderr.strip().splitlines()[-1].endswith("trt_version must be one of 10.0, 10.1, got '7.2'")
+    assert bad.stderr.strip().splitlines()[-1].endswith("trt_version must be one of 8.5, 8.6, 10.0, 10.1, got '7.2'")
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
@@ -449,9 +456,9 @@ def test_web_api_partition_carries_tensorrt_rules_and_takes_version_and_plugins(
                       json={"backend": "tensorrt", "trt_version": "10.0", "trt_plugins": "MyOp,Other"})
     assert got.status_code == 200 and got.get_json()["summary"]["tensorrt_rules"] == "10.0"
     bad = client.post("/api/models/sample-mlp/partition", json={"backend": "tensorrt", "trt_version": "7"})
-    assert bad.status_code == 400 and "trt_version must be one of 10.0, 10.1, got '7'" in json_text(bad)
+    assert bad.status_code == 400 and "trt_version must be one of 8.5, 8.6, 10.0, 10.1, got '7'" in json_text(bad)
     bad = client.post("/api/models/sample-mlp/partition", json={"backend": "tensorrt", "trt_plugins": [1]})
-    assert bad.status_code == 400 and "'trt_plugins' must be a list of op type names" in json_text(bad)
+    assert bad.status_code == 400 and "trt_plugins must be a list of strings" in json_text(bad)
 
 
 def json_text(response) -> str:
@@ -460,11 +467,11 @@ def json_text(response) -> str:
 
 
 def test_groups_report_names_the_table_and_the_source_line():
-    from partition.report import groups_report
+    from partition.tensorrt.node_report import groups_report
     g = model([helper.make_node("Relu", ["x"], ["a"], name="r"), helper.make_node("Det", ["a"], ["y"], name="n")],
               [vi("x", [3, 3])], [vi("y", [])])
     rep = groups_report(g, "n")
-    assert rep["tensorrt_rules"] == "10.1" and rep["reason_source"].startswith("onnxOpCheckers.cpp:")
+    assert rep["tensorrt_rules"] == "10.1" and rep["reason_source"].startswith("10.1:onnxOpCheckers.cpp:")
     assert groups_report(g, "n", trt_version="10.0")["tensorrt_rules"] == "10.0"
 
 
@@ -494,8 +501,6 @@ def test_fp8_and_int4_as_the_parser_says():
 
 def test_symmetric_int8_qdq_chain_is_one_tensorrt_subgraph():
     from partition import partition
-    from partition.tensorrt import register
-    register()
     w = numpy_helper.from_array(np.ones((2, 2, 1, 1), np.int8), "w")
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
              helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq"),

@@ -199,7 +199,7 @@ static PyObject *lstm_directions(PyObject *self, PyObject *args)
     }
     if (ok) {
         Py_BEGIN_ALLOW_THREADS
-        native_pool_run(lstm_run, dirs, n, ways);
+        native_pool_run(lstm_run, dirs, n, native_ways(ways));
         Py_END_ALLOW_THREADS
     }
     for (Py_ssize_t i = 0; dirs != NULL && i < n; i++)

@@ -43,6 +43,48 @@ void native_release(NativeBuffers *bs);
  * with its exception set. */
 PyObject *native_finish(NativeBuffers *bs, int ok);
 
+/* ------------------------------------------------------------- checks --
+ * The kernels do not trust their caller's numbers (they come from an untrusted
+ * model, through engine/kernels/geometry.py): each entry point re-checks them here,
+ * in arithmetic that cannot overflow, and raises instead of indexing with them. */
+
+/* Largest geometry value (kernel, stride, dilation, pad, spatial or output size):
+ * geometry.py's MAX_EXTENT. A product of two and a sum of a few stay inside int64. */
+#define NATIVE_MAX_EXTENT ((Py_ssize_t)0x7fffffff)
+/* Most threads one call may ask the pool for. */
+#define NATIVE_MAX_WAYS 256
+
+/* Whether lo <= v <= NATIVE_MAX_EXTENT. */
+static inline int native_extent(Py_ssize_t v, Py_ssize_t lo)
+{
+    return v >= lo && v <= NATIVE_MAX_EXTENT;
+}
+
+/* *out = a * b, or 0 when that overflows Py_ssize_t. */
+static inline int native_mul(Py_ssize_t a, Py_ssize_t b, Py_ssize_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* *out = a * b * c, or 0 when that overflows Py_ssize_t. */
+static inline int native_mul3(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t *out)
+{
+    Py_ssize_t ab;
+    return native_mul(a, b, &ab) && native_mul(ab, c, out);
+}
+
+/* ceil(a / b) for a >= 0, b >= 1, without the a + b - 1 that can overflow. */
+static inline Py_ssize_t native_ceil_div(Py_ssize_t a, Py_ssize_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+/* `ways` as the pool takes it: 1..NATIVE_MAX_WAYS. */
+static inline int native_ways(int ways)
+{
+    return ways < 1 ? 1 : (ways > NATIVE_MAX_WAYS ? NATIVE_MAX_WAYS : ways);
+}
+
 /* CLOCK_MONOTONIC in seconds (the spins' deadlines). */
 double native_now(void);
 
@@ -57,6 +99,10 @@ void native_sgemm(int ta, int tb, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, cons
                   Py_ssize_t ldc);
 /* Whether set_sgemm gave the pool a BLAS. */
 int native_have_sgemm(void);
+/* Whether the BLAS takes these sizes and leading dimensions (a 32-bit BLAS: each
+ * <= INT_MAX); 0 with a ValueError naming `what` otherwise. */
+int native_sgemm_fits(const char *what, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, Py_ssize_t lda,
+                      Py_ssize_t ldb, Py_ssize_t ldc);
 
 PyObject *native_set_sgemm(PyObject *self, PyObject *args);
 PyObject *native_set_pool_spin(PyObject *self, PyObject *args);

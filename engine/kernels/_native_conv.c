@@ -50,8 +50,9 @@ static void conv_columns(const ConvArgs *g, Py_ssize_t img, Py_ssize_t r0, Py_ss
             for (Py_ssize_t kx = 0; kx < g->kw; kx++, dst += npos) {
                 float *d = dst;
                 const Py_ssize_t x0 = kx * g->dw - g->pl;
-                /* output columns whose input column x0 + ox * sw lies inside [0, wd) */
-                Py_ssize_t lo = x0 < 0 ? (-x0 + g->sw - 1) / g->sw : 0;
+                /* output columns whose input column x0 + ox * sw lies inside [0, wd)
+                 * (conv2d_f32 bounded every term: no sum or quotient here overflows) */
+                Py_ssize_t lo = x0 < 0 ? native_ceil_div(-x0, g->sw) : 0;
                 Py_ssize_t hi = x0 < g->wd ? (g->wd - 1 - x0) / g->sw + 1 : 0;
                 if (hi > g->ow)
                     hi = g->ow;
@@ -155,6 +156,19 @@ static void conv_all_columns(void *arg, Py_ssize_t img, int slot)
     conv_columns(g, img, 0, g->oh, g->scratch + img * K * npos);
 }
 
+/* The geometry, re-checked (it comes from an untrusted model through Python): every
+ * value within [lo, NATIVE_MAX_EXTENT], so each index conv_columns forms (a product
+ * of two plus a product of two, less a pad) stays inside int64; K = c kh kw and
+ * npos = oh ow without overflow. */
+static int conv_geometry_ok(const ConvArgs *g, Py_ssize_t *K, Py_ssize_t *npos)
+{
+    return native_extent(g->kh, 1) && native_extent(g->kw, 1) && native_extent(g->sh, 1) &&
+           native_extent(g->sw, 1) && native_extent(g->dh, 1) && native_extent(g->dw, 1) &&
+           native_extent(g->pt, 0) && native_extent(g->pl, 0) && native_extent(g->oh, 1) &&
+           native_extent(g->ow, 1) && native_extent(g->h, 0) && native_extent(g->wd, 0) &&
+           native_mul3(g->c, g->kh, g->kw, K) && native_mul(g->oh, g->ow, npos);
+}
+
 /* Output positions a row band should have at least: narrower GEMMs lose BLAS
  * efficiency (ResNet-18's 7x7 maps: 49 columns ran at 2/3 of peak). */
 #define MIN_BAND 192
@@ -189,36 +203,40 @@ PyObject *native_conv2d_f32(PyObject *self, PyObject *args)
         (orr != Py_None && !(r = native_take(&bs, orr, 0, NATIVE_C, 3, "residual"))))
         goto done;
     g.n = x->shape[0], g.c = x->shape[1], g.h = x->shape[2], g.wd = x->shape[3], g.m = w->shape[0];
-    const Py_ssize_t K = g.c * g.kh * g.kw, npos = g.oh * g.ow;
-    if (w->shape[1] != K || o->shape[0] != g.n || o->shape[1] != g.m || o->shape[2] != npos ||
-        (b && b->shape[0] != g.m) ||
-        (r && (r->shape[0] != g.n || r->shape[1] != g.m || r->shape[2] != npos)) ||
-        g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1 || g.oh < 1 ||
-        g.ow < 1) {
+    Py_ssize_t K, npos;
+    if (!conv_geometry_ok(&g, &K, &npos) || w->shape[1] != K || o->shape[0] != g.n ||
+        o->shape[1] != g.m || o->shape[2] != npos || (b && b->shape[0] != g.m) ||
+        (r && (r->shape[0] != g.n || r->shape[1] != g.m || r->shape[2] != npos))) {
         PyErr_SetString(PyExc_ValueError, "conv2d_f32: the shapes and geometry do not agree");
         goto done;
     }
+    if (!native_sgemm_fits("conv2d_f32", g.m, npos, K, K, npos, npos))
+        goto done;
     g.x = (const float *)x->buf, g.w = (const float *)w->buf, g.out = (float *)o->buf;
     g.bias = b ? (const float *)b->buf : NULL;
     g.residual = r ? (const float *)r->buf : NULL;
     g.relu = relu;
-    if (ways < 1)
-        ways = 1;
+    ways = native_ways(ways);
     Py_ssize_t bands = g.oh < ways ? g.oh : ways;
     if (npos / MIN_BAND < bands)
         bands = npos / MIN_BAND > 0 ? npos / MIN_BAND : 1;
     const int channel_split = ways > 1 && bands < ways && g.n * bands < ways &&
                               !conv_is_pointwise(&g);
-    size_t floats;
+    Py_ssize_t floats = 1, bytes;
+    int sized;
     if (channel_split) {
         g.parts = g.m / 8 < ways ? (g.m / 8 > 0 ? g.m / 8 : 1) : ways;
-        floats = (size_t)(g.n * K * npos);
+        sized = native_mul3(g.n, K, npos, &floats);
     } else {
         g.bands = bands;
-        g.scratch_each = K * ((g.oh + bands - 1) / bands) * g.ow;
-        floats = conv_is_pointwise(&g) ? 1 : (size_t)(g.scratch_each * ways);
+        sized = native_mul3(K, native_ceil_div(g.oh, bands), g.ow, &g.scratch_each) &&
+                (conv_is_pointwise(&g) || native_mul(g.scratch_each, ways, &floats));
     }
-    g.scratch = PyMem_RawMalloc(sizeof(float) * (floats ? floats : 1));
+    if (!sized || !native_mul(floats > 0 ? floats : 1, (Py_ssize_t)sizeof(float), &bytes)) {
+        PyErr_SetString(PyExc_MemoryError, "conv2d_f32: the column buffer's size overflows");
+        goto done;
+    }
+    g.scratch = PyMem_RawMalloc((size_t)bytes);
     if (g.scratch == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -320,6 +338,39 @@ static void pool_block(void *arg, Py_ssize_t i, int slot)
         max_plane(g, g->x + p * g->h * g->wd, g->out + p * g->oh * g->ow, row);
 }
 
+/* The geometry, re-checked as conv_geometry_ok does: each value within
+ * [lo, NATIVE_MAX_EXTENT], so ox * sw + kx * dw - pl and its row twin stay in int64. */
+static int pool_geometry_ok(const PoolArgs *g)
+{
+    return native_extent(g->kh, 1) && native_extent(g->kw, 1) && native_extent(g->sh, 1) &&
+           native_extent(g->sw, 1) && native_extent(g->dh, 1) && native_extent(g->dw, 1) &&
+           native_extent(g->pt, 0) && native_extent(g->pl, 0) && native_extent(g->oh, 0) &&
+           native_extent(g->ow, 0) && native_extent(g->h, 0) && native_extent(g->wd, 0);
+}
+
+/* x_lo..x_hi: the output columns whose kw taps all lie inside the row (max_columns
+ * reads them unchecked), then the claim itself checked at both ends in overflow-safe
+ * arithmetic -- if either end fails, no column takes the unchecked path. */
+static void pool_interior(PoolArgs *g)
+{
+    g->x_lo = native_ceil_div(g->pl, g->sw);              /* first tap >= 0 */
+    const Py_ssize_t reach = (g->kw - 1) * g->dw - g->pl;   /* last tap of column 0 */
+    g->x_hi = g->wd - 1 - reach >= 0 ? (g->wd - 1 - reach) / g->sw + 1 : 0;
+    if (g->x_hi > g->ow)
+        g->x_hi = g->ow;
+    if (g->x_lo >= g->x_hi) {
+        g->x_lo = g->x_hi = 0;
+        return;
+    }
+    Py_ssize_t first, last, span;
+    const int ok = native_mul(g->x_lo, g->sw, &first) && first - g->pl >= 0 &&
+                   native_mul(g->x_hi - 1, g->sw, &last) &&
+                   native_mul(g->kw - 1, g->dw, &span) &&
+                   !__builtin_add_overflow(last, span, &last) && last - g->pl < g->wd;
+    if (!ok)
+        g->x_lo = g->x_hi = 0;
+}
+
 /* maxpool2d_f32(x, out, geometry, ways): x (planes, H, W), out (planes, OH, OW),
  * float32 C-contiguous; geometry = (kh, kw, sh, sw, dh, dw, pad_top, pad_left). */
 PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
@@ -340,26 +391,17 @@ PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
         goto done;
     g.planes = x->shape[0], g.h = x->shape[1], g.wd = x->shape[2];
     g.oh = o->shape[1], g.ow = o->shape[2];
-    if (o->shape[0] != g.planes || g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 ||
-        g.dw < 1) {
+    ways = native_ways(ways);
+    Py_ssize_t bytes;
+    if (o->shape[0] != g.planes || !pool_geometry_ok(&g) ||
+        !native_mul3(ways, g.wd > 0 ? g.wd : 1, (Py_ssize_t)sizeof(float), &bytes)) {
         PyErr_SetString(PyExc_ValueError, "maxpool2d_f32: the shapes and geometry do not agree");
         goto done;
     }
-    if (ways < 1)
-        ways = 1;
     g.blocks = g.planes < ways ? (g.planes > 0 ? g.planes : 1) : ways;
-    /* first column whose first tap is >= 0; last whose last tap is < wd */
-    g.x_lo = g.pl > 0 ? (g.pl + g.sw - 1) / g.sw : 0;
-    {
-        const Py_ssize_t reach = (g.kw - 1) * g.dw - g.pl;  /* last tap of column 0 */
-        g.x_hi = g.wd - 1 - reach >= 0 ? (g.wd - 1 - reach) / g.sw + 1 : 0;
-        if (g.x_hi > g.ow)
-            g.x_hi = g.ow;
-        if (g.x_lo > g.x_hi)
-            g.x_lo = g.x_hi;
-    }
+    pool_interior(&g);
     g.x = (const float *)x->buf, g.out = (float *)o->buf;
-    g.scratch = PyMem_RawMalloc(sizeof(float) * (size_t)(ways * (g.wd > 0 ? g.wd : 1)));
+    g.scratch = PyMem_RawMalloc((size_t)bytes);
     if (g.scratch == NULL) {
         PyErr_NoMemory();
         goto done;

@@ -19,6 +19,7 @@
 #include <Python.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -54,6 +55,20 @@ void native_sgemm(int ta, int tb, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, cons
 int native_have_sgemm(void)
 {
     return sgemm_ptr != NULL;
+}
+
+int native_sgemm_fits(const char *what, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, Py_ssize_t lda,
+                      Py_ssize_t ldb, Py_ssize_t ldc)
+{
+    const Py_ssize_t v[6] = {m, n, k, lda, ldb, ldc};
+    for (int i = 0; i < 6; i++) {
+        if (v[i] < 0 || (!sgemm_ilp64 && v[i] > INT_MAX)) {
+            PyErr_Format(PyExc_ValueError, "%s: a GEMM size %zd that this BLAS cannot take", what,
+                         v[i]);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 PyObject *native_set_sgemm(PyObject *self, PyObject *args)
@@ -173,6 +188,8 @@ static void ensure_workers(int n)
  * worker): this one runs on its caller alone. */
 void native_pool_run(slice_fn fn, void *arg, Py_ssize_t n, int ways)
 {
+    if (ways > n)
+        ways = n > NATIVE_MAX_WAYS ? NATIVE_MAX_WAYS : (int)n;  /* no more helpers than slices */
     if (ways <= 1 || n <= 1 || pthread_mutex_trylock(&submit_mu) != 0) {
         for (Py_ssize_t i = 0; i < n; i++)
             fn(arg, i, 0);
@@ -291,7 +308,11 @@ PyObject *native_gemm_f32(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "gemm_f32: shapes (m, k) @ (k, n) -> C-contiguous (m, n)");
         bad = 1;
     }
+    if (!bad && !native_sgemm_fits("gemm_f32", a->shape[0], b->shape[1], a->shape[1], g.a.ld,
+                                   g.b.ld, c->shape[1]))
+        bad = 1;
     if (!bad) {
+        ways = native_ways(ways);
         g.c = (float *)c->buf;
         g.m = a->shape[0];
         g.k = a->shape[1];

@@ -2,7 +2,7 @@
 
 The generic kernels (``nn.py``, ``linalg.py``) are written once against ``xp``;
 they call in here only when ``xp is numpy``, and only for the cases below, so
-cupy never sees this module. Splitting is ``engine/blas.py``'s ``run_split``:
+cupy never sees this module. Splitting is ``engine/kernels/blas.py``'s ``run_split``:
 the calling thread and idle helpers take slices from a shared counter, each
 slice a single-threaded BLAS call that releases the GIL.
 
@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import blas
+from . import blas
 from . import native
 
 #: Output positions a row band should have at least: narrower GEMMs lose BLAS

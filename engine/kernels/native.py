@@ -7,15 +7,36 @@ slower), so a checkout built without a compiler loses speed, not results.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import os
 import threading
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-try:
-    from . import _native as _lib
-except ImportError:  # pragma: no cover -- built without a C compiler
-    _lib = None
+#: A build of the module to load instead of the installed one: ``make test-sanitize``
+#: points it at the copy built with -fsanitize=address,undefined (build/sanitize/).
+LIBRARY_ENV = "SGLENS_NATIVE_LIBRARY"
+
+
+def _load() -> ModuleType | None:
+    path = os.environ.get(LIBRARY_ENV)
+    if path:  # an explicit build: failing to load it is an error, not a silent numpy run
+        spec = importlib.util.spec_from_file_location(f"{__package__}._native", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{LIBRARY_ENV}={path}: not a loadable extension module")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    try:
+        from . import _native
+    except ImportError:  # pragma: no cover -- built without a C compiler
+        return None
+    return _native
+
+
+_lib = _load()
 
 _F32 = np.dtype(np.float32)
 

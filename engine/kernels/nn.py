@@ -8,35 +8,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import cpu_split
+from . import cpu_split, geometry
 from .elementwise import same
 from .registry import host_ints, register
-
-
-def _same_pads(in_sp: Sequence[int], k_eff: Sequence[int], strides: Sequence[int],
-               auto_pad: str) -> list[int]:
-    """pads [b0, b1, ..., e0, e1, ...] for auto_pad SAME_UPPER / SAME_LOWER."""
-    begin, end = [], []
-    for n, k, s in zip(in_sp, k_eff, strides):
-        out = -(-n // s)
-        total = max((out - 1) * s + k - n, 0)
-        small, big = total // 2, total - total // 2
-        begin.append(small if auto_pad == "SAME_UPPER" else big)
-        end.append(big if auto_pad == "SAME_UPPER" else small)
-    return begin + end
-
-
-def _geometry(x: Any, kernel: Sequence[int], strides: Any, dilations: Any, pads: Any,
-              auto_pad: str) -> tuple[list[int], list[int], list[int], list[int]]:
-    nsp = len(kernel)
-    strides = list(strides or [1] * nsp)
-    dilations = list(dilations or [1] * nsp)
-    k_eff = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads = _same_pads(x.shape[2:], k_eff, strides, auto_pad)
-    elif auto_pad == "VALID" or not pads:
-        pads = [0] * (2 * nsp)
-    return strides, dilations, k_eff, list(pads)
 
 
 def _zero_padded(xp: Any, x: Any, pads: Sequence[int]) -> Any:
@@ -120,11 +94,10 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
     and ``max(., 0)`` when asked: the epilogue of ``engine/fuse.py``'s Conv chains, run
     per band while the band is in cache when the conv is split over the cores, in
     place on the conv's own output otherwise. Never writes into ``residual``."""
-    kernel = list(kernel_shape or w.shape[2:])
-    strides, dilations, k_eff, pads = _geometry(x, kernel, strides, dilations, pads, auto_pad)
-    nsp = len(kernel)
-    out_sp = [(x.shape[2 + i] + pads[i] + pads[nsp + i] - k_eff[i]) // strides[i] + 1
-              for i in range(nsp)]
+    g = geometry.conv(x.shape, w.shape, None if b is None else b.shape, kernel_shape=kernel_shape,
+                      strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad, group=group)
+    kernel, strides, dilations, pads, out_sp = g.kernel, g.strides, g.dilations, g.pads, g.out_sp
+    group = int(group)
     n, c = x.shape[:2]
     m = w.shape[0]
     npos = math.prod(out_sp)  # (np.prod on a list costs more than a small conv's matmul)
@@ -140,7 +113,7 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
         # numpy, 2-D, float32: the compiled pool (im2col per band and the epilogue in
         # C, no GIL); None for other dtypes or without the compiled module.
         y = cpu_split.conv2d_native(x, w, b, pads, kernel, dilations, strides, out_sp,
-                                    residual, relu) if nsp == 2 else None
+                                    residual, relu) if len(kernel) == 2 else None
         if y is not None:
             return y
         # numpy otherwise: the GEMM cut in row bands over the cores (cpu_split.py),
@@ -203,45 +176,20 @@ def _empty_conv(xp: Any, x: Any, b: Any, residual: Any, relu: bool, shape: tuple
     return y
 
 
-def _convt_pads(in_sp: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
-                dilations: Sequence[int], out_pad: Sequence[int], output_shape: Any,
-                pads: Any, auto_pad: str) -> tuple[list[int], list[int]]:
-    nsp = len(kernel)
-    if output_shape is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        output_shape = [n * s for n, s in zip(in_sp, strides)]
-    if output_shape is not None:
-        output_shape = list(output_shape)[-nsp:]
-        begin, end = [], []
-        for i in range(nsp):
-            total = strides[i] * (in_sp[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 \
-                - output_shape[i]
-            half = total // 2
-            upper = auto_pad == "SAME_UPPER"
-            begin.append(half if upper else total - half)
-            end.append(total - half if upper else half)
-        return begin + end, output_shape
-    pads = list(pads) if pads and auto_pad != "VALID" else [0] * (2 * nsp)
-    out = [strides[i] * (in_sp[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
-           - pads[i] - pads[i + nsp] for i in range(nsp)]
-    return pads, out
-
-
 @register("ConvTranspose")
 def conv_transpose(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
                    dilations: Any = None, group: int = 1, kernel_shape: Any = None,
                    output_padding: Any = None, output_shape: Any = None, pads: Any = None,
                    strides: Any = None) -> Any:
-    kernel = list(kernel_shape or w.shape[2:])
-    nsp = len(kernel)
-    strides = list(strides or [1] * nsp)
-    dilations = list(dilations or [1] * nsp)
-    out_pad = list(output_padding or [0] * nsp)
-    in_sp = list(x.shape[2:])
-    pads, out_sp = _convt_pads(in_sp, kernel, strides, dilations, out_pad, output_shape, pads, auto_pad)
+    g = geometry.conv_transpose(x.shape, w.shape, None if b is None else b.shape,
+                                kernel_shape=kernel_shape, strides=strides, dilations=dilations,
+                                pads=pads, auto_pad=auto_pad, group=group,
+                                output_padding=output_padding, output_shape=output_shape)
+    kernel, strides, dilations, pads, out_sp, full = (g.kernel, g.strides, g.dilations, g.pads,
+                                                      g.out_sp, g.full)
+    group, nsp, in_sp = int(group), len(g.kernel), list(x.shape[2:])
     n, c = x.shape[:2]
     cg, mg = c // group, w.shape[1]
-    full = [max(strides[i] * (in_sp[i] - 1) + (kernel[i] - 1) * dilations[i] + 1,
-                pads[i] + out_sp[i]) for i in range(nsp)]
     buf = xp.zeros((n, group, mg) + tuple(full), dtype=x.dtype)
     npos = int(np.prod(in_sp, dtype=np.int64))
     xg = x.reshape(n, group, cg, npos)
@@ -258,27 +206,11 @@ def conv_transpose(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "N
 
 
 # ---------------------------------------------------------------- pooling --
-def _pool_geometry(x: Any, kernel: Sequence[int], strides: Any, dilations: Any, pads: Any,
-                   auto_pad: str, ceil_mode: int) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
-    strides, dilations, k_eff, pads = _geometry(x, kernel, strides, dilations, pads, auto_pad)
-    nsp = len(kernel)
-    in_sp = x.shape[2:]
-    out_sp = []
-    for i in range(nsp):
-        span = in_sp[i] + pads[i] + pads[i + nsp] - k_eff[i]
-        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            out = -(-in_sp[i] // strides[i])
-        elif ceil_mode:
-            out = math.ceil(span / strides[i]) + 1
-            if (out - 1) * strides[i] >= in_sp[i] + pads[i]:
-                out -= 1  # the last window must start inside the input or its left padding
-        else:
-            out = span // strides[i] + 1
-        out_sp.append(out)
-    # Extra right padding so every window of the ceil-mode output fits.
-    extra = [max((out_sp[i] - 1) * strides[i] + k_eff[i] - (in_sp[i] + pads[i] + pads[i + nsp]), 0)
-             for i in range(nsp)]
-    return strides, dilations, pads, out_sp, extra
+def _pool_geometry(op: str, x: Any, kernel: Sequence[int], strides: Any, dilations: Any,
+                   pads: Any, auto_pad: str, ceil_mode: int) -> tuple:
+    g = geometry.pool(op, x.shape, kernel_shape=kernel, strides=strides, dilations=dilations,
+                      pads=pads, auto_pad=auto_pad, ceil_mode=ceil_mode)
+    return g.kernel, g.strides, g.dilations, g.pads, g.out_sp, g.extra
 
 
 def _padded(xp: Any, x: Any, pads: Sequence[int], extra: Sequence[int], fill: Any) -> Any:
@@ -301,9 +233,11 @@ def _lowest(dtype: Any) -> Any:
 def max_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None,
              kernel_shape: Any, pads: Any = None, storage_order: int = 0, strides: Any = None,
              _n_outputs: int | None = None) -> tuple:
-    kernel = list(kernel_shape)
-    strides, dilations, pads, out_sp, extra = _pool_geometry(x, kernel, strides, dilations, pads,
-                                                             auto_pad, ceil_mode)
+    kernel, strides, dilations, pads, out_sp, extra = _pool_geometry(
+        "MaxPool", x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if 0 in out_sp:  # no window (onnxruntime answers an empty output too)
+        y = xp.zeros(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
+        return (y,) if _n_outputs == 1 else (y, xp.zeros(y.shape, dtype=np.int64))
     if xp is np and _n_outputs == 1 and x.ndim > 2 and x.size:
         # numpy: blocks of planes reduced in cache, over the cores when large (cpu_split.py)
         return (cpu_split.max_pool(x, kernel, dilations, strides, pads, extra, out_sp,
@@ -375,9 +309,10 @@ def _flat_index(xp: Any, shape: Sequence[int], offset: Sequence[int], dilations:
 def average_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
                  count_include_pad: int = 0, dilations: Any = None, kernel_shape: Any,
                  pads: Any = None, strides: Any = None) -> Any:
-    kernel = list(kernel_shape)
-    strides, dilations, pads, out_sp, extra = _pool_geometry(x, kernel, strides, dilations, pads,
-                                                             auto_pad, ceil_mode)
+    kernel, strides, dilations, pads, out_sp, extra = _pool_geometry(
+        "AveragePool", x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if 0 in out_sp:  # no window (onnxruntime answers an empty output too)
+        return xp.zeros(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
     xpad = _padded(xp, x, pads, extra, 0)
     # What a window counts: the input only, or the input and its explicit pads.
     ones = xp.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
@@ -397,9 +332,10 @@ def average_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 
 @register("LpPool")
 def lp_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None,
             kernel_shape: Any, p: int = 2, pads: Any = None, strides: Any = None) -> Any:
-    kernel = list(kernel_shape)
-    strides, dilations, pads, out_sp, extra = _pool_geometry(x, kernel, strides, dilations, pads,
-                                                             auto_pad, ceil_mode)
+    kernel, strides, dilations, pads, out_sp, extra = _pool_geometry(
+        "LpPool", x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    if 0 in out_sp:  # no window (onnxruntime answers an empty output too)
+        return xp.zeros(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
     xpad = _padded(xp, xp.abs(x) ** p, pads, extra, 0)
     total = 0
     for offset in itertools.product(*(range(k) for k in kernel)):
@@ -429,11 +365,9 @@ def global_lp_pool(xp: Any, x: Any, *, p: int = 2) -> Any:
 @register("MaxUnpool", since=9)
 def max_unpool(xp: Any, x: Any, indices: Any, output_shape: Any = None, *, kernel_shape: Any,
                pads: Any = None, strides: Any = None) -> Any:
-    nsp = len(kernel_shape)
-    strides = list(strides or [1] * nsp)
-    pads = list(pads or [0] * (2 * nsp))
-    inferred = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + nsp]
-                                    + kernel_shape[i] for i in range(nsp)]
+    shape_out = None if output_shape is None else host_ints(xp, output_shape)
+    inferred = list(geometry.max_unpool(x.shape, kernel_shape=kernel_shape, strides=strides,
+                                        pads=pads, output_shape=shape_out))
     out = xp.zeros(int(np.prod(inferred)), dtype=x.dtype)
     out[indices.reshape(-1)] = x.reshape(-1)
     out = out.reshape(inferred)
@@ -441,7 +375,6 @@ def max_unpool(xp: Any, x: Any, indices: Any, output_shape: Any = None, *, kerne
         return out
     # Indices address the inferred shape (as MaxPool produced them); a larger output_shape
     # places that block at the origin and pads with zeros (ONNX's reference and test data).
-    shape_out = host_ints(xp, output_shape)
     if shape_out == inferred:
         return out
     padded = xp.zeros(shape_out, dtype=x.dtype)

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import geometry
 from .registry import register, to_host
 
 Coeffs = Callable[[float, float], np.ndarray]
@@ -133,34 +134,14 @@ def _saturate(xp: Any, y: Any, dtype: Any) -> Any:
     return y.astype(dt)
 
 
-def _targets(shape: tuple, scales: list[float] | None, sizes: list[int] | None, axes: list[int],
-             policy: str) -> tuple[list[float], list[int]]:
-    r = len(shape)
-    if sizes is not None:
-        full = list(shape)
-        for i, a in enumerate(axes):
-            full[a] = sizes[i]
-        sc = [full[i] / shape[i] if shape[i] else 1.0 for i in range(r)]
-        if policy != "stretch":
-            pick = min if policy == "not_larger" else max
-            s = pick(sc[a] for a in axes)
-            sc = [s if i in axes else 1.0 for i in range(r)]
-            full = [int(s * shape[i] + 0.5) if i in axes else shape[i] for i in range(r)]
-        return sc, full
-    sc = [1.0] * r
-    for i, a in enumerate(axes):
-        sc[a] = float(scales[i])
-    return sc, [int(math.floor(shape[i] * sc[i])) for i in range(r)]
-
-
 def resize_nd(xp: Any, x: Any, scales: list[float] | None, sizes: list[int] | None, *,
               roi: list[float] | None = None, axes: list[int] | None = None, mode: str = "nearest",
               coordinate_transformation_mode: str = "half_pixel", cubic_coeff_a: float = -0.75,
               exclude_outside: int = 0, extrapolation_value: float = 0.0, nearest_mode: str = "round_prefer_floor",
               antialias: int = 0, keep_aspect_ratio_policy: str = "stretch") -> Any:
     r = x.ndim
-    axes = [a % r for a in axes] if axes else list(range(r))
-    sc, out_shape = _targets(x.shape, scales, sizes, axes, keep_aspect_ratio_policy)
+    axes = geometry.resize_axes(r, axes)
+    sc, out_shape = geometry.resize_output(x.shape, scales, sizes, axes, keep_aspect_ratio_policy)
     full_roi = None
     if roi is not None and len(roi):
         n = len(roi) // 2

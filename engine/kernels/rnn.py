@@ -7,8 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import blas
-from . import native
+from . import blas, geometry, native
 from .registry import register, to_host
 
 Act = Callable[[Any], Any]
@@ -104,7 +103,8 @@ def rnn(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         activation_alpha: Any = None, activation_beta: Any = None, activations: Any = None,
         clip: float | None = None, direction: str = "forward", hidden_size: int | None = None,
         layout: int = 0) -> tuple:
-    hidden = r.shape[-1]
+    hidden = geometry.recurrent("RNN", x.shape, w.shape, r.shape, None if b is None else b.shape,
+                                 hidden_size=hidden_size, direction=direction, layout=layout)
     x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 1, hidden)
     acts = _activations(xp, activations, ["Tanh"], n_dir, activation_alpha, activation_beta)
     h = h.copy()
@@ -126,7 +126,8 @@ def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         activation_alpha: Any = None, activation_beta: Any = None, activations: Any = None,
         clip: float | None = None, direction: str = "forward", hidden_size: int | None = None,
         layout: int = 0, linear_before_reset: int = 0) -> tuple:
-    hs = r.shape[-1]
+    hs = geometry.recurrent("GRU", x.shape, w.shape, r.shape, None if b is None else b.shape,
+                             hidden_size=hidden_size, direction=direction, layout=layout)
     x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 3, hs)
     acts = _activations(xp, activations, ["Sigmoid", "Tanh"], n_dir, activation_alpha, activation_beta)
     h = h.copy()
@@ -160,7 +161,8 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
          c0: Any = None, p: Any = None, *, activation_alpha: Any = None, activation_beta: Any = None,
          activations: Any = None, clip: float | None = None, direction: str = "forward",
          hidden_size: int | None = None, input_forget: int = 0, layout: int = 0) -> tuple:
-    hs = r.shape[-1]
+    hs = geometry.recurrent("LSTM", x.shape, w.shape, r.shape, None if b is None else b.shape,
+                             hidden_size=hidden_size, direction=direction, layout=layout)
     if (x.shape[0] == 1 and w.shape[0] == 1 and h0 is not None and c0 is not None and not layout
             and p is None and clip is None and not input_forget and activations is None
             and seq_lens is None and x.dtype == w.dtype == r.dtype):
@@ -329,7 +331,9 @@ def _input_weights(w: np.ndarray, b: np.ndarray, b_in: Any, hs: int) -> tuple[np
     summed biases (dirs * 4 hidden), the i, o, f columns of each direction halved."""
     def build() -> tuple[np.ndarray, np.ndarray]:
         n_dir = w.shape[0]
-        wt = np.ascontiguousarray(np.swapaxes(w, 1, 2).transpose(1, 0, 2).reshape(w.shape[2], -1))
+        # a copy, always: for an input size of 1 the reshape is a view of W itself, and
+        # the halving below wrote into the model's weight (found by the geometry fuzz)
+        wt = np.swapaxes(w, 1, 2).transpose(1, 0, 2).reshape(w.shape[2], -1).copy()
         bias = np.concatenate([b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
         for d in range(n_dir):
             wt[:, d * 4 * hs:d * 4 * hs + 3 * hs] *= np.float32(0.5)

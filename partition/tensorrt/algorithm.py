@@ -1,4 +1,4 @@
-"""The ``tensorrt`` backend: seed 004's partitioning as a ``partition_pass``.
+"""The ``tensorrt`` backend: the TensorRT integration design's partitioning as a ``partition_pass``.
 
 Subgraphs are added one by one. From each free compatible seed (in id order)
 growth is depth-first over inputs and outputs, inputs first. A node joins
@@ -17,7 +17,7 @@ dropped. All of that but the growth is the shared driver of
 ``partition/build.py`` (``run_pass``); this module supplies the ``DepthFirst``
 grower and the selector.
 
-``mode="teaching"`` uses the seed's quadratic groups; ``mode="fast"`` the
+``mode="teaching"`` uses the TensorRT design's quadratic groups; ``mode="fast"`` the
 bounded propagation of ``groups.FastTracker``. They make identical decisions
 (same events, same partition).
 """
@@ -27,14 +27,15 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Iterable, Iterator
 
-from ..api import NodeView, SubgraphProperty, SubgraphSelector, register_backend_factory
+from ..api import NodeView, SubgraphProperty, SubgraphSelector
 from ..build import FREE, REJECTED, Grower, PassState, adjacency, run_pass
-from ..errors import LensError
 from ..ir import Graph
 from ..trace import EventKind, TraceEvent
 from .groups import ANCESTORS, FastTracker, NaiveTracker, naive_pairs
-from .options import TENSORRT_HINTS, TENSORRT_OPTIONS
+from .dla import loadable_report
+from .options import rules_for
 from .rules import TRTRules
+from .table import available_versions, release_differences
 
 MODES = ("fast", "teaching")
 
@@ -70,7 +71,7 @@ class _Context:
 
 
 class TensorRTSelector(SubgraphSelector):
-    """The seed's selector: compatible nodes not in the subgraph's incompatible list.
+    """The TensorRT design's selector: compatible nodes not in the subgraph's incompatible list.
 
     Stateful as the API wants: ``select_input``/``select_output`` returning True
     means the node joins, so the incompatible list is updated right there.
@@ -115,21 +116,20 @@ class TensorRTSelector(SubgraphSelector):
 
 
 class TensorRTProperty(SubgraphProperty):
-    """Seed 004's TensorRT partitioning; see the module docstring."""
+    """TensorRT partitioning as in the TensorRT integration design; see the module docstring."""
 
     property_name = "tensorrt"
 
-    def __init__(self, min_size: int = 2, exclude_data_dependent: bool = True, mode: str = "fast",
-                 fallback_ops: Iterable[str] = (), table: dict[str, Any] | None = None,
-                 trt_version: str | None = None, plugins: Iterable[str] = ()) -> None:
-        if mode not in MODES:
-            raise LensError(f"tensorrt: mode must be one of {', '.join(MODES)}, not {mode!r}")
-        if int(min_size) < 1:
-            raise LensError(f"tensorrt: --min-size must be at least 1, not {min_size}")
-        self.min_size = int(min_size)
+    def __init__(self, min_size: int = 2, mode: str = "fast", rules: TRTRules | None = None,
+                 target: str = "gpu") -> None:
+        """Values as the backend's schema validated them (``tensorrt_backend``); a direct caller
+        (a test, a plugin) passes its own ``TRTRules`` (``DLARules`` for the DLA)."""
+        self.target = target
+        # On the DLA every maximal region becomes a loadable, whatever its size: no minimum there.
+        self.min_size = 1 if target == "dla" else min_size
         self.mode = mode
-        self.rules = TRTRules(table, version=trt_version, exclude_data_dependent=exclude_data_dependent,
-                              fallback_ops=fallback_ops, plugins=plugins)
+        self.rules = rules if rules is not None else TRTRules()
+        self._last_state: PassState | None = None
         self._contexts: "weakref.WeakKeyDictionary[Graph, _Context]" = weakref.WeakKeyDictionary()
         self._explained: Callable[[], _Context | None] = lambda: None  # ``explain``'s last context (weakly)
 
@@ -161,15 +161,35 @@ class TensorRTProperty(SubgraphProperty):
         """Which rule table decided (``"tensorrt_rules": "10.1"``), and its warnings (opset, plugins)."""
         notes = self.rules.notes  # bounded: a model may have thousands of plugin nodes
         return {"tensorrt_rules": self.rules.version, "tensorrt_warnings": list(self.rules.warnings),
-                "tensorrt_notes": dict(list(notes.items())[:200]), "tensorrt_note_count": len(notes)}
+                "tensorrt_notes": dict(list(notes.items())[:200]), "tensorrt_note_count": len(notes),
+                "tensorrt_release_changes": self._release_changes(), "tensorrt_target": self.target,
+                **self._dla_fields()}
+
+    def _dla_fields(self) -> dict[str, Any]:
+        state, self._last_state = self._last_state, None
+        if self.target != "dla" or state is None:
+            return {}
+        report = loadable_report(self.rules, len(state.found))
+        if report["error"]:
+            self.rules.warnings.insert(0, "ERROR: " + report["error"])
+        return {"dla": report, "tensorrt_warnings": list(self.rules.warnings)}
+
+    def _release_changes(self) -> dict[str, Any] | None:
+        """What this release's table changes from the release before (ops gained, lost, checks changed)."""
+        if self.rules.version not in available_versions():
+            return None  # a table given by hand
+        diff = release_differences(self.rules.version)
+        return {k: diff[k] for k in ("previous", "added", "now_supported", "no_longer_supported")} | \
+            {"changed_count": len(diff["changed"])}
 
     # --------------------------------------------------------------- pass --
     def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
+        self._last_state = state  # its subgraphs are the DLA loadables (summary_fields reads them once)
         return run_pass(self, state, DepthFirst(self, state))
 
 
 class DepthFirst(Grower):
-    """Seed 004's growth: depth-first over inputs then outputs, refusing what the groups forbid."""
+    """The TensorRT integration design's growth: depth-first over inputs then outputs, refusing what the groups forbid."""
 
     def __init__(self, prop: TensorRTProperty, state: PassState) -> None:
         super().__init__(state)
@@ -333,22 +353,8 @@ class _LazySelector(TensorRTSelector):
             self.tracker = self.ctx.tracker()
 
 
-def tensorrt_backend(min_size: int = 2, exclude_data_dependent: bool = True, mode: str = "fast",
-                     fallback_ops: Iterable[str] = (), trt_version: str | None = None,
-                     trt_plugins: Iterable[str] = (), **unknown: Any) -> list[SubgraphProperty]:
-    """Factory for ``register_backend_factory("tensorrt", ...)``."""
-    if unknown.pop("ops", None):
-        raise LensError("backend 'tensorrt' decides support from TensorRT's operator table and takes no --ops; "
-                        "use fallback_ops to force ops out")
-    if unknown:
-        raise LensError(f"backend 'tensorrt' has no option(s) {', '.join(sorted(unknown))}; it takes min_size, "
-                        "exclude_data_dependent, mode, fallback_ops, trt_version and trt_plugins")
-    plugins = [p for p in trt_plugins.split(",") if p.strip()] if isinstance(trt_plugins, str) else trt_plugins
-    return [TensorRTProperty(min_size=min_size, exclude_data_dependent=exclude_data_dependent, mode=mode,
-                             fallback_ops=fallback_ops, trt_version=trt_version, plugins=plugins)]
-
-
-def register() -> None:
-    """Register the ``tensorrt`` backend (called from ``partition/__init__``)."""
-    register_backend_factory("tensorrt", tensorrt_backend, TENSORRT_OPTIONS, TENSORRT_HINTS)
-
+def tensorrt_backend(**values: Any) -> list[SubgraphProperty]:
+    """Factory for the ``tensorrt`` backend: ``values`` are a validated selection's, every option of
+    ``TENSORRT_OPTIONS`` present and coerced (the registry checked them; nothing is checked again)."""
+    return [TensorRTProperty(min_size=values["min_size"], mode=values["mode"], rules=rules_for(values),
+                             target=values["trt_target"])]

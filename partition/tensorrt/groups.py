@@ -1,4 +1,4 @@
-"""Incompatibility groups (seed 004) and the two ways of using them while growing.
+"""Incompatibility groups (the TensorRT integration design) and the two ways of using them while growing.
 
 For an incompatible node I, its groups are G1 = all ancestors of I and G2 = all
 descendants of I. A subgraph holding a node of one group may hold no node of
@@ -10,7 +10,7 @@ has a member of S among its ancestors and v among its descendants (group
 reverse (group "ancestors"). Two trackers answer "is v forbidden, and by
 which I?" with identical answers:
 
-- ``NaiveTracker`` (teaching mode): the seed's algorithm literally. Both groups
+- ``NaiveTracker`` (teaching mode): the TensorRT integration design's algorithm literally. Both groups
   of every incompatible node are computed up front (``naive_pairs``: O(#I x N)
   time and memory, quadratic), and each joining node adds the opposite group
   of every pair it belongs to to the subgraph's forbidden set.
@@ -50,7 +50,7 @@ def reach(adj: Sequence[Sequence[int]], start: int) -> set[int]:
 
 def naive_pairs(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
                 incompatible_ids: Sequence[int]) -> dict[int, tuple[set[int], set[int]]]:
-    """Seed 004's list of pairs of groups: I -> (ancestors of I, descendants of I)."""
+    """The TensorRT integration design's list of pairs of groups: I -> (ancestors of I, descendants of I)."""
     return {i: (reach(preds, i), reach(succs, i)) for i in sorted(incompatible_ids)}
 
 

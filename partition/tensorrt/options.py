@@ -1,11 +1,15 @@
 """The ``tensorrt`` backend's options, declared once (``partition/registry.py`` explains the schema).
 
-``algorithm.register()`` and ``partition.backends.register_builtins`` both
-register the factory with these; the CLI flags, the API's validation and the
-web form are generated from them.
+``partition.backends.register_builtins`` registers the factory with these; the
+CLI flags, the API's validation and the web form are generated from them, and
+``rules_for`` is the one way from validated values to a rule table (the
+property, ``sglens groups`` and ``--check-parser`` all use it, so none can drop
+an option).
 """
 
 from __future__ import annotations
+
+from typing import Any, Mapping
 
 from ..registry import BackendOption
 from .table import available_versions
@@ -23,7 +27,25 @@ TENSORRT_OPTIONS = (
                   "we have the parser source for)", choices=tuple(available_versions())),
     BackendOption("trt_plugins", "str_list", [], "op types your own TensorRT plugin library implements",
                   flag="--trt-plugin"),
+    # The DLA is a TensorRT build target, not another compiler: the parser's rules still decide first,
+    # the groups, cycle checks and reports are the same, so it is an option of this backend.
+    BackendOption("trt_target", "str", "gpu", "gpu: TensorRT on the GPU; dla: the DLA with GPU fallback (each DLA "
+                  "region is one loadable, at most 16 per core)", choices=("gpu", "dla")),
+    BackendOption("assume_supported", "str_list", [], "op types to treat as supported (a plugin you would "
+                  "write): see how the partition changes", flag="--assume-supported"),
 )
 #: why an option users try on this backend is not one of its options
 TENSORRT_HINTS = {"ops": "it decides support from TensorRT's operator table and takes no --ops; "
                          "use fallback_ops to force ops out"}
+
+
+def rules_for(values: Mapping[str, Any], **overrides: Any) -> Any:
+    """The ``TRTRules`` of a validated tensorrt selection's values (``Selection.options``);
+    ``overrides`` replace a value (``--check-parser`` judges data-dependent ops by the real parser)."""
+    from .dla import DLARules  # both import the table, as this module does; no cycle, only later
+    from .rules import TRTRules
+    v = {**values, **overrides}
+    rules_class = DLARules if v["trt_target"] == "dla" else TRTRules
+    return rules_class(version=v["trt_version"], exclude_data_dependent=v["exclude_data_dependent"],
+                       fallback_ops=v["fallback_ops"], plugins=v["trt_plugins"],
+                       assume_supported=v["assume_supported"])

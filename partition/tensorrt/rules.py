@@ -32,14 +32,16 @@ The default-domain opset never refuses: outside the documented 9-20 (or below
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
 from ..dtypes import ONNX_TYPE_NAMES
-from ..ir import SUBGRAPH_DOMAIN, Graph, Initializer, Node, TensorInfo
+from ..ir import SUBGRAPH_DOMAIN, Graph, Node
 from ..local_functions import FUNCTION_KEY
 from .rules_constants import Scope, check_input
+from .rules_bodies import _typed_body, _weights, local_functions_of  # noqa: F401 - local_functions_of re-exported
+from .rules_source import source_checks
 from .table import load_table
 
 #: TensorRT 10.1's parser: a call must pass as many inputs as the function declares, and
@@ -51,7 +53,7 @@ FUNCTION_BODY = "function body"
 
 ML_DOMAIN = "ai.onnx.ml"
 #: domains whose nodes are not dispatched by op type (refused before the op's row is read)
-_NOT_BY_OP_TYPE = frozenset((ML_DOMAIN, SUBGRAPH_DOMAIN))
+_NOT_BY_OP_TYPE = frozenset((SUBGRAPH_DOMAIN,))
 _ORDER = ["FLOAT", "FLOAT16", "BFLOAT16", "INT8", "UINT8", "INT32", "INT64", "BOOL", "FLOAT8E4M3FN", "INT4"]
 
 
@@ -80,11 +82,12 @@ class _OpRule:
         self.cite = (row.get("cite") or ["?"])[0]
         # Most rows have only a type list: skip the steps a row has nothing for (100k-node graphs).
         self.structural = any(k in row for k in _STRUCTURAL)
-        self.plugin = any(k in row for k in ("plugin", "plugin_when", "plugin_note"))
+        self.plugin = any(k in row for k in ("plugin", "plugin_when", "plugin_note", "ignored_attrs"))
 
 
 _STRUCTURAL = ("max_outputs", "requires", "bidirectional_same", "requires_distinct", "symmetric_pads",
-               "requires_int_when", "rank", "static_input")
+               "requires_int_when", "rank", "rank_min", "static_input", "pool_spatial", "deconv_pre_padding",
+               "resize_scales", "static_without_axes", "qdq_axis", "min_inputs")
 
 
 class TRTRules:
@@ -92,22 +95,30 @@ class TRTRules:
 
     def __init__(self, table: Mapping[str, Any] | None = None, *, version: str | None = None,
                  exclude_data_dependent: bool = True, fallback_ops: Iterable[str] = (),
-                 plugins: Iterable[str] = (), local_functions: Mapping[str, Graph] | None = None) -> None:
+                 plugins: Iterable[str] = (), local_functions: Mapping[str, Graph] | None = None,
+                 assume_supported: Iterable[str] = ()) -> None:
         self.table = dict(table) if table is not None else load_table(version)
         self.version = str(self.table.get("tensorrt_rules", self.table.get("tensorrt_version", "?")))
         self.exclude_data_dependent = exclude_data_dependent
         self.fallback_ops = frozenset(fallback_ops)
         self.user_plugins = frozenset(p.strip() for p in plugins if p and p.strip())
+        #: op types the user asks to treat as supported ("what if I wrote a plugin for it")
+        self.assume_supported = frozenset(p.strip() for p in assume_supported if p and p.strip())
+        #: single nodes treated as supported (``gains.rank_gains`` tries them one by one)
+        self.assume_nodes: frozenset[str] = frozenset()
         self.local_functions = dict(local_functions or {})
         self.rules = {name: _OpRule(name, row) for name, row in self.table["ops"].items()}
-        self.bundled = {p["name"]: p["cite"] for p in self.table.get("bundled_plugins", ())}
+        self.bundled = {p["name"]: p for p in self.table.get("bundled_plugins", ())}
         types = self.table.get("types", {})
         self.cast_down: dict[str, str] = dict(types.get("cast_down", {"DOUBLE": "FLOAT"}))
+        #: types the parser converts when they arrive as weights (initializers, Constants)
+        self.weights_cast: dict[str, str] = dict(types.get("weights_cast", {}))
         self.known_types = frozenset(types.get("known", _ORDER + ["DOUBLE"]))
         self.quantized = frozenset(types.get("quantized", ("INT8", "FLOAT8E4M3FN", "INT4")))
         self.types_meta = types
         self.dispatch = self.table.get("dispatch", {})
-        self.shape_ops = frozenset(self.table.get("shape_ops", ()))
+        #: 8.x parsers have no local-function importer: a call is a plugin lookup like any unknown op
+        self.has_local_functions = "local_functions" in self.dispatch
         self.non_compute_ops = frozenset(self.table.get("non_compute_ops", ("Constant", "Identity")))
         opset = self.table.get("opset", {})
         self.opset_supported = tuple(opset.get("supported", (9, 20)))
@@ -150,7 +161,7 @@ class TRTRules:
             verdict = check(scope, node)
             if verdict:
                 out[node.name], cites[node.name] = verdict
-            elif key is not None:
+            elif key is not None and node.name not in self.assume_nodes:
                 passed.add(key)
         self.warnings = self.graph_warnings(graph)
         return out
@@ -163,13 +174,21 @@ class TRTRules:
             op for op, r in self.rules.items()
             if r.supported and not r.attrs and not r.structural and not r.inputs and not r.plugin
             and not r.control_flow and not (r.data_dependent and self.exclude_data_dependent)
-            and op not in self.fallback_ops)
+            and op not in self.fallback_ops and op not in self.assume_supported)
 
     def _top_dtypes(self, graph: Graph) -> dict[str, str]:
         """Tensor -> the element type ``_dtype`` gives it at the top level (cast down, known only)."""
-        cast = self.cast_down
-        found = {t: cast.get(w.dtype, w.dtype) for t, w in graph.initializers.items() if w.dtype is not None}
-        found.update((t, cast.get(i.dtype, i.dtype)) for t, i in graph.tensors.items() if i.dtype is not None)
+        cast, weights_cast = self.cast_down, self.weights_cast
+        found = {t: cast.get(i.dtype, i.dtype) for t, i in graph.tensors.items() if i.dtype is not None}
+        for t, w in graph.initializers.items():
+            if w.dtype is not None:
+                found[t] = weights_cast.get(w.dtype) or cast.get(w.dtype, w.dtype)
+        if weights_cast:
+            for node in graph.nodes:
+                if node.op_type == "Constant" and not node.domain:
+                    for t in node.outputs:
+                        if found.get(t) in weights_cast:
+                            found[t] = weights_cast[found[t]]
         return found
 
     def check(self, graph: Graph, node: Node) -> str | None:
@@ -183,6 +202,10 @@ class TRTRules:
 
     def graph_warnings(self, graph: Graph) -> list[str]:
         found = [w for w in (self.opset_warning(graph),) if w]
+        note = self.types_meta.get("cast_down_note")
+        if note and any(w.dtype == "INT64" for w in graph.initializers.values()):
+            cite = self.release_cite(self.types_meta["cast_down_note_cite"])
+            found.append(f"TensorRT {self.version}: {note} ({cite})")
         plugins = sorted({n.split(": ", 1)[0] for n in self.notes.values() if "plugin" in n})
         if plugins:
             found.append(f"nodes imported as TensorRT plugins ({', '.join(plugins)}): the plugin library "
@@ -212,9 +235,11 @@ class TRTRules:
         if node.is_subgraph:
             return (f"{op}: an earlier pass's subgraph node (domain '{node.domain}'), not an ONNX operator",
                     "sglens")
-        if node.domain == ML_DOMAIN:
-            return (f"{ML_DOMAIN}.{op}: the ONNX-ML domain has no TensorRT importers",
-                    self.dispatch.get("plugin_fallback", "?"))
+        if op in self.assume_supported or node.name in self.assume_nodes:
+            self.notes[node.name] = f"{op}: assumed supported (--assume-supported: a plugin you would write)"
+            return None
+        # The parser dispatches on op_type alone (the domain is never read): an ai.onnx.ml node
+        # has no importer of its name and so goes to the plugin lookup like any custom op.
         rule = self.rules.get(op)
         if rule is None:
             return self._not_builtin(scope, node)
@@ -231,23 +256,47 @@ class TRTRules:
             return verdict
         if rule.plugin:
             self._plugin_note(rule, node)
+        for spec in rule.row.get("ignored_attrs", ()):
+            if spec["name"] in node.attrs:
+                self.notes[node.name] = spec["note"].format(value=_text(node.attrs[spec["name"]]))
         if rule.control_flow and descend:
-            return self._bodies(scope, node, node.subgraphs.items())
+            return self._bodies(scope, node, self._imported_bodies(scope, rule, node))
         return None
+
+    @staticmethod
+    def _imported_bodies(scope: Scope, rule: _OpRule, node: Node) -> list[tuple[str, Graph]]:
+        """The bodies the parser imports: an If whose condition is one known value imports only the
+        branch it takes."""
+        bodies = list(node.subgraphs.items())
+        if rule.row.get("constant_condition") and node.inputs and node.inputs[0]:
+            value = scope.weights_value(node.inputs[0])
+            if value is not None and value is not False and np.asarray(value).size == 1:
+                taken = "then_branch" if bool(np.asarray(value).reshape(-1)[0]) else "else_branch"
+                return [(k, g) for k, g in bodies if k == taken]
+        return bodies
 
     def _not_builtin(self, scope: Scope, node: Node) -> tuple[str, str] | None:
         op = node.op_type
         body = node.subgraphs.get(FUNCTION_KEY) or self.local_functions.get(op)
-        if body is not None:
+        if body is not None and self.has_local_functions:
             return self._call_arity(node, body) or self._bodies(scope, node, [(FUNCTION_BODY, body)])
+        version, namespace = _text(node.attrs.get("plugin_version", "1")), _text(node.attrs.get("plugin_namespace", ""))
+        key = f"{op} (plugin_version {version}" + (f", plugin_namespace '{namespace}')" if namespace else ")")
         if op in self.user_plugins:
-            self.notes[node.name] = f"{op}: imported as the user's TensorRT plugin {op} (declared with --trt-plugin)"
-            return None
-        if op in self.bundled:
-            self.notes[node.name] = (f"{op}: imported as TensorRT's bundled plugin {op}; libnvinfer_plugin must be "
-                                     f"loaded ({self.bundled[op]})")
+            self.notes[node.name] = (f"{op}: imported as the user's TensorRT plugin {key} (declared with "
+                                     "--trt-plugin; its library must register that version and namespace)")
             return None
         where = f"{node.domain}.{op}" if node.domain else op
+        bundled = self.bundled.get(op)
+        if bundled is not None:
+            versions = bundled.get("versions") or ["1"]
+            if not namespace and version in versions:
+                self.notes[node.name] = (f"{op}: imported as TensorRT's bundled plugin {key}; libnvinfer_plugin "
+                                         f"must be loaded ({bundled['cite']})")
+                return None
+            return (f"{where}: TensorRT {self.version} bundles plugin {op} in versions {', '.join(versions)} and "
+                    f"namespace '', but the node asks for {key} (fix plugin_version/plugin_namespace, or declare "
+                    f"your own with --trt-plugin {op})", self.dispatch.get("plugin_version", bundled["cite"]))
         return (f"{where}: no importer for '{op}' in TensorRT {self.version}'s ONNX parser and no known plugin of "
                 f"that name (declare one with --trt-plugin {op} if you have it)",
                 self.dispatch.get("plugin_lookup", "?"))
@@ -280,9 +329,13 @@ class TRTRules:
             if spec.get("as") == "dtype":
                 value = ONNX_TYPE_NAMES.get(int(value), str(value))
             value = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            if "each_allowed" in spec:
+                value = [_text(v) for v in (value or ())]
             bad = ("allowed" in spec and value not in spec["allowed"]) or \
                   ("forbidden" in spec and value in spec["forbidden"]) or \
-                  ("all_equal" in spec and any(v != spec["all_equal"] for v in (value or ())))
+                  ("all_equal" in spec and any(v != spec["all_equal"] for v in (value or ()))) or \
+                  ("each_allowed" in spec and any(v not in spec["each_allowed"] for v in value)) or \
+                  ("charset" in spec and any(c not in spec["charset"] for c in _text(value)))
             if bad:
                 return spec["message"].format(value=_text(value), op=node.op_type), spec["cite"]
         return None
@@ -290,8 +343,11 @@ class TRTRules:
     def _structure(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         """Output count, ranks, paired attributes: the checks that are code, not a list."""
         row, op, attrs = rule.row, node.op_type, node.attrs
-        if "max_outputs" in row and len([t for t in node.outputs if t]) > row["max_outputs"]:
+        # every output slot counts, an empty name too: the parser compares node.output().size()
+        if "max_outputs" in row and len(node.outputs) > row["max_outputs"]:
             return row["max_outputs_message"], row.get("max_outputs_cite", rule.cite)
+        if "min_inputs" in row and len(node.inputs) < row["min_inputs"]:
+            return row["min_inputs_message"], row["min_inputs_cite"]
         for spec in row.get("requires", ()):
             (key, want), = spec["if"].items()
             (other, allowed), = spec["then"].items()
@@ -320,7 +376,7 @@ class TRTRules:
             dtype = self._dtype(scope, node.inputs[0]) if node.inputs else None
             if dtype in ("FLOAT", "FLOAT16", "BFLOAT16"):
                 return f"{op} {when['attr']}={when['value']} on {dtype}: only INT32/INT64 inputs", when["cite"]
-        return self._shapes(scope, rule, node)
+        return self._shapes(scope, rule, node) or source_checks(scope, row, node)
 
     def _shapes(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         row, op = rule.row, node.op_type
@@ -330,6 +386,9 @@ class TRTRules:
         if row.get("rank") and len(shape) not in row["rank"]:
             ranks = " or ".join(str(r) for r in row["rank"])
             return f"{op}: input 0 has rank {len(shape)}; TensorRT takes rank {ranks} here", row["rank_cite"]
+        if row.get("rank_min") and len(shape) < row["rank_min"]:
+            return (f"{op}: input 0 has rank {len(shape)}; TensorRT needs rank {row['rank_min']} or more",
+                    row["rank_cite"])
         if row.get("static_input") and not all(isinstance(d, int) for d in shape):
             return f"{op}: input 0 must have static dimensions, not {list(shape)}", row["static_cite"]
         return None
@@ -337,7 +396,11 @@ class TRTRules:
     # -------------------------------------------------------------- types --
     def _dtype(self, scope: Scope, t: str) -> str | None:
         dtype = scope.dtype(t)
-        return self.cast_down.get(dtype, dtype) if dtype is not None else None
+        if dtype is None:
+            return None
+        if dtype in self.weights_cast and scope.weights_value(t) is not False:
+            return self.weights_cast[dtype]  # e.g. UINT8 weights are imported as INT32
+        return self.cast_down.get(dtype, dtype)
 
     def _types(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         op, ok = node.op_type, self._type_ok
@@ -349,7 +412,7 @@ class TRTRules:
                 continue
             verdict = self._type_of(rule, node, index, t, dtype)
             if verdict:
-                return verdict
+                return self._carried(scope, t, dtype, verdict)
             ok.add((op, index, dtype))  # the verdict depends on (op, index, dtype) only
         if rule.row.get("same_types"):
             seen = {d for d in dtypes if d is not None}
@@ -360,6 +423,9 @@ class TRTRules:
                 continue
             dtype = self._dtype(scope, t)
             allowed = rule.output_types.get(index)
+            as_type = rule.row.get("output_as", {}).get(dtype)
+            if as_type is not None and (allowed is None or dtype in allowed):
+                continue  # TensorRT produces another type here (QuantizeLinear: UINT8 -> INT8)
             if dtype is not None and allowed is not None and dtype not in allowed:
                 return (f"{op} producing {dtype}: type not supported (output {index} '{t}'; {op} gives "
                         f"{_names(allowed)})", rule.cite)
@@ -367,6 +433,19 @@ class TRTRules:
                 return (f"{op} producing {dtype} for '{t}': TensorRT allows {dtype} only as a network input or "
                         "output, not for intermediate tensors", self.types_meta.get("io_only_cite", rule.cite))
         return None
+
+    def _carried(self, scope: Scope, t: str, dtype: str, verdict: tuple[str, str]) -> tuple[str, str]:
+        """A type refusal on a cast-down type says which type the model has (8.x: INT64 carried as INT32)."""
+        original = scope.dtype(t)
+        if original is None or original == dtype or self.cast_down.get(original) != dtype:
+            return verdict
+        cite = self.release_cite(self.cast_down_cite(original))
+        return verdict[0] + f" ({original} carried as {dtype} by TensorRT {self.version}, {cite})", verdict[1]
+
+    def cast_down_cite(self, dtype: str) -> str:
+        cites = self.types_meta.get("cast_down_cite") or []
+        index = list(self.cast_down).index(dtype) if dtype in self.cast_down else -1
+        return cites[index] if 0 <= index < len(cites) else "?"
 
     def _type_of(self, rule: _OpRule, node: Node, index: int, t: str, dtype: str) -> tuple[str, str] | None:
         op = node.op_type
@@ -389,15 +468,18 @@ class TRTRules:
             return (f"{op} on {dtype}: TensorRT allows {dtype} only as a network input or output; Cast it first "
                     f"(input {index} '{t}')", self.types_meta.get("io_only_doc", rule.cite))
         return (f"{op} on {dtype}: type not supported (input {index} '{t}'; {op} takes {_names(allowed)})",
-                rule.cite)
+                rule.row.get("types_cite", rule.cite))
 
     def _inputs(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:
         for index, spec in sorted(rule.inputs.items()):
+            if index < len(node.inputs) and not node.inputs[index] and spec.get("empty_refused"):
+                return (f"{node.op_type}: input {index} ({spec.get('what', 'optional')}) is given with an empty name; "
+                        "the parser counts it and finds no initializer there (drop the empty input)", spec["cite"])
             if index >= len(node.inputs) or not node.inputs[index]:
                 continue
             if spec.get("all_zero") and self._dtype(scope, node.inputs[index]) == "FLOAT8E4M3FN":
                 spec = {k: v for k, v in spec.items() if k != "all_zero"}  # FP8 zero points are not checked
-            verdict = check_input(scope, node, index, spec, self.shape_ops)
+            verdict = check_input(scope, node, index, spec)
             if verdict:
                 return verdict
         return None
@@ -451,12 +533,12 @@ class TRTRules:
         """``_check`` without descending: a refusal, or the bodies still to check, or None."""
         body = None if node.op_type in self.rules else \
             node.subgraphs.get(FUNCTION_KEY) or self.local_functions.get(node.op_type)
-        if body is not None and not node.is_subgraph and node.domain != ML_DOMAIN:
+        if body is not None and not node.is_subgraph:
             return self._call_arity(node, body) or [(FUNCTION_BODY, body)]
         rule = self.rules.get(node.op_type)
-        if rule is not None and rule.control_flow and node.subgraphs and node.domain != ML_DOMAIN:
+        if rule is not None and rule.control_flow and node.subgraphs:
             verdict = self._check(scope, node, descend=False)
-            return verdict if verdict else list(node.subgraphs.items())
+            return verdict if verdict else self._imported_bodies(scope, rule, node)
         return self._check(scope, node)
 
     def _call_arity(self, node: Node, body: Graph) -> tuple[str, str] | None:
@@ -495,76 +577,16 @@ class TRTRules:
         return node.op_type not in self.non_compute_ops
 
     def cite(self, name: str) -> str | None:
-        """The source of the last ``compat`` verdict on node ``name``."""
-        return self.cites.get(name)
+        """The source of the last ``compat`` verdict on node ``name``, as ``release:file:line``."""
+        cite = self.cites.get(name)
+        return self.release_cite(cite) if cite else cite
 
-
-def _typed_body(scope: Scope, call: Node, body: Graph) -> Graph:
-    """The function body with its inputs and outputs typed as the call's tensors (when known),
-    and inputs the call feeds from weights (initializer or Constant) seen as weights: the
-    parser maps a formal input to the caller's tensor-or-weights, so ``is_weights()`` holds inside.
-
-    A body is shared by every call with the same attributes; types are per call,
-    so this is a cheap per-call view, not a change to the body.
-    """
-    tensors = dict(body.tensors)
-    for formal, actual in (*zip(body.inputs, call.inputs), *zip(body.outputs, call.outputs)):
-        if formal and actual and formal not in tensors:
-            dtype = scope.dtype(actual)
-            if dtype is not None:
-                tensors[formal] = TensorInfo(formal, dtype, scope.shape(actual))
-    weights = {}
-    for formal, actual in zip(body.inputs, call.inputs):
-        source = _weights(scope, actual) if formal and actual else None
-        if source is not None:
-            weights[formal] = Initializer(formal, source.dtype, tuple(source.shape), lambda w=source: w.value)
-    if len(tensors) == len(body.tensors) and not weights:
-        return body
-    view = Graph.trusted(body.name, body.nodes, body.inputs, body.outputs, tensors, body.opset)
-    view.initializers = weights  # read lazily: only a value check loads one
-    return view
-
-
-def _weights(scope: Scope, t: str) -> Initializer | None:
-    """The weights behind ``t`` (an initializer, or a Constant's value), None for a computed tensor."""
-    owner = scope.owner(t)
-    if owner is None:
-        return None
-    init = owner.graph.initializers.get(t)
-    if init is not None:
-        return init
-    node = owner.graph.producer(t)
-    if node is not None and node.op_type == "Constant" and not node.domain:
-        value = scope.weights_value(t)
-        if value is not None and value is not False:
-            return Initializer.from_array(t, np.asarray(value))
-    return None
+    def release_cite(self, cite: str) -> str:
+        """``file:line`` of this table's release as ``release:file:line`` (other sources unchanged)."""
+        if cite.count(":") == 1 and not cite.startswith(("NVIDIA/", "user ", "sglens")):
+            return f"{self.version}:{cite}"
+        return cite
 
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-
-def incompatible(rules: TRTRules, graph: Graph, names: Sequence[str]) -> dict[str, str]:
-    """Reasons for the given node names only (a convenience for tests and reports)."""
-    reasons = rules.compat(graph)
-    return {n: reasons[n] for n in names if n in reasons}
-
-
-def local_functions_of(model: Any) -> dict[str, Graph]:
-    """Bodies of a ``ModelProto``'s local functions by name, for ``TRTRules(local_functions=...)`` on graphs
-    built by hand; the importer already puts each call's body on the node (``subgraphs["function"]``)."""
-    import onnx
-    from onnx import helper
-
-    from ..onnx_io import load_model
-    out: dict[str, Graph] = {}
-    for f in model.functions:
-        g = helper.make_graph(list(f.node), f.name, [onnx.ValueInfoProto(name=i) for i in f.input],
-                              [onnx.ValueInfoProto(name=o) for o in f.output])
-        m = helper.make_model(g, opset_imports=list(model.opset_import) or [helper.make_opsetid("", 17)])
-        m.ir_version = min(model.ir_version or 8, 8)
-        body = load_model(m.SerializeToString())
-        out[f.name] = body.replace(is_body=True)
-    return out

@@ -5,9 +5,9 @@ The parser distinguishes (see ``docs/tensorrt.md``):
 - ``weights``: the input must be an initializer or a ``Constant`` node's output
   (``is_weights()`` in onnxOpImporters.cpp; the parser folds nothing, so
   ``Add(init, init)`` is already a tensor);
-- ``shape``: a build-time constant or a TensorRT shape tensor (values computed
-  from ``Shape``/``Size`` by shape arithmetic) -- a build check, conservative;
-- ``any``: any tensor (Clip min/max, TopK K, Resize scales, ...);
+- ``any``: any tensor (Clip min/max, TopK K, Resize scales, and the shape operands of
+  Reshape, Expand, Tile, Slice, Pad, ConstantOfShape: the parser wraps any tensor in a
+  shape tensor, so whether a shape resolves is a build-time question, not a parse one);
 - ``not_weights``: must be a tensor, not an initializer (RandomUniformLike).
 
 Value checks run where the value is known (initializer or Constant).
@@ -25,12 +25,11 @@ from ..ir import Graph, Node
 class Scope:
     """A graph and the graphs around it (for bodies reading outer tensors)."""
 
-    __slots__ = ("graph", "outer", "_const", "opset")
+    __slots__ = ("graph", "outer", "opset")
 
     def __init__(self, graph: Graph, outer: "Scope | None") -> None:
         self.graph = graph
         self.outer = outer
-        self._const: dict[tuple[str, bool], str | None] = {}
         #: the model's default-domain opset (bodies inherit it)
         self.opset: int | None = outer.opset if outer is not None else graph.opset.get(
             "", graph.opset.get("ai.onnx"))
@@ -82,55 +81,6 @@ class Scope:
             return _constant_value(node)
         return False
 
-    def non_constant_origin(self, t: str, shape_ok: bool, shape_ops: frozenset[str]) -> str | None:
-        """None when ``t`` is known at build time (or a shape tensor), else where the dynamic value comes from."""
-        owner = self.owner(t)
-        if owner is None:
-            return f"'{t}', defined nowhere in the model"
-        return owner._origin(t, shape_ok, shape_ops)
-
-    def _origin(self, t: str, shape_ok: bool, shape_ops: frozenset[str]) -> str | None:
-        # Iterative over the producers (graphs can be deep): a post-order walk with a memo.
-        stack: list[tuple[str, bool]] = [(t, shape_ok)]
-        while stack:
-            cur, ok = stack[-1]
-            if (cur, ok) in self._const:
-                stack.pop()
-                continue
-            done, result, pending = self._step(cur, ok, shape_ops)
-            if done:
-                self._const[(cur, ok)] = result
-                stack.pop()
-            else:
-                stack.extend(pending)
-        return self._const[(t, shape_ok)]
-
-    def _step(self, t: str, ok: bool, shape_ops: frozenset[str]) -> tuple[bool, str | None, list]:
-        g = self.graph
-        if t in g.initializers:
-            return True, None, []
-        if t in g.inputs:
-            return True, (f"graph input '{t}'" if not g.is_body else f"body input '{t}' of {g.name}"), []
-        node = g.producer(t)
-        if node is None:
-            owner = self.outer.owner(t) if self.outer is not None else None
-            return True, (owner.non_constant_origin(t, ok, shape_ops) if owner else f"'{t}', defined nowhere"), []
-        if node.op_type == "Constant" and not node.domain:
-            return True, None, []
-        if node.op_type in ("Shape", "Size") and not node.domain and (
-                ok or _static(g.info(node.inputs[0]).shape if node.inputs else None)):
-            return True, None, []
-        if node.domain or node.subgraphs or node.op_type.startswith("Random") or not [i for i in node.inputs if i]:
-            return True, f"node '{node.name}' ({node.op_type})", []
-        inner_ok = ok and node.op_type in shape_ops
-        pending = [(i, inner_ok) for i in node.inputs if i and (i, inner_ok) not in self._const]
-        if pending:
-            return False, None, pending
-        for i in node.inputs:
-            if i and self._const[(i, inner_ok)] is not None:
-                return True, f"node '{node.name}' ({node.op_type}), which reads the dynamic '{i}'", []
-        return True, None, []
-
     def producer_text(self, t: str) -> str:
         owner = self.owner(t)
         if owner is None:
@@ -157,8 +107,7 @@ def _constant_value(node: Node) -> np.ndarray | None:
     return None
 
 
-def check_input(scope: Scope, node: Node, index: int, spec: Mapping[str, Any],
-                shape_ops: frozenset[str]) -> tuple[str, str] | None:
+def check_input(scope: Scope, node: Node, index: int, spec: Mapping[str, Any]) -> tuple[str, str] | None:
     """(reason, citation) when input ``index`` of ``node`` breaks ``spec``, else None."""
     t = node.inputs[index]
     op, what = node.op_type, spec.get("what")
@@ -171,11 +120,6 @@ def check_input(scope: Scope, node: Node, index: int, spec: Mapping[str, Any],
     elif kind == "not_weights":
         if scope.weights_value(t) is not False:
             return f"{op}: {label} must be a computed tensor, not an initializer", spec["cite"]
-    elif kind == "shape":
-        origin = scope.non_constant_origin(t, True, shape_ops)
-        if origin is not None:
-            return (f"{op}: {label} must be a build-time constant or shape tensor, but it comes from {origin}",
-                    spec["cite"])
     if spec.get("static_shape"):
         shape = scope.shape(t)
         if shape is not None and not _static(shape):

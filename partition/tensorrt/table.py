@@ -1,9 +1,10 @@
 """The per-release TensorRT rule tables (``partition/data/tensorrt_<release>.json``) and their one loader.
 
-A table describes one onnx-tensorrt release; every op row cites the parser
-source or the ``docs/operators.md`` row it comes from. A table may be an
-overlay (``"base": "10.1"``): it then lists only the rows whose verdict differs
-from its base, and the loader replaces those rows whole.
+A table describes one onnx-tensorrt release, generated from that release's own
+parser source (``scripts/build_tensorrt_tables.py``, both file layouts: 8.x
+``builtin_op_importers.cpp`` and 10.x ``onnxOpImporters.cpp``); every op row cites
+the parser source or the ``docs/operators.md`` row it comes from, as ``file:line``
+of the release the table names.
 """
 
 from __future__ import annotations
@@ -61,13 +62,28 @@ def load_table(version: str | None = None) -> dict[str, Any]:
 @lru_cache(maxsize=8)
 def _load(version: str) -> dict[str, Any]:
     with open(table_path(version), encoding="utf-8") as f:
-        table = json.load(f)
-    base_version = table.get("base")
-    if not base_version:
-        return table
-    base = _load(resolve_version(base_version))
-    merged = {k: v for k, v in base.items() if k != "ops"}
-    merged.update({k: v for k, v in table.items() if k not in ("ops", "base")})
-    merged["ops"] = {**base["ops"], **table["ops"]}
-    merged["overlay_of"] = base_version
-    return merged
+        return json.load(f)
+
+
+def release_differences(version: str | None = None) -> dict[str, Any]:
+    """What changes from the release before ``version`` (None: the newest) to it: op verdicts and
+    checks, for the UI and ``sglens`` to show next to the release."""
+    version = resolve_version(version)
+    versions = available_versions()
+    index = versions.index(version)
+    if index == 0:
+        return {"release": version, "previous": None, "added": [], "removed": [], "now_supported": [],
+                "no_longer_supported": [], "changed": []}
+    before, after = _load(versions[index - 1])["ops"], _load(version)["ops"]
+
+    def checks(row: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in row.items() if not k.endswith("cite") and k != "cite"}
+    common = sorted(set(before) & set(after))
+    return {
+        "release": version, "previous": versions[index - 1],
+        "added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)),
+        "now_supported": [op for op in common if after[op].get("supported") and not before[op].get("supported")],
+        "no_longer_supported": [op for op in common if before[op].get("supported") and not after[op].get("supported")],
+        "changed": [op for op in common if after[op].get("supported") and before[op].get("supported")
+                    and checks(after[op]) != checks(before[op])],
+    }

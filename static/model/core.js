@@ -30,89 +30,7 @@
   };
   M.view = new SG.GraphView($("graph"), { onClick: (id, item) => M.onNodeClick(id, item), onScope: key => M.collapseScope(key) });
 
-  /* ---------------- selection (backend + options) ---------------- */
-  /* The options form is generated from the backend's option schema (GET /api/backends: name, type,
-     default, help, choices, minimum). Only values that differ from the defaults are sent, as
-     ``options``; the server refuses unknown or bad ones with a message, shown as it comes. */
-  M.schemas = {};
-  const optId = name => name === "ops" ? "ops" : "opt-" + name;
-  M.optionInput = function (o, idPrefix) {
-    const id = (idPrefix || "") + optId(o.name);
-    const title = o.help + (o.minimum != null ? " (at least " + o.minimum + ")" : "");
-    let input;
-    if (o.choices) {
-      input = h("select", { id, "data-opt": o.name, "data-type": o.type, title },
-        o.default == null ? h("option", { value: "" }, o.name === "trt_version" ? "newest" : "default") : null,
-        o.choices.map(c => h("option", { value: c }, String(c))));
-      if (o.default != null) input.value = String(o.default);
-    } else if (o.type === "bool") {
-      input = h("input", { id, type: "checkbox", "data-opt": o.name, "data-type": o.type, title });
-      input.checked = !!o.default;
-    } else {
-      const num = o.type === "int" || o.type === "float";
-      input = h("input", { id, "data-opt": o.name, "data-type": o.type, title, type: num ? "number" : "text",
-        size: num ? 5 : (o.name === "ops" ? 28 : 16), step: o.type === "float" ? "any" : null, min: o.minimum,
-        placeholder: o.type === "str_list" ? "comma-separated" : "" });
-      input.value = o.default == null ? "" : (Array.isArray(o.default) ? o.default.join(",") : String(o.default));
-    }
-    return h("label", { class: o.type === "bool" ? "opt-bool" : null }, o.type === "bool" ? [input, " " + o.name] : [o.name + " ", input]);
-  };
-  /* {name: value} of the inputs under ``box`` whose value is not the schema default. */
-  M.readOptions = function (box, schema) {
-    const out = {};
-    for (const o of schema) {
-      const el = box.querySelector('[data-opt="' + CSS.escape(o.name) + '"]'); if (!el) continue;
-      let v;
-      if (o.type === "bool") v = el.checked;
-      else if (o.type === "str_list") v = el.value.split(",").map(x => x.trim()).filter(Boolean);
-      else if (el.value === "") v = null;
-      else if (o.type === "int") v = Number.isInteger(Number(el.value)) ? Number(el.value) : el.value;
-      else if (o.type === "float") v = Number.isFinite(Number(el.value)) ? Number(el.value) : el.value;
-      else v = el.value;
-      if (JSON.stringify(v) !== JSON.stringify(o.default == null ? (o.type === "str_list" ? [] : null) : o.default)) out[o.name] = v;
-    }
-    return out;
-  };
-  /* Put option values into the inputs under ``box`` (the TensorRT tab's choice shown in the toolbar). */
-  M.setOptions = function (box, values) {
-    for (const [name, v] of Object.entries(values || {})) {
-      const el = box.querySelector('[data-opt="' + CSS.escape(name) + '"]'); if (!el) continue;
-      if (el.type === "checkbox") el.checked = !!v; else el.value = Array.isArray(v) ? v.join(",") : (v == null ? "" : String(v));
-    }
-  };
-  M.renderOptions = function () {
-    const b = $("backend").value; const schema = M.schemas[b] || [];
-    const keep = $("ops") ? $("ops").value : null;
-    SG.fill($("opts"), schema.map(o => M.optionInput(o)));
-    if (keep != null && $("ops")) $("ops").value = keep;
-  };
-  M.selection = function () {
-    const backend = $("backend").value;
-    const sel = { backend };
-    if (backend === "rule") {
-      if (!S.rule) throw new Error("make a rule first: press 'Edit rule…'");
-      sel.rule = S.rule;
-      return sel;
-    }
-    const opts = M.readOptions($("opts"), M.schemas[backend] || []);
-    if (opts.ops) { sel.ops = opts.ops; delete opts.ops; }
-    if (Object.keys(opts).length) sel.options = opts;
-    return sel;
-  };
-  M.query = function (sel) {
-    const q = new URLSearchParams();
-    if (!sel) return q;
-    q.set("backend", sel.backend);
-    if (sel.ops && sel.ops.length) q.set("ops", sel.ops.join(","));
-    if (sel.rule) q.set("rule", JSON.stringify(sel.rule));
-    if (sel.options && Object.keys(sel.options).length) q.set("options", JSON.stringify(sel.options));
-    return q;
-  };
-  M.syncBackendUi = function () {
-    const b = $("backend").value;
-    $("rule-edit").hidden = b !== "rule";
-    M.renderOptions();
-  };
+  /* The selection (backend + options) and its two editors live in selection.js. */
 
   /* ---------------- tabs ---------------- */
   M.showTab = function (name) {
@@ -133,6 +51,7 @@
     if (S.expanded.size) q.set("expand", [...S.expanded].join(","));
     if (S.layers != null) q.set("collapse", S.layers ? "1" : "0");
     if ($("grp").checked && S.partitioned && !S.body) q.set("group", "partition");
+    if (S.constants) q.set("constants", "1");
     const t0 = performance.now();
     const layout = await SG.api("GET", M.api("/layout?" + q.toString()));
     S.layout = layout;
@@ -153,8 +72,9 @@
   /* Open the groups holding a node until the node itself is drawn (one level per layout). */
   M.expandTo = async function (name) {
     for (let k = 0; k < 12; k++) {
-      const unit = M.view.unit(name);
-      if (!unit || unit === name || !S.layout || S.layout.mode !== "collapsed" || S.expanded.has(unit)) return !!unit;
+      const unit = M.view.unit(name); const item = unit && M.view.items.get(unit);
+      // drawn itself, or inside a node's box (a folded Constant): nothing to open
+      if (!unit || unit === name || !item || item.kind !== "group" || !S.layout || S.layout.mode !== "collapsed" || S.expanded.has(unit)) return !!unit;
       S.expanded.add(unit);
       await M.loadLayout({ keep: true });
     }
@@ -182,6 +102,10 @@
         onclick: () => { S.layers = !on; S.expanded.clear(); M.reload(); } }, on ? "⊡ all nodes" : "⊞ layers"));
     }
     if (L && L.mode === "collapsed") parts.push(" ", h("span", { class: "muted" }, L.node_count + " nodes, grouped by name scope"));
+    if (L && (L.folded_count || S.constants)) {   // Constant nodes folded into their consumers, or shown
+      parts.push(" ", h("a", { id: "constants-toggle", title: S.constants ? "fold Constant nodes into their consumers" : "draw the Constant nodes",
+        onclick: () => { S.constants = !S.constants; M.reload(); } }, S.constants ? "⊟ fold Constants" : "⊞ " + L.folded_count + " Constant nodes folded"));
+    }
     SG.fill($("view-crumbs"), parts);
   }
 
@@ -193,12 +117,21 @@
     unsupported: { colour: "#fca5a5", label: "unsupported" },
     min_size: { colour: "#fde68a", label: "left out only for --min-size" },
     isolated: { colour: "#c4b5fd", label: "supported but isolated" },
+    gpu_fallback: { colour: "#93c5fd", label: "DLA target: runs on the GPU (fallback)" },
   };
   M.COVERED = "#bbf7d0";
   M.leftCategory = function (e) {
+    if (e.kind === "unsupported" && M.gpuFallback().has(e.node)) return "gpu_fallback";
     if (["unsupported", "not_selected", "filtered"].includes(e.kind)) return "unsupported";
     if (e.kind === "below_min_size" && !(e.data && e.data.earlier)) return "min_size";
     return "isolated";
+  };
+  /* tensorrt --trt-target dla: the nodes the parser takes but the DLA does not (they run on the GPU). */
+  M.gpuFallback = function () {
+    const r = S.result; const d = r && r.summary && r.summary.dla;
+    if (!d) return new Set();
+    if (!r.gpuFallbackSet) r.gpuFallbackSet = new Set(Object.keys(d.gpu_fallback || {}));
+    return r.gpuFallbackSet;
   };
   M.swatch = function (colour, cls) {
     const el = h("span", { class: "sw lo " + (cls || "") }); el.style.background = colour; el.style.borderColor = "#64748b";
@@ -213,40 +146,80 @@
     else if ($("colour").value === "supported" && S.result) {
       kids = [M.swatch(M.COVERED, "lo-covered"), " in a subgraph "];
       for (const k in M.LEFT) kids.push(M.swatch(M.LEFT[k].colour, "lo-" + k), " " + M.LEFT[k].label + " ");
+    } else if (S.scale && ["time", "memory"].includes($("colour").value)) {   // the heat scale's ends
+      kids = ["colour: " + $("colour").value + " ", M.swatch(SG.heat(0)), " 0 → ", M.swatch(SG.heat(1)), " " + S.scale +
+        " (largest box; a group: the sum of its members)"];
     } else kids = ["colour: " + $("colour").selectedOptions[0].textContent + (S.partitioned ? " · partitions drawn as clusters" : "") + " · drag or wheel to move, ctrl+wheel or + − to zoom"];
     SG.fill($("legend"), kids);
   };
 
   /* ---------------- colouring ---------------- */
+  /* Original node names per closed group of the drawn layout (``units`` maps a member to its box). */
+  M.groupMembers = function (L) {
+    const out = {};
+    for (const [name, unit] of Object.entries(L.units || {})) (out[unit] = out[unit] || []).push(name);
+    return out;
+  };
+  /* A closed group's badge when colouring by supported or not: its members' share per category as a
+     bar, and "13/15 in subgraphs" (a box with 2 unsupported nodes of 15 is not drawn all red). */
+  function coverageBadge(names, left) {
+    const counts = { covered: 0 }; for (const k in M.LEFT) counts[k] = 0;
+    for (const name of names) counts[left.has(name) ? left.get(name) : "covered"] += 1;
+    const total = names.length || 1;
+    const parts = [[counts.covered / total, M.COVERED]];
+    for (const k in M.LEFT) parts.push([counts[k] / total, M.LEFT[k].colour]);
+    const fill = counts.covered === names.length ? M.COVERED : (counts.covered === 0 && counts.unsupported === names.length ? M.LEFT.unsupported.colour : "#ffffff");
+    return { fill, badge: { parts, text: counts.covered + "/" + names.length + " in subgraphs" } };
+  }
+  const fmtBytes = b => SG.bytes(b);
+  const fmtSecs = t => t >= 1 ? t.toFixed(2) + " s" : t >= 1e-3 ? (t * 1e3).toFixed(2) + " ms" : (t * 1e6).toFixed(1) + " µs";
+
   M.applyColour = function () {
-    const mode = $("colour").value; const fills = {};
+    const mode = $("colour").value; const fills = {}; const badges = {};
     const L = S.layout; if (!L) return;
     const assign = {};
     const subs = S.session ? S.dbgSubgraphs : (S.result ? S.result.subgraphs : []);
     for (const sg of subs) for (const n of sg.nodes) assign[n] = sg.id;
     const left = new Map(S.result ? S.result.excluded.map(e => [e.node, M.leftCategory(e)]) : []);
     const secs = (S.lastRun && S.lastRun.result) ? S.lastRun.result.original_node_seconds || {} : {};
-    const maxT = Math.max(1e-12, ...Object.values(secs));
     const metrics = L.metrics || {};
-    const maxB = Math.max(1, ...Object.values(metrics).map(m => m.out_bytes));
-    for (const n of L.nodes) {
-      if (n.kind !== "node") continue;
-      if (mode === "op") fills[n.id] = SG.opColour(n.op);
-      else if (mode === "subgraph") { const sid = assign[n.id] != null ? assign[n.id] : n.sg; if (sid != null) fills[n.id] = SG.palette[sid % SG.palette.length]; }
-      else if (mode === "supported" && S.result) fills[n.id] = left.has(n.id) ? M.LEFT[left.get(n.id)].colour : M.COVERED;
-      else if (mode === "time" && secs[n.id] != null) fills[n.id] = SG.heat(secs[n.id] / maxT);
-      else if (mode === "memory" && metrics[n.id]) fills[n.id] = SG.heat(metrics[n.id].out_bytes / maxB);
-    }
-    for (const n of L.nodes) if (n.kind === "group" && mode === "subgraph" && n.sg != null) fills[n.id] = SG.palette[n.sg % SG.palette.length];
-    if (mode === "supported" && S.result) {   // a closed group: the worst category among its members
-      const rank = { unsupported: 3, isolated: 2, min_size: 1 }; const worst = {};
-      for (const [name, cat] of left) {
-        const u = (L.units || {})[name];
-        if (u && (!worst[u] || rank[cat] > rank[worst[u]])) worst[u] = cat;
+    const members = M.groupMembers(L);
+    /* time and memory: a closed group counts the sum over its members, and every drawn box (node or
+       group) is shaded against the largest drawn one */
+    const amount = mode === "time" ? (name => secs[name]) : mode === "memory" ? (name => metrics[name] ? metrics[name].out_bytes : undefined) : null;
+    const totals = {};
+    if (amount) {
+      for (const n of L.nodes) {
+        if (n.kind === "node" && amount(n.id) != null) totals[n.id] = amount(n.id);
+        if (n.kind === "group") {
+          const known = (members[n.id] || []).filter(name => amount(name) != null);
+          if (known.length) totals[n.id] = known.reduce((t, name) => t + amount(name), 0);
+        }
       }
-      for (const n of L.nodes) if (n.kind === "group") fills[n.id] = worst[n.id] ? M.LEFT[worst[n.id]].colour : M.COVERED;
+      const top = Math.max(mode === "time" ? 1e-12 : 1, ...Object.values(totals));
+      S.scale = Object.keys(totals).length ? (mode === "time" ? fmtSecs(top) : fmtBytes(top)) : null;
+      for (const id in totals) fills[id] = SG.heat(totals[id] / top);
+      for (const n of L.nodes) {
+        if (n.kind !== "group" || totals[n.id] == null) continue;
+        const k = (members[n.id] || []).length;
+        badges[n.id] = { text: (mode === "time" ? fmtSecs(totals[n.id]) : fmtBytes(totals[n.id])) + " in " + k + " nodes" };
+      }
+    }
+    for (const n of L.nodes) {
+      if (n.kind === "node") {
+        if (mode === "op") fills[n.id] = SG.opColour(n.op);
+        else if (mode === "subgraph") { const sid = assign[n.id] != null ? assign[n.id] : n.sg; if (sid != null) fills[n.id] = SG.palette[sid % SG.palette.length]; }
+        else if (mode === "supported" && S.result) fills[n.id] = left.has(n.id) ? M.LEFT[left.get(n.id)].colour : M.COVERED;
+      } else if (n.kind === "group") {
+        if (mode === "subgraph" && n.sg != null) fills[n.id] = SG.palette[n.sg % SG.palette.length];
+        else if (mode === "supported" && S.result) {
+          const c = coverageBadge(members[n.id] || [], left);
+          fills[n.id] = c.fill; badges[n.id] = c.badge;
+        }
+      }
     }
     M.view.setFill(fills);
+    M.view.setBadges(badges);
     if (mode === "supported" && !S.result) SG.error("partition first to colour by supported or not");
     if (mode === "time" && !Object.keys(secs).length) SG.error("run a comparison first (Runs tab) to colour by time");
     M.legend();
@@ -271,7 +244,8 @@
     if (!S.hits.length) return;
     S.hit = (S.hit + dir + S.hits.length) % S.hits.length;
     const name = S.hits[S.hit];
-    $("search-count").textContent = (S.hit + 1) + "/" + S.hits.length;
+    $("search-count").textContent = (S.hit + 1) + "/" + S.hits.length;   // which hit is current, of how many
+    $("search-count").title = "hit " + (S.hit + 1) + " of " + S.hits.length + ": " + name;
     try { await M.expandTo(name); } catch (e) { SG.error(e); }
     M.view.setState({ match: S.hits, focus: [name] });
     M.view.center(name);

@@ -101,11 +101,13 @@
     try { await M.expandTo(name); M.view.follow(name); } catch (e) { SG.error(e); } finally { S.revealing = false; }
   };
 
-  M.stopPlay = function () { if (S.playing) { clearInterval(S.playing); S.playing = null; } $("dbg-play").textContent = "▶︎ Play"; };
+  /* The glyphs are CSS shapes: U+23F8 (pause) is missing from Debian's default fonts. */
+  const playLabel = kind => [h("span", { class: "glyph glyph-" + kind, "aria-hidden": "true" }), kind === "play" ? " Play" : " Pause"];
+  M.stopPlay = function () { if (S.playing) { clearInterval(S.playing); S.playing = null; } SG.fill($("dbg-play"), playLabel("play")); };
   M.togglePlay = function () {
     if (S.playing) { M.stopPlay(); return; }
     if (!S.session) return;
-    $("dbg-play").textContent = "⏸ Pause";
+    SG.fill($("dbg-play"), playLabel("pause"));
     const tick = async () => {
       if (S.busy || S.revealing) return;
       if (S.done && S.index >= S.known - 1) { M.stopPlay(); return; }

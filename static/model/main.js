@@ -4,7 +4,7 @@
   const M = SG.M, S = M.S, $ = M.$, h = SG.h;
 
   document.querySelectorAll(".tabs button").forEach(b => { b.onclick = () => { M.showTab(b.dataset.tab); if (b.dataset.tab === "runs") M.listRuns(); }; });
-  $("backend").onchange = M.syncBackendUi;
+  $("backend").onchange = () => M.selectBackend($("backend").value);
   $("partition-go").onclick = async () => { try { await M.doPartition(M.selection()); } catch (e) { SG.error(e); } };
   $("colour").onchange = M.applyColour;
   $("grp").onchange = () => { S.expanded.clear(); M.reload(); };
@@ -44,15 +44,16 @@
       SG.fill($("backend"), be.backends.map(b => h("option", { value: b.name }, b.name + (b.plugin ? " (plugin)" : b.name === "rule" ? " (made here)" : ""))));
       SG.fill($("bp-kind"), kinds.events.map(k => h("option", null, k)));   // the server's one list
       M.schemas = be.options || {};
-      $("backend").value = M.params.get("backend") || "default";
-      M.syncBackendUi();
-      if ($("ops")) $("ops").value = M.params.get("ops") || Object.keys(summary.op_counts).slice(0, 3).join(",");
-      M.renderTrtOptions();
+      const names = be.backends.map(b => b.name);
+      M.addEditor($("opts"));                  // the toolbar: the selected backend's options
+      M.renderTrtOptions();                    // the TensorRT tab: the same state
+      M.setSelection(M.initialSelection(M.params, names, summary));
       const errs = Object.entries(be.plugin_errors || {});
       if (errs.length) SG.error(errs.map(([, e]) => e).join("\n"));
       if (be.runs !== "available") { $("run-go").disabled = true; $("run-error").textContent = be.runs; $("run-error").hidden = false; }
-      M.syncBackendUi(); M.syncBp();
+      M.syncBp();
       await M.loadLayout();
+      if (M.params.get("node")) await M.gotoNode(M.params.get("node"), true);   // a link from a run's report
     } catch (e) { SG.error(e); SG.fill($("graph"), SG.errorBox(e)); }
   }
   init();

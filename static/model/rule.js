@@ -38,7 +38,7 @@
     $("rule-add").onclick = () => { addCond(); preview(); };
     d.oninput = preview; d.onchange = preview;
     preview();
-    d.onclose = () => { if (d.returnValue === "ok") { S.rule = build(); } };
+    d.onclose = () => { if (d.returnValue === "ok") M.setRule(build()); };
     d.showModal();
   };
 })();

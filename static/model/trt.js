@@ -7,14 +7,23 @@
   const M = SG.M, S = M.S, $ = M.$, h = SG.h;
   let labels = {};
 
+  /* The tab's option form is a second editor of the page's one selection (selection.js): an edit
+     here selects tensorrt with those options in the toolbar too, and the toolbar's tensorrt options
+     show here. Teaching mode is left to the toolbar (it gives the same result). */
   M.renderTrtOptions = function () {
-    const schema = M.schemas.tensorrt || [];
-    const keep = schema.filter(o => o.name !== "mode");   // teaching mode gives the same result
-    SG.fill($("trt-opts"), keep.map(o => M.optionInput(o, "trt-")));
+    M.addEditor($("trt-opts"), { backend: "tensorrt", skip: ["mode"], idPrefix: "trt-" });
+    M.onSelection(describe); describe(S.sel);
   };
+  function describe(sel) {
+    const opts = Object.entries(sel.options || {}).map(([k, v]) => k + "=" + (Array.isArray(v) ? v.join(",") : String(v)));
+    SG.fill($("trt-selection"), sel.backend === "tensorrt"
+      ? ["selection: ", h("b", null, "tensorrt"), opts.length ? " · " + opts.join(" · ") : " · default options", " (the toolbar's, the same state)"]
+      : ["the toolbar selects ", h("b", null, sel.backend), "; partitioning here selects tensorrt with the options below"]);
+  }
+  /* The tensorrt selection: the page's when it is tensorrt, else tensorrt with the options last set for it. */
   M.trtSelection = function () {
-    const opts = M.readOptions($("trt-opts"), M.schemas.tensorrt || []);
-    return Object.keys(opts).length ? { backend: "tensorrt", options: opts } : { backend: "tensorrt" };
+    if (S.sel.backend !== "tensorrt") M.selectBackend("tensorrt");
+    return M.selection();
   };
 
   M.trt = async function () {
@@ -23,7 +32,6 @@
       const sel = M.trtSelection();
       if (!Object.keys(labels).length) labels = (await SG.api("GET", "/api/kinds")).reason_labels || {};
       const r = await M.doPartition(sel);
-      $("backend").value = "tensorrt"; M.syncBackendUi(); M.setOptions($("opts"), sel.options);
       $("colour").value = "supported"; M.applyColour();
       render(out, r, sel);
     } catch (e) { SG.fill(out, SG.errorBox(e)); }
@@ -31,8 +39,10 @@
 
   function render(out, r, sel) {
     const s = r.summary; const q = M.query(sel).toString();
-    const unsupported = (s.unsupported || []).map(u => SG.row(u.op_type, String(u.count), Object.keys(u.reasons).join("; ")));
-    const subs = r.subgraphs.map(sg => SG.row(String(sg.id), String(sg.node_count), SG.bytes(sg.boundary_bytes),
+    const unsupported = (s.unsupported || []).map(u => SG.row(u.op_type, String(u.count), Object.keys(u.reasons).join("; "),
+      assumeToggle(u.op_type, false)));
+    for (const op of assumed()) unsupported.push(SG.row(op, "—", "assumed supported (--assume-supported)", assumeToggle(op, true)));
+    const subs = r.subgraphs.map(sg => SG.row(String(sg.id), String(sg.node_count), SG.boundaryBytes(sg),
       h("a", { href: M.api("/subgraphs/" + encodeURIComponent(sg.id) + ".onnx?" + q), download: true }, "ONNX")));
     const notes = Object.entries(s.tensorrt_notes || {});
     SG.fill(out,
@@ -41,19 +51,57 @@
         SG.row("coverage", [h("b", null, (100 * s.coverage).toFixed(1) + "%"), " (" + s.nodes_covered + " of " + s.nodes + " nodes)"]),
         SG.row("partitions", s.partitions + (s.partitions ? " (sizes " + s.partition_sizes.min + "–" + s.partition_sizes.max + ")" : "")),
         SG.row("cycles avoided", String(s.cycles_avoided)),
-        SG.row("rule table", h("span", { id: "trt-rules" }, "TensorRT " + (s.tensorrt_rules || "?") + "'s ONNX parser"))),
+        SG.row("rule table", h("span", { id: "trt-rules" }, "TensorRT " + (s.tensorrt_rules || "?") + "'s ONNX parser")),
+        releaseChanges(s.tensorrt_release_changes), dlaRow(s.dla)),
       (s.tensorrt_warnings || []).map(w => h("div", { class: "trt-warn" }, "⚠ " + w)),
       notes.length ? h("details", { id: "trt-notes" }, h("summary", null, "notes on " + (s.tensorrt_note_count || notes.length) + " node(s) accepted with a caveat"),
         h("ul", null, notes.map(([n, t]) => h("li", null, h("code", null, n), " — " + t)))) : null,
       h("h3", null, "Unsupported op types"),
-      h("table", { class: "grid" }, SG.headRow("op", "nodes", "reason"),
-        unsupported.length ? unsupported : h("tr", null, h("td", { colspan: 3, class: "muted" }, "none"))),
+      h("table", { class: "grid", id: "trt-unsupported" }, SG.headRow("op", "nodes", "reason", "what if"),
+        unsupported.length ? unsupported : h("tr", null, h("td", { colspan: 4, class: "muted" }, "none"))),
       h("h3", null, "Nodes left out ", h("span", { class: "muted" }, "(" + r.excluded.length + "; click one for its incompatibility groups)")),
       leftLegend(), leftOut(r.excluded),
       h("h3", null, "Cycle checks"), h("div", { id: "trt-cycles", class: "muted" }, "reading the trace…"),
       h("h3", null, "Subgraphs"), h("table", { class: "grid" }, SG.headRow("#", "nodes", "boundary", ""), subs),
       h("p", null, h("a", { class: "button", href: M.api("/partitioned.onnx?" + q), download: true }, "Download the partitioned ONNX")));
     cycleChecks(r, sel);
+  }
+
+  /* "Treat as supported (plugin)": the op goes into the assume_supported option and the tab re-runs,
+     so the partition change shows at once (sglens gains ranks which op is worth it). */
+  /* The ops assumed supported: an option of the one selection (selection.js), never a copy of it. */
+  function assumed() {
+    const v = S.sel.backend === "tensorrt" ? S.sel.options.assume_supported : null;
+    return Array.isArray(v) ? v.slice() : [];
+  }
+  function assumeToggle(op, on) {
+    const box = h("input", { type: "checkbox", class: "trt-assume", "data-op": op, checked: on });
+    box.addEventListener("change", () => {
+      const now = assumed().filter(x => x !== op);
+      if (box.checked) now.push(op);
+      const options = Object.assign({}, S.sel.backend === "tensorrt" ? S.sel.options : {});
+      if (now.length) options.assume_supported = now; else delete options.assume_supported;
+      M.setSelection({ backend: "tensorrt", options });
+      M.trt();
+    });
+    return h("label", null, box, " treat as supported (plugin)");
+  }
+
+  /* What the chosen release's table changes from the release before (op names are data: text only). */
+  function releaseChanges(c) {
+    if (!c || !c.previous) return null;
+    const part = (label, ops) => ops.length ? label + " " + ops.slice(0, 12).join(", ") + (ops.length > 12 ? "…" : "") + "; " : "";
+    return SG.row("since " + c.previous, h("span", { id: "trt-release-changes" },
+      part("supported now:", c.now_supported) + part("no longer:", c.no_longer_supported) +
+      part("new rows:", c.added) + c.changed_count + " op(s) with changed checks"));
+  }
+
+  /* --trt-target dla: the loadable count against the per-core limit (an error before any build). */
+  function dlaRow(d) {
+    if (!d) return null;
+    return SG.row("DLA loadables", h("span", { id: "trt-dla", class: d.error ? "trt-warn" : "" },
+      d.loadables + " of at most " + d.loadables_per_core + " per core; " + d.gpu_fallback_count +
+      " node(s) fall back to the GPU" + (d.error ? " — " + d.error : "")));
   }
 
   function leftLegend() {
@@ -112,7 +160,8 @@
      a collapsed box) and the panel shown right under the clicked entry, scrolled into view. */
   M.showGroups = async function (node, anchor) {
     try {
-      const sel = S.partitioned && S.partitioned.backend === "tensorrt" ? S.partitioned : M.trtSelection();
+      const sel = S.partitioned && S.partitioned.backend === "tensorrt" ? S.partitioned
+        : (S.sel.backend === "tensorrt" ? M.selection() : { backend: "tensorrt" });
       const q = new URLSearchParams({ node });
       if (sel.options) q.set("options", JSON.stringify(sel.options));
       const g = await SG.api("GET", M.api("/groups?" + q));

@@ -149,8 +149,8 @@ def test_chunked_json_bodies_are_capped_too(server):
 # ------------------------------------------------------------- validation --
 @pytest.mark.parametrize("body,needle", [
     ({"model": "sample-mlp", "backend": "no-such"}, "unknown backend 'no-such'"),
-    ({"model": "sample-mlp", "backend": "default", "ops": ["Relu"], "min_size": -5}, "'min_size' must be at least 1"),
-    ({"model": "sample-mlp", "backend": "default", "ops": ["Relu"], "min_size": "x"}, "'min_size' must be an integer"),
+    ({"model": "sample-mlp", "backend": "default", "ops": ["Relu"], "min_size": -5}, "min_size must be at least 1, got -5"),
+    ({"model": "sample-mlp", "backend": "default", "ops": ["Relu"], "min_size": "x"}, "min_size must be an integer, got 'x'"),
 ])
 def test_bad_runs_are_refused_up_front(server, body, needle):
     runs = len(server.request("GET", "/api/runs").json()["runs"])

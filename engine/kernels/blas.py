@@ -224,7 +224,7 @@ def _helper_loop() -> None:
     late, often after the caller had done both halves; the large kernels of one run
     come tens of microseconds apart, so a spinning helper is there for the next.
     Without the compiled module a helper blocks at once, as before."""
-    from .kernels import native  # here, not at import: engine.kernels imports this module
+    from . import native  # here, not at import: native is loaded lazily
     jobs = _jobs
     while True:
         seen = int(_posted[0])

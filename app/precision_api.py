@@ -1,0 +1,217 @@
+"""The precision page and its JSON routes: a search for the nodes that must stay FP32, live.
+
+    GET  /models/<mid>/precision              the page (templates/precision.html)
+    POST /api/models/<mid>/precision          start one (JSON, or multipart: field ``request``
+                                              with the JSON, files ``input:<name>`` / an .npz)
+    GET  /api/precision/<jid>                 its state: stage, runs, current candidate set,
+                                              run history, per-node rows, the report when done
+    POST /api/precision/<jid>/cancel          stop it after the current run
+    GET  /api/precision/<jid>/marked.onnx     the model with the pins marked
+
+The work is ``engine.precision_report.investigate``; this module only checks the request
+(``PrecisionRequest``, the input specs of ``app/run_inputs.py``), runs one search at a time
+per app in a thread (another one is a 429 until it ends: each is CPU-bound for up to
+``SGLENS_PRECISION_MAX_RUNS`` model runs), and keeps the last few in memory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+from flask import Blueprint, current_app, jsonify, render_template, request, send_file
+
+from engine.precision import PrecisionError
+from engine.precision_report import PrecisionRequest
+
+from .errors import ApiError
+
+bp = Blueprint("precision", __name__)
+KEEP_JOBS = 16
+HISTORY_SHOWN = 400
+DEFAULT_MAX_RUNS = 500     # SGLENS_PRECISION_MAX_RUNS: the most runs one web request may ask for
+
+
+class Cancelled(Exception):
+    """Raised from the progress callback when the user cancels."""
+
+
+class PrecisionJob:
+    def __init__(self, model_id: str, model_name: str, request_: PrecisionRequest) -> None:
+        self.id = uuid.uuid4().hex
+        self.model_id, self.model_name, self.request = model_id, model_name, request_
+        self.status, self.stage, self.runs = "running", "starting", 0
+        self.candidate: list[str] = []
+        self.history: list[dict[str, Any]] = []
+        self.nodes: list[dict[str, Any]] | None = None
+        self.report: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.cancelled = False
+        self.started = time.time()
+        self.lock = threading.Lock()
+        self.marked: bytes | None = None
+
+    def on_progress(self, event: dict[str, Any]) -> None:
+        if self.cancelled:
+            raise Cancelled()
+        with self.lock:
+            self.stage = event["stage"]
+            self.runs = int(event.get("run") or self.runs)
+            self.candidate = list(event.get("candidate") or [])
+            if "nodes" in event:
+                self.nodes = event["nodes"]
+            elif event.get("match") is not None:
+                self.history.append({k: event.get(k) for k in ("run", "stage", "pins", "match", "max_abs")})
+
+    def to_json(self) -> dict[str, Any]:
+        with self.lock:
+            return {"id": self.id, "model": self.model_id, "status": self.status, "stage": self.stage,
+                    "runs": self.runs, "max_runs": self.request.max_runs, "target": self.request.target,
+                    "candidate": self.candidate, "history": self.history[-HISTORY_SHOWN:],
+                    "nodes": self.nodes, "report": self.report, "error": self.error,
+                    "seconds": round(time.time() - self.started, 2)}
+
+
+class PrecisionJobs:
+    """The app's precision searches: one running at a time, the last ``KEEP_JOBS`` kept."""
+
+    def __init__(self) -> None:
+        self.jobs: OrderedDict[str, PrecisionJob] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def start(self, job: PrecisionJob, graph: Any, model_bytes: Any, feeds: dict[str, Any]) -> None:
+        with self.lock:
+            busy = [j for j in self.jobs.values() if j.status == "running"]
+            if busy:
+                raise ApiError(f"a precision search is already running (job {busy[0].id}); wait for "
+                               "it or cancel it", 429)
+            self.jobs[job.id] = job
+            while len(self.jobs) > KEEP_JOBS:
+                self.jobs.popitem(last=False)
+        threading.Thread(target=_work, args=(job, graph, model_bytes, feeds), daemon=True,
+                         name=f"precision-{job.id[:8]}").start()
+
+    def get(self, jid: str) -> PrecisionJob:
+        job = self.jobs.get(jid)
+        if job is None:
+            raise ApiError(f"no precision search '{jid[:40]}'; it ended long ago or never existed", 404)
+        return job
+
+
+def _work(job: PrecisionJob, graph: Any, model_bytes: Any, feeds: dict[str, Any]) -> None:
+    from engine.precision_export import marked_model
+    from engine.precision_report import investigate
+    from partition.errors import LensError
+    try:
+        report = investigate(graph, feeds, job.request, job.on_progress)
+        marked = marked_model(graph, model_bytes, report["pins"], job.request.target)
+        with job.lock:
+            job.report, job.status, job.stage = report, "done", "done"
+            job.candidate = list(report["pins"])
+            job.nodes = report["nodes"]
+            job.marked = marked.SerializeToString()
+    except Cancelled:
+        with job.lock:
+            job.status, job.stage = "cancelled", "cancelled"
+    except LensError as exc:
+        with job.lock:
+            job.status, job.error = "failed", str(exc)
+    except Exception as exc:  # noqa: BLE001 - shown to the user, the server keeps serving
+        with job.lock:
+            job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
+
+
+def _jobs() -> PrecisionJobs:
+    ext = current_app.extensions
+    if "sglens_precision" not in ext:
+        ext["sglens_precision"] = PrecisionJobs()
+    return ext["sglens_precision"]
+
+
+def _lens():
+    return current_app.extensions["sglens"]
+
+
+# ------------------------------------------------------------------- routes --
+@bp.get("/models/<mid>/precision")
+def page(mid: str):
+    entry = _lens().models.get(mid)
+    return render_template("precision.html", model_id=entry.id, model_name=entry.name)
+
+
+def _request_fields() -> tuple[dict[str, Any], dict[str, Any]]:
+    if request.mimetype == "multipart/form-data":
+        try:
+            data = json.loads(request.form.get("request") or "{}")
+        except ValueError:
+            raise ApiError("form field 'request' is not valid JSON") from None
+        files = dict(request.files.items())
+    else:
+        data, files = request.get_json(silent=True), {}
+    if not isinstance(data, dict):
+        raise ApiError("the request must be a JSON object (or form field 'request' holding one)")
+    return data, files
+
+
+def parse_request(data: dict[str, Any], cap: int) -> PrecisionRequest:
+    """The request's fields as a checked ``PrecisionRequest`` (400 naming the field)."""
+    from .api import selection
+    backend = data.get("backend") or "tensorrt"
+    chosen = None
+    if backend not in ("none", "whole model"):
+        backend_name, opts, _, _ = selection({**data, "backend": backend})
+        chosen = _lens().registry.select(backend_name, opts)
+    try:
+        max_runs = int(data.get("max_runs", 200))
+        atol, rtol = float(data.get("atol", 1e-3)), float(data.get("rtol", 1e-3))
+    except (TypeError, ValueError):
+        raise ApiError("'max_runs' must be an integer and 'atol'/'rtol' numbers") from None
+    if max_runs > cap:
+        raise ApiError(f"'max_runs' {max_runs} is above this server's cap of {cap}")
+    try:
+        return PrecisionRequest(target=str(data.get("target", "fp16")), atol=atol, rtol=rtol,
+                                max_runs=max_runs, selection=chosen,
+                                scope=str(data.get("scope", "subgraphs")))
+    except PrecisionError as exc:
+        raise ApiError(str(exc).replace("--", "")) from None
+
+
+@bp.post("/api/models/<mid>/precision")
+def start(mid: str):
+    from . import run_inputs as ri
+    entry = _lens().models.get(mid)
+    data, files = _request_fields()
+    req = parse_request(data, int(current_app.config.get("SGLENS_PRECISION_MAX_RUNS", DEFAULT_MAX_RUNS)))
+    arrays = ri.read_arrays(files, entry.graph)
+    inputs = ri.parse_run_inputs(entry.graph, None, data, arrays, ri.remembered(current_app.instance_path, mid),
+                                 _lens().run_memory_limit)
+    job = PrecisionJob(mid, entry.name, req)
+    _jobs().start(job, entry.graph, entry.model_bytes, inputs.feeds(entry.graph))
+    return jsonify(job.to_json()), 202
+
+
+@bp.get("/api/precision/<jid>")
+def status(jid: str):
+    return jsonify(_jobs().get(jid).to_json())
+
+
+@bp.post("/api/precision/<jid>/cancel")
+def cancel(jid: str):
+    job = _jobs().get(jid)
+    job.cancelled = True
+    return jsonify({"id": job.id, "cancelled": True})
+
+
+@bp.get("/api/precision/<jid>/marked.onnx")
+def marked(jid: str):
+    job = _jobs().get(jid)
+    if job.marked is None:
+        raise ApiError("the search has not finished; the marked model exists once it has", 409)
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in job.model_name.rsplit(".", 1)[0])[:60]
+    return send_file(io.BytesIO(job.marked), mimetype="application/octet-stream", as_attachment=True,
+                     download_name=f"{stem or 'model'}.fp32-pins.onnx")

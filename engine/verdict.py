@@ -1,0 +1,98 @@
+"""The verdict of a comparison, in words a person can check: one headline and its reasons.
+
+``engine.tolerance`` judges one tensor; this module judges the run from those
+judgements and says what the judgement is worth. Three things used to make the
+report contradict itself or claim too much:
+
+- a **weak match**: when most of a reference output is at or below ``atol``,
+  almost any answer near zero passes, so "outputs match" proves little. The
+  verdict is then ``weak`` and says how much of the reference was below atol;
+- a **difference under a match**: a subgraph boundary inside the partitioned
+  graph may differ while the outputs match (the difference is squashed on the
+  way out). The run is still a match; "first subgraph introducing a difference"
+  is named only when an output differs, and the inner difference is a separate,
+  clearly worded detail;
+- **relative errors near zero**: ``max_rel`` is taken only where ``|ref|`` is
+  well above atol (``engine.tolerance``); the detail says so when it was limited.
+
+The same text is the CLI's (``sglens compare``) and the web run card's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from .tolerance import Tolerance
+
+MATCH, WEAK, DIFFER = "match", "weak", "differ"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str                      # MATCH, WEAK or DIFFER
+    headline: str
+    details: tuple[str, ...] = ()
+    first_divergent: str | None = None   # a subgraph, named only when an output differs
+    inner_difference: str | None = None  # a subgraph whose outputs differ while the run's outputs match
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "headline": self.headline, "details": list(self.details),
+                "first_divergent": self.first_divergent, "inner_difference": self.inner_difference}
+
+
+def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequence[Mapping[str, Any]],
+          tol: Tolerance) -> Verdict:
+    """``outputs``: output -> run -> ``compare_arrays`` result; ``subgraphs``: the boundary records."""
+    differing = [(name, run) for name, per in outputs.items() for run, e in per.items() if not e["match"]]
+    introducing = [sg for sg in subgraphs if sg.get("introduces_difference")]
+    first = f"#{introducing[0]['id']} {introducing[0]['node']}" if introducing else None
+    partitioned_differs = any(run == "partitioned" for _, run in differing)
+    details: list[str] = []
+    if differing:
+        runs = sorted({run for _, run in differing})
+        names = sorted({name for name, _ in differing})
+        headline = (f"✘ outputs differ from onnxruntime: {_listing(names)} "
+                    f"({' and '.join(runs)} run{'s' if len(runs) > 1 else ''})")
+        if first and partitioned_differs:
+            details.append(f"first subgraph introducing a difference: {first} "
+                           "(its inputs match onnxruntime, its outputs do not)")
+        return Verdict(DIFFER, headline, tuple(details + _rel_details(outputs)),
+                       first if partitioned_differs else None, None)
+    weak = [(name, e) for name, per in outputs.items() for e in per.values() if e.get("weak")]
+    inner = first
+    if weak:
+        name, e = weak[0]
+        share = 100.0 * e.get("ref_below_atol", 0.0)
+        headline = ("✔ outputs match onnxruntime, but the check proves little: "
+                    f"most of the reference ({share:.1f}% of {name}) is at or below atol {tol.atol:g}")
+        details.append(f"largest |ref| of {name} is {e.get('ref_max_abs', 0.0):.3g}; near zero almost any "
+                       "answer passes. Lower atol (e.g. to a thousandth of that) or feed inputs that give "
+                       "larger outputs to make the check mean something")
+        others = sorted({n for n, _ in weak} - {name})
+        if others:
+            details.append(f"also mostly below atol: {_listing(others)}")
+        status = WEAK
+    else:
+        headline = "✔ outputs match onnxruntime"
+        status = MATCH
+    if inner:
+        headline += " (a tensor inside the partitioned graph differs: see below)"
+        details.append(f"inside the partitioned graph, subgraph {inner}'s outputs differ from onnxruntime "
+                       "beyond tolerance while its inputs match; the graph's outputs still match, so the "
+                       "difference does not reach them")
+    return Verdict(status, headline, tuple(details + _rel_details(outputs)), None, inner)
+
+
+def _rel_details(outputs: Mapping[str, Mapping[str, dict[str, Any]]]) -> list[str]:
+    """One line when some output's max rel leaves out near-zero elements (or has none to use)."""
+    limited = sorted({name for name, per in outputs.items() for e in per.values() if e.get("rel_note")})
+    if not limited:
+        return []
+    note = next(e["rel_note"] for e in outputs[limited[0]].values() if e.get("rel_note"))
+    return [f"max rel of {_listing(limited)}: {note}"]
+
+
+def _listing(names: Sequence[str], most: int = 4) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")

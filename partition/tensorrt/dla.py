@@ -1,0 +1,331 @@
+"""The DLA target: which nodes the parser imports *and* the DLA runs, which fall back to the GPU, and why.
+
+A node first passes the ONNX parser's rules of the chosen release (``TRTRules``);
+then the layer TensorRT makes of it must meet that layer's "on DLA" notes in
+NVIDIA/TensorRT's ``include/NvInfer.h`` of the same release branch (cited line by
+line in ``partition/data/tensorrt_dla.json``) and the general limits of TensorRT's
+"DLA Supported Layers and Restrictions" page (static dimensions, batch <= 4096,
+non-batch dimensions <= 8192, FP16/INT8). A node the parser imports but the DLA
+refuses runs on the GPU (``kGPU_FALLBACK``): it is left out of the DLA regions with
+the reason ``GPU fallback: ...``. Each maximal DLA region is one DLA loadable; at
+most 16 loadables can be loaded per DLA core.
+
+Which ONNX ops run on the DLA at all comes from NVIDIA/Deep-Learning-Accelerator-SW's
+operator matrix for Orin (``Native`` through TensorRT; ``Native (as of TensorRT
+8.6.12)`` counts from 10.0 on, not for the 8.6 GA parser; request-for-enhancement and
+"reconstruction" ops run on the GPU); the NvInfer.h notes give the parameter limits.
+What stays emulated: no DLA or TensorRT runs here. The matrix is Orin's at one commit
+(JetPack 6), used for every release; ops it does not list fall back to the NvInfer.h
+layer notes (activation, unary and element-wise sets) or run on the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, Callable
+
+from ..ir import Graph, Node
+from .rules import TRTRules
+from .rules_constants import Scope
+from .table import DATA_DIR
+
+#: TensorRT "DLA Supported Layers and Restrictions", General Restrictions
+MAX_BATCH, MAX_DIM, LOADABLES_PER_CORE = 4096, 8192, 16
+DLA_TYPES = frozenset(("FLOAT", "FLOAT16", "INT8"))  # FLOAT built as FP16
+ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "Clip"}
+ELEMENTWISE = {"Add", "Sub", "Mul", "Max", "Min", "Sum"}
+FREE = {"Constant", "Identity"}  # no layer of their own
+
+
+@lru_cache(maxsize=1)
+def dla_table() -> dict[str, Any]:
+    return json.loads((DATA_DIR / "tensorrt_dla.json").read_text())
+
+
+def _pair(values: Any, default: int) -> list[int]:
+    return [int(v) for v in values] if values else [default, default]
+
+
+class DLARules(TRTRules):
+    """``TRTRules`` for the DLA: a parser refusal stays a refusal; a DLA refusal is a GPU fallback."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        table = dla_table()
+        self.dla_cites: dict[str, str] = table["releases"].get(self.version, table["releases"]["10.1"])
+        self.general_cite = table["general_cite"]
+        self.layers_cite = table["layers_cite"]
+        #: NVIDIA/Deep-Learning-Accelerator-SW's Orin operator matrix: op -> {"support", "cite"}
+        self.matrix: dict[str, dict[str, str]] = table.get("orin_matrix", {})
+        #: node -> reason, for the nodes the parser imports and the DLA refuses (they run on the GPU)
+        self.gpu_fallback: dict[str, str] = {}
+
+    def compat(self, graph: Graph) -> dict[str, str]:
+        out = super().compat(graph)
+        self.gpu_fallback = {}
+        scope = Scope(graph, None)
+        for node in graph.nodes:
+            if node.name in out or node.op_type in FREE or node.op_type in self.assume_supported or \
+                    node.name in self.assume_nodes:
+                continue
+            verdict = self.dla_check(scope, node)
+            if verdict:
+                reason = f"GPU fallback: {verdict[0]}"
+                out[node.name], self.cites[node.name] = reason, verdict[1]
+                self.gpu_fallback[node.name] = reason
+        return out
+
+    def cite(self, name: str) -> str | None:
+        cite = self.cites.get(name)
+        return cite if cite is None or cite.startswith(("NVIDIA/", "https://")) else super().cite(name)
+
+    # ------------------------------------------------------------------ one node --
+    def dla_check(self, scope: Scope, node: Node) -> tuple[str, str] | None:
+        """Why ``node``'s layer cannot run on the DLA (reason, citation), or None."""
+        verdict = self._general(scope, node)
+        if verdict:
+            return verdict
+        op = node.op_type
+        entry = self.matrix.get(op)
+        if entry is not None:  # the Orin operator matrix decides which ops run on the DLA at all
+            support = entry["support"]
+            native = support == "Native" or (support.startswith("Native (as of TensorRT 8.6") and
+                                             not self.version.startswith("8."))
+            if support.startswith("Can be inferred"):
+                return None  # folded at build time (Shape, ConstantOfShape)
+            if not native:
+                return (f"{op}: Orin DLA support through TensorRT is '{support}' (runs on the GPU)", entry["cite"])
+            check = _PARAMETERS.get(op)
+            return check(self, scope, node) if check is not None else None
+        check = _LAYERS.get(op)
+        if check is None:
+            return f"{op}: no DLA layer for it in TensorRT {self.version} (runs on the GPU)", self.layers_cite
+        return check(self, scope, node)
+
+    def c(self, rule: str) -> str:
+        return self.dla_cites.get(rule, self.layers_cite)
+
+    def _general(self, scope: Scope, node: Node) -> tuple[str, str] | None:
+        for t in (*node.inputs, *node.outputs):
+            if not t or scope.weights_value(t) is not False:
+                continue  # weights are not DLA tensors
+            dtype = self._dtype(scope, t)
+            if dtype is not None and dtype not in DLA_TYPES:
+                return f"{node.op_type}: tensor '{t}' is {dtype}; the DLA runs FP16 and INT8 only", self.general_cite
+            shape = scope.shape(t)
+            if shape is None:
+                continue
+            if not all(isinstance(d, int) for d in shape):
+                return (f"{node.op_type}: tensor '{t}' has dynamic dimensions {list(shape)}; the DLA needs static "
+                        "ones", self.general_cite)
+            batch = 1
+            for d in shape[:-3]:
+                batch *= d
+            if batch > MAX_BATCH or any(d > MAX_DIM for d in shape[-3:]):
+                return (f"{node.op_type}: tensor '{t}' {list(shape)} exceeds the DLA's batch {MAX_BATCH} or "
+                        f"non-batch dimension {MAX_DIM}", self.general_cite)
+        return None
+
+
+def _rank(scope: Scope, node: Node) -> int | None:
+    shape = scope.shape(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    return len(shape) if shape is not None else None
+
+
+def _in_range(name: str, values: list[int], lo: int, hi: int) -> str | None:
+    bad = [v for v in values if not lo <= v <= hi]
+    return f"{name} {values} outside [{lo}, {hi}]" if bad else None
+
+
+def _conv(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    a, op = node.attrs, node.op_type
+    weights = scope.shape(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else None
+    kernel = list(a.get("kernel_shape") or (weights[2:] if weights else []))
+    if kernel and len(kernel) != 2:
+        return f"{op}: {len(kernel)}-D kernel; the DLA takes 2-D only", rules.c("conv_kernel")
+    checks = [("conv_kernel", _in_range("kernel", kernel, 1, 32)),
+              ("conv_stride", _in_range("stride", _pair(a.get("strides"), 1), 1, 8)),
+              ("conv_padding", _in_range("padding", [int(p) for p in a.get("pads") or []], 0, 31)),
+              ("conv_dilation", _in_range("dilation", _pair(a.get("dilations"), 1), 1, 32)),
+              ("conv_groups", _in_range("groups", [int(a.get("group", 1))], 1, 8192))]
+    if weights and isinstance(weights[0], int):
+        checks.append(("conv_maps", _in_range("output maps", [weights[0]], 1, 8192)))
+    if kernel and any(p >= k for p, k in zip([int(p) for p in a.get("pads") or []], kernel * 2)):
+        checks.append(("conv_padding", f"padding {list(a['pads'])} not less than the kernel {kernel}"))
+    return _first(rules, op, checks)
+
+
+def _deconv(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    a, op = node.attrs, node.op_type
+    weights = scope.shape(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else None
+    kernel = list(a.get("kernel_shape") or (weights[2:] if weights else []))
+
+    def wide(values: list[int]) -> bool:  # [1,32], or 64/96/128 in one dimension and 1 in the other
+        return all(1 <= v <= 32 for v in values) or (sorted(values)[0] == 1 and max(values) in (64, 96, 128))
+    checks = [("deconv_kernel", None if not kernel or (len(kernel) == 2 and wide(kernel)) else f"kernel {kernel}"),
+              ("deconv_stride", None if wide(_pair(a.get("strides"), 1)) else f"stride {list(a['strides'])}"),
+              ("deconv_padding", None if not any(a.get("pads") or []) else f"padding {list(a['pads'])} (must be 0)"),
+              ("deconv_groups", None if int(a.get("group", 1)) == 1 else f"groups {a['group']} (must be 1)")]
+    return _first(rules, op, checks)
+
+
+def _pool(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    a, op = node.attrs, node.op_type
+    if op.startswith("Global"):
+        shape = scope.shape(node.inputs[0])
+        window = list(shape[2:]) if shape is not None else []
+        strides, pads = [1, 1], []
+    else:
+        window, strides, pads = list(a.get("kernel_shape") or []), _pair(a.get("strides"), 1), list(a.get("pads") or [])
+    if window and len(window) != 2:
+        return f"{op}: {len(window)}-D window; the DLA pools 2-D only", rules.c("pool_window")
+    checks = [("pool_window", _in_range("window", [w for w in window if isinstance(w, int)], 1, 8)),
+              ("pool_stride", _in_range("stride", strides, 1, 16)),
+              ("pool_padding", _in_range("padding", [int(p) for p in pads], 0, 7))]
+    return _first(rules, op, checks)
+
+
+def _activation(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    if node.op_type not in ACTIVATIONS:
+        return (f"{node.op_type}: not one of the DLA's activations (ReLU, Sigmoid, TanH, Clip)",
+                rules.c("activation"))
+    return None
+
+
+def _unary(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    if node.op_type != "Abs":
+        return f"{node.op_type}: the DLA runs only the Abs unary operation", rules.c("unary")
+    return None
+
+
+def _concat(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    rank = _rank(scope, node)
+    axis = int(node.attrs.get("axis", 0))
+    if rank is not None and axis % rank != rank - 3:
+        return f"Concat: axis {axis} of a rank-{rank} tensor; the DLA concatenates along C (third to last) only", \
+            rules.c("concat_axis")
+    return None
+
+
+def _softmax(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    shape = scope.shape(node.inputs[0])
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    axis = int(node.attrs.get("axis", -1)) % len(shape)
+    if len(shape) >= 4 and axis < len(shape) - 3:
+        return f"Softmax: axis {axis} is a batch axis; the DLA takes channel or spatial axes", rules.c("softmax_axis")
+    others = [d for i, d in enumerate(shape) if i != axis and i >= len(shape) - 3]
+    limit = 8192 if all(d == 1 for d in others) else 1024
+    if shape[axis] > limit:
+        return f"Softmax: axis size {shape[axis]} > {limit}", rules.c("softmax_size")
+    return None
+
+
+def _slice(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    rank = _rank(scope, node)
+    if rank is not None and rank != 4:
+        return f"Slice: input of rank {rank}; the DLA slices 4-D tensors only", rules.c("slice_rank")
+    for index, rule in ((1, "slice_strides"), (2, "slice_strides"), (3, "slice_first"), (4, "slice_strides")):
+        if index < len(node.inputs) and node.inputs[index] and scope.weights_value(node.inputs[index]) is False:
+            return f"Slice: input {index} is computed; the DLA needs build-time constants", rules.c(rule)
+    axes = scope.weights_value(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] else None
+    if axes is not None and axes is not False and rank and any(int(x) % rank == 0 for x in list(axes.reshape(-1))):
+        return "Slice: slices the first dimension; the DLA does not", rules.c("slice_first")
+    steps = scope.weights_value(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else None
+    if steps is not None and steps is not False and any(int(x) != 1 for x in list(steps.reshape(-1))):
+        return "Slice: steps other than 1; the DLA slices with stride 1 only", rules.c("slice_strides")
+    return None
+
+
+def _prelu(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    if len(node.inputs) > 1 and scope.weights_value(node.inputs[1]) is False:
+        return "PRelu: the slopes are computed; the DLA needs them as build-time constants", rules.c("prelu_slopes")
+    return None
+
+
+def _resize(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    index = 1 if node.op_type == "Upsample" or (scope.opset or 99) < 11 else 2
+    value = scope.weights_value(node.inputs[index]) if len(node.inputs) > index and node.inputs[index] else None
+    if value is None or value is False or getattr(value, "size", 0) == 0:
+        return f"{node.op_type}: the DLA needs constant scales (sizes or computed scales are not checked)", \
+            rules.c("resize_scales")
+    scales = [float(v) for v in value.reshape(-1)]
+    mode = node.attrs.get("mode", "nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    top = 4 if mode in ("linear", "bilinear") else 32
+    if len(scales) != 4 or scales[:2] != [1.0, 1.0]:
+        return f"{node.op_type}: scales {scales}; the DLA takes 4 scales with batch and channel 1", \
+            rules.c("resize_scales")
+    if any(s != int(s) or not 1 <= s <= top for s in scales[2:]):
+        return f"{node.op_type}: scales {scales[2:]} must be integers in [1, {top}] in {mode} mode", \
+            rules.c("resize_range")
+    return None
+
+
+def _lrn(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    size = int(node.attrs.get("size", 0))
+    return None if size in (3, 5, 7, 9) else (f"LRN: size {size}; the DLA takes 3, 5, 7 or 9", rules.c("lrn_window"))
+
+
+def _elementwise(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
+    if node.op_type not in ELEMENTWISE:
+        return f"{node.op_type}: not an element-wise operation the DLA runs", rules.layers_cite
+    return None
+
+
+def _ok(rules: DLARules, scope: Scope, node: Node) -> None:
+    return None
+
+
+def _first(rules: DLARules, op: str, checks: list[tuple[str, str | None]]) -> tuple[str, str] | None:
+    for rule, problem in checks:
+        if problem:
+            return f"{op}: {problem} (DLA limit)", rules.c(rule)
+    return None
+
+
+Check = Callable[[DLARules, Scope, Node], "tuple[str, str] | None"]
+_LAYERS: dict[str, Check] = {
+    "Conv": _conv, "ConvTranspose": _deconv,
+    "MaxPool": _pool, "AveragePool": _pool, "GlobalAveragePool": _pool, "GlobalMaxPool": _pool,
+    **{op: _activation for op in ("Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "Elu", "Selu", "HardSigmoid",
+                                  "Softplus", "Softsign", "ThresholdedRelu")},
+    **{op: _unary for op in ("Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Floor", "Ceil",
+                             "Erf", "Not")},
+    **{op: _elementwise for op in ("Add", "Sub", "Mul", "Max", "Min", "Sum", "Div", "Pow", "Equal", "Greater",
+                                   "Less")},
+    "Concat": _concat, "Softmax": _softmax, "Slice": _slice, "PRelu": _prelu, "Resize": _resize,
+    "Upsample": _resize, "LRN": _lrn, "BatchNormalization": _ok,
+}
+
+
+#: the layer limits (NvInfer.h) checked for ops the Orin matrix calls native
+_PARAMETERS: dict[str, Check] = {
+    "Conv": _conv, "ConvTranspose": _deconv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool,
+    "Concat": _concat, "Softmax": _softmax, "Slice": _slice, "PRelu": _prelu, "Resize": _resize,
+    "Upsample": _resize, "LRN": _lrn, "MatMul": lambda r, s, n: _constant_weights(r, s, n, 1),
+    "Gemm": lambda r, s, n: _constant_weights(r, s, n, 1),
+}
+
+
+def _constant_weights(rules: DLARules, scope: Scope, node: Node, index: int) -> tuple[str, str] | None:
+    """MatMul/Gemm run on the DLA as a fully connected layer: the weights must be constant."""
+    if len(node.inputs) > index and scope.weights_value(node.inputs[index]) is False:
+        entry = rules.matrix.get(node.op_type, {})
+        return (f"{node.op_type}: input {index} is computed; on the DLA it must be constant weights",
+                entry.get("cite", rules.layers_cite))
+    return None
+
+
+def loadable_report(rules: DLARules, loadables: int) -> dict[str, Any]:
+    """The DLA part of the partition summary: loadables against the per-core limit, the GPU fallbacks."""
+    error = None
+    if loadables > LOADABLES_PER_CORE:
+        error = (f"{loadables} DLA loadables; at most {LOADABLES_PER_CORE} can be loaded per DLA core "
+                 f"({rules.general_cite}): the build fails -- let fewer layers fall back, or support the ops that "
+                 "split the DLA regions (see the ranking)")
+    fallback = rules.gpu_fallback
+    return {"loadables": loadables, "loadables_per_core": LOADABLES_PER_CORE, "error": error,
+            "gpu_fallback_count": len(fallback), "gpu_fallback": dict(list(fallback.items())[:2000]),
+            "gpu_fallback_cite": rules.dla_cites.get("gpu_fallback")}

@@ -1,0 +1,122 @@
+"""Verdicts that explain themselves (issue 20): a match on a reference that is mostly below atol
+says it proves little, a difference inside the partitioned graph is never printed as "first
+subgraph introducing a difference" under a match, and the relative error is taken only where
+the reference is well above atol. Reference values come from onnxruntime on fresh random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+from engine.compare import compare
+from engine.tolerance import REL_FLOOR_FACTOR, WEAK_FRACTION, Tolerance, compare_arrays
+from partition import load_model
+from partition.runner import partition
+from sglens.cli import main
+
+from conftest import make_model
+from test_executor import KERNELS, vi
+
+
+def _scaled_model(scale: float, add_x: bool):
+    """x -> Relu -> a; y = a * scale (+ x): a small scale squashes any error in ``a``."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Mul", ["a", "scale"], ["m" if add_x else "y"], name="mul")]
+    if add_x:
+        nodes.append(helper.make_node("Add", ["m", "x"], ["y"], name="add"))
+    init = [numpy_helper.from_array(np.array(scale, dtype=np.float32), "scale")]
+    return make_model(nodes, [vi("x", [8, 16])], [vi("y", [8, 16])], initializers=init)
+
+
+def _kernels(wrong_relu: bool):
+    def find(node, opset):
+        if wrong_relu and node.op_type == "Relu":
+            return lambda xp, a, **_: (xp.maximum(a, 0) + 0.5,)
+        return KERNELS.get(node.op_type)
+    return find
+
+
+def _run(model, feeds, wrong_relu=False):
+    g = load_model(model.SerializeToString())
+    part = partition(g, "default", ops=["Relu"])          # the Relu alone is the subgraph
+    return compare(g, model, feeds, partitioned=part, executor="engine", kernels=_kernels(wrong_relu),
+                   repeat=1, warmup=0)
+
+
+def _ort(model, feeds):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+def test_a_match_on_a_reference_mostly_below_atol_says_it_proves_little(rng):
+    model = _scaled_model(1e-6, add_x=False)
+    feeds = {"x": rng.standard_normal((8, 16)).astype(np.float32)}
+    c = _run(model, feeds)
+    ref = _ort(model, feeds)
+    below = float(np.mean(np.abs(ref.astype(np.float64)) <= 1e-4))
+    assert below >= WEAK_FRACTION                           # the oracle agrees the check is vacuous
+    assert c.ok
+    v = c.verdict
+    assert v.status == "weak"
+    assert "proves little" in v.headline and f"{100 * below:.1f}%" in v.headline
+    assert c.to_json()["verdict"]["status"] == "weak"
+    assert "proves little" in c.text()
+    e = c.outputs["y"]["partitioned"]
+    assert e["weak"] and e["ref_max_abs"] == pytest.approx(float(np.abs(ref).max()), rel=1e-6)
+    # the same model with outputs of real size is a plain match
+    big = _scaled_model(1.0, add_x=False)
+    plain = _run(big, feeds)
+    assert plain.ok and plain.verdict.status == "match"
+    assert "proves little" not in plain.text() and plain.verdict.headline == "✔ outputs match onnxruntime"
+
+
+def test_no_difference_is_printed_under_a_match(rng):
+    """A wrong Relu kernel: the boundary ``a`` is 0.5 off, the output y = a*1e-6 + x is not."""
+    model = _scaled_model(1e-6, add_x=True)
+    feeds = {"x": rng.standard_normal((8, 16)).astype(np.float32)}
+    c = _run(model, feeds, wrong_relu=True)
+    ref = _ort(model, feeds)
+    assert np.allclose(ref, feeds["x"] + np.maximum(feeds["x"], 0) * np.float32(1e-6), atol=1e-6)
+    assert c.ok                                             # 5e-7 off: inside tolerance
+    (sg,) = c.subgraphs
+    assert sg["introduces_difference"]                      # the boundary itself does differ
+    assert c.first_divergent is None and c.to_json()["first_divergent"] is None
+    v = c.verdict
+    assert v.status == "match" and v.headline.startswith("✔")
+    assert v.inner_difference == f"#{sg['id']} {sg['node']}"
+    assert any("does not reach" in d for d in v.details)
+    assert "first subgraph introducing a difference" not in c.text()
+    # when the difference reaches the output, the subgraph is named under a ✘
+    loud = _run(_scaled_model(1.0, add_x=True), feeds, wrong_relu=True)
+    assert not loud.ok and loud.verdict.status == "differ" and loud.verdict.headline.startswith("✘")
+    assert loud.first_divergent == f"#{loud.subgraphs[0]['id']} {loud.subgraphs[0]['node']}"
+    assert "first subgraph introducing a difference" in loud.text()
+
+
+def test_relative_error_is_taken_only_where_the_reference_is_well_above_atol(rng):
+    x = rng.standard_normal(4096).astype(np.float32)
+    x[::7] *= 1e-9                                          # some near-zero references
+    model = make_model([helper.make_node("Identity", ["x"], ["y"])], [vi("x", [4096])], [vi("y", [4096])])
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0].astype(np.float64)
+    ours = ref + 1e-8
+    tol = Tolerance()
+    e = compare_arrays(ours, ref, tol)
+    keep = np.abs(ref) > REL_FLOOR_FACTOR * tol.atol
+    assert e["max_rel"] == pytest.approx(float((1e-8 / np.abs(ref[keep])).max()), rel=1e-3)
+    assert e["max_rel"] < 1e-3                              # the all-element ratio would be ~1e+1 here
+    assert float((1e-8 / np.abs(ref)).max()) > 1.0
+    assert e["rel_elements"] == int(keep.sum()) and "near zero" in e["rel_note"]
+    # every reference tiny: no relative error at all, and the reason
+    tiny = compare_arrays(ref * 1e-9 + 1e-12, ref * 1e-9, tol)
+    assert tiny["max_rel"] is None and "divide by near-zero" in tiny["rel_note"] and tiny["weak"]
+
+
+def test_cli_compare_prints_the_same_verdict(tmp_path, capsys, rng):
+    path = tmp_path / "tiny.onnx"
+    path.write_bytes(_scaled_model(1e-6, add_x=False).SerializeToString())
+    assert main(["compare", str(path), "--ops", "Relu", "--repeat", "1", "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "proves little" in out and "at or below atol 0.0001" in out

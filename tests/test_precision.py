@@ -1,0 +1,345 @@
+"""Reduced-precision emulation (engine/precision.py) against an independent reference, and
+the search for the nodes that must stay FP32 (engine/precision_search.py).
+
+The reference: onnxruntime running the model with explicit Cast-to-FP16/BF16-and-back
+around every float input and output of the reduced nodes (``with_explicit_casts``). Each
+node then computes in FP32 in onnxruntime's own kernels, so nothing in onnxruntime can
+skip a rounding, and the rounding is onnxruntime's Cast, not ours.
+"""
+from __future__ import annotations
+
+from partition import select
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine.precision import PrecisionError, PrecisionRunner, round_bf16, round_fp16
+from engine.precision_export import (mark_pins, pinned_nodes, polygraphy_flags, trtexec_flags,
+                                     with_explicit_casts)
+from engine.precision_report import PrecisionRequest, investigate
+from engine.precision_search import Group, ddmin, search
+from engine.tolerance import Tolerance
+from partition.onnx_io import load_model
+from sample_models.builders_fp16 import build_fp16_trouble_transformer, fp16_trouble_inputs
+
+TOL = Tolerance(1e-2, 1e-2)
+
+
+@pytest.fixture(scope="module")
+def transformer(tmp_path_factory):
+    model = build_fp16_trouble_transformer()
+    path = tmp_path_factory.mktemp("prec") / "trouble.onnx"
+    onnx.save(model, path)
+    return model, load_model(str(path))
+
+
+def _ort(model: onnx.ModelProto, feeds) -> dict[str, np.ndarray]:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def _cast_model(target: str) -> onnx.ModelProto:
+    to = TensorProto.FLOAT16 if target == "fp16" else TensorProto.BFLOAT16
+    nodes = [helper.make_node("Cast", ["x"], ["low"], to=to), helper.make_node("Cast", ["low"], ["y"], to=1)]
+    g = helper.make_graph(nodes, "cast", [helper.make_tensor_value_info("x", 1, [None])],
+                          [helper.make_tensor_value_info("y", 1, [None])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("target,rounder", [("fp16", round_fp16), ("bf16", round_bf16)])
+def test_rounding_equals_onnxruntime_cast(target, rounder):
+    rng = np.random.default_rng()
+    x = np.concatenate([rng.standard_normal(2000) * 10.0 ** rng.integers(-9, 9, 2000),
+                        [65504.0, 65519.0, 65520.0, 1e5, -1e5, 2.0 ** -25, 2.0 ** -24, 3e-8, 0.0,
+                         np.inf, -np.inf, 3.39e38, 3.4e38, 1e-40]]).astype(np.float32)
+    ours = rounder(np, x)
+    ref = _ort(_cast_model(target), {"x": x})["y"]
+    np.testing.assert_array_equal(ours, ref)
+    if target == "fp16":   # the FP16 edges: 65519 rounds down, 65520 overflows, 2^-25 flushes
+        assert ours[2001] == 65504.0 and np.isinf(ours[2002]) and ours[2005] == 0.0
+
+
+@pytest.mark.parametrize("target", ["fp16", "bf16"])
+def test_emulation_matches_explicit_casts_in_onnxruntime(transformer, target):
+    model, graph = transformer
+    rng = np.random.default_rng()
+    feeds = fp16_trouble_inputs(seed=int(rng.integers(1 << 30)), outlier=float(rng.uniform(300, 1500)))
+    with PrecisionRunner(graph, target) as runner:
+        reduced = [n for n in runner.candidates if rng.random() < 0.7]
+        ours = runner.run(feeds, reduced)[0]["output"]
+    ref = _ort(with_explicit_casts(model, reduced, target), feeds)["output"]
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(ours), np.isinf(ref))
+    finite = np.isfinite(ref)
+    np.testing.assert_allclose(ours[finite], ref[finite], rtol=1e-2, atol=1e-2)
+
+
+def test_emulation_matches_explicit_casts_on_a_cnn():
+    model = onnx.load("sample_models/resnet_small.onnx")
+    graph = load_model("sample_models/resnet_small.onnx")
+    rng = np.random.default_rng()
+    x = (rng.standard_normal((1, 3, 32, 32)) * 50).astype(np.float32)
+    feeds = {graph.inputs[0]: x}
+    with PrecisionRunner(graph, "fp16") as runner:
+        ours = next(iter(runner.run(feeds, runner.candidates)[0].values()))
+        fp32 = next(iter(runner.run(feeds, ())[0].values()))
+    ref = next(iter(_ort(with_explicit_casts(model, [n.name for n in model.graph.node], "fp16"),
+                         feeds).values()))
+    np.testing.assert_allclose(ours, ref, rtol=2e-3, atol=2e-3 * float(np.abs(ref).max()))
+    assert not np.array_equal(ours, fp32), "the FP16 run must differ from FP32 somewhere"
+
+
+def test_overflow_counts_name_the_attention_logits(transformer):
+    _, graph = transformer
+    with PrecisionRunner(graph, "fp16") as runner:
+        _, counts = runner.run(fp16_trouble_inputs(), runner.candidates, stats=True)
+        _, quiet = runner.run(fp16_trouble_inputs(outlier=1.0), runner.candidates, stats=True)
+    assert counts["attn/scores"].overflow > 0
+    assert all(c.overflow == 0 for c in quiet.values())
+
+
+def test_ddmin_finds_a_one_minimal_set_deterministically():
+    items = tuple("abcdefghij")
+    seen: list[tuple[str, ...]] = []
+
+    def passes(sub: tuple[str, ...]) -> bool:
+        seen.append(sub)
+        return {"c", "h"} <= set(sub)
+    assert ddmin(items, passes) == ("c", "h")
+    first = list(seen)
+    seen.clear()
+    assert ddmin(items, passes) == ("c", "h") and seen == first
+
+
+def test_search_pins_bring_the_output_back_and_onnxruntime_agrees(transformer):
+    model, graph = transformer
+    feeds = fp16_trouble_inputs()
+    with PrecisionRunner(graph, "fp16") as runner:
+        result = search(runner, feeds, TOL, [Group("all", tuple(runner.candidates))], max_runs=200)
+        candidates = list(runner.candidates)
+    assert not result.no_pins_needed and not result.capped
+    assert result.baseline.match is False and result.verified.match is True
+    assert "attn/scores" in result.pins and "attn/ln/pow" in result.pins
+    assert len(result.pins) < len(candidates) // 3
+    for pin in result.pins:   # 1-minimal: every pin alone (all else FP32) breaks the output
+        assert result.alone[pin]["match"] is False
+    # Independent check: onnxruntime, FP16 rounding by explicit Casts, exactly those pins.
+    reduced = [n for n in candidates if n not in set(result.pins)]
+    fp32 = _ort(model, feeds)["output"]
+    pinned = _ort(with_explicit_casts(model, reduced, "fp16"), feeds)["output"]
+    unpinned = _ort(with_explicit_casts(model, candidates, "fp16"), feeds)["output"]
+    assert np.allclose(pinned, fp32, atol=TOL.atol, rtol=TOL.rtol)
+    assert not np.allclose(unpinned, fp32, atol=TOL.atol, rtol=TOL.rtol)
+
+
+def test_no_trouble_means_no_pins(transformer):
+    _, graph = transformer
+    report = investigate(graph, fp16_trouble_inputs(outlier=1.0), PrecisionRequest(atol=1e-2, rtol=1e-2))
+    assert report["no_pins_needed"] and report["pins"] == [] and report["runs"] == 2
+    assert "no pins needed" in report["summary"]
+
+
+def test_cap_stops_the_search_with_a_passing_set(transformer):
+    _, graph = transformer
+    with PrecisionRunner(graph, "fp16") as runner:
+        result = search(runner, fp16_trouble_inputs(), TOL, [Group("all", tuple(runner.candidates))],
+                        max_runs=3)
+    assert result.capped and result.search_runs == 3
+    assert result.verified.match   # what it holds still passes, just not minimal
+
+
+def test_investigate_reports_suspects_and_growth(transformer):
+    _, graph = transformer
+    report = investigate(graph, fp16_trouble_inputs(), PrecisionRequest(atol=1e-2, rtol=1e-2))
+    rows = {r["node"]: r for r in report["nodes"]}
+    assert rows["attn/scores"]["overflow"] > 0 and rows["attn/scores"]["growth"] is None
+    assert rows["attn/ln/pow"]["max_abs"] > 65504
+    # after the logits' NaN the full run cannot see the Pow's own overflow; alone it shows
+    assert rows["attn/ln/pow"]["growth"] == 0.0 and rows["attn/ln/pow"]["alone_nonfinite"]
+    assert rows["attn/ln/pow"]["overflow"] > 0
+    assert max(r["alone_growth"] or 0 for r in report["nodes"]) < 1   # the rest: roundings
+    suspects = {s["node"]: s["why"] for s in report["suspects"]}
+    assert "attention logits" in suspects["attn/scores"] and "Pow" in suspects["attn/ln/pow"]
+    assert report["trtexec"].startswith("--fp16 --precisionConstraints=obey --layerPrecisions=")
+    assert all(f"{p}:fp32" in report["trtexec"] for p in report["pins"])
+
+
+def _qdq_model(bad_scale: float) -> onnx.ModelProto:
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((16, 16)) * 0.5).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.float32(4 / 127), "s1"),
+             numpy_helper.from_array(np.int8(0), "z"), numpy_helper.from_array(np.float32(bad_scale), "s2")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z"], ["xq"], name="q_in"),
+             helper.make_node("DequantizeLinear", ["xq", "s1", "z"], ["xd"], name="dq_in"),
+             helper.make_node("MatMul", ["xd", "W"], ["h"], name="matmul"),
+             helper.make_node("QuantizeLinear", ["h", "s2", "z"], ["hq"], name="q_h"),
+             helper.make_node("DequantizeLinear", ["hq", "s2", "z"], ["hd"], name="dq_h"),
+             helper.make_node("Relu", ["hd"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", 1, [1, 16])],
+                          [helper.make_tensor_value_info("y", 1, [1, 16])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_int8_pins_the_saturating_quantize(tmp_path):
+    path = tmp_path / "qdq.onnx"
+    onnx.save(_qdq_model(bad_scale=0.002), path)   # h reaches ~5: saturates at 0.254
+    graph = load_model(str(path))
+    feeds = {"x": np.random.default_rng().uniform(-2, 2, (1, 16)).astype(np.float32)}
+    report = investigate(graph, feeds, PrecisionRequest(target="int8", atol=0.05, rtol=0.05))
+    assert report["pins"] == ["q_h"] and report["verified"]["match"]
+    assert {s["node"] for s in report["suspects"]} >= {"q_h"}
+    # the INT8 run itself is the model as written: onnxruntime runs the same Q/DQ
+    with PrecisionRunner(graph, "int8") as runner:
+        ours = runner.run(feeds, runner.candidates)[0]["y"]
+    np.testing.assert_allclose(ours, _ort(onnx.load(path), feeds)["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_int8_without_qdq_is_a_clear_error(transformer):
+    _, graph = transformer
+    with pytest.raises(PrecisionError, match="no QuantizeLinear nodes"):
+        PrecisionRunner(graph, "int8")
+
+
+def test_bad_requests_are_named():
+    with pytest.raises(PrecisionError, match="--target 'fp8'"):
+        PrecisionRequest(target="fp8")
+    with pytest.raises(PrecisionError, match="--max-runs 0"):
+        PrecisionRequest(max_runs=0)
+    with pytest.raises(PrecisionError, match="atol"):
+        PrecisionRequest(atol=-1.0)
+
+
+def test_exports(transformer):
+    model, _ = transformer
+    marked = mark_pins(model, ["attn/scores", "attn/ln/pow"], "fp16")
+    assert pinned_nodes(marked) == ["attn/scores", "attn/ln/pow"]
+    assert pinned_nodes(model) == []     # the input model is left alone
+    meta = {p.key: p.value for p in marked.metadata_props}
+    assert '"attn/scores"' in meta["sglens.precision.fp32_nodes"]
+    with pytest.raises(PrecisionError, match="not top-level nodes"):
+        mark_pins(model, ["nope"], "fp16")
+    assert trtexec_flags([], "fp16") == "--fp16"
+    assert polygraphy_flags(["a b"], "bf16") == \
+        "--bf16 --precision-constraints obey --layer-precisions 'a b:float32'"
+    with pytest.raises(PrecisionError, match="','"):
+        trtexec_flags(["a,b"], "fp16")
+
+
+def test_other_converters_behave_as_documented(transformer):
+    """docs/precision.md's table: onnxruntime's CPU provider hides the FP16 overflow that the
+    explicit-cast model (and our emulation) shows, and its converter rounds between two
+    blocked nodes. If this fails, onnxruntime changed: update the docs."""
+    f16 = pytest.importorskip("onnxruntime.transformers.float16")
+    model, _ = transformer
+    feeds = fp16_trouble_inputs()
+    fp32 = _ort(model, feeds)["output"]
+    converted = f16.convert_float_to_float16(model, keep_io_types=True)
+    hidden = _ort(converted, feeds)["output"]
+    explicit = _ort(with_explicit_casts(model, [n.name for n in model.graph.node], "fp16"), feeds)["output"]
+    assert np.allclose(hidden, fp32, atol=1e-2, rtol=1e-2)        # the overflow is hidden
+    assert not np.allclose(explicit, fp32, atol=1e-2, rtol=1e-2)  # rounding at every node shows it
+    blocked = f16.convert_float_to_float16(model, keep_io_types=True,
+                                           node_block_list=["attn/ln/pow", "attn/ln/var"])
+    var = next(n for n in blocked.graph.node if n.name == "attn/ln/var")
+    producer = {o: n for n in blocked.graph.node for o in n.output}
+    back = producer[var.input[0]]
+    assert back.op_type == "Cast" and producer[back.input[0]].op_type == "Cast"   # fp32 -> fp16 -> fp32
+
+
+def test_subgraphs_first_then_nodes(tmp_path):
+    """Two layers cut into several subgraphs (the default backend without Softmax and Relu):
+    the first stage blames only subgraphs of the first layer, whose input has the outlier;
+    every pin lies in a guilty subgraph; onnxruntime agrees the pins suffice."""
+    model = build_fp16_trouble_transformer(layers=2)
+    path = tmp_path / "two.onnx"
+    onnx.save(model, path)
+    graph = load_model(str(path))
+    ops = sorted({n.op_type for n in graph.nodes} - {"Softmax", "Relu"})
+    feeds = fp16_trouble_inputs()
+    report = investigate(graph, feeds, PrecisionRequest(atol=1e-2, rtol=1e-2,
+                                                        selection=select("default", ops=ops)))
+    assert len(report["groups"]) >= 3
+    guilty = [g for g in report["groups"] if g["guilty"]]
+    assert guilty and len(guilty) < len(report["groups"])
+    assert not any(p.startswith("layer1/") for p in report["pins"])
+    assert report["verified"]["match"] and report["history"][2]["stage"] == "subgraphs"
+    reduced = [r["node"] for r in report["nodes"] if r["reduced"] and r["node"] not in set(report["pins"])]
+    pinned = _ort(with_explicit_casts(model, reduced, "fp16"), feeds)["output"]
+    assert np.allclose(pinned, _ort(model, feeds)["output"], atol=1e-2, rtol=1e-2)
+
+
+def test_batchnorm_rounds_its_folded_scale_not_its_variance(tmp_path):
+    """A running variance beyond 65504 is fine in TensorRT (folded into scale = gamma /
+    sqrt(var + eps) in FP32 first); rounding the variance itself would make it inf."""
+    c = 4
+    inits = [numpy_helper.from_array(np.ones(c, np.float32), "g"), numpy_helper.from_array(np.zeros(c, np.float32), "b"),
+             numpy_helper.from_array(np.zeros(c, np.float32), "m"),
+             numpy_helper.from_array(np.array([1e5, 2e5, 1.0, 4.0], np.float32), "v")]
+    g = helper.make_graph([helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["y"], name="bn")],
+                          "bn", [helper.make_tensor_value_info("x", 1, [1, c, 3, 3])],
+                          [helper.make_tensor_value_info("y", 1, [1, c, 3, 3])], initializer=inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "bn.onnx")
+    graph = load_model(str(tmp_path / "bn.onnx"))
+    x = (np.random.default_rng().standard_normal((1, c, 3, 3)) * 300).astype(np.float32)
+    with PrecisionRunner(graph, "fp16") as runner:
+        ours, counts = runner.run({"x": x}, ["bn"], stats=True)
+    ref = _ort(with_explicit_casts(model, ["bn"], "fp16"), {"x": x})["y"]
+    fp32 = _ort(model, {"x": x})["y"]
+    assert counts["bn"].overflow == 0 and np.isfinite(ours["y"]).all()
+    np.testing.assert_allclose(ours["y"], ref, rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(ours["y"], fp32, rtol=2e-3, atol=1e-3)
+
+
+def test_scope_all_adds_the_nodes_outside_subgraphs(transformer):
+    from engine.precision_report import groups_for
+    _, graph = transformer
+    names = [n.name for n in graph.nodes]
+    ops = sorted({n.op_type for n in graph.nodes} - {"Softmax"})
+    inside, notes = groups_for(graph, names, select("default", ops=ops), "subgraphs")
+    everything, _ = groups_for(graph, names, select("default", ops=ops), "all")
+    assert "attn/softmax" not in {n for g in inside for n in g.nodes}
+    assert everything[-1].name.startswith("outside subgraphs") and "attn/softmax" in everything[-1].nodes
+    assert any("stay FP32" in n for n in notes)
+
+
+def test_a_real_cnn_from_the_rapidocr_wheel_needs_no_pins(tmp_path):
+    """The PP-OCR direction classifier shipped in rapidocr_onnxruntime 1.4.4 (a real MobileNet
+    CNN, 566 nodes): FP16 within 1e-2 on normalised-image inputs. The wheel is fetched by
+    ``python bench/precision.py --rapidocr`` into ~/.cache/sglens/wheels."""
+    import zipfile
+    from pathlib import Path
+    wheels = sorted((Path.home() / ".cache" / "sglens" / "wheels").glob("rapidocr_onnxruntime-1.4.4-*.whl"))
+    if not wheels:
+        pytest.skip("the rapidocr_onnxruntime 1.4.4 wheel is not cached; python bench/precision.py --rapidocr fetches it")
+    with zipfile.ZipFile(wheels[0]) as z:
+        (tmp_path / "cls.onnx").write_bytes(z.read("rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"))
+    graph = load_model(str(tmp_path / "cls.onnx"))
+    x = np.random.default_rng().uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)
+    report = investigate(graph, {graph.inputs[0]: x}, PrecisionRequest(atol=1e-2, rtol=1e-2))
+    assert report["no_pins_needed"] and report["candidates"] > 200
+    model = onnx.load(tmp_path / "cls.onnx")
+    reduced = [r["node"] for r in report["nodes"] if r["reduced"]]
+    ref = _ort(with_explicit_casts(model, reduced, "fp16"), {graph.inputs[0]: x})
+    with PrecisionRunner(graph, "fp16") as runner:
+        ours = runner.run({graph.inputs[0]: x}, reduced)[0]
+    # 566 nodes deep, one FP16 ulp flipped by a different FP32 kernel travels to the output:
+    # the two emulations agree to the size of FP16's own error here (up to ~5e-3), not bitwise
+    for name, value in ref.items():
+        np.testing.assert_allclose(ours[name], value, rtol=0, atol=1e-2)
+
+
+def test_a_backend_that_takes_nothing_says_so(transformer):
+    _, graph = transformer
+    report = investigate(graph, fp16_trouble_inputs(), PrecisionRequest(
+        selection=select("default", ops=["Nope"])))
+    assert report["candidates"] == 0 and report["no_pins_needed"]
+    assert any("no node runs in reduced precision" in n for n in report["notes"])
