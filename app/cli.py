@@ -14,6 +14,8 @@ from typing import Any
 
 #: Default run memory budget: this fraction of the machine's RAM.
 RUN_MEMORY_FRACTION = 4
+#: Default wall-clock limit of one run, seconds (docs/running.md says why ten minutes).
+RUN_TIME_LIMIT = 600
 
 
 def register(subparsers: Any) -> None:
@@ -45,6 +47,9 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="require this access token on every request (generated when --host is not loopback)")
     p.add_argument("--run-memory-limit", type=int, default=None, metavar="BYTES",
                    help="bytes a run's tensors may take, estimated before running (default 1/4 of RAM; 0 = no limit)")
+    p.add_argument("--run-time-limit", type=float, default=RUN_TIME_LIMIT, metavar="SECONDS",
+                   help=f"wall-clock seconds a run may take on its worker before it fails and the worker is "
+                        f"replaced (default {RUN_TIME_LIMIT}; 0 = no limit)")
     from .server import add_server_arguments
     add_server_arguments(p)  # --debug, --threads, --workers, --worker-memory, --scheduler, --store-limit, ...
     p.set_defaults(func=cmd_serve)
@@ -75,6 +80,7 @@ def serve_config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
         config["SGLENS_MAX_UPLOAD"] = args.max_upload
     limit = args.run_memory_limit
     config["SGLENS_RUN_MEMORY_LIMIT"] = default_run_memory_limit() if limit is None else (limit or None)
+    config["SGLENS_RUN_TIME_LIMIT"] = args.run_time_limit or None
     warnings: list[str] = []
     token = args.token
     if not is_loopback(args.host):
@@ -90,6 +96,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from . import create_app
     if args.run_memory_limit is not None and args.run_memory_limit < 0:
         print("sglens serve: --run-memory-limit must be 0 (no limit) or a number of bytes", file=sys.stderr)
+        return 2
+    if not 0 <= args.run_time_limit < float("inf"):
+        print("sglens serve: --run-time-limit must be 0 (no limit) or a number of seconds", file=sys.stderr)
         return 2
     if not 0 <= args.port <= 65535:
         print(f"sglens serve: --port must be from 0 to 65535, got {args.port}", file=sys.stderr)

@@ -41,6 +41,7 @@ MEMORY_TOPIC = "worker-restart-memory"     # logged by the nanny when it kills a
 SCATTER_OVER = 1 << 20                     # model bytes above this are scattered, not embedded
 CHECK_EVERY = 0.2                          # seconds between cancel checks inside a run
 CANCEL_GRACE = 10.0                        # seconds a cancelled run may take to notice before its worker restarts
+LIMIT_GRACE = 3.0                          # seconds past --run-time-limit before a run's worker is restarted
 REPORT_EVERY = 0.05                        # seconds between progress events within one stage
 SAVE_EVERY = 0.5                           # seconds between progress writes to the store
 
@@ -207,6 +208,7 @@ class DaskJobManager(BaseJobs):
             self.client.register_plugin(PluginShipper(read_plugin_sources(plugins)))
         self._closed = False
         self.cancel_grace = CANCEL_GRACE
+        self.limit_grace = LIMIT_GRACE
 
     # ---- submit / cancel ----
     def _start(self, job: Job, entry: Any, spec: RunSpec) -> None:
@@ -252,10 +254,39 @@ class DaskJobManager(BaseJobs):
     def _restart_if_running(self, job: Job) -> None:
         if job.handle is None or not job.worker or self._closed:
             return       # the run returned (its done callback released the handle)
+        self._replace_worker(job.worker)
+
+    def _watch_time(self, job: Job) -> None:
+        """The run started on a worker: past its time limit (plus a grace for the checks between
+        stages to stop it) it fails and its worker is replaced (a hung call never reaches a check)."""
+        if not job.time_limit:
+            return
+        timer = threading.Timer(job.time_limit + self.limit_grace, self._overdue, args=(job, job.worker))
+        timer.daemon = True
+        timer.start()
+
+    def _overdue(self, job: Job, worker: str | None) -> None:
+        if job.finishing or job.status in FINAL or job.handle is None or self._closed:
+            return
+        from .jobs import TimeLimitExceeded
+        self.finish(job, "failed", str(TimeLimitExceeded(job.time_limit or 0.0,
+                                                         f"its worker {worker} was still running it and was restarted")))
+        if worker:
+            self._replace_worker(worker)
+
+    def _replace_worker(self, address: str) -> None:
+        """Restart one worker whose task will not stop. Its nanny (another process) kills it even
+        when the task holds the GIL in C code, and starts a fresh one; a worker without a nanny
+        (``dask worker --no-nanny``) is asked to exit."""
         try:
-            # Runs on the worker's event loop, not in the stuck task thread. The worker dies as if it
-            # had crashed and its nanny starts a new one (the path a crashing run takes, too).
-            self.client.run(_exit_worker, workers=[job.worker], wait=False)
+            self.client.restart_workers([address], timeout=30, raise_for_error=True)
+            return
+        except Exception:  # noqa: BLE001 - no nanny, or it did not answer: the worker's own loop
+            pass
+        try:
+            # Runs on the worker's event loop, not in the stuck task thread: the worker dies as if
+            # it had crashed (the path a crashing run takes, too).
+            self.client.run(_exit_worker, workers=[address], wait=False)
         except Exception:  # noqa: BLE001 - the worker may be gone already
             traceback.print_exc()
 
@@ -275,9 +306,12 @@ class DaskJobManager(BaseJobs):
         if job is None or job.finishing or job.status in FINAL:
             return
         stage_changed = job.stage != msg["stage"]
-        job.status = "running"
-        job.stage, job.progress, job.message = msg["stage"], msg["progress"], msg["message"]
         job.worker = msg.get("worker")
+        if job.status == "queued":
+            if not job.start():
+                return
+            self._watch_time(job)
+        job.stage, job.progress, job.message = msg["stage"], msg["progress"], msg["message"]
         now = time.monotonic()
         if stage_changed or now - job.saved_at > SAVE_EVERY:
             job.saved_at = now
@@ -379,9 +413,7 @@ class DaskJobManager(BaseJobs):
         if self._closed:
             return
         self._closed = True
-        for job in self.active():
-            if job.status not in FINAL:
-                self.finish(job, "interrupted", "interrupted: the server stopped while this run was in flight")
+        self._end_in_flight()
         try:
             self.client.close()
         finally:

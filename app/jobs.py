@@ -28,14 +28,26 @@ from partition.errors import LensError
 
 from .errors import ApiError
 from .run_spec import RunSpec, make_spec
+from .run_states import FINAL, RunState, can_move, lost_with_server
 
-FINAL = ("done", "failed", "cancelled", "interrupted")
 #: Seed and default dimension of the random inputs of every run (stored with the run).
 INPUTS = {"seed": 0, "default_dim": 1}
 
 
 class Cancelled(Exception):
     pass
+
+
+def seconds_text(seconds: float) -> str:
+    return f"{int(seconds)} s" if float(seconds).is_integer() else f"{seconds:g} s"
+
+
+class TimeLimitExceeded(LensError):
+    """The run passed its wall-clock limit (``--run-time-limit``)."""
+
+    def __init__(self, limit: float, how: str = "the run stopped at its next check between stages") -> None:
+        super().__init__(f"exceeded the time limit of {seconds_text(limit)} (sglens serve --run-time-limit): "
+                         f"{how}. Run a smaller input, or raise the limit")
 
 
 def runs_available() -> str | None:
@@ -67,10 +79,18 @@ class Job:
         self.resubmit: Any = None        # what a new submission needs
         self.saved_at = 0.0              # last progress write to the store
         self.finishing = False           # set once, by whoever records the end first
+        self.time_limit: float | None = None   # seconds from its start on a worker (RunSpec.time_limit)
 
     def check(self) -> None:
         if self.cancel_event.is_set():
             raise Cancelled()
+
+    def start(self) -> bool:
+        """queued -> running (False when the run has moved on already, e.g. cancelled)."""
+        if self.finishing or not can_move(self.status, RunState.RUNNING):
+            return False
+        self.status = RunState.RUNNING.value
+        return True
 
     def to_json(self) -> dict[str, Any]:
         return {**self.meta, "id": self.id, "status": self.status, "stage": self.stage,
@@ -110,6 +130,7 @@ class BaseJobs:
                 "created": time.time(), "repeat": repeat,
                 "inputs": run_inputs.to_json() if run_inputs is not None else dict(INPUTS)}
         job = Job(jid, meta)
+        job.time_limit = spec.time_limit
         self.lens.runs.create({**meta, "id": jid, "status": "queued", "message": job.message})
         with self._lock:
             self._jobs[jid] = job
@@ -168,8 +189,8 @@ class BaseJobs:
                result: dict[str, Any] | None = None, trace: Any = None) -> None:
         """Record the end of a run, in memory and in the store (once)."""
         with self._lock:
-            if job.finishing or job.status in FINAL:
-                return
+            if job.finishing or not can_move(job.status, status):
+                return      # ended already (the first end wins), or a move the state table forbids
             job.finishing = True
         if status == "done":
             job.stage, job.progress, job.message = "done", 1.0, "finished"
@@ -189,6 +210,13 @@ class BaseJobs:
     def close(self) -> None:
         """Stop taking runs and release workers (idempotent)."""
 
+    def _end_in_flight(self) -> None:
+        """At shutdown: a running run is interrupted, a queued one never started (``run_states``)."""
+        for job in self.active():
+            if job.status not in FINAL:
+                status, error, _ = lost_with_server(job.status)
+                self.finish(job, status, error)
+
     def describe(self) -> str:
         return "in threads of the server process"
 
@@ -205,11 +233,13 @@ class JobManager(BaseJobs):
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._end_in_flight()
 
     def _execute(self, job: Job, entry: Any, spec: RunSpec) -> None:
         try:
             job.check()
-            job.status = "running"
+            if not job.start():
+                return
             self.lens.runs.update(job.id, status="running", stage="partition", message="started")
             result, trace = self._work(job, entry, spec)
         except Cancelled:
@@ -247,6 +277,27 @@ def _time_limit(lens: Any) -> float | None:
 Report = Callable[[str, float, str], None]
 
 
+def _with_deadline(limit: float | None, report: Report,
+                   check: Callable[[], None]) -> tuple[Report, Callable[[], None]]:
+    """``report`` and ``check`` that also end the run once it has taken ``limit`` seconds. They run
+    between nodes of the partitioning and between stages; a call that never returns (a hung kernel,
+    an endless Loop inside onnxruntime) is the runner's to stop (``app.dask_runs``: the worker is
+    restarted)."""
+    if not limit:
+        return report, check
+    deadline = time.monotonic() + limit
+
+    def checked() -> None:
+        check()
+        if time.monotonic() > deadline:
+            raise TimeLimitExceeded(limit)
+
+    def reported(stage: str, progress: float, message: str) -> None:
+        checked()
+        report(stage, progress, message)
+    return reported, checked
+
+
 def execute_run(spec: RunSpec, graph: Any, model_bytes: Callable[[], bytes], report: Report,
                 check: Callable[[], None], registry: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """One run: partition, compare, a profiled run; ``report`` gives progress, ``check`` may cancel.
@@ -261,6 +312,7 @@ def execute_run(spec: RunSpec, graph: Any, model_bytes: Callable[[], bytes], rep
     from .serialize import result_json
     backend, executor, device, repeat = spec.backend, spec.executor, spec.device, spec.repeat
     kernels, label, limit = spec.kernels, spec.label, spec.memory_limit
+    report, check = _with_deadline(spec.time_limit, report, check)
     report("partition", 0.02, f"partitioning with {backend}")
 
     def progress(done: int, total: int) -> None:

@@ -13,7 +13,9 @@ for PostgreSQL by giving a ``postgresql://`` URL (``SGLENS_STORE_URL``; needs ``
   start); uploads are rows in ``models`` (with the SHA-256 of the bytes) plus one file each,
   ``<instance>/uploads/<id>.onnx`` (the user's file name is a label, never a path). A file
   is written under a temporary name and renamed when complete, so a crash mid-upload
-  leaves no half model in the library.
+  leaves no half model in the library. Bundles (a model with its external-data files,
+  uploaded or named by ``sglens serve --model``) are rows too, whose ``bundle`` column names
+  their unpacked folder ``<instance>/bundles/<id>/`` and ``file`` the model inside it.
 - ``RunStore``: every run from submission on (queued, running with its stage and
   progress, then done/failed/cancelled/interrupted with its result and Chrome trace).
 
@@ -42,11 +44,10 @@ from partition.errors import LensError
 from partition.ir import Graph
 
 from .errors import ApiError
+from .run_states import IN_FLIGHT, lost_with_server
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "sample_models"
 
-#: Run states that are not final: a run in one of them at start-up was lost with its server.
-IN_FLIGHT = ("queued", "running")
 
 
 # --------------------------------------------------------------- database --
@@ -129,8 +130,13 @@ def _v3(db: _Conn) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN summary TEXT")
 
 
+def _v4(db: _Conn) -> None:
+    # Bundles and --model models are stored models too: their folder under <instance>/bundles.
+    db.execute("ALTER TABLE models ADD COLUMN bundle TEXT")
+
+
 #: Schema steps in order; step i brings the store to version i + 1. Append, never edit.
-MIGRATIONS: list[Callable[[_Conn], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[_Conn], None]] = [_v1, _v2, _v3, _v4]
 
 
 def migrate(database: Database) -> int:
@@ -189,13 +195,15 @@ def _owner_gone(owner: str | None) -> bool:
 class ModelEntry:
     id: str
     name: str
-    source: str                    # "sample" | "upload" | "memory"
+    source: str                    # "sample" | "upload" | "preload" | "memory"
     size: int
     path: str | None = None        # the stored file (named by its hash), None for in-memory models
     data: bytes | None = None      # bytes kept for samples and models built in memory
     created: float = field(default_factory=time.time)
+    bundle: str | None = None      # a bundle's unpacked folder (the model and its external data)
     _graph: Graph | None = None
     _loader: Callable[[], Graph] | None = None
+    _bytes: Callable[[], bytes] | None = None   # a bundle: the model with its external data inline
 
     @property
     def graph(self) -> Graph:
@@ -207,6 +215,8 @@ class ModelEntry:
     def model_bytes(self) -> bytes:
         if self.data is not None:
             return self.data
+        if self._bytes is not None:
+            return self._bytes()
         assert self.path is not None
         with open(self.path, "rb") as f:
             return f.read()
@@ -222,9 +232,11 @@ class ModelStore:
     """Models by id: samples and memory models in memory, uploads in the database and ``upload_dir``."""
 
     def __init__(self, upload_dir: str, max_bytes: int, database: Database | None = None,
-                 store_limit: int | None = None, max_results: int = 32,
+                 store_limit: int | None = None, max_results: int = 32, bundle_dir: str | None = None,
                  counted_dirs: tuple[str, ...] = ()) -> None:
         self.upload_dir = upload_dir
+        #: bundles' folders, one per model id (``app.uploads`` unpacks them there)
+        self.bundle_dir = bundle_dir or os.path.join(os.path.dirname(os.path.abspath(upload_dir)), "bundles")
         #: more folders whose files count against --store-limit (unpacked bundles, run inputs)
         self.counted_dirs = counted_dirs
         self.max_bytes = max_bytes
@@ -350,7 +362,57 @@ class ModelStore:
             self._graphs[mid] = graph
         return self.get(mid)
 
+    def add_bundle(self, mid: str, label: str, model_path: str, graph: Graph, source: str) -> ModelEntry:
+        """Record the bundle unpacked in ``<bundle_dir>/<mid>/`` holding ``model_path`` (already loaded as
+        ``graph``): a row like an upload's, so it is listed again after a restart with its runs."""
+        folder = Path(self.bundle_dir, mid)
+        rel = Path(model_path).resolve().relative_to(folder.resolve()).as_posix()
+        size, digest = folder_digest(folder)
+        with self.db.connect() as db:
+            db.execute("INSERT INTO models (id, name, source, size, sha256, file, created, bundle)"
+                       " VALUES (?,?,?,?,?,?,?,?)", (mid, label, source, size, digest, rel, time.time(), mid))
+        with self._lock:
+            self._graphs[mid] = graph
+        return self.get(mid)
+
+    def find_bundle(self, source: str, label: str, digest: str) -> str | None:
+        """The id of a stored bundle of ``source`` with this name and content digest, if its folder is there."""
+        with self.db.connect() as db:
+            rows = db.execute("SELECT id, bundle FROM models WHERE source = ? AND name = ? AND sha256 = ?"
+                              " AND bundle IS NOT NULL", (source, label, digest)).fetchall()
+        for row in rows:
+            if os.path.isdir(os.path.join(self.bundle_dir, row["bundle"])):
+                return row["id"]
+        return None
+
+    def _bundle_entry(self, row: Any) -> ModelEntry:
+        mid = row["id"]
+        folder = os.path.join(self.bundle_dir, row["bundle"])
+        model_file = Path(folder, row["file"])
+
+        def load() -> Graph:
+            from partition.onnx_io import load_model
+            with self._lock:
+                cached = self._graphs.get(mid)
+            if cached is not None:
+                return cached
+            graph = load_model(model_file, max_bytes=self.max_bytes, data_root=model_file.parent)
+            with self._lock:
+                self._graphs[mid] = graph
+            return graph
+
+        def model_bytes() -> bytes:
+            from partition.onnx_io import read_model_proto
+            return read_model_proto(model_file, max_bytes=self.max_bytes,
+                                    data_root=model_file.parent).SerializeToString()
+        with self._lock:
+            graph = self._graphs.get(mid)
+        return ModelEntry(mid, row["name"], row["source"], int(row["size"]), created=float(row["created"]),
+                          bundle=folder, _graph=graph, _loader=load, _bytes=model_bytes)
+
     def _entry(self, row: Any) -> ModelEntry:
+        if row["bundle"]:
+            return self._bundle_entry(row)
         mid = row["id"]
         path = os.path.join(self.upload_dir, row["file"])
 
@@ -395,10 +457,14 @@ class ModelStore:
         with self._lock:
             self._memory.pop(mid, None)
             self._graphs.pop(mid, None)
-        if entry.path:
+        if entry.path or entry.bundle:
             with self.db.connect() as db:
                 db.execute("DELETE FROM models WHERE id = ?", (mid,))
+        if entry.path:
             _unlink(entry.path)
+        if entry.bundle:
+            import shutil
+            shutil.rmtree(entry.bundle, ignore_errors=True)
         with self._results_lock:
             for key in [k for k in self._results if k and k[0] == mid]:
                 del self._results[key]
@@ -417,6 +483,20 @@ class ModelStore:
             while len(self._results) > self._max_results:
                 self._results.popitem(last=False)
         return value
+
+
+def folder_digest(folder: str | os.PathLike) -> tuple[int, str]:
+    """(bytes, SHA-256) of a folder's regular files, their relative paths and contents in sorted order."""
+    root = Path(folder)
+    digest = hashlib.sha256()
+    size = 0
+    for p in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        digest.update(p.relative_to(root).as_posix().encode() + b"\0")
+        with open(p, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    return size, digest.hexdigest()
 
 
 def _label(filename: str | None) -> str:
@@ -490,14 +570,15 @@ class RunStore:
                 " options = excluded.options, status = excluded.status, error = excluded.error,"
                 " finished = excluded.finished, result = excluded.result, chrome_trace = excluded.chrome_trace,"
                 " stage = excluded.stage, progress = excluded.progress, message = excluded.message,"
-                " updated = excluded.updated, summary = excluded.summary",
+                " updated = excluded.updated, summary = excluded.summary"
+                " WHERE runs.status IN (?, ?)",   # an end is final (run_states)
                 (run["id"], run["model_id"], run["model_name"], run["backend"], json.dumps(run["options"]),
                  run["device"], run["executor"], run["status"], run.get("error"), run["created"],
                  run.get("finished"), json.dumps(result, default=str) if result is not None else None,
                  json.dumps(chrome_trace) if chrome_trace is not None else None,
                  run.get("stage", run["status"]), run.get("progress", 1.0 if run["status"] == "done" else 0.0),
                  run.get("message"), owner_id(), time.time(),
-                 json.dumps(summary, default=str) if summary is not None else None))
+                 json.dumps(summary, default=str) if summary is not None else None, *IN_FLIGHT))
 
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
         with self.db.connect() as db:
@@ -527,15 +608,15 @@ class RunStore:
         return data
 
     def mark_interrupted(self) -> list[str]:
-        """At start-up: runs left queued/running by a server process that is gone become ``interrupted``."""
+        """At start-up: runs left in flight by a server process that is gone end: a running one
+        ``interrupted``, a queued one ``failed`` as never started (``run_states.lost_with_server``)."""
         with self.db.connect() as db:
-            rows = db.execute("SELECT id, owner FROM runs WHERE status IN (?, ?)", IN_FLIGHT).fetchall()
-        lost = [r["id"] for r in rows if _owner_gone(r["owner"])]
-        for rid in lost:
-            self.update(rid, status="interrupted", stage="interrupted", finished=time.time(),
-                        error="interrupted: the server stopped while this run was queued or running; run it again",
-                        message="interrupted by a server restart")
-        return lost
+            rows = db.execute("SELECT id, owner, status FROM runs WHERE status IN (?, ?)", IN_FLIGHT).fetchall()
+        lost = [r for r in rows if _owner_gone(r["owner"])]
+        for row in lost:
+            status, error, message = lost_with_server(row["status"])
+            self.update(row["id"], status=status, stage=status, finished=time.time(), error=error, message=message)
+        return [r["id"] for r in lost]
 
     def chrome_trace(self, rid: str) -> str | None:
         with self.db.connect() as db:

@@ -159,49 +159,78 @@ def store_bundle(store: Any, instance: str, files: list, max_bytes: int) -> Any:
 
 
 def register_model_file(store: Any, model_path: str | os.PathLike, data_root: str | os.PathLike, *, label: str,
-                        max_bytes: int | None, mid: str | None = None, bundle: str | None = None,
-                        source: str = "upload") -> Any:
-    """Load ``model_path`` (external data only from ``data_root``) and add it to the model store.
-
-    The entry's ``model_bytes()`` is the model with its external data inline (read by our checked
-    reader), which is what onnxruntime and the run workers are given."""
-    import secrets
+                        max_bytes: int | None, mid: str, bundle: str, source: str = "upload") -> Any:
+    """Load ``model_path`` (external data only from ``data_root``, the model's own folder inside the
+    bundle folder ``bundle`` = ``<instance>/bundles/<mid>``) and record it in the model store, which
+    keeps it across restarts. The entry's ``model_bytes()`` is the model with its external data
+    inline (read by our checked reader), which is what onnxruntime and the run workers are given."""
     from pathlib import Path
 
-    from partition.onnx_io import load_model, read_model_proto
+    from partition.onnx_io import load_model
 
     from .limits import import_limits
-    path, root = Path(model_path), Path(data_root)
-    limits = import_limits(max_bytes)   # tensors once read (aliases each time), objects: before any is read
-    graph = load_model(path, max_bytes=max_bytes, data_root=root, limits=limits)
-    mid = mid or secrets.token_hex(8)
-    size = sum(p.stat().st_size for p in (Path(bundle).rglob("*") if bundle else [path]) if p.is_file())
-    store._add(mid, label, graph, source, b"")   # in memory: kept while the server runs
-    entry = store.get(mid)
-    entry.size = size
-    entry.model_bytes = lambda: read_model_proto(path, max_bytes=max_bytes, data_root=root,
-                                                 limits=limits).SerializeToString()
-    entry.bundle = bundle
-    entry._loader = lambda: load_model(path, max_bytes=max_bytes, data_root=root, limits=limits)
-    return entry
+    path = Path(model_path)
+    # tensors once read (aliases each time), objects: counted before any is read (issue 21)
+    graph = load_model(path, max_bytes=max_bytes, data_root=Path(data_root), limits=import_limits(max_bytes))
+    return store.add_bundle(mid, label, str(path), graph, source)
 
 
 def preload_model(store: Any, instance: str, path: str, max_bytes: int) -> Any:
     """``sglens serve --model PATH``: a .onnx file, a model folder or a .zip/.tar bundle, loaded at
-    start. The user named the path on the command line, so its own folder may hold external data;
-    an archive is unpacked into ``<instance>/bundles/<id>/`` and read only from there."""
+    start. The user named the path on the command line, so its own folder may hold external data.
+    The model and the data files it names are copied (an archive unpacked) into
+    ``<instance>/bundles/<id>/`` and stored like an uploaded bundle, so it stays listed, with its
+    runs, after a restart; the same content named again at a later start reuses that entry."""
     import secrets
     import shutil
     from pathlib import Path
 
     from partition.bundle import is_archive, open_model_path
+    from .store import folder_digest
     mid = secrets.token_hex(8)
-    folder = Path(bundle_dir(instance, mid)) if is_archive(str(path)) else None
+    folder = Path(bundle_dir(instance, mid))
     try:
-        model, root = open_model_path(path, max_bytes, unpack_to=folder)
-        return register_model_file(store, model, root, label=model.name, max_bytes=max_bytes, mid=mid,
-                                   bundle=str(folder) if folder else None, source="preload")
-    except Exception:
-        if folder is not None:
+        if is_archive(str(path)):
+            model, _ = open_model_path(path, max_bytes, unpack_to=folder)
+        else:
+            source_model, root = open_model_path(path, max_bytes)
+            model = _copy_with_data(source_model, root, folder, max_bytes)
+        known = store.find_bundle("preload", model.name, folder_digest(folder)[1])
+        if known is not None:
             shutil.rmtree(folder, ignore_errors=True)
+            return store.get(known)
+        return register_model_file(store, model, model.parent, label=model.name, max_bytes=max_bytes, mid=mid,
+                                   bundle=str(folder), source="preload")
+    except Exception:
+        shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+def _copy_with_data(model: Any, root: Any, folder: Any, max_bytes: int) -> Any:
+    """Copy ``model`` and the external-data files it names (found inside ``root`` by the checked
+    resolver) into ``folder``; the data keep their place relative to the copied model."""
+    import shutil
+
+    if model.is_dir():
+        raise ModelError(f"{model}: is a directory; expected an ONNX model file")
+    if not model.is_file():
+        raise ModelError(f"{model}: no such model file")
+    size = model.stat().st_size
+    if size > max_bytes:
+        raise ModelTooLargeError(f"{model.name}: {size} bytes is over the limit of {max_bytes}")
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(model.read_bytes())   # its external data is located below, not read
+    except Exception:  # noqa: BLE001 - protobuf's errors differ by implementation
+        raise ModelError(f"{model}: not a valid ONNX model (protobuf parse failed)") from None
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / model.name
+    shutil.copyfile(model, target)
+    for tensor, _where, _attr in external_data.iter_tensors(proto):
+        if external_data.uses_external(tensor):
+            source = external_data.resolve_location(tensor, root, model.name)
+            dest = folder / external_data.location_of(tensor)
+            if not dest.exists():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, dest)
+    return target

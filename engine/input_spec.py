@@ -234,7 +234,9 @@ def _fill(spec: InputSpec, dtype: np.dtype, uploaded: np.ndarray | None) -> np.n
         if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "safe"):
             raise InputError(f"input '{spec.name}': uploaded dtype {value.dtype} cannot be cast "
                              f"losslessly to the model's {dtype}")
-        return value.astype(dtype, copy=False)
+        # Arrays that crossed to a Dask worker lie in its receive buffers, possibly unaligned (their
+        # buffer format is then '=f', which the compiled kernels refuse): an aligned C copy then.
+        return np.require(value.astype(dtype, copy=False), requirements=("C_CONTIGUOUS", "ALIGNED"))
     # One stream per input from one seed, independent of the order the inputs are listed in.
     rng = np.random.default_rng([spec.seed, zlib.crc32(spec.name.encode("utf-8"))])
     if dtype == np.bool_:

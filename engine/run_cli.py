@@ -30,6 +30,33 @@ from .subgraph_ops import EXECUTORS
 from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL
 
 
+#: ``--time-limit`` default, seconds (docs/running.md says why an hour here and ten minutes in ``serve``).
+CLI_TIME_LIMIT = 3600
+
+
+def _start_time_limit(args: argparse.Namespace, command: str) -> None:
+    """A watchdog thread: past ``--time-limit`` it prints one line and ends the process (exit 2).
+    A thread, not a signal, because an endless call inside onnxruntime's or our kernels' C code
+    never returns to the Python code a signal handler would run in."""
+    import math
+    import os
+    import threading
+    limit = args.time_limit
+    if not (limit >= 0 and math.isfinite(limit)):
+        raise InputError(f"--time-limit {limit}: give a number of seconds (0 = no limit)")
+    if not limit:
+        return
+
+    def expire() -> None:
+        shown = f"{int(limit)} s" if float(limit).is_integer() else f"{limit:g} s"
+        print(f"sglens {command}: exceeded the time limit of {shown} (--time-limit); stopped. Use a smaller "
+              "input or raise --time-limit", file=sys.stderr, flush=True)
+        os._exit(2)
+    timer = threading.Timer(limit, expire)
+    timer.daemon = True
+    timer.start()
+
+
 def register(subparsers: Any) -> None:
     """Add ``run`` and ``compare`` to the ``sglens`` subparsers."""
     add_run_parser(subparsers)
@@ -65,6 +92,9 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
     p.add_argument("--engine", choices=("threaded", "naive"), default=None,
                    help="dependency engine (default: $SGLENS_ENGINE or threaded)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--time-limit", type=float, default=CLI_TIME_LIMIT, metavar="SECONDS",
+                   help=f"stop with exit 2 when the command has run this long (default {CLI_TIME_LIMIT}, an "
+                        "hour: an unattended script never hangs on a model that loops for ever; 0 = no limit)")
     p.add_argument("--memory-limit", metavar="SIZE", default=None,
                    help="refuse the run before it starts when its tensors are estimated to need "
                         "more than SIZE (e.g. 512M, 2G); default: a quarter of the machine's memory, "
@@ -184,6 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise RunError(f"--repeat {args.repeat}: needs at least 1")
     if args.workers is not None and args.workers < 1:
         raise RunError(f"--workers {args.workers}: needs at least 1 (or leave it out for the CPU count)")
+    _start_time_limit(args, "run")
     graph, _model, feeds, notes = _prepare(args)
     result = _partition(graph, args)
     if result is not None:
@@ -276,6 +307,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InputError(f"--warmup {args.warmup}: must be 0 or more")
     if args.repeat < 1:
         raise InputError(f"--repeat {args.repeat}: needs at least 1")
+    _start_time_limit(args, "compare")
     graph, model, feeds, notes = _prepare(args)
     result = _partition(graph, args)
     from tqdm import tqdm

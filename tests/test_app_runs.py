@@ -351,10 +351,14 @@ def test_serve_preloads_models_from_files_folders_and_archives(tmp_path):
     with _zipfile.ZipFile(zpath, "w") as zf:
         for p in path.parent.iterdir():
             zf.write(p, p.name)
+    for i, given in enumerate((path, path.parent, zpath)):
+        app = create_app({"SGLENS_INSTANCE": str(tmp_path / f"inst{i}"), "SGLENS_MODELS": (str(given),)})
+        models = app.test_client().get("/api/models").get_json()["models"]
+        assert [(m["name"], m["nodes"], m["source"]) for m in models] == [("mlp_ext.onnx", 10, "preload")], given
+    # the same model three ways is the same content: stored once (issue 20: --model models are stored)
     app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst"),
                       "SGLENS_MODELS": (str(path), str(path.parent), str(zpath))})
-    models = app.test_client().get("/api/models").get_json()["models"]
-    assert [m["name"] for m in models] == ["mlp_ext.onnx"] * 3 and all(m["nodes"] == 10 for m in models)
+    assert [m["name"] for m in app.test_client().get("/api/models").get_json()["models"]] == ["mlp_ext.onnx"]
     # a bad --model is one line and exit 2
     bad = _subprocess.run([_sys.executable, "-m", "sglens", "serve", "--port", "0", "--instance", str(tmp_path / "i2"),
                            "--model", str(tmp_path / "missing.onnx")], capture_output=True, text=True, timeout=120)

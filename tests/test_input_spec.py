@@ -109,6 +109,24 @@ def test_uploaded_values_are_used_and_cast_only_losslessly(rng):
         materialize(g, [InputSpec("ids", [], "INT64", fill="file")], {"ids": ids.astype(np.float64)})
 
 
+def test_uploaded_values_that_arrive_unaligned_run_on_the_compiled_conv(rng):
+    """Issue 20: arrays that crossed to a Dask worker may lie unaligned in its receive buffer; the
+    run then failed in the Conv kernel ('x: expected a 4-D float32 array'). Fed as an aligned copy."""
+    model = _cnn(rng)
+    image = rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+    raw = bytearray(image.nbytes + 1)
+    unaligned = np.frombuffer(raw, np.float32, count=image.size, offset=1).reshape(image.shape)
+    unaligned[...] = image
+    assert not unaligned.flags.aligned
+    g = load_model(model.SerializeToString())
+    feeds = materialize(g, [InputSpec("image", [1, 3, 8, 8], "FLOAT", fill="file")], {"image": unaligned})
+    assert feeds["image"].flags.aligned and feeds["image"].flags.c_contiguous
+    with Executor(g) as ex:
+        got = ex.run(feeds).numpy_outputs()["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"image": image})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_shape_inference_refuses_a_shape_the_model_cannot_take(rng):
     """x[batch, features] @ W[16, 8]: any 'features' but 16 cannot work."""
     w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")

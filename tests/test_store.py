@@ -270,3 +270,55 @@ def test_the_store_on_a_real_postgresql_server(postgres, tmp_path):
     assert json.loads(b.get("/api/runs/r1/trace.json").data) == {"traceEvents": []}
     assert b.delete(f"/api/models/{mid}").status_code == 200
     assert c.get(f"/api/models/{mid}").status_code == 404
+
+
+# ----------------------------------------- issue 20: bundles and --model persist --
+def _zip_bundle(tmp_path: Path) -> bytes:
+    import zipfile
+
+    from conftest import external_data_mlp
+    path = external_data_mlp(tmp_path / "src")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.write(path, "mlp/mlp_ext.onnx")
+        zf.write(path.parent / "mlp_ext.onnx.data", "mlp/mlp_ext.onnx.data")
+    return buf.getvalue()
+
+
+def test_an_uploaded_bundle_is_listed_and_opens_after_a_restart(tmp_path):
+    inst = tmp_path / "inst"
+    a = create_app({"SGLENS_INSTANCE": str(inst)}).test_client()
+    r = a.post("/api/models", data={"file": (io.BytesIO(_zip_bundle(tmp_path)), "mlp.zip")},
+               content_type="multipart/form-data")
+    assert r.status_code == 201, r.get_json()
+    mid = r.get_json()["id"]
+    b = create_app({"SGLENS_INSTANCE": str(inst)}).test_client()     # the restarted server
+    assert mid in [m["id"] for m in b.get("/api/models").get_json()["models"]]
+    summary = b.get(f"/api/models/{mid}").get_json()
+    assert summary["name"] == "mlp_ext.onnx" and summary["source"] == "upload" and summary["nodes"] > 0
+    assert b.get(f"/api/models/{mid}/layout").status_code == 200
+    # onnxruntime gets the model with its external data inline, read from the stored folder
+    import onnx
+    entry = b.application.extensions["sglens"].models.get(mid)
+    proto = onnx.load_model_from_string(entry.model_bytes())
+    assert all(not t.external_data for t in proto.graph.initializer)
+    assert b.delete(f"/api/models/{mid}").status_code == 200
+    assert not (inst / "bundles" / mid).exists()
+    assert create_app({"SGLENS_INSTANCE": str(inst)}).test_client().get(f"/api/models/{mid}").status_code == 404
+
+
+def test_a_model_given_with_serve_model_persists_and_is_not_duplicated(tmp_path):
+    from conftest import external_data_mlp
+    path = external_data_mlp(tmp_path / "src")
+    inst = tmp_path / "inst"
+    first = create_app({"SGLENS_INSTANCE": str(inst), "SGLENS_MODELS": (str(path),)}).test_client()
+    ids = [m["id"] for m in first.get("/api/models").get_json()["models"] if m["source"] == "preload"]
+    assert len(ids) == 1
+    # started again with the same --model: the same id (its runs stay attached), no second entry
+    again = create_app({"SGLENS_INSTANCE": str(inst), "SGLENS_MODELS": (str(path),)}).test_client()
+    assert [m["id"] for m in again.get("/api/models").get_json()["models"] if m["source"] == "preload"] == ids
+    # started without --model, and with the user's files gone: still there, read from the store's copy
+    shutil.rmtree(path.parent)
+    later = create_app({"SGLENS_INSTANCE": str(inst)}).test_client()
+    assert later.get(f"/api/models/{ids[0]}").get_json()["source"] == "preload"
+    assert later.get(f"/api/models/{ids[0]}/layout").status_code == 200
