@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import os
 import secrets
 from typing import Any
 from urllib.parse import urlsplit
@@ -156,8 +157,12 @@ def client_id() -> str:
     full, the address holding the most pays (``app.quota``); loopback clients count one by one."""
     cid = _cookie_client() or g.get("sglens_new_client") or "-"
     addr = request.remote_addr or "?"
-    # On loopback every client is on this machine: grouping them by address would merge them all.
-    group = f"{addr}/{cid}" if is_loopback(addr) else addr
+    # On loopback every client is on this machine (or behind a local reverse proxy): grouping them by
+    # address would merge them all, so by default they count by cookie. SGLENS_LOOPBACK_CLIENTS=address
+    # groups them by address like everyone else (a machine whose local users do not share a proxy;
+    # also how the eviction test attacks from 127.0.0.2 without leaving loopback).
+    by_cookie = is_loopback(addr) and os.environ.get("SGLENS_LOOPBACK_CLIENTS", "cookie") != "address"
+    group = f"{addr}/{cid}" if by_cookie else addr
     return f"{group}|{cid}"
 
 

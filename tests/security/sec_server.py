@@ -74,9 +74,9 @@ class Server:
         return 0
 
 
-def start_server(cwd: Path, *args: str) -> Server:
+def start_server(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Server:
     cmd = [*SGLENS, "serve", "--port", "0", *args]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     err: list[str] = []
     threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True).start()
