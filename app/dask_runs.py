@@ -34,6 +34,7 @@ from partition.errors import LensError
 
 from .errors import ApiError
 from .jobs import FINAL, BaseJobs, Cancelled, Job, execute_run
+from .dask_security import local_security
 from .run_spec import RunSpec
 
 TOPIC = "sglens-run"
@@ -166,7 +167,7 @@ class DaskJobManager(BaseJobs):
     """Runs as tasks on a ``distributed`` cluster; see the module docstring."""
 
     def __init__(self, lens: Any, cluster: str = "local", workers: int = 1, worker_memory: int | None = None,
-                 plugins: list[str] | None = None, shared_store: bool = False) -> None:
+                 plugins: list[str] | None = None, shared_store: bool = False, security: Any = None) -> None:
         super().__init__(lens)
         import dask
         from distributed import Client, LocalCluster
@@ -177,7 +178,11 @@ class DaskJobManager(BaseJobs):
                          "distributed.worker.memory.target": False,
                          "distributed.worker.memory.spill": False,
                          "distributed.worker.memory.pause": False,
-                         "distributed.worker.memory.terminate": 0.95})
+                         "distributed.worker.memory.terminate": 0.95,
+                         # Dask's HTTP servers (metrics, scheduler and task info, a proxy) answer
+                         # anyone on the machine without credentials: no routes at all.
+                         "distributed.scheduler.http.routes": [],
+                         "distributed.worker.http.routes": []})
         self.shared_store = shared_store
         self.cluster: Any = None
         self.worker_memory: int | None = None
@@ -190,14 +195,20 @@ class DaskJobManager(BaseJobs):
             environ[SHARE_VAR] = max(1, (os.cpu_count() or 1) // max(1, workers))
             dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
             self.worker_memory = worker_memory or default_worker_memory(workers)
+            # TLS both ways with a CA made for this start only (app/dask_security.py): without it
+            # any local user could run code in this process through the scheduler.
+            security = local_security()
             self.cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
                                         memory_limit=self.worker_memory, silence_logs=40,
-                                        # loopback only, any free port: never a dashboard open to the network
-                                        host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                                        worker_dashboard_address=None)
-            self.client = Client(self.cluster, set_as_default=False)
+                                        security=security, protocol="tls://", host="127.0.0.1",
+                                        # loopback only, any free port; no dashboards (their HTTP
+                                        # servers serve no routes, see above)
+                                        dashboard_address="127.0.0.1:0", worker_dashboard_address=None)
+            self.client = Client(self.cluster, security=security, set_as_default=False)
         else:
-            self.client = Client(cluster, set_as_default=False, timeout=10)
+            # security: the --tls-* files for a tls:// scheduler, None for plain tcp:// (cmd_serve
+            # refuses that off loopback unless --insecure-scheduler)
+            self.client = Client(cluster, security=security, set_as_default=False, timeout=10)
         self.address = self.client.scheduler.address
         self._memory_kills: dict[str, dict[str, Any]] = {}
         self._limits: dict[str, int] = {}
@@ -438,6 +449,7 @@ def make_job_manager(lens: Any, cfg: Any) -> BaseJobs:
         return DaskJobManager(lens, cluster=cluster, workers=int(cfg.get("SGLENS_WORKERS") or 1),
                               worker_memory=cfg.get("SGLENS_WORKER_MEMORY"),
                               plugins=[str(p) for p in cfg.get("SGLENS_PLUGINS") or ()],
-                              shared_store=bool(cfg.get("SGLENS_SHARED_STORE")))
+                              shared_store=bool(cfg.get("SGLENS_SHARED_STORE")),
+                              security=cfg.get("SGLENS_DASK_SECURITY"))
     except OSError as exc:
         raise ApiError(f"cannot reach the Dask scheduler {cluster}: {exc}", 503) from None
