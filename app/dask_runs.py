@@ -42,6 +42,7 @@ MEMORY_TOPIC = "worker-restart-memory"     # logged by the nanny when it kills a
 SCATTER_OVER = 1 << 20                     # model bytes above this are scattered, not embedded
 CHECK_EVERY = 0.2                          # seconds between cancel checks inside a run
 CANCEL_GRACE = 10.0                        # seconds a cancelled run may take to notice before its worker restarts
+KEEP_EVERY = 2.0                           # seconds between checks that the local cluster has all its workers
 LIMIT_GRACE = 3.0                          # seconds past --run-time-limit before a run's worker is restarted
 REPORT_EVERY = 0.05                        # seconds between progress events within one stage
 SAVE_EVERY = 0.5                           # seconds between progress writes to the store
@@ -184,6 +185,7 @@ class DaskJobManager(BaseJobs):
                          "distributed.scheduler.http.routes": [],
                          "distributed.worker.http.routes": []})
         self.shared_store = shared_store
+        self._closed = False
         self.cluster: Any = None
         self.worker_memory: int | None = None
         if cluster == "local":
@@ -205,6 +207,8 @@ class DaskJobManager(BaseJobs):
                                         # servers serve no routes, see above)
                                         dashboard_address="127.0.0.1:0", worker_dashboard_address=None)
             self.client = Client(self.cluster, security=security, set_as_default=False)
+            self._n_workers = max(1, workers)
+            threading.Thread(target=self._keep_local_workers, name="sglens-keep-workers", daemon=True).start()
         else:
             # security: the --tls-* files for a tls:// scheduler, None for plain tcp:// (cmd_serve
             # refuses that off loopback unless --insecure-scheduler)
@@ -217,7 +221,6 @@ class DaskJobManager(BaseJobs):
         self.client.subscribe_topic(MEMORY_TOPIC, self._on_memory_kill)
         if plugins:
             self.client.register_plugin(PluginShipper(read_plugin_sources(plugins)))
-        self._closed = False
         self.cancel_grace = CANCEL_GRACE
         self.limit_grace = LIMIT_GRACE
 
@@ -266,6 +269,20 @@ class DaskJobManager(BaseJobs):
         if job.handle is None or not job.worker or self._closed:
             return       # the run returned (its done callback released the handle)
         self._replace_worker(job.worker)
+
+    def _keep_local_workers(self) -> None:
+        """Bring the local cluster back to strength. When a dead worker's replacement has not joined
+        within ``distributed.deploy.lost-worker-timeout`` (a slow start on a busy machine: a fresh
+        process importing onnxruntime, a TLS handshake), the cluster closes its nanny for good and
+        queued runs would wait for ever; ``scale`` starts a new one."""
+        while not self._closed:
+            time.sleep(KEEP_EVERY)
+            try:
+                if not self._closed and len(self.cluster.workers) < self._n_workers:
+                    self.cluster.scale(self._n_workers)
+            except Exception:  # noqa: BLE001 - at shutdown the cluster may be half closed
+                if not self._closed:
+                    traceback.print_exc()
 
     def _watch_time(self, job: Job) -> None:
         """The run started on a worker: past its time limit (plus a grace for the checks between
