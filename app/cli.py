@@ -51,7 +51,15 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help=f"wall-clock seconds a run may take on its worker before it fails and the worker is "
                         f"replaced (default {RUN_TIME_LIMIT}; 0 = no limit)")
     from .server import add_server_arguments
-    add_server_arguments(p)  # --debug, --threads, --workers, --worker-memory, --scheduler, --store-limit, ...
+    add_server_arguments(p)
+    t = p.add_argument_group("Dask cluster security (docs/deploy.md, docs/security.md)")
+    t.add_argument("--tls-ca-file", default=None, metavar="CA.pem",
+                   help="with --scheduler tls://...: the CA that signed the scheduler's and workers' certificates")
+    t.add_argument("--tls-cert", default=None, metavar="CERT.pem", help="this server's certificate (same CA)")
+    t.add_argument("--tls-key", default=None, metavar="KEY.pem", help="the key of --tls-cert")
+    t.add_argument("--insecure-scheduler", action="store_true",
+                   help="accept a plain tcp:// --scheduler off loopback (anyone who reaches it runs code on "
+                        "its workers); the local cluster always uses TLS")  # --debug, --threads, --workers, --worker-memory, --scheduler, --store-limit, ...
     p.set_defaults(func=cmd_serve)
     return p
 
@@ -92,6 +100,21 @@ def serve_config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     return config, warnings
 
 
+def scheduler_security_from_args(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """The Dask ``Security`` for ``--scheduler`` (None for the local cluster, which makes its own)."""
+    from .dask_security import SchedulerSecurityError, TlsFiles, scheduler_security
+    files = (args.tls_ca_file, args.tls_cert, args.tls_key)
+    scheduler = getattr(args, "scheduler", None)
+    if not scheduler or getattr(args, "in_process_runs", False):
+        if any(files) or args.insecure_scheduler:
+            raise SchedulerSecurityError("--tls-ca-file, --tls-cert, --tls-key and --insecure-scheduler go with "
+                                         "--scheduler ADDRESS (the local cluster makes its own TLS credentials)")
+        return None, []
+    if any(files) and not all(files):
+        raise SchedulerSecurityError("a tls:// scheduler needs all of --tls-ca-file, --tls-cert and --tls-key")
+    return scheduler_security(scheduler, TlsFiles(*files) if all(files) else None, args.insecure_scheduler)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from . import create_app
     if args.run_memory_limit is not None and args.run_memory_limit < 0:
@@ -104,6 +127,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"sglens serve: --port must be from 0 to 65535, got {args.port}", file=sys.stderr)
         return 2
     config, warnings = serve_config(args)
+    from .dask_security import SchedulerSecurityError
+    try:
+        config["SGLENS_DASK_SECURITY"], notes = scheduler_security_from_args(args)
+    except SchedulerSecurityError as exc:
+        print(f"sglens serve: {exc}", file=sys.stderr)
+        return 2
+    warnings += notes
     try:
         server_probe = _bind(args.host, args.port)
     except OSError as exc:

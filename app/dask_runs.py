@@ -34,6 +34,7 @@ from partition.errors import LensError
 
 from .errors import ApiError
 from .jobs import FINAL, BaseJobs, Cancelled, Job, execute_run
+from .dask_security import local_security
 from .run_spec import RunSpec
 
 TOPIC = "sglens-run"
@@ -41,6 +42,7 @@ MEMORY_TOPIC = "worker-restart-memory"     # logged by the nanny when it kills a
 SCATTER_OVER = 1 << 20                     # model bytes above this are scattered, not embedded
 CHECK_EVERY = 0.2                          # seconds between cancel checks inside a run
 CANCEL_GRACE = 10.0                        # seconds a cancelled run may take to notice before its worker restarts
+KEEP_EVERY = 2.0                           # seconds between checks that the local cluster has all its workers
 LIMIT_GRACE = 3.0                          # seconds past --run-time-limit before a run's worker is restarted
 REPORT_EVERY = 0.05                        # seconds between progress events within one stage
 SAVE_EVERY = 0.5                           # seconds between progress writes to the store
@@ -166,7 +168,7 @@ class DaskJobManager(BaseJobs):
     """Runs as tasks on a ``distributed`` cluster; see the module docstring."""
 
     def __init__(self, lens: Any, cluster: str = "local", workers: int = 1, worker_memory: int | None = None,
-                 plugins: list[str] | None = None, shared_store: bool = False) -> None:
+                 plugins: list[str] | None = None, shared_store: bool = False, security: Any = None) -> None:
         super().__init__(lens)
         import dask
         from distributed import Client, LocalCluster
@@ -177,8 +179,13 @@ class DaskJobManager(BaseJobs):
                          "distributed.worker.memory.target": False,
                          "distributed.worker.memory.spill": False,
                          "distributed.worker.memory.pause": False,
-                         "distributed.worker.memory.terminate": 0.95})
+                         "distributed.worker.memory.terminate": 0.95,
+                         # Dask's HTTP servers (metrics, scheduler and task info, a proxy) answer
+                         # anyone on the machine without credentials: no routes at all.
+                         "distributed.scheduler.http.routes": [],
+                         "distributed.worker.http.routes": []})
         self.shared_store = shared_store
+        self._closed = False
         self.cluster: Any = None
         self.worker_memory: int | None = None
         if cluster == "local":
@@ -190,14 +197,22 @@ class DaskJobManager(BaseJobs):
             environ[SHARE_VAR] = max(1, (os.cpu_count() or 1) // max(1, workers))
             dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
             self.worker_memory = worker_memory or default_worker_memory(workers)
+            # TLS both ways with a CA made for this start only (app/dask_security.py): without it
+            # any local user could run code in this process through the scheduler.
+            security = local_security()
             self.cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
                                         memory_limit=self.worker_memory, silence_logs=40,
-                                        # loopback only, any free port: never a dashboard open to the network
-                                        host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                                        worker_dashboard_address=None)
-            self.client = Client(self.cluster, set_as_default=False)
+                                        security=security, protocol="tls://", host="127.0.0.1",
+                                        # loopback only, any free port; no dashboards (their HTTP
+                                        # servers serve no routes, see above)
+                                        dashboard_address="127.0.0.1:0", worker_dashboard_address=None)
+            self.client = Client(self.cluster, security=security, set_as_default=False)
+            self._n_workers = max(1, workers)
+            threading.Thread(target=self._keep_local_workers, name="sglens-keep-workers", daemon=True).start()
         else:
-            self.client = Client(cluster, set_as_default=False, timeout=10)
+            # security: the --tls-* files for a tls:// scheduler, None for plain tcp:// (cmd_serve
+            # refuses that off loopback unless --insecure-scheduler)
+            self.client = Client(cluster, security=security, set_as_default=False, timeout=10)
         self.address = self.client.scheduler.address
         self._memory_kills: dict[str, dict[str, Any]] = {}
         self._limits: dict[str, int] = {}
@@ -206,7 +221,6 @@ class DaskJobManager(BaseJobs):
         self.client.subscribe_topic(MEMORY_TOPIC, self._on_memory_kill)
         if plugins:
             self.client.register_plugin(PluginShipper(read_plugin_sources(plugins)))
-        self._closed = False
         self.cancel_grace = CANCEL_GRACE
         self.limit_grace = LIMIT_GRACE
 
@@ -255,6 +269,20 @@ class DaskJobManager(BaseJobs):
         if job.handle is None or not job.worker or self._closed:
             return       # the run returned (its done callback released the handle)
         self._replace_worker(job.worker)
+
+    def _keep_local_workers(self) -> None:
+        """Bring the local cluster back to strength. When a dead worker's replacement has not joined
+        within ``distributed.deploy.lost-worker-timeout`` (a slow start on a busy machine: a fresh
+        process importing onnxruntime, a TLS handshake), the cluster closes its nanny for good and
+        queued runs would wait for ever; ``scale`` starts a new one."""
+        while not self._closed:
+            time.sleep(KEEP_EVERY)
+            try:
+                if not self._closed and len(self.cluster.workers) < self._n_workers:
+                    self.cluster.scale(self._n_workers)
+            except Exception:  # noqa: BLE001 - at shutdown the cluster may be half closed
+                if not self._closed:
+                    traceback.print_exc()
 
     def _watch_time(self, job: Job) -> None:
         """The run started on a worker: past its time limit (plus a grace for the checks between
@@ -438,6 +466,7 @@ def make_job_manager(lens: Any, cfg: Any) -> BaseJobs:
         return DaskJobManager(lens, cluster=cluster, workers=int(cfg.get("SGLENS_WORKERS") or 1),
                               worker_memory=cfg.get("SGLENS_WORKER_MEMORY"),
                               plugins=[str(p) for p in cfg.get("SGLENS_PLUGINS") or ()],
-                              shared_store=bool(cfg.get("SGLENS_SHARED_STORE")))
+                              shared_store=bool(cfg.get("SGLENS_SHARED_STORE")),
+                              security=cfg.get("SGLENS_DASK_SECURITY"))
     except OSError as exc:
         raise ApiError(f"cannot reach the Dask scheduler {cluster}: {exc}", 503) from None

@@ -129,9 +129,13 @@ def test_a_restart_interrupts_the_running_run_and_says_the_queued_one_never_star
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
+    from test_runs_default_server import PLUGIN, PLUGIN_BACKEND
     cwd = tmp_path_factory.mktemp("limited")
+    plugin = cwd / "late_plugin.py"
+    plugin.write_text(PLUGIN.format(name=PLUGIN_BACKEND))
     srv = start_server(cwd, "--samples", "--instance", str(cwd / "instance"), "--worker-memory", "1GiB",
-                       "--run-time-limit", "4")
+                       "--run-time-limit", "4", "--plugin", str(plugin))
+    srv.plugin_backend = PLUGIN_BACKEND
     yield srv
     stop_server(srv)
 
@@ -148,8 +152,12 @@ def test_an_endless_loop_fails_at_the_time_limit_and_the_next_run_works(limited)
     assert started["worker"] and f"its worker {started['worker']} was still running it and was restarted" in run["error"]
     assert time.time() - t < 60
     assert srv.request("GET", "/api/health").json() == {"ok": True}          # the server kept serving
-    nxt = wait(srv, submit(srv, "sample-trt_cycle"), timeout=180)
-    assert nxt["status"] == "done" and nxt["worker"] != started["worker"], nxt   # on the replacement worker
+    # the next run goes to the replacement worker, which got the server's --plugin too
+    reply = srv.request("POST", "/api/runs", {"model": "sample-trt_cycle", "backend": srv.plugin_backend})
+    assert reply.status == 202, reply.body
+    nxt = wait(srv, reply.json()["id"], timeout=180)
+    assert nxt["status"] == "done" and nxt["worker"] != started["worker"], nxt
+    assert nxt["result"]["comparison"]["ok"] is True and nxt["result"]["comparison"]["subgraphs"]
 
 
 @pytest.mark.parametrize("command", [["run"], ["compare", "--ops", "Add"]])

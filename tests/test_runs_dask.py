@@ -147,7 +147,7 @@ def test_run_on_a_worker_process_reports_progress_and_result(served):
         time.sleep(0.01)
     assert run["status"] == "done", run
     assert run["result"]["comparison"]["ok"] is True
-    assert run["worker"].startswith("tcp://127.0.0.1:")
+    assert run["worker"].startswith("tls://127.0.0.1:")
     assert run["worker"] in lens.jobs.client.scheduler_info()["workers"]    # a Dask worker ran it
     assert os.getpid() not in lens.jobs.client.run(os.getpid).values()      # ... in another process
     assert stages - {"queued", "done"}, stages                               # progress reached the API
@@ -229,7 +229,7 @@ def test_memory_bomb_fails_with_the_memory_message_while_the_server_serves(serve
         stop.set()
         poller.join()
     assert run["status"] == "failed", run
-    assert run["error"].startswith("exceeded the memory limit of 400.00 MiB on worker tcp://127.0.0.1:"), run
+    assert run["error"].startswith("exceeded the memory limit of 400.00 MiB on worker tls://127.0.0.1:"), run
     assert health and all(status == 200 for status, _ in health), health
     assert max(seconds for _, seconds in health) < 5
     # the nanny started a new worker: the run queued behind the bomb went there (not failed with it)
@@ -244,7 +244,7 @@ def test_worker_crash_fails_the_run_and_the_next_run_works(served):
     finally:
         lens.run_kernels = find_kernel
     assert run["status"] == "failed", run
-    assert "died while running this run" in run["error"] and "tcp://127.0.0.1:" in run["error"], run
+    assert "died while running this run" in run["error"] and "tls://127.0.0.1:" in run["error"], run
     assert "memory" not in run["error"]
     assert wait(base, start_run(base, "sample-trt_cycle"))["status"] == "done"
     assert call(f"{base}/api/health") == (200, {"ok": True})
