@@ -367,6 +367,7 @@ class ModelStore:
         ``graph``): a row like an upload's, so it is listed again after a restart with its runs."""
         folder = Path(self.bundle_dir, mid)
         rel = Path(model_path).resolve().relative_to(folder.resolve()).as_posix()
+        from .uploads import folder_digest
         size, digest = folder_digest(folder)
         with self.db.connect() as db:
             db.execute("INSERT INTO models (id, name, source, size, sha256, file, created, bundle)"
@@ -483,20 +484,6 @@ class ModelStore:
             while len(self._results) > self._max_results:
                 self._results.popitem(last=False)
         return value
-
-
-def folder_digest(folder: str | os.PathLike) -> tuple[int, str]:
-    """(bytes, SHA-256) of a folder's regular files, their relative paths and contents in sorted order."""
-    root = Path(folder)
-    digest = hashlib.sha256()
-    size = 0
-    for p in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
-        digest.update(p.relative_to(root).as_posix().encode() + b"\0")
-        with open(p, "rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-    return size, digest.hexdigest()
 
 
 def _label(filename: str | None) -> str:

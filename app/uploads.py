@@ -186,7 +186,6 @@ def preload_model(store: Any, instance: str, path: str, max_bytes: int) -> Any:
     from pathlib import Path
 
     from partition.bundle import is_archive, open_model_path
-    from .store import folder_digest
     mid = secrets.token_hex(8)
     folder = Path(bundle_dir(instance, mid))
     try:
@@ -234,3 +233,19 @@ def _copy_with_data(model: Any, root: Any, folder: Any, max_bytes: int) -> Any:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, dest)
     return target
+
+
+def folder_digest(folder: str | os.PathLike) -> tuple[int, str]:
+    """(bytes, SHA-256) of a folder's regular files, their relative paths and contents in sorted order."""
+    import hashlib
+    from pathlib import Path
+    root = Path(folder)
+    digest = hashlib.sha256()
+    size = 0
+    for p in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        digest.update(p.relative_to(root).as_posix().encode() + b"\0")
+        with open(p, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    return size, digest.hexdigest()

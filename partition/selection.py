@@ -80,7 +80,8 @@ def parse_opt(text: str) -> tuple[str, str]:
 
 def selection_from_args(args: argparse.Namespace) -> Selection | None:
     """The backend and options given on the command line, validated against ``args.backend``'s
-    schema into a ``Selection``; None when no backend was given (``sglens run`` unpartitioned).
+    schema into a ``Selection``; None when neither a backend nor an option was given (``sglens run``
+    unpartitioned); options without ``--backend`` are the ``default`` backend's.
 
     Imports the ``--plugin`` files first (they may register the backend).
     """
@@ -96,7 +97,9 @@ def selection_from_args(args: argparse.Namespace) -> Selection | None:
             raise BackendOptionError(f"option {name} is given twice ({options[name]!r} and {value!r})")
         options[name] = value
     if not args.backend:
-        if options:
-            raise BackendOptionError(f"backend options ({', '.join(sorted(options))}) need a --backend")
-        return None
+        if not options:
+            return None   # sglens run/compare without a backend: unpartitioned
+        # ``sglens run m.onnx --ops Conv,Relu`` means the default backend with those ops (the flags
+        # belong to it); an option it does not declare is the usual error naming the valid ones
+        return current_registry().select("default", options)
     return current_registry().select(args.backend, options)
