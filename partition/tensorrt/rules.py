@@ -196,10 +196,6 @@ class TRTRules:
         verdict = self._check(Scope(graph, None), node)
         return verdict[0] if verdict else None
 
-    def check_cited(self, graph: Graph, node: Node) -> tuple[str, str] | None:
-        """(reason, source) or None."""
-        return self._check(Scope(graph, None), node)
-
     def graph_warnings(self, graph: Graph) -> list[str]:
         found = [w for w in (self.opset_warning(graph),) if w]
         note = self.types_meta.get("cast_down_note")
