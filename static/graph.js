@@ -25,6 +25,12 @@
     return e;
   }
 
+  /* An edge label's shape: a long symbolic dim name (an exporter's "p2o.DynamicDimension.0",
+     "unk__2187") reads as "?" on the edge, which has room for a few characters only; the edge's
+     tooltip keeps the full names. */
+  function shortShape(text) {
+    return text.split("×").map(d => (/^\d+$/.test(d) || d.length <= 6) ? d : "?").join("×");
+  }
   /* Where an edge's shape label goes: the middle control point, or the nearest one to it clear of
      every box and cluster title. */
   function labelPoint(pts, boxes) {
@@ -112,7 +118,7 @@
         const g = s("g", { class: "edge" }, s("path", { d: edgePath(e.points), "marker-end": "url(#arrow)" }, s("title", null, tip)));
         const shapes = (e.shapes || []).filter(Boolean);
         const at = shapes.length && e.points && e.points.length > 1 ? labelPoint(e.points, titles) : null;
-        if (at) g.appendChild(s("text", { class: "shape", x: at[0] + 4, y: at[1] + 3 }, trunc(shapes.join(", "), 22)));   // as Netron shows it
+        if (at) g.appendChild(s("text", { class: "shape", x: at[0] + 4, y: at[1] + 3 }, trunc(shapes.map(shortShape).join(", "), 22)));   // as Netron shows it
         vp.appendChild(g);
       }
       for (const c of layout.clusters || []) {   // over the edges, with a halo: an edge never crosses the name
