@@ -3,7 +3,7 @@
     python scripts/build_tensorrt_tables.py REFERENCE_ROOT [NVIDIA_TENSORRT_MIRROR [DLA_SW_MIRROR]]
 
 ``REFERENCE_ROOT`` holds one folder of onnx-tensorrt parser source per release
-(``/work/shared/reference``: ``onnx-tensorrt-8.5-GA``, ``-8.6-GA``, ``-10.0-GA`` and
+(``shared/reference`` beside the checkout: ``onnx-tensorrt-8.5-GA``, ``-8.6-GA``, ``-10.0-GA`` and
 ``onnx-tensorrt`` for 10.1, at their tags; see ``RELEASES``). Both layouts are read:
 8.x (``builtin_op_importers.cpp``, ``onnx2trt_utils.cpp``, checks as ASSERTs in the
 importers) and 10.x (``onnxOpImporters.cpp``, ``onnxOpCheckers.cpp``, ``importerUtils.cpp``,

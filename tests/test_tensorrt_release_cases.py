@@ -1,6 +1,6 @@
 """One-node cases per release, written from that release's parser source (not from our tables).
 
-Sources: ``/work/shared/reference/onnx-tensorrt-<release>-GA`` at the tags the reference README names.
+Sources: ``shared/reference/onnx-tensorrt-<release>-GA`` (beside the checkout) at the tags the reference README names.
 ``None``: the parser imports the node; otherwise a phrase of the refusal and the file the refusal must
 cite (``release:file``). The 10.1 cases are in ``test_tensorrt_source_cases.py``.
 """

@@ -1,6 +1,6 @@
 """One-node cases written from onnx-tensorrt 10.1-GA's source (not from our tables): what the parser does.
 
-Each case names the source line (release/10.1-GA, ``/work/shared/reference/onnx-tensorrt``) whose
+Each case names the source line (release/10.1-GA, ``shared/reference/onnx-tensorrt`` beside the checkout) whose
 behaviour it states. ``None`` means the parser imports the node; a string is a phrase the refusal
 must contain, and the refusal must cite the file named in the case. These are the audit's cases:
 the missed refusals (we accepted, the parser refuses), the extra refusals (we refused, the parser
