@@ -58,6 +58,25 @@ def serving(app: Any) -> Iterator[str]:
 
 
 @contextmanager
+def serving_with_model(app: Any, model: Any, filename: str) -> Iterator[tuple[str, str]]:
+    """``app`` serving (``serving``) with ``model`` (an ONNX ModelProto) uploaded through its API;
+    yields (base URL, model id)."""
+    import io
+    resp = app.test_client().post("/api/models", data={"file": (io.BytesIO(model.SerializeToString()), filename)},
+                                  content_type="multipart/form-data")
+    assert resp.status_code in (200, 201), resp.get_json()
+    with serving(app) as url:
+        yield url, resp.get_json()["id"]
+
+
+def save_screenshot(page: Any, name: str) -> None:
+    """``page`` as ``test-artifacts/screenshots/<name>.png`` (kept by CI, looked at by people)."""
+    folder = ARTIFACTS / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"))
+
+
+@contextmanager
 def checked_page(browser: Any, width: int, height: int, timeout_ms: int,
                  csp_errors: bool = False) -> Iterator[Any]:
     """A page in a fresh browser context; the test fails on any JavaScript error in it,

@@ -8,12 +8,11 @@ scrolls sideways. Screenshots in ``test-artifacts/screenshots/debugger_*.png``.
 
 from __future__ import annotations
 
-import io
 import time
 
 import pytest
 
-from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
+from browser_harness import checked_page, chromium, playwright_or_skip, save_screenshot, serving_with_model
 from ui_models import OPS, long_names_model
 
 pytestmark = pytest.mark.browser
@@ -42,12 +41,8 @@ GEOMETRY = """() => {
 def server(tmp_path_factory):
     from app import create_app
     app = create_app({"SGLENS_INSTANCE": str(tmp_path_factory.mktemp("inst"))})
-    resp = app.test_client().post(
-        "/api/models", data={"file": (io.BytesIO(long_names_model(3).SerializeToString()), "yolo_long.onnx")},
-        content_type="multipart/form-data")
-    assert resp.status_code in (200, 201), resp.get_json()
-    with serving(app) as url:
-        yield url, resp.get_json()["id"]
+    with serving_with_model(app, long_names_model(3), "yolo_long.onnx") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +52,7 @@ def browser():
 
 
 def shot(pg, name: str) -> None:
-    folder = ARTIFACTS / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(folder / f"debugger_{name}.png"))
+    save_screenshot(pg, f"debugger_{name}")
 
 
 def wait_until(pg, js: str, timeout: float = 60.0) -> None:

@@ -9,14 +9,13 @@ Screenshots in ``test-artifacts/screenshots/groups_*.png``.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import urllib.request
 
 import pytest
 
-from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
+from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, save_screenshot, serving_with_model
 from ui_models import OPS, long_names_model
 
 pytestmark = pytest.mark.browser
@@ -29,12 +28,8 @@ BLOCKS = 8
 def server(tmp_path_factory):
     from app import create_app
     app = create_app({"SGLENS_INSTANCE": str(tmp_path_factory.mktemp("inst"))})
-    resp = app.test_client().post(
-        "/api/models", data={"file": (io.BytesIO(long_names_model(BLOCKS).SerializeToString()), "yolo_long.onnx")},
-        content_type="multipart/form-data")
-    assert resp.status_code in (200, 201), resp.get_json()
-    with serving(app) as url:
-        yield url, resp.get_json()["id"]
+    with serving_with_model(app, long_names_model(BLOCKS), "yolo_long.onnx") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +46,7 @@ def api(base: str, path: str, body=None):
 
 
 def shot(pg, name: str) -> None:
-    folder = ARTIFACTS / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(folder / f"groups_{name}.png"))
+    save_screenshot(pg, f"groups_{name}")
 
 
 def layer_members(names: list[str]) -> dict[str, list[str]]:

@@ -9,13 +9,12 @@ Constant/Identity/Shape.
 
 from __future__ import annotations
 
-import io
 import json
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
+from browser_harness import checked_page, chromium, playwright_or_skip, save_screenshot, serving_with_model
 from ui_models import bookkeeping_heavy_model
 
 pytestmark = pytest.mark.browser
@@ -27,12 +26,8 @@ sync_api = playwright_or_skip()
 def server(tmp_path_factory):
     from app import create_app
     app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path_factory.mktemp("inst"))})
-    resp = app.test_client().post(
-        "/api/models", data={"file": (io.BytesIO(bookkeeping_heavy_model().SerializeToString()), "book.onnx")},
-        content_type="multipart/form-data")
-    assert resp.status_code in (200, 201), resp.get_json()
-    with serving(app) as url:
-        yield url, resp.get_json()["id"]
+    with serving_with_model(app, bookkeeping_heavy_model(), "book.onnx") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +37,7 @@ def browser():
 
 
 def shot(pg, name: str) -> None:
-    folder = ARTIFACTS / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(folder / f"selection_{name}.png"))
+    save_screenshot(pg, f"selection_{name}")
 
 
 def url_selection(url: str) -> tuple[str, dict]:
