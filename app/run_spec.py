@@ -18,19 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from partition.errors import LensError
-
-
-def _frozen(value: Any) -> Any:
-    """Lists as tuples, so the spec's options cannot change after validation."""
-    if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
-def _thawed(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_thawed(v) for v in value]
-    return value
+from partition.registry import Selection
 
 
 @dataclass(frozen=True)
@@ -39,10 +27,10 @@ class RunSpec:
 
     id: str
     label: str
-    backend: str
-    #: the options given, as the registry validated and coerced them: ((name, value), ...), sorted
-    options: tuple[tuple[str, Any], ...]
-    #: the rule JSON (``app/rules.py``) when ``backend == "rule"``, else None
+    #: the backend and its options as the submitting side's registry validated them (a frozen,
+    #: picklable ``partition.registry.Selection``); None for a rule
+    selection: Selection | None
+    #: the rule JSON (``app/rules.py``) when the run partitions by a rule, else None
     rule: Any
     device: str
     executor: str
@@ -53,8 +41,8 @@ class RunSpec:
     kernels: Any = None              # a kernel finder (tests); None = the engine's registry
 
     @property
-    def options_dict(self) -> dict[str, Any]:
-        return {name: _thawed(value) for name, value in self.options}
+    def backend(self) -> str:
+        return "rule" if self.selection is None else self.selection.backend
 
     def properties(self, registry: Any) -> list[Any]:
         """The selection's properties, built from plain data with ``registry`` on the running side."""
@@ -62,7 +50,7 @@ class RunSpec:
             from .rules import rule_property
             return [rule_property(self.rule)]
         try:
-            return registry.build(registry.select(self.backend, self.options_dict))
+            return registry.build(self.selection)   # validated once, at submission
         except LensError:
             raise
         except Exception as exc:  # noqa: BLE001 - a plugin's factory raised
@@ -78,14 +66,10 @@ def make_spec(registry: Any, *, id: str, label: str, backend: str, options: dict
             rule = json.loads(rule)
         from .rules import rule_property
         rule_property(rule)      # a bad rule is the request's error (400), not the worker's
-        values: dict[str, Any] = {}
+        selection = None
     else:
-        # Validated and coerced here; only the options given travel (the defaults are the
-        # running side's, and a default such as None need not pass its own type check again).
-        coerced = registry.validate(backend, dict(options))
-        values = {name: coerced[name] for name in options}
+        selection = registry.select(backend, options)
         rule = None
-    return RunSpec(id=id, label=label, backend=backend,
-                   options=tuple(sorted((k, _frozen(v)) for k, v in values.items())), rule=rule,
+    return RunSpec(id=id, label=label, selection=selection, rule=rule,
                    device=device, executor=executor, repeat=int(repeat), run_inputs=run_inputs,
                    memory_limit=memory_limit, time_limit=time_limit, kernels=kernels)
