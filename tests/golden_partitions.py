@@ -74,7 +74,7 @@ def backends(graph, case: str = "") -> Iterator[tuple[str, str, dict[str, Any]]]
     if case in SAMPLES:  # each release from its own table: the partition it gives, with every reason
         for release in OLDER_RELEASES:
             yield f"tensorrt_{release}", "tensorrt", {"trt_version": release}
-        for release in ("8.6", "10.1"):  # the DLA regions (loadables) with every GPU-fallback reason
+        for release in (*OLDER_RELEASES, "10.1"):  # the DLA regions (loadables), every GPU-fallback reason
             yield f"tensorrt_dla_{release}", "tensorrt", {"trt_version": release, "trt_target": "dla"}
 
 

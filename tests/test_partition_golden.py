@@ -64,7 +64,8 @@ def test_fixture_covers_cycles_and_every_backend() -> None:
     assert sum(len(v["cycles"]) for v in EXPECTED.values()) > 1000
     labels = {k.split("/")[1] for k in EXPECTED}
     assert labels == {"default", "default_half", "conv_bn", "conv_bn_relu", "tensorrt", "tensorrt_min3",
-                      "tensorrt_8.5", "tensorrt_8.6", "tensorrt_10.0", "tensorrt_dla_8.6", "tensorrt_dla_10.1"}
+                      "tensorrt_8.5", "tensorrt_8.6", "tensorrt_10.0", "tensorrt_dla_8.5", "tensorrt_dla_8.6",
+                      "tensorrt_dla_10.0", "tensorrt_dla_10.1"}
     releases = {k: v for k, v in EXPECTED.items() if k.split("/")[1].startswith("tensorrt_") and "min3" not in k}
-    assert len(releases) == 5 * 8  # every sample model under each older release and the DLA target
+    assert len(releases) == 7 * 8  # every sample model under each older release and the DLA target
     assert any("GPU fallback" in r for k, v in releases.items() if "dla" in k for r in v["reasons"].values())

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from partition import check_partition, load_model, partition
-from partition.tensorrt.dla import LOADABLES_PER_CORE, DLARules, dla_table
+from partition.tensorrt.dla import LOADABLES_PER_CORE, DLARules, dla_table, matrix_of
 from partition.tensorrt.table import DATA_DIR
 
 F, I32 = TensorProto.FLOAT, TensorProto.INT32
@@ -99,7 +99,7 @@ def test_dla_layer_rules(case):
     phrase, rule = expected
     assert why.startswith("GPU fallback: ") and phrase in why, why
     if rule.startswith("matrix:"):
-        assert cite == dla_table()["orin_matrix"][rule[len("matrix:"):]]["cite"]
+        assert cite == matrix_of("10.1")[rule[len("matrix:"):]]["cite"]
     else:
         assert cite == dla_table()["releases"]["10.1"][rule]
     assert "n" in rules.gpu_fallback
@@ -173,7 +173,8 @@ LIMITS = {"conv_maps": "8192", "conv_groups": "8192", "conv_kernel": "[1,32]", "
           "concat_axis": "third to last", "softmax_axis": "channel or spatial", "softmax_size": "1024",
           "unary": "kABS", "slice_strides": "Strides are 1", "slice_first": "first dimension",
           "slice_rank": "four dimensions", "prelu_slopes": "build-time constant", "resize_scales": "exactly 4",
-          "resize_range": "[1, 4]", "gpu_fallback": "cannot execute on DLA"}
+          "resize_range": "[1, 4]", "resize_modes": "following combinations", "elementwise_ops": "kSUB",
+          "gpu_fallback": "cannot execute on DLA"}
 
 
 @pytest.mark.skipif(not _mirror().exists(), reason="no NVIDIA/TensorRT git mirror here")
@@ -195,7 +196,7 @@ def test_groups_report_and_trace_speak_for_the_dla_target():
     graph = _chain(3)
     report = groups_report(graph, "elu1", trt_target="dla")
     assert report["reason"].startswith("GPU fallback: Elu") and not report["compatible"]
-    assert report["reason_source"] == dla_table()["orin_matrix"]["Elu"]["cite"]
+    assert report["reason_source"] == matrix_of("10.1")["Elu"]["cite"]
     assert report["incompatible_ancestors"] == ["elu0"] and report["incompatible_descendants"] == ["elu2"]
     assert groups_report(graph, "elu1")["compatible"]  # on the GPU it is imported
     result = partition(graph, "tensorrt", trt_target="dla")
@@ -209,10 +210,13 @@ def _dla_sw() -> Path:
 
 
 @pytest.mark.skipif(not _dla_sw().exists(), reason="no NVIDIA/Deep-Learning-Accelerator-SW git mirror here")
-def test_every_orin_matrix_citation_is_that_ops_row():
-    matrix = dla_table()["orin_matrix"]
+@pytest.mark.parametrize("release", ["8.5", "8.6"])
+def test_every_orin_matrix_citation_is_that_ops_row(release):
+    matrix = matrix_of(release)
     assert {"Conv", "Relu", "LeakyRelu", "Elu", "MatMul"} <= set(matrix)
+    commit = {"8.5": "1da860c", "8.6": "ea61780"}[release]
     for op, entry in matrix.items():
+        assert f"@{commit}:" in entry["cite"], entry
         m = re.fullmatch(r"NVIDIA/Deep-Learning-Accelerator-SW@([0-9a-f]{7}):operators/README.md:(\d+)", entry["cite"])
         assert m, entry
         text = subprocess.run(["git", "-C", str(_dla_sw()), "show", f"{m.group(1)}:operators/README.md"],
@@ -228,3 +232,79 @@ def test_generator_reproduces_the_committed_dla_table():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.build_dla(_mirror(), _dla_sw()) == json.loads((DATA_DIR / "tensorrt_dla.json").read_text())
+
+
+# ------------------------------------------------------------ per release --
+# Written from the sources, not from partition/data/tensorrt_dla.json: the Orin operator matrix of
+# NVIDIA/Deep-Learning-Accelerator-SW at 1da860c ("TensorRT 8.5 supports ...", JetPack 5.1.1 / TensorRT
+# 8.5.2) and at ea61780 (JetPack 6, TensorRT 8.6.2 .. 8.6.12), read row by row:
+#   Div            1da860c:50 "See RFE"   ea61780:60 "Native (as of TensorRT 8.6.12)"
+#   Cos            1da860c:47 "Native"    ea61780:55 "Native (as of TensorRT 8.6.12)"
+#   GlobalMaxPool  1da860c:58 "See RFE"   ea61780:74 "Native (as of TensorRT 8.6.12)"
+#   Split          (no row)               ea61780:138 "Native"
+# "as of TensorRT 8.6.12" is a later 8.6 patch than the 8.6 GA parser: it counts from 10.0 on.
+# The Resize combinations are IResizeLayer's DLA note (the same in NvInfer.h of release/8.5 .. 10.1)
+# against the parser's attribute mapping (builtin_op_importers.cpp:3713-3816 in 8.5-GA).
+SMALL = [vi("x", [1, 8, 4, 4])]
+DLA, GPU = "DLA", "GPU fallback"
+PER_RELEASE = [
+    ("Div", lambda: one("Div", ["x", "x"], SMALL), {"8.5": GPU, "8.6": GPU, "10.0": DLA, "10.1": DLA}),
+    ("Cos", lambda: one("Cos", ["x"], SMALL), {"8.5": DLA, "8.6": GPU, "10.0": DLA, "10.1": DLA}),
+    ("GlobalMaxPool", lambda: one("GlobalMaxPool", ["x"], SMALL), {"8.5": GPU, "8.6": GPU, "10.0": DLA, "10.1": DLA}),
+    ("Split", lambda: model([helper.make_node("Split", ["x"], ["y", "z"], name="n", axis=1)], SMALL,
+                            [vi("y", None), vi("z", None)]), {"8.5": GPU, "8.6": DLA, "10.0": DLA, "10.1": DLA}),
+    ("Add", lambda: one("Add", ["x", "x"], SMALL), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), DLA)),
+    ("Resize nearest, asymmetric, round_prefer_floor",
+     lambda: one("Resize", ["x", "", "s"], SMALL, [w("s", [1, 1, 2, 2])], coordinate_transformation_mode="asymmetric"),
+     dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), GPU)),
+    ("Resize nearest, asymmetric, floor",
+     lambda: one("Resize", ["x", "", "s"], SMALL, [w("s", [1, 1, 2, 2])], coordinate_transformation_mode="asymmetric",
+                 nearest_mode="floor"), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), DLA)),
+    ("Resize nearest, half_pixel, round_prefer_ceil",
+     lambda: one("Resize", ["x", "", "s"], SMALL, [w("s", [1, 1, 2, 2])], nearest_mode="round_prefer_ceil"),
+     dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), DLA)),
+    ("Resize nearest, tf_half_pixel_for_nn (rounding ceil)",
+     lambda: one("Resize", ["x", "", "s"], SMALL, [w("s", [1, 1, 2, 2])],
+                 coordinate_transformation_mode="tf_half_pixel_for_nn"), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), GPU)),
+    ("Resize linear, align_corners",
+     lambda: one("Resize", ["x", "", "s"], SMALL, [w("s", [1, 1, 2, 2])], mode="linear",
+                 coordinate_transformation_mode="align_corners"), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), GPU)),
+    ("Resize linear, pytorch_half_pixel (upper selector)",
+     lambda: one("Resize", ["x", "", "s"], SMALL, [w("s", [1, 1, 2, 2])], mode="linear",
+                 coordinate_transformation_mode="pytorch_half_pixel"), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), DLA)),
+    ("Resize-10 linear (asymmetric)", lambda: one("Resize", ["x", "s"], SMALL, [w("s", [1, 1, 2, 2])], opset=10,
+                                                  mode="linear"), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), GPU)),
+]
+
+
+@pytest.mark.parametrize("case", PER_RELEASE, ids=[c[0] for c in PER_RELEASE])
+def test_dla_rules_differ_per_release_as_the_sources_say(case):
+    name, factory, expected = case
+    for release, where in expected.items():
+        why, cite, rules = dla_verdict(factory(), release)
+        if where == DLA:
+            assert why is None, (release, why)
+            continue
+        assert why is not None and why.startswith("GPU fallback: "), (release, why)
+        # the citation is of the same release: its matrix commit, its NvInfer.h branch, or (an op that the
+        # release's matrix does not list and that has no DLA layer) the layer page
+        assert not any(f"release/{other}:" in cite for other in expected if other != release), (release, cite)
+        assert ("@1da860c:" not in cite or release == "8.5") and ("@ea61780:" not in cite or release != "8.5"), cite
+        assert cite.startswith(("NVIDIA/", "https://docs.nvidia.com/")), cite
+
+
+def test_cited_rows_say_what_the_per_release_cases_expect():
+    """The rows the cases above were written from, re-read in the git mirror (where it exists)."""
+    if not _dla_sw().exists():
+        pytest.skip("no NVIDIA/Deep-Learning-Accelerator-SW mirror: the committed table's citations are checked "
+                    "by test_every_orin_matrix_citation_is_that_ops_row where it exists")
+    rows = {("1da860c", 50): ("Div", "RFE"), ("ea61780", 60): ("Div", "Native (as of TensorRT 8.6.12)"),
+            ("1da860c", 47): ("Cos", "Native"), ("ea61780", 55): ("Cos", "Native (as of TensorRT 8.6.12)"),
+            ("1da860c", 58): ("GlobalMaxPool", "RFE"),
+            ("ea61780", 74): ("GlobalMaxPool", "Native (as of TensorRT 8.6.12)"),
+            ("ea61780", 138): ("Split", "Native")}
+    for (commit, line), (op, support) in rows.items():
+        text = subprocess.run(["git", "-C", str(_dla_sw()), "show", f"{commit}:operators/README.md"],
+                              capture_output=True, text=True, check=True).stdout.split("\n")
+        cells = [c.strip() for c in text[line - 1].split("|")]
+        assert cells[1] == op and support in cells[2], (commit, line, cells)

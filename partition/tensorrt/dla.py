@@ -43,6 +43,13 @@ def dla_table() -> dict[str, Any]:
     return json.loads((DATA_DIR / "tensorrt_dla.json").read_text())
 
 
+def matrix_of(version: str) -> dict[str, dict[str, str]]:
+    """The Orin operator matrix at the commit written for ``version`` (8.5: JetPack 5.1.1's; later: JetPack 6's)."""
+    table = dla_table()
+    key = table["matrix_of_release"].get(version, table["matrix_of_release"]["10.1"])
+    return table["orin_matrices"][key]
+
+
 def _pair(values: Any, default: int) -> list[int]:
     return [int(v) for v in values] if values else [default, default]
 
@@ -56,8 +63,8 @@ class DLARules(TRTRules):
         self.dla_cites: dict[str, str] = table["releases"].get(self.version, table["releases"]["10.1"])
         self.general_cite = table["general_cite"]
         self.layers_cite = table["layers_cite"]
-        #: NVIDIA/Deep-Learning-Accelerator-SW's Orin operator matrix: op -> {"support", "cite"}
-        self.matrix: dict[str, dict[str, str]] = table.get("orin_matrix", {})
+        #: NVIDIA/Deep-Learning-Accelerator-SW's Orin operator matrix of this release: op -> {"support", "cite"}
+        self.matrix: dict[str, dict[str, str]] = matrix_of(self.version)
         #: node -> reason, for the nodes the parser imports and the DLA refuses (they run on the GPU)
         self.gpu_fallback: dict[str, str] = {}
 
@@ -251,8 +258,10 @@ def _resize(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None
         return f"{node.op_type}: the DLA needs constant scales (sizes or computed scales are not checked)", \
             rules.c("resize_scales")
     scales = [float(v) for v in value.reshape(-1)]
-    mode = node.attrs.get("mode", "nearest")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = _text(node.attrs.get("mode", "nearest"))
+    combination = _resize_combination(scope, node, mode)
+    if combination is not None:
+        return combination, rules.c("resize_modes")
     top = 4 if mode in ("linear", "bilinear") else 32
     if len(scales) != 4 or scales[:2] != [1.0, 1.0]:
         return f"{node.op_type}: scales {scales}; the DLA takes 4 scales with batch and channel 1", \
@@ -263,6 +272,46 @@ def _resize(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None
     return None
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _resize_combination(scope: Scope, node: Node, mode: str) -> str | None:
+    """The parser's (coordinate transformation, selector, rounding) for the node, if the DLA does not take it.
+
+    The parser's mapping (every release alike, e.g. onnx-tensorrt 8.5-GA builtin_op_importers.cpp:3713-3816,
+    10.1-GA onnxOpImporters.cpp:4429-4576): opset < 11 and Upsample -> asymmetric, nearest rounding floor;
+    else coordinate_transformation_mode half_pixel/asymmetric/align_corners as named, pytorch_half_pixel ->
+    half_pixel with the kUPPER selector, tf_half_pixel_for_nn -> half_pixel rounding ceil; nearest_mode
+    floor/ceil/round_prefer_floor (kHALF_DOWN)/round_prefer_ceil (kHALF_UP). The DLA takes, in nearest mode,
+    (asymmetric, formula, floor), (half_pixel, formula, half down) and (half_pixel, formula, half up); in
+    linear mode (half_pixel, formula or upper) -- IResizeLayer's note in NvInfer.h.
+    """
+    if node.op_type == "Upsample" or (scope.opset or 99) < 11:
+        transform, selector, rounding = "asymmetric", "formula", "floor"
+    else:
+        transform = _text(node.attrs.get("coordinate_transformation_mode", "half_pixel"))
+        nearest = _text(node.attrs.get("nearest_mode", "round_prefer_floor"))
+        rounding = {"floor": "floor", "ceil": "ceil", "round_prefer_floor": "half down",
+                    "round_prefer_ceil": "half up"}.get(nearest, "half down")
+        selector = "upper" if transform == "pytorch_half_pixel" else "formula"
+        if transform == "tf_half_pixel_for_nn":
+            transform, rounding = "half_pixel", "ceil"
+        elif transform == "pytorch_half_pixel":
+            transform = "half_pixel"
+    if mode == "nearest":
+        ok = (transform, selector, rounding) in {("asymmetric", "formula", "floor"),
+                                                 ("half_pixel", "formula", "half down"),
+                                                 ("half_pixel", "formula", "half up")}
+        what = f"({transform}, {selector}, rounding {rounding})"
+    elif mode in ("linear", "bilinear"):
+        ok, what = transform == "half_pixel", f"({transform}, {selector})"
+    else:
+        return f"{node.op_type}: {mode} mode; the DLA resizes in nearest and linear modes only"
+    return None if ok else (f"{node.op_type}: {mode} mode with {what}; the DLA takes only the combinations "
+                            "its IResizeLayer note lists")
+
+
 def _lrn(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
     size = int(node.attrs.get("size", 0))
     return None if size in (3, 5, 7, 9) else (f"LRN: size {size}; the DLA takes 3, 5, 7 or 9", rules.c("lrn_window"))
@@ -270,7 +319,8 @@ def _lrn(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
 
 def _elementwise(rules: DLARules, scope: Scope, node: Node) -> tuple[str, str] | None:
     if node.op_type not in ELEMENTWISE:
-        return f"{node.op_type}: not an element-wise operation the DLA runs", rules.layers_cite
+        return (f"{node.op_type}: the DLA's element-wise layer takes only Sum, Prod, Max, Min and Sub",
+                rules.c("elementwise_ops"))
     return None
 
 
