@@ -167,5 +167,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(api_bp, url_prefix="/api")
     from .precision_api import bp as precision_bp   # the precision page and its routes (issue 26)
     app.register_blueprint(precision_bp)
+    from .gains_api import bp as gains_bp   # the TensorRT tab's ranking of what to support first (issue 25)
+    app.register_blueprint(gains_bp)
     register_error_handlers(app)
     return app

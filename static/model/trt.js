@@ -59,12 +59,45 @@
       h("h3", null, "Unsupported op types"),
       h("table", { class: "grid", id: "trt-unsupported" }, SG.headRow("op", "nodes", "reason", "what if"),
         unsupported.length ? unsupported : h("tr", null, h("td", { colspan: 4, class: "muted" }, "none"))),
+      h("h3", null, "What to support first ", h("span", { class: "muted" }, "(each op assumed supported in turn, as a plugin would make it)")),
+      h("div", { id: "trt-gains", class: "muted" }, "ranking…"),
       h("h3", null, "Nodes left out ", h("span", { class: "muted" }, "(" + r.excluded.length + "; click one for its incompatibility groups)")),
       leftLegend(), leftOut(r.excluded),
       h("h3", null, "Cycle checks"), h("div", { id: "trt-cycles", class: "muted" }, "reading the trace…"),
       h("h3", null, "Subgraphs"), h("table", { class: "grid" }, SG.headRow("#", "nodes", "boundary", ""), subs),
       h("p", null, h("a", { class: "button", href: M.api("/partitioned.onnx?" + q), download: true }, "Download the partitioned ONNX")));
     cycleChecks(r, sel);
+    gains(sel, !!s.dla);
+  }
+
+  /* The ranking of `sglens gains` (GET /gains): per left-out op type what supporting it would gain,
+     best first, each with the same "treat as supported (plugin)" box; the best single nodes below. */
+  async function gains(sel, dla) {
+    const box = $("trt-gains");
+    try {
+      const q = new URLSearchParams();
+      if (sel.options) q.set("options", JSON.stringify(sel.options));
+      const g = await SG.api("GET", M.api("/gains?" + q));
+      if (box !== $("trt-gains")) return;   // the tab was re-rendered meanwhile
+      const merged = dla ? "loadables saved" : "subgraphs merged";
+      const best = Math.max(1, ...g.op_types.map(r => r.gain.nodes_covered));
+      const bar = n => h("span", { class: "gain-bar", style: "width:" + Math.round(60 * Math.max(0, n) / best) + "px" });
+      const rows = g.op_types.map((r, k) => h("tr", { "data-op": r.op_type, class: k === 0 ? "gain-best" : "",
+        title: "after: " + r.after.subgraphs + (dla ? " loadable(s), " : " subgraph(s), ") + r.after.covered + " node(s) covered" },
+        ...[r.op_type, String(r.nodes), String(r.gain.subgraphs_merged), [bar(r.gain.nodes_covered), " " + r.gain.nodes_covered],
+          SG.bytes(r.gain.boundary_bytes_saved), assumeToggle(r.op_type, false)].map(c => h("td", null, c))));
+      const nodes = g.nodes.slice(0, 10).map(r => SG.row(h("code", null, r.node), r.op_type, String(r.gain.subgraphs_merged),
+        String(r.gain.nodes_covered), SG.bytes(r.gain.boundary_bytes_saved)));
+      box.className = "";
+      SG.fill(box,
+        h("p", { class: "muted" }, "now: " + g.base.subgraphs + (dla ? " DLA loadable(s), " : " subgraph(s), ") + g.base.covered +
+          " node(s) covered, " + SG.bytes(g.base.boundary_bytes) + " crossing subgraph boundaries"),
+        rows.length ? h("table", { class: "grid", id: "trt-gains-ops" },
+          SG.headRow("op", "nodes", merged, "nodes covered", "boundary saved", "what if"), rows)
+          : h("p", null, "nothing left out: nothing to gain"),
+        nodes.length ? h("details", { id: "trt-gains-nodes" }, h("summary", null, "best single nodes (" + g.nodes_tried + " of " + g.nodes_refused + " tried)"),
+          h("table", { class: "grid" }, SG.headRow("node", "op", merged, "nodes covered", "boundary saved"), nodes)) : null);
+    } catch (e) { if (box === $("trt-gains")) SG.fill(box, SG.errorBox(e)); }
   }
 
   /* "Treat as supported (plugin)": the op goes into the assume_supported option and the tab re-runs,
