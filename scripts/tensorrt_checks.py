@@ -78,7 +78,10 @@ def overlay(src: Src, dropped: list[str]) -> dict[str, dict[str, Any]]:
 def _release_8x(src: Src) -> dict[str, dict[str, Any]]:
     """What the 8.x importers check that 10.x no longer does."""
     qdq = src.function("onnxOpImporters.cpp", "NodeImportResult QuantDequantLinearHelper(")
-    three = src.find("onnxOpImporters.cpp", "requires 3 inputs for the INT8 QuantizeLinear/DequantizeLinear", qdq) \
+    # 8.6: "... 3 inputs for the INT8 QuantizeLinear/DequantizeLinear operator"; 8.5: "... 3 inputs for the
+    # DequantizeLinear operator", in the helper both ops share (so QuantizeLinear needs it too)
+    three = (src.find("onnxOpImporters.cpp", "requires 3 inputs for the INT8 QuantizeLinear/DequantizeLinear", qdq)
+             or src.find("onnxOpImporters.cpp", "requires 3 inputs for the DequantizeLinear operator", qdq)) \
         if qdq else None
     norm = src.function("importerUtils.cpp", "NodeImportResult instanceNormPluginHelper(")
     plugin = src.find("importerUtils.cpp", 'std::string const pluginName = "InstanceNormalization_TRT";', norm) \
@@ -93,6 +96,8 @@ def _release_8x(src: Src) -> dict[str, dict[str, Any]]:
         o[op] = {"min_inputs": 3, "min_inputs_cite": three or src.imp(op, f"requires 3 inputs for the {op} operator"),
                  "min_inputs_message": f"{op}: this TensorRT release needs the zero-point input (input 2) for INT8"}
     # attributes the 8.x importers never read: accepted, but TensorRT computes something else
+    for op, checks in _qdq_8x(src, qdq).items():
+        o[op].update(checks)
     o["ScatterND"] = {"ignored_attrs": [{"name": "reduction", "cite": src.imp("ScatterND"),
                                          "note": "ScatterND reduction={value} is ignored by this release's importer: "
                                                  "TensorRT overwrites instead of reducing (wrong results)"}]}
@@ -106,6 +111,24 @@ def _release_8x(src: Src) -> dict[str, dict[str, Any]]:
                        "kNATIVE_INSTANCENORM flag is set; libnvinfer_plugin must be loaded",
         "cite_more": [plugin]}
     return o
+
+
+def _qdq_8x(src: Src, helper: tuple[int, int] | None) -> dict[str, dict[str, Any]]:
+    """The 8.x QuantDequantLinearHelper's value checks, in its own words (10.1's phrases differ, so
+    ``_qdq`` finds none of them here): a constant scale has coefficients, all positive; a constant zero
+    point is all zeros; DequantizeLinear refuses UINT8 data; 8.6's QuantizeLinear a UINT8 zero point."""
+    def at(phrase: str) -> str | None:
+        return src.find("onnxOpImporters.cpp", phrase, helper) if helper else None
+    scale = {"kind": "any", "what": "scale", "positive": True, "cite": at("Cannot have scale with no coefficients"),
+             "value_cite": at("Scale coefficients must all be positive")}
+    symmetric = at("only supports symmetric quantization")
+    zero = {"kind": "any", "what": "zero point", "all_zero": True, "cite": symmetric, "value_cite": symmetric}
+    return {
+        "QuantizeLinear": {"inputs": {"1": scale, "2": zero},
+                           "refuses": {"2": {"types": ["UINT8"], "cite": at('CHECK(notInvalidType(inputs.at(2), {"UINT8"}))')}}},
+        "DequantizeLinear": {"inputs": {"1": scale, "2": zero},
+                             "refuses": {"0": {"types": ["UINT8"], "cite": at('CHECK(notInvalidType(inputs.at(0), {"UINT8"}))')}}},
+    }
 
 
 def _types(src: Src) -> dict[str, dict[str, Any]]:
