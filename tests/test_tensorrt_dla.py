@@ -308,3 +308,13 @@ def test_cited_rows_say_what_the_per_release_cases_expect():
                               capture_output=True, text=True, check=True).stdout.split("\n")
         cells = [c.strip() for c in text[line - 1].split("|")]
         assert cells[1] == op and support in cells[2], (commit, line, cells)
+
+
+def test_the_summary_says_what_the_dla_rules_change_from_the_release_before():
+    # from the matrix rows the per-release cases above were written from
+    changes = {v: partition(_chain(1), "tensorrt", trt_target="dla", trt_version=v).summary["dla"]["release_changes"]
+               for v in ("8.5", "8.6", "10.0")}
+    assert changes["8.5"]["previous"] is None
+    assert "Split" in changes["8.6"]["now_on_dla"] and "Cos" in changes["8.6"]["no_longer_on_dla"]
+    assert {"Div", "GlobalMaxPool", "Cos"} <= set(changes["10.0"]["now_on_dla"])
+    assert changes["10.0"]["previous"] == "8.6" and changes["10.0"]["no_longer_on_dla"] == []

@@ -50,6 +50,27 @@ def matrix_of(version: str) -> dict[str, dict[str, str]]:
     return table["orin_matrices"][key]
 
 
+def _native(support: str, version: str) -> bool:
+    """The matrix cell says the op runs on the DLA through this TensorRT release: "Native", or "Native
+    (as of TensorRT 8.6.12)" from 10.0 on (a later 8.6 patch than the 8.6 GA parser)."""
+    return support == "Native" or (support.startswith("Native (as of TensorRT 8.6") and not version.startswith("8."))
+
+
+def dla_release_changes(version: str) -> dict[str, Any]:
+    """Which ops the Orin matrix lets onto the DLA in ``version`` and not in the release before, and back."""
+    from .table import available_versions
+    versions = available_versions()
+    index = versions.index(version) if version in versions else len(versions) - 1
+    if index == 0:
+        return {"previous": None, "now_on_dla": [], "no_longer_on_dla": []}
+
+    def native(v: str) -> set[str]:
+        return {op for op, e in matrix_of(v).items() if _native(e["support"], v)}
+    before, after = native(versions[index - 1]), native(versions[index])
+    return {"previous": versions[index - 1], "now_on_dla": sorted(after - before),
+            "no_longer_on_dla": sorted(before - after)}
+
+
 def _pair(values: Any, default: int) -> list[int]:
     return [int(v) for v in values] if values else [default, default]
 
@@ -97,8 +118,7 @@ class DLARules(TRTRules):
         entry = self.matrix.get(op)
         if entry is not None:  # the Orin operator matrix decides which ops run on the DLA at all
             support = entry["support"]
-            native = support == "Native" or (support.startswith("Native (as of TensorRT 8.6") and
-                                             not self.version.startswith("8."))
+            native = _native(support, self.version)
             if support.startswith("Can be inferred"):
                 return None  # folded at build time (Shape, ConstantOfShape)
             if not native:
@@ -378,4 +398,5 @@ def loadable_report(rules: DLARules, loadables: int) -> dict[str, Any]:
     fallback = rules.gpu_fallback
     return {"loadables": loadables, "loadables_per_core": LOADABLES_PER_CORE, "error": error,
             "gpu_fallback_count": len(fallback), "gpu_fallback": dict(list(fallback.items())[:2000]),
-            "gpu_fallback_cite": rules.dla_cites.get("gpu_fallback")}
+            "gpu_fallback_cite": rules.dla_cites.get("gpu_fallback"),
+            "release_changes": dla_release_changes(rules.version)}

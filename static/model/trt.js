@@ -132,9 +132,13 @@
   /* --trt-target dla: the loadable count against the per-core limit (an error before any build). */
   function dlaRow(d) {
     if (!d) return null;
-    return SG.row("DLA loadables", h("span", { id: "trt-dla", class: d.error ? "trt-warn" : "" },
+    const c = d.release_changes || {};
+    const list = ops => ops.length ? ops.join(", ") : "none";
+    return [SG.row("DLA loadables", h("span", { id: "trt-dla", class: d.error ? "trt-warn" : "" },
       d.loadables + " of at most " + d.loadables_per_core + " per core; " + d.gpu_fallback_count +
-      " node(s) fall back to the GPU" + (d.error ? " — " + d.error : "")));
+      " node(s) fall back to the GPU" + (d.error ? " — " + d.error : ""))),
+      c.previous ? SG.row("DLA since " + c.previous, h("span", { id: "trt-dla-changes" },
+        "Orin matrix: on the DLA now: " + list(c.now_on_dla) + "; no longer: " + list(c.no_longer_on_dla))) : null];
   }
 
   function leftLegend() {
