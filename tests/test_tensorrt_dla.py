@@ -318,3 +318,17 @@ def test_the_summary_says_what_the_dla_rules_change_from_the_release_before():
     assert "Split" in changes["8.6"]["now_on_dla"] and "Cos" in changes["8.6"]["no_longer_on_dla"]
     assert {"Div", "GlobalMaxPool", "Cos"} <= set(changes["10.0"]["now_on_dla"])
     assert changes["10.0"]["previous"] == "8.6" and changes["10.0"]["no_longer_on_dla"] == []
+
+
+def test_dynamic_network_inputs_get_advice_before_the_fallbacks():
+    dynamic = model([helper.make_node("Conv", ["x", "k"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                     helper.make_node("Relu", ["c"], ["y"], name="relu")],
+                    [vi("x", ["n", 8, 16, 16])], [vi("y", None)], K3)
+    result = partition(dynamic, "tensorrt", trt_target="dla")
+    dla = result.summary["dla"]
+    assert dla["dynamic_inputs"] == {"x": ["n", 8, 16, 16]} and dla["dynamic_fallback_count"] == 2
+    assert result.summary["tensorrt_warnings"][0] == dla["dynamic_advice"]
+    assert "x ['n', 8, 16, 16]" in dla["dynamic_advice"] and "override-input-shapes" in dla["dynamic_advice"]
+    static = partition(_chain(2), "tensorrt", trt_target="dla").summary
+    assert static["dla"]["dynamic_advice"] is None and static["dla"]["dynamic_fallback_count"] == 0
+    assert not any("dynamic" in w for w in static["tensorrt_warnings"])

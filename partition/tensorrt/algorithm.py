@@ -170,6 +170,8 @@ class TensorRTProperty(SubgraphProperty):
         if self.target != "dla" or state is None:
             return {}
         report = loadable_report(self.rules, len(state.found))
+        if report["dynamic_advice"]:
+            self.rules.warnings.insert(0, report["dynamic_advice"])
         if report["error"]:
             self.rules.warnings.insert(0, "ERROR: " + report["error"])
         return {"dla": report, "tensorrt_warnings": list(self.rules.warnings)}

@@ -88,11 +88,15 @@ class DLARules(TRTRules):
         self.matrix: dict[str, dict[str, str]] = matrix_of(self.version)
         #: node -> reason, for the nodes the parser imports and the DLA refuses (they run on the GPU)
         self.gpu_fallback: dict[str, str] = {}
+        self.dynamic_inputs: dict[str, list[Any]] = {}
 
     def compat(self, graph: Graph) -> dict[str, str]:
         out = super().compat(graph)
         self.gpu_fallback = {}
         scope = Scope(graph, None)
+        #: network inputs with dynamic dimensions: on the DLA every layer they reach falls back
+        self.dynamic_inputs = {t: list(shape) for t in graph.inputs
+                               if (shape := scope.shape(t)) is not None and not all(isinstance(d, int) for d in shape)}
         for node in graph.nodes:
             if node.name in out or node.op_type in FREE or node.op_type in self.assume_supported or \
                     node.name in self.assume_nodes:
@@ -396,7 +400,16 @@ def loadable_report(rules: DLARules, loadables: int) -> dict[str, Any]:
                  f"({rules.general_cite}): the build fails -- let fewer layers fall back, or support the ops that "
                  "split the DLA regions (see the ranking)")
     fallback = rules.gpu_fallback
-    return {"loadables": loadables, "loadables_per_core": LOADABLES_PER_CORE, "error": error,
+    dynamic = sum("dynamic dimensions" in why for why in fallback.values())
+    advice = None
+    if rules.dynamic_inputs:
+        shown = "; ".join(f"{t} {shape}" for t, shape in list(rules.dynamic_inputs.items())[:4])
+        advice = (f"the network inputs have dynamic dimensions ({shown}): {dynamic} node(s) fall back to the GPU for "
+                  "that alone. The DLA builds one shape (the optimization profile's min = opt = max): fix the input "
+                  "shapes in the model (e.g. onnxruntime's make_dynamic_shape_fixed, or polygraphy surgeon sanitize "
+                  "--override-input-shapes) and partition again")
+    return {"dynamic_inputs": dict(list(rules.dynamic_inputs.items())[:20]), "dynamic_fallback_count": dynamic,
+            "dynamic_advice": advice,"loadables": loadables, "loadables_per_core": LOADABLES_PER_CORE, "error": error,
             "gpu_fallback_count": len(fallback), "gpu_fallback": dict(list(fallback.items())[:2000]),
             "gpu_fallback_cite": rules.dla_cites.get("gpu_fallback"),
             "release_changes": dla_release_changes(rules.version)}
