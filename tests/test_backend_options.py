@@ -27,7 +27,8 @@ def test_every_builtin_declares_its_options() -> None:
     names = {b: [o["name"] for o in backend_options_schema(b)] for b in BUILTINS}
     assert names == {"default": ["ops", "min_size"], "conv_bn": [], "conv_bn_relu": [],
                      "tensorrt": ["min_size", "exclude_data_dependent", "mode", "fallback_ops",
-                                  "trt_version", "trt_plugins", "trt_target", "assume_supported"]}
+                                  "trt_version", "trt_plugins", "trt_target", "assume_supported",
+                                  "trt_input_shapes"]}
     mode = next(o for o in backend_options_schema("tensorrt") if o["name"] == "mode")
     assert mode == {"name": "mode", "type": "str", "default": "fast", "help": mode["help"],
                     "choices": ["fast", "teaching"]} and mode["help"]
@@ -38,7 +39,8 @@ def test_validation_coerces_strings_and_fills_defaults() -> None:
         {"ops": ["Relu", "Add"], "min_size": 3}
     assert validate_backend_options("tensorrt", {"exclude_data_dependent": "false"}) == \
         {"min_size": 2, "exclude_data_dependent": False, "mode": "fast", "fallback_ops": [],
-         "trt_version": None, "trt_plugins": [], "trt_target": "gpu", "assume_supported": []}
+         "trt_version": None, "trt_plugins": [], "trt_target": "gpu", "assume_supported": [],
+         "trt_input_shapes": []}
     assert validate_backend_options("conv_bn", {}) == {}
 
 

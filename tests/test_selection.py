@@ -32,6 +32,7 @@ NON_DEFAULTS = {
     "trt_plugins": (["MyOp"], lambda prop, rules: "MyOp" in rules.user_plugins),
     "trt_target": ("dla", lambda prop, rules: prop.target == "dla" and type(rules).__name__ == "DLARules"),
     "assume_supported": (["Det"], lambda prop, rules: "Det" in rules.assume_supported),
+    "trt_input_shapes": (["x:1x4"], lambda prop, rules: rules.input_shapes == {"x": (1, 4)}),
 }
 #: partition choices --check-parser leaves out of the parser's rules (real_trt.IGNORED_OPTIONS), as they show
 CHECK_IGNORES = {
@@ -39,6 +40,7 @@ CHECK_IGNORES = {
     "fallback_ops": lambda rules: rules.fallback_ops == frozenset(),
     "assume_supported": lambda rules: rules.assume_supported == frozenset(),
     "trt_target": lambda rules: type(rules).__name__ == "TRTRules",
+    "trt_input_shapes": lambda rules: rules.input_shapes == {},
     "min_size": lambda rules: True, "mode": lambda rules: True,   # growth only: no rule to show
 }
 #: options that only shape the growth, not a node's verdict

@@ -332,3 +332,55 @@ def test_dynamic_network_inputs_get_advice_before_the_fallbacks():
     static = partition(_chain(2), "tensorrt", trt_target="dla").summary
     assert static["dla"]["dynamic_advice"] is None and static["dla"]["dynamic_fallback_count"] == 0
     assert not any("dynamic" in w for w in static["tensorrt_warnings"])
+
+
+def _dynamic_cnn():
+    """Conv -> Relu -> Shape-driven Reshape back to the same shape (a Shape -> Reshape chain shape inference
+    must propagate), input with a dynamic batch and image size."""
+    nodes = [helper.make_node("Conv", ["x", "k"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Shape", ["r"], ["s"], name="shape"),
+             helper.make_node("Reshape", ["r", "s"], ["y"], name="reshape")]
+    return model(nodes, [vi("x", ["n", 8, "h", "w"])], [vi("y", None)], K3)
+
+
+def test_fixed_input_shapes_let_the_dla_take_a_dynamic_model():
+    graph = _dynamic_cnn()
+    free = partition(graph, "tensorrt", trt_target="dla")
+    assert {"conv", "relu"} <= set(free.summary["dla"]["gpu_fallback"])        # dynamic: all on the GPU
+    fixed = partition(graph, "tensorrt", trt_target="dla", trt_input_shapes=["x:1x8x32x32"])
+    dla = fixed.summary["dla"]
+    assert "conv" not in dla["gpu_fallback"] and "relu" not in dla["gpu_fallback"], dla["gpu_fallback"]
+    assert dla["dynamic_inputs"] == {} and dla["dynamic_advice"] is None
+    assert any({"conv", "relu"} <= set(sg.nodes) for sg in fixed.subgraphs)
+    # the inferred shapes are the ones a 32x32 input gives (checked on the Resize-free chain: conv keeps 32x32)
+    from partition.tensorrt.dla import fixed_shapes
+    assert fixed_shapes(graph, {"x": (1, 8, 32, 32)})["c"] == (1, 8, 32, 32)
+    # too big for the DLA once fixed: a non-batch dimension over 8192
+    wide = partition(graph, "tensorrt", trt_target="dla", trt_input_shapes=["x:1x8x4x9000"])
+    assert "8192" in wide.summary["dla"]["gpu_fallback"]["conv"]
+
+
+@pytest.mark.parametrize("entries, message", [
+    (["x:1x8xax32"], "must be NAME:D1xD2x"), (["1x8x32x32"], "must be NAME:D1xD2x"),
+    (["y:1x8x32x32"], "'y', not a network input; the inputs are x"), (["x:1x8x32"], "3 dimensions; the input has 4"),
+])
+def test_bad_input_shapes_are_errors_naming_the_entry(entries, message):
+    from partition.errors import BackendOptionError
+    with pytest.raises(BackendOptionError, match=re.escape(message)):
+        partition(_dynamic_cnn(), "tensorrt", trt_target="dla", trt_input_shapes=entries)
+
+
+def test_cli_takes_fixed_input_shapes(tmp_path):
+    import onnx
+    from partition.onnx_io import to_model_proto
+    path = tmp_path / "dyn.onnx"
+    onnx.save(to_model_proto(_dynamic_cnn()), path)
+    base = [os.sys.executable, "-m", "sglens", "partition", str(path), "--backend", "tensorrt", "--trt-target", "dla"]
+    ok = subprocess.run(base + ["--trt-input-shape", "x:1x8x32x32", "--json"], capture_output=True, text=True,
+                        timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert ok.returncode == 0, ok.stderr
+    assert "conv" not in json.loads(ok.stdout)["summary"]["dla"]["gpu_fallback"]
+    bad = subprocess.run(base + ["--trt-input-shape", "x:big"], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert bad.returncode == 2 and "x:big" in bad.stderr and "Traceback" not in bad.stderr

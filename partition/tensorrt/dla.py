@@ -43,6 +43,51 @@ def dla_table() -> dict[str, Any]:
     return json.loads((DATA_DIR / "tensorrt_dla.json").read_text())
 
 
+class _FixedScope(Scope):
+    """The top-level graph's tensors with the shapes inferred from the build's fixed input shapes."""
+
+    def __init__(self, graph: Graph, shapes: dict[str, tuple[Any, ...]]) -> None:
+        super().__init__(graph, None)
+        self.fixed = shapes
+
+    def shape(self, t: str) -> tuple[Any, ...] | None:
+        return self.fixed.get(t) or super().shape(t)
+
+
+def fixed_shapes(graph: Graph, inputs: dict[str, tuple[int, ...]]) -> dict[str, tuple[Any, ...]]:
+    """Every tensor's shape once ``inputs`` fix the network inputs' dimensions: ONNX shape inference
+    (with data propagation, so Shape -> Reshape chains resolve) over the exported graph."""
+    import onnx
+
+    from ..errors import BackendOptionError
+    from ..onnx_io import to_model_proto
+    unknown = sorted(set(inputs) - set(graph.inputs))
+    if unknown:
+        raise BackendOptionError(f"backend 'tensorrt': trt_input_shapes names {', '.join(map(repr, unknown))}, not a "
+                                 f"network input; the inputs are {', '.join(graph.inputs) or 'none'}")
+    proto = to_model_proto(graph)
+    for value in proto.graph.input:
+        if value.name not in inputs:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) and len(dims) != len(inputs[value.name]):
+            raise BackendOptionError(f"backend 'tensorrt': trt_input_shapes gives '{value.name}' "
+                                     f"{len(inputs[value.name])} dimensions; the input has {len(dims)}")
+        value.type.tensor_type.shape.Clear()
+        for d in inputs[value.name]:
+            value.type.tensor_type.shape.dim.add().dim_value = d
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception as exc:  # noqa: BLE001 - onnx's inference errors have no common base
+        raise BackendOptionError(f"backend 'tensorrt': ONNX shape inference with trt_input_shapes failed: {exc}")
+    out: dict[str, tuple[Any, ...]] = {}
+    for value in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+        if value.type.tensor_type.HasField("shape"):
+            out[value.name] = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                                    for d in value.type.tensor_type.shape.dim)
+    return out
+
+
 def matrix_of(version: str) -> dict[str, dict[str, str]]:
     """The Orin operator matrix at the commit written for ``version`` (8.5: JetPack 5.1.1's; later: JetPack 6's)."""
     table = dla_table()
@@ -93,7 +138,7 @@ class DLARules(TRTRules):
     def compat(self, graph: Graph) -> dict[str, str]:
         out = super().compat(graph)
         self.gpu_fallback = {}
-        scope = Scope(graph, None)
+        scope = _FixedScope(graph, fixed_shapes(graph, self.input_shapes)) if self.input_shapes else Scope(graph, None)
         #: network inputs with dynamic dimensions: on the DLA every layer they reach falls back
         self.dynamic_inputs = {t: list(shape) for t in graph.inputs
                                if (shape := scope.shape(t)) is not None and not all(isinstance(d, int) for d in shape)}

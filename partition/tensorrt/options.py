@@ -33,6 +33,11 @@ TENSORRT_OPTIONS = (
                   "region is one loadable, at most 16 per core)", choices=("gpu", "dla")),
     BackendOption("assume_supported", "str_list", [], "op types to treat as supported (a plugin you would "
                   "write): see how the partition changes", flag="--assume-supported"),
+    # The DLA builds one shape per input (the optimization profile's min = opt = max): a model exported
+    # with a dynamic batch or image size would otherwise fall back to the GPU everywhere.
+    BackendOption("trt_input_shapes", "str_list", [], "dla: the fixed shape of each dynamic network input the "
+                  "engine is built for, NAME:1x3x224x224 (the DLA checks then see the inferred static shapes)",
+                  flag="--trt-input-shape"),
 )
 #: why an option users try on this backend is not one of its options
 TENSORRT_HINTS = {"ops": "it decides support from TensorRT's operator table and takes no --ops; "
@@ -48,4 +53,18 @@ def rules_for(values: Mapping[str, Any], **overrides: Any) -> Any:
     rules_class = DLARules if v["trt_target"] == "dla" else TRTRules
     return rules_class(version=v["trt_version"], exclude_data_dependent=v["exclude_data_dependent"],
                        fallback_ops=v["fallback_ops"], plugins=v["trt_plugins"],
-                       assume_supported=v["assume_supported"])
+                       assume_supported=v["assume_supported"], input_shapes=parse_input_shapes(v["trt_input_shapes"]))
+
+
+def parse_input_shapes(entries: Any) -> dict[str, tuple[int, ...]]:
+    """``["x:1x3x224x224", ...]`` as {"x": (1, 3, 224, 224)}; a malformed entry is an error naming it."""
+    from ..errors import BackendOptionError
+    out: dict[str, tuple[int, ...]] = {}
+    for entry in entries or ():
+        name, sep, dims = str(entry).rpartition(":")
+        parts = dims.lower().split("x")
+        if not sep or not name or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise BackendOptionError(f"backend 'tensorrt': trt_input_shapes entry {entry!r} must be "
+                                     "NAME:D1xD2x... with positive integers, e.g. images:1x3x224x224")
+        out[name] = tuple(int(p) for p in parts)
+    return out

@@ -39,7 +39,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 #: ``parse(model_bytes) -> (ok, [{"node", "op", "desc"}])``: the real parser, or a stand-in in tests
 Parse = Callable[[bytes], "tuple[bool, list[dict[str, Any]]]"]
-IGNORED_OPTIONS = ("exclude_data_dependent", "fallback_ops", "min_size", "mode", "trt_target", "assume_supported")
+IGNORED_OPTIONS = ("exclude_data_dependent", "fallback_ops", "min_size", "mode", "trt_target", "assume_supported",
+                   "trt_input_shapes")
 
 
 def _trt() -> Any | None:
@@ -166,7 +167,7 @@ def rules_for_check(selection: Any) -> Any:
     and assumed plugins are not held back, and the parser is the GPU parser whatever the target."""
     from .options import rules_for
     return rules_for(selection.options, exclude_data_dependent=False, fallback_ops=(), assume_supported=(),
-                     trt_target="gpu")
+                     trt_target="gpu", trt_input_shapes=())
 
 
 def run_check(graph: Any, selection: Any, parse: Parse, out_dir: str | os.PathLike | None = None

@@ -96,7 +96,11 @@ class TRTRules:
     def __init__(self, table: Mapping[str, Any] | None = None, *, version: str | None = None,
                  exclude_data_dependent: bool = True, fallback_ops: Iterable[str] = (),
                  plugins: Iterable[str] = (), local_functions: Mapping[str, Graph] | None = None,
-                 assume_supported: Iterable[str] = ()) -> None:
+                 assume_supported: Iterable[str] = (),
+                 input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> None:
+        #: the engine's fixed input shapes (``trt_input_shapes``): the parser imports dynamic shapes, so
+        #: only the DLA checks (``DLARules``) read them
+        self.input_shapes = dict(input_shapes or {})
         self.table = dict(table) if table is not None else load_table(version)
         self.version = str(self.table.get("tensorrt_rules", self.table.get("tensorrt_version", "?")))
         self.exclude_data_dependent = exclude_data_dependent
