@@ -54,9 +54,24 @@ class _FixedScope(Scope):
         return self.fixed.get(t) or super().shape(t)
 
 
+#: the last two (graph, input shapes) -> inferred shapes: ``sglens gains`` partitions one graph once per row
+_FIXED: list[tuple[Graph, tuple, dict[str, tuple[Any, ...]]]] = []
+
+
 def fixed_shapes(graph: Graph, inputs: dict[str, tuple[int, ...]]) -> dict[str, tuple[Any, ...]]:
     """Every tensor's shape once ``inputs`` fix the network inputs' dimensions: ONNX shape inference
     (with data propagation, so Shape -> Reshape chains resolve) over the exported graph."""
+    key = tuple(sorted(inputs.items()))
+    for known, known_key, shapes in _FIXED:
+        if known is graph and known_key == key:
+            return shapes
+    shapes = _infer_fixed(graph, inputs)
+    _FIXED.insert(0, (graph, key, shapes))
+    del _FIXED[2:]
+    return shapes
+
+
+def _infer_fixed(graph: Graph, inputs: dict[str, tuple[int, ...]]) -> dict[str, tuple[Any, ...]]:
     import onnx
 
     from ..errors import BackendOptionError
