@@ -123,12 +123,10 @@ def _qdq_8x(src: Src, helper: tuple[int, int] | None) -> dict[str, dict[str, Any
              "value_cite": at("Scale coefficients must all be positive")}
     symmetric = at("only supports symmetric quantization")
     zero = {"kind": "any", "what": "zero point", "all_zero": True, "cite": symmetric, "value_cite": symmetric}
-    return {
-        "QuantizeLinear": {"inputs": {"1": scale, "2": zero},
-                           "refuses": {"2": {"types": ["UINT8"], "cite": at('CHECK(notInvalidType(inputs.at(2), {"UINT8"}))')}}},
-        "DequantizeLinear": {"inputs": {"1": scale, "2": zero},
-                             "refuses": {"0": {"types": ["UINT8"], "cite": at('CHECK(notInvalidType(inputs.at(0), {"UINT8"}))')}}},
-    }
+    def uint8(index: int) -> dict[str, Any]:
+        return {"types": ["UINT8"], "cite": at(f'CHECK(notInvalidType(inputs.at({index}), {{"UINT8"}}))')}
+    return {"QuantizeLinear": {"inputs": {"1": scale, "2": zero}, "refuses": {"2": uint8(2)}},
+            "DequantizeLinear": {"inputs": {"1": scale, "2": zero}, "refuses": {"0": uint8(0)}}}
 
 
 def _types(src: Src) -> dict[str, dict[str, Any]]:

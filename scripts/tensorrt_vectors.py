@@ -37,8 +37,8 @@ FOLDERS = {"8.5": "onnx-tensorrt-8.5-GA", "8.6": "onnx-tensorrt-8.6-GA", "10.0":
            "10.1": "onnx-tensorrt"}
 WEIGHTS = re.compile(r"is_weights|initializer|allValuesKnown|constant tensor|dynamic axes")
 #: the phrases the 8.x Q/DQ checks are found by (scripts/tensorrt_checks.py: _release_8x, _qdq_8x)
-QDQ_PHRASES = ("requires 3 inputs for the", "Cannot have scale with no coefficients", "Scale coefficients must all be positive",
-               "only supports symmetric quantization", 'CHECK(notInvalidType(inputs.at(2), {"UINT8"}))',
+QDQ_PHRASES = ("requires 3 inputs for the", "Cannot have scale with no coefficients",
+               "Scale coefficients must all be positive", "only supports symmetric quantization", 'CHECK(notInvalidType(inputs.at(2), {"UINT8"}))',
                'CHECK(notInvalidType(inputs.at(0), {"UINT8"}))')
 QDQ_SIGNATURE = "NodeImportResult QuantDequantLinearHelper("
 

@@ -247,6 +247,7 @@ def test_generator_reproduces_the_committed_dla_table():
 # against the parser's attribute mapping (builtin_op_importers.cpp:3713-3816 in 8.5-GA).
 SMALL = [vi("x", [1, 8, 4, 4])]
 DLA, GPU = "DLA", "GPU fallback"
+RELEASES = ("8.5", "8.6", "10.0", "10.1")
 PER_RELEASE = [
     ("Div", lambda: one("Div", ["x", "x"], SMALL), {"8.5": GPU, "8.6": GPU, "10.0": DLA, "10.1": DLA}),
     ("Cos", lambda: one("Cos", ["x"], SMALL), {"8.5": DLA, "8.6": GPU, "10.0": DLA, "10.1": DLA}),
@@ -265,13 +266,13 @@ PER_RELEASE = [
      dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), DLA)),
     ("Resize nearest, tf_half_pixel_for_nn (rounding ceil)",
      lambda: one("Resize", ["x", "", "s"], SMALL, [w("s", [1, 1, 2, 2])],
-                 coordinate_transformation_mode="tf_half_pixel_for_nn"), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), GPU)),
+                 coordinate_transformation_mode="tf_half_pixel_for_nn"), dict.fromkeys(RELEASES, GPU)),
     ("Resize linear, align_corners",
      lambda: one("Resize", ["x", "", "s"], SMALL, [w("s", [1, 1, 2, 2])], mode="linear",
                  coordinate_transformation_mode="align_corners"), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), GPU)),
     ("Resize linear, pytorch_half_pixel (upper selector)",
      lambda: one("Resize", ["x", "", "s"], SMALL, [w("s", [1, 1, 2, 2])], mode="linear",
-                 coordinate_transformation_mode="pytorch_half_pixel"), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), DLA)),
+                 coordinate_transformation_mode="pytorch_half_pixel"), dict.fromkeys(RELEASES, DLA)),
     ("Resize-10 linear (asymmetric)", lambda: one("Resize", ["x", "s"], SMALL, [w("s", [1, 1, 2, 2])], opset=10,
                                                   mode="linear"), dict.fromkeys(("8.5", "8.6", "10.0", "10.1"), GPU)),
 ]
