@@ -80,7 +80,7 @@ class SubgraphOp:
         self.node = node
         self.parent = parent
         self.body = node.body
-        self.requested = parent.executor
+        self.requested = parent.options.runtime_for(str(node.attrs.get("property", "")))
         self.label = f"'{node.name}' (Subgraph {node.attrs.get('property', '')}#{node.attrs.get('subgraph_id', '')})"
         # Inputs that are weights of the graph around it: converted once, versioned.
         self.weight_inputs = [t for t in node.inputs if t in parent._weight_vars]
@@ -206,7 +206,7 @@ class _EngineImpl(_Impl):
     def __init__(self, op: SubgraphOp, weights: dict[str, Any], feeds: dict[str, Any]) -> None:
         super().__init__()
         self.op = op
-        self.child = op.parent.child(op.body, op.label, executor="engine")
+        self.child = op.parent.child(op.body, op.label, subgraph_runtime="engine")
         self.details = {"peak_scope": "live tensors of the body"}
 
     def run(self, feeds: dict[str, Any], run: "_Run", rctx: "RunContext") -> tuple[list, int, list]:
