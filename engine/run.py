@@ -63,6 +63,7 @@ class RunSpec:
     memory_hint: str | None = None    # how the caller's user raises that limit
     time_limit: float | None = None   # seconds of wall clock (the caller's runner enforces it)
     kernels: Any = None               # a kernel finder (tests); None = the engine's registry
+    engine_name: str | None = None    # the dependency engine (threaded, naive); None = the default
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -114,6 +115,30 @@ class RunReport:
     def chrome_trace(self) -> dict[str, Any]:
         return chrome_trace(self.timeline, self.spec.label)
 
+    def text(self) -> str:
+        """The comparison as ``sglens compare`` prints it, with what ran each part."""
+        host = self.spec.host_runtime
+        line = f"runtimes: subgraphs on {self.spec.subgraph_runtime}, the rest on {_host_label(host)}"
+        if self.host:
+            line += (f" ({self.host['host_regions']} region(s), {self.host['host_nodes']} node(s)"
+                     + (f"; on our engine: {', '.join(self.host['host_on_engine'])}" if self.host["host_on_engine"] else "")
+                     + ")")
+        return self.comparison.text() + "\n" + line
+
+
+@dataclass(frozen=True)
+class FixedInputs:
+    """``RunSpec.run_inputs`` for arrays already in hand (the CLI): the feeds as they are."""
+
+    arrays: Mapping[str, Any]
+    tolerance: Any
+
+    def feeds(self, graph: Graph) -> dict[str, Any]:
+        return dict(self.arrays)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tolerance": self.tolerance.to_json()}
+
 
 def run(spec: RunSpec, graph: Graph, model: Any, properties: list | None, *,
         progress: Progress | None = None, check: Callable[[], None] | None = None) -> RunReport:
@@ -140,6 +165,7 @@ def run(spec: RunSpec, graph: Graph, model: Any, properties: list | None, *,
     c = compare(graph, model, feeds, partitioned=part, partitioned_graph=run_graph,
                 executor=spec.subgraph_runtime, device=spec.device, repeat=spec.repeat, warmup=spec.warmup,
                 label=spec.label, kernels=spec.kernels, progress=stage, tolerance=inputs.tolerance,
+                engine_name=spec.engine_name,
                 memory_limit=spec.memory_limit, memory_hint=spec.memory_hint, timeline=timeline,
                 runtime_by_property=((HOST_PROPERTY, "onnxruntime"),) if host else ())
     report("report", 0.95, "writing the report")

@@ -134,3 +134,21 @@ def test_host_regions_never_form_a_cycle_and_match_onnxruntime_on_fresh_inputs()
     assert c.ok, c.text()
     ran = {s["property"]: s["executors"] for s in c.measurements["partitioned"].subgraphs}
     assert ran == {"default": ["engine"], HOST_PROPERTY: ["onnxruntime"]}
+
+
+def test_cli_host_runtime_and_the_executor_alias():
+    import json
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    base = [sys.executable, "-m", "sglens", "compare", "sample_models/trt_cycle.onnx", "--ops", "Relu,Sigmoid,Add",
+            "--repeat", "1", "--json"]
+    done = subprocess.run(base + ["--executor", "engine", "--host-runtime", "onnxruntime"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["runtimes"]["subgraphs"] == "engine" and data["runtimes"]["host"] == "onnxruntime"
+    assert data["ok"] and {s["executor"] for s in data["subgraphs"]} == {"engine"}
+    bad = subprocess.run(base + ["--host-runtime", "tvm"], env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--host-runtime" in bad.stderr and "Traceback" not in bad.stderr
