@@ -147,6 +147,8 @@ def run(spec: RunSpec, graph: Graph, model: Any, properties: list | None, *,
     check = check or (lambda: None)
     part = _partition(spec, graph, properties, report, check)
     inputs = spec.run_inputs
+    if inputs is None:
+        raise RunError(f"run {spec.id}: the spec has no inputs (RunSpec.run_inputs); give the arrays or their specs")
     feeds = inputs.feeds(graph)
     run_graph, host = part.graph if part is not None else None, {}
     if part is not None and spec.host_runtime == "onnxruntime":
