@@ -217,8 +217,7 @@ def _mib(n: int | None) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from .executor import Executor
     from .inputs import save_outputs
-    from .measure import measure, write_json
-    from .profiling import Profiler
+    from .measure import NodeTimeline, measure, write_json
     from .run_errors import RunError
     if args.repeat < 1:
         raise RunError(f"--repeat {args.repeat}: needs at least 1")
@@ -232,11 +231,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         graph = result.graph
         if args.host_runtime == "onnxruntime":   # the rest in onnxruntime regions (engine/host_regions.py)
             graph, by_property = host_regions(graph).graph, ((HOST_PROPERTY, "onnxruntime"),)
-    profiler = Profiler()
+    # per-node times of the measured runs themselves, under the plan that really runs (a Profiler
+    # as the engine's hooks would switch the plan to one engine function per node)
+    profiler = NodeTimeline()
     fallback = OrtFallback()  # nodes without a kernel of ours run on onnxruntime, one by one, and are listed
     fallback.check(graph)
     with Executor(graph, device=args.device, subgraph_runtime=args.subgraph_runtime, engine_name=args.engine,
-                  workers=args.workers, hooks=profiler, kernels=fallback,
+                  workers=args.workers, node_times=profiler, kernels=fallback,
                   runtime_by_property=by_property) as ex:
         m = measure(ex, feeds, repeat=args.repeat, warmup=1, profiler=profiler,
                     label=f"{args.model}")
