@@ -152,3 +152,23 @@ def test_cli_host_runtime_and_the_executor_alias():
     assert data["ok"] and {s["executor"] for s in data["subgraphs"]} == {"engine"}
     bad = subprocess.run(base + ["--host-runtime", "tvm"], env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--host-runtime" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_subgraph_and_host_sessions_do_not_spin_while_idle():
+    """Many onnxruntime sessions in one graph: idle intra-op threads must sleep (docs/running.md)."""
+    from engine.host_regions import HOST_PROPERTY, host_regions
+    from engine.subgraph_ops import SubgraphOp
+    from partition.onnx_io import load_model
+    from partition.runner import partition
+    graph = load_model("sample_models/trt_cycle.onnx")
+    regions = host_regions(partition(graph, "default", ops=["Relu", "Sigmoid", "Add"]).graph)
+    feeds = {"input": np.random.default_rng().standard_normal((4, 4)).astype(np.float32)}
+    with Executor(regions.graph, subgraph_runtime="onnxruntime",
+                  runtime_by_property=((HOST_PROPERTY, "onnxruntime"),)) as ex:
+        ex.run(feeds)
+        ops = [s.call.__self__ for s in ex._steps if isinstance(getattr(s.call, "__self__", None), SubgraphOp)]
+    assert len(ops) == 3
+    for op in ops:
+        assert op._impl.name == "onnxruntime"
+        spin = op._impl.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+        assert spin == "0", op.node.name
