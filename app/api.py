@@ -9,16 +9,19 @@ from __future__ import annotations
 import io
 import json
 import tempfile
+from types import MappingProxyType
 from typing import Any
 
 from flask import Blueprint, current_app, g, jsonify, request, send_file
 
 from partition.errors import LensError, SelectorError
 from partition.ir import Graph
+from partition.registry import Selection
 
 from . import serialize
 from .errors import ApiError
 from .quota import BYTES_PER_NODE
+from .run_spec import RULE, properties
 
 bp = Blueprint("api", __name__)
 
@@ -50,26 +53,27 @@ LEGACY_OPTION_FIELDS = {"ops": "ops", "min_size": "min_size", "trt_version": "tr
                         "trt_plugins": "trt_plugins", "keep_data_dependent": "exclude_data_dependent"}
 
 
-def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, tuple]:
-    """(backend, options, properties, cache key) from a request's selection.
+def selection(data: dict[str, Any]) -> Selection:
+    """The request's selection, validated once into a frozen ``Selection``.
 
     One shape: ``{"backend": NAME, "options": {option: value}}`` (``options`` as JSON text in a
-    query string), or ``{"backend": "rule", "rule": {...}}``. The older top-level fields
-    (``ops``, ``min_size``, ``keep_data_dependent``, ``trt_version``, ``trt_plugins``) are aliases
-    folded into ``options``; the backend's schema checks and coerces every value once, in the registry."""
+    query string), or ``{"backend": "rule", "rule": {...}}`` (``Selection("rule", {"rule": ...})``,
+    the rule checked here). The older top-level fields (``ops``, ``min_size``,
+    ``keep_data_dependent``, ``trt_version``, ``trt_plugins``) are aliases folded into
+    ``options``; the backend's schema checks and coerces every value once, in the registry."""
     from .rules import rule_property
     backend = data.get("backend") or "default"
     if not isinstance(backend, str) or len(backend) > 200:
         raise ApiError("'backend' must be a backend name")
-    if backend == "rule":
+    if backend == RULE:
         rule = data.get("rule")
         if isinstance(rule, str):
             try:
                 rule = json.loads(rule)
             except ValueError:
                 raise ApiError("'rule' is not valid JSON") from None
-        prop = rule_property(rule)
-        return "rule", {}, [prop], ("rule", json.dumps(rule, sort_keys=True))
+        rule_property(rule)   # a bad rule is the request's error (400)
+        return Selection(RULE, MappingProxyType({"rule": rule}))
     options = _request_options(data.get("options"))
     for field, name in LEGACY_OPTION_FIELDS.items():
         value = data.get(field)
@@ -85,8 +89,16 @@ def selection(data: dict[str, Any]) -> tuple[str, dict[str, Any], list | None, t
             raise ApiError(f"'{field}' and options.{name} disagree ({value!r} and {options[name]!r}); "
                            f"send the option once, in 'options'")
         options[name] = value
-    props = _backend_properties(backend, options)
-    return backend, options, props, (backend, json.dumps(options, sort_keys=True))
+    from partition.errors import UnknownBackendError
+    try:
+        return lens().registry.select(backend, options)
+    except UnknownBackendError as exc:   # a bad field of the request (400), not a missing resource
+        raise ApiError(str(exc)) from None
+
+
+def selection_key(chosen: Selection) -> tuple[str, str]:
+    """A cache key of a selection (results, layouts)."""
+    return chosen.backend, json.dumps(chosen.values(), sort_keys=True)
 
 
 def _request_options(extra: Any) -> dict[str, Any]:
@@ -103,26 +115,24 @@ def _request_options(extra: Any) -> dict[str, Any]:
     return dict(extra)
 
 
-def _backend_properties(backend: str, options: dict[str, Any]) -> list:
-    """The backend's properties from this app's own registry: bad options are a 400 up front."""
-    from partition.errors import UnknownBackendError
+def _backend_properties(chosen: Selection) -> list:
+    """The selection's properties from this app's own registry (a plugin factory's error named)."""
     try:
-        registry = lens().registry
-        return registry.build(registry.select(backend, options))
-    except UnknownBackendError as exc:   # a bad field of the request (400), not a missing resource
-        raise ApiError(str(exc)) from None
+        return properties(chosen, lens().registry)
     except LensError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's factory raised
-        raise SelectorError(f"backend '{backend}' could not be set up: {type(exc).__name__}: {exc}") from None
+        raise SelectorError(f"backend '{chosen.backend}' could not be set up: {type(exc).__name__}: {exc}") from None
 
 
 def _partition(mid: str, data: dict[str, Any]):
     from partition.runner import partition
     entry = lens().models.get(mid)
-    backend, options, props, key = selection(data)
+    chosen = selection(data)
+    backend, key = chosen.backend, selection_key(chosen)
 
     def compute():
+        props = _backend_properties(chosen)
         try:
             return partition(entry.graph, backend, properties=props)
         except LensError:
@@ -160,7 +170,6 @@ def health():
 
 @bp.get("/backends")
 def backends():
-    from .jobs import runs_available
     L = lens()
     plugin_backends = {b for names in L.plugins.values() for b in names}
     items = []
@@ -170,7 +179,7 @@ def backends():
     # Each backend's option schema (name, type, default, help, choices): enough to generate its form.
     schemas = {name: [o.to_json() for o in L.registry.schema(name)] for name in L.registry.names()}
     return jsonify({"backends": items, "options": schemas, "plugins": L.plugins,
-                    "plugin_errors": L.plugin_errors, "runs": runs_available() or "available"})
+                    "plugin_errors": L.plugin_errors, "runs": "available"})
 
 
 @bp.get("/kinds")
@@ -245,7 +254,7 @@ def layout(mid: str):
     if args.get("backend") and not body:
         _, result = _partition(mid, args.to_dict())
         assignment = serialize.assignment(result)
-        pkey = selection(args.to_dict())[3]
+        pkey = selection_key(selection(args.to_dict()))
     from .layout import normalise
     L = lens()
     scopes = L.layouts.scopes((mid, body), graph)
@@ -316,8 +325,8 @@ def groups(mid: str):
     name = request.args.get("node", "")
     if name not in entry.graph.node_by_name:
         raise ApiError(f"no node named '{name}' in this graph", 404)
-    _, options, _, _ = selection({**request.args.to_dict(), "backend": "tensorrt"})
-    return jsonify(groups_report(entry.graph, name, **options))
+    chosen = selection({**request.args.to_dict(), "backend": "tensorrt"})
+    return jsonify(groups_report(entry.graph, name, chosen))
 
 
 def _stem(name: str) -> str:
@@ -338,9 +347,11 @@ def _model_of(data: dict[str, Any]) -> tuple[str, Any]:
 def create_session():
     data = _json_body()
     mid, entry = _model_of(data)
-    backend, options, props, _ = selection(data)
+    chosen = selection(data)
+    backend = chosen.backend
     from .security import client_id
-    session = lens().sessions.create(mid, entry.graph, backend, options, props, client=client_id())
+    session = lens().sessions.create(mid, entry.graph, backend, chosen.values(), _backend_properties(chosen),
+                                     client=client_id())
     with session.lock:
         session.ensure(0)
         state = session.state(0 if session.events else -1)
@@ -475,6 +486,19 @@ def _run_request() -> tuple[dict[str, Any], dict[str, Any]]:
     return _json_body(), {}
 
 
+def subgraph_runtime(data: dict[str, Any]) -> str:
+    """What runs the subgraph nodes: ``subgraph_runtime``, or its older name ``executor`` (an alias;
+    both given must agree). The ``RunSpec`` checks the value."""
+    named = {k: data[k] for k in ("subgraph_runtime", "executor") if data.get(k) not in (None, "")}
+    if len(set(map(str, named.values()))) > 1:
+        raise ApiError(f"'subgraph_runtime' and its older name 'executor' disagree ({named['subgraph_runtime']!r} "
+                       f"and {named['executor']!r}); send 'subgraph_runtime' only")
+    value = next(iter(named.values()), "auto")
+    if not isinstance(value, str):
+        raise ApiError("'subgraph_runtime' must be a runtime name (auto, engine, onnxruntime, tensorrt)")
+    return value
+
+
 @bp.post("/runs")
 def start_run():
     from . import run_inputs as ri
@@ -489,10 +513,12 @@ def start_run():
             raise ApiError(f"run '{rid[:40]}' has no stored inputs to repeat", 404)
         opts = dict(old["options"] or {})
         data = {"model": old["model_id"], "backend": old["backend"], "device": old["device"],
-                "executor": old["executor"], "rule": opts.pop("rule", None), "options": opts,
+                "subgraph_runtime": old["executor"], "host_runtime": serialize.host_runtime(old),
+                "rule": opts.pop("rule", None), "options": opts,
                 "repeat": data.get("repeat", previous.repeat or current_app.config["SGLENS_RUN_REPEAT"])}
     mid, entry = _model_of(data)
-    backend, options, props, _ = selection(data)
+    chosen = selection(data)
+    runtime = subgraph_runtime(data)
     repeat = data.get("repeat", current_app.config["SGLENS_RUN_REPEAT"])
     if not isinstance(repeat, int) or not 1 <= repeat <= 100:
         raise ApiError("'repeat' must be an integer from 1 to 100")
@@ -509,13 +535,10 @@ def start_run():
                                      ri.remembered(instance, mid), lens().run_memory_limit)
     inputs.repeat = repeat
     ri.check_room(lens().models, inputs)
-    job = lens().jobs.submit(entry, backend, options, props, data.get("device", "cpu"),
-                             data.get("executor", "auto"), repeat, run_inputs=inputs,
-                             rule=data.get("rule") if backend == "rule" else None)
+    job = lens().jobs.submit(entry, chosen, device=data.get("device", "cpu"), subgraph_runtime=runtime,
+                             host_runtime=data.get("host_runtime", "ours"), repeat=repeat, run_inputs=inputs)
     ri.save(instance, job.id, inputs)
     ri.remember(instance, mid, inputs.specs)
-    if backend == "rule":  # stored so the run's partitioned ONNX can be rebuilt: the rule is data
-        job.meta["options"] = {"rule": data.get("rule")}
     return jsonify({**job.to_json(), "inputs": inputs.to_json()}), 202
 
 

@@ -1,10 +1,11 @@
-"""Run jobs: the comparison of ``engine/compare.py`` with live progress and cancel.
+"""Run jobs: submit, cancel and store runs of ``engine.run.run``, with live progress.
 
-One run is ``execute_run``: partition (progress per node), then ``engine.compare.compare``
-(onnxruntime reference vs our engine unpartitioned vs the partitioned graph), then one
-profiled run of the partitioned graph for the engine timeline and the Chrome trace. It
-reports through two callbacks (``report(stage, progress, message)`` and ``check()``, which
-raises ``Cancelled``), so the same function runs in two places:
+The app only submits, cancels and stores: one run is ``engine.run.run`` (partition once,
+then one set of measured executions: onnxruntime as the reference, our engine unpartitioned,
+the partitioned graph; per-node times and the timeline come from those same runs), called
+by ``execute_run`` with this side's registry and the run's time limit. It reports through
+two callbacks (``report(stage, progress, message)`` and ``check()``, which raises
+``Cancelled``), so the same function runs in two places:
 
 - ``JobManager`` (this module): a thread pool inside the web process. The library default
   of ``create_app`` (tests, embedding), where nothing else is started.
@@ -25,13 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from partition.errors import LensError
+from partition.registry import Selection
 
 from .errors import ApiError
-from .run_spec import RunSpec, make_spec
+from .run_spec import RunSpec, make_spec, properties
 from .run_states import FINAL, RunState, can_move, lost_with_server
 
-#: Seed and default dimension of the random inputs of every run (stored with the run).
-INPUTS = {"seed": 0, "default_dim": 1}
 
 
 class Cancelled(Exception):
@@ -48,16 +48,6 @@ class TimeLimitExceeded(LensError):
     def __init__(self, limit: float, how: str = "the run stopped at its next check between stages") -> None:
         super().__init__(f"exceeded the time limit of {seconds_text(limit)} (sglens serve --run-time-limit): "
                          f"{how}. Run a smaller input, or raise the limit")
-
-
-def runs_available() -> str | None:
-    """None when the run layer is importable, else the reason."""
-    try:
-        import engine.compare  # noqa: F401
-        import engine.measure  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - another engineer's module, maybe not there yet
-        return f"runs not available yet: the engine's compare module does not import ({exc})"
-    return None
 
 
 class Job:
@@ -106,29 +96,25 @@ class BaseJobs:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
-    def submit(self, entry: Any, backend: str, options: dict[str, Any], properties: list | None,
-               device: str, executor: str, repeat: int, run_inputs: Any = None, rule: Any = None) -> Job:
-        """Record a new run and hand its ``RunSpec`` to the runner. ``properties`` is accepted for
-        callers that built them already, but never travels: the running side rebuilds them from the
-        backend name and options (or ``rule``, the rule JSON, for ``backend == "rule"``)."""
-        why = runs_available()
-        if why:
-            raise ApiError(why, 503)
-        from engine.subgraph_ops import EXECUTORS
-        if device not in ("cpu", "gpu"):
-            raise ApiError("device must be 'cpu' or 'gpu'")
-        if executor not in EXECUTORS:
-            raise ApiError(f"executor must be one of {', '.join(EXECUTORS)}")
+    def submit(self, entry: Any, selection: Selection, *, device: str = "cpu", subgraph_runtime: str = "auto",
+               host_runtime: str = "ours", repeat: int = 1, run_inputs: Any = None) -> Job:
+        """Record a new run and hand its ``RunSpec`` to the runner. ``selection`` was validated at
+        the edge (``app.api.selection``); the running side builds the properties from it and
+        partitions, once (``engine.run.run``)."""
         self.lens.models.check_room(0)    # a full store takes no more runs (507)
         jid = secrets.token_hex(8)
-        spec = make_spec(self.lens.registry, id=jid, label=entry.name, backend=backend, options=options,
-                         rule=rule, device=device, executor=executor, repeat=repeat, run_inputs=run_inputs,
+        if run_inputs is None:
+            from .run_inputs import default_inputs
+            run_inputs = default_inputs(entry.graph)
+        spec = make_spec(selection, id=jid, label=entry.name, device=device, subgraph_runtime=subgraph_runtime,
+                         host_runtime=host_runtime, repeat=repeat, run_inputs=run_inputs,
                          memory_limit=_run_limit(self.lens), time_limit=_time_limit(self.lens),
                          kernels=self.lens.run_kernels)
-        meta = {"model_id": entry.id, "model_name": entry.name, "backend": backend,
-                "options": dict(options), "device": device, "executor": executor,
-                "created": time.time(), "repeat": repeat,
-                "inputs": run_inputs.to_json() if run_inputs is not None else dict(INPUTS)}
+        # the store's column for the subgraph runtime keeps its first name, "executor"
+        meta = {"model_id": entry.id, "model_name": entry.name, "backend": selection.backend,
+                "options": _as_asked(self.lens.registry, selection), "device": device, "executor": subgraph_runtime,
+                "host_runtime": host_runtime, "created": time.time(), "repeat": repeat,
+                "inputs": run_inputs.to_json()}
         job = Job(jid, meta)
         job.time_limit = spec.time_limit
         self.lens.runs.create({**meta, "id": jid, "status": "queued", "message": job.message})
@@ -262,6 +248,16 @@ class JobManager(BaseJobs):
 
 
 # ------------------------------------------------------------- one run --
+def _as_asked(registry: Any, selection: Selection) -> dict[str, Any]:
+    """The options a history row shows and a repeat sends again: those that differ from the
+    backend's defaults (the selection holds every default filled in)."""
+    try:
+        defaults = {o.name: o.default for o in registry.schema(selection.backend)}
+    except LensError:   # the rule "backend": its one option is the rule
+        defaults = {}
+    return {k: v for k, v in selection.values().items() if k not in defaults or v != defaults[k]}
+
+
 def _run_limit(lens: Any) -> int | None:
     """The engine's run memory budget (``--run-memory-limit``) when the app has one."""
     limit = getattr(lens, "run_memory_limit", None)
@@ -300,106 +296,13 @@ def _with_deadline(limit: float | None, report: Report,
 
 def execute_run(spec: RunSpec, graph: Any, model_bytes: Callable[[], bytes], report: Report,
                 check: Callable[[], None], registry: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One run: partition, compare, a profiled run; ``report`` gives progress, ``check`` may cancel.
-    The properties are built here from the spec's selection with ``registry`` (this side's)."""
-    from engine.compare import compare
-    from engine.executor import Executor
-    from engine.measure import chrome_trace, measure, timeline_json
-    from engine.profiling import Profiler
+    """One run, as both job managers run it: ``engine.run.run`` (which partitions once and
+    measures once) with this side's ``registry`` building the properties, the run's time limit
+    on ``report``/``check``; returns the stored result JSON and the Chrome trace."""
+    from engine.run import run
     from partition.onnx_io import parse_model_bytes
-    from partition.runner import PartitionRun
-
-    from .serialize import result_json
-    backend, executor, device, repeat = spec.backend, spec.executor, spec.device, spec.repeat
-    kernels, label, limit = spec.kernels, spec.label, spec.memory_limit
     report, check = _with_deadline(spec.time_limit, report, check)
-    report("partition", 0.02, f"partitioning with {backend}")
-
-    def progress(done: int, total: int) -> None:
-        check()
-        report("partition", 0.02 + 0.18 * (done / max(1, total)),
-               f"partitioning with {backend}: {done}/{total} nodes")
-    part = PartitionRun(graph, backend, trace=False, properties=spec.properties(registry), progress=progress).run()
-    report("compare", 0.2, "onnxruntime reference, our engine, the partitioned graph")
-    notes: list[str] = []
-    from .run_inputs import default_inputs
-    inputs = spec.run_inputs or default_inputs(graph)
-    feeds = inputs.feeds(graph)   # engine.input_spec.materialize: same specs, same arrays
-    model = parse_model_bytes(model_bytes(), label)
-    stages = {"onnxruntime": (0.25, "onnxruntime on the whole model (the reference)"),
-              "engine": (0.4, "our engine, unpartitioned"),
-              "partitioned": (0.6, f"the partitioned graph, subgraphs on {executor}")}
-
-    def compare_progress(stage: str) -> None:
-        at, message = stages.get(stage, (0.2, stage))
-        report("compare", at, message)  # also where a cancel takes effect
-    if limit:   # --run-memory-limit: refuse before anything big is allocated (app/limits.py)
-        from .limits import check_run_budget
-        check_run_budget(graph, feeds, limit)
-    c = compare(graph, model, feeds, partitioned=part, executor=executor, device=device, repeat=repeat,
-                label=label, kernels=kernels, progress=compare_progress, tolerance=inputs.tolerance)
-    report("timeline", 0.8, "a profiled run of the partitioned graph for the timeline")
-    profiler = Profiler()
-    with Executor(part.graph, device=device, executor=executor, hooks=profiler, kernels=kernels) as ex:
-        m = measure(ex, feeds, repeat=1, warmup=1, profiler=profiler, label=label)
-    timeline = timeline_json(m.timeline)
-    # Per-node time of the unpartitioned graph on our engine: the graph view's "time" colouring.
-    with Executor(graph, device=device, executor="engine", kernels=kernels) as ex:
-        node_seconds = measure(ex, feeds, repeat=max(1, min(repeat, 3)), warmup=1).node_seconds
-    report("report", 0.95, "writing the report")
-    data = {
-        "comparison": c.to_json(),
-        "notes": notes + list(c.notes),
-        "partition": result_json(part),
-        "timeline": timeline,
-        "memory": memory_series(part.graph, timeline, feeds),
-        "subgraph_times": [{"node": s["node"], "id": s.get("subgraph_id"), "property": s.get("property"),
-                            "executor": s.get("executor"), "seconds": s.get("seconds"),
-                            "peak_bytes": s.get("peak_bytes")} for s in m.subgraphs],
-        "node_seconds": m.node_seconds,
-        "original_node_seconds": node_seconds,
-        "inputs": {**inputs.to_json(),
-                   "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in feeds.items()}},
-    }
-    return data, chrome_trace(m.timeline, label)
-
-
-def memory_series(graph: Any, timeline: list[dict[str, Any]], feeds: Any) -> dict[str, Any]:
-    """Live activation bytes over the timeline: a node's outputs live from its end to the end of
-    their last reader (sizes from shapes), the inputs from the start; the peak marked."""
-    ends: dict[str, float] = {}
-    for rec in timeline:
-        ends[rec["name"]] = rec["start_us"] + rec["dur_us"]
-    by_name = graph.node_by_name
-    sizes: dict[str, int] = {}
-    born: dict[str, float] = {}
-    died: dict[str, float] = {}
-    for name, v in feeds.items():
-        sizes[name] = int(getattr(v, "nbytes", 0))
-        born[name] = 0.0
-    for name, end in ends.items():
-        node = by_name.get(name)
-        if node is None:
-            continue
-        for t in node.outputs:
-            if t:
-                sizes[t] = graph.info(t).nbytes or 0
-                born[t] = end
-        for t in graph.reads(node):
-            if t in born:
-                died[t] = max(died.get(t, 0.0), end)
-    last = max(ends.values(), default=0.0)
-    changes: dict[float, int] = {}
-    for t, b in born.items():
-        changes[b] = changes.get(b, 0) + sizes[t]
-        d = max(b, died.get(t, last) if t not in graph.outputs else last)
-        changes[d] = changes.get(d, 0) - sizes[t]
-    live, times, values = 0, [], []
-    for t in sorted(changes):
-        live += changes[t]
-        times.append(round(t, 3))
-        values.append(max(0, live))
-    peak = max(values, default=0)
-    at = times[values.index(peak)] if values else 0.0
-    return {"t_us": times, "bytes": values, "peak_bytes": peak, "peak_t_us": at,
-            "note": "live activations estimated from tensor shapes and the timeline of one run"}
+    props = properties(spec.selection, registry) if spec.selection is not None else None
+    model = parse_model_bytes(model_bytes(), spec.label)
+    done = run(spec, graph, model, props, progress=report, check=check)
+    return done.to_json(), done.chrome_trace()

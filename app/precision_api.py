@@ -164,8 +164,10 @@ def parse_request(data: dict[str, Any], cap: int) -> PrecisionRequest:
     backend = data.get("backend") or "tensorrt"
     chosen = None
     if backend not in ("none", "whole model"):
-        backend_name, opts, _, _ = selection({**data, "backend": backend})
-        chosen = _lens().registry.select(backend_name, opts)
+        chosen = selection({**data, "backend": backend})   # validated once, a frozen Selection
+        if chosen.backend == "rule":
+            raise ApiError("the precision search partitions with a registered backend, not a rule; "
+                           "choose a backend (e.g. tensorrt)")
     try:
         max_runs = int(data.get("max_runs", 200))
         atol, rtol = float(data.get("atol", 1e-3)), float(data.get("rtol", 1e-3))

@@ -168,7 +168,16 @@ def run_summary(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
             "shapes": {name: a.get("shape") for name, a in arrays.items()},
             "tolerance": c.get("tolerance"), "median_seconds": median,
             "runtimes": subgraph_runtimes(c.get("subgraphs") or []),
+            "host_runtime": (result.get("runtimes") or {}).get("host", "ours"),
             "runtime_reasons": runtime_reasons(c.get("subgraphs") or [])}
+
+
+def host_runtime(run: Mapping[str, Any]) -> str:
+    """What ran the nodes outside the subgraphs of a stored run: ``ours`` (our engine, also every
+    run from before the choice existed) or ``onnxruntime``."""
+    result = run.get("result") or {}
+    return str((result.get("runtimes") or {}).get("host") or (run.get("summary") or {}).get("host_runtime")
+               or run.get("host_runtime") or "ours")
 
 
 def runtime_reasons(subgraphs: list[Mapping[str, Any]]) -> dict[str, list[str]]:
@@ -201,6 +210,7 @@ def run_settings(run: Mapping[str, Any]) -> dict[str, Any]:
              for s in inputs.get("specs") or [] if isinstance(s, dict)}
     return {"model": run.get("model_name"), "backend": run.get("backend"), "options": run.get("options") or {},
             "device": run.get("device"), "subgraph runtime asked": run.get("executor"),
+            "host runtime (outside the subgraphs)": host_runtime(run),
             "subgraph runtimes used": subgraph_runtimes(c.get("subgraphs") or []),
             "tolerance": c.get("tolerance") or inputs.get("tolerance"),
             "input shapes": {k: v.get("shape") for k, v in specs.items()},

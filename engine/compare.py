@@ -7,7 +7,9 @@ Three runs on the same inputs:
   value of each boundary is known too;
 - **engine**: our engine on the unpartitioned graph;
 - **partitioned**: the partitioned graph on our engine, subgraph nodes run by
-  the chosen executor, intermediates kept so boundary values can be read.
+  the chosen subgraph runtime (and, for ``host_runtime onnxruntime``, the rest in
+  onnxruntime regions); its first, unmeasured warm-up keeps every tensor so the
+  boundary values can be read.
 
 Each graph output and each subgraph boundary tensor is judged elementwise,
 ``|ours - ref| <= atol + rtol * |ref|`` (``engine.tolerance``), and reported as max
@@ -35,7 +37,7 @@ from partition.ir import Graph
 
 from .budget import check_memory_budget
 from .executor import Executor, to_numpy
-from .measure import measure
+from .measure import Measurement, NodeTimeline, measure
 from .ort_fallback import LABEL, OrtFallback
 from .rss import PeakRSS
 from .tolerance import Tolerance, compare_arrays
@@ -71,6 +73,8 @@ class Comparison:
     tolerance: Tolerance = field(default_factory=Tolerance)
     notes: list[str] = field(default_factory=list)
     fallback_nodes: list[dict[str, str]] = field(default_factory=list)  # ran on onnxruntime, one by one
+    #: our runs' measurements ("engine", "partitioned"): per-node times, subgraph records (not in JSON)
+    measurements: dict[str, Measurement] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -216,8 +220,18 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
             warmup: int = 1, label: str = "model", engine_name: str | None = None,
             kernels: Any = None, progress: Callable[[str], None] | None = None,
             tolerance: Tolerance | None = None, memory_limit: int | None = None,
-            memory_hint: str | None = None) -> Comparison:
+            memory_hint: str | None = None, partitioned_graph: Graph | None = None,
+            runtime_by_property: tuple[tuple[str, str], ...] = (),
+            timeline: NodeTimeline | None = None) -> Comparison:
     """Compare the three runs; ``partitioned`` is a ``PartitionResult`` (or None).
+
+    ``executor`` is the subgraph runtime. ``partitioned_graph`` (default: ``partitioned.graph``)
+    is the graph run as the partitioned side, e.g. with its host part in onnxruntime regions
+    (``engine/host_regions.py``), whose subgraph nodes run on ``runtime_by_property``'s runtime.
+    ``timeline``, a hook given to the partitioned run's executor (the engine run's without a
+    partition), records the dependency timeline of its last measured repeat: no extra run.
+    Every run is ``warmup`` + ``repeat`` executions; the partitioned side's first warm-up keeps
+    every tensor for the boundary errors (one more unmeasured run only when ``warmup`` is 0).
 
     ``memory_limit`` (bytes; None = unlimited): the run is refused before
     anything runs when its tensors are estimated to pass it (``engine/budget.py``);
@@ -249,27 +263,33 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
     timings: dict[str, Any] = {"onnxruntime": ref_timing}
     ref_values = dict(feeds) | ref
 
-    def run_ours(g: Graph, execname: str, keep: bool, name: str):
+    measurements: dict[str, Measurement] = {}
+
+    def run_ours(g: Graph, runtime: str, keep: bool, name: str, hook: NodeTimeline | None):
         with PeakRSS() as rss:
-            with Executor(g, device=device, executor=execname, engine_name=engine_name,
-                          kernels=kernels) as ex:
-                m = measure(ex, feeds, repeat=repeat, warmup=warmup, label=name)
-                # Every tensor from one more run (not measured): boundaries and diagnosis.
-                values = ex.run(feeds, keep_intermediates=True).values if keep else {}
+            with Executor(g, device=device, subgraph_runtime=runtime, engine_name=engine_name,
+                          kernels=kernels, node_times=hook,
+                          runtime_by_property=runtime_by_property) as ex:
+                m = measure(ex, feeds, repeat=repeat, warmup=warmup, label=name, profiler=hook,
+                            first_keeps=keep)
+                values = m.values
+                if keep and not warmup:   # no warm-up to keep them: one more run, not measured
+                    values = ex.run(feeds, keep_intermediates=True).values
         timings[name] = (spread(m.all_seconds, warmup) | rss.to_json()
                          | {"peak_bytes": m.peak_bytes, "weight_bytes": m.weight_bytes,
                             "subgraphs": m.subgraphs})
+        measurements[name] = m
         return m, values
 
     step("engine")
-    eng, _ = run_ours(graph, "engine", False, "engine")
+    eng, _ = run_ours(graph, "engine", False, "engine", timeline if partitioned is None else None)
     outputs: dict[str, dict[str, Any]] = {o: {"engine": errors(eng.outputs[o], ref[o], tol)}
                                           for o in graph.outputs}
     first_node = None
     if not all(per["engine"]["match"] for per in outputs.values()):
         step("diagnosis")
         try:
-            with Executor(graph, device=device, executor="engine", engine_name=engine_name,
+            with Executor(graph, device=device, subgraph_runtime="engine", engine_name=engine_name,
                           kernels=kernels) as ex:
                 eng_values = ex.run(feeds, keep_intermediates=True).values
             first_node = first_node_out_of_tolerance(graph, model, feeds, eng_values, tol, device)
@@ -278,7 +298,8 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
     subgraphs, first = [], None
     if partitioned is not None:
         step("partitioned")
-        part, values = run_ours(partitioned.graph, executor, True, "partitioned")
+        run_graph = partitioned_graph if partitioned_graph is not None else partitioned.graph
+        part, values = run_ours(run_graph, executor, True, "partitioned", timeline)
         for o in graph.outputs:
             outputs[o]["partitioned"] = errors(part.outputs[o], ref[o], tol)
         subgraphs = _boundaries(sg_infos, part.subgraphs, values, ref_values, weights, tol)
@@ -289,7 +310,7 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
                      + ", ".join(f"{n} ({op})" for n, op in list(fallback.nodes.items())[:20]))
     return Comparison(label, partitioned.backend if partitioned is not None else None,
                       executor, device, outputs, subgraphs, timings, first, first_node, tol, notes,
-                      fallback.report())
+                      fallback.report(), measurements)
 
 
 def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: Mapping[str, Any],

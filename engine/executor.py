@@ -80,13 +80,15 @@ class Executor:
 
     ``Executor(graph, engine=None, options=None, **changes)``: ``options`` is an
     ``ExecOptions`` (default: all defaults); ``changes`` are ``ExecOptions``
-    fields to override, e.g. ``Executor(g, device="gpu", executor="auto")``.
+    fields to override, e.g. ``Executor(g, device="gpu", subgraph_runtime="auto")``.
     ``engine`` may be shared (nested executors share their parent's); one made
     here is closed by ``close()``.
     """
 
     def __init__(self, graph: Graph, engine: Engine | None = None,
                  options: ExecOptions | None = None, **changes: Any) -> None:
+        if "executor" in changes:   # the older spelling of subgraph_runtime (docs/architecture.md)
+            changes["subgraph_runtime"] = changes.pop("executor")
         opts = replace(options or ExecOptions(), **changes)  # unknown names: TypeError
         self._bind(graph, engine, opts, (), None)
 
@@ -98,15 +100,17 @@ class Executor:
 
     def _bind(self, graph: Graph, engine: Engine | None, opts: ExecOptions,
               path: tuple[str, ...], parent: "Executor | None") -> None:
-        if opts.executor not in EXECUTORS:
-            raise RunError(f"unknown subgraph executor {opts.executor!r}; "
+        if opts.subgraph_runtime not in EXECUTORS:
+            raise RunError(f"unknown subgraph runtime {opts.subgraph_runtime!r}; "
                            f"choose one of {list(EXECUTORS)}")
         if opts.plan not in PLANS:
             raise RunError(f"unknown plan {opts.plan!r}; choose one of {list(PLANS)}")
         self.graph, self.options = graph, opts
         self.device, self.device_id = opts.device, opts.device_id
         self.ctx, self.xp = device_context(opts.device, opts.device_id)
-        self.executor = opts.executor
+        self.executor = opts.subgraph_runtime
+        # per-node times of a measured run: top-level nodes only (a body's nodes are inside its node)
+        self._node_times = opts.node_times if parent is None else None
         self.keep_intermediates = opts.keep_intermediates
         self.timing = opts.timing
         self.plan_cache_dir = opts.plan_cache_dir
@@ -124,7 +128,7 @@ class Executor:
         self._children: dict[int, Executor] = {}
         self._children_lock = threading.Lock()
         self._outputs = frozenset(graph.outputs)
-        missing = self.missing_kernels(graph, skip_subgraph_nodes=opts.executor != "engine")
+        missing = self.missing_kernels(graph, skip_subgraph_nodes=opts.subgraph_runtime != "engine")
         if missing:
             raise MissingKernelError(
                 f"no kernel for operator(s) {missing} in graph '{graph.name}'; run it with "
@@ -518,7 +522,7 @@ class Executor:
         """``_exec_step`` over ``steps`` on the host (no stream), its lookups hoisted
         out of the loop: the same calls, errors, times and ``store``s."""
         get, seconds, timing, clock = run.get, run.node_seconds, self.timing, time.perf_counter
-        store = run.store
+        store, told = run.store, self._node_times
         for step in steps:
             node = step.node
             args = [get(t) for t in node.inputs]
@@ -530,7 +534,10 @@ class Executor:
             except Exception as exc:  # noqa: BLE001 - re-raised, named
                 self._record_failure(run, node, args, exc)
             if timing:
-                seconds[node.name] = clock() - t0
+                t1 = clock()
+                seconds[node.name] = t1 - t0
+                if told is not None:
+                    told(node.name, t0, t1)
             store(node.outputs, results, step.frees, None)
 
     def _exec_step(self, step: _Step, run: "_Run", rctx: RunContext) -> None:
@@ -555,6 +562,8 @@ class Executor:
                 run.node_events[node.name] = (e0, self._gpu_event(stream, timing=True))
             else:
                 run.node_seconds[node.name] = time.perf_counter() - t0
+            if self._node_times is not None:   # host times: a timeline of what ran when
+                self._node_times(node.name, t0, time.perf_counter())
         run.store(outs, results, step.frees, stream)
 
     @staticmethod

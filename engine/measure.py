@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .context import Context, FnProperty
 from .executor import Executor, RunResult
 from .profiling import FnRecord, Profiler
 
@@ -42,6 +44,7 @@ class Measurement:
     pool_peak_bytes: int | None = None              # GPU: cupy memory pool high-water mark
     timeline: list[FnRecord] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)   # every tensor of the first warm-up (first_keeps)
 
     def to_json(self, timeline: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -60,17 +63,23 @@ class Measurement:
 
 
 def measure(executor: Executor, feeds: Mapping[str, Any], *, repeat: int = 5, warmup: int = 1,
-            profiler: Profiler | None = None, label: str = "run") -> Measurement:
+            profiler: Profiler | NodeTimeline | None = None, label: str = "run",
+            first_keeps: bool = False) -> Measurement:
     """Run ``warmup`` + ``repeat`` times; medians of the repeats.
 
-    ``profiler`` must be the hooks object the executor's engine was made with
-    (``Executor(..., hooks=profiler)``); without it there is no timeline.
+    ``profiler`` gives the timeline of the last repeat: the hooks object the executor's engine
+    was made with (``Executor(..., hooks=profiler)``: one record per engine function), or a
+    ``NodeTimeline`` given as ``Executor(..., node_times=timeline)`` (one record per node, under
+    the plan the executor really runs). Without it there is no timeline.
     """
     if repeat < 1:
         from .run_errors import RunError
         raise RunError(f"--repeat {repeat}: needs at least 1")
-    for _ in range(max(0, warmup)):
-        executor.run(feeds)
+    kept: dict[str, Any] = {}
+    for i in range(max(0, warmup)):
+        # the first warm-up (unmeasured anyway) may keep every tensor: the boundaries to judge
+        result = executor.run(feeds, keep_intermediates=first_keeps and i == 0)
+        kept = kept or result.values
     results: list[RunResult] = []
     walls: list[float] = []
     for i in range(repeat):
@@ -88,7 +97,32 @@ def measure(executor: Executor, feeds: Mapping[str, Any], *, repeat: int = 5, wa
         peak_bytes=max(r.peak_bytes for r in results), weight_bytes=last.weight_bytes,
         pool_peak_bytes=max((r.pool_peak_bytes or 0) for r in results) or None,
         timeline=profiler.timeline() if profiler is not None else [],
-        outputs=last.outputs)
+        outputs=last.outputs, values=kept)
+
+
+class NodeTimeline:
+    """``ExecOptions.node_times``: the host start and end of every top-level node of a run, as
+    ``FnRecord``s (what ``timeline_json`` and ``chrome_trace`` draw). Unlike a ``Profiler`` it
+    needs no change of plan, so the measured runs themselves give the dependency timeline."""
+
+    def __init__(self, ctx: Context | None = None) -> None:
+        self._ctx = ctx or Context.cpu(0)
+        self._lock = threading.Lock()
+        self.records: list[FnRecord] = []
+
+    def __call__(self, name: str, start: float, end: float) -> None:
+        rec = FnRecord(name, self._ctx, FnProperty.NORMAL, 0, worker=threading.current_thread().name,
+                       start_ns=int(start * 1e9), end_ns=int(end * 1e9))
+        with self._lock:
+            self.records.append(rec)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.records = []
+
+    def timeline(self) -> list[FnRecord]:
+        with self._lock:
+            return sorted(self.records, key=lambda r: r.start_ns)
 
 
 def _median_per_key(maps: list[Mapping[str, float]]) -> dict[str, float]:

@@ -74,8 +74,13 @@ def missing_ops(graph: Graph, skip_subgraph_nodes: bool = False,
 class ExecOptions:
     """How an ``Executor`` binds and runs a graph (one object instead of a dozen keywords).
 
-    ``executor`` chooses how subgraph nodes run: ``engine``, ``onnxruntime``,
-    ``tensorrt`` or ``auto`` (see ``engine/subgraph_ops.py``). ``plan`` cuts the
+    ``subgraph_runtime`` chooses what runs subgraph nodes: ``engine``, ``onnxruntime``,
+    ``tensorrt`` or ``auto`` (see ``engine/subgraph_ops.py``); ``runtime_by_property``
+    overrides it for the subgraph nodes of the named properties (``engine/run.py`` runs
+    the ``host`` regions of ``--host-runtime onnxruntime`` so). ``node_times(name, start,
+    end)`` (host ``perf_counter`` seconds) is told about every top-level node that ran,
+    under any plan: the dependency timeline of a measured run (``engine/measure.py``),
+    without the ``nodes`` plan a profiler forces. ``plan`` cuts the
     graph into engine functions (``engine/plan.py``): ``segments`` (default) or
     ``nodes``; with ``hooks`` (a profiler) the plan is ``nodes`` so its timeline
     shows every node. ``timing`` records per-node wall time (CUDA events on
@@ -87,7 +92,7 @@ class ExecOptions:
 
     device: str = "cpu"
     device_id: int = 0
-    executor: str = "engine"
+    subgraph_runtime: str = "engine"
     plan: str = "segments"
     keep_intermediates: bool = False
     timing: bool = True
@@ -97,6 +102,12 @@ class ExecOptions:
     hooks: Any = None
     kernels: Callable[[Node, Mapping[str, int]], Any] | None = None
     blas_threads: int | None = None   # None: 1 + split large kernels (blas.py); 0: leave BLAS alone
+    runtime_by_property: tuple[tuple[str, str], ...] = ()
+    node_times: Callable[[str, float, float], None] | None = None
+
+    def runtime_for(self, prop: str) -> str:
+        """The runtime of a subgraph node of property ``prop``."""
+        return dict(self.runtime_by_property).get(prop, self.subgraph_runtime)
 
     def effective_plan(self) -> str:
         return "nodes" if self.hooks is not None else self.plan

@@ -1,11 +1,16 @@
 """``sglens run`` and ``sglens compare``: parsers and commands (wired by ``sglens/cli.py`` via ``register``).
 
     sglens run MODEL [--backend NAME] [--ops ...] [--plugin F]... [--device cpu|gpu]
-               [--subgraph-runtime auto|engine|onnxruntime|tensorrt] [--inputs IN.npz]
+               [--subgraph-runtime auto|engine|onnxruntime|tensorrt] [--host-runtime ours|onnxruntime]
+               [--inputs IN.npz]
                [--save-outputs OUT.npz] [--repeat N] [--dim NAME=VALUE]... [--json]
                [--report OUT.json] [--trace OUT.json]
     sglens compare MODEL [--backend NAME] [--ops ...] [--plugin F]... [--device ...]
-               [--subgraph-runtime ...] [--inputs IN.npz] [--dim NAME=VALUE]... [--repeat N] [--json]
+               [--subgraph-runtime ...] [--host-runtime ...] [--inputs IN.npz] [--dim NAME=VALUE]...
+               [--repeat N] [--json]
+
+``compare`` is ``engine.run.run``, the pipeline of a web run: partition once, one set of
+measured executions.
 
 Without ``--backend``, ``run`` runs the model unpartitioned on our engine.
 Errors are ``LensError``: the CLI prints one line and exits 2.
@@ -26,6 +31,7 @@ from .input_spec import FILLS
 from .ort_fallback import LABEL as FALLBACK_LABEL
 from .ort_fallback import OrtFallback
 from .run_errors import InputError
+from .host_regions import HOST_PROPERTY, HOST_RUNTIMES, host_regions
 from .subgraph_ops import EXECUTORS
 from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL
 
@@ -85,9 +91,13 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
     add_selection_options(p, backend_default)
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     # --executor is the older spelling (docs/architecture.md: "executor" is the Executor class only)
-    p.add_argument("--subgraph-runtime", "--executor", dest="executor", choices=EXECUTORS, default="auto",
+    p.add_argument("--subgraph-runtime", "--executor", dest="subgraph_runtime", choices=EXECUTORS, default="auto",
                    help="what runs subgraph nodes (default auto: tensorrt on gpu if installed, "
                         "else onnxruntime, else engine; the report says which ran)")
+    p.add_argument("--host-runtime", choices=HOST_RUNTIMES, default="ours",
+                   help="what runs the nodes outside the subgraphs of a partitioned graph: ours (our engine, "
+                        "the default, with its dependency timeline) or onnxruntime (timed as a deployment "
+                        "runs it: ONNX Runtime with the TensorRT EP runs the rest on its CPU/CUDA EP)")
     add_input_options(p)
     p.add_argument("--engine", choices=("threaded", "naive"), default=None,
                    help="dependency engine (default: $SGLENS_ENGINE or threaded)")
@@ -207,8 +217,7 @@ def _mib(n: int | None) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from .executor import Executor
     from .inputs import save_outputs
-    from .measure import measure, write_json
-    from .profiling import Profiler
+    from .measure import NodeTimeline, measure, write_json
     from .run_errors import RunError
     if args.repeat < 1:
         raise RunError(f"--repeat {args.repeat}: needs at least 1")
@@ -217,13 +226,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     _start_time_limit(args, "run")
     graph, _model, feeds, notes = _prepare(args)
     result = _partition(graph, args)
+    by_property: tuple[tuple[str, str], ...] = ()
     if result is not None:
         graph = result.graph
-    profiler = Profiler()
+        if args.host_runtime == "onnxruntime":   # the rest in onnxruntime regions (engine/host_regions.py)
+            graph, by_property = host_regions(graph).graph, ((HOST_PROPERTY, "onnxruntime"),)
+    # per-node times of the measured runs themselves, under the plan that really runs (a Profiler
+    # as the engine's hooks would switch the plan to one engine function per node)
+    profiler = NodeTimeline()
     fallback = OrtFallback()  # nodes without a kernel of ours run on onnxruntime, one by one, and are listed
     fallback.check(graph)
-    with Executor(graph, device=args.device, executor=args.executor, engine_name=args.engine,
-                  workers=args.workers, hooks=profiler, kernels=fallback) as ex:
+    with Executor(graph, device=args.device, subgraph_runtime=args.subgraph_runtime, engine_name=args.engine,
+                  workers=args.workers, node_times=profiler, kernels=fallback,
+                  runtime_by_property=by_property) as ex:
         m = measure(ex, feeds, repeat=args.repeat, warmup=1, profiler=profiler,
                     label=f"{args.model}")
     if fallback.nodes:
@@ -261,7 +276,8 @@ def _host(v: Any):
 
 
 def _report(args, m, result, outputs, notes, timeline: bool = True) -> dict[str, Any]:
-    data = {"model": args.model, "backend": args.backend, "executor": args.executor,
+    data = {"model": args.model, "backend": args.backend, "subgraph_runtime": args.subgraph_runtime,
+            "executor": args.subgraph_runtime, "host_runtime": args.host_runtime,
             "device": args.device, "notes": notes,
             "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in outputs.items()},
             "measurement": m.to_json(timeline=timeline)}
@@ -297,7 +313,9 @@ def _run_text(args, m, result, outputs) -> str:
 
 # ----------------------------------------------------------------- compare --
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare
+    from partition.registry import current_registry
+
+    from .run import FixedInputs, RunSpec, run
     from .tolerance import Tolerance
     try:
         tolerance = Tolerance(atol=args.atol, rtol=args.rtol)
@@ -309,19 +327,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InputError(f"--repeat {args.repeat}: needs at least 1")
     _start_time_limit(args, "compare")
     graph, model, feeds, notes = _prepare(args)
-    result = _partition(graph, args)
+    selection = selection_from_args(args)
+    spec = RunSpec(id="cli", label=args.model, selection=selection, device=args.device,
+                   subgraph_runtime=args.subgraph_runtime, host_runtime=args.host_runtime,
+                   repeat=args.repeat, warmup=args.warmup, run_inputs=FixedInputs(feeds, tolerance),
+                   engine_name=args.engine)
+    properties = current_registry().build(selection) if selection is not None else None
     from tqdm import tqdm
-    stages = 4 if result is not None else 3
-    with tqdm(total=stages, desc="compare", file=sys.stderr, disable=None, leave=False) as bar:
-        def progress(stage: str) -> None:
-            bar.set_description(f"compare: {stage}")
-            bar.update(1)
-        c = compare(graph, model, feeds, partitioned=result, executor=args.executor, device=args.device,
-                    repeat=max(1, args.repeat), warmup=args.warmup, label=args.model,
-                    engine_name=args.engine, progress=progress, tolerance=tolerance)
+    with tqdm(total=1.0, desc="compare", file=sys.stderr, disable=None, leave=False,
+              bar_format="{desc} {percentage:3.0f}%") as bar:
+        def progress(stage: str, at: float, message: str) -> None:
+            bar.set_description(f"compare: {message}")
+            bar.update(max(0.0, at - bar.n))
+        report = run(spec, graph, model, properties, progress=progress)
+    c = report.comparison
     c.notes = notes + c.notes
     if args.json:
-        print(json.dumps(c.to_json(), default=str))
+        print(json.dumps({**c.to_json(), "runtimes": report.to_json()["runtimes"]}, default=str))
     else:
-        print(c.text())
+        print(report.text())
     return 0

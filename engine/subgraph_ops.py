@@ -80,7 +80,7 @@ class SubgraphOp:
         self.node = node
         self.parent = parent
         self.body = node.body
-        self.requested = parent.executor
+        self.requested = parent.options.runtime_for(str(node.attrs.get("property", "")))
         self.label = f"'{node.name}' (Subgraph {node.attrs.get('property', '')}#{node.attrs.get('subgraph_id', '')})"
         # Inputs that are weights of the graph around it: converted once, versioned.
         self.weight_inputs = [t for t in node.inputs if t in parent._weight_vars]
@@ -206,7 +206,7 @@ class _EngineImpl(_Impl):
     def __init__(self, op: SubgraphOp, weights: dict[str, Any], feeds: dict[str, Any]) -> None:
         super().__init__()
         self.op = op
-        self.child = op.parent.child(op.body, op.label, executor="engine")
+        self.child = op.parent.child(op.body, op.label, subgraph_runtime="engine")
         self.details = {"peak_scope": "live tensors of the body"}
 
     def run(self, feeds: dict[str, Any], run: "_Run", rctx: "RunContext") -> tuple[list, int, list]:
@@ -240,6 +240,12 @@ class _OrtImpl(_Impl):
         data = _standalone_bytes(self.op, weights)
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
+        # A graph holds one session per subgraph (and per host region, engine/host_regions.py), each
+        # with its own intra-op pool, called in turn from the engine's workers. Pools that spin while
+        # idle then take the cores from every other session and from the engine: on a loaded 2-core
+        # machine a 36-node transformer block with 18 sessions took 200+ ms instead of ~10 ms
+        # (interleaved medians; bench/host_runtime.py --spin, docs/running.md "Host runtime"). Idle threads sleep.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         providers = ort_providers(self.op.parent.device)
         self.session = ort.InferenceSession(data, opts, providers=providers)
         used = self.session.get_providers()

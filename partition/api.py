@@ -12,13 +12,15 @@ The registry functions act on the current registry (``partition.registry``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from .build import PassState, generic_pass
 from .ir import SUBGRAPH_DOMAIN, SUBGRAPH_OP, Graph, Node
 from .registry import BackendOption, BackendRegistry, Selection, current_registry, use_registry
 from .selectors import ContainOpSelector, NodeView, SubgraphSelector
 from .trace import TraceEvent
+
+if TYPE_CHECKING:  # build.py and state.py import this module's names as types; the state is only a type here
+    from .build import PassState
 
 __all__ = ["BackendOption", "BackendRegistry", "ContainOpProperty", "ContainOpSelector", "NodeView",
            "SubgraphProperty", "SubgraphSelector", "backend_names", "backend_options_schema",
@@ -44,13 +46,12 @@ class SubgraphProperty:
         """Why ``node`` can never be in this property's subgraphs, if there is a simple reason."""
         return None
 
-    def partition_pass(self, state: PassState) -> Iterator[TraceEvent]:
-        """The algorithm that finds this property's subgraphs; yields trace events.
-
-        The default is the generic breadth-first algorithm of the subgraph API design; a backend
-        with an algorithm of its own (TensorRT's, the TensorRT integration design) overrides this.
-        """
-        return generic_pass(self, state)
+    #: The algorithm that finds this property's subgraphs, ``partition_pass(state)`` yielding trace
+    #: events. None (the default) lets the runner run the generic breadth-first algorithm of the
+    #: subgraph API design (``partition.build.generic_pass``); a backend with an algorithm of its
+    #: own (TensorRT's, the TensorRT integration design) defines the method. The default lives in
+    #: the runner, not here, because ``build`` and ``state`` import this module.
+    partition_pass: Callable[["PassState"], Iterator[TraceEvent]] | None = None
 
 
 def default_subgraph_node(subgraph: Graph, subgraph_id: int, property_name: str) -> Node:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .api import SubgraphProperty
 from .errors import BackendOptionError
 from .registry import Selection, current_registry
-from .build import TAKEN, PassState, Tracer
+from .build import TAKEN, PassState, Tracer, generic_pass
 from .gcpause import paused_gc
 from .ir import Graph, Node
 from .trace import CycleLog, EventKind, PartitionResult, Reason, ReasonKind, SubgraphInfo, TraceEvent
@@ -66,7 +66,7 @@ class PartitionRun:
             if self.tracer.on:
                 yield self._paused(state.emit(EventKind.PASS_START, reason=type(prop).__name__), start)
                 start = time.perf_counter()
-            for event in prop.partition_pass(state):
+            for event in _pass_of(prop)(state):
                 yield self._paused(event, start)
                 start = time.perf_counter()
             for sid, members, node in state.found:
@@ -96,6 +96,12 @@ class PartitionRun:
             pass
         assert self.result is not None
         return self.result
+
+
+def _pass_of(prop: SubgraphProperty) -> Callable[[PassState], Iterator[TraceEvent]]:
+    """The property's own algorithm, or the generic one (``SubgraphProperty.partition_pass``)."""
+    own = prop.partition_pass
+    return own if own is not None else functools.partial(generic_pass, prop)
 
 
 def partition(graph: Graph, backend: str = "default", *,

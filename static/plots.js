@@ -90,8 +90,8 @@
     const sub = r.subgraph_times || [];
     const p1 = tag(box, "plot plot-subgraph-time");
     Plotly.newPlot(p1, [{ type: "bar", x: sub.map(s => pt(s.node)), y: sub.map(s => (s.seconds || 0) * 1e3),
-      text: sub.map(s => pt(s.executor)), marker: { color: "#60a5fa" } }],
-    base("time per subgraph (one profiled run)", { yaxis: axis("ms", { range: pad(ranges.subgraph_ms) }), xaxis: catAxis("subgraph", sub.map(s => pt(s.node))) }), CFG);
+      text: sub.map(s => pt(s.executor + (s.property === "host" ? " (rest of the graph)" : ""))), marker: { color: "#60a5fa" } }],
+    base("time per subgraph (median of the measured runs)", { yaxis: axis("ms", { range: pad(ranges.subgraph_ms) }), xaxis: catAxis("subgraph", sub.map(s => pt(s.node))) }), CFG);
     const tl = (r.timeline || []).filter(x => !x.skipped);
     const p2 = tag(box, "plot plot-timeline");
     const workers = [...new Set(tl.map(x => x.worker || "?"))];
@@ -99,7 +99,7 @@
     Plotly.newPlot(p2, [{ type: "bar", orientation: "h", y: tl.map(x => pt(x.worker || "?")), x: tl.map(x => Math.max(x.dur_us, 0.5) / 1e3),
       base: tl.map(x => x.start_us / 1e3), text: tl.map(x => pt(x.name)), hovertemplate: "%{text}<br>start %{base:.3f} ms<br>%{x:.3f} ms<extra></extra>",
       marker: { color: tl.map(x => SG.palette[Math.abs(hash(x.name)) % SG.palette.length]), line: { width: 0.5, color: "#334155" } } }],
-    base("engine timeline (a row per worker)", { margin: { l: 150, r: 40, t: 36, b: 48 }, xaxis: axis("ms", { range: pad(ranges.timeline_ms) }),
+    base("engine timeline, last measured run (a row per worker)", { margin: { l: 150, r: 40, t: 36, b: 48 }, xaxis: axis("ms", { range: pad(ranges.timeline_ms) }),
       yaxis: axis("worker", { categoryarray: workers.map(pt) }), height: 140 + 26 * workers.length, barmode: "overlay" }), CFG);
     const mem = r.memory || { t_us: [], bytes: [] };
     const p3 = tag(box, "plot plot-memory");

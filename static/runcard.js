@@ -23,6 +23,22 @@
     return Object.entries(counts).map(([k, n]) => k + " ×" + n).join(", ");
   };
 
+  /* What ran the nodes outside the subgraphs of a run: "ours" (our engine; every run from before
+     the choice existed) or "onnxruntime" (the result's runtimes, the history row's summary, a live job). */
+  SG.hostRuntime = function (run) {
+    const r = (run && run.result) || {};
+    return (r.runtimes || {}).host || ((run && run.summary) || {}).host_runtime || (run && run.host_runtime) || "ours";
+  };
+  SG.hostRuntimeName = host => (host === "ours" ? "our engine" : host);
+  /* " (3 onnxruntime regions, 12 nodes; 1 node on our engine)" for a run whose rest ran on onnxruntime. */
+  function hostRegions(r) {
+    const rt = (r && r.runtimes) || {};
+    if (rt.host_regions == null) return "";
+    const stay = rt.host_on_engine || [];
+    return " (" + rt.host_regions + " region(s), " + rt.host_nodes + " node(s)" +
+      (stay.length ? "; on our engine: " + stay.join(", ") : "") + ")";
+  }
+
   /* A node name as a link to the graph (a plain code element when there is nowhere to go). */
   SG.nodeLink = function (name, opts, members) {
     opts = opts || {};
@@ -117,7 +133,8 @@
       h("div", { class: "match-rule muted" }, "match rule (as Polygraphy): every element |ours − ref| ≤ atol + rtol·|ref|, atol " +
         num(tol.atol) + ", rtol " + num(tol.rtol) + "; max rel only over elements with |ref| > 10·atol (near zero the ratio means nothing)"),
       h("div", { class: "muted run-setup" }, "backend " + run.backend + " · subgraph runtime " + c.executor +
-        (ran ? " → ran on " + ran : "") + " · device " + c.device + " · " +
+        (ran ? " → ran on " + ran : "") + " · ", h("span", { class: "run-host", "data-host-runtime": SG.hostRuntime(run) },
+          "rest of the graph on " + SG.hostRuntimeName(SG.hostRuntime(run)) + hostRegions(r)), " · device " + c.device + " · " +
         (sum.partitions != null ? sum.partitions + " partitions, coverage " + (100 * sum.coverage).toFixed(0) + "%" : "")),
       inputsTable(r),
       h("h4", null, "Outputs against onnxruntime"), outputsTable(c),

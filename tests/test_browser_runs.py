@@ -284,6 +284,9 @@ def test_history_columns_and_what_differs_between_two_runs(server, page):
         assert rows.nth(k).get_attribute("data-runtime") in ("engine", "onnxruntime")
         assert rows.nth(k).locator(".why").inner_text().strip()
     assert "→ ran on" in page.inner_text("#run-plots .run-setup")
+    # ... and what ran the rest of the graph (issue 23): our engine unless asked otherwise
+    host = page.locator("#run-plots .run-setup .run-host")
+    assert host.get_attribute("data-host-runtime") == "ours" and "rest of the graph on our engine" in host.inner_text()
     # a subgraph's name is a link to the graph: its members are focused
     link = page.locator("#run-plots table.run-subgraphs .node-link").first
     link.click()
@@ -297,6 +300,7 @@ def test_history_columns_and_what_differs_between_two_runs(server, page):
     page.wait_for_function("document.getElementById('run-repeat').value === '3'")
     page.fill("#run-atol", "0.001")
     page.select_option("#run-executor", "onnxruntime")
+    page.select_option("#run-host-runtime", "onnxruntime")
     page.click("#run-go")
     page.wait_for_selector("#run-cancel:not([hidden])")
     page.wait_for_selector("#run-cancel[hidden]", state="attached", timeout=120000)
@@ -312,13 +316,20 @@ def test_history_columns_and_what_differs_between_two_runs(server, page):
     assert older.locator(".h-tolerance").inner_text() == "atol 0.0001, rtol 0.001"
     assert "onnxruntime → onnxruntime ×2" in newest.locator(".h-runtime").inner_text()
     assert newest.locator(".h-why").first.inner_text().startswith("onnxruntime: ")   # why it ran there
+    assert newest.locator(".h-host").get_attribute("data-host-runtime") == "onnxruntime"
+    assert older.locator(".h-host").get_attribute("data-host-runtime") == "ours"
+    assert "rest of the graph: onnxruntime" in newest.locator(".h-runtime").inner_text()
+    card = page.locator("#run-plots .run-setup .run-host")    # the newest run's card, shown when it ended
+    assert card.get_attribute("data-host-runtime") == "onnxruntime" and "1 region(s), 1 node(s)" in card.inner_text()
     boxes = page.locator("#run-list input[type=checkbox]")
     boxes.nth(1).check()
     boxes.nth(0).check()
     page.click("#run-compare")
     page.wait_for_selector("#compare-settings table.settings-diff", timeout=30000)
     settings = page.locator("#compare-settings tr[data-setting]").evaluate_all("rs => rs.map(r => r.dataset.setting)")
-    assert {"tolerance", "subgraph runtime asked"} <= set(settings), settings
+    assert {"tolerance", "subgraph runtime asked", "host runtime (outside the subgraphs)"} <= set(settings), settings
+    hosts = {page.locator(f"#col-run-{k} .run-host").get_attribute("data-host-runtime") for k in "ab"}
+    assert hosts == {"ours", "onnxruntime"}                  # each card says what ran its rest
     assert "0.001" in page.inner_text('#compare-settings tr[data-setting="tolerance"]')
     assert page.locator("#compare-diff table.compare-subgraphs tr[data-subgraph]").count() == 2
     assert "onnxruntime" in page.inner_text("#compare-diff table.compare-subgraphs")

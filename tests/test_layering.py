@@ -190,3 +190,10 @@ def test_main_blocks_count() -> None:
     """An import under ``if __name__ == "__main__":`` is an edge (the old partition.cli shim hid one)."""
     tree = ast.parse('if __name__ == "__main__":\n    import sglens.cli\n')
     assert _imports(tree) == [("sglens.cli", 0, [])]
+
+
+def test_the_subgraph_api_does_not_reach_down_to_the_pass_it_describes() -> None:
+    """``partition.build`` and ``partition.state`` use ``SubgraphProperty``; the property must not
+    import them back to name its default pass (the runner chooses that, issue 22)."""
+    graph = import_graph()
+    assert not {"partition.build", "partition.state"} & set(graph.successors("partition.api"))

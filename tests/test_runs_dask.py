@@ -197,8 +197,9 @@ def test_the_engine_memory_budget_refuses_on_the_worker_before_anything_runs(ser
         status, reply = call(f"{base}/api/runs", "POST", {"model": "sample-resnet_small", **OPS})
         assert status == 400 and "--run-memory-limit" in reply["error"], reply
         # ... and the worker still refuses a run that reaches it (as one submitted directly)
-        job = lens.jobs.submit(lens.models.get("sample-resnet_small"), OPS["backend"], {"ops": OPS["ops"]},
-                               None, "cpu", "auto", 1)
+        chosen = lens.registry.select(OPS["backend"], {"ops": OPS["ops"]})
+        job = lens.jobs.submit(lens.models.get("sample-resnet_small"), chosen, device="cpu",
+                               subgraph_runtime="auto", repeat=1)
         run = wait(base, job.id)
     finally:
         lens.run_memory_limit = None

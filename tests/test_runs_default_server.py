@@ -126,15 +126,15 @@ def test_the_run_spec_is_plain_data_that_pickles_and_rebuilds_its_backend(case, 
     import types
 
     from app import api
-    from app.run_spec import make_spec
+    from app.run_spec import make_spec, properties
     from partition.backends import builtin_registry
     _, fields = CASES[case]
     registry = builtin_registry()
     monkeypatch.setattr(api, "lens", lambda: types.SimpleNamespace(registry=registry))  # selection()'s registry
-    backend, options, _props, _ = api.selection(dict(fields))
-    spec = make_spec(registry, id="r", label="m", backend=backend, options=options, rule=fields.get("rule"),
-                     device="cpu", executor="auto", repeat=1)
+    chosen = api.selection(dict(fields))
+    spec = make_spec(chosen, id="r", label="m", device="cpu", subgraph_runtime="auto", host_runtime="ours",
+                     repeat=1, run_inputs=None)
     again = pickle.loads(pickle.dumps(spec))
     assert again == spec
-    built = again.properties(builtin_registry())
-    assert built and [type(p) for p in built] == [type(p) for p in spec.properties(registry)]
+    built = properties(again.selection, builtin_registry())
+    assert built and [type(p) for p in built] == [type(p) for p in properties(spec.selection, registry)]

@@ -74,7 +74,7 @@ def test_subgraph_runtime_keeps_the_executor_spelling() -> None:
     parser = build_parser()
     new = parser.parse_args(["run", "m.onnx", "--subgraph-runtime", "onnxruntime"])
     old = parser.parse_args(["run", "m.onnx", "--executor", "onnxruntime"])
-    assert new.executor == old.executor == "onnxruntime"
+    assert new.subgraph_runtime == old.subgraph_runtime == "onnxruntime"
 
 
 def test_python_dash_m_sglens_and_unknown_model_is_one_line(tmp_path) -> None:

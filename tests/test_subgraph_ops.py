@@ -164,5 +164,6 @@ def _subgraph_ops(ex: Executor):
 def test_unknown_executor_name():
     from engine.run_errors import RunError
     _, g = mlp()
-    with pytest.raises(RunError, match="unknown subgraph executor"):
-        Executor(g, executor="tvm")
+    for spelling in ("subgraph_runtime", "executor"):   # executor= is the older name, still accepted
+        with pytest.raises(RunError, match="unknown subgraph runtime 'tvm'"):
+            Executor(g, **{spelling: "tvm"})

@@ -142,7 +142,8 @@
   M.startRun = async function () {
     let sel, got;
     try { sel = M.selection(); await M.loadRunForm(); got = collect(); } catch (e) { showError(e.message); return; }
-    await launch(Object.assign({ model: M.MID, device: $("run-device").value, executor: $("run-executor").value,
+    await launch(Object.assign({ model: M.MID, device: $("run-device").value, subgraph_runtime: $("run-executor").value,
+      host_runtime: $("run-host-runtime").value,
       inputs: got.inputs, tolerance: got.tolerance, repeat: got.repeat }, sel), got.files);
   };
   M.repeatRun = rid => launch({ repeat_of: rid });
@@ -216,6 +217,7 @@
         h("td", null, new Date(r.created * 1000).toLocaleTimeString()),
         h("td", { class: "h-backend" }, r.backend, r.options && Object.keys(r.options).length ? h("div", { class: "muted h-options" }, optionsText(r.options)) : null),
         h("td", { class: "h-runtime" }, r.executor + runtimes + " / " + r.device,
+          h("div", { class: "muted h-host", "data-host-runtime": SG.hostRuntime(r) }, "rest of the graph: " + SG.hostRuntimeName(SG.hostRuntime(r))),
           Object.entries(s.runtime_reasons || {}).map(([k, why]) => why.length ? h("div", { class: "muted h-why" }, k + ": " + why.join("; ")) : null)),
         h("td", { class: "h-status" }, statusCell(r)),
         h("td", { class: "h-verdict verdict-" + (v ? v.status : "none"), title: v ? v.headline : null },
