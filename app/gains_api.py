@@ -18,7 +18,7 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from .api import lens, selection
+from .api import lens, selection, selection_key
 from .errors import ApiError
 
 bp = Blueprint("gains", __name__)
@@ -36,7 +36,8 @@ def _cache() -> "OrderedDict[tuple, dict[str, Any]]":
 def gains(mid: str):
     from partition.tensorrt.gains import rank_gains
     entry = lens().models.get(mid)
-    _, options, _, key = selection({**request.args.to_dict(), "backend": "tensorrt"})
+    chosen = selection({**request.args.to_dict(), "backend": "tensorrt"})
+    key = selection_key(chosen)
     limit = int(current_app.config.get("SGLENS_GAINS_MAX_NODES", DEFAULT_MAX_NODES))
     if len(entry.graph.nodes) > limit:
         raise ApiError(f"the model has {len(entry.graph.nodes)} nodes; the web ranking takes at most {limit} "
@@ -48,7 +49,7 @@ def gains(mid: str):
     if not _busy.acquire(timeout=WAIT_S):   # a toggle re-ranks while the last ranking may still run
         raise ApiError("another ranking is still running; try again when it ends", 429)
     try:
-        ranked = rank_gains(entry.graph, options)
+        ranked = rank_gains(entry.graph, chosen)
     finally:
         _busy.release()
     ranked["options"] = json.loads(key[1])
