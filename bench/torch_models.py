@@ -136,22 +136,40 @@ def vit() -> tuple[Any, dict]:
     return m, _image(5)
 
 
+def _he_init(module: Any) -> Any:
+    """He normal on convs over their fan-in (per group: 9 for a depthwise 3x3), BatchNorm 1/0: what keeps the
+    activations' scale through the layers of an untrained net whose BatchNorm (eval mode, running stats 0/1)
+    does not normalise. transformers' MobileNetV2 draws conv weights from N(0, 0.02), under which they vanish
+    over its 50+ layers (logits ~1e-22): a comparison against onnxruntime would then check nothing."""
+    import torch
+    for m in module.modules():
+        if isinstance(m, torch.nn.Conv2d):
+            torch.nn.init.kaiming_normal_(m.weight, mode="fan_in")
+            if m.bias is not None:
+                torch.nn.init.zeros_(m.bias)
+        elif isinstance(m, torch.nn.BatchNorm2d):
+            torch.nn.init.ones_(m.weight)
+            torch.nn.init.zeros_(m.bias)
+    return module
+
+
 def mobilenet_v2() -> tuple[Any, dict]:
-    return _hf("MobileNetV2Config", "MobileNetV2ForImageClassification", ("pixel_values",)), _image(6)
+    m = _hf("MobileNetV2Config", "MobileNetV2ForImageClassification", ("pixel_values",), num_labels=1000)
+    return _he_init(m), _image(6)
 
 
 def convnext() -> tuple[Any, dict]:
-    return _hf("ConvNextConfig", "ConvNextForImageClassification", ("pixel_values",)), _image(7)
+    return _hf("ConvNextConfig", "ConvNextForImageClassification", ("pixel_values",), num_labels=1000), _image(7)
 
 
 def resnet18() -> tuple[Any, dict]:
     m = _hf("ResNetConfig", "ResNetForImageClassification", ("pixel_values",), layer_type="basic",
-            depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512])
+            depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512], num_labels=1000)
     return m, _image(8)
 
 
 def resnet50() -> tuple[Any, dict]:
-    return _hf("ResNetConfig", "ResNetForImageClassification", ("pixel_values",)), _image(9)
+    return _hf("ResNetConfig", "ResNetForImageClassification", ("pixel_values",), num_labels=1000), _image(9)
 
 
 def wav2vec2() -> tuple[Any, dict]:
@@ -191,12 +209,12 @@ EXPORTS: dict[str, Export] = {e.name: e for e in (
     Export("whisper_tiny_encoder", "speech", "Whisper-tiny encoder (4 layers, d_model 384, 6 heads), mel 1x80x3000",
            whisper_encoder),
     Export("vit_tiny", "vision-transformer", "ViT-Tiny (12 layers, hidden 192, 3 heads, patch 16), 1x3x224x224", vit),
-    Export("mobilenet_v2", "mobile-cnn", "MobileNetV2 1.0 classifier (transformers' default config), 1x3x224x224",
+    Export("mobilenet_v2", "mobile-cnn", "MobileNetV2 1.0, 1000 classes (He-initialised over the fan-in), 1x3x224x224",
            mobilenet_v2),
-    Export("convnext_tiny", "convnext", "ConvNeXt-T classifier (depths 3-3-9-3, dims 96..768), 1x3x224x224",
+    Export("convnext_tiny", "convnext", "ConvNeXt-T, 1000 classes (depths 3-3-9-3, dims 96..768), 1x3x224x224",
            convnext),
-    Export("resnet18", "resnet", "ResNet-18 classifier (transformers ResNet, basic blocks), 1x3x224x224", resnet18),
-    Export("resnet50", "resnet", "ResNet-50 classifier (transformers' default ResNet config), 1x3x224x224",
+    Export("resnet18", "resnet", "ResNet-18, 1000 classes (transformers ResNet, basic blocks), 1x3x224x224", resnet18),
+    Export("resnet50", "resnet", "ResNet-50, 1000 classes (transformers' default ResNet config), 1x3x224x224",
            resnet50),
     Export("wav2vec2_small", "speech-conv", "wav2vec2 conv feature encoder (7 Conv1d, base sizes) + 2-layer "
            "transformer (hidden 256), 1 s of 16 kHz audio (1x16000)", wav2vec2),
