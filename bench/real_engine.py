@@ -1,8 +1,8 @@
 """Our engine beside onnxruntime on real models the project did not build (CPU, unpartitioned).
 
     python bench/real_engine.py [--models a,b | --families f,g] [--repeat 10] [--warmup 2]
-                                [--block 5] [--pause 0.05] [--json OUT.json] [--nodes] [--cpu]
-                                [--profile [N]] [--list]
+                                [--block 5] [--pause 0.05] [--json OUT.json] [--chart OUT.html]
+                                [--nodes] [--cpu] [--profile [N]] [--list]
 
 The models (``--list`` prints them): ONNX files shipped inside PyPI wheels (PP-OCR from
 rapidocr-onnxruntime, every silero-VAD variant of silero-vad, Magika), fetched as a user
@@ -304,6 +304,25 @@ def summary(rows: list[dict], args: argparse.Namespace) -> dict:
     return out
 
 
+def write_chart(rows: list[dict], path: str) -> None:
+    """A bar per model, ours/onnxruntime on a log axis, coloured by family, with the targets drawn."""
+    import plotly.graph_objects as go
+    timed = sorted((r for r in rows if "ratio" in r), key=lambda r: r["ratio"])
+    fig = go.Figure()
+    for fam in sorted({r["family"] for r in timed}):
+        mine = [r for r in timed if r["family"] == fam]
+        fig.add_bar(name=fam, x=[r["model"] for r in mine], y=[r["ratio"] for r in mine],
+                    customdata=[[r["ort_ms"], r["ours_ms"], r["us_per_node"]] for r in mine],
+                    hovertemplate="%{x}: %{y:.2f}x<br>onnxruntime %{customdata[0]:.3f} ms, ours "
+                                  "%{customdata[1]:.3f} ms<br>%{customdata[2]:.1f} µs per node<extra></extra>")
+    for y, label in ((2, "geomean target 2x"), (4, "worst-model target 4x")):
+        fig.add_hline(y=y, line_dash="dash", annotation_text=label)
+    fig.update_layout(title="our engine / onnxruntime, wall time (median)", yaxis_type="log",
+                      yaxis_title="ratio (log)", xaxis={"categoryorder": "array",
+                                                         "categoryarray": [r["model"] for r in timed]})
+    fig.write_html(path, include_plotlyjs=True)
+
+
 def choose(reg: dict[str, Entry], args: argparse.Namespace) -> list[str]:
     names = [m.strip() for m in args.models.split(",") if m.strip()] or list(reg)
     unknown = [m for m in names if m not in reg]
@@ -322,6 +341,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--block", type=int, default=5, help="timed runs per side before switching")
     p.add_argument("--pause", type=float, default=0.05, help="seconds of rest before each block")
     p.add_argument("--json", metavar="OUT.json", help="write the rows and the summary here")
+    p.add_argument("--chart", metavar="OUT.html", help="write a bar chart of the ratios here (plotly)")
     p.add_argument("--nodes", action="store_true", help="also where our time goes, per op type")
     p.add_argument("--cpu", action="store_true", help="also CPU time per run, best of --repeat: onnxruntime on "
                    "one thread vs our engine (bench/run.py's cpu_times; what a loaded machine inflates least)")
@@ -391,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "summary": summ, "load_average_start": load_start,
                                                "load_average_end": os.getloadavg()}, indent=1))
+    if args.chart:
+        write_chart(rows, args.chart)
     return 0
 
 

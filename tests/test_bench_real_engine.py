@@ -111,3 +111,13 @@ def test_an_export_not_cached_is_skipped_without_torch(tmp_path, monkeypatch):
     row = real_engine.run_one(entry, real_engine.parse([]))
     assert row["model"] == "gru_bidir" and "cannot export here" in row["skipped"] and "ratio" not in row
     assert not (tmp_path / "models").exists()
+
+
+def test_the_chart_has_one_bar_per_timed_model(tmp_path):
+    rows = [{"model": "m_a", "family": "f1", "ratio": 1.5, "ort_ms": 1.0, "ours_ms": 1.5, "us_per_node": 3.0},
+            {"model": "m_b", "family": "f2", "ratio": 6.0, "ort_ms": 1.0, "ours_ms": 6.0, "us_per_node": 9.0},
+            {"model": "m_c", "family": "f2", "skipped": "offline"}]
+    out = tmp_path / "chart.html"
+    real_engine.write_chart(rows, str(out))
+    html = out.read_text()
+    assert '"m_a"' in html and '"m_b"' in html and '"m_c"' not in html
