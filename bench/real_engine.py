@@ -301,6 +301,11 @@ def summary(rows: list[dict], args: argparse.Namespace) -> dict:
            "worst_ratio": bad["ratio"], "worst_reproduce": reproduce([bad["model"]], args),
            "all_match": all(r["match"] for r in timed),
            "reproduce": reproduce([r["model"] for r in rows], args)}
+    cpu = [r for r in timed if "cpu_ratio" in r]
+    if cpu:
+        bad_cpu = max(cpu, key=lambda r: r["cpu_ratio"])
+        out |= {"cpu_geomean_ratio": geomean([r["cpu_ratio"] for r in cpu]), "cpu_worst": bad_cpu["model"],
+                "cpu_worst_ratio": bad_cpu["cpu_ratio"]}
     return out
 
 
@@ -406,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"geometric mean ratio {summ['geomean_ratio']:.2f} over {summ['models']} models from "
               f"{summ['families']} families (target <= 2); worst {summ['worst']} {summ['worst_ratio']:.2f}x "
               f"(target <= 4); outputs {'all within' if summ['all_match'] else 'NOT all within'} tolerance")
+        if "cpu_geomean_ratio" in summ:
+            print(f"CPU time (onnxruntime on one thread): geometric mean ratio {summ['cpu_geomean_ratio']:.2f}, "
+                  f"worst {summ['cpu_worst']} {summ['cpu_worst_ratio']:.2f}x")
         print(f"reproduce the worst: {summ['worst_reproduce']}")
         print(f"reproduce all:       {summ['reproduce']}")
     if args.json:
