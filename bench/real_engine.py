@@ -261,6 +261,8 @@ def bench_model(name: str, family: str, model_bytes: bytes, inputs: dict[str, np
 # ------------------------------------------------------------------ report --
 def reproduce(models: list[str], args: argparse.Namespace) -> str:
     flags = [f"--models {','.join(models)}", f"--repeat {args.repeat}", f"--warmup {args.warmup}"]
+    flags += [f"--block {args.block}"] if args.block != 5 else []
+    flags += [f"--pause {args.pause:g}"] if args.pause != 0.05 else []
     flags += ["--cpu"] if args.cpu else []
     return "PYTHONPATH=. .venv/bin/python bench/real_engine.py " + " ".join(flags)
 

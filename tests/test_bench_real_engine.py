@@ -71,6 +71,9 @@ def test_summary_names_the_worst_model_and_its_command():
     assert (s["models"], s["families"], s["worst"], s["worst_ratio"]) == (2, 2, "b", 8.0)
     assert s["all_match"] is False
     assert s["worst_reproduce"].endswith("bench/real_engine.py --models b --repeat 7 --warmup 1")
+    changed = real_engine.parse(["--block", "1", "--pause", "0", "--cpu"])
+    assert real_engine.summary(rows, changed)["worst_reproduce"].endswith(
+        "--models b --repeat 10 --warmup 2 --block 1 --pause 0 --cpu")
 
 
 def test_a_tiny_model_runs_through_the_harness_against_onnxruntime():
