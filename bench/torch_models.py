@@ -52,21 +52,19 @@ def _mask(seq: int = SEQ, valid: int = 100) -> np.ndarray:
     return mask
 
 
-class _First:
-    """Wraps a transformers model so the export has one output: its first (hidden state or logits)."""
+def _first_output(model: Any, names: tuple[str, ...]) -> Any:
+    """A module taking ``names`` positionally and returning the transformers model's first output (hidden
+    state or logits): one named output for the export."""
+    import torch
 
-    def __new__(cls, model: Any, names: tuple[str, ...]) -> Any:
-        import torch
+    class FirstOutput(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
 
-        class First(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = model
-
-            def forward(self, *args: Any) -> Any:
-                out = self.model(**dict(zip(names, args)), return_dict=False)
-                return out[0]
-        return First()
+        def forward(self, *args: Any) -> Any:
+            return self.model(**dict(zip(names, args)), return_dict=False)[0]
+    return FirstOutput()
 
 
 def _hf(config_cls: str, model_cls: str, names: tuple[str, ...], **cfg: Any) -> Any:
@@ -76,7 +74,7 @@ def _hf(config_cls: str, model_cls: str, names: tuple[str, ...], **cfg: Any) -> 
     config = getattr(transformers, config_cls)(**cfg)
     config._attn_implementation = "eager"   # the MatMul-Softmax-MatMul form most ONNX exports carry
     model = getattr(transformers, model_cls)(config).eval()
-    return _First(model, names)
+    return _first_output(model, names)
 
 
 def bert() -> tuple[Any, dict]:
@@ -121,7 +119,7 @@ def whisper_encoder() -> tuple[Any, dict]:
     config._attn_implementation = "eager"
     encoder = transformers.WhisperModel(config).get_encoder().eval()
     rng = np.random.default_rng(4)
-    return _First(encoder, ("input_features",)), {
+    return _first_output(encoder, ("input_features",)), {
         "input_features": rng.standard_normal((1, 80, 3000)).astype(np.float32)}
 
 
