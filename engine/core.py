@@ -35,6 +35,8 @@ STATE -- the whole of it, all guarded by the engine's one lock ``Engine._lock``
   ``_errors``       ``(push seq, error)`` of original errors (not inherited ones)
                     not yet reported; raised in push order
   ``_failed_vars``  variables whose ``error`` is set
+  ``_deleted_seen`` a ``delete_variable`` was pushed: pushes check their variables
+  ``_idle_waiters`` threads waiting for ``_pending == 0`` (completions notify only then)
 
 The threaded engine adds its worker pools (``threaded.py``, state listed there).
 A variable in both lists of one push counts as mutated only, so a push never
@@ -174,7 +176,7 @@ class Block:
         self.stream: Any = None
         self.record: FnRecord | None = None
         self.finished: threading.Event | None = None  # only NaiveEngine waits on it
-        self.inline = False  # ThreadedEngine: running on the thread that pushed it
+        self.inline = False
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:
@@ -276,6 +278,8 @@ class Engine:
         self._pending = 0
         self._errors: list[tuple[int, BaseException]] = []
         self._failed_vars: set[Var] = set()
+        self._deleted_seen = False
+        self._idle_waiters = 0
         self._gpu_seen = False  # set once a GPU event is recorded on a variable
 
     # --- the engine design's API ---------------------------------------------
@@ -307,15 +311,17 @@ class Engine:
     def push_async(self, fn: AsyncFn, ctx: Context, const_vars: Sequence[Var],
                    mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                    priority: int = 0, *, name: str | None = None) -> None:
-        self._push_new(Operator(self, fn, const_vars, mutable_vars, prop, True, name), ctx, priority)
+        op = Operator(self, fn, const_vars, mutable_vars, prop, True, name)
+        if ctx.__class__ is not Context and not isinstance(ctx, Context):
+            raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
+        self._push_block(Block(op, ctx, priority, next(self._seq)))
 
     def push_sync(self, fn: SyncFn, ctx: Context, const_vars: Sequence[Var],
                   mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                   priority: int = 0, *, name: str | None = None) -> None:
-        self._push_new(Operator(self, fn, const_vars, mutable_vars, prop, False, name), ctx, priority)
-
-    def _push_new(self, op: Operator, ctx: Context, priority: int) -> None:
-        # An operator made just now is ours and not deleted: only ctx needs a check.
+        # The hot path of a push: an operator made just now is ours and not
+        # deleted, so only ctx needs a check (push_async likewise).
+        op = Operator(self, fn, const_vars, mutable_vars, prop, False, name)
         if ctx.__class__ is not Context and not isinstance(ctx, Context):
             raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
         self._push_block(Block(op, ctx, priority, next(self._seq)))
@@ -359,15 +365,33 @@ class Engine:
         raise NotImplementedError
 
     def _admit_locked(self, op: Operator) -> None:
-        """Refuse pushes naming a deleted variable; a delete marks its variable."""
+        """Refuse pushes naming a deleted variable; a delete marks its variable.
+        Until the first delete there is nothing to check (the common case)."""
+        if op.prop is not FnProperty.DELETE_VAR and not self._deleted_seen:
+            return
         for v in op.const_vars + op.mutable_vars:
             if v._deleted:
                 raise VariableError(
                     f"{op.name}: variable {v.name!r} was deleted by delete_variable; "
                     "make a new variable instead of reusing it")
         if op.prop is FnProperty.DELETE_VAR:
+            self._deleted_seen = True
             for v in op.mutable_vars:
                 v._deleted = True
+
+    def _wait_idle_locked(self, timeout: float | None = None) -> bool:
+        """Wait (lock held) until no pushed function is pending."""
+        self._idle_waiters += 1
+        try:
+            return self._all_done.wait_for(lambda: self._pending == 0, timeout)
+        finally:
+            self._idle_waiters -= 1
+
+    def _count_done_locked(self) -> None:
+        """One pushed function less pending; wake idle-waiters when none is left."""
+        self._pending -= 1
+        if self._pending == 0 and self._idle_waiters:
+            self._all_done.notify_all()
 
     def _check_self_wait(self, what: str, var: Var | None) -> None:
         block = current_block()
@@ -393,14 +417,18 @@ class Engine:
                 return v.error
         return None
 
-    def _execute(self, block: Block, stream: Any = None) -> None:
-        """Run (or skip) one ready block on this thread; completes sync ones."""
+    def _execute(self, block: Block, stream: Any = None) -> bool:
+        """Run (or skip) one ready block on this thread.  Returns True for a sync
+        function that ran without error on CPU with no hooks: the caller then
+        releases its variables (``_complete(block, None, False)``), so a worker
+        can do it under the lock it takes to pop its next block anyway.  Every
+        other block is completed here (or by its ``on_complete``)."""
         op = block.op
         if self._failed_vars:  # no variable holds an error: nothing can be inherited
             err = self._inherited_error(block)
             if err is not None:  # an input failed: skip, and pass the error on
                 self._finish(block, err, original=False)
-                return
+                return False
         block.stream = stream
         if self._hooks is not None:
             self._hook_start(block, stream)
@@ -412,7 +440,7 @@ class Engine:
                     self._prepare(block, stream)
                 if op.is_async:
                     op.fn(RunContext(block.ctx, stream), _OnComplete(self, block))
-                    return
+                    return False
                 op.fn(RunContext(block.ctx, stream))
             except Exception as exc:  # the function failed: its error, not ours
                 with self._lock:
@@ -421,13 +449,12 @@ class Engine:
                     self._report(_note(exc, op, "after calling on_complete"), block.seq)
                 else:
                     self._finish(block, exc, original=True)
-                return
-            if not op.is_async:
-                block.done = True
-                if stream is None and self._hooks is None:
-                    self._complete(block, None, False)  # _finish has nothing to add
-                else:
-                    self._finish(block, None, original=False)
+                return False
+            block.done = True
+            if stream is None and self._hooks is None:
+                return True  # _finish has nothing to add: the caller completes it
+            self._finish(block, None, original=False)
+            return False
         finally:
             _tls.block = prev
 

@@ -30,37 +30,36 @@ class NaiveEngine(Engine):
         super().__init__(hooks)
         self._streams: dict[int, Any] = {}
 
-    def _stream_for(self, block: Block) -> Any:
-        if not block.ctx.is_gpu:
-            return None
-        dev = block.ctx.device_id
-        if dev not in self._streams:
-            self._streams[dev] = gpu.new_stream(dev)
-        return self._streams[dev]
-
     def _push_block(self, block: Block, inline: bool = False) -> None:  # always inline
+        op = block.op
         with self._lock:
-            self._admit_locked(block.op)
+            self._admit_locked(op)
             self._pending += 1
-        stream = self._stream_for(block)
-        if block.op.is_async:
+        if block.ctx.device_type == "cpu" and not op.is_async:  # the common case
+            if self._execute(block, None):
+                self._complete(block, None, False)
+            return
+        # Async or GPU: _execute (or on_complete) completes it; wait for that.
+        if op.is_async:
             block.finished = threading.Event()
-        if stream is not None:
+        if block.ctx.device_type == "cpu":
+            self._execute(block, None)
+        else:
+            dev = block.ctx.device_id
+            if dev not in self._streams:
+                self._streams[dev] = gpu.new_stream(dev)
+            stream = self._streams[dev]
             with stream:
                 self._execute(block, stream)
-        else:
-            self._execute(block, stream)
         if block.finished is not None:
             block.finished.wait()  # on_complete may come from another thread
-        if stream is not None:
-            stream.synchronize()
+        if block.ctx.device_type != "cpu":
+            self._streams[block.ctx.device_id].synchronize()
 
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
         with self._lock:
             self._mark_vars_locked(block, error, original)
-            self._pending -= 1
-            if self._pending == 0:
-                self._all_done.notify_all()
+            self._count_done_locked()
         if block.finished is not None:
             block.finished.set()
 
@@ -75,7 +74,7 @@ class NaiveEngine(Engine):
     def wait_for_all(self, timeout: float | None = None) -> None:
         self._check_self_wait("wait_for_all", None)
         with self._lock:
-            if not self._all_done.wait_for(lambda: self._pending == 0, timeout):
+            if not self._wait_idle_locked(timeout):
                 raise EngineTimeoutError(f"wait_for_all timed out after {timeout}s")
             error = self._take_all_errors_locked()
         raise_error(error)

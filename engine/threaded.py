@@ -133,7 +133,7 @@ class ThreadedEngine(Engine):
         self._streams: list[Any] = []
         self._closed = False
         self._running: dict[int, Block] = {}
-        self._deleted_seen = False  # a delete_variable was pushed: pushes check names
+        self._cpu_pool: _Pool | None = None  # the normal CPU pool, found without a key
 
     # --- push and complete (the core's rule, under the lock) ----------------
 
@@ -144,7 +144,6 @@ class ThreadedEngine(Engine):
                 raise EngineClosedError(f"{op.name}: pushed after shutdown(); make a new engine")
             if op.prop is FnProperty.DELETE_VAR or self._deleted_seen:
                 self._admit_locked(op)
-                self._deleted_seen = True
             self._pending += 1
             # append_read / append_write inlined (this is the hot path of a push):
             # a grant is counted down from the number of variables.
@@ -169,36 +168,43 @@ class ThreadedEngine(Engine):
                 return
             self._running[block.seq] = block
             block.inline = True
-        self._execute(block, None)  # ready and small: on this thread, as a worker would
+        if self._execute(block, None):  # ready and small: on this thread, as a worker would
+            self._complete(block, None, False)
 
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
-        ready: list[Block] = []
-        # On the worker that ran it, the block's first successor for the same
-        # pool needs no wake-up: this worker pops it next.  Waking an idle peer
-        # instead makes a chain ping-pong between threads (measured ~2x slower).
+        # Completed inside _execute (errors, hooks, GPU) on a worker: that worker
+        # pops next, as after the plain case its loop releases (see below).
         tls = _tls.__dict__
         own = tls.get("pool") if tls.get("block") is block and not block.inline else None
-        op = block.op
         with self._lock:
-            if error is None and not self._gpu_seen:
-                for v in op.mutable_vars:  # _mark_vars_locked's common case
-                    v.version += 1
-            else:
-                self._mark_vars_locked(block, error, original)
-            del self._running[block.seq]
-            for v in op.const_vars:
-                v._readers -= 1
-                if v._readers == 0 and v._queue:
-                    _grant_head(v, ready)
-            for v in op.mutable_vars:
-                v._writing = False
-                if v._queue:
-                    _grant_head(v, ready)
-            for b in ready:
-                own = self._dispatch_locked(b, own)
-            self._pending -= 1
-            if self._pending == 0:
-                self._all_done.notify_all()
+            self._release_locked(block, error, original, own)
+
+    def _release_locked(self, block: Block, error: BaseException | None, original: bool,
+                        own: _Pool | None) -> None:
+        """Mark the block's writes, grant its variables to the next in their queues.
+
+        ``own``: the pool of the worker that ran it, which pops its next block
+        next: its first ready successor there needs no wake-up.  Waking an idle peer instead makes a chain ping-pong between
+        threads (measured ~2x slower)."""
+        op = block.op
+        if error is None and not self._gpu_seen:
+            for v in op.mutable_vars:  # _mark_vars_locked's common case
+                v.version += 1
+        else:
+            self._mark_vars_locked(block, error, original)
+        del self._running[block.seq]
+        ready: list[Block] = []
+        for v in op.const_vars:
+            v._readers -= 1
+            if v._readers == 0 and v._queue:
+                _grant_head(v, ready)
+        for v in op.mutable_vars:
+            v._writing = False
+            if v._queue:
+                _grant_head(v, ready)
+        for b in ready:
+            own = self._dispatch_locked(b, own)
+        self._count_done_locked()
 
     def _dispatch_locked(self, block: Block, quiet: _Pool | None = None) -> _Pool | None:
         """Hand a ready block to its pool (or finish a wait_for_var in place).
@@ -214,17 +220,9 @@ class ThreadedEngine(Engine):
         if op.is_wait:
             self._grant_wait_locked(block)
             return quiet
-        ctx = block.ctx
-        if ctx.device_type == "cpu" and op.prop is FnProperty.NORMAL:
-            key: tuple[str, int, str] = _CPU_NORMAL
-        elif ctx.device_type == "cpu":
-            key = ("cpu", 0, "prio" if op.prop in _PRIO else "normal")
-        else:
-            key = ("gpu", ctx.device_id,
-                   "prio" if op.prop in _PRIO else "copy" if op.prop in _COPY else "normal")
-        pool = self._pools.get(key)
-        if pool is None:
-            pool = self._new_pool_locked(key)
+        pool = self._cpu_pool
+        if pool is None or op.prop is not FnProperty.NORMAL or block.ctx.device_type != "cpu":
+            pool = self._pool_for_locked(op.prop, block.ctx)
         heap = pool.heap
         heapq.heappush(heap, (-block.priority, block.seq, block))
         self._running[block.seq] = block
@@ -234,11 +232,20 @@ class ThreadedEngine(Engine):
             pool.wake_locked()
         return quiet
 
-    def _new_pool_locked(self, key: tuple[str, int, str]) -> _Pool:
+    def _pool_for_locked(self, prop: FnProperty, ctx: Context) -> _Pool:
+        if ctx.device_type == "cpu":
+            key = ("cpu", 0, "prio" if prop in _PRIO else "normal")
+        else:
+            key = ("gpu", ctx.device_id,
+                   "prio" if prop in _PRIO else "copy" if prop in _COPY else "normal")
         dev, _, kind = key
+        if key in self._pools:
+            return self._pools[key]
         target = self._targets["cpu" if dev == "cpu" and kind == "normal" else
                                "gpu" if kind == "normal" else kind]
         pool = self._pools[key] = _Pool(self, key, target)
+        if key == _CPU_NORMAL:
+            self._cpu_pool = pool
         for _ in range(pool.target):
             pool.spawn_locked()
         return pool
@@ -256,10 +263,13 @@ class ThreadedEngine(Engine):
         _tls.pool = pool
         me = threading.current_thread()
         heap, lock = pool.heap, self._lock
-        busy = False
+        block: Block | None = None
+        done = False  # the last block ran and waits for its release (below)
         while True:
-            with lock:
-                if busy:  # the last function is complete (counted here: one lock)
+            with lock:  # one critical section: finish the last block, pop the next
+                if done:
+                    self._release_locked(block, None, False, pool)  # type: ignore[arg-type]
+                if block is not None:
                     pool.busy -= 1
                 while not heap:
                     if pool.closing or len(pool.threads) - pool.blocked > pool.target:
@@ -269,8 +279,7 @@ class ThreadedEngine(Engine):
                     pool.cond.wait()
                 block = heapq.heappop(heap)[2]
                 pool.busy += 1
-                busy = True
-            self._execute(block, stream)
+            done = self._execute(block, stream)
 
     def _blocking_wait(self, event: threading.Event, timeout: float | None) -> bool:
         """Wait on ``event``; a worker thread is compensated while it waits."""
@@ -344,7 +353,7 @@ class ThreadedEngine(Engine):
         """Wait until no pushed function is pending; raise the first unreported error."""
         self._check_self_wait("wait_for_all", None)
         with self._lock:
-            done = self._all_done.wait_for(lambda: self._pending == 0, timeout)
+            done = self._wait_idle_locked(timeout)
             pending, streams = self._pending, list(self._streams)
         if not done:
             raise EngineTimeoutError(
@@ -367,7 +376,7 @@ class ThreadedEngine(Engine):
         """Stop the workers (after pending work, if ``wait``); refuse pushes after."""
         with self._lock:
             if wait:
-                self._all_done.wait_for(lambda: self._pending == 0)
+                self._wait_idle_locked()
             self._closed = True
             threads = []
             for pool in self._pools.values():
