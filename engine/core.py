@@ -69,10 +69,6 @@ _NO_SKIP = frozenset({FnProperty.DELETE_VAR, FnProperty.NO_SKIP})
 _tls = threading.local()
 
 
-def current_block() -> "Block | None":
-    return getattr(_tls, "block", None)
-
-
 class Var:
     """A dependency token (the engine design's ``VarHandle``). ``version`` is readable."""
 
@@ -268,9 +264,10 @@ class Engine:
     """The engine design's interface. Subclasses: NaiveEngine, ThreadedEngine."""
 
     name = "engine"
+    _lock_type: Callable[[], Any] = YieldingLock  # engine/locks.py: no lock convoy under the GIL
 
     def __init__(self, hooks: EngineHooks | None = None) -> None:
-        self._lock = YieldingLock()  # engine/locks.py: no lock convoy under the GIL
+        self._lock = self._lock_type()
         self._all_done = threading.Condition(self._lock)  # type: ignore[arg-type]
         self._hooks = hooks
         self._seq = count()
@@ -393,8 +390,11 @@ class Engine:
         if self._pending == 0 and self._idle_waiters:
             self._all_done.notify_all()
 
-    def _check_self_wait(self, what: str, var: Var | None) -> None:
-        block = current_block()
+    def _check_wait(self, what: str, var: Var | None) -> None:
+        """Refuse a wait on a foreign variable, or one that would wait for itself."""
+        if var is not None and (not isinstance(var, Var) or var.engine is not self):
+            raise VariableError(f"{what}: {var!r} is not a variable of this engine")
+        block: Block | None = getattr(_tls, "block", None)
         if block is None or block.op.engine is not self:
             return
         op = block.op

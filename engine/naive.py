@@ -16,7 +16,7 @@ from typing import Any
 
 from . import gpu
 from .core import Block, Engine, Var, raise_error
-from .errors import EngineTimeoutError, VariableError
+from .errors import EngineTimeoutError
 from .profiling import EngineHooks
 
 
@@ -25,6 +25,7 @@ class NaiveEngine(Engine):
     callers can switch engines by name (``SGLENS_ENGINE``) alone."""
 
     name = "naive"
+    _lock_type = threading.Lock  # one thread pushes and runs: no convoy to avoid
 
     def __init__(self, hooks: EngineHooks | None = None, **_worker_counts: Any) -> None:
         super().__init__(hooks)
@@ -64,15 +65,13 @@ class NaiveEngine(Engine):
             block.finished.set()
 
     def wait_for_var(self, var: Var, timeout: float | None = None) -> None:
-        if not isinstance(var, Var) or var.engine is not self:
-            raise VariableError(f"wait_for_var: {var!r} is not a variable of this engine")
-        self._check_self_wait("wait_for_var", var)
+        self._check_wait("wait_for_var", var)
         with self._lock:
             error = self._take_var_error_locked(var)
         raise_error(error)
 
     def wait_for_all(self, timeout: float | None = None) -> None:
-        self._check_self_wait("wait_for_all", None)
+        self._check_wait("wait_for_all", None)
         with self._lock:
             if not self._wait_idle_locked(timeout):
                 raise EngineTimeoutError(f"wait_for_all timed out after {timeout}s")

@@ -51,7 +51,7 @@ from . import gpu
 from .context import Context, FnProperty
 from .core import (Block, Engine, Var, _grant_head, _tls, append_write, raise_error,
                    release_write)
-from .errors import EngineClosedError, EngineTimeoutError, VariableError
+from .errors import EngineClosedError, EngineTimeoutError
 from .profiling import EngineHooks
 
 _PRIO = frozenset({FnProperty.CPU_PRIORITIZED, FnProperty.GPU_PRIORITIZED})
@@ -139,7 +139,9 @@ class ThreadedEngine(Engine):
 
     def _push_block(self, block: Block, inline: bool = False) -> None:
         op = block.op
-        with self._lock:
+        lock = self._lock
+        lock.try_acquire(False) or lock.acquire()  # `with lock` would add two Python calls
+        try:
             if self._closed:
                 raise EngineClosedError(f"{op.name}: pushed after shutdown(); make a new engine")
             if op.prop is FnProperty.DELETE_VAR or self._deleted_seen:
@@ -168,6 +170,8 @@ class ThreadedEngine(Engine):
                 return
             self._running[block.seq] = block
             block.inline = True
+        finally:
+            lock.release()
         if self._execute(block, None):  # ready and small: on this thread, as a worker would
             self._complete(block, None, False)
 
@@ -266,7 +270,9 @@ class ThreadedEngine(Engine):
         block: Block | None = None
         done = False  # the last block ran and waits for its release (below)
         while True:
-            with lock:  # one critical section: finish the last block, pop the next
+            # One critical section finishes the last block and pops the next.
+            lock.try_acquire(False) or lock.acquire()
+            try:
                 if done:
                     self._release_locked(block, None, False, pool)  # type: ignore[arg-type]
                 if block is not None:
@@ -279,6 +285,8 @@ class ThreadedEngine(Engine):
                     pool.cond.wait()
                 block = heapq.heappop(heap)[2]
                 pool.busy += 1
+            finally:
+                lock.release()
             done = self._execute(block, stream)
 
     def _blocking_wait(self, event: threading.Event, timeout: float | None) -> bool:
@@ -299,9 +307,7 @@ class ThreadedEngine(Engine):
 
     def wait_for_var(self, var: Var, timeout: float | None = None) -> None:
         """Wait for all work pushed so far on ``var``; raise its error, once."""
-        if not isinstance(var, Var) or var.engine is not self:
-            raise VariableError(f"wait_for_var: {var!r} is not a variable of this engine")
-        self._check_self_wait("wait_for_var", var)
+        self._check_wait("wait_for_var", var)
         with self._lock:
             if not (var._writing or var._readers or var._queue):
                 # Idle (the common case after inline runs): the wait is granted at
@@ -351,7 +357,7 @@ class ThreadedEngine(Engine):
 
     def wait_for_all(self, timeout: float | None = None) -> None:
         """Wait until no pushed function is pending; raise the first unreported error."""
-        self._check_self_wait("wait_for_all", None)
+        self._check_wait("wait_for_all", None)
         with self._lock:
             done = self._wait_idle_locked(timeout)
             pending, streams = self._pending, list(self._streams)
