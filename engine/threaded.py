@@ -208,7 +208,9 @@ class ThreadedEngine(Engine):
                 _grant_head(v, ready)
         for b in ready:
             own = self._dispatch_locked(b, own)
-        self._count_done_locked()
+        self._pending -= 1  # _count_done_locked, inlined on this hot path
+        if self._pending == 0 and self._idle_waiters:
+            self._all_done.notify_all()
 
     def _dispatch_locked(self, block: Block, quiet: _Pool | None = None) -> _Pool | None:
         """Hand a ready block to its pool (or finish a wait_for_var in place).
