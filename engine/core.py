@@ -150,10 +150,9 @@ class Operator:
 
 
 def _bad_var(engine: "Engine", v: Any, name: str | None, fn: Callable[..., Any]) -> None:
-    if not isinstance(v, Var) or v.engine is not engine:
-        raise VariableError(
-            f"{name or _fn_name(fn)}: {v!r} is not a variable of this engine; "
-            "make variables with this engine's new_variable()")
+    if not isinstance(v, Var) or v.engine is not engine:  # else a subclass of Var: fine
+        raise VariableError(f"{name or _fn_name(fn)}: {v!r} is not a variable of this engine; "
+                            "make variables with this engine's new_variable()")
 
 
 class Block:

@@ -57,6 +57,7 @@ from .profiling import EngineHooks
 _PRIO = frozenset({FnProperty.CPU_PRIORITIZED, FnProperty.GPU_PRIORITIZED})
 _COPY = frozenset({FnProperty.COPY_FROM_GPU, FnProperty.COPY_TO_GPU})
 _CPU_NORMAL = ("cpu", 0, "normal")
+_CPU = Context("cpu")
 
 
 class _Pool:
@@ -310,40 +311,33 @@ class ThreadedEngine(Engine):
     def wait_for_var(self, var: Var, timeout: float | None = None) -> None:
         """Wait for all work pushed so far on ``var``; raise its error, once."""
         self._check_wait("wait_for_var", var)
+        waiter = None
         with self._lock:
-            if not (var._writing or var._readers or var._queue):
-                # Idle (the common case after inline runs): the wait is granted at
-                # once -- what _grant_wait_locked does, without a waiter, a block
-                # and an Event to make and signal (a third of a small run's cost).
+            if var._writing or var._readers or var._queue:
+                # Busy: a waiter queued as a write is granted after every earlier
+                # read and write of the variable (_grant_wait_locked).
+                waiter = _WaitFor(var)
+                block = Block(waiter, _CPU, 0, next(self._seq))  # type: ignore[arg-type]
+                block.wait = 1
+                append_write(var, block)
+            else:
+                # Idle (the common case after inline runs): granted at once, with
+                # no waiter to make and signal (a third of a small run's cost).
                 error = self._take_var_error_locked(var)
                 events = [e for e in [var._write_event, *var._read_events] if e is not None]
-                idle = True
-            else:
-                idle = False
-        if idle:
-            for e in events:
-                e.synchronize()
-            raise_error(error)
-            return
-        waiter = _WaitFor(var)
-        block = Block(waiter, Context.cpu(), 0, next(self._seq))  # type: ignore[arg-type]
-        with self._lock:
-            block.wait = 2
-            append_write(var, block)
-            block.wait -= 1
-            if block.wait == 0:  # fast path: the variable is idle
-                self._grant_wait_locked(block)
-        if not waiter.event.is_set() and not self._blocking_wait(waiter.event, timeout):
-            with self._lock:
-                waiter.abandoned = not waiter.event.is_set()
-            if waiter.abandoned:
-                raise EngineTimeoutError(
-                    f"wait_for_var({var.name}) timed out after {timeout}s; started and "
-                    f"not complete on it: {self._running_names(var)}; queued: "
-                    f"{[n for n, _ in var.state()['queued'][:5]]}")
-        for e in waiter.events:  # GPU producers: the host waits for their events
+        if waiter is not None:
+            if not waiter.event.is_set() and not self._blocking_wait(waiter.event, timeout):
+                with self._lock:
+                    waiter.abandoned = not waiter.event.is_set()
+                if waiter.abandoned:
+                    raise EngineTimeoutError(
+                        f"wait_for_var({var.name}) timed out after {timeout}s; started and "
+                        f"not complete on it: {self._running_names(var)}; queued: "
+                        f"{[n for n, _ in var.state()['queued'][:5]]}")
+            error, events = waiter.error, waiter.events
+        for e in events:  # GPU producers: the host waits for their events
             e.synchronize()
-        raise_error(waiter.error)
+        raise_error(error)
 
     def _grant_wait_locked(self, block: Block) -> None:
         waiter: _WaitFor = block.op  # type: ignore[assignment]
