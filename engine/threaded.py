@@ -49,8 +49,8 @@ from typing import Any
 
 from . import gpu
 from .context import Context, FnProperty
-from .core import (Block, Engine, Var, _grant_head, _tls, append_write, raise_error,
-                   release_write)
+from .core import (DELETE_VAR, NORMAL, Block, Engine, Var, _grant_head, _tls, append_write,
+                   raise_error, release_write)
 from .errors import EngineClosedError, EngineTimeoutError
 from .profiling import EngineHooks
 
@@ -145,7 +145,7 @@ class ThreadedEngine(Engine):
         try:
             if self._closed:
                 raise EngineClosedError(f"{op.name}: pushed after shutdown(); make a new engine")
-            if op.prop is FnProperty.DELETE_VAR or self._deleted_seen:
+            if op.prop is DELETE_VAR or self._deleted_seen:
                 self._admit_locked(op)
             self._pending += 1
             # append_read / append_write inlined (this is the hot path of a push):
@@ -228,7 +228,7 @@ class ThreadedEngine(Engine):
             self._grant_wait_locked(block)
             return quiet
         pool = self._cpu_pool
-        if pool is None or op.prop is not FnProperty.NORMAL or block.ctx.device_type != "cpu":
+        if pool is None or op.prop is not NORMAL or block.ctx.device_type != "cpu":
             pool = self._pool_for_locked(op.prop, block.ctx)
         heap = pool.heap
         heapq.heappush(heap, (-block.priority, block.seq, block))
