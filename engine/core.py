@@ -37,6 +37,7 @@ STATE -- the whole of it, all guarded by the engine's one lock ``Engine._lock``
   ``_failed_vars``  variables whose ``error`` is set
   ``_deleted_seen`` a ``delete_variable`` was pushed: pushes check their variables
   ``_idle_waiters`` threads waiting for ``_pending == 0`` (completions notify only then)
+  ``_cpu_run_ctx``  the RunContext last given on CPU, given again for the same ctx
 
 The threaded engine adds its worker pools (``threaded.py``, state listed there).
 A variable in both lists of one push counts as mutated only, so a push never

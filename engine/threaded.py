@@ -19,6 +19,11 @@ STATE -- beyond the core's (``core.py``), all guarded by ``Engine._lock``:
   ``_closed``   pushes are refused after ``shutdown()``
   ``_running``  seq -> Block for blocks dispatched and not complete (timeouts
                 name them: an async function that never calls on_complete)
+  ``_cpu_pool`` the normal CPU pool once made (most dispatches go there)
+
+A worker takes the lock once per function: it releases the block it ran (its
+variables, and its successors dispatched -- the first one to its own pool
+without a wake-up, as it pops next) and pops the next block in one section.
 
 ``_WaitFor`` (one per ``wait_for_var`` call that has to wait)
   ``event``     set when granted; ``error`` / ``events`` taken from the variable
