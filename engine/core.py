@@ -313,16 +313,12 @@ class Engine:
     def push_async(self, fn: AsyncFn, ctx: Context, const_vars: Sequence[Var],
                    mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                    priority: int = 0, *, name: str | None = None) -> None:
-        op = Operator(self, fn, const_vars, mutable_vars, prop, True, name)
-        if ctx.__class__ is not Context and not isinstance(ctx, Context):
-            raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
-        self._push_block(Block(op, ctx, priority, next(self._seq)))
+        self.push(Operator(self, fn, const_vars, mutable_vars, prop, True, name), ctx, priority)
 
     def push_sync(self, fn: SyncFn, ctx: Context, const_vars: Sequence[Var],
                   mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                   priority: int = 0, *, name: str | None = None) -> None:
-        # The hot path of a push: an operator made just now is ours and not
-        # deleted, so only ctx needs a check (push_async likewise).
+        # The hot path: an operator made just now is ours and not deleted.
         op = Operator(self, fn, const_vars, mutable_vars, prop, False, name)
         if ctx.__class__ is not Context and not isinstance(ctx, Context):
             raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
@@ -389,12 +385,6 @@ class Engine:
         finally:
             self._idle_waiters -= 1
 
-    def _count_done_locked(self) -> None:
-        """One pushed function less pending; wake idle-waiters when none is left."""
-        self._pending -= 1
-        if self._pending == 0 and self._idle_waiters:
-            self._all_done.notify_all()
-
     def _check_wait(self, what: str, var: Var | None) -> None:
         """Refuse a wait on a foreign variable, or one that would wait for itself."""
         if var is not None and (not isinstance(var, Var) or var.engine is not self):
@@ -414,20 +404,17 @@ class Engine:
         op = block.op
         if op.prop in _NO_SKIP:
             return None
-        for v in op.const_vars:
-            if v.error is not None:
-                return v.error
-        for v in op.mutable_vars:
+        for v in op.const_vars + op.mutable_vars:
             if v.error is not None:
                 return v.error
         return None
 
     def _execute(self, block: Block, stream: Any = None) -> bool:
-        """Run (or skip) one ready block on this thread.  Returns True for a sync
-        function that ran without error on CPU with no hooks: the caller then
-        releases its variables (``_complete(block, None, False)``), so a worker
-        can do it under the lock it takes to pop its next block anyway.  Every
-        other block is completed here (or by its ``on_complete``)."""
+        """Run (or skip) one ready block on this thread.  True: a sync function ran
+        without error on CPU with no hooks, and the caller releases its variables
+        (``_complete(block, None, False)``; a worker, under the lock it takes to
+        pop its next block).  Every other block is completed here or by its
+        ``on_complete``."""
         op = block.op
         if self._failed_vars:  # no variable holds an error: nothing can be inherited
             err = self._inherited_error(block)
@@ -471,12 +458,10 @@ class Engine:
     def _prepare(self, block: Block, stream: Any) -> None:
         """Order this function after GPU producers of its variables (#18951)."""
         op = block.op
-        for v in op.const_vars:
+        for v in op.const_vars + op.mutable_vars:
             if v._write_event is not None:
                 _wait_event(stream, v._write_event)
         for v in op.mutable_vars:
-            if v._write_event is not None:
-                _wait_event(stream, v._write_event)
             for e in v._read_events:  # write-after-read: wait for GPU readers too
                 _wait_event(stream, e)
 

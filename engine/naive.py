@@ -60,7 +60,9 @@ class NaiveEngine(Engine):
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
         with self._lock:
             self._mark_vars_locked(block, error, original)
-            self._count_done_locked()
+            self._pending -= 1
+            if self._pending == 0 and self._idle_waiters:  # wake wait_for_all
+                self._all_done.notify_all()
         if block.finished is not None:
             block.finished.set()
 

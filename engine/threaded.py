@@ -153,9 +153,7 @@ class ThreadedEngine(Engine):
             if op.prop is DELETE_VAR or self._deleted_seen:
                 self._admit_locked(op)
             self._pending += 1
-            # append_read / append_write inlined (this is the hot path of a push):
-            # a grant is counted down from the number of variables.
-            wait = 0
+            wait = 0  # append_read / append_write inlined: the hot path of a push
             for v in op.const_vars:
                 if v._writing or v._queue:
                     v._queue.append((block, False))
@@ -182,8 +180,7 @@ class ThreadedEngine(Engine):
             self._complete(block, None, False)
 
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
-        # Completed inside _execute (errors, hooks, GPU) on a worker: that worker
-        # pops next, as after the plain case its loop releases (see below).
+        # Completed inside _execute (errors, hooks, GPU) on a worker, which pops next.
         tls = _tls.__dict__
         own = tls.get("pool") if tls.get("block") is block and not block.inline else None
         with self._lock:
@@ -191,11 +188,10 @@ class ThreadedEngine(Engine):
 
     def _release_locked(self, block: Block, error: BaseException | None, original: bool,
                         own: _Pool | None) -> None:
-        """Mark the block's writes, grant its variables to the next in their queues.
-
-        ``own``: the pool of the worker that ran it, which pops its next block
-        next: its first ready successor there needs no wake-up.  Waking an idle peer instead makes a chain ping-pong between
-        threads (measured ~2x slower)."""
+        """Count the block's writes, grant its variables to the next in their queues.
+        ``own``: the pool of the worker that ran it and pops next, so its first ready
+        successor there needs no wake-up (waking an idle peer instead makes a chain
+        ping-pong between threads, measured ~2x slower)."""
         op = block.op
         if error is None and not self._gpu_seen:
             for v in op.mutable_vars:  # _mark_vars_locked's common case
@@ -214,8 +210,8 @@ class ThreadedEngine(Engine):
                 _grant_head(v, ready)
         for b in ready:
             own = self._dispatch_locked(b, own)
-        self._pending -= 1  # _count_done_locked, inlined on this hot path
-        if self._pending == 0 and self._idle_waiters:
+        self._pending -= 1
+        if self._pending == 0 and self._idle_waiters:  # wake wait_for_all
             self._all_done.notify_all()
 
     def _dispatch_locked(self, block: Block, quiet: _Pool | None = None) -> _Pool | None:
