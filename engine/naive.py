@@ -36,26 +36,22 @@ class NaiveEngine(Engine):
         with self._lock:
             self._admit_locked(op)
             self._pending += 1
-        if block.ctx.device_type == "cpu" and not op.is_async:  # the common case
+        if op.is_async:  # completed by on_complete, maybe from another thread
+            block.finished = threading.Event()
+        stream = None
+        if block.ctx.device_type == "cpu":
             if self._execute(block, None):
                 self._complete(block, None, False)
-            return
-        # Async or GPU: _execute (or on_complete) completes it; wait for that.
-        if op.is_async:
-            block.finished = threading.Event()
-        if block.ctx.device_type == "cpu":
-            self._execute(block, None)
         else:
-            dev = block.ctx.device_id
-            if dev not in self._streams:
-                self._streams[dev] = gpu.new_stream(dev)
-            stream = self._streams[dev]
+            stream = self._streams.get(block.ctx.device_id)
+            if stream is None:
+                stream = self._streams[block.ctx.device_id] = gpu.new_stream(block.ctx.device_id)
             with stream:
                 self._execute(block, stream)
         if block.finished is not None:
-            block.finished.wait()  # on_complete may come from another thread
-        if block.ctx.device_type != "cpu":
-            self._streams[block.ctx.device_id].synchronize()
+            block.finished.wait()
+        if stream is not None:  # after on_complete: the work it enqueued too
+            stream.synchronize()
 
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
         with self._lock:
