@@ -35,6 +35,9 @@ STATE -- the whole of it, all guarded by the engine's one lock ``Engine._lock``
   ``_errors``       ``(push seq, error)`` of original errors (not inherited ones)
                     not yet reported; raised in push order
   ``_failed_vars``  variables whose ``error`` is set
+  ``_deleted_seen`` a ``delete_variable`` was pushed: pushes check their variables
+  ``_idle_waiters`` threads waiting for ``_pending == 0`` (completions notify only then)
+  ``_cpu_run_ctx``  the RunContext last given on CPU, given again for the same ctx
 
 The threaded engine adds its worker pools (``threaded.py``, state listed there).
 A variable in both lists of one push counts as mutated only, so a push never
@@ -62,13 +65,12 @@ AsyncFn = Callable[[RunContext, OnComplete], None]
 
 # Properties whose functions run even when an input holds an error.
 _NO_SKIP = frozenset({FnProperty.DELETE_VAR, FnProperty.NO_SKIP})
+# Members as globals for the hot paths: ``FnProperty.NORMAL`` is a lookup through
+# the enum's metaclass, ~8x the cost of a global in Python 3.11.
+NORMAL, DELETE_VAR = FnProperty.NORMAL, FnProperty.DELETE_VAR
 
 # The block running on this thread, if any: nested waits need it (deadlock checks).
 _tls = threading.local()
-
-
-def current_block() -> "Block | None":
-    return getattr(_tls, "block", None)
 
 
 class Var:
@@ -152,10 +154,9 @@ class Operator:
 
 
 def _bad_var(engine: "Engine", v: Any, name: str | None, fn: Callable[..., Any]) -> None:
-    if not isinstance(v, Var) or v.engine is not engine:
-        raise VariableError(
-            f"{name or _fn_name(fn)}: {v!r} is not a variable of this engine; "
-            "make variables with this engine's new_variable()")
+    if not isinstance(v, Var) or v.engine is not engine:  # else a subclass of Var: fine
+        raise VariableError(f"{name or _fn_name(fn)}: {v!r} is not a variable of this engine; "
+                            "make variables with this engine's new_variable()")
 
 
 class Block:
@@ -174,7 +175,7 @@ class Block:
         self.stream: Any = None
         self.record: FnRecord | None = None
         self.finished: threading.Event | None = None  # only NaiveEngine waits on it
-        self.inline = False  # ThreadedEngine: running on the thread that pushed it
+        self.inline = False
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:
@@ -213,7 +214,8 @@ def release_write(var: Var, ready: list[Block]) -> None:
 
 
 def _grant_head(var: Var, ready: list[Block]) -> None:
-    """Grant the queue's head: one write, or every read up to the next write."""
+    """Grant the queue's head: one write, or every read up to the next write.
+    A block granted its last variable is ready."""
     q = var._queue
     if not q:
         return
@@ -221,18 +223,16 @@ def _grant_head(var: Var, ready: list[Block]) -> None:
         if var._readers == 0:
             block = q.popleft()[0]
             var._writing = True
-            _grant(block, ready)
+            block.wait -= 1
+            if block.wait == 0:
+                ready.append(block)
         return
     while q and not q[0][1]:
         block = q.popleft()[0]
         var._readers += 1
-        _grant(block, ready)
-
-
-def _grant(block: Block, ready: list[Block]) -> None:
-    block.wait -= 1
-    if block.wait == 0:
-        ready.append(block)
+        block.wait -= 1
+        if block.wait == 0:
+            ready.append(block)
 
 
 class _OnComplete:
@@ -266,9 +266,10 @@ class Engine:
     """The engine design's interface. Subclasses: NaiveEngine, ThreadedEngine."""
 
     name = "engine"
+    _lock_type: Callable[[], Any] = YieldingLock  # engine/locks.py: no lock convoy under the GIL
 
     def __init__(self, hooks: EngineHooks | None = None) -> None:
-        self._lock = YieldingLock()  # engine/locks.py: no lock convoy under the GIL
+        self._lock = self._lock_type()
         self._all_done = threading.Condition(self._lock)  # type: ignore[arg-type]
         self._hooks = hooks
         self._seq = count()
@@ -276,7 +277,12 @@ class Engine:
         self._pending = 0
         self._errors: list[tuple[int, BaseException]] = []
         self._failed_vars: set[Var] = set()
+        self._deleted_seen = False
+        self._idle_waiters = 0
         self._gpu_seen = False  # set once a GPU event is recorded on a variable
+        # The RunContext last given on CPU: reused while pushes share one ctx
+        # (one object less per function; a RunContext is read, never written).
+        self._cpu_run_ctx = RunContext(Context("cpu"), None)
 
     # --- the engine design's API ---------------------------------------------
 
@@ -307,15 +313,13 @@ class Engine:
     def push_async(self, fn: AsyncFn, ctx: Context, const_vars: Sequence[Var],
                    mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                    priority: int = 0, *, name: str | None = None) -> None:
-        self._push_new(Operator(self, fn, const_vars, mutable_vars, prop, True, name), ctx, priority)
+        self.push(Operator(self, fn, const_vars, mutable_vars, prop, True, name), ctx, priority)
 
     def push_sync(self, fn: SyncFn, ctx: Context, const_vars: Sequence[Var],
                   mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                   priority: int = 0, *, name: str | None = None) -> None:
-        self._push_new(Operator(self, fn, const_vars, mutable_vars, prop, False, name), ctx, priority)
-
-    def _push_new(self, op: Operator, ctx: Context, priority: int) -> None:
-        # An operator made just now is ours and not deleted: only ctx needs a check.
+        # The hot path: an operator made just now is ours and not deleted.
+        op = Operator(self, fn, const_vars, mutable_vars, prop, False, name)
         if ctx.__class__ is not Context and not isinstance(ctx, Context):
             raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
         self._push_block(Block(op, ctx, priority, next(self._seq)))
@@ -359,18 +363,33 @@ class Engine:
         raise NotImplementedError
 
     def _admit_locked(self, op: Operator) -> None:
-        """Refuse pushes naming a deleted variable; a delete marks its variable."""
+        """Refuse pushes naming a deleted variable; a delete marks its variable.
+        Until the first delete there is nothing to check (the common case)."""
+        if op.prop is not DELETE_VAR and not self._deleted_seen:
+            return
         for v in op.const_vars + op.mutable_vars:
             if v._deleted:
                 raise VariableError(
                     f"{op.name}: variable {v.name!r} was deleted by delete_variable; "
                     "make a new variable instead of reusing it")
-        if op.prop is FnProperty.DELETE_VAR:
+        if op.prop is DELETE_VAR:
+            self._deleted_seen = True
             for v in op.mutable_vars:
                 v._deleted = True
 
-    def _check_self_wait(self, what: str, var: Var | None) -> None:
-        block = current_block()
+    def _wait_idle_locked(self, timeout: float | None = None) -> bool:
+        """Wait (lock held) until no pushed function is pending."""
+        self._idle_waiters += 1
+        try:
+            return self._all_done.wait_for(lambda: self._pending == 0, timeout)
+        finally:
+            self._idle_waiters -= 1
+
+    def _check_wait(self, what: str, var: Var | None) -> None:
+        """Refuse a wait on a foreign variable, or one that would wait for itself."""
+        if var is not None and (not isinstance(var, Var) or var.engine is not self):
+            raise VariableError(f"{what}: {var!r} is not a variable of this engine")
+        block: Block | None = getattr(_tls, "block", None)
         if block is None or block.op.engine is not self:
             return
         op = block.op
@@ -385,25 +404,31 @@ class Engine:
         op = block.op
         if op.prop in _NO_SKIP:
             return None
-        for v in op.const_vars:
-            if v.error is not None:
-                return v.error
-        for v in op.mutable_vars:
+        for v in op.const_vars + op.mutable_vars:
             if v.error is not None:
                 return v.error
         return None
 
-    def _execute(self, block: Block, stream: Any = None) -> None:
-        """Run (or skip) one ready block on this thread; completes sync ones."""
+    def _execute(self, block: Block, stream: Any = None) -> bool:
+        """Run (or skip) one ready block on this thread.  True: a sync function ran
+        without error on CPU with no hooks, and the caller releases its variables
+        (``_complete(block, None, False)``; a worker, under the lock it takes to
+        pop its next block).  Every other block is completed here or by its
+        ``on_complete``."""
         op = block.op
         if self._failed_vars:  # no variable holds an error: nothing can be inherited
             err = self._inherited_error(block)
             if err is not None:  # an input failed: skip, and pass the error on
                 self._finish(block, err, original=False)
-                return
+                return False
         block.stream = stream
         if self._hooks is not None:
             self._hook_start(block, stream)
+        run_ctx = self._cpu_run_ctx  # read once: another worker may replace it
+        if stream is not None or run_ctx.ctx is not block.ctx:
+            run_ctx = RunContext(block.ctx, stream)
+            if stream is None:
+                self._cpu_run_ctx = run_ctx
         prev = getattr(_tls, "block", None)
         _tls.block = block
         try:
@@ -411,9 +436,9 @@ class Engine:
                 if self._gpu_seen:  # only GPU work leaves events to order after
                     self._prepare(block, stream)
                 if op.is_async:
-                    op.fn(RunContext(block.ctx, stream), _OnComplete(self, block))
-                    return
-                op.fn(RunContext(block.ctx, stream))
+                    op.fn(run_ctx, _OnComplete(self, block))
+                    return False
+                op.fn(run_ctx)
             except Exception as exc:  # the function failed: its error, not ours
                 with self._lock:
                     late, block.done = block.done, True
@@ -421,25 +446,22 @@ class Engine:
                     self._report(_note(exc, op, "after calling on_complete"), block.seq)
                 else:
                     self._finish(block, exc, original=True)
-                return
-            if not op.is_async:
-                block.done = True
-                if stream is None and self._hooks is None:
-                    self._complete(block, None, False)  # _finish has nothing to add
-                else:
-                    self._finish(block, None, original=False)
+                return False
+            block.done = True
+            if stream is None and self._hooks is None:
+                return True  # _finish has nothing to add: the caller completes it
+            self._finish(block, None, original=False)
+            return False
         finally:
             _tls.block = prev
 
     def _prepare(self, block: Block, stream: Any) -> None:
         """Order this function after GPU producers of its variables (#18951)."""
         op = block.op
-        for v in op.const_vars:
+        for v in op.const_vars + op.mutable_vars:
             if v._write_event is not None:
                 _wait_event(stream, v._write_event)
         for v in op.mutable_vars:
-            if v._write_event is not None:
-                _wait_event(stream, v._write_event)
             for e in v._read_events:  # write-after-read: wait for GPU readers too
                 _wait_event(stream, e)
 
@@ -470,7 +492,7 @@ class Engine:
                           original: bool) -> None:
         if error is not None and original:
             self._errors.append((block.seq, error))
-        if block.op.prop is FnProperty.DELETE_VAR:
+        if block.op.prop is DELETE_VAR:
             for v in block.op.mutable_vars:  # a deleted variable reports nothing
                 v.error = None
                 self._failed_vars.discard(v)

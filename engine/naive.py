@@ -16,7 +16,7 @@ from typing import Any
 
 from . import gpu
 from .core import Block, Engine, Var, raise_error
-from .errors import EngineTimeoutError, VariableError
+from .errors import EngineTimeoutError
 from .profiling import EngineHooks
 
 
@@ -25,57 +25,53 @@ class NaiveEngine(Engine):
     callers can switch engines by name (``SGLENS_ENGINE``) alone."""
 
     name = "naive"
+    _lock_type = threading.Lock  # one thread pushes and runs: no convoy to avoid
 
     def __init__(self, hooks: EngineHooks | None = None, **_worker_counts: Any) -> None:
         super().__init__(hooks)
         self._streams: dict[int, Any] = {}
 
-    def _stream_for(self, block: Block) -> Any:
-        if not block.ctx.is_gpu:
-            return None
-        dev = block.ctx.device_id
-        if dev not in self._streams:
-            self._streams[dev] = gpu.new_stream(dev)
-        return self._streams[dev]
-
     def _push_block(self, block: Block, inline: bool = False) -> None:  # always inline
+        op = block.op
         with self._lock:
-            self._admit_locked(block.op)
+            self._admit_locked(op)
             self._pending += 1
-        stream = self._stream_for(block)
-        if block.op.is_async:
+        if op.is_async:  # completed by on_complete, maybe from another thread
             block.finished = threading.Event()
-        if stream is not None:
+        stream = None
+        if block.ctx.device_type == "cpu":
+            if self._execute(block, None):
+                self._complete(block, None, False)
+        else:
+            stream = self._streams.get(block.ctx.device_id)
+            if stream is None:
+                stream = self._streams[block.ctx.device_id] = gpu.new_stream(block.ctx.device_id)
             with stream:
                 self._execute(block, stream)
-        else:
-            self._execute(block, stream)
         if block.finished is not None:
-            block.finished.wait()  # on_complete may come from another thread
-        if stream is not None:
+            block.finished.wait()
+        if stream is not None:  # after on_complete: the work it enqueued too
             stream.synchronize()
 
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
         with self._lock:
             self._mark_vars_locked(block, error, original)
             self._pending -= 1
-            if self._pending == 0:
+            if self._pending == 0 and self._idle_waiters:  # wake wait_for_all
                 self._all_done.notify_all()
         if block.finished is not None:
             block.finished.set()
 
     def wait_for_var(self, var: Var, timeout: float | None = None) -> None:
-        if not isinstance(var, Var) or var.engine is not self:
-            raise VariableError(f"wait_for_var: {var!r} is not a variable of this engine")
-        self._check_self_wait("wait_for_var", var)
+        self._check_wait("wait_for_var", var)
         with self._lock:
             error = self._take_var_error_locked(var)
         raise_error(error)
 
     def wait_for_all(self, timeout: float | None = None) -> None:
-        self._check_self_wait("wait_for_all", None)
+        self._check_wait("wait_for_all", None)
         with self._lock:
-            if not self._all_done.wait_for(lambda: self._pending == 0, timeout):
+            if not self._wait_idle_locked(timeout):
                 raise EngineTimeoutError(f"wait_for_all timed out after {timeout}s")
             error = self._take_all_errors_locked()
         raise_error(error)

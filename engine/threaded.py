@@ -19,6 +19,11 @@ STATE -- beyond the core's (``core.py``), all guarded by ``Engine._lock``:
   ``_closed``   pushes are refused after ``shutdown()``
   ``_running``  seq -> Block for blocks dispatched and not complete (timeouts
                 name them: an async function that never calls on_complete)
+  ``_cpu_pool`` the normal CPU pool once made (most dispatches go there)
+
+A worker takes the lock once per function: it releases the block it ran (its
+variables, and its successors dispatched -- the first one to its own pool
+without a wake-up, as it pops next) and pops the next block in one section.
 
 ``_WaitFor`` (one per ``wait_for_var`` call that has to wait)
   ``event``     set when granted; ``error`` / ``events`` taken from the variable
@@ -49,14 +54,15 @@ from typing import Any
 
 from . import gpu
 from .context import Context, FnProperty
-from .core import (Block, Engine, Var, _grant_head, _tls, append_write, raise_error,
-                   release_write)
-from .errors import EngineClosedError, EngineTimeoutError, VariableError
+from .core import (DELETE_VAR, NORMAL, Block, Engine, Var, _grant_head, _tls, append_write,
+                   raise_error, release_write)
+from .errors import EngineClosedError, EngineTimeoutError
 from .profiling import EngineHooks
 
 _PRIO = frozenset({FnProperty.CPU_PRIORITIZED, FnProperty.GPU_PRIORITIZED})
 _COPY = frozenset({FnProperty.COPY_FROM_GPU, FnProperty.COPY_TO_GPU})
 _CPU_NORMAL = ("cpu", 0, "normal")
+_CPU = Context("cpu")
 
 
 class _Pool:
@@ -133,22 +139,21 @@ class ThreadedEngine(Engine):
         self._streams: list[Any] = []
         self._closed = False
         self._running: dict[int, Block] = {}
-        self._deleted_seen = False  # a delete_variable was pushed: pushes check names
+        self._cpu_pool: _Pool | None = None  # the normal CPU pool, found without a key
 
     # --- push and complete (the core's rule, under the lock) ----------------
 
     def _push_block(self, block: Block, inline: bool = False) -> None:
         op = block.op
-        with self._lock:
+        lock = self._lock
+        lock.try_acquire(False) or lock.acquire()  # `with lock` would add two Python calls
+        try:
             if self._closed:
                 raise EngineClosedError(f"{op.name}: pushed after shutdown(); make a new engine")
-            if op.prop is FnProperty.DELETE_VAR or self._deleted_seen:
+            if op.prop is DELETE_VAR or self._deleted_seen:
                 self._admit_locked(op)
-                self._deleted_seen = True
             self._pending += 1
-            # append_read / append_write inlined (this is the hot path of a push):
-            # a grant is counted down from the number of variables.
-            wait = 0
+            wait = 0  # append_read / append_write inlined: the hot path of a push
             for v in op.const_vars:
                 if v._writing or v._queue:
                     v._queue.append((block, False))
@@ -169,36 +174,45 @@ class ThreadedEngine(Engine):
                 return
             self._running[block.seq] = block
             block.inline = True
-        self._execute(block, None)  # ready and small: on this thread, as a worker would
+        finally:
+            lock.release()
+        if self._execute(block, None):  # ready and small: on this thread, as a worker would
+            self._complete(block, None, False)
 
     def _complete(self, block: Block, error: BaseException | None, original: bool) -> None:
-        ready: list[Block] = []
-        # On the worker that ran it, the block's first successor for the same
-        # pool needs no wake-up: this worker pops it next.  Waking an idle peer
-        # instead makes a chain ping-pong between threads (measured ~2x slower).
+        # Completed inside _execute (errors, hooks, GPU) on a worker, which pops next.
         tls = _tls.__dict__
         own = tls.get("pool") if tls.get("block") is block and not block.inline else None
-        op = block.op
         with self._lock:
-            if error is None and not self._gpu_seen:
-                for v in op.mutable_vars:  # _mark_vars_locked's common case
-                    v.version += 1
-            else:
-                self._mark_vars_locked(block, error, original)
-            del self._running[block.seq]
-            for v in op.const_vars:
-                v._readers -= 1
-                if v._readers == 0 and v._queue:
-                    _grant_head(v, ready)
-            for v in op.mutable_vars:
-                v._writing = False
-                if v._queue:
-                    _grant_head(v, ready)
-            for b in ready:
-                own = self._dispatch_locked(b, own)
-            self._pending -= 1
-            if self._pending == 0:
-                self._all_done.notify_all()
+            self._release_locked(block, error, original, own)
+
+    def _release_locked(self, block: Block, error: BaseException | None, original: bool,
+                        own: _Pool | None) -> None:
+        """Count the block's writes, grant its variables to the next in their queues.
+        ``own``: the pool of the worker that ran it and pops next, so its first ready
+        successor there needs no wake-up (waking an idle peer instead makes a chain
+        ping-pong between threads, measured ~2x slower)."""
+        op = block.op
+        if error is None and not self._gpu_seen:
+            for v in op.mutable_vars:  # _mark_vars_locked's common case
+                v.version += 1
+        else:
+            self._mark_vars_locked(block, error, original)
+        del self._running[block.seq]
+        ready: list[Block] = []
+        for v in op.const_vars:
+            v._readers -= 1
+            if v._readers == 0 and v._queue:
+                _grant_head(v, ready)
+        for v in op.mutable_vars:
+            v._writing = False
+            if v._queue:
+                _grant_head(v, ready)
+        for b in ready:
+            own = self._dispatch_locked(b, own)
+        self._pending -= 1
+        if self._pending == 0 and self._idle_waiters:  # wake wait_for_all
+            self._all_done.notify_all()
 
     def _dispatch_locked(self, block: Block, quiet: _Pool | None = None) -> _Pool | None:
         """Hand a ready block to its pool (or finish a wait_for_var in place).
@@ -214,17 +228,9 @@ class ThreadedEngine(Engine):
         if op.is_wait:
             self._grant_wait_locked(block)
             return quiet
-        ctx = block.ctx
-        if ctx.device_type == "cpu" and op.prop is FnProperty.NORMAL:
-            key: tuple[str, int, str] = _CPU_NORMAL
-        elif ctx.device_type == "cpu":
-            key = ("cpu", 0, "prio" if op.prop in _PRIO else "normal")
-        else:
-            key = ("gpu", ctx.device_id,
-                   "prio" if op.prop in _PRIO else "copy" if op.prop in _COPY else "normal")
-        pool = self._pools.get(key)
-        if pool is None:
-            pool = self._new_pool_locked(key)
+        pool = self._cpu_pool
+        if pool is None or op.prop is not NORMAL or block.ctx.device_type != "cpu":
+            pool = self._pool_for_locked(op.prop, block.ctx)
         heap = pool.heap
         heapq.heappush(heap, (-block.priority, block.seq, block))
         self._running[block.seq] = block
@@ -234,11 +240,20 @@ class ThreadedEngine(Engine):
             pool.wake_locked()
         return quiet
 
-    def _new_pool_locked(self, key: tuple[str, int, str]) -> _Pool:
+    def _pool_for_locked(self, prop: FnProperty, ctx: Context) -> _Pool:
+        if ctx.device_type == "cpu":
+            key = ("cpu", 0, "prio" if prop in _PRIO else "normal")
+        else:
+            key = ("gpu", ctx.device_id,
+                   "prio" if prop in _PRIO else "copy" if prop in _COPY else "normal")
         dev, _, kind = key
+        if key in self._pools:
+            return self._pools[key]
         target = self._targets["cpu" if dev == "cpu" and kind == "normal" else
                                "gpu" if kind == "normal" else kind]
         pool = self._pools[key] = _Pool(self, key, target)
+        if key == _CPU_NORMAL:
+            self._cpu_pool = pool
         for _ in range(pool.target):
             pool.spawn_locked()
         return pool
@@ -256,10 +271,15 @@ class ThreadedEngine(Engine):
         _tls.pool = pool
         me = threading.current_thread()
         heap, lock = pool.heap, self._lock
-        busy = False
+        block: Block | None = None
+        done = False  # the last block ran and waits for its release (below)
         while True:
-            with lock:
-                if busy:  # the last function is complete (counted here: one lock)
+            # One critical section finishes the last block and pops the next.
+            lock.try_acquire(False) or lock.acquire()
+            try:
+                if done:
+                    self._release_locked(block, None, False, pool)  # type: ignore[arg-type]
+                if block is not None:
                     pool.busy -= 1
                 while not heap:
                     if pool.closing or len(pool.threads) - pool.blocked > pool.target:
@@ -269,8 +289,9 @@ class ThreadedEngine(Engine):
                     pool.cond.wait()
                 block = heapq.heappop(heap)[2]
                 pool.busy += 1
-                busy = True
-            self._execute(block, stream)
+            finally:
+                lock.release()
+            done = self._execute(block, stream)
 
     def _blocking_wait(self, event: threading.Event, timeout: float | None) -> bool:
         """Wait on ``event``; a worker thread is compensated while it waits."""
@@ -290,43 +311,34 @@ class ThreadedEngine(Engine):
 
     def wait_for_var(self, var: Var, timeout: float | None = None) -> None:
         """Wait for all work pushed so far on ``var``; raise its error, once."""
-        if not isinstance(var, Var) or var.engine is not self:
-            raise VariableError(f"wait_for_var: {var!r} is not a variable of this engine")
-        self._check_self_wait("wait_for_var", var)
+        self._check_wait("wait_for_var", var)
+        waiter = None
         with self._lock:
-            if not (var._writing or var._readers or var._queue):
-                # Idle (the common case after inline runs): the wait is granted at
-                # once -- what _grant_wait_locked does, without a waiter, a block
-                # and an Event to make and signal (a third of a small run's cost).
+            if var._writing or var._readers or var._queue:
+                # Busy: a waiter queued as a write is granted after every earlier
+                # read and write of the variable (_grant_wait_locked).
+                waiter = _WaitFor(var)
+                block = Block(waiter, _CPU, 0, next(self._seq))  # type: ignore[arg-type]
+                block.wait = 1
+                append_write(var, block)
+            else:
+                # Idle (the common case after inline runs): granted at once, with
+                # no waiter to make and signal (a third of a small run's cost).
                 error = self._take_var_error_locked(var)
                 events = [e for e in [var._write_event, *var._read_events] if e is not None]
-                idle = True
-            else:
-                idle = False
-        if idle:
-            for e in events:
-                e.synchronize()
-            raise_error(error)
-            return
-        waiter = _WaitFor(var)
-        block = Block(waiter, Context.cpu(), 0, next(self._seq))  # type: ignore[arg-type]
-        with self._lock:
-            block.wait = 2
-            append_write(var, block)
-            block.wait -= 1
-            if block.wait == 0:  # fast path: the variable is idle
-                self._grant_wait_locked(block)
-        if not waiter.event.is_set() and not self._blocking_wait(waiter.event, timeout):
-            with self._lock:
-                waiter.abandoned = not waiter.event.is_set()
-            if waiter.abandoned:
-                raise EngineTimeoutError(
-                    f"wait_for_var({var.name}) timed out after {timeout}s; started and "
-                    f"not complete on it: {self._running_names(var)}; queued: "
-                    f"{[n for n, _ in var.state()['queued'][:5]]}")
-        for e in waiter.events:  # GPU producers: the host waits for their events
+        if waiter is not None:
+            if not waiter.event.is_set() and not self._blocking_wait(waiter.event, timeout):
+                with self._lock:
+                    waiter.abandoned = not waiter.event.is_set()
+                if waiter.abandoned:
+                    raise EngineTimeoutError(
+                        f"wait_for_var({var.name}) timed out after {timeout}s; started and "
+                        f"not complete on it: {self._running_names(var)}; queued: "
+                        f"{[n for n, _ in var.state()['queued'][:5]]}")
+            error, events = waiter.error, waiter.events
+        for e in events:  # GPU producers: the host waits for their events
             e.synchronize()
-        raise_error(waiter.error)
+        raise_error(error)
 
     def _grant_wait_locked(self, block: Block) -> None:
         waiter: _WaitFor = block.op  # type: ignore[assignment]
@@ -342,9 +354,9 @@ class ThreadedEngine(Engine):
 
     def wait_for_all(self, timeout: float | None = None) -> None:
         """Wait until no pushed function is pending; raise the first unreported error."""
-        self._check_self_wait("wait_for_all", None)
+        self._check_wait("wait_for_all", None)
         with self._lock:
-            done = self._all_done.wait_for(lambda: self._pending == 0, timeout)
+            done = self._wait_idle_locked(timeout)
             pending, streams = self._pending, list(self._streams)
         if not done:
             raise EngineTimeoutError(
@@ -367,7 +379,7 @@ class ThreadedEngine(Engine):
         """Stop the workers (after pending work, if ``wait``); refuse pushes after."""
         with self._lock:
             if wait:
-                self._all_done.wait_for(lambda: self._pending == 0)
+                self._wait_idle_locked()
             self._closed = True
             threads = []
             for pool in self._pools.values():

@@ -121,6 +121,23 @@ def test_variable_in_both_lists_is_mutated_without_deadlock(eng: Engine) -> None
     assert op.const_vars == () and op.mutable_vars == (v,)
 
 
+def test_each_function_gets_the_context_it_was_pushed_with(eng: Engine) -> None:
+    # The engine reuses the CPU RunContext while pushes share one Context: a
+    # push with another one (or a wait in between) must not see a stale one.
+    ctxs = [Context.cpu(0), Context.cpu(1), Context.cpu(0), Context.cpu(1)]
+    seen: list[tuple[int, Context, object]] = []
+    vs = [eng.new_variable() for _ in range(4)]
+    for i in range(200):
+        ctx = ctxs[i % 3 if i % 7 else 1]
+        eng.push_sync(lambda rc, i=i, ctx=ctx: seen.append((i, ctx, rc.ctx)) or None, ctx,
+                      [vs[(i + 1) % 4]], [vs[i % 4]])
+        if i % 50 == 0:
+            eng.wait_for_var(vs[i % 4])
+    eng.wait_for_all(timeout=10)
+    assert len(seen) == 200
+    assert all(rc_ctx is ctx for _, ctx, rc_ctx in seen)
+
+
 def test_wait_for_fresh_variable_returns_at_once(eng: Engine) -> None:
     v = eng.new_variable()
     t = time.perf_counter()
