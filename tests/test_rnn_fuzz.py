@@ -205,8 +205,8 @@ def _direction(kind: int, seq: int, batch: int, hs: int, **over) -> dict:
     return d
 
 
-def _call(d: dict, ways: int = 1) -> None:
-    native._lib.rnn_directions([tuple(d.values())], ways)
+def _call(d: dict) -> None:
+    native._lib.rnn_directions([tuple(d.values())])
 
 
 @pytest.mark.skipif(not COMPILED, reason="extension not built")
@@ -241,10 +241,10 @@ def test_a_bad_direction_after_a_good_one_releases_both() -> None:
     array stays resizable, which a held buffer would forbid)."""
     good, bad = _direction(2, 3, 2, 4), _direction(2, 3, 2, 4, h=np.zeros((2, 4), np.float64))
     with pytest.raises(ValueError, match="float32"):
-        native._lib.rnn_directions([tuple(good.values()), tuple(bad.values())], 2)
+        native._lib.rnn_directions([tuple(good.values()), tuple(bad.values())])
     good["xs"].resize((1,), refcheck=False)  # BufferError if a view of it were still held
     with pytest.raises(TypeError):
-        native._lib.rnn_directions([("not", "a", "direction")], 1)
+        native._lib.rnn_directions([("not", "a", "direction")])
 
 
 @pytest.mark.skipif(not COMPILED, reason="extension not built")
@@ -268,7 +268,7 @@ def test_raw_arguments_never_crash(kind: int, dims: list, flags: int, strided: b
                    rbh=np.ones(hs, f32) if flags & 4 else None,
                    p=np.ones(3 * hs, f32) if kind == 2 and flags & 2 else None)
     try:
-        _call(d, ways=2 if flags & 1 else 1)
+        _call(d)
     except ValueError:
         return
     assert np.isfinite(d["ys"]).all()
@@ -283,6 +283,12 @@ def _gru_model(rng: np.random.Generator, hidden_size: int, hs: int = 5) -> tuple
     return _model(case, arrays), {"x": arrays["x"]}
 
 
+#: onnxruntime's C++ exceptions abort a process under AddressSanitizer: its checks
+#: are this run's, not the sanitizer run's (which checks compiled against numpy).
+_NOT_SANITIZED = pytest.mark.skipif(SANITIZED, reason="onnxruntime under the sanitizer")
+
+
+@_NOT_SANITIZED
 def test_a_gru_runs_compiled_through_the_executor_run_after_run(
         rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
     data, feeds = _gru_model(rng, 5)
@@ -300,6 +306,7 @@ def test_a_gru_runs_compiled_through_the_executor_run_after_run(
     assert calls or not COMPILED, "the GRU did not run compiled"
 
 
+@_NOT_SANITIZED
 def test_a_contradicting_hidden_size_is_refused_naming_the_node(rng: np.random.Generator) -> None:
     data, feeds = _gru_model(rng, 6)
     assert isinstance(_onnxruntime(data, feeds), Exception)  # onnxruntime refuses it too

@@ -414,7 +414,7 @@ def _compiled(op: str, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarra
                      None if rbh is None else rbh[d], codes[d],
                      np.inf if clip is None else clip, flags | int(reverse)))
     try:
-        native._lib.rnn_directions(dirs, 1)
+        native._lib.rnn_directions(dirs)
     except ValueError as exc:  # the C side's own check; Python's should have caught it first
         raise geometry.GeometryError(str(exc)) from None
     return _finish(np, ys, [h] if c is None else [h, c], layout)
