@@ -178,7 +178,9 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: its inputs are ready there
     out, conv_fused = _fuse_conv_chains(graph, _spliced(nodes, drop, replace), const, kernel_of)
-    return out, fused + conv_fused
+    from .fuse_attention import fuse_attention  # here: that module builds on this one
+    out, attention_fused = fuse_attention(graph, out, kernel_of)
+    return out, fused + conv_fused + attention_fused
 
 
 def _sole_reader(graph: Graph, nodes: Sequence[Node]) -> Callable[[str, str], int | None]:
