@@ -63,31 +63,53 @@ def _cached(names: list[str]) -> dict[str, tuple[bytes, dict]]:
     return out
 
 
-def _median_ms(fn: Callable[[], Any], samples: list[float]) -> None:
+def _time_ms(fn: Callable[[], Any], samples: list[float]) -> None:
     start = time.perf_counter()
     fn()
     samples.append((time.perf_counter() - start) * 1e3)
 
 
-def compare(name: str, data: bytes, feeds: dict, repeat: int) -> tuple[float, float]:
-    """(ours, onnxruntime) median milliseconds, the two timed turn about."""
+def _unfused(data: bytes) -> Executor:
+    """An executor of the model without the attention fusion (what it replaced)."""
+    try:
+        from engine import fuse_attention
+    except ImportError:  # a checkout before the fusion (a baseline run)
+        return Executor(load_model(data))
+    real = fuse_attention.fuse_attention
+    fuse_attention.fuse_attention = lambda graph, nodes, kernel_of: (nodes, [])
+    try:
+        return Executor(load_model(data))
+    finally:
+        fuse_attention.fuse_attention = real
+
+
+def compare(name: str, data: bytes, feeds: dict, repeat: int) -> None:
+    """Ours (and ours without the attention fusion, where it fused) against onnxruntime,
+    median milliseconds, the three timed turn about."""
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    with Executor(load_model(data)) as ex:
+    with Executor(load_model(data)) as ex, _unfused(data) as plain:
         ours_out = ex(feeds)
         ref = sess.run(None, feeds)
         worst = max(float(np.max(np.abs(np.asarray(ours_out[n], np.float64) - r)))
                     for n, r in zip(names, ref) if r.size)
         attention = sum(f.node.op_type == "Attention" for f in ex._fused.values())
-        ours: list[float] = []
-        theirs: list[float] = []
-        for _ in range(repeat):
-            _median_ms(lambda: ex(feeds), ours)
-            _median_ms(lambda: sess.run(None, feeds), theirs)
-    a, b = statistics.median(ours), statistics.median(theirs)
-    print(f"{name:22s} ours {a:8.2f} ms  onnxruntime {b:8.2f} ms  ratio {a / b:5.2f}x"
-          f"  max |diff| {worst:.1e}  attention fused x{attention}")
-    return a, b
+        runs: dict[str, list[float]] = {"ours": [], "unfused": [], "onnxruntime": []}
+        plain(feeds)
+        calls = [("ours", lambda: ex(feeds)), ("unfused", lambda: plain(feeds)),
+                 ("onnxruntime", lambda: sess.run(None, feeds))]
+        if not attention:
+            del calls[1]
+        for i in range(repeat):
+            # the order turns each round: onnxruntime's threads spin on after a run and
+            # slowed whichever ran next (the fused model 1.4x, always right after it)
+            for key, fn in calls[i % len(calls):] + calls[:i % len(calls)]:
+                _time_ms(fn, runs[key])
+    a, b = statistics.median(runs["ours"]), statistics.median(runs["onnxruntime"])
+    extra = (f"  (attention fused x{attention}; unfused {statistics.median(runs['unfused']):.2f}"
+             " ms)" if attention else "")
+    print(f"{name:20s} ours {a:8.2f} ms  onnxruntime {b:8.2f} ms  ratio {a / b:5.2f}x"
+          f"  max |diff| {worst:.1e}{extra}")
 
 
 def main() -> None:

@@ -61,18 +61,22 @@ _IN_PLACE = {"Mul": "multiply", "Div": "divide", "Add": "add", "Sub": "subtract"
 
 
 def attention(xp: Any, args: Sequence[Any], steps: Sequence[ScoreStep],
-              softmax: Callable[[Any], Any]) -> Any | None:
+              softmax: Callable[[Any], Any],
+              matmul: Callable[[Any, Any], Any] | None = None) -> Any | None:
     """``softmax(ops(q @ k)) @ v`` for args (q, k, v, operands...): the scores are one
     array that every step updates in place (a scale, a mask added, a Where's fill),
-    where the nodes as written make a new array per step. None when a step does not
-    fit in place (its result would broadcast past the scores or change their dtype,
-    a Where's condition is not boolean): the caller runs the nodes as written."""
+    where the nodes as written make a new array per step. ``matmul`` is the products'
+    kernel (the engine's MatMul, which cuts a large one over the cores; ``xp.matmul``
+    if None). None when a step does not fit in place (its result would broadcast past
+    the scores or change their dtype, a Where's condition is not boolean): the caller
+    runs the nodes as written."""
+    product = matmul or xp.matmul
     q, k, v = args[0], args[1], args[2]
-    scores = xp.matmul(q, k)
+    scores = product(q, k)
     for op, others, at in steps:
         if not _apply(xp, scores, op, [args[i] for i in others], at):
             return None
-    return xp.matmul(softmax(scores), v)
+    return product(softmax(scores), v)
 
 
 def _inside(scores: Any, other: Any) -> bool:
