@@ -1,5 +1,6 @@
-"""Attention found as a pattern at bind time (``plan="segments"``, beside fuse.py's
-chains): whatever an exporter wrote between the two products,
+"""Attention found as a pattern at bind time (``plan="segments"``; ``engine/fuse.py``
+splices the fused steps in beside its own chains): whatever an exporter wrote between
+the two products,
 
     s = MatMul(Q, K)  [-> Mul/Div by a scale] [-> Add a mask] [-> Where(cond, s, fill)]
       -> Softmax [-> Cast] -> MatMul(., V)
@@ -22,9 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from partition.ir import Graph, Node
+from partition.ir import Node
 
-from .fuse import _DEFAULT_DOMAINS, FUSED_DOMAIN, Fused, _sole_reader, _spliced
 from .kernels.attention import ScoreStep, attention
 from .kernels.registry import kernel_attrs
 from .run_errors import named_failure
@@ -32,35 +32,35 @@ from .run_errors import named_failure
 #: Ops that may sit on the scores between the first product and the Softmax.
 _SCORE_OPS = ("Mul", "Div", "Add", "Sub", "Where")
 _MAX_STEPS = 4
+#: A chain found: its positions in the node list, its nodes, the fused step's inputs
+#: and its kernel (``engine/fuse.py`` makes the fused node and splices it in).
+Chain = tuple[list[int], tuple[Node, ...], tuple[str, ...], Callable[..., tuple]]
 
 
-def fuse_attention(graph: Graph, nodes: list[Node],
-                   kernel_of: Callable[[Node], Any]) -> tuple[list[Node], list[Fused]]:
-    """``nodes`` with every attention pattern replaced by one fused node; the fusions."""
+def attention_chains(nodes: Sequence[Node], sole: Callable[[str, str], int | None],
+                     kernel_of: Callable[[Node], Any]) -> list[Chain]:
+    """Every attention pattern of ``nodes``, none overlapping another. ``sole(t, op)`` is
+    fuse.py's: the position of the one reader of ``t`` when it is a default-domain
+    ``op`` and ``t`` no graph output."""
     if not any(n.op_type == "Softmax" for n in nodes):
-        return nodes, []
-    sole = _sole_reader(graph, nodes)
-    fused: list[Fused] = []
-    drop: set[int] = set()
-    replace: dict[int, Node] = {}
+        return []
+    found: list[Chain] = []
+    taken: set[int] = set()
     for i, first in enumerate(nodes):
-        if first.op_type != "MatMul" or first.domain not in _DEFAULT_DOMAINS or i in drop \
+        if first.op_type != "MatMul" or first.domain not in ("", "ai.onnx") or i in taken \
                 or len(first.inputs) != 2 or not all(first.inputs):
             continue
         chain = _chain(nodes, sole, i)
-        if chain is None or drop.intersection(chain):
+        if chain is None or taken.intersection(chain):
             continue
         parts = tuple(nodes[k] for k in chain)
         kernels = [kernel_of(p) for p in parts]
         if any(k is None for k in kernels):
             continue
         inputs, steps = _operands(parts)
-        node = Node(f"{first.name}+attention", "Attention", inputs, (parts[-1].outputs[0],),
-                    FUSED_DOMAIN)
-        fused.append(Fused(node, parts, _kernel(parts, kernels, inputs, steps)))
-        drop.update(chain)
-        replace[chain[-1]] = node  # at the last product's place: every operand is ready there
-    return _spliced(nodes, drop, replace), fused
+        found.append((chain, parts, inputs, _kernel(parts, kernels, inputs, steps)))
+        taken.update(chain)
+    return found
 
 
 def _chain(nodes: Sequence[Node], sole: Callable[[str, str], int | None],
