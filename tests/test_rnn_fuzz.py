@@ -65,7 +65,7 @@ def recurrent_case(draw) -> dict:
     if op == "LSTM" and draw(st.booleans()):
         case["shapes"]["p"] = [nd, 3 * hs]
     if draw(st.booleans()):
-        case["lens"] = [draw(st.integers(1, seq)) for _ in range(batch)]
+        case["lens"] = [draw(st.integers(0, seq)) for _ in range(batch)]
     if draw(st.booleans()):
         case["attrs"]["clip"] = draw(st.sampled_from([0.3, 1.0, 5.0]))
     if draw(st.booleans()):
@@ -313,3 +313,39 @@ def test_a_contradicting_hidden_size_is_refused_naming_the_node(rng: np.random.G
     refused = "node 'rec' \\(GRU\\).*hidden_size 6 contradicts"
     with Executor(load_model(data)) as ex, pytest.raises(KernelFailure, match=refused):
         ex(feeds)
+
+
+def _case(op: str, **attrs) -> dict:
+    hs, g = 3, GATES[op]
+    return {"op": op, "seq": 4, "batch": 2, "inp": 2, "hs": hs, "nd": 1, "layout": 0,
+            "attrs": {"hidden_size": hs, "direction": "forward", **attrs},
+            "shapes": {"w": [1, g * hs, 2], "r": [1, g * hs, hs], "h0": [1, 2, hs]},
+            "seed": 7, "lens": None}
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("acts", [["Relu", "Tanh"], ["Tanh", "Relu"]])
+def test_a_forward_rnn_takes_a_pair_of_activations_as_onnxruntime_does(
+        acts: list, compiled: bool) -> None:
+    """onnxruntime's RNN accepts two names for one direction and uses the first (we
+    refused the pair, found by the fuzz)."""
+    case = _case("RNN", activations=acts)
+    arrays = _arrays(case)
+    got = _ours(case, arrays, compiled)
+    for g, want in zip(got, _onnxruntime(_model(case, arrays), arrays)):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+
+@_NOT_SANITIZED
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("op", list(GATES))
+def test_an_empty_sequence_ends_with_zero_states(op: str, compiled: bool) -> None:
+    """A batch entry of length 0 ends with Y_h (and Y_c) zero, as onnxruntime answers
+    (we returned the initial state)."""
+    case = _case(op)
+    case["lens"] = [0, 3]
+    arrays = _arrays(case)
+    got = _ours(case, arrays, compiled)
+    assert not np.any(got[1][:, 0])
+    for g, want in zip(got, _onnxruntime(_model(case, arrays), arrays)):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)

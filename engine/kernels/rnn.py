@@ -35,6 +35,8 @@ def _activation_specs(op: str, names: Any, alphas: Any, betas: Any,
     default = _DEFAULT_ACTIVATIONS[op]
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in names] if names \
         else default * n_dir
+    if op == "RNN" and n_dir == 1 and len(names) == 2:
+        names = names[:1]  # onnxruntime's RNN takes a pair for one direction, the first used
     if len(names) != len(default) * n_dir:
         raise geometry.GeometryError(
             f"activations {names[:8]} has {len(names)} names; {op} with {n_dir} direction(s) "
@@ -148,7 +150,13 @@ def _masked(xp: Any, lens: np.ndarray, t: int, reverse: bool, new: Any, old: Any
     return xp.where(active, new, old), xp.where(active, new, 0)
 
 
-def _finish(xp: Any, ys: Any, states: list[Any], layout: int) -> tuple:
+def _finish(xp: Any, ys: Any, states: list[Any], layout: int,
+            lens: np.ndarray | None = None) -> tuple:
+    """(Y, the final states) in the node's layout. An entry whose sequence length is 0
+    ends with zero states, as onnxruntime answers (``states`` are this call's own)."""
+    if lens is not None and lens.size and not lens.all():
+        for s in states:
+            s[:, xp.asarray(lens == 0)] = 0
     y = ys  # [seq, n_dir, batch, hidden]
     if layout:
         y = xp.transpose(y, (2, 0, 1, 3))
@@ -182,7 +190,7 @@ def rnn(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         h[d], ys[t, d] = _masked(xp, lens, t, False, acts[d][0](pre), h[d])
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
-    return _finish(xp, ys, [h], layout)
+    return _finish(xp, ys, [h], layout, lens)
 
 
 @register("GRU", since=7)
@@ -226,7 +234,7 @@ def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         h[d], ys[t, d] = _masked(xp, lens, t, False, (1 - z) * cand + z * hp, hp)
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
-    return _finish(xp, ys, [h], layout)
+    return _finish(xp, ys, [h], layout, lens)
 
 
 @register("LSTM", since=7)
@@ -299,7 +307,7 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
         h[d], ys[t, d] = _masked(xp, lens, t, False, new_h, h[d])
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
-    return _finish(xp, ys, [h, c], layout)
+    return _finish(xp, ys, [h, c], layout, lens)
 
 
 def _lstm_common(xp: Any, x: Any, w: Any, r: Any, b: Any, b_in: Any, h: Any, c: Any,
@@ -417,7 +425,7 @@ def _compiled(op: str, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarra
         native._lib.rnn_directions(dirs)
     except ValueError as exc:  # the C side's own check; Python's should have caught it first
         raise geometry.GeometryError(str(exc)) from None
-    return _finish(np, ys, [h] if c is None else [h, c], layout)
+    return _finish(np, ys, [h] if c is None else [h, c], layout, lens)
 
 
 def _compiled_weights(op: str, w: np.ndarray, r: np.ndarray, b: np.ndarray | None,
