@@ -44,7 +44,7 @@ run: sysdeps-run install samples
 # Tests of CPU-only behaviour carry @pytest.mark.cpu_only(reason=...) and are skipped there.
 FAKE_GPU_TESTS := tests/test_executor.py tests/test_executor_models.py tests/test_executor_outputs.py \
                   tests/test_executor_plan.py tests/test_executor_speed_paths.py tests/test_subgraph_ops.py \
-                  tests/test_rnn_paths.py tests/test_fuse_conv.py tests/test_fuse_gelu.py \
+                  tests/test_rnn_paths.py tests/test_fuse_conv.py tests/test_fuse_gelu.py tests/test_fuse_attention.py \
                   tests/test_specialize.py tests/test_lean_body.py tests/test_engine_inplace.py \
                   tests/test_compare.py tests/test_run_budget.py tests/test_ort_fallback.py tests/test_app_runs.py
 
@@ -63,7 +63,7 @@ test: sysdeps-test install-test samples
 # LeakSanitizer would report as thousands of leaks that are not ours.
 SANITIZE_DIR   := build/sanitize
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g
-SANITIZE_TESTS := tests/test_native.py tests/test_geometry_fuzz.py
+SANITIZE_TESTS := tests/test_native.py tests/test_geometry_fuzz.py tests/test_rnn_fuzz.py
 test-sanitize: install-test
 	@if ! $(CC) --version >/dev/null 2>&1; then echo "test-sanitize: no C compiler ($(CC)), skipped"; exit 0; fi; \
 	set -e; rm -rf $(SANITIZE_DIR); \

@@ -21,8 +21,8 @@ def _libmvec() -> list[str]:
 setup(ext_modules=[
     Extension("engine.kernels._native",
               ["engine/kernels/_native.c", "engine/kernels/_native_pool.c",
-               "engine/kernels/_native_conv.c"],
-              depends=["engine/kernels/_native.h"],
+               "engine/kernels/_native_conv.c", "engine/kernels/_native_rnn.c"],
+              depends=["engine/kernels/_native.h", "engine/kernels/_native_rnn.h"],
               extra_compile_args=["-O3", "-fno-math-errno", "-fopenmp-simd", "-pthread"],
               extra_link_args=["-pthread"],
               libraries=["m", *_libmvec()], optional=True),

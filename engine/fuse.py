@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from partition.ir import Graph, Node
 
+from .fuse_attention import attention_chains
 from .kernels import native
 from .kernels.nn import conv as nn_conv, conv_fused
 from .kernels.registry import kernel_attrs
@@ -178,7 +179,19 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: its inputs are ready there
     out, conv_fused = _fuse_conv_chains(graph, _spliced(nodes, drop, replace), const, kernel_of)
-    return out, fused + conv_fused
+    out, attention_fused = _fuse_attention(graph, out, kernel_of)
+    return out, fused + conv_fused + attention_fused
+
+
+def _fuse_attention(graph: Graph, nodes: list[Node],
+                    kernel_of: Callable[[Node], Any]) -> tuple[list[Node], list[Fused]]:
+    """Attention as one step each: the chains and their kernels are fuse_attention.py's."""
+    found = attention_chains(nodes, _sole_reader(graph, nodes), kernel_of)
+    fused = [Fused(Node(f"{parts[0].name}+attention", "Attention", inputs,
+                        (parts[-1].outputs[0],), FUSED_DOMAIN), parts, kernel)
+             for _, parts, inputs, kernel in found]
+    replace = {chain[-1]: f.node for (chain, *_), f in zip(found, fused)}
+    return _spliced(nodes, {i for chain, *_ in found for i in chain}, replace), fused
 
 
 def _sole_reader(graph: Graph, nodes: Sequence[Node]) -> Callable[[str, str], int | None]:

@@ -1,4 +1,7 @@
-"""FlexAttention (domain ai.onnx.preview): scaled dot-product attention whose scores and
+"""FlexAttention (domain ai.onnx.preview), and the kernel of attention found as a pattern
+(``attention``, see engine/fuse_attention.py).
+
+FlexAttention: scaled dot-product attention whose scores and
 probabilities may each pass through a user graph (``score_mod``, ``prob_mod``).
 
 A control-flow kernel: the graphs run through the caller's ``run_graph``, so they can read
@@ -7,7 +10,7 @@ outer-scope tensors and run on the same ``xp`` as everything else.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -46,3 +49,66 @@ def flex_attention(xp: Any, q: Any, k: Any, v: Any, *, subgraphs: dict[str, Grap
     if "prob_mod" in subgraphs:
         probs = run_graph(subgraphs["prob_mod"], [probs])[0].astype(compute)
     return xp.matmul(probs, v.astype(compute)).astype(v.dtype)
+
+
+# ----------------------------------------------- attention as a pattern --
+#: One operation on the attention scores between the two products, as
+#: ``engine/fuse_attention.py`` found it: (op, the positions in the fused step's
+#: arguments of its other operands, where the scores sit among the node's inputs).
+ScoreStep = tuple[str, tuple[int, ...], int]
+
+_IN_PLACE = {"Mul": "multiply", "Div": "divide", "Add": "add", "Sub": "subtract"}
+
+
+def attention(xp: Any, args: Sequence[Any], steps: Sequence[ScoreStep],
+              softmax: Callable[[Any], Any],
+              matmul: Callable[[Any, Any], Any] | None = None) -> Any | None:
+    """``softmax(ops(q @ k)) @ v`` for args (q, k, v, operands...): the scores are one
+    array that every step updates in place (a scale, a mask added, a Where's fill),
+    where the nodes as written make a new array per step. ``matmul`` is the products'
+    kernel (the engine's MatMul, which cuts a large one over the cores; ``xp.matmul``
+    if None). None when a step does not fit in place (its result would broadcast past
+    the scores or change their dtype, a Where's condition is not boolean): the caller
+    runs the nodes as written."""
+    product = matmul or xp.matmul
+    q, k, v = args[0], args[1], args[2]
+    scores = product(q, k)
+    for op, others, at in steps:
+        if not _apply(xp, scores, op, [args[i] for i in others], at):
+            return None
+    return product(softmax(scores), v)
+
+
+def _inside(scores: Any, other: Any) -> bool:
+    """Whether ``other`` broadcasts to the scores' shape (not past it)."""
+    try:
+        shape = np.broadcast_shapes(tuple(scores.shape), tuple(getattr(other, "shape", ())))
+    except ValueError:
+        return False
+    return shape == tuple(scores.shape)
+
+
+def _fits(xp: Any, scores: Any, other: Any) -> bool:
+    """Whether ``other`` goes into the scores in place: their shape and dtype kept."""
+    return _inside(scores, other) and xp.result_type(scores, other) == scores.dtype
+
+
+def _apply(xp: Any, scores: Any, op: str, others: list[Any], at: int) -> bool:
+    if op in _IN_PLACE:
+        other = others[0]
+        if not _fits(xp, scores, other):
+            return False
+        ufunc = getattr(xp, _IN_PLACE[op])
+        if at == 0:
+            ufunc(scores, other, out=scores)
+        else:
+            ufunc(other, scores, out=scores)
+        return True
+    # Where(cond, x, y) with the scores as x (at 1) or y (at 2): the other side's
+    # values copied in where the condition picks them.
+    cond, fill = others
+    if getattr(cond, "dtype", None) != np.bool_ or not _fits(xp, scores, fill) \
+            or not _inside(scores, cond):
+        return False
+    xp.copyto(scores, fill, where=xp.logical_not(cond) if at == 1 else cond)
+    return True

@@ -109,26 +109,6 @@ def layer_norm(xp: Any, x: Any, scale: Any, bias: Any, axis: int,
     return y, mean, inv
 
 
-def lstm_step(x: np.ndarray, h: np.ndarray, c: np.ndarray, wr: np.ndarray, bias: np.ndarray,
-              y: np.ndarray) -> None:
-    """One streaming LSTM step (``_native.c``'s ``lstm_step_f32``); the caller checked
-    ``available()`` and the dtypes. ``c`` is updated in place, ``y`` written."""
-    _lib.lstm_step_f32(x, h, c, wr, bias, y)
-
-
-def lstm_directions(dirs: list[tuple], ways: int) -> None:
-    """``lstm_direction`` for each (xs, rt, h, c, ys, reverse) of ``dirs``, one slice
-    each of the compiled pool on ``ways`` threads (the GIL released throughout)."""
-    _lib.lstm_directions(dirs, ways)
-
-
-def lstm_direction(xs: np.ndarray, rt: np.ndarray, h: np.ndarray, c: np.ndarray,
-                   ys: np.ndarray, reverse: bool) -> None:
-    """One direction of the common LSTM (see ``_native.c``); the caller checked
-    ``available()`` and the dtypes. Releases the GIL for the whole sequence."""
-    _lib.lstm_direction(xs, rt, h, c, ys, reverse)
-
-
 def spin_wait(counter: np.ndarray, seen: int, seconds: float) -> bool:
     """Spin, the GIL released, until ``counter[0] != seen`` (True) or ``seconds``
     pass (False); False at once without the compiled module (the caller blocks)."""

@@ -7,14 +7,60 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import blas, geometry, native
+from . import geometry, native
 from .registry import register, to_host
 
 Act = Callable[[Any], Any]
 
 
-def _activation(xp: Any, name: str, alpha: float | None, beta: float | None) -> Act:
-    n = name.lower()
+#: Activation name (lower case) -> (the compiled recurrence's code, how many of alpha and
+#: beta it takes, their defaults). onnxruntime's defaults, which the standard leaves open
+#: (Affine and ScaledTanh without alpha and beta are 0 there).
+_ACTIVATIONS = {"sigmoid": (0, 0, 0.0, 0.0), "tanh": (1, 0, 0.0, 0.0), "relu": (2, 0, 0.0, 0.0),
+                "affine": (3, 2, 0.0, 0.0), "leakyrelu": (4, 1, 0.01, 0.0),
+                "thresholdedrelu": (5, 1, 1.0, 0.0), "scaledtanh": (6, 2, 0.0, 0.0),
+                "hardsigmoid": (7, 2, 0.2, 0.5), "elu": (8, 1, 1.0, 0.0),
+                "softsign": (9, 0, 0.0, 0.0), "softplus": (10, 0, 0.0, 0.0)}
+_DEFAULT_ACTIVATIONS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"],
+                        "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+#: An activation as validated: (name in lower case, alpha, beta), the defaults filled in.
+ActSpec = tuple[str, float, float]
+
+
+def _activation_specs(op: str, names: Any, alphas: Any, betas: Any,
+                      n_dir: int) -> list[list[ActSpec]]:
+    """One list of activations per direction, checked (onnxruntime refuses an unknown
+    name or a count that is not the op's per direction). Alphas and betas go, in
+    order, to the activations that take them (as onnxruntime reads them)."""
+    default = _DEFAULT_ACTIVATIONS[op]
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in names] if names \
+        else default * n_dir
+    if op == "RNN" and n_dir == 1 and len(names) == 2:
+        names = names[:1]  # onnxruntime's RNN takes a pair for one direction, the first used
+    if len(names) != len(default) * n_dir:
+        raise geometry.GeometryError(
+            f"activations {names[:8]} has {len(names)} names; {op} with {n_dir} direction(s) "
+            f"takes {len(default) * n_dir} ({', '.join(default)} per direction)")
+    alphas, betas = iter(list(alphas or [])), iter(list(betas or []))
+    specs = []
+    for name in names:
+        known = _ACTIVATIONS.get(name.lower())
+        if known is None:
+            raise geometry.GeometryError(f"unknown recurrent activation '{name[:40]}' (known: "
+                                         f"{', '.join(sorted(_ACTIVATIONS))})")
+        _, takes, alpha, beta = known
+        if takes >= 1:
+            alpha = float(next(alphas, alpha))
+        if takes == 2:
+            beta = float(next(betas, beta))
+        specs.append((name.lower(), alpha, beta))
+    per = len(default)
+    return [specs[d * per:(d + 1) * per] for d in range(n_dir)]
+
+
+def _activation(xp: Any, spec: ActSpec) -> Act:
+    """The numpy/cupy function of one validated activation."""
+    n, alpha, beta = spec
     if n == "sigmoid":
         return lambda v: 1 / (1 + xp.exp(-v))
     if n == "tanh":
@@ -22,33 +68,34 @@ def _activation(xp: Any, name: str, alpha: float | None, beta: float | None) -> 
     if n == "relu":
         return lambda v: xp.maximum(v, 0)
     if n == "affine":
-        return lambda v: (1.0 if alpha is None else alpha) * v + (0.0 if beta is None else beta)
+        return lambda v: alpha * v + beta
     if n == "leakyrelu":
-        return lambda v: xp.where(v >= 0, v, v * (0.01 if alpha is None else alpha))
+        return lambda v: xp.where(v >= 0, v, v * alpha)
     if n == "thresholdedrelu":
-        return lambda v: xp.where(v > (1.0 if alpha is None else alpha), v, 0)
+        return lambda v: xp.where(v > alpha, v, 0)
     if n == "scaledtanh":
-        return lambda v: (1.0 if alpha is None else alpha) * xp.tanh((1.0 if beta is None else beta) * v)
+        return lambda v: alpha * xp.tanh(beta * v)
     if n == "hardsigmoid":
-        return lambda v: xp.clip((0.2 if alpha is None else alpha) * v + (0.5 if beta is None else beta), 0, 1)
+        return lambda v: xp.clip(alpha * v + beta, 0, 1)
     if n == "elu":
-        return lambda v: xp.where(v > 0, v, (1.0 if alpha is None else alpha) * (xp.exp(v) - 1))
+        return lambda v: xp.where(v > 0, v, alpha * (xp.exp(v) - 1))
     if n == "softsign":
         return lambda v: v / (1 + xp.abs(v))
-    if n == "softplus":
-        return lambda v: xp.logaddexp(v, 0)
-    raise ValueError(f"unknown recurrent activation '{name}'")
+    return lambda v: xp.logaddexp(v, 0)  # softplus
 
 
-def _activations(xp: Any, names: list[str] | None, default: list[str], n_dir: int,
-                 alphas: list[float] | None, betas: list[float] | None) -> list[list[Act]]:
-    """One list of activation functions per direction; alphas/betas are consumed in order."""
-    names = list(names) if names else default * n_dir
-    per = len(names) // n_dir
-    alphas, betas = list(alphas or []), list(betas or [])
-    acts = [_activation(xp, nm, alphas[i] if i < len(alphas) else None,
-                        betas[i] if i < len(betas) else None) for i, nm in enumerate(names)]
-    return [acts[d * per:(d + 1) * per] for d in range(n_dir)]
+def _activations(xp: Any, specs: list[list[ActSpec]]) -> list[list[Act]]:
+    return [[_activation(xp, s) for s in per_dir] for per_dir in specs]
+
+
+def _clip(clip: Any) -> float | None:
+    """The validated ``clip`` attribute (onnxruntime refuses one that is not > 0)."""
+    if clip is None:
+        return None
+    value = float(clip)
+    if not value > 0:  # NaN included
+        raise geometry.GeometryError(f"clip {clip} must be a number > 0")
+    return value
 
 
 def _prepare(xp: Any, x: Any, w: Any, b: Any, seq_lens: Any, h0: Any, layout: int, gates: int,
@@ -63,8 +110,21 @@ def _prepare(xp: Any, x: Any, w: Any, b: Any, seq_lens: Any, h0: Any, layout: in
         h0 = xp.swapaxes(h0, 0, 1)
     if h0 is None:
         h0 = xp.zeros((n_dir, batch, hidden), dtype=x.dtype)
-    lens = np.full(batch, seq) if seq_lens is None else to_host(xp, seq_lens).astype(np.int64)
-    return x, b, h0, lens, seq, batch, n_dir
+    elif tuple(h0.shape) != (n_dir, batch, hidden):
+        raise geometry.GeometryError(f"the initial state has shape {list(h0.shape)} (as layout "
+                                     f"0); expected {[n_dir, batch, hidden]}")
+    return (x, b, h0, _lengths(xp, seq_lens, seq, batch), seq, batch, n_dir)
+
+
+def _lengths(xp: Any, seq_lens: Any, seq: int, batch: int) -> np.ndarray:
+    """sequence_lens as int64 on the host, checked: one per batch entry, each in [0, seq]."""
+    if seq_lens is None:
+        return np.full(batch, seq, dtype=np.int64)
+    lens = to_host(xp, seq_lens).astype(np.int64)
+    if lens.shape != (batch,) or (lens.size and (lens.min() < 0 or lens.max() > seq)):
+        raise geometry.GeometryError(f"sequence_lens {lens[:8].tolist()} must hold {batch} "
+                                     f"lengths, each in [0, {seq}]")
+    return lens
 
 
 def _projection(xp: Any, x: Any, w: Any, biases: list) -> list:
@@ -90,7 +150,13 @@ def _masked(xp: Any, lens: np.ndarray, t: int, reverse: bool, new: Any, old: Any
     return xp.where(active, new, old), xp.where(active, new, 0)
 
 
-def _finish(xp: Any, ys: Any, states: list[Any], layout: int) -> tuple:
+def _finish(xp: Any, ys: Any, states: list[Any], layout: int,
+            lens: np.ndarray | None = None) -> tuple:
+    """(Y, the final states) in the node's layout. An entry whose sequence length is 0
+    ends with zero states, as onnxruntime answers (``states`` are this call's own)."""
+    if lens is not None and lens.size and not lens.all():
+        for s in states:
+            s[:, xp.asarray(lens == 0)] = 0
     y = ys  # [seq, n_dir, batch, hidden]
     if layout:
         y = xp.transpose(y, (2, 0, 1, 3))
@@ -105,8 +171,14 @@ def rnn(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         layout: int = 0) -> tuple:
     hidden = geometry.recurrent("RNN", x.shape, w.shape, r.shape, None if b is None else b.shape,
                                  hidden_size=hidden_size, direction=direction, layout=layout)
+    specs = _activation_specs("RNN", activations, activation_alpha, activation_beta, w.shape[0])
+    clip = _clip(clip)
+    b_in = b  # the caller's bias (or None): what the compiled weights are cached on
     x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 1, hidden)
-    acts = _activations(xp, activations, ["Tanh"], n_dir, activation_alpha, activation_beta)
+    if _compiles(xp, x, w, r, b, h):
+        return _compiled("RNN", x, w, r, b_in, h, None, None, lens, specs, clip, direction, 0,
+                         layout)
+    acts = _activations(xp, specs)
     h = h.copy()
     ys = xp.zeros((seq, n_dir, batch, hidden), dtype=x.dtype)
     xw = _projection(xp, x, w, [b[d, :hidden] + b[d, hidden:] for d in range(n_dir)])
@@ -118,7 +190,7 @@ def rnn(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         h[d], ys[t, d] = _masked(xp, lens, t, False, acts[d][0](pre), h[d])
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
-    return _finish(xp, ys, [h], layout)
+    return _finish(xp, ys, [h], layout, lens)
 
 
 @register("GRU", since=7)
@@ -128,8 +200,17 @@ def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         layout: int = 0, linear_before_reset: int = 0) -> tuple:
     hs = geometry.recurrent("GRU", x.shape, w.shape, r.shape, None if b is None else b.shape,
                              hidden_size=hidden_size, direction=direction, layout=layout)
+    specs = _activation_specs("GRU", activations, activation_alpha, activation_beta, w.shape[0])
+    clip = _clip(clip)
+    lbr = geometry._int("linear_before_reset", linear_before_reset or 0)
+    if lbr not in (0, 1):
+        raise geometry.GeometryError(f"linear_before_reset {lbr} is not 0 or 1")
+    b_in = b  # the caller's bias (or None): what the compiled weights are cached on
     x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 3, hs)
-    acts = _activations(xp, activations, ["Sigmoid", "Tanh"], n_dir, activation_alpha, activation_beta)
+    if _compiles(xp, x, w, r, b, h):
+        return _compiled("GRU", x, w, r, b_in, h, None, None, lens, specs, clip, direction,
+                         4 * lbr, layout)
+    acts = _activations(xp, specs)
     h = h.copy()
     ys = xp.zeros((seq, n_dir, batch, hs), dtype=x.dtype)
 
@@ -146,14 +227,14 @@ def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         rz = hp @ r[d, :2 * hs].T + rb[:2 * hs]
         z = f(clipped(wx[:, :hs] + rz[:, :hs]))
         rr = f(clipped(wx[:, hs:2 * hs] + rz[:, hs:]))
-        if linear_before_reset:
+        if lbr:
             cand = g(clipped(wx[:, 2 * hs:] + rr * (hp @ r[d, 2 * hs:].T + rb[2 * hs:])))
         else:
             cand = g(clipped(wx[:, 2 * hs:] + (rr * hp) @ r[d, 2 * hs:].T + rb[2 * hs:]))
         h[d], ys[t, d] = _masked(xp, lens, t, False, (1 - z) * cand + z * hp, hp)
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
-    return _finish(xp, ys, [h], layout)
+    return _finish(xp, ys, [h], layout, lens)
 
 
 @register("LSTM", since=7)
@@ -163,9 +244,15 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
          hidden_size: int | None = None, input_forget: int = 0, layout: int = 0) -> tuple:
     hs = geometry.recurrent("LSTM", x.shape, w.shape, r.shape, None if b is None else b.shape,
                              hidden_size=hidden_size, direction=direction, layout=layout)
+    specs = _activation_specs("LSTM", activations, activation_alpha, activation_beta, w.shape[0])
+    clip = _clip(clip)
+    if p is not None and tuple(p.shape) != (w.shape[0], 3 * hs):
+        raise geometry.GeometryError(f"P has shape {list(p.shape)}; expected "
+                                     f"{[w.shape[0], 3 * hs]}")
     if (x.shape[0] == 1 and w.shape[0] == 1 and h0 is not None and c0 is not None and not layout
             and p is None and clip is None and not input_forget and activations is None
-            and seq_lens is None and x.dtype == w.dtype == r.dtype):
+            and seq_lens is None and x.dtype == w.dtype == r.dtype
+            and h0.shape == c0.shape == (1, x.shape[1], hs)):
         # A streaming step with its state given (a VAD's call): straight to the step,
         # without the general set-up (~4 us of a ~20 us step).
         y, states = _lstm_step(xp, x, w, r, b, h0, c0.copy(), hs)
@@ -174,15 +261,20 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
     x, b, h, lens, seq, batch, n_dir = _prepare(xp, x, w, b, seq_lens, h0, layout, 4, hs)
     if c0 is not None and layout:
         c0 = xp.swapaxes(c0, 0, 1)
+    if c0 is not None and tuple(c0.shape) != (n_dir, batch, hs):
+        raise geometry.GeometryError(f"initial_c has shape {list(c0.shape)} (as layout 0); "
+                                     f"expected {[n_dir, batch, hs]}")
     c = xp.zeros((n_dir, batch, hs), dtype=x.dtype) if c0 is None else c0.copy()
+    if _compiles(xp, x, w, r, b, h, c, p):
+        return _compiled("LSTM", x, w, r, b_in, h, c, p, lens, specs, clip, direction,
+                         2 * bool(input_forget), layout)
     peep = p is not None  # without peepholes their three products are skipped
-    full = seq_lens is None or bool(np.all(lens >= seq))  # no entry ends early: no masking
+    full = bool(np.all(lens >= seq))  # no entry ends early: no masking
     if not peep and clip is None and not input_forget and activations is None and full:
         ys, states = _lstm_common(xp, x, w, r, b, b_in, h, c, direction)
         return _finish(xp, ys, states, layout)
     xw = _projection(xp, x, w, [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
-    acts = _activations(xp, activations, ["Sigmoid", "Tanh", "Tanh"], n_dir, activation_alpha,
-                        activation_beta)
+    acts = _activations(xp, specs)
     h = h.copy()
     ys = xp.zeros((seq, n_dir, batch, hs), dtype=x.dtype)
     rt = [r[d].T for d in range(n_dir)]
@@ -215,7 +307,7 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
         h[d], ys[t, d] = _masked(xp, lens, t, False, new_h, h[d])
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
-    return _finish(xp, ys, [h, c], layout)
+    return _finish(xp, ys, [h, c], layout, lens)
 
 
 def _lstm_common(xp: Any, x: Any, w: Any, r: Any, b: Any, b_in: Any, h: Any, c: Any,
@@ -227,8 +319,6 @@ def _lstm_common(xp: Any, x: Any, w: Any, r: Any, b: Any, b_in: Any, h: Any, c: 
     if seq == 1 and n_dir == 1 and x.dtype == w.dtype == r.dtype:
         return _lstm_step(xp, x, w, r, b_in, h, c, hs)
     rt = _scaled_rt(xp, r, hs, x.dtype.type(0.5))  # (dirs, hidden, 4 hidden), cached
-    if native.applies(xp, x, w, rt, b):
-        return _lstm_native(x, w, b, b_in, rt, h, c, direction)
     biases = [b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)]
     xw = _projection(xp, x, w, biases)
     if n_dir == 1:
@@ -290,56 +380,75 @@ def _lstm_plain(xp: Any, xw: list, rt: Any, h: Any, c: Any, seq: int,
 
 
 def directions_in_parallel(xp: Any) -> bool:
-    """Whether a bidirectional float32 LSTM runs its two directions on two cores
-    itself (the compiled recurrence, numpy): then ``engine/rewrite.py`` need not
-    split it into two nodes for the engine's workers."""
+    """Whether a bidirectional float32 LSTM runs as one compiled call (numpy, the
+    module built): then ``engine/rewrite.py`` need not split it into two nodes."""
     return xp is np and native.available()
 
 
-def _lstm_native(x: np.ndarray, w: np.ndarray, b: np.ndarray, b_in: Any, rt: np.ndarray,
-                 h: np.ndarray, c: np.ndarray, direction: str) -> tuple[np.ndarray, list]:
-    """``_lstm_plain``'s maths in compiled code (``native.py``): the input projection
-    of every direction as one GEMM (its weights stacked, transposed and pre-scaled
-    once), then each direction's recurrence as one slice of the compiled pool, the
-    GIL released: a bidirectional LSTM's two directions run on two cores. ``b`` is
-    the bias (zeros if absent), ``b_in`` the caller's (what the cache keys on);
-    ``c`` is this call's own copy (updated in place)."""
+_KINDS = {"RNN": 0, "GRU": 1, "LSTM": 2}
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def _compiles(xp: Any, *arrays: Any) -> bool:
+    """Whether ``_native_rnn.c`` takes these arrays (numpy float32, the module built)."""
+    return native.applies(xp, *arrays) and hasattr(native._lib, "rnn_directions")
+
+
+def _compiled(op: str, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray | None,
+              h: np.ndarray, c: np.ndarray | None, p: np.ndarray | None, lens: np.ndarray,
+              specs: list[list[ActSpec]], clip: float | None, direction: str, flags: int,
+              layout: int) -> tuple:
+    """Any RNN, GRU or LSTM (layout-0 views from ``_prepare``) through the one compiled
+    recurrence: the input projection of every direction as one GEMM (W stacked and
+    transposed once per weight), then each direction as one compiled loop."""
     seq, batch = x.shape[:2]
-    n_dir, hs = w.shape[0], rt.shape[1]
-    h = h.copy()  # the caller's initial state is read, never written
-    ys = np.empty((seq, n_dir, batch, hs), dtype=np.float32)
-    x2 = x.reshape(seq * batch, x.shape[-1])
-    wt, bias = _input_weights(w, b, b_in, hs)
-    with blas.LargeKernel(x2.shape[0] * wt.shape[0] * wt.shape[1]) as ways:
-        xw = native.gemm(np, x2, wt, ways) if ways > 1 else None
-    if xw is None:
-        xw = x2 @ wt
+    n_dir, hs = w.shape[0], r.shape[-1]
+    gw = _GATES[op] * hs
+    lbr = bool(flags & 4)
+    wt, bias, rt, rbh = _compiled_weights(op, w, r, b, lbr)
+    xw = x.reshape(seq * batch, x.shape[-1]) @ wt  # (seq * batch, dirs * gates * hidden)
     xw += bias
+    xw = xw.reshape(seq, batch, n_dir, gw)
+    ys = np.empty((seq, n_dir, batch, hs), dtype=np.float32)
+    h = np.array(h, dtype=np.float32, order="C")  # our own: the caller's is read, never written
+    c = None if c is None else np.ascontiguousarray(c)
+    masked = None if bool(np.all(lens >= seq)) else np.ascontiguousarray(lens, dtype=np.int64)
+    codes = [tuple((_ACTIVATIONS[n][0], a, be) for n, a, be in per_dir) for per_dir in specs]
     dirs = []
     for d in range(n_dir):
-        xs = xw[:, d * 4 * hs:(d + 1) * 4 * hs].reshape(seq, batch, 4 * hs)
         reverse = direction == "reverse" or (direction == "bidirectional" and d == 1)
-        dirs.append((xs if batch == 1 else np.ascontiguousarray(xs), rt[d], h[d], c[d], ys[:, d],
-                     reverse))
-    with blas.LargeKernel(n_dir * seq * batch * hs * 4 * hs) as ways:
-        native.lstm_directions(dirs, ways)
-    return ys, [h, c]
+        dirs.append((_KINDS[op], xw[:, :, d], rt[d], h[d], None if c is None else c[d], ys[:, d],
+                     masked, None if p is None else np.ascontiguousarray(p[d]),
+                     None if rbh is None else rbh[d], codes[d],
+                     np.inf if clip is None else clip, flags | int(reverse)))
+    try:
+        native._lib.rnn_directions(dirs)
+    except ValueError as exc:  # the C side's own check; Python's should have caught it first
+        raise geometry.GeometryError(str(exc)) from None
+    return _finish(np, ys, [h] if c is None else [h, c], layout, lens)
 
 
-def _input_weights(w: np.ndarray, b: np.ndarray, b_in: Any, hs: int) -> tuple[np.ndarray, np.ndarray]:
-    """W of every direction stacked and transposed, (input, dirs * 4 hidden), and the
-    summed biases (dirs * 4 hidden), the i, o, f columns of each direction halved."""
-    def build() -> tuple[np.ndarray, np.ndarray]:
-        n_dir = w.shape[0]
-        # a copy, always: for an input size of 1 the reshape is a view of W itself, and
-        # the halving below wrote into the model's weight (found by the geometry fuzz)
+def _compiled_weights(op: str, w: np.ndarray, r: np.ndarray, b: np.ndarray | None,
+                      lbr: bool) -> tuple:
+    """W of every direction stacked and transposed, (input, dirs * gates * hidden); the
+    bias added to the projection (W's and R's, but for the GRU's h gate under
+    linear_before_reset, whose R bias ``rbh`` goes inside the reset product); R
+    transposed per direction, (dirs, hidden, gates * hidden). Made once per weight."""
+    hs = r.shape[-1]
+    gw = _GATES[op] * hs
+
+    def build() -> tuple:
+        # a copy, always: for an input size of 1 the reshape is a view of W itself
         wt = np.swapaxes(w, 1, 2).transpose(1, 0, 2).reshape(w.shape[2], -1).copy()
-        bias = np.concatenate([b[d, :4 * hs] + b[d, 4 * hs:] for d in range(n_dir)])
-        for d in range(n_dir):
-            wt[:, d * 4 * hs:d * 4 * hs + 3 * hs] *= np.float32(0.5)
-            bias[d * 4 * hs:d * 4 * hs + 3 * hs] *= np.float32(0.5)
-        return wt, bias
-    return _cached("win", (w, b_in), build)
+        bb = np.zeros((w.shape[0], 2 * gw), np.float32) if b is None else b
+        bias = (bb[:, :gw] + bb[:, gw:]).astype(np.float32)
+        rbh = None
+        if op == "GRU" and lbr:
+            bias[:, 2 * hs:] = bb[:, 2 * hs:gw]
+            rbh = np.ascontiguousarray(bb[:, gw + 2 * hs:])
+        rt = np.ascontiguousarray(np.swapaxes(r, 1, 2))
+        return wt, bias.reshape(-1), rt, rbh
+    return _cached(f"compiled-{op}-{lbr}", (w, r, b), build)
 
 
 #: ids of weight arrays -> (weak references to them, what was prepared from them). An
@@ -400,7 +509,8 @@ def _lstm_step(xp: Any, x: Any, w: Any, r: Any, b: Any, h: Any, c: Any,
     if native.applies(xp, x, wr, h, c):
         y = np.empty(h.shape[1:], dtype=np.float32)   # numpy float32: one compiled call
         cell = np.ascontiguousarray(c[0])
-        native.lstm_step(np.ascontiguousarray(x[0]), np.ascontiguousarray(h[0]), cell, wr, bias, y)
+        native._lib.lstm_step_f32(np.ascontiguousarray(x[0]), np.ascontiguousarray(h[0]), cell, wr,
+                                  bias, y)
         return y.reshape((1, 1) + y.shape), [y.reshape((1,) + y.shape).copy(), cell[None]]
     gates = xp.concatenate([x[0], h[0]], axis=1) @ wr     # (batch, 4 hidden)
     gates += bias
