@@ -46,7 +46,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -54,7 +54,8 @@ from partition.ir import Graph, Node
 
 from . import create_engine, gpu
 from .kernels import blas
-from .body import compile_lean, lean_plan
+from .body import compile_body
+from .codegen import code_steps, generate
 from .context import Context, RunContext
 from .core import Engine, Var
 from .fuse import FUSED_DOMAIN, Fused, fuse
@@ -134,12 +135,15 @@ class Executor:
         self._weight_vars: dict[str, Var] = {n: engine.new_variable(f"w:{n}") for n in self._weights}
         self.weight_bytes = sum(nbytes(v) for v in self._weights.values())
         self._bind_steps(graph)
+        self._codes: list[Callable] = []  # generated segment functions (engine/codegen.py)
+        order = {t: i for i, t in enumerate(self._produced)}
+        self._order = lambda t: order.get(t, -1)
+        self._body_fn = None
         self._bind_operators(opts.effective_plan())
-        # Bodies (run inline by their control-flow node): the lean loop of engine/body.py.
-        lean = None if parent is None else lean_plan(
-            self._steps, {*graph.outputs, *self._weights, *graph.free_tensors}, self.xp is np)
-        self._lean = None if lean is None else compile_lean(lean, graph.outputs, named_failure,
-                                                            set(self._weights))
+        # Bodies (run inline by their control-flow node): one generated function (engine/body.py).
+        self._body_fn = None if parent is None else compile_body(
+            self._steps, graph.outputs, {*self._weights, *graph.free_tensors}, set(self._weights),
+            self.xp is np, self.xp, named_failure)
 
     def _fold_constants(self, graph: Graph) -> list[Node]:
         """Evaluate Constant nodes once, at bind time: their values join the
@@ -153,11 +157,49 @@ class Executor:
                 kernel = self.find_kernel(node, graph.opset)
                 if kernel is not None:
                     self._weights[node.outputs[0]] = kernel(self.xp, **kernel_attrs(node))[0]
+                    self._folded.add(node.outputs[0])
                     continue
             left.append(node)
+        if self.options.effective_plan() == "segments" and self.options.kernels is None:
+            left = [n for n in left if not self._fold_node(graph, n)]
         return left
 
+    def _fold_node(self, graph: Graph, node: Node) -> bool:
+        """Evaluate ``node`` once, here, when every input is a folded constant (the
+        shape arithmetic exporters write around If/Loop bodies: ConstantOfShape, Concat,
+        Reshape, Cast of constants). Its outputs join the weights; a node that fails,
+        is not deterministic or makes more than ``FOLD_MAX_BYTES`` runs as written."""
+        if node.domain not in ("", "ai.onnx") or node.subgraphs or node.is_subgraph \
+                or node.op_type in _NOT_FOLDED or not all(not t or t in self._folded
+                                                          for t in node.inputs):
+            return False
+        kernel = self.find_kernel(node, graph.opset)
+        if kernel is None:
+            return False
+        try:
+            values = kernel(self.xp, *(self._weights[t] if t else None for t in node.inputs),
+                            **kernel_attrs(node))
+        except Exception:  # noqa: BLE001 - the run reports it, naming the node
+            return False
+        outs = [t for t in node.outputs if t]
+        if len(values) < len(node.outputs) or sum(nbytes(v) for v in values) > FOLD_MAX_BYTES \
+                or any(not hasattr(v, "shape") for v in values):
+            return False
+        for t, v in zip(node.outputs, values):
+            if t:
+                self._weights[t] = v
+        self._folded.update(outs)
+        return True
+
     def _bind_steps(self, graph: Graph) -> None:
+        # Tensors evaluated at bind time (never user weights): a body sees its
+        # enclosing graphs' as constants of its own, so it folds what it derives from them.
+        self._folded: set[str] = set()
+        if self.parent is not None:
+            for t in graph.free_tensors:
+                if t in self.parent._folded and t not in self._weights:
+                    self._weights[t] = self.parent._weights[t]
+                    self._folded.add(t)
         nodes = self._fold_constants(graph)
         self._fused: dict[str, Fused] = {}
         self._derived: dict[str, tuple[str, int, int]] = {}  # weight slices made at bind time
@@ -231,7 +273,8 @@ class Executor:
             mutable = [done, *(self._vars[t] for s in steps for t in s.node.outputs if t in exported)]
             name = steps[0].node.name if len(steps) == 1 else \
                 f"{steps[0].node.name} (+{len(steps) - 1} nodes)"
-            self._ops.append(eng.new_operator(self._segment_fn(steps), list(const), mutable,
+            exports = {t for s in steps for t in s.node.outputs if t in exported or t in self._outputs}
+            self._ops.append(eng.new_operator(self._segment_fn(steps, exports), list(const), mutable,
                                               is_async=False, name=name))
         self._done = eng.new_variable(f"{self.graph.name}:done")
         self._barrier = eng.new_operator(lambda _rctx: None, self._seg_vars, [self._done],
@@ -244,7 +287,7 @@ class Executor:
         if plan == "segments" and len(self._ops) > 1:
             weights = dict.fromkeys(self._weight_vars[t] for s in self._steps for t in s.weights)
             self._serial_op = eng.new_operator(
-                self._segment_fn(self._steps), list(weights), [*self._seg_vars, *self._vars.values()],
+                self._segment_fn(self._steps, self._outputs), list(weights), [*self._seg_vars, *self._vars.values()],
                 is_async=False, name=f"{self.graph.name} (all {len(self._steps)} nodes)")
         self._last_seconds = float("inf")
         self._modes = ModeChooser()  # parallel segments or the serial function: measured
@@ -321,17 +364,17 @@ class Executor:
         return self._result(run, False, start)
 
     def run_body(self, values: Sequence[Any], outer: Mapping[str, Any], stream: Any = None) -> list:
-        """The outputs of this body on ``values`` (its inputs, in order): the lean
-        loop of ``engine/body.py`` where it applies, else ``run_inline``."""
+        """The outputs of this body on ``values`` (its inputs, in order): its generated
+        function (``engine/body.py``) where it applies, else ``run_inline``."""
         g = self.graph
-        if self._lean is None:
+        if self._body_fn is None:
             result = self.run_inline(dict(zip(g.inputs, values)), outer, stream)
             return [result.outputs[t] for t in g.outputs]
         env = dict(outer)  # the weights are read from their own dict
         for name, value in zip(g.inputs, values):
             if name not in self._weights:
                 env[name] = self._upload(value)
-        return self._lean(env, self._weights, RunContext(self.ctx, stream))
+        return self._body_fn(env, self._weights, RunContext(self.ctx, stream))
 
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run and return host (numpy) outputs."""
@@ -436,6 +479,7 @@ class Executor:
         else:
             def call(run: _Run, args: list, rctx: RunContext) -> tuple:
                 return kernel(xp, *args, **attrs)
+            call.direct = (kernel, attrs)  # type: ignore[attr-defined] # generated code calls it as is
         if self.options.kernels is not None:  # the caller's kernels run as they are
             return call
         # Constant axes, shapes, indices: planned once (engine/specialize.py).
@@ -466,6 +510,7 @@ class Executor:
             for part in parts:  # the debugger wants every tensor: run the chain as written
                 self._exec_step(part, run, rctx)
             return (run.get(out),)
+        call.direct = (kernel, {})  # type: ignore[attr-defined] # generated code: never keeps
         return call
 
     def _control_flow_call(self, node: Node) -> Callable[[_Run, list, RunContext], tuple]:
@@ -494,7 +539,52 @@ class Executor:
             return kernel(xp, *args, subgraphs=subgraphs, run_graph=run_graph, **attrs)
         return call
 
-    def _segment_fn(self, steps: list[_Step]) -> Callable[[RunContext], None]:
+    def _segment_fn(self, steps: list[_Step], exports: Collection[str]) -> Callable[[RunContext], None]:
+        """The engine function of a segment: its generated code (``engine/codegen.py``)
+        for a host run that keeps no intermediates, else the general step loop."""
+        slow = self._step_loop(steps)
+        code = self._generate(steps, exports)
+        if code is None:
+            return slow
+
+        def fn(rctx: RunContext) -> None:
+            run = self._current
+            if rctx.stream is None and not run.keep:  # type: ignore[union-attr]
+                code(run, rctx)
+            else:
+                slow(rctx)
+        return fn
+
+    def _generate(self, steps: list[_Step], exports: Collection[str]) -> Callable | None:
+        """``steps`` as one generated ``segment(run, rctx)``, or None where the general
+        loop must run them (per-node timing, a device, a subgraph node)."""
+        if self.timing or self.xp is not np:
+            return None
+        plan = code_steps(steps)
+        if plan is None:
+            return None
+        produced = {t for s in steps for t in s.node.outputs if t}
+        exports = {t for t in exports if t in produced}
+        # The run's reference counts cover the tensors it holds: inputs from outside
+        # this segment and the ones it publishes; the others live in locals only.
+        frees = [t for s in steps for t in s.frees if t not in produced or t in exports]
+        code = generate(plan, form="segment", exports=sorted(exports, key=self._order),
+                        frees=frees, xp=self.xp, fail=self._record_failure,
+                        label=f"segment {len(self._codes)}")
+        self._codes.append(code)
+        return code
+
+    def code(self) -> str:
+        """The generated source of every segment and of the bodies bound so far
+        (like torch.fx's ``GraphModule.code``): what a run executes, for a reader."""
+        parts = [c.source for c in self._codes]
+        if self._body_fn is not None:
+            parts.append(self._body_fn.source)
+        for child in list(self._children.values()):
+            parts.append(child.code())
+        return "\n".join(p for p in parts if p)
+
+    def _step_loop(self, steps: list[_Step]) -> Callable[[RunContext], None]:
         exec_step = self._exec_step
         if len(steps) == 1:
             step = steps[0]
@@ -596,6 +686,12 @@ class Executor:
 
 
 _CPU = Context.cpu(0)
+#: Ops never evaluated at bind time: their value changes from run to run.
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                         "Multinomial", "Bernoulli", "Dropout"})
+#: The most bytes one folded node may produce (a ConstantOfShape of a crafted shape
+#: allocates at run time, where a run's limits apply, not while binding).
+FOLD_MAX_BYTES = 1 << 20
 #: Below this wall time a run's graph runs as one function on the calling thread
 #: (hand-offs to workers cost ~10-50 us each on a shared 2-CPU machine).
 SERIAL_BELOW_S = 1e-3

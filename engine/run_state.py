@@ -124,6 +124,16 @@ class _Run:
                         live -= self._drop_locked(t, stream)
             self.live = live
 
+    def publish(self, names: Sequence[str], values: Sequence[Any], frees: Sequence[str],
+                segment_peak: int) -> None:
+        """What a generated segment (``engine/codegen.py``) hands over at its end: the
+        tensors others read, the releases of what it read, and the most bytes it held
+        at once (its locals), counted on top of what the run held when it ended."""
+        with self.lock:
+            if self.live + segment_peak > self.peak:
+                self.peak = self.live + segment_peak
+        self.store(names, values, frees, None)
+
     def _drop_locked(self, name: str, stream: Any) -> int:
         """Drop ``name``'s value; the bytes it held (the caller takes them off ``live``)."""
         value = self.values.pop(name, None)
