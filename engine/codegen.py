@@ -31,6 +31,7 @@ and device streams keep the general step loop.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping, Sequence
 
@@ -38,6 +39,9 @@ from partition.ir import Node
 
 from .run_errors import too_few_outputs
 
+#: Read when an executor binds: False binds the general step loop and runs nodes of
+#: constants per call, as before this module (``bench/dispatch.py`` measures both).
+ENABLED = True
 #: Functions generated in this process (a test counts that bodies are planned once).
 _built = [0]
 
@@ -83,34 +87,44 @@ def code_steps(steps: Sequence[Any]) -> list[CodeStep] | None:
 def generate(plan: Sequence[CodeStep], *, form: str, outputs: Sequence[str] = (),
              keep: Collection[str] = (), exports: Collection[str] = (),
              frees: Sequence[str] = (), weights: Collection[str] = (), drop: bool = True,
-             xp: Any = None, fail: Callable[..., Any] | None = None,
+             weight_dict: Mapping[str, Any] | None = None,
+             xp: Any = None, fail: Callable[..., Any] | None = None, timed: bool = False,
              label: str = "segment") -> Callable[..., Any]:
     """``plan`` as one function (see the module's docstring).
 
     ``form``: ``"body"`` -> ``fn(env, w, rctx) -> [outputs]`` (``w`` the weights named
     in ``weights``, ``env`` the rest from outside); ``"segment"`` -> ``fn(run, rctx)``
-    (reads through ``run.get``, then ``run.publish(exports, values, frees, peak)``).
+    (reads ``weights`` from ``weight_dict``, the rest through ``run.get``, then
+    ``run.publish(exports, values, frees, peak)``).
     ``keep``: tensors never deleted early; ``drop``: delete after the last reader
     (off on a device, where a queued kernel may still read them). ``fail(run, node,
-    args, exc)`` raises the named error."""
-    w = _Writer(plan, form, set(keep) | set(outputs) | set(exports), set(weights), drop)
+    args, exc)`` raises the named error. ``timed`` (segment form): each node's wall
+    time into ``run.node_seconds``, as the step loop records it."""
+    w = _Writer(plan, form, set(keep) | set(outputs) | set(exports), set(weights), drop,
+                timed and form == "segment")
+    produced = {t for st in plan for t in st.node.outputs if t}
+    if form == "segment":  # outside tensors are released after their last reader here
+        w.released = {t: frees.count(t) for t in frees if t not in produced}
     body = w.steps()
     if form == "body":
         tail = [f"    return [{', '.join(w.ref(t) for t in outputs)}]"]
         head = "def body(env, w, rctx):"
     else:
         names = [t for t in dict.fromkeys(exports) if t in w.local]
-        tail = [f"    run.publish(X, ({''.join(w.local[t] + ', ' for t in names)}), FREES, pk)"]
+        tail = [f"    run.publish(X, ({''.join(w.local[t] + ', ' for t in names)}), FREES, "
+                "base + pk)"]
         w.consts["X"] = tuple(names)
-        w.consts["FREES"] = tuple(frees)
-        head = "def segment(run, rctx):"
+        w.consts["FREES"] = tuple(t for t in frees if t in produced)
+        head = "def segment(run, rctx, w=W):"
+        w.consts["W"] = weight_dict
     src = "\n".join([head, *w.reads, *w.prologue(), "    try:", *(body or ["        pass"]),
                      "    except Exception as exc:",
                      "        fail(run, P[k].node, args_of(IN[k], locals()), exc)",
                      "        raise", *tail]) + "\n"
     scope: dict[str, Any] = dict(w.consts)
     scope.update({"P": tuple(plan), "IN": tuple(w.arg_names), "short": _short, "xp": xp,
-                  "Scope": Scope, "fail": fail, "ga": getattr, "args_of": _args_of})
+                  "Scope": Scope, "fail": fail, "ga": getattr, "args_of": _args_of,
+                  "clock": time.perf_counter})
     if form == "body":
         scope["run"] = NO_RUN  # what fused and in-place calls look at (``keep``)
     exec(compile(src, f"<{form} {label}>", "exec"), scope)  # noqa: S102 - identifiers only
@@ -124,8 +138,11 @@ class _Writer:
     """The lines of one generated function, written step by step."""
 
     def __init__(self, plan: Sequence[CodeStep], form: str, keep: set[str], weights: set[str],
-                 drop: bool) -> None:
+                 drop: bool, timed: bool) -> None:
         self.plan, self.form, self.keep, self.weights, self.drop = plan, form, keep, weights, drop
+        self.timed = timed
+        self.keys: dict[str, str] = {}      # outside tensor -> its constant's name
+        self.released: dict[str, int] = {}  # outside tensor -> reads the run counts here
         self.local: dict[str, str] = {}      # tensor -> local variable
         self.reads: list[str] = []           # outside tensors read at the start
         self.consts: dict[str, Any] = {}
@@ -134,7 +151,9 @@ class _Writer:
         self.peak = form == "segment"
 
     def prologue(self) -> list[str]:
-        return ["    k = -1", "    live = pk = 0"] if self.peak else ["    k = -1"]
+        lines = ["    k = -1", "    live = pk = 0", "    base = run.live"] if self.peak \
+            else ["    k = -1"]
+        return lines + ["    ns = run.node_seconds"] if self.timed else lines
 
     def _last_readers(self) -> dict[int, list[str]]:
         last: dict[str, int] = {}
@@ -147,18 +166,23 @@ class _Writer:
             by_step.setdefault(i, []).append(t)
         return by_step
 
+    def _key(self, t: str) -> str:
+        return self.keys[t]
+
     def ref(self, t: str) -> str:
         if not t:
             return "None"
         v = self.local.get(t)
         if v is None:  # from outside: read once, into a local
             v = self.local[t] = f"v{len(self.local)}"
-            key = f"K{len(self.reads)}"
+            key = self.keys[t] = f"K{len(self.reads)}"
             self.consts[key] = t
-            if self.form == "segment":
+            if t in self.weights:  # the executor's own dict: a replaced weight is seen
+                self.reads.append(f"    {v} = w[{key}]")
+            elif self.form == "segment":
                 self.reads.append(f"    {v} = run.get({key})")
             else:
-                self.reads.append(f"    {v} = {'w' if t in self.weights else 'env'}[{key}]")
+                self.reads.append(f"    {v} = env[{key}]")
         return v
 
     def steps(self) -> list[str]:
@@ -168,8 +192,13 @@ class _Writer:
             args = [self.ref(t) for t in st.node.inputs]
             self.arg_names.append(tuple(None if a == "None" else a for a in args))
             lines.append(f"        k = {i}")
+            if self.timed:
+                lines.append("        t0 = clock()")
             lines.append(f"        r = {self._call(i, st, args)}")
             lines.append(f"        if len(r) < {st.n_outputs}: short(r, {len(st.node.outputs)})")
+            if self.timed:
+                self.consts[f"n{i}"] = st.node.name
+                lines.append(f"        ns[n{i}] = clock() - t0")
             for j, t in enumerate(st.node.outputs):
                 if t:
                     v = self.local[t] = f"v{len(self.local)}"
@@ -204,6 +233,9 @@ class _Writer:
             return []
         gone = [t for t in self.last.get(i, ()) if t in self.local and t not in self.keep]
         lines = []
+        for t in self.last.get(i, ()):
+            if t in self.released:  # the run drops it if no other segment reads it
+                lines.append(f"        live -= run.release({self._key(t)}, {self.released[t]})")
         for t in gone:
             v = self.local[t]
             if self.peak and t in produced:

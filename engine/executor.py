@@ -55,6 +55,7 @@ from partition.ir import Graph, Node
 from . import create_engine, gpu
 from .kernels import blas
 from .body import compile_body
+from . import codegen
 from .codegen import code_steps, generate
 from .context import Context, RunContext
 from .core import Engine, Var
@@ -141,7 +142,7 @@ class Executor:
         self._body_fn = None
         self._bind_operators(opts.effective_plan())
         # Bodies (run inline by their control-flow node): one generated function (engine/body.py).
-        self._body_fn = None if parent is None else compile_body(
+        self._body_fn = None if parent is None or not codegen.ENABLED else compile_body(
             self._steps, graph.outputs, {*self._weights, *graph.free_tensors}, set(self._weights),
             self.xp is np, self.xp, named_failure)
 
@@ -160,7 +161,8 @@ class Executor:
                     self._folded.add(node.outputs[0])
                     continue
             left.append(node)
-        if self.options.effective_plan() == "segments" and self.options.kernels is None:
+        if self.options.effective_plan() == "segments" and self.options.kernels is None \
+                and codegen.ENABLED:
             left = [n for n in left if not self._fold_node(graph, n)]
         return left
 
@@ -557,9 +559,11 @@ class Executor:
 
     def _generate(self, steps: list[_Step], exports: Collection[str]) -> Callable | None:
         """``steps`` as one generated ``segment(run, rctx)``, or None where the general
-        loop must run them (per-node timing, a device, a subgraph node)."""
-        if self.timing or self.xp is not np:
+        loop must run them (a device, a subgraph node)."""
+        if self.xp is not np or not codegen.ENABLED:
             return None
+        if self.parent is not None and self.options.effective_plan() == "segments":
+            return None  # a body runs as its body function (run_body), never as segments
         plan = code_steps(steps)
         if plan is None:
             return None
@@ -569,7 +573,10 @@ class Executor:
         # this segment and the ones it publishes; the others live in locals only.
         frees = [t for s in steps for t in s.frees if t not in produced or t in exports]
         code = generate(plan, form="segment", exports=sorted(exports, key=self._order),
-                        frees=frees, xp=self.xp, fail=self._record_failure,
+                        frees=frees, xp=self.xp, fail=self._record_failure, timed=self.timing,
+                        weights={t for s in steps for t in s.reads
+                                 if t in self._weights and t not in self._refcounts},
+                        weight_dict=self._weights,
                         label=f"segment {len(self._codes)}")
         self._codes.append(code)
         return code

@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .kernels import geometry, nn
+from .kernels.dtypes import np_dtype
 from .kernels.tensor import _slice_index
 
 #: A specialised body: (xp, x) -> output array, or _GENERIC to use the registry kernel.
@@ -400,11 +401,38 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+def _cast(attrs: Mapping[str, Any],
+          generic: Callable[[Any, list, Any], tuple]) -> Callable[[Any, list, Any], tuple] | None:
+    """Cast between numeric dtypes as one ``astype`` with the target dtype resolved
+    here (the registry kernel resolves it and checks for strings and float8 on every
+    call); strings, float8 and other exotic targets go to the registry kernel."""
+    try:
+        dtype = np_dtype(attrs["to"])
+    except (KeyError, ValueError, TypeError):
+        return None
+    if dtype.kind not in "biuf" or dtype.name not in _PLAIN_DTYPES:
+        return None
+
+    def cast(run: Any, args: list, rctx: Any) -> tuple:
+        x = args[0]
+        if x.dtype.kind not in "biuf" or x.dtype.name not in _PLAIN_DTYPES:
+            return generic(run, args, rctx)
+        return (x.astype(dtype),)
+    return cast
+
+
+#: numpy's own numeric dtypes (ml_dtypes' float8/int4 and friends keep the kernel).
+_PLAIN_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                           "uint64", "float16", "float32", "float64"})
+
+
 def _direct(node: Any, attrs: Mapping[str, Any], xp: Any,
             generic: Callable[[Any, list, Any], tuple]) -> Callable[[Any, list, Any], tuple] | None:
     """Float elementwise nodes called straight (the registry kernel adds ~1 us of
     wrappers to a ~0.5 us ufunc); any other dtype goes to the registry kernel."""
     op = node.op_type
+    if op == "Cast" and node.domain in ("", "ai.onnx") and len(node.inputs) == 1:
+        return _cast(attrs, generic)
     if attrs or node.domain not in ("", "ai.onnx"):
         return None
     if op in _UNARY and len(node.inputs) == 1:
