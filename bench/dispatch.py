@@ -72,7 +72,32 @@ def _transformer(seq: int, d: int, ffn: int) -> Callable[[], tuple]:
     return build
 
 
+def _tiny_mix(n: int = 200) -> Callable[[], tuple]:
+    """``n`` nodes on a (1, 8) tensor cycling Add, Relu, Unsqueeze, Squeeze, Mul: the kernel does next to nothing, so the time per node
+    is the executor's dispatch (the floor of the smallest-tensor models)."""
+    def build() -> tuple[bytes, dict]:
+        from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415
+        inits = [numpy_helper.from_array(np.full((1, 8), 0.5, np.float32), "c"),
+                 numpy_helper.from_array(np.array([0], np.int64), "ax")]
+        nodes, prev = [], "x"
+        for i in range(n // 5):
+            ops = [("Add", ["c"]), ("Relu", []), ("Unsqueeze", ["ax"]), ("Squeeze", ["ax"]),
+                   ("Mul", ["c"])]
+            for j, (op, extra) in enumerate(ops):
+                ins = [prev, *extra]
+                out = f"t{i}_{j}"
+                nodes.append(helper.make_node(op, ins, [out], name=out))
+                prev = out
+        graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", 1, [1, 8])],
+                                  [helper.make_tensor_value_info(prev, 1, [1, 8])], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        return model.SerializeToString(), {"x": np.ones((1, 8), np.float32)}
+    return build
+
+
 MODELS: dict[str, Callable[[], Any]] = {
+    "tiny_chain200": _tiny_mix(200),
     "silero_vad": _wheel("silero_vad", _vad_feeds),
     "magika": _wheel("magika"),
     "transformer2_s16_d64": _transformer(16, 64, 256),

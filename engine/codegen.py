@@ -153,7 +153,7 @@ class _Writer:
     def prologue(self) -> list[str]:
         lines = ["    k = -1", "    live = pk = 0", "    base = run.live"] if self.peak \
             else ["    k = -1"]
-        return lines + ["    ns = run.node_seconds"] if self.timed else lines
+        return lines + ["    ns = run.node_seconds", "    t0 = clock()"] if self.timed else lines
 
     def _last_readers(self) -> dict[int, list[str]]:
         last: dict[str, int] = {}
@@ -192,13 +192,12 @@ class _Writer:
             args = [self.ref(t) for t in st.node.inputs]
             self.arg_names.append(tuple(None if a == "None" else a for a in args))
             lines.append(f"        k = {i}")
-            if self.timed:
-                lines.append("        t0 = clock()")
             lines.append(f"        r = {self._call(i, st, args)}")
             lines.append(f"        if len(r) < {st.n_outputs}: short(r, {len(st.node.outputs)})")
             if self.timed:
                 self.consts[f"n{i}"] = st.node.name
-                lines.append(f"        ns[n{i}] = clock() - t0")
+                # one clock read per node: from the previous node's end to this one's
+                lines.append(f"        t1 = clock(); ns[n{i}] = t1 - t0; t0 = t1")
             for j, t in enumerate(st.node.outputs):
                 if t:
                     v = self.local[t] = f"v{len(self.local)}"

@@ -27,6 +27,7 @@ dtype takes the registry kernel.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -62,6 +63,7 @@ def _planned(plan_for: Callable[[tuple, Any], Any], apply: Callable[[Any, Any, A
         if plan is None:
             return _GENERIC
         return apply(xp, x, plan)
+    body.planned = (plan_for, apply, plans)  # type: ignore[attr-defined] # see _flat_call
     return body
 
 
@@ -395,9 +397,8 @@ _UNARY: dict[str, Callable[[Any, Any], Any]] = {
     "Exp": lambda xp, x: xp.exp(x), "Abs": lambda xp, x: xp.abs(x),
     "Neg": lambda xp, x: xp.negative(x),
 }
-_BINARY: dict[str, Callable[[Any, Any], Any]] = {
-    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b,
-    "Mul": lambda a, b: a * b, "Div": lambda a, b: a / b,
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {  # C functions: no Python frame per call
+    "Add": operator.add, "Sub": operator.sub, "Mul": operator.mul, "Div": operator.truediv,
 }
 
 
@@ -484,12 +485,44 @@ def specialized_call(node: Any, attrs: Mapping[str, Any], weights: Mapping[str, 
     if body is None:
         return None
     checks = tuple(consts.items())
+    planned = getattr(body, "planned", None)
+    if planned is not None:
+        return _flat_call(planned, checks, xp, generic)
 
     def call(run: Any, args: list, rctx: Any) -> tuple:
         for i, v in checks:
             if args[i] is not v:  # a replaced weight: plan on nothing stale
                 return generic(run, args, rctx)
         out = body(xp, args[0])
+        if out is _GENERIC:
+            return generic(run, args, rctx)
+        return (out,)
+    return call
+
+
+def _flat_call(planned: tuple, checks: tuple, xp: Any,
+               generic: Callable[[Any, list, Any], tuple]) -> Callable[[Any, list, Any], tuple]:
+    """``specialized_call``'s call and ``_planned``'s body as one function (a Python
+    frame less per node; the same checks, plans and fall-backs). A reshape-like plan
+    (a target shape) is applied inline."""
+    plan_for, apply, plans = planned
+    reshape = apply is _reshape_to
+
+    def call(run: Any, args: list, rctx: Any) -> tuple:
+        for i, v in checks:
+            if args[i] is not v:  # a replaced weight: plan on nothing stale
+                return generic(run, args, rctx)
+        x = args[0]
+        shape = x.shape
+        plan = plans.get(shape, _GENERIC)
+        if plan is _GENERIC:
+            plan = plan_for(tuple(int(d) for d in shape), xp)
+            if len(plans) >= _MAX_PLANS:
+                plans.clear()
+            plans[shape] = plan
+        if plan is None:
+            return generic(run, args, rctx)
+        out = x.reshape(plan) if reshape else apply(xp, x, plan)
         if out is _GENERIC:
             return generic(run, args, rctx)
         return (out,)
