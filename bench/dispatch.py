@@ -17,7 +17,9 @@ interpreter executes, If branches taken and Loop iterations included).
 
 Models: the real silero-VAD and Magika files fetched from their PyPI wheels by
 ``tests/acceptance/wheel_models.py`` (skipped when absent), and
-``bench/real_models.py``'s transformer encoder at small shapes.
+``bench/real_models.py``'s transformer encoder at small shapes, a 200-node chain of
+no-op-sized nodes (the dispatch floor), and BERT-mini / DistilBERT exports with random
+weights when ``bench/real_engine.py`` has cached them (``~/.cache/sglens-bench/models``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from partition import load_model  # noqa: E402
 #: Pause before each timed call: spinning pools (onnxruntime's spins ~30 ms after a
 #: run, our BLAS helpers 2 ms) stop before the next subject starts.
 SETTLE_S = 0.04
+EXPORTS = Path.home() / ".cache/sglens-bench/models"
 WHEELS = Path(os.environ.get("SGLENS_TEST_MODELS", Path.home() / ".cache/sglens-test-models"))
 
 
@@ -53,6 +56,19 @@ def _wheel(name: str, fix: Callable[[dict], dict] = lambda f: f) -> Callable[[],
             return None
         data = path.read_bytes()
         return data, fix(random_inputs(load_model(data), {}, seed=1, default_dim=1))
+    return build
+
+
+def _export(name: str) -> Callable[[], tuple]:
+    """A torch/transformers export with random weights cached by ``bench/real_engine.py``
+    (``<name>.onnx`` and its inputs ``<name>.npz``; read only)."""
+    def build() -> tuple[bytes, dict] | None:
+        path = EXPORTS / f"{name}.onnx"
+        if not path.exists():
+            return None
+        with np.load(EXPORTS / f"{name}.npz") as npz:
+            feeds = {k: npz[k] for k in npz.files}
+        return path.read_bytes(), feeds
     return build
 
 
@@ -102,6 +118,8 @@ MODELS: dict[str, Callable[[], Any]] = {
     "magika": _wheel("magika"),
     "transformer2_s16_d64": _transformer(16, 64, 256),
     "transformer2_s32_d128": _transformer(32, 128, 512),
+    "bert_mini": _export("bert_mini"),
+    "distilbert": _export("distilbert"),
 }
 
 
@@ -177,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         r = measure(name, args.runs)
         if r is None:
-            print(f"{name:24} (model file absent: run tests/acceptance/wheel_models.py)")
+            print(f"{name:22} (model file absent: tests/acceptance/wheel_models.py or "
+                  "bench/real_engine.py fetch or export it)")
             continue
         cell = lambda k, u="ms": f"{r[f'{k}_{u}']:.3f} ({r[f'{k}_best_{u}']:.3f})"  # noqa: E731
         print(f"{name:22} {r['nodes']:5d} {cell('ort'):>15} {cell('loop'):>15} "
