@@ -136,7 +136,7 @@ class Executor:
         self._weight_vars: dict[str, Var] = {n: engine.new_variable(f"w:{n}") for n in self._weights}
         self.weight_bytes = sum(nbytes(v) for v in self._weights.values())
         self._bind_steps(graph)
-        self._codes: list[Callable] = []  # generated segment functions (engine/codegen.py)
+        self._codes: list[Callable] = []  # each segment's generated function, made on first use
         order = {t: i for i, t in enumerate(self._produced)}
         self._order = lambda t: order.get(t, -1)
         self._body_fn = None
@@ -545,28 +545,40 @@ class Executor:
         """The engine function of a segment: its generated code (``engine/codegen.py``)
         for a host run that keeps no intermediates, else the general step loop."""
         slow = self._step_loop(steps)
-        code = self._generate(steps, exports)
-        if code is None:
+        plan = self._code_plan(steps)
+        if plan is None:
             return slow
+        made: list[Callable] = []
+        index = len(self._codes)
+
+        def code() -> Callable:
+            """Generated at the first run that takes it (compiling costs ~0.1 ms a node:
+            a mode the executor never runs is never compiled)."""
+            if not made:
+                made.append(self._generate(plan, steps, exports, index))
+            return made[0]
+        self._codes.append(code)
 
         def fn(rctx: RunContext) -> None:
             run = self._current
             if rctx.stream is None and not run.keep:  # type: ignore[union-attr]
-                code(run, rctx)
+                (made[0] if made else code())(run, rctx)
             else:
                 slow(rctx)
         return fn
 
-    def _generate(self, steps: list[_Step], exports: Collection[str]) -> Callable | None:
-        """``steps`` as one generated ``segment(run, rctx)``, or None where the general
-        loop must run them (a device, a subgraph node)."""
+    def _code_plan(self, steps: list[_Step]) -> list | None:
+        """The code steps of a segment, or None where the general loop must run it (a
+        device, a subgraph node, a body: bodies run as their body function)."""
         if self.xp is not np or not codegen.ENABLED:
             return None
         if self.parent is not None and self.options.effective_plan() == "segments":
-            return None  # a body runs as its body function (run_body), never as segments
-        plan = code_steps(steps)
-        if plan is None:
             return None
+        return code_steps(steps)
+
+    def _generate(self, plan: list, steps: list[_Step], exports: Collection[str],
+                  index: int) -> Callable:
+        """``steps`` as one generated ``segment(run, rctx)`` (``engine/codegen.py``)."""
         produced = {t for s in steps for t in s.node.outputs if t}
         exports = {t for t in exports if t in produced}
         # The run's reference counts cover the tensors it holds: inputs from outside
@@ -577,14 +589,14 @@ class Executor:
                         weights={t for s in steps for t in s.reads
                                  if t in self._weights and t not in self._refcounts},
                         weight_dict=self._weights,
-                        label=f"segment {len(self._codes)}")
-        self._codes.append(code)
+                        label=f"segment {index}")
         return code
 
     def code(self) -> str:
-        """The generated source of every segment and of the bodies bound so far
-        (like torch.fx's ``GraphModule.code``): what a run executes, for a reader."""
-        parts = [c.source for c in self._codes]
+        """The generated source of every segment (generated now if no run has yet)
+        and of the bodies bound so far (like torch.fx's ``GraphModule.code``): what a
+        run executes, for a reader."""
+        parts = [c().source for c in self._codes]
         if self._body_fn is not None:
             parts.append(self._body_fn.source)
         for child in list(self._children.values()):
