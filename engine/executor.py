@@ -67,7 +67,7 @@ from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_
 from .plan import PLANS, ModeChooser, segments
 from .kernels.rnn import directions_in_parallel
 from .rewrite import direction_slice, split_bidirectional_lstm
-from .specialize import specialized_call
+from .specialize import fold_node, specialized_call
 from .run_errors import InputError, MissingKernelError, RunError, named_failure, too_few_outputs
 from .subgraph_ops import EXECUTORS, SubgraphOp
 from .run_state import RunResult, _Run, _Step
@@ -163,35 +163,10 @@ class Executor:
             left.append(node)
         if self.options.effective_plan() == "segments" and self.options.kernels is None \
                 and codegen.ENABLED:
-            left = [n for n in left if not self._fold_node(graph, n)]
+            find = lambda n: self.find_kernel(n, graph.opset)  # noqa: E731
+            left = [n for n in left
+                    if not fold_node(n, self._weights, self._folded, find, self.xp)]
         return left
-
-    def _fold_node(self, graph: Graph, node: Node) -> bool:
-        """Evaluate ``node`` once, here, when every input is a folded constant (the
-        shape arithmetic exporters write around If/Loop bodies: ConstantOfShape, Concat,
-        Reshape, Cast of constants). Its outputs join the weights; a node that fails,
-        is not deterministic or makes more than ``FOLD_MAX_BYTES`` runs as written."""
-        if node.domain not in ("", "ai.onnx") or node.subgraphs or node.is_subgraph \
-                or node.op_type in _NOT_FOLDED or not all(not t or t in self._folded
-                                                          for t in node.inputs):
-            return False
-        kernel = self.find_kernel(node, graph.opset)
-        if kernel is None:
-            return False
-        try:
-            values = kernel(self.xp, *(self._weights[t] if t else None for t in node.inputs),
-                            **kernel_attrs(node))
-        except Exception:  # noqa: BLE001 - the run reports it, naming the node
-            return False
-        outs = [t for t in node.outputs if t]
-        if len(values) < len(node.outputs) or sum(nbytes(v) for v in values) > FOLD_MAX_BYTES \
-                or any(not hasattr(v, "shape") for v in values):
-            return False
-        for t, v in zip(node.outputs, values):
-            if t:
-                self._weights[t] = v
-        self._folded.update(outs)
-        return True
 
     def _bind_steps(self, graph: Graph) -> None:
         # Tensors evaluated at bind time (never user weights): a body sees its
@@ -705,13 +680,7 @@ class Executor:
 
 
 _CPU = Context.cpu(0)
-#: Ops never evaluated at bind time: their value changes from run to run.
-_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                         "Multinomial", "Bernoulli", "Dropout"})
-#: The most bytes one folded node may produce (a ConstantOfShape of a crafted shape
-#: allocates at run time, where a run's limits apply, not while binding).
-FOLD_MAX_BYTES = 1 << 20
+
 #: Below this wall time a run's graph runs as one function on the calling thread
 #: (hand-offs to workers cost ~10-50 us each on a shared 2-CPU machine).
 SERIAL_BELOW_S = 1e-3
-

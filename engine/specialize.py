@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .kernels import geometry, nn
+from .kernels import geometry, kernel_attrs, nn
 from .kernels.dtypes import np_dtype
 from .kernels.tensor import _slice_index
 
@@ -532,3 +532,38 @@ def _flat_call(planned: tuple, checks: tuple, xp: Any,
 def _to_host(v: Any) -> np.ndarray:
     get = getattr(v, "get", None)  # cupy (and the test stand-in) copy back with .get()
     return np.asarray(get() if callable(get) else v)
+
+
+# ------------------------------------------------------ nodes of constants --
+#: Ops never evaluated at bind time: their value changes from run to run.
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                         "Multinomial", "Bernoulli", "Dropout"})
+#: The most bytes one folded node may produce (a ConstantOfShape of a crafted shape
+#: allocates at run time, where a run's limits apply, not while binding).
+FOLD_MAX_BYTES = 1 << 20
+
+
+def fold_node(node: Any, weights: dict, folded: set, find: Callable[[Any], Any], xp: Any) -> bool:
+    """Evaluate ``node`` once, at bind time, when every input is in ``folded`` (the
+    shape arithmetic exporters write around If/Loop bodies: ConstantOfShape, Concat,
+    Reshape, Cast of constants): its outputs join ``weights`` and ``folded``; True if
+    so. A node that fails, is not deterministic or makes more than ``FOLD_MAX_BYTES``
+    runs as written (and fails, if it does, naming itself at run time)."""
+    if node.domain not in ("", "ai.onnx") or node.subgraphs or node.is_subgraph \
+            or node.op_type in _NOT_FOLDED or not all(not t or t in folded for t in node.inputs):
+        return False
+    kernel = find(node)
+    if kernel is None:
+        return False
+    try:
+        values = kernel(xp, *(weights[t] if t else None for t in node.inputs), **kernel_attrs(node))
+    except Exception:  # noqa: BLE001 - the run reports it, naming the node
+        return False
+    if len(values) < len(node.outputs) or any(not hasattr(v, "shape") for v in values) \
+            or sum(int(getattr(v, "nbytes", 0)) for v in values) > FOLD_MAX_BYTES:
+        return False
+    for t, v in zip(node.outputs, values):
+        if t:
+            weights[t] = v
+            folded.add(t)
+    return True
