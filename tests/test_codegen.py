@@ -201,3 +201,49 @@ def test_magika_matches_onnxruntime() -> None:
             for name, value in zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)):
                 e = errors(got[name], value)
                 assert e["match"], f"{name}: max rel error {e['max_rel']}"
+
+
+def _loop_model():
+    """A Loop of ``n`` steps whose body holds an If on the step's parity (Relu of the
+    state, or its negation halved) and reads ``bias`` from the outer graph."""
+    b = TensorProto.BOOL
+    two = helper.make_tensor("two", I64, [], [2])
+    zero = helper.make_tensor("zero", I64, [], [0])
+    then_g = helper.make_graph([helper.make_node("Relu", ["s_in"], ["t"], name="relu")],
+                               "even", [], [vi("t", [3])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["s_in"], ["ng"], name="neg"),
+                                _const("half", [0.5], F, []),
+                                helper.make_node("Mul", ["ng", "half"], ["e"], name="halve")],
+                               "odd", [], [vi("e", [3])])
+    body = helper.make_graph([
+        helper.make_node("Constant", [], ["two_c"], value=two),
+        helper.make_node("Constant", [], ["zero_c"], value=zero),
+        helper.make_node("Mod", ["i", "two_c"], ["m"], name="mod"),
+        helper.make_node("Equal", ["m", "zero_c"], ["even"], name="is even"),
+        helper.make_node("If", ["even"], ["stepped"], name="parity", then_branch=then_g,
+                         else_branch=else_g),
+        helper.make_node("Add", ["stepped", "bias"], ["s_out"], name="add bias"),
+        helper.make_node("Identity", ["c_in"], ["c_out"], name="keep going"),
+    ], "loop body", [vi("i", [], I64), vi("c_in", [], b), vi("s_in", [3])],
+        [vi("c_out", [], b), vi("s_out", [3])])
+    return make_model([helper.make_node("Loop", ["n", "", "s0"], ["s"], name="loop", body=body)],
+                      [vi("n", [], I64), vi("s0", [3]), vi("bias", [3])], [vi("s", [3])])
+
+
+def test_a_loop_body_and_the_if_inside_it_are_planned_once(rng) -> None:
+    model = _loop_model().SerializeToString()
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    with Executor(load_model(model)) as ex:
+        def run() -> None:
+            feeds = {"n": np.array(int(rng.integers(2, 9)), np.int64),
+                     "s0": rng.standard_normal(3).astype(np.float32),
+                     "bias": rng.standard_normal(3).astype(np.float32)}
+            np.testing.assert_allclose(ex(feeds)["s"], sess.run(None, feeds)[0], rtol=1e-5,
+                                       atol=1e-6)
+        run()
+        run()  # both branches of the If have run by now (at least 2 steps a run)
+        builds = codegen.builds()
+        for _ in range(4):
+            run()
+        assert codegen.builds() == builds
+        assert "def body(" in ex.code()
