@@ -32,6 +32,7 @@ and device streams keep the general step loop.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping, Sequence
 
@@ -104,7 +105,7 @@ def generate(plan: Sequence[CodeStep], *, form: str, outputs: Sequence[str] = ()
                 timed and form == "segment")
     produced = {t for st in plan for t in st.node.outputs if t}
     if form == "segment":  # outside tensors are released after their last reader here
-        w.released = {t: frees.count(t) for t in frees if t not in produced}
+        w.released = dict(Counter(t for t in frees if t not in produced))
     body = w.steps()
     if form == "body":
         tail = [f"    return [{', '.join(w.ref(t) for t in outputs)}]"]
@@ -262,10 +263,5 @@ def body_fail(named: Callable[[Node, list, BaseException], BaseException]) -> Ca
     return fail
 
 
-def segment_fail(record: Callable[[Any, Node, list, BaseException], None]) -> Callable[..., None]:
-    """``fail`` for the segment form: the executor's ``_record_failure`` (it raises)."""
-    return record
 
-
-__all__ = ["CodeStep", "NO_RUN", "Scope", "body_fail", "builds", "code_steps",
-           "generate", "segment_fail"]
+__all__ = ["CodeStep", "NO_RUN", "Scope", "body_fail", "builds", "code_steps", "generate"]
