@@ -89,10 +89,11 @@ def _transformer(seq: int, d: int, ffn: int) -> Callable[[], tuple]:
 
 
 def _tiny_mix(n: int = 200) -> Callable[[], tuple]:
-    """``n`` nodes on a (1, 8) tensor cycling Add, Relu, Unsqueeze, Squeeze, Mul: the kernel does next to nothing, so the time per node
-    is the executor's dispatch (the floor of the smallest-tensor models)."""
+    """``n`` nodes on a (1, 8) tensor cycling Add, Relu, Unsqueeze, Squeeze, Mul: the
+    kernel does next to nothing, so the time per node is the executor's dispatch (the
+    floor of the smallest-tensor models)."""
     def build() -> tuple[bytes, dict]:
-        from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415
+        from onnx import helper, numpy_helper  # noqa: PLC0415
         inits = [numpy_helper.from_array(np.full((1, 8), 0.5, np.float32), "c"),
                  numpy_helper.from_array(np.array([0], np.int64), "ax")]
         nodes, prev = [], "x"

@@ -142,9 +142,11 @@ class Executor:
         self._body_fn = None
         self._bind_operators(opts.effective_plan())
         # Bodies (run inline by their control-flow node): one generated function (engine/body.py).
-        self._body_fn = None if parent is None or not codegen.ENABLED else compile_body(
-            self._steps, graph.outputs, {*self._weights, *graph.free_tensors}, set(self._weights),
-            self.xp is np, self.xp, named_failure)
+        # Under "nodes" a body runs as a graph (``run``) instead.
+        if parent is not None and opts.effective_plan() == "segments" and codegen.ENABLED:
+            self._body_fn = compile_body(
+                self._steps, graph.outputs, {*self._weights, *graph.free_tensors},
+                set(self._weights), self.xp is np, self.xp, named_failure)
 
     def _fold_constants(self, graph: Graph) -> list[Node]:
         """Evaluate Constant nodes once, at bind time: their values join the
@@ -264,7 +266,8 @@ class Executor:
         if plan == "segments" and len(self._ops) > 1:
             weights = dict.fromkeys(self._weight_vars[t] for s in self._steps for t in s.weights)
             self._serial_op = eng.new_operator(
-                self._segment_fn(self._steps, self._outputs), list(weights), [*self._seg_vars, *self._vars.values()],
+                self._segment_fn(self._steps, self._outputs), list(weights),
+                [*self._seg_vars, *self._vars.values()],
                 is_async=False, name=f"{self.graph.name} (all {len(self._steps)} nodes)")
         self._last_seconds = float("inf")
         self._modes = ModeChooser()  # parallel segments or the serial function: measured
@@ -516,7 +519,8 @@ class Executor:
             return kernel(xp, *args, subgraphs=subgraphs, run_graph=run_graph, **attrs)
         return call
 
-    def _segment_fn(self, steps: list[_Step], exports: Collection[str]) -> Callable[[RunContext], None]:
+    def _segment_fn(self, steps: list[_Step],
+                    exports: Collection[str]) -> Callable[[RunContext], None]:
         """The engine function of a segment: its generated code (``engine/codegen.py``)
         for a host run that keeps no intermediates, else the general step loop."""
         slow = self._step_loop(steps)
