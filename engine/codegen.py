@@ -40,8 +40,9 @@ from partition.ir import Node
 
 from .run_errors import too_few_outputs
 
-#: Read when an executor binds: False binds the general step loop and runs nodes of
-#: constants per call, as before this module (``bench/dispatch.py`` measures both).
+#: Read when a top-level executor binds (its bodies follow it): False binds the step
+#: loop and runs nodes of constants per call, as before this module
+#: (``bench/dispatch.py`` measures both).
 ENABLED = True
 #: Functions generated in this process (a test counts that bodies are planned once).
 _built = [0]

@@ -113,6 +113,8 @@ class Executor:
         self.timing = opts.timing
         self.plan_cache_dir = opts.plan_cache_dir
         self.path, self.parent = path, parent
+        # engine/codegen.py's switch, read once per executor tree (bodies bind later)
+        self._codegen = codegen.ENABLED if parent is None else parent._codegen
         self.find_kernel = opts.kernels or find_kernel
         self._own_engine = engine is None
         if engine is None:
@@ -143,7 +145,7 @@ class Executor:
         self._bind_operators(opts.effective_plan())
         # Bodies (run inline by their control-flow node): one generated function (engine/body.py).
         # Under "nodes" a body runs as a graph (``run``) instead.
-        if parent is not None and opts.effective_plan() == "segments" and codegen.ENABLED:
+        if parent is not None and opts.effective_plan() == "segments" and self._codegen:
             self._body_fn = compile_body(
                 self._steps, graph.outputs, {*self._weights, *graph.free_tensors},
                 set(self._weights), self.xp is np, self.xp, named_failure)
@@ -164,7 +166,7 @@ class Executor:
                     continue
             left.append(node)
         if self.options.effective_plan() == "segments" and self.options.kernels is None \
-                and codegen.ENABLED:
+                and self._codegen:
             find = lambda n: self.find_kernel(n, graph.opset)  # noqa: E731
             left = [n for n in left
                     if not fold_node(n, self._weights, self._folded, find, self.xp)]
@@ -549,7 +551,7 @@ class Executor:
     def _code_plan(self, steps: list[_Step]) -> list | None:
         """The code steps of a segment, or None where the general loop must run it (a
         device, a subgraph node, a body: bodies run as their body function)."""
-        if self.xp is not np or not codegen.ENABLED:
+        if self.xp is not np or not self._codegen:
             return None
         if self.parent is not None and self.options.effective_plan() == "segments":
             return None
