@@ -440,7 +440,7 @@ class Executor:
             for name, (a, b) in run.node_events.items():
                 run.node_seconds[name] = gpu.elapsed_ms(a, b) / 1e3
         run.deferred.clear()
-        values = dict(run.values) if keep else {}
+        values = {**{t: self._weights[t] for t in self._folded}, **run.values} if keep else {}
         return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
                          time.perf_counter() - start, values, self.device, run.pool_peak)
 

@@ -247,3 +247,14 @@ def test_a_loop_body_and_the_if_inside_it_are_planned_once(rng) -> None:
             run()
         assert codegen.builds() == builds
         assert "def body(" in ex.code()
+
+
+def test_kept_intermediates_include_the_values_folded_at_bind_time(rng) -> None:
+    """The debugger still sees the tensors of nodes evaluated once, at bind time."""
+    with Executor(load_model(_nested_if_model().SerializeToString())) as ex:
+        ex(_feeds(rng))
+        then = next(c for c in ex._children.values() if c.graph.name == "then")
+        kept = then.run({}, outer={"x": np.ones((1, 4), np.float32), "c2": np.array(True)},
+                        keep_intermediates=True)
+    np.testing.assert_allclose(kept.values["bias"], [[0.25, 0.25, 1.0, -1.0]])
+    np.testing.assert_allclose(kept.outputs["t_out"], [[1.25, 1.25, 2.0, 0.0]])
