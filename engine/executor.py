@@ -46,7 +46,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -54,7 +54,9 @@ from partition.ir import Graph, Node
 
 from . import create_engine, gpu
 from .kernels import blas
-from .body import compile_lean, lean_plan
+from .body import compile_body
+from . import codegen
+from .codegen import code_steps, generate
 from .context import Context, RunContext
 from .core import Engine, Var
 from .fuse import FUSED_DOMAIN, Fused, fuse
@@ -65,7 +67,7 @@ from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_
 from .plan import PLANS, ModeChooser, segments
 from .kernels.rnn import directions_in_parallel
 from .rewrite import direction_slice, split_bidirectional_lstm
-from .specialize import specialized_call
+from .specialize import fold_node, specialized_call
 from .run_errors import InputError, MissingKernelError, RunError, named_failure, too_few_outputs
 from .subgraph_ops import EXECUTORS, SubgraphOp
 from .run_state import RunResult, _Run, _Step
@@ -115,6 +117,8 @@ class Executor:
         self.timing = opts.timing
         self.plan_cache_dir = opts.plan_cache_dir
         self.path, self.parent = path, parent
+        # engine/codegen.py's switch, read once per executor tree (bodies bind later)
+        self._codegen = codegen.ENABLED if parent is None else parent._codegen
         self.find_kernel = opts.kernels or find_kernel
         self._own_engine = engine is None
         if engine is None:
@@ -138,12 +142,17 @@ class Executor:
         self._weight_vars: dict[str, Var] = {n: engine.new_variable(f"w:{n}") for n in self._weights}
         self.weight_bytes = sum(nbytes(v) for v in self._weights.values())
         self._bind_steps(graph)
+        self._codes: list[Callable] = []  # each segment's generated function, made on first use
+        order = {t: i for i, t in enumerate(self._produced)}
+        self._order = lambda t: order.get(t, -1)
+        self._body_fn = None
         self._bind_operators(opts.effective_plan())
-        # Bodies (run inline by their control-flow node): the lean loop of engine/body.py.
-        lean = None if parent is None else lean_plan(
-            self._steps, {*graph.outputs, *self._weights, *graph.free_tensors}, self.xp is np)
-        self._lean = None if lean is None else compile_lean(lean, graph.outputs, named_failure,
-                                                            set(self._weights))
+        # Bodies (run inline by their control-flow node): one generated function (engine/body.py).
+        # Under "nodes" a body runs as a graph (``run``) instead.
+        if parent is not None and opts.effective_plan() == "segments" and self._codegen:
+            self._body_fn = compile_body(
+                self._steps, graph.outputs, {*self._weights, *graph.free_tensors},
+                set(self._weights), self.xp is np, self.xp, named_failure)
 
     def _fold_constants(self, graph: Graph) -> list[Node]:
         """Evaluate Constant nodes once, at bind time: their values join the
@@ -157,11 +166,25 @@ class Executor:
                 kernel = self.find_kernel(node, graph.opset)
                 if kernel is not None:
                     self._weights[node.outputs[0]] = kernel(self.xp, **kernel_attrs(node))[0]
+                    self._folded.add(node.outputs[0])
                     continue
             left.append(node)
+        if self.options.effective_plan() == "segments" and self.options.kernels is None \
+                and self._codegen:
+            find = lambda n: self.find_kernel(n, graph.opset)  # noqa: E731
+            left = [n for n in left
+                    if not fold_node(n, self._weights, self._folded, find, self.xp)]
         return left
 
     def _bind_steps(self, graph: Graph) -> None:
+        # Tensors evaluated at bind time (never user weights): a body sees its
+        # enclosing graphs' as constants of its own, so it folds what it derives from them.
+        self._folded: set[str] = set()
+        if self.parent is not None:
+            for t in graph.free_tensors:
+                if t in self.parent._folded and t not in self._weights:
+                    self._weights[t] = self.parent._weights[t]
+                    self._folded.add(t)
         nodes = self._fold_constants(graph)
         self._fused: dict[str, Fused] = {}
         self._derived: dict[str, tuple[str, int, int]] = {}  # weight slices made at bind time
@@ -235,7 +258,8 @@ class Executor:
             mutable = [done, *(self._vars[t] for s in steps for t in s.node.outputs if t in exported)]
             name = steps[0].node.name if len(steps) == 1 else \
                 f"{steps[0].node.name} (+{len(steps) - 1} nodes)"
-            self._ops.append(eng.new_operator(self._segment_fn(steps), list(const), mutable,
+            exports = {t for s in steps for t in s.node.outputs if t in exported or t in self._outputs}
+            self._ops.append(eng.new_operator(self._segment_fn(steps, exports), list(const), mutable,
                                               is_async=False, name=name))
         self._done = eng.new_variable(f"{self.graph.name}:done")
         self._barrier = eng.new_operator(lambda _rctx: None, self._seg_vars, [self._done],
@@ -248,7 +272,8 @@ class Executor:
         if plan == "segments" and len(self._ops) > 1:
             weights = dict.fromkeys(self._weight_vars[t] for s in self._steps for t in s.weights)
             self._serial_op = eng.new_operator(
-                self._segment_fn(self._steps), list(weights), [*self._seg_vars, *self._vars.values()],
+                self._segment_fn(self._steps, self._outputs), list(weights),
+                [*self._seg_vars, *self._vars.values()],
                 is_async=False, name=f"{self.graph.name} (all {len(self._steps)} nodes)")
         self._last_seconds = float("inf")
         self._modes = ModeChooser()  # parallel segments or the serial function: measured
@@ -325,17 +350,17 @@ class Executor:
         return self._result(run, False, start)
 
     def run_body(self, values: Sequence[Any], outer: Mapping[str, Any], stream: Any = None) -> list:
-        """The outputs of this body on ``values`` (its inputs, in order): the lean
-        loop of ``engine/body.py`` where it applies, else ``run_inline``."""
+        """The outputs of this body on ``values`` (its inputs, in order): its generated
+        function (``engine/body.py``) where it applies, else ``run_inline``."""
         g = self.graph
-        if self._lean is None:
+        if self._body_fn is None:
             result = self.run_inline(dict(zip(g.inputs, values)), outer, stream)
             return [result.outputs[t] for t in g.outputs]
         env = dict(outer)  # the weights are read from their own dict
         for name, value in zip(g.inputs, values):
             if name not in self._weights:
                 env[name] = self._upload(value)
-        return self._lean(env, self._weights, RunContext(self.ctx, stream))
+        return self._body_fn(env, self._weights, RunContext(self.ctx, stream))
 
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run and return host (numpy) outputs."""
@@ -419,7 +444,7 @@ class Executor:
             for name, (a, b) in run.node_events.items():
                 run.node_seconds[name] = gpu.elapsed_ms(a, b) / 1e3
         run.deferred.clear()
-        values = dict(run.values) if keep else {}
+        values = {**{t: self._weights[t] for t in self._folded}, **run.values} if keep else {}
         return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
                          time.perf_counter() - start, values, self.device, run.pool_peak)
 
@@ -440,6 +465,7 @@ class Executor:
         else:
             def call(run: _Run, args: list, rctx: RunContext) -> tuple:
                 return kernel(xp, *args, **attrs)
+            call.direct = (kernel, attrs)  # type: ignore[attr-defined] # generated code calls it as is
         if self.options.kernels is not None:  # the caller's kernels run as they are
             return call
         # Constant axes, shapes, indices: planned once (engine/specialize.py).
@@ -470,6 +496,7 @@ class Executor:
             for part in parts:  # the debugger wants every tensor: run the chain as written
                 self._exec_step(part, run, rctx)
             return (run.get(out),)
+        call.direct = (kernel, {})  # type: ignore[attr-defined] # generated code: never keeps
         return call
 
     def _control_flow_call(self, node: Node) -> Callable[[_Run, list, RunContext], tuple]:
@@ -498,7 +525,70 @@ class Executor:
             return kernel(xp, *args, subgraphs=subgraphs, run_graph=run_graph, **attrs)
         return call
 
-    def _segment_fn(self, steps: list[_Step]) -> Callable[[RunContext], None]:
+    def _segment_fn(self, steps: list[_Step],
+                    exports: Collection[str]) -> Callable[[RunContext], None]:
+        """The engine function of a segment: its generated code (``engine/codegen.py``)
+        for a host run that keeps no intermediates, else the general step loop."""
+        slow = self._step_loop(steps)
+        plan = self._code_plan(steps)
+        if plan is None:
+            return slow
+        made: list[Callable] = []
+        index = len(self._codes)
+
+        def code() -> Callable:
+            """Generated at the first run that takes it (compiling costs ~0.1 ms a node:
+            a mode the executor never runs is never compiled)."""
+            if not made:
+                made.append(self._generate(plan, steps, exports, index))
+            return made[0]
+        self._codes.append(code)
+
+        def fn(rctx: RunContext) -> None:
+            run = self._current
+            if rctx.stream is None and not run.keep:  # type: ignore[union-attr]
+                (made[0] if made else code())(run, rctx)
+            else:
+                slow(rctx)
+        return fn
+
+    def _code_plan(self, steps: list[_Step]) -> list | None:
+        """The code steps of a segment, or None where the general loop must run it (a
+        device, a subgraph node, a body: bodies run as their body function)."""
+        if self.xp is not np or not self._codegen:
+            return None
+        if self.parent is not None and self.options.effective_plan() == "segments":
+            return None
+        return code_steps(steps)
+
+    def _generate(self, plan: list, steps: list[_Step], exports: Collection[str],
+                  index: int) -> Callable:
+        """``steps`` as one generated ``segment(run, rctx)`` (``engine/codegen.py``)."""
+        produced = {t for s in steps for t in s.node.outputs if t}
+        exports = {t for t in exports if t in produced}
+        # The run's reference counts cover the tensors it holds: inputs from outside
+        # this segment and the ones it publishes; the others live in locals only.
+        frees = [t for s in steps for t in s.frees if t not in produced or t in exports]
+        code = generate(plan, form="segment", exports=sorted(exports, key=self._order),
+                        frees=frees, xp=self.xp, fail=self._record_failure, timed=self.timing,
+                        weights={t for s in steps for t in s.reads
+                                 if t in self._weights and t not in self._refcounts},
+                        weight_dict=self._weights,
+                        label=f"segment {index}")
+        return code
+
+    def code(self) -> str:
+        """The generated source of every segment (generated now if no run has yet)
+        and of the bodies bound so far (like torch.fx's ``GraphModule.code``): what a
+        run executes, for a reader."""
+        parts = [c().source for c in self._codes]
+        if self._body_fn is not None:
+            parts.append(self._body_fn.source)
+        for child in list(self._children.values()):
+            parts.append(child.code())
+        return "\n".join(p for p in parts if p)
+
+    def _step_loop(self, steps: list[_Step]) -> Callable[[RunContext], None]:
         exec_step = self._exec_step
         if len(steps) == 1:
             step = steps[0]
@@ -605,7 +695,7 @@ class Executor:
 
 
 _CPU = Context.cpu(0)
+
 #: Below this wall time a run's graph runs as one function on the calling thread
 #: (hand-offs to workers cost ~10-50 us each on a shared 2-CPU machine).
 SERIAL_BELOW_S = 1e-3
-

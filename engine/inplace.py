@@ -6,10 +6,12 @@ product, read by nobody else, was dropped right after. On the transformer's
 128x1024 FFN activation that fresh array cost 60 us against ~20 us for the
 same addition into the product in place (page faults of a new 512 KB array).
 
-``in_place_steps`` finds, once at bind time, each Add/Sub/Mul/Div whose first
-input is the output of a MatMul or Gemm of this graph that no other node reads
-and that is not a graph output; its bound call then computes ``a op= b`` into
-that product when, at run time, nothing else can see the product:
+``in_place_steps`` finds, once at bind time, each Add/Sub/Mul/Div (and each
+Relu/Tanh/Exp/Sqrt/Neg/Abs) whose first input is the output of a MatMul, Gemm or
+one of those elementwise ops of this graph that no other node reads and that is
+not a graph output; its bound call then computes ``a op= b`` (``a = f(a)``) into
+that buffer when, at run time, nothing else can see it -- so a chain such as
+MatMul > Add > Mul > Relu writes one activation-sized array, not four:
 
 - the run keeps no intermediates (the debugger's ``keep_intermediates`` shows
   the product as it was, so those runs take the kernel as written);
@@ -17,9 +19,10 @@ that product when, at run time, nothing else can see the product:
   into ``a``'s shape (else numpy refuses the ``out=`` before writing anything,
   and the kernel as written runs).
 
-The product is always the kernel's fresh result (``np.matmul``, or the split
-path's own ``np.empty``), never a weight, an input or a view of another tensor,
-so overwriting it changes no other value. Device arrays never take this path.
+The product is always the kernel's fresh result (``np.matmul``, the split path's
+own ``np.empty``, a ufunc's new array, or an in-place step's own fresh input), never
+a weight, an input or a view of another tensor (Reshape, Identity and the like are
+not producers), so overwriting it changes no other value. Device arrays never take this path.
 """
 
 from __future__ import annotations
@@ -32,8 +35,13 @@ from partition.ir import Node
 
 #: Elementwise ops done in place, by their numpy ufunc.
 _UFUNCS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
-#: Producers whose output is a fresh array of their own.
-_PRODUCERS = ("MatMul", "Gemm")
+#: One-input ops done in place (``ufunc(a, *extra, out=a)``).
+_UNARY = {"Relu": (np.maximum, 0), "Tanh": (np.tanh,), "Exp": (np.exp,), "Sqrt": (np.sqrt,),
+          "Neg": (np.negative,), "Abs": (np.absolute,)}
+#: Producers whose output is a fresh array of their own: the products, and the
+#: elementwise ops above (their kernels allocate a result; their in-place forms
+#: return their own fresh first input), so a chain reuses one buffer.
+_PRODUCERS = ("MatMul", "Gemm", *_UFUNCS, *_UNARY)
 
 Call = Callable[[Any, list, Any], tuple]
 
@@ -54,9 +62,12 @@ def in_place_steps(steps: Sequence[Any], graph_outputs: Sequence[str]) -> list[i
     found = []
     for i, s in enumerate(steps):
         node: Node = s.node
-        if node.domain not in ("", "ai.onnx") or node.op_type not in _UFUNCS:
+        if node.domain not in ("", "ai.onnx") or node.attrs:
             continue
-        if len(node.inputs) != 2 or not node.inputs[0] or node.inputs[0] == node.inputs[1]:
+        if not (node.op_type in _UFUNCS and len(node.inputs) == 2
+                or node.op_type in _UNARY and len(node.inputs) == 1):
+            continue
+        if not node.inputs[0] or node.inputs[0] in node.inputs[1:]:
             continue
         a = node.inputs[0]
         if producer.get(a) in _PRODUCERS and readers.get(a) == 1 and a not in outs:
@@ -66,6 +77,8 @@ def in_place_steps(steps: Sequence[Any], graph_outputs: Sequence[str]) -> list[i
 
 def in_place_call(op_type: str, call: Call) -> Call:
     """``call`` (the step's bound kernel) preceded by the in-place form of ``op_type``."""
+    if op_type in _UNARY:
+        return _unary_in_place(_UNARY[op_type], call)
     ufunc = _UFUNCS[op_type]
     ndarray = np.ndarray
 
@@ -77,6 +90,19 @@ def in_place_call(op_type: str, call: Call) -> Call:
                 ufunc(a, b, out=a)
             except ValueError:  # b broadcasts beyond a: numpy wrote nothing
                 return call(run, args, rctx)
+            return (a,)
+        return call(run, args, rctx)
+    return in_place
+
+
+def _unary_in_place(form: tuple, call: Call) -> Call:
+    ufunc, extra = form[0], form[1:]
+    ndarray = np.ndarray
+
+    def in_place(run: Any, args: list, rctx: Any) -> tuple:
+        a = args[0]
+        if not run.keep and type(a) is ndarray and a.dtype.kind == "f" and a.flags.writeable:
+            ufunc(a, *extra, out=a)
             return (a,)
         return call(run, args, rctx)
     return in_place

@@ -124,6 +124,29 @@ class _Run:
                         live -= self._drop_locked(t, stream)
             self.live = live
 
+    def publish(self, names: Sequence[str], values: Sequence[Any], frees: Sequence[str],
+                segment_peak: int) -> None:
+        """What a generated segment (``engine/codegen.py``) hands over at its end: the
+        tensors others read, the releases of what it read, and the most bytes it held
+        at once (its locals and what it released, from what the run held when it
+        started)."""
+        with self.lock:
+            if segment_peak > self.peak:
+                self.peak = segment_peak
+        self.store(names, values, frees, None)
+
+    def release(self, name: str, count: int) -> int:
+        """``count`` reads of ``name`` done (a generated segment's, at its last one):
+        the bytes dropped, if that was the last read of the run."""
+        with self.lock:
+            n = self.refs[name] - count
+            self.refs[name] = n
+            if n == 0 and not self.keep and name not in self.ex._outputs:
+                freed = self._drop_locked(name, None)
+                self.live -= freed
+                return freed
+        return 0
+
     def _drop_locked(self, name: str, stream: Any) -> int:
         """Drop ``name``'s value; the bytes it held (the caller takes them off ``live``)."""
         value = self.values.pop(name, None)

@@ -27,11 +27,13 @@ dtype takes the registry kernel.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .kernels import geometry, nn
+from .kernels import geometry, kernel_attrs, nn
+from .kernels.dtypes import np_dtype
 from .kernels.tensor import _slice_index
 
 #: A specialised body: (xp, x) -> output array, or _GENERIC to use the registry kernel.
@@ -61,6 +63,7 @@ def _planned(plan_for: Callable[[tuple, Any], Any], apply: Callable[[Any, Any, A
         if plan is None:
             return _GENERIC
         return apply(xp, x, plan)
+    body.planned = (plan_for, apply, plans)  # type: ignore[attr-defined] # see _flat_call
     return body
 
 
@@ -394,10 +397,34 @@ _UNARY: dict[str, Callable[[Any, Any], Any]] = {
     "Exp": lambda xp, x: xp.exp(x), "Abs": lambda xp, x: xp.abs(x),
     "Neg": lambda xp, x: xp.negative(x),
 }
-_BINARY: dict[str, Callable[[Any, Any], Any]] = {
-    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b,
-    "Mul": lambda a, b: a * b, "Div": lambda a, b: a / b,
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {  # C functions: no Python frame per call
+    "Add": operator.add, "Sub": operator.sub, "Mul": operator.mul, "Div": operator.truediv,
 }
+
+
+def _cast(attrs: Mapping[str, Any],
+          generic: Callable[[Any, list, Any], tuple]) -> Callable[[Any, list, Any], tuple] | None:
+    """Cast between numeric dtypes as one ``astype`` with the target dtype resolved
+    here (the registry kernel resolves it and checks for strings and float8 on every
+    call); strings, float8 and other exotic targets go to the registry kernel."""
+    try:
+        dtype = np_dtype(attrs["to"])
+    except (KeyError, ValueError, TypeError):
+        return None
+    if dtype.kind not in "biuf" or dtype.name not in _PLAIN_DTYPES:
+        return None
+
+    def cast(run: Any, args: list, rctx: Any) -> tuple:
+        x = args[0]
+        if x.dtype.kind not in "biuf" or x.dtype.name not in _PLAIN_DTYPES:
+            return generic(run, args, rctx)
+        return (x.astype(dtype),)
+    return cast
+
+
+#: numpy's own numeric dtypes (ml_dtypes' float8/int4 and friends keep the kernel).
+_PLAIN_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                           "uint64", "float16", "float32", "float64"})
 
 
 def _direct(node: Any, attrs: Mapping[str, Any], xp: Any,
@@ -405,6 +432,8 @@ def _direct(node: Any, attrs: Mapping[str, Any], xp: Any,
     """Float elementwise nodes called straight (the registry kernel adds ~1 us of
     wrappers to a ~0.5 us ufunc); any other dtype goes to the registry kernel."""
     op = node.op_type
+    if op == "Cast" and node.domain in ("", "ai.onnx") and len(node.inputs) == 1:
+        return _cast(attrs, generic)
     if attrs or node.domain not in ("", "ai.onnx"):
         return None
     if op in _UNARY and len(node.inputs) == 1:
@@ -456,6 +485,9 @@ def specialized_call(node: Any, attrs: Mapping[str, Any], weights: Mapping[str, 
     if body is None:
         return None
     checks = tuple(consts.items())
+    planned = getattr(body, "planned", None)
+    if planned is not None:
+        return _flat_call(planned, checks, xp, generic)
 
     def call(run: Any, args: list, rctx: Any) -> tuple:
         for i, v in checks:
@@ -468,6 +500,70 @@ def specialized_call(node: Any, attrs: Mapping[str, Any], weights: Mapping[str, 
     return call
 
 
+def _flat_call(planned: tuple, checks: tuple, xp: Any,
+               generic: Callable[[Any, list, Any], tuple]) -> Callable[[Any, list, Any], tuple]:
+    """``specialized_call``'s call and ``_planned``'s body as one function (a Python
+    frame less per node; the same checks, plans and fall-backs). A reshape-like plan
+    (a target shape) is applied inline."""
+    plan_for, apply, plans = planned
+    reshape = apply is _reshape_to
+
+    def call(run: Any, args: list, rctx: Any) -> tuple:
+        for i, v in checks:
+            if args[i] is not v:  # a replaced weight: plan on nothing stale
+                return generic(run, args, rctx)
+        x = args[0]
+        shape = x.shape
+        plan = plans.get(shape, _GENERIC)
+        if plan is _GENERIC:
+            plan = plan_for(tuple(int(d) for d in shape), xp)
+            if len(plans) >= _MAX_PLANS:
+                plans.clear()
+            plans[shape] = plan
+        if plan is None:
+            return generic(run, args, rctx)
+        out = x.reshape(plan) if reshape else apply(xp, x, plan)
+        if out is _GENERIC:
+            return generic(run, args, rctx)
+        return (out,)
+    return call
+
+
 def _to_host(v: Any) -> np.ndarray:
     get = getattr(v, "get", None)  # cupy (and the test stand-in) copy back with .get()
     return np.asarray(get() if callable(get) else v)
+
+
+# ------------------------------------------------------ nodes of constants --
+#: Ops never evaluated at bind time: their value changes from run to run.
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                         "Multinomial", "Bernoulli", "Dropout"})
+#: The most bytes one folded node may produce (a ConstantOfShape of a crafted shape
+#: allocates at run time, where a run's limits apply, not while binding).
+FOLD_MAX_BYTES = 1 << 20
+
+
+def fold_node(node: Any, weights: dict, folded: set, find: Callable[[Any], Any], xp: Any) -> bool:
+    """Evaluate ``node`` once, at bind time, when every input is in ``folded`` (the
+    shape arithmetic exporters write around If/Loop bodies: ConstantOfShape, Concat,
+    Reshape, Cast of constants): its outputs join ``weights`` and ``folded``; True if
+    so. A node that fails, is not deterministic or makes more than ``FOLD_MAX_BYTES``
+    runs as written (and fails, if it does, naming itself at run time)."""
+    if node.domain not in ("", "ai.onnx") or node.subgraphs or node.is_subgraph \
+            or node.op_type in _NOT_FOLDED or not all(not t or t in folded for t in node.inputs):
+        return False
+    kernel = find(node)
+    if kernel is None:
+        return False
+    try:
+        values = kernel(xp, *(weights[t] if t else None for t in node.inputs), **kernel_attrs(node))
+    except Exception:  # noqa: BLE001 - the run reports it, naming the node
+        return False
+    if len(values) < len(node.outputs) or any(not hasattr(v, "shape") for v in values) \
+            or sum(int(getattr(v, "nbytes", 0)) for v in values) > FOLD_MAX_BYTES:
+        return False
+    for t, v in zip(node.outputs, values):
+        if t:
+            weights[t] = v
+            folded.add(t)
+    return True

@@ -58,7 +58,9 @@ def _check(model, feeds, **kw):
 def test_a_linear_layers_elementwise_step_runs_in_place_and_matches_onnxruntime(rng, op):
     model, feeds = _linear_model(rng, op, (6,))
     ex, _ = _check(model, feeds)
-    assert [ex._steps[i].node.name for i in in_place_steps(ex._steps, ex.graph.outputs)] == ["ew"]
+    # the Relu after it too: the elementwise result is fresh and read by it alone
+    assert [ex._steps[i].node.name for i in in_place_steps(ex._steps, ex.graph.outputs)] == \
+        ["ew", "relu"]
     assert ex._steps[1].call.__name__ == "in_place"
 
 
@@ -66,7 +68,8 @@ def test_a_product_read_twice_or_returned_is_left_alone(rng):
     for kw in ({"extra_reader": True}, {"product_out": True}):
         model, feeds = _linear_model(rng, "Add", (6,), **kw)
         ex, _ = _check(model, feeds)
-        assert in_place_steps(ex._steps, ex.graph.outputs) == []
+        names = [ex._steps[i].node.name for i in in_place_steps(ex._steps, ex.graph.outputs)]
+        assert "ew" not in names
 
 
 def test_kept_intermediates_show_the_product_before_the_addition(rng):
@@ -98,3 +101,37 @@ def test_the_transformer_matches_onnxruntime_with_its_biases_added_in_place(rng)
         for _ in range(2):
             got = ex(feeds)
             np.testing.assert_allclose(got["hidden"], want["hidden"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cpu_only(reason="the in-place rewrite is a CPU (numpy out=) path; reads weights back")
+def test_a_chain_reuses_one_buffer_and_never_writes_into_a_weight_or_a_view(rng):
+    """MatMul > Add > Mul > Relu > Tanh run in the product's buffer; an Add whose input
+    is a view of a weight (Reshape) or a graph input allocates as written; the weights
+    are unchanged after several runs."""
+    w = rng.standard_normal((8, 6)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B"),
+             numpy_helper.from_array(np.array([6], np.int64), "shape")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["p"], name="mm"),
+             helper.make_node("Add", ["p", "B"], ["q"], name="add"),
+             helper.make_node("Mul", ["q", "q2"], ["r"], name="mul"),
+             helper.make_node("Relu", ["r"], ["s"], name="relu"),
+             helper.make_node("Tanh", ["s"], ["t"], name="tanh"),
+             helper.make_node("Reshape", ["B", "shape"], ["bv"], name="view"),
+             helper.make_node("Add", ["bv", "t"], ["u"], name="add view"),
+             helper.make_node("Neg", ["x2"], ["v"], name="neg input")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [3, 8]),
+                               helper.make_tensor_value_info("q2", F, [3, 6]),
+                               helper.make_tensor_value_info("x2", F, [6])],
+                       [helper.make_tensor_value_info("u", F, None),
+                        helper.make_tensor_value_info("v", F, None)], inits)
+    feeds = {"x": rng.standard_normal((3, 8)).astype(np.float32),
+             "q2": rng.standard_normal((3, 6)).astype(np.float32),
+             "x2": rng.standard_normal(6).astype(np.float32)}
+    x2 = feeds["x2"].copy()
+    ex, _ = _check(model, feeds)
+    names = [ex._steps[i].node.name for i in in_place_steps(ex._steps, ex.graph.outputs)]
+    assert names == ["add", "mul", "relu", "tanh"]
+    np.testing.assert_array_equal(ex._weights["B"], b)
+    np.testing.assert_array_equal(ex._weights["W"], w)
+    np.testing.assert_array_equal(feeds["x2"], x2)

@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from engine.body import compile_lean, lean_plan
+from engine.body import compile_body
 from engine.executor import Executor
 from engine.run_errors import KernelFailure, RunError
 from partition import load_model
@@ -56,7 +56,7 @@ def test_a_compiled_body_matches_onnxruntime_with_odd_tensor_names(cond: bool,
             got = ex(feeds)
             for name, want in zip(("y", "z"), sess.run(None, feeds)):
                 np.testing.assert_allclose(got[name], want, rtol=1e-6, err_msg=name)
-        sources = [c._lean.source for c in ex._children.values()]
+        sources = [c._body_fn.source for c in ex._children.values()]
     assert sources and all("import" not in s and "ü" not in s for s in sources)
 
 
@@ -88,14 +88,13 @@ def test_a_short_result_is_a_named_run_error() -> None:
 
 
 def test_the_compiled_function_releases_tensors_after_their_last_reader() -> None:
-    """The plan's drops become ``v = None`` lines; outputs and outside tensors are kept."""
+    """The plan's drops become ``del v`` lines; outputs and outside tensors are kept."""
     model = _if_model(["p", "q", "r"])
     with Executor(load_model(model.SerializeToString())) as ex:
         ex({"c": np.array(True), "x": np.ones(3, np.float32)})
         then = next(c for c in ex._children.values() if c.graph.name == "then")
-        plan = lean_plan(then._steps, {*then.graph.outputs, *then._weights,
-                                       *then.graph.free_tensors}, True)
-        fn = compile_lean(plan, then.graph.outputs, lambda n, a, e: e, set(then._weights))
-    released = [line.split("=")[0].strip() for line in fn.source.splitlines()
-                if line.strip().endswith("= None") and not line.strip().startswith("k =")]
+        fn = compile_body(then._steps, then.graph.outputs,
+                          {*then._weights, *then.graph.free_tensors}, set(then._weights), True, np,
+                          lambda n, a, e: e)
+    released = [line.split()[1] for line in fn.source.splitlines() if line.strip().startswith("del ")]
     assert len(released) == 2  # p and q; r is the output, x comes from outside
