@@ -20,7 +20,7 @@ def _libmvec() -> list[str]:
 
 setup(ext_modules=[
     Extension("engine.kernels._native",
-              ["engine/kernels/_native.c", "engine/kernels/_native_pool.c",
+              ["engine/kernels/_native.c", "engine/kernels/_native_util.c",
                "engine/kernels/_native_conv.c"],
               depends=["engine/kernels/_native.h"],
               extra_compile_args=["-O3", "-fno-math-errno", "-fopenmp-simd", "-pthread"],
