@@ -305,22 +305,29 @@ def test_no_compiled_kernel_leaves_a_thread_behind(rng: np.random.Generator) -> 
     assert _threads() == before
 
 
-def test_the_engine_leaves_blas_threads_alone() -> None:
-    """No process-wide clamp: an Executor built with the default options leaves the
-    process's BLAS threads as they were (every other numpy caller keeps them); asked
-    for a number it sets that number."""
+@pytest.mark.parametrize("load,expect", [(0.0, "share"), (50.0, 1)])
+def test_the_engine_gives_blas_the_free_cores(load: float, expect, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No clamp to one thread: an Executor built with the default options gives BLAS the
+    cores nobody else uses -- every core of an idle machine (BLAS's own default), one
+    on a machine loaded far past its cores; a user's OPENBLAS_NUM_THREADS is kept, and
+    a number asked for is set."""
     from threadpoolctl import threadpool_info, threadpool_limits
     from sample_models.generate import build_all
 
-    def blas_threads() -> list[int]:
-        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
     graph = load_model(build_all()["trt_cycle.onnx"].SerializeToString())
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (load, load, load))
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", blas.SHARE_VAR):
+        monkeypatch.delenv(var, raising=False)
     with threadpool_limits(3, user_api="blas"):
-        assert set(blas_threads()) == {3}
+        blas._applied = None
         with Executor(graph):
-            assert set(blas_threads()) == {3}
-        assert blas.apply(2) == 2 and set(blas_threads()) == {2}
-        blas.apply(3)
+            assert blas_threads() == {blas.cpu_share() if expect == "share" else expect}
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+        assert blas.apply(None) is None  # the user's setting
+        assert blas.apply(2) == 2 and blas_threads() == {2}
+    blas._applied = None
 
 
 def test_compiled_conv_kernels_refuse_bad_arrays() -> None:

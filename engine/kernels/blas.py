@@ -5,21 +5,28 @@ Gemm and every Conv's GEMM (after ``_native_conv.c``'s im2col) are one numpy cal
 that BLAS spreads over its threads. The compiled kernels run on their caller's
 thread; the one that cuts its work into independent slices (an LSTM's directions,
 ``native.lstm_directions``) starts its threads for the call and joins them before
-it returns. There is no pool of ours, no spinning between kernels and no
-process-wide clamp: before, two hand-written pools (Python helpers here, C threads
-in ``_native_pool.c``) spun beside BLAS, which was clamped to one thread for every
-numpy caller of the process; ``docs/kernels.md`` has the figures that retired them.
+it returns. There is no pool of ours and no spinning between kernels: before, two
+hand-written pools (Python helpers here, C threads in ``_native_pool.c``) spun
+beside BLAS, which was clamped to one thread; ``docs/kernels.md`` has the figures.
 
-``apply`` is the one place the engine touches BLAS's threads, and only when told:
+How many threads BLAS gets is ``apply``'s one decision, taken when an ``Executor``
+is built, and only from what the machine says:
 
-- ``None`` (the default): BLAS as it is -- its own default (every core) or the
-  user's ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` --
-  except in a process given its share of a shared machine (``SGLENS_CPU_SHARE``:
-  the web app's local Dask workers, whose nanny sets BLAS to one thread), whose
-  BLAS gets that share;
-- ``0``: leave BLAS alone, whatever the environment says;
-- ``n``: BLAS gets ``n`` threads (``threadpoolctl``; BLAS thread pools belong to
-  the process, so this holds for every numpy caller in it -- asked for, not imposed).
+- ``None`` (the default): the cores nobody else is using -- this process's cores
+  (its share of the machine, ``SGLENS_CPU_SHARE``, when several processes share it:
+  the web app's local Dask workers) less the load average's excess, at least one.
+  A BLAS call waits for its slowest thread, and on a machine loaded past its cores
+  a thread that lost its core holds up the whole call: MobileNetV2 on a 2-core
+  machine at load 14 ran 1912 ms with BLAS on both cores and 370 ms on one
+  (onnxruntime 115-150 ms; ``bench/cores.py``). On an idle machine this is every
+  core, BLAS's own default, so nothing changes for the process's other numpy callers.
+  A user's ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` is
+  kept (Dask's nanny's ``1`` is not a user's: its workers have a share);
+- ``0``: leave BLAS alone;
+- ``n``: BLAS gets ``n`` threads.
+
+BLAS thread pools belong to the process (``threadpoolctl`` sets them), so the number
+holds for every numpy caller in it until the next ``apply`` that changes it.
 """
 
 from __future__ import annotations
@@ -51,6 +58,24 @@ def cpu_share() -> int:
     return min(share, cores) if share > 0 else cores
 
 
+_USER_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def free_cores() -> int:
+    """This process's cores less the load average's excess over them (the threads of
+    other processes that want a core), at least 1. Our own running thread is part
+    of the load: it is given back."""
+    share = cpu_share()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover -- not Unix
+        return share
+    machine = os.cpu_count() or share
+    others = max(0.0, load - 1.0)  # (the caller itself runs)
+    idle = machine - others
+    return max(1, min(share, int(idle)))
+
+
 def apply(threads: int | None, cpu_workers: int = 1) -> int | None:
     """Set the process's BLAS threads as the module docstring says; returns the number
     set, or None when BLAS was left as it is."""
@@ -58,9 +83,9 @@ def apply(threads: int | None, cpu_workers: int = 1) -> int | None:
     if threads == 0:
         return None
     if threads is None:
-        if not os.environ.get(SHARE_VAR):
-            return None
-        threads = cpu_share()
+        if any(os.environ.get(v) for v in _USER_VARS) and not os.environ.get(SHARE_VAR):
+            return None  # the user's setting
+        threads = free_cores()
     n = max(1, int(threads))
     global _applied, _controller
     with _lock:
@@ -80,14 +105,14 @@ FORK_MIN_MACS = 2_000_000
 class LargeKernel:
     """``with LargeKernel(macs) as ways:`` how many threads a compiled kernel of
     ``macs`` multiply-adds may start for its independent slices (``rnn.py``'s LSTM
-    directions): this process's cores when the work is at least ``FORK_MIN_MACS``,
+    directions): the free cores (``free_cores``) when the work is at least ``FORK_MIN_MACS``,
     else 1. Decides nothing else; kept for ``rnn.py`` (the recurrence moves to
     ``_native_rnn.c``, whose threads are ``native_parallel_for``'s)."""
 
     __slots__ = ("ways",)
 
     def __init__(self, macs: int) -> None:
-        self.ways = cpu_share() if macs >= FORK_MIN_MACS else 1
+        self.ways = free_cores() if macs >= FORK_MIN_MACS else 1
 
     def __enter__(self) -> int:
         return self.ways
