@@ -13,7 +13,7 @@ real models (target <= 2, none > 5) and the per-node floor on ``vad_stream``
 (engine time / nodes that ran).
 
 ``--cpu`` adds CPU time per run, onnxruntime on one thread against our engine
-with large kernels not split over the cores (best of ``--repeat``, alternating):
+with BLAS on one thread (best of ``--repeat``, alternating):
 per-core efficiency; on a machine loaded far beyond its cores, wall-time ratios
 mostly say who got the CPUs.
 

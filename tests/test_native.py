@@ -192,15 +192,16 @@ def _compiled_only() -> None:
         pytest.skip("extension not built")
 
 
-#: Kinds of conv the compiled kernels take: one group, several groups (im2col, one
-#: batched matmul), depthwise (group == C) with and without a channel multiplier, 1-D.
-CONV_KINDS = ["plain", "grouped", "depthwise", "multiplier", "1d"]
+#: Kinds of conv: one group, several groups (the compiled im2col, one batched matmul),
+#: depthwise (group == C) with and without a channel multiplier, 1-D (numpy's path),
+#: 1-D depthwise (the compiled depthwise kernel at height 1).
+CONV_KINDS = ["plain", "grouped", "depthwise", "multiplier", "1d", "1d-depthwise"]
 
 
 def _conv_case(seed: int, kind: str) -> tuple[dict, dict, str]:
     rng = np.random.default_rng(seed)
-    nsp = 1 if kind == "1d" else 2
-    k = tuple(int(v) for v in rng.integers(1, 8 if kind in ("depthwise", "1d") else 5, nsp)) \
+    nsp = 1 if kind.startswith("1d") else 2
+    k = tuple(int(v) for v in rng.integers(1, 5 if kind in ("plain", "grouped") else 8, nsp)) \
         if seed % 4 else (1,) * nsp
     if kind == "depthwise" and seed % 4 == 1:  # the square kernels of dw_window
         k = (int(rng.choice([3, 5, 7])),) * 2
@@ -216,7 +217,7 @@ def _conv_case(seed: int, kind: str) -> tuple[dict, dict, str]:
     if kind == "grouped":
         group = int(rng.integers(2, 5))
         c, m = c * group, group * int(rng.integers(1, 6))
-    elif kind in ("depthwise", "multiplier"):
+    elif kind in ("depthwise", "multiplier", "1d-depthwise"):
         group, c = c, c
         m = c * (int(rng.integers(2, 4)) if kind == "multiplier" else 1)
     if group > 1:
@@ -226,8 +227,8 @@ def _conv_case(seed: int, kind: str) -> tuple[dict, dict, str]:
     arrays = {"x": x, "w": w, "b": rng.standard_normal(m).astype(np.float32)}
     pointwise = all(v == 1 for v in k) and all(s == 1 for s in attrs["strides"]) \
         and not any(attrs.get("pads", [0]))  # (a 1x1 kernel at stride 1 pads nothing)
-    path = "depthwise_conv2d" if kind in ("depthwise", "multiplier") and c > 1 else \
-        None if pointwise else "im2col"
+    path = "depthwise_conv2d" if kind in ("depthwise", "multiplier", "1d-depthwise") and c > 1 else \
+        None if pointwise or nsp == 1 else "im2col"
     return arrays, attrs, path
 
 

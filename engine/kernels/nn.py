@@ -164,8 +164,11 @@ def _conv_compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: in
     added: depthwise (each group one input channel) in one C pass; any other group
     count as the C im2col columns times the weight in one numpy matmul, whose BLAS
     spreads it over the cores. None where the compiled module does not apply (the
-    caller's numpy path runs). A 1-D conv runs as a 2-D one of height 1."""
+    caller's numpy path runs). A 1-D depthwise conv runs as a 2-D one of height 1; other
+    1-D convs gained nothing measurable from the compiled columns (docs/kernels.md)."""
     if len(kernel) == 1:  # (N, C, L) as (N, C, 1, L): pads (begin, end) -> (0, begin, 0, end)
+        if not (w.shape[1] == 1 and group == x.shape[1] > 1):
+            return None
         y = _conv_compiled(x[:, :, None], w[:, :, None], b, group, (1, *kernel), (1, *strides),
                            (1, *dilations), (0, pads[0], 0, pads[1]), (1, *out_sp))
         return None if y is None else y.reshape(y.shape[:2] + tuple(out_sp))
