@@ -8,10 +8,9 @@ the rapidocr wheel, Magika; fetched by ``tests/acceptance/wheel_models.py``) at
 realistic input shapes, every ``~/.cache/sglens-bench/models/*.onnx`` export that
 exists (``bench/real_engine.py``'s), and with ``--real`` the four models of
 ``bench/run.py``. Each row: onnxruntime and our engine in alternating blocks on the
-same inputs (``bench/run.py``'s ``paired_latency``), medians, their ratio.
-``--kernels`` prints the compiled-versus-numpy figures of the conv kernels on
-the layer shapes of those models instead (``bench/cores_kernels.py``).
-Never run from the tests.
+same inputs (``bench/run.py``'s ``paired_latency``), medians, their ratio, and
+our time per executed node. ``bench/cores_kernels.py`` has the per-layer figures of
+the compiled conv kernels. Never run from the tests.
 """
 
 from __future__ import annotations
