@@ -550,3 +550,19 @@ def test_compiled_lstm_leaves_the_models_weights_alone_at_input_size_1(
     again = rnn.lstm(np, x, w, r, hidden_size=hs)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
+
+
+def test_depthwise_refuses_a_padded_plane_far_larger_than_its_planes() -> None:
+    """The depthwise kernel pads one plane into a scratch of the rows and columns its
+    windows read; pads and strides of a million around a 3x3 input would make that
+    4e12 floats: native.py declines (numpy's path decides) and the C entry point,
+    called directly, refuses instead of allocating."""
+    _compiled_only()
+    x = np.ones((1, 2, 3, 3), np.float32)
+    w = np.ones((2, 1, 3, 3), np.float32)
+    big = 10**6
+    geometry = ((3, 3), (big, big), (1, 1), (big, big, big, big), (3, 3))
+    assert native.depthwise_conv2d(np, x, w, None, *geometry) is None
+    with pytest.raises(ValueError, match="do not agree"):
+        native._lib.depthwise_conv2d_f32(x, w.reshape(2, 9), np.zeros((1, 2, 9), np.float32), None,
+                                         (3, 3, big, big, 1, 1, big, big, 3, 3))

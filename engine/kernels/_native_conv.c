@@ -228,21 +228,19 @@ static inline __attribute__((always_inline)) void dw_window_k(float *o, const fl
     }
 }
 
-/* Whether dw_window takes this geometry: square 3 and 5 kernels at strides 1 and 2 (a
- * 7 x 7 window has more taps than gcc vectorises in one loop: one row at a time). */
+/* Whether dw_window takes this geometry: square 3, 5 and 7 kernels at strides 1 and 2. */
 static int dw_square(const ConvGeom *g)
 {
-    return g->kh == g->kw && (g->kw == 3 || g->kw == 5 || g->kw == 7) && g->h > 0 &&
+    return g->kh == g->kw && (g->kw == 3 || g->kw == 5 || g->kw == 7) &&
            (g->sw == 1 || g->sw == 2);
 }
 
 CLONES static void dw_window(float *o, const float *const *rows, const float *w, Py_ssize_t k,
-                             Py_ssize_t sw, Py_ssize_t dw, Py_ssize_t pl, Py_ssize_t lo,
-                             Py_ssize_t hi)
+                             Py_ssize_t sw, Py_ssize_t dw, Py_ssize_t lo, Py_ssize_t hi)
 {
 #define DW_CASE(K, SW) \
     if (k == K && sw == SW) { \
-        dw_window_k(o, rows, w, K, SW, dw, pl, lo, hi); \
+        dw_window_k(o, rows, w, K, SW, dw, 0, lo, hi); \
         return; \
     }
     DW_CASE(3, 1) DW_CASE(3, 2) DW_CASE(5, 1) DW_CASE(5, 2) DW_CASE(7, 1) DW_CASE(7, 2)
@@ -253,69 +251,69 @@ typedef struct {
     ConvGeom g;
     const float *w, *bias;
     float *out;
-    Py_ssize_t mult;          /* output channels per input channel */
-    Py_ssize_t x_lo, x_hi;    /* output columns whose kw taps all lie inside a row */
-    Py_ssize_t *tap_lo, *tap_hi;  /* per kx: the output columns its tap finds inside a row */
-    const float *zeros;       /* a row of wd zeros (dw_square geometries), else NULL */
+    Py_ssize_t mult;      /* output channels per input channel */
+    Py_ssize_t hp, wp;    /* the padded plane: exactly the rows and columns the windows read */
+    float *padded;        /* hp x wp floats */
 } DepthwiseArgs;
 
-/* One output plane: the bias, the interior columns (the whole window at once where
- * dw_window takes the geometry, else one kernel row at a time), then the edge
- * columns one tap at a time. */
-static void dw_plane(const DepthwiseArgs *d, const float *plane, const float *w, float bv,
-                     float *out)
+/* The padded plane of one input plane: zeros, the input at (pt, pl), cut at hp x wp
+ * (the windows read nothing past it). Every window then lies inside it: no edge
+ * cases in the loops, at the price of one copy of the plane (the edge columns of a
+ * 5x5 or 7x7 kernel, tap by tap, cost as much as the whole interior; measured). */
+static void dw_pad_plane(const DepthwiseArgs *d, const float *plane)
 {
     const ConvGeom *g = &d->g;
-    const int whole = d->zeros != NULL && d->x_lo < d->x_hi;
+    memset(d->padded, 0, sizeof(float) * (size_t)(d->hp * d->wp));
+    if (g->pl >= d->wp)
+        return;
+    const Py_ssize_t cols = g->wd < d->wp - g->pl ? g->wd : d->wp - g->pl;
+    for (Py_ssize_t iy = 0; iy < g->h && g->pt + iy < d->hp; iy++)
+        memcpy(d->padded + (g->pt + iy) * d->wp + g->pl, plane + iy * g->wd,
+               sizeof(float) * (size_t)cols);
+}
+
+/* One output plane from the padded plane: the bias, then the windows (all at once
+ * where dw_window takes the geometry, else one kernel row at a time). */
+static void dw_plane(const DepthwiseArgs *d, const float *w, float bv, float *out)
+{
+    const ConvGeom *g = &d->g;
+    const int square = dw_square(g);
     const float *rows[7];
     for (Py_ssize_t oy = 0; oy < g->oh; oy++) {
         float *o = out + oy * g->ow;
         for (Py_ssize_t ox = 0; ox < g->ow; ox++)
             o[ox] = bv;
-        if (whole) {
-            for (Py_ssize_t ky = 0; ky < g->kh; ky++) {
-                const Py_ssize_t iy = oy * g->sh + ky * g->dh - g->pt;
-                rows[ky] = iy < 0 || iy >= g->h ? d->zeros : plane + iy * g->wd;
-            }
-            dw_window(o, rows, w, g->kw, g->sw, g->dw, g->pl, d->x_lo, d->x_hi);
+        const float *top = d->padded + oy * g->sh * d->wp;
+        if (square) {
+            for (Py_ssize_t ky = 0; ky < g->kh; ky++)
+                rows[ky] = top + ky * g->dh * d->wp;
+            dw_window(o, rows, w, g->kw, g->sw, g->dw, 0, g->ow);
+            continue;
         }
-        for (Py_ssize_t ky = 0; ky < g->kh; ky++) {
-            const Py_ssize_t iy = oy * g->sh + ky * g->dh - g->pt;
-            if (iy < 0 || iy >= g->h)
-                continue;
-            const float *row = plane + iy * g->wd, *wk = w + ky * g->kw;
-            if (!whole && d->x_lo < d->x_hi)
-                dw_interior(o, row, wk, g->kw, g->sw, g->dw, g->pl, d->x_lo, d->x_hi);
-            /* the edge columns, whose taps may fall in the padding: one tap at a time */
-            for (Py_ssize_t kx = 0; kx < g->kw; kx++) {
-                const Py_ssize_t lo = d->tap_lo[kx], hi = d->tap_hi[kx];
-                const float *q = row + kx * g->dw - g->pl;
-                const Py_ssize_t left = hi < d->x_lo ? hi : d->x_lo;
-                for (Py_ssize_t ox = lo; ox < left; ox++)
-                    o[ox] += wk[kx] * q[ox * g->sw];
-                for (Py_ssize_t ox = lo > d->x_hi ? lo : d->x_hi; ox < hi; ox++)
-                    o[ox] += wk[kx] * q[ox * g->sw];
-            }
-        }
+        for (Py_ssize_t ky = 0; ky < g->kh; ky++)
+            dw_interior(o, top + ky * g->dh * d->wp, w + ky * g->kw, g->kw, g->sw, g->dw, 0, 0,
+                        g->ow);
     }
 }
 
-/* x_lo..x_hi as pool_interior computes it for MaxPool, checked at both ends. */
-static void dw_interior_range(DepthwiseArgs *d)
+/* hp = (oh - 1) sh + (kh - 1) dh + 1 and wp likewise, the padded plane's size, and
+ * whether it is at most DW_MAX_PADDED times the input and output planes together (a
+ * geometry of huge strides or pads around a small input: native.py sends those to
+ * numpy's path, and a direct call is refused). */
+#define DW_MAX_PADDED 16
+static int dw_padded_size(DepthwiseArgs *d, Py_ssize_t npos)
 {
     const ConvGeom *g = &d->g;
-    d->x_lo = native_ceil_div(g->pl, g->sw);
-    const Py_ssize_t reach = (g->kw - 1) * g->dw - g->pl;
-    d->x_hi = g->wd - 1 - reach >= 0 ? (g->wd - 1 - reach) / g->sw + 1 : 0;
-    if (d->x_hi > g->ow)
-        d->x_hi = g->ow;
-    Py_ssize_t first, last, span;
-    const int ok = d->x_lo < d->x_hi && native_mul(d->x_lo, g->sw, &first) &&
-                   first - g->pl >= 0 && native_mul(d->x_hi - 1, g->sw, &last) &&
-                   native_mul(g->kw - 1, g->dw, &span) &&
-                   !__builtin_add_overflow(last, span, &last) && last - g->pl < g->wd;
-    if (!ok)
-        d->x_lo = d->x_hi = 0;
+    Py_ssize_t a, b, plane, in_plane, budget;
+    if (!native_mul(g->oh - 1, g->sh, &a) || !native_mul(g->kh - 1, g->dh, &b) ||
+        __builtin_add_overflow(a, b + 1, &d->hp) ||
+        !native_mul(g->ow - 1, g->sw, &a) || !native_mul(g->kw - 1, g->dw, &b) ||
+        __builtin_add_overflow(a, b + 1, &d->wp) ||
+        !native_mul(d->hp, d->wp, &plane) || !native_mul(g->h, g->wd, &in_plane) ||
+        __builtin_add_overflow(in_plane, npos, &budget) ||
+        !native_mul(budget, DW_MAX_PADDED, &budget) || budget > PY_SSIZE_T_MAX - 65536)
+        return 0;
+    return plane <= budget + 65536;
 }
 
 /* depthwise_conv2d_f32(x, w, out, bias, geometry): x (N, C, H, W), w (M, kh * kw) with
@@ -343,40 +341,29 @@ PyObject *native_depthwise_conv2d_f32(PyObject *self, PyObject *args)
     Py_ssize_t K, npos;
     if (!conv_geometry_ok(g, &K, &npos) || !native_mul(g->kh, g->kw, &K) || g->c < 1 ||
         g->m % g->c != 0 || w->shape[1] != K || o->shape[0] != g->n || o->shape[1] != g->m ||
-        o->shape[2] != npos || (b && b->shape[0] != g->m)) {
+        o->shape[2] != npos || (b && b->shape[0] != g->m) || !dw_padded_size(&d, npos)) {
         PyErr_SetString(PyExc_ValueError,
                         "depthwise_conv2d_f32: the shapes and geometry do not agree");
         goto done;
     }
     d.mult = g->m / g->c;
-    dw_interior_range(&d);
-    /* kw <= K items of w, which exist: the two tables' size cannot overflow */
-    d.tap_lo = PyMem_RawMalloc(2 * sizeof(Py_ssize_t) * (size_t)g->kw);
-    if (d.tap_lo == NULL) {
+    d.padded = PyMem_RawMalloc(sizeof(float) * (size_t)(d.hp * d.wp));
+    if (d.padded == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    d.tap_hi = d.tap_lo + g->kw;
-    float *zeros = dw_square(g) ? PyMem_RawCalloc((size_t)g->wd, sizeof(float)) : NULL;
-    if (dw_square(g) && zeros == NULL) {  /* (h > 0: wd floats of the input exist) */
-        PyMem_RawFree(d.tap_lo);
-        PyErr_NoMemory();
-        goto done;
-    }
-    d.zeros = zeros;
-    for (Py_ssize_t kx = 0; kx < g->kw; kx++)
-        inside_columns(g, kx * g->dw - g->pl, &d.tap_lo[kx], &d.tap_hi[kx]);
     g->x = (const float *)x->buf;
     d.w = (const float *)w->buf, d.out = (float *)o->buf;
     d.bias = b ? (const float *)b->buf : NULL;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t img = 0; img < g->n; img++)
-        for (Py_ssize_t k = 0; k < g->m; k++)
-            dw_plane(&d, g->x + (img * g->c + k / d.mult) * g->h * g->wd, d.w + k * K,
-                     d.bias ? d.bias[k] : 0.0f, d.out + (img * g->m + k) * npos);
+        for (Py_ssize_t k = 0; k < g->m; k++) {
+            if (k % d.mult == 0)  /* the next input channel */
+                dw_pad_plane(&d, g->x + (img * g->c + k / d.mult) * g->h * g->wd);
+            dw_plane(&d, d.w + k * K, d.bias ? d.bias[k] : 0.0f, d.out + (img * g->m + k) * npos);
+        }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(d.tap_lo);
-    PyMem_RawFree(zeros);
+    PyMem_RawFree(d.padded);
     ok = 1;
 done:
     return native_finish(&bs, ok);

@@ -156,12 +156,23 @@ def im2col(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pad
     return cols
 
 
+#: ``_native_conv.c``'s DW_MAX_PADDED: the padded plane's most elements per element of
+#: the input and output planes.
+_DW_MAX_PADDED = 16
+
+
 def depthwise_conv2d(xp: Any, x: Any, w: Any, b: Any, kernel: tuple, strides: tuple,
                      dilations: tuple, pads: tuple, out_sp: tuple) -> np.ndarray | None:
     """A 2-D conv whose every group reads one input channel (``group == C``; W is
     (M, 1, kh, kw), M a multiple of C), bias added: (N, M, OH, OW) float32, or None
     when the compiled module does not apply."""
     if not (applies(xp, x, w, b) and x.ndim == 4 and len(kernel) == 2 and x.size and w.size):
+        return None
+    # the kernel's padded copy of a plane: rows and columns its windows read (huge strides
+    # or pads around a small input would make it far larger than the planes: numpy's path)
+    hp = (out_sp[0] - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1
+    wp = (out_sp[1] - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1
+    if hp * wp > _DW_MAX_PADDED * (x.shape[2] * x.shape[3] + out_sp[0] * out_sp[1]) + 65536:
         return None
     n, m = x.shape[0], w.shape[0]
     out = np.empty((n, m, out_sp[0] * out_sp[1]), dtype=_F32)
