@@ -1,6 +1,6 @@
 """The one compiled module, engine.kernels._native (engine/kernels/_native*.c: the
-numpy path's compiled kernels and their thread pool, each run without the GIL;
-the files say why). Everything else is in pyproject.toml.
+numpy path's compiled kernels, each run without the GIL; the files say why).
+Everything else is in pyproject.toml.
 
 ``optional=True``: on a machine without a C compiler the build goes on without it,
 and every kernel runs its numpy path instead (slower, same results).
@@ -20,7 +20,7 @@ def _libmvec() -> list[str]:
 
 setup(ext_modules=[
     Extension("engine.kernels._native",
-              ["engine/kernels/_native.c", "engine/kernels/_native_pool.c",
+              ["engine/kernels/_native.c", "engine/kernels/_native_util.c",
                "engine/kernels/_native_conv.c", "engine/kernels/_native_rnn.c"],
               depends=["engine/kernels/_native.h", "engine/kernels/_native_rnn.h"],
               extra_compile_args=["-O3", "-fno-math-errno", "-fopenmp-simd", "-pthread"],

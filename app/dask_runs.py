@@ -189,9 +189,9 @@ class DaskJobManager(BaseJobs):
         self.cluster: Any = None
         self.worker_memory: int | None = None
         if cluster == "local":
-            # Each worker process computes on its share of the cores (engine/kernels/blas.py):
-            # large kernels split over them, never oversubscribing the machine. Dask's
-            # own defaults (BLAS threads = 1) are kept beside it.
+            # Each worker process computes on its share of the cores: its BLAS gets that
+            # many threads (engine/kernels/blas.py), never oversubscribing the machine
+            # (Dask's own default for a worker is one BLAS thread).
             from engine.kernels.blas import SHARE_VAR
             environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})
             environ[SHARE_VAR] = max(1, (os.cpu_count() or 1) // max(1, workers))

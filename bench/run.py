@@ -13,7 +13,7 @@ real models (target <= 2, none > 5) and the per-node floor on ``vad_stream``
 (engine time / nodes that ran).
 
 ``--cpu`` adds CPU time per run, onnxruntime on one thread against our engine
-with large kernels not split over the cores (best of ``--repeat``, alternating):
+with BLAS on one thread (best of ``--repeat``, alternating):
 per-core efficiency; on a machine loaded far beyond its cores, wall-time ratios
 mostly say who got the CPUs.
 
@@ -45,7 +45,6 @@ Models whose ops have no kernel yet are listed as skipped. Never run from the te
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import json
 import math
@@ -62,9 +61,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 from engine import gpu  # noqa: E402
-from engine.kernels import blas  # noqa: E402
 from engine.kernels import native  # noqa: E402
 from engine.executor import Executor, missing_ops  # noqa: E402
 from engine.inputs import random_inputs  # noqa: E402
@@ -154,15 +153,15 @@ def executed_nodes(graph) -> int:
 
 def cpu_times(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float]:
     """Best CPU seconds per run of onnxruntime on ONE thread (its calling thread's
-    CPU time) and of our engine (the process's CPU time, every thread) with large
-    kernels not split over the cores (engine/kernels/blas.py), alternating: per-core
-    efficiency, one thread each. CPU time is what a loaded machine inflates least:
+    CPU time) and of our engine (the process's CPU time, every thread) with BLAS on
+    one thread (engine/kernels/blas.py), alternating: per-core efficiency, one
+    thread each. CPU time is what a loaded machine inflates least:
     the figure to read when the load average is far above the core count."""
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    with Executor(graph, **kw) as ex, _no_split():
+    with Executor(graph, **kw) as ex, threadpool_limits(1, user_api="blas"):
         for _ in range(warmup):
             sess.run(None, feeds)
             ex.run(feeds)
@@ -175,15 +174,6 @@ def cpu_times(model, graph, feeds, repeat, warmup, **kw) -> tuple[float, float]:
             ex.run(feeds)
             t_eng.append(time.process_time() - t0)
     return min(t_ort), min(t_eng)
-
-
-@contextlib.contextmanager
-def _no_split():
-    previous = blas.set_split(False)
-    try:
-        yield
-    finally:
-        blas.set_split(previous)
 
 
 def _cpu_ticks() -> tuple[int, int] | None:
@@ -252,10 +242,8 @@ def bench_model(name, model, args, feeds=None) -> dict:
         row["engine_ms"] = None
         row["skipped"] = f"no kernel for {missing}"
     else:
-        blas.split_stats(reset=True)
         t_ort, t_eng, peak = paired_latency(model, graph, feeds, args.repeat, args.warmup,
                                             block=args.block, pause=args.pause, **opts)
-        row["large_kernels"] = blas.split_stats(reset=True)
         row["ort_ms"], row["engine_ms"] = t_ort * 1e3, t_eng * 1e3
         row["ratio"] = t_eng / t_ort
         row["peak_bytes"] = peak
@@ -298,7 +286,7 @@ def main(argv=None) -> int:
     p.add_argument("--engine", default=None, choices=("threaded", "naive"))
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--blas-threads", type=int, default=None,
-                   help="BLAS threads for our engine (default: cores // workers; 0 = leave BLAS alone)")
+                   help="BLAS threads for our engine (default and 0: BLAS's own; engine/kernels/blas.py)")
     p.add_argument("--block", type=int, default=5,
                    help="timed runs per side before switching (1 = alternate run by run)")
     p.add_argument("--pause", type=float, default=0.05,
@@ -322,8 +310,7 @@ def main(argv=None) -> int:
           f"workers={args.workers or os.cpu_count()} repeat={args.repeat} warmup={args.warmup} "
           f"block={args.block} pause={args.pause:g}s onnxruntime={ort.__version__} numpy={np.__version__} "
           f"on {os.cpu_count()} CPUs")
-    print("compiled kernels: " + ("on (engine/kernels/_native; pool jobs this run: "
-                                  f"{native.pool_stats()[0]})" if native.available()
+    print("compiled kernels: " + ("on (engine/kernels/_native)" if native.available()
                                   else "OFF: the numpy paths ran (no C compiler at install?)"))
     print(f"load average at start {_fmt_load(load_start)}, at end {_fmt_load(os.getloadavg())}"
           + _busy_share(busy_start, _cpu_ticks()))
@@ -340,11 +327,6 @@ def main(argv=None) -> int:
         if "engine_cpu_ms" in r:
             print(f"cpu {r['model']:<22} onnxruntime 1 thread {r['ort1_cpu_ms']:.3f} ms, ours unsplit "
                   f"{r['engine_cpu_ms']:.3f} ms: {r['engine_cpu_ms'] / r['ort1_cpu_ms']:.2f}x")
-    for r in rows:
-        k = r.get("large_kernels")
-        if k and (k["split"] or k["serial"]):
-            print(f"large kernels {r['model']:<16} {k['split']} split over the cores, {k['serial']} "
-                  f"serial (a core busy or backing off), {k['backoffs']} back-offs (engine/kernels/blas.py)")
     real = [r["ratio"] for r in rows if r["real"] and "ratio" in r]
     if real:
         geo = math.exp(sum(math.log(x) for x in real) / len(real))

@@ -222,9 +222,8 @@ def _spliced(nodes: Sequence[Node], drop: set[int], replace: dict[int, Node]) ->
 def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], Any],
                       kernel_of: Callable[[Node], Any]) -> tuple[list[Node], list[Fused]]:
     """``Conv -> Relu``, ``Conv -> Add -> Relu`` and ``Conv -> Add`` (a ResNet's
-    residual) as one step each: the Add and Relu run in place on the conv's output,
-    per band while it is in cache when the conv is split over the cores
-    (``cpu_split.conv_split``), in two passes otherwise -- no new tensor for either.
+    residual) as one step each: the Add and Relu run in place on the conv's output
+    -- no new tensor for either.
     Only 2-D convs (4-D weight): 1-D convs are a streaming model's small convs,
     which ``engine/specialize.py`` plans per shape and which gain nothing here."""
     if not any(n.op_type == "Conv" for n in nodes):

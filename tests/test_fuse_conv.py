@@ -1,7 +1,7 @@
 """Fused Conv chains (engine/fuse.py ``_fuse_conv_chains``): Conv -> Relu, Conv -> Add ->
 Relu (a ResNet's residual) and Conv -> Add run as one step, their epilogue in place on
-the conv's output -- per band when the conv is split over the cores. Checked against
-onnxruntime on fresh random inputs, split forced on and off, over odd geometries;
+the conv's output. Checked against onnxruntime on fresh random inputs, with the
+compiled conv kernels and on the numpy path, over odd geometries (depthwise too);
 groups, broadcasting residuals, intermediates read elsewhere or kept, ``plan="nodes"``
 and failures keep the graph's own semantics."""
 
@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from engine.kernels import blas
+from engine.kernels import native
 from engine.executor import Executor
 from engine.fuse import FUSED_DOMAIN
 from engine.run_errors import KernelFailure
@@ -25,15 +25,14 @@ from partition.onnx_io import from_model_proto
 F = TensorProto.FLOAT
 
 
-@pytest.fixture(params=[False, True], ids=["serial", "split"])
-def split(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
-    """Large-kernel splitting off, or forced on for any size as on a 2-core machine."""
+@pytest.fixture(params=[False, True], ids=["numpy", "compiled"])
+def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
+    """The compiled conv kernels (``native.py``), or the numpy path with them switched off."""
     on = bool(request.param)
-    monkeypatch.setattr(blas, "_split_on", on)
-    monkeypatch.setattr(blas, "_CORES", 2)
-    monkeypatch.setattr(blas, "SPLIT_MIN_MACS", 0 if on else 1 << 62)
-    monkeypatch.setattr(blas, "_skip_until", 0.0)
-    monkeypatch.setattr(blas, "_MIN_GAIN", 0.0)
+    if on and not native.available():
+        pytest.skip("extension not built")
+    if not on:
+        monkeypatch.setattr(native, "_lib", None)
     yield on
 
 
@@ -95,22 +94,20 @@ def _out_shape(x_shape: tuple, w_shape: tuple, strides: list, pads: list, dil: l
     ((1, 16, 24, 24), (32, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 1),    # 1x1
     ((1, 32, 7, 7), (64, 32, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 1),      # small map: channel slices
     ((1, 4, 21, 19), (8, 4, 3, 3), [1, 1], [2, 2, 2, 2], [2, 2], 1),       # dilated
-    ((1, 8, 20, 20), (8, 4, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),       # groups: generic path
+    ((1, 8, 20, 20), (8, 4, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),       # groups
+    ((1, 8, 20, 20), (8, 1, 3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 8),       # depthwise
 ])
-def test_fused_chain_matches_onnxruntime(chain: str, geom: tuple, split: bool,
+def test_fused_chain_matches_onnxruntime(chain: str, geom: tuple, compiled: bool,
                                          rng: np.random.Generator) -> None:
     xs, ws, strides, pads, dil, group = geom
     res = _out_shape(xs, ws, strides, pads, dil)
     for bias in (True, False):
         model, feeds = _model(xs, ws, chain, bias=bias, res_shape=res, rng=rng, strides=strides,
                               pads=pads, dilations=dil, group=group)
-        blas.split_stats(reset=True)
-        ex = _check(model, feeds, fused=True)
-        if ex.xp is np:  # the BLAS split is a CPU path (a device runs the fused chain through cupy)
-            assert (blas.split_stats()["split"] > 0) == (split and group == 1)
+        _check(model, feeds, fused=True)
 
 
-def test_a_broadcasting_residual_runs_as_written(split: bool, rng: np.random.Generator) -> None:
+def test_a_broadcasting_residual_runs_as_written(compiled: bool, rng: np.random.Generator) -> None:
     """Add(conv, r) with r of shape (1, M, 1, 1): not the conv's shape, so the step
     runs the nodes as written (numpy broadcasting), the result is the graph's."""
     model, feeds = _model((1, 4, 12, 12), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 1, 1),
@@ -139,7 +136,7 @@ def test_plan_nodes_and_kept_intermediates_see_every_node(rng: np.random.Generat
     assert (res.values["a"] < 0).any()
 
 
-def test_the_residual_input_is_not_written(split: bool, rng: np.random.Generator) -> None:
+def test_the_residual_input_is_not_written(compiled: bool, rng: np.random.Generator) -> None:
     model, feeds = _model((1, 4, 16, 16), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 16, 16),
                           rng=rng, pads=[1, 1, 1, 1])
     before = feeds["r"].copy()
@@ -182,7 +179,7 @@ def test_fused_chain_on_the_fake_device(monkeypatch: pytest.MonkeyPatch,
     np.testing.assert_allclose(got.get(), sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_the_conv_input_as_its_own_residual(split: bool, rng: np.random.Generator) -> None:
+def test_the_conv_input_as_its_own_residual(compiled: bool, rng: np.random.Generator) -> None:
     """Relu(Conv(x) + x), a residual block without a projection: x is read twice by the
     fused step; its value is right and x is released once (a second run works too)."""
     w = numpy_helper.from_array((rng.standard_normal((6, 6, 3, 3)) * 0.3).astype(np.float32), "w")

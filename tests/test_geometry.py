@@ -168,3 +168,45 @@ def test_max_unpool_shape_is_validated_before_it_allocates() -> None:
     with pytest.raises(GeometryError, match="smaller than the unpooled"):
         geometry.max_unpool((1, 1, 2, 2), kernel_shape=[2, 2], strides=[2, 2],
                             output_shape=[1, 1, 3, 4])
+
+
+# ------------------------------------------------------- axes out of range --
+def _axis_model(op: str, axis: int) -> onnx.ModelProto:
+    """One node over a (2, 3) float input whose axis (attribute or input) is ``axis``."""
+    inputs, inits, attrs = ["x"], [], {}
+    if op in ("ReduceSum", "Unsqueeze", "CumSum"):
+        inputs.append("a")
+        inits.append(helper.make_tensor("a", TensorProto.INT64, [] if op == "CumSum" else [1], [axis]))
+    else:
+        attrs["axis"] = axis
+    if op == "LayerNormalization":
+        inputs.append("s")
+        inits.append(helper.make_tensor("s", TensorProto.FLOAT, [3], [1.0, 1.0, 1.0]))
+    graph = helper.make_graph([helper.make_node(op, inputs, ["y"], name="n0", **attrs)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("op,bad,good", [("Flatten", 3, -2), ("Flatten", -3, 2), ("ReduceSum", 2, -2),
+                                         ("ReduceSum", -3, 1), ("LayerNormalization", 2, -1),
+                                         ("CumSum", 2, -1), ("Unsqueeze", 3, -3)])
+def test_an_axis_out_of_range_is_refused_as_onnxruntime_refuses_it(op: str, bad: int, good: int,
+                                                                    rng: np.random.Generator) -> None:
+    """Each of these wrapped an out-of-range axis with ``%`` (or read past the shape) and
+    computed on another axis; onnxruntime refuses the node, and now so do we, naming
+    it. An in-range negative axis still gives onnxruntime's answer."""
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    model = _axis_model(op, bad)
+    with pytest.raises(Exception):
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": x})
+    with Executor(load_model(model.SerializeToString())) as ex, \
+            pytest.raises(LensError, match=rf"node 'n0' \({op}\).*out of range"):
+        ex.run({"x": x})
+    model = _axis_model(op, good)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    with Executor(load_model(model.SerializeToString())) as ex:
+        got = ex.run({"x": x}).outputs["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -23,7 +23,6 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from engine.kernels import blas
 from engine.kernels import geometry, native, nn, rnn
 from engine.kernels.geometry import GeometryError
 
@@ -66,8 +65,11 @@ def window_case(draw, op: str) -> dict:
         attrs["kernel_shape"] = kernel
         attrs["ceil_mode"] = draw(st.integers(0, 1))
         return case
-    group = draw(st.sampled_from([1, 1, 1, 2]))
-    if group == 2 and not hostile:
+    group = draw(st.sampled_from([1, 1, 1, 2, "depthwise"]))
+    if group == "depthwise":  # one input channel a group (the compiled depthwise kernel)
+        group = c = draw(st.integers(2, 3))
+        case["x"] = (n, c, h, w)
+    elif group == 2 and not hostile:
         c = 2 * draw(st.integers(1, 2))
         case["x"] = (n, c, h, w)
     m = draw(st.integers(1, 3)) * group
@@ -110,13 +112,7 @@ def _ours(case: dict, arrays: dict, compiled: bool):
     exception fails the test."""
     attrs = dict(case["attrs"])
     with pytest.MonkeyPatch.context() as mp:
-        if compiled:  # every conv to the compiled pool (not the small-conv gather), split over 2
-            mp.setattr(nn, "_GATHER_PER_COPY", 0)
-            mp.setattr(blas, "_split_on", True)
-            mp.setattr(blas, "_CORES", 2)
-            mp.setattr(blas, "SPLIT_MIN_MACS", 0)
-            mp.setattr(blas, "_skip_until", 0.0)
-        else:
+        if not compiled:  # (compiled: every 1-D and 2-D float32 conv and MaxPool is)
             mp.setattr(native, "_lib", None)
         try:
             if case["op"] == "MaxPool":
@@ -197,8 +193,8 @@ def _agree(case: dict) -> None:
 
 @pytest.fixture(autouse=True)
 def _compiled_or_skip() -> None:
-    if not native.available() or not native._pool_ready():
-        pytest.skip("extension or BLAS not found: there is no compiled path to compare")
+    if not native.available():
+        pytest.skip("extension not built: there is no compiled path to compare")
 
 
 @FUZZ
@@ -221,20 +217,24 @@ _C_VALUE = st.one_of(st.integers(-3, 12), st.sampled_from(HOSTILE))
        st.integers(1, 12), st.integers(0, 9), st.integers(0, 12))
 def test_the_c_entry_points_refuse_or_stay_inside_their_buffers(geometry_: list, c: int, h: int,
                                                                  w: int, oh: int, ow: int) -> None:
-    """Raw geometry straight into conv2d_f32 and maxpool2d_f32, past geometry.py: each
-    call raises ValueError or runs; under the sanitizer build any access outside the
-    buffers (or a signed overflow) aborts the run instead."""
+    """Raw geometry straight into im2col_f32, depthwise_conv2d_f32 and maxpool2d_f32,
+    past geometry.py: each call raises ValueError or runs; under the sanitizer build
+    any access outside the buffers (or a signed overflow) aborts the run instead."""
     x = np.ones((1, c, h, w), np.float32)
-    kh, kw = (min(max(v, 1), 4) for v in geometry_[:2])  # the weight must exist to be read
+    kh, kw = (min(max(v, 1), 7) for v in geometry_[:2])  # the weight must exist to be read
     conv = tuple([kh, kw, *geometry_[2:8], oh, ow])
-    wt = np.ones((2, c * kh * kw), np.float32)
-    out = np.zeros((1, 2, oh * ow), np.float32)
+    cols = np.zeros((1, c * kh * kw, oh * ow), np.float32)
     with contextlib.suppress(ValueError):
-        native._lib.conv2d_f32(x, wt, out, None, None, False, conv, 2)
-        assert np.isfinite(out).all()
+        native._lib.im2col_f32(x, cols, conv)
+        assert np.isin(cols, [0.0, 1.0]).all()  # every value an input's (1) or padding (0)
+    out = np.zeros((1, 2 * c, oh * ow), np.float32)
+    with contextlib.suppress(ValueError):
+        native._lib.depthwise_conv2d_f32(x, np.ones((2 * c, kh * kw), np.float32), out,
+                                         np.zeros(2 * c, np.float32), conv)
+        assert np.isfinite(out).all() and (out >= 0).all() and (out <= kh * kw).all()
     pooled = np.zeros((c, oh, ow), np.float32)
     with contextlib.suppress(ValueError):
-        native._lib.maxpool2d_f32(x.reshape(c, h, w), pooled, tuple(geometry_[:8]), 2)
+        native._lib.maxpool2d_f32(x.reshape(c, h, w), pooled, tuple(geometry_[:8]))
         # every value is an input's (1), or -inf for a window wholly outside the input
         assert np.isin(pooled, [1.0, -np.inf]).all()
 

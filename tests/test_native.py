@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import shutil
 import sysconfig
-import time
 
 import numpy as np
 import onnxruntime as ort
@@ -160,166 +159,176 @@ def test_compiled_layer_norm_without_bias_matches_onnxruntime(rng: np.random.Gen
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_a_helper_spins_after_a_job_then_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Between jobs a helper waits in the compiled spin (without the GIL) for
-    ``SPIN_SECONDS``, then blocks; only jobs posted while one spins are judged."""
-    if not native.available():
-        pytest.skip("the compiled module was not built")
-    monkeypatch.setattr(blas, "SPIN_SECONDS", 0.3)
-    monkeypatch.setattr(blas, "_CORES", 2)
-    judged: list[float] = []
-    monkeypatch.setattr(blas, "_record_gain", judged.append)
-    monkeypatch.setattr(blas, "_MIN_JUDGED", 0.0)
-    done: list[int] = []
-    blas.run_split(done.append, 2, 2)
-    assert sorted(done) == [0, 1]
-    deadline = time.monotonic() + 5
-    while blas._spinning[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert blas._spinning[0] == 1  # the helper is spinning for the next job
-    blas.run_split(done.append, 2, 2)
-    assert sorted(done) == [0, 0, 1, 1] and len(judged) >= 1  # posted to a spinning helper
-    deadline = time.monotonic() + 5
-    while blas._spinning[0] and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert blas._spinning[0] == 0  # the spin ended: the helper blocks on the queue
-
-
-@pytest.fixture
-def pool_split(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Large-kernel splitting on for any size, as on a 2-core machine."""
+def _compiled_only() -> None:
     if not native.available():
         pytest.skip("extension not built")
-    monkeypatch.setattr(blas, "_split_on", True)
-    monkeypatch.setattr(blas, "_CORES", 2)
-    monkeypatch.setattr(blas, "SPLIT_MIN_MACS", 0)
-    monkeypatch.setattr(blas, "_skip_until", 0.0)
 
 
-@pytest.mark.parametrize("seed", range(16))
-@pytest.mark.parametrize("split", [True, False])
-def test_compiled_conv_random_geometry(seed: int, split: bool, monkeypatch: pytest.MonkeyPatch,
-                                       request: pytest.FixtureRequest) -> None:
-    """2-D convs on the compiled pool, one thread and split, against onnxruntime:
-    random kernels, strides, dilations, pads up to twice the kernel (whole windows
-    in the padding), auto_pad, batches, 1x1 (no columns) and small maps (channel
-    slices over one column matrix)."""
-    if split:
-        request.getfixturevalue("pool_split")
-    elif not native.available():
-        pytest.skip("extension not built")
+#: Kinds of conv: one group, several groups (the compiled im2col, one batched matmul),
+#: depthwise (group == C) with and without a channel multiplier, 1-D (numpy's path),
+#: 1-D depthwise (the compiled depthwise kernel at height 1).
+CONV_KINDS = ["plain", "grouped", "depthwise", "multiplier", "1d", "1d-depthwise"]
+
+
+def _conv_case(seed: int, kind: str) -> tuple[dict, dict, str]:
     rng = np.random.default_rng(seed)
-    k = tuple(int(v) for v in rng.integers(1, 5, 2)) if seed % 4 else (1, 1)
-    sp = tuple(int(v) for v in rng.integers(3, 40, 2))
-    attrs: dict = {"kernel_shape": list(k), "strides": [int(v) for v in rng.integers(1, 4, 2)]}
+    nsp = 1 if kind.startswith("1d") else 2
+    k = tuple(int(v) for v in rng.integers(1, 5 if kind in ("plain", "grouped") else 8, nsp)) \
+        if seed % 4 else (1,) * nsp
+    if kind == "depthwise" and seed % 4 == 1:  # the square kernels of dw_window
+        k = (int(rng.choice([3, 5, 7])),) * 2
+    sp = tuple(max(int(v), 2 * kk - 1) for v, kk in zip(rng.integers(3, 40, nsp), k))  # a window fits
+    attrs: dict = {"kernel_shape": list(k), "strides": [int(v) for v in rng.integers(1, 4, nsp)]}
     if rng.random() < 0.7:
-        attrs["dilations"] = [int(v) for v in rng.integers(1, 3, 2)]
+        attrs["dilations"] = [int(v) for v in rng.integers(1, 3, nsp)]
         attrs["pads"] = [int(rng.integers(0, 2 * kk + 1)) for kk in k * 2]
     else:
         attrs["auto_pad"] = str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"]))
-    c, m = int(rng.integers(1, 20)), int(rng.integers(1, 40))
+    group, c = 1, int(rng.integers(1, 20))
+    m = int(rng.integers(1, 40))
+    if kind == "grouped":
+        group = int(rng.integers(2, 5))
+        c, m = c * group, group * int(rng.integers(1, 6))
+    elif kind in ("depthwise", "multiplier", "1d-depthwise"):
+        group, c = c, c
+        m = c * (int(rng.integers(2, 4)) if kind == "multiplier" else 1)
+    if group > 1:
+        attrs["group"] = group
     x = rng.standard_normal((int(rng.integers(1, 4)), c) + sp).astype(np.float32)
-    w = rng.standard_normal((m, c) + k).astype(np.float32)
+    w = rng.standard_normal((m, c // group) + k).astype(np.float32)
+    arrays = {"x": x, "w": w, "b": rng.standard_normal(m).astype(np.float32)}
+    pointwise = all(v == 1 for v in k) and all(s == 1 for s in attrs["strides"]) \
+        and not any(attrs.get("pads", [0]))  # (a 1x1 kernel at stride 1 pads nothing)
+    path = "depthwise_conv2d" if kind in ("depthwise", "multiplier", "1d-depthwise") and c > 1 else \
+        None if pointwise or nsp == 1 else "im2col"
+    return arrays, attrs, path
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("kind", CONV_KINDS)
+def test_compiled_conv_random_geometry(seed: int, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1-D and 2-D convs of every group kind on the compiled kernels against onnxruntime:
+    random kernels, strides, dilations, pads up to twice the kernel (whole windows in
+    the padding), auto_pad, batches; the compiled kernel must be the one that ran."""
+    _compiled_only()
+    arrays, attrs, path = _conv_case(seed, kind)
     ran: list[bool] = []
-    real = native.conv2d
+    if path is not None:
+        real = getattr(native, path)
 
-    def spy(*args, **kwargs):
-        y = real(*args, **kwargs)
-        ran.append(y is not None)
-        return y
-    monkeypatch.setattr(native, "conv2d", spy)
-    check("Conv", {"x": x, "w": w, "b": rng.standard_normal(m).astype(np.float32)}, rtol=1e-4,
-          atol=1e-4, oracle="onnxruntime", **attrs)
-    if x.shape[0] * c * math.prod(_out_sp(sp, attrs)) > 1024:  # tinier: the gather path
-        assert ran and all(ran), "the conv did not run compiled"
-
-
-def _out_sp(sp: tuple, attrs: dict) -> list[int]:
-    k, s = attrs["kernel_shape"], attrs["strides"]
-    d = attrs.get("dilations", [1] * len(sp))
-    if attrs.get("auto_pad", "VALID") != "VALID":
-        return [-(-n // st) for n, st in zip(sp, s)]
-    pads = attrs.get("pads", [0] * 2 * len(sp))
-    return [(n + pads[i] + pads[i + len(sp)] - (k[i] - 1) * d[i] - 1) // s[i] + 1
-            for i, n in enumerate(sp)]
+        def spy(*args, **kwargs):
+            y = real(*args, **kwargs)
+            ran.append(y is not None)
+            return y
+        monkeypatch.setattr(native, path, spy)
+    check("Conv", arrays, rtol=1e-4, atol=1e-4, oracle="onnxruntime", **attrs)
+    if path is not None:
+        assert ran and all(ran), f"the conv did not run {path}"
 
 
-def test_compiled_conv_epilogue_matches_onnxruntime(pool_split: None,
-                                                    rng: np.random.Generator) -> None:
-    """Conv + Add + Relu (a ResNet block's tail), fused: bias, residual and Relu
-    applied per band on the pool."""
+def test_compiled_conv_epilogue_matches_onnxruntime(rng: np.random.Generator) -> None:
+    """Conv + Add + Relu (a ResNet block's tail), fused: bias, residual and Relu on the
+    compiled conv's output, for one group and depthwise."""
+    _compiled_only()
     from engine.kernels.nn import conv_fused
-    x = rng.standard_normal((2, 8, 21, 19)).astype(np.float32)
-    w = rng.standard_normal((12, 8, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(12).astype(np.float32)
-    res = rng.standard_normal((2, 12, 21, 19)).astype(np.float32)
-    kept = res.copy()
-    got = conv_fused(np, x, w, b, res, True, pads=[1, 1, 1, 1])
     from onnx import TensorProto, helper
     f = TensorProto.FLOAT
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
-                           helper.make_node("Add", ["c", "r"], ["s"]),
-                           helper.make_node("Relu", ["s"], ["y"])], "g",
-                          [helper.make_tensor_value_info(n, f, None) for n in ("x", "w", "b", "r")],
-                          [helper.make_tensor_value_info("y", f, None)])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x, "w": w, "b": b, "r": res})[0]
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    np.testing.assert_array_equal(res, kept)  # the residual was read, never written
+    for group, w_shape in ((1, (12, 8, 3, 3)), (8, (8, 1, 3, 3))):
+        x = rng.standard_normal((2, 8, 21, 19)).astype(np.float32)
+        w = rng.standard_normal(w_shape).astype(np.float32)
+        m = w_shape[0]
+        b = rng.standard_normal(m).astype(np.float32)
+        res = rng.standard_normal((2, m, 21, 19)).astype(np.float32)
+        kept = res.copy()
+        got = conv_fused(np, x, w, b, res, True, pads=[1, 1, 1, 1], group=group)
+        g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1],
+                                                group=group),
+                               helper.make_node("Add", ["c", "r"], ["s"]),
+                               helper.make_node("Relu", ["s"], ["y"])], "g",
+                              [helper.make_tensor_value_info(n, f, None) for n in ("x", "w", "b", "r")],
+                              [helper.make_tensor_value_info("y", f, None)])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": x, "w": w, "b": b, "r": res})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(res, kept)  # the residual was read, never written
 
 
-@pytest.mark.parametrize("shapes", [((64, 96), (96, 80)), ((3, 40, 64), (64, 50)),
-                                    ((7, 300), (300, 9)), ((200, 33), (33, 1))])
-def test_compiled_gemm_matches_onnxruntime(shapes: tuple, pool_split: None,
-                                           rng: np.random.Generator) -> None:
-    a = rng.standard_normal(shapes[0]).astype(np.float32)
-    b = rng.standard_normal(shapes[1]).astype(np.float32)
-    before = native.pool_stats()[0]
-    check("MatMul", {"a": a, "b": b}, rtol=1e-4, atol=1e-4, oracle="onnxruntime")
-    check("Gemm", {"a": a.reshape(-1, a.shape[-1]), "b": np.ascontiguousarray(b.T),
-                   "c": rng.standard_normal(b.shape[1]).astype(np.float32)},
-          rtol=1e-4, atol=1e-4, oracle="onnxruntime", transB=1, alpha=0.5, beta=2.0)
-    assert native.pool_stats()[0] > before, "the matmul did not run on the pool"
+def _threads() -> int:
+    """The threads of this process now (Linux: one entry per thread)."""
+    import os
+    return len(os.listdir("/proc/self/task"))
 
 
-def test_the_pool_workers_take_part(pool_split: None, rng: np.random.Generator) -> None:
-    """Over many large convs a worker thread runs some slices (it cannot be forced
-    to win the race for a given slice, but it must not sit idle every time)."""
-    from engine.kernels.nn import conv
-    x = rng.standard_normal((1, 32, 64, 64)).astype(np.float32)
-    w = rng.standard_normal((32, 32, 3, 3)).astype(np.float32)
-    before = native.pool_stats()[1]
-    for _ in range(20):
-        conv(np, x, w, pads=[1, 1, 1, 1])
-    assert native.pool_stats()[1] > before
+def test_no_compiled_kernel_leaves_a_thread_behind(rng: np.random.Generator) -> None:
+    """One owner of the cores (engine/kernels/blas.py): the compiled kernels start no
+    thread that outlives their call -- a
+    depthwise and a grouped conv, a MaxPool -- where the old pools left workers
+    spinning beside BLAS's."""
+    _compiled_only()
+    from engine.kernels.nn import conv, max_pool
+    x = rng.standard_normal((1, 16, 40, 40)).astype(np.float32)
+    conv(np, x, rng.standard_normal((16, 1, 3, 3)).astype(np.float32), pads=[1] * 4, group=16)
+    before = _threads()
+    for _ in range(3):
+        conv(np, x, rng.standard_normal((16, 1, 5, 5)).astype(np.float32), pads=[2] * 4, group=16)
+        conv(np, x, rng.standard_normal((32, 4, 3, 3)).astype(np.float32), pads=[1] * 4, group=4)
+        max_pool(np, x, kernel_shape=[3, 3], strides=[2, 2], _n_outputs=1)
+    assert _threads() == before
 
 
-def test_compiled_gemm_and_conv_refuse_bad_arrays() -> None:
-    if not native.available() or not native._pool_ready():
-        pytest.skip("extension or BLAS not found")
+@pytest.mark.parametrize("load,expect", [(0.0, "share"), (50.0, 1)])
+def test_the_engine_gives_blas_the_free_cores(load: float, expect, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No clamp to one thread: an Executor built with the default options gives BLAS the
+    cores nobody else uses -- every core of an idle machine (BLAS's own default), one
+    on a machine loaded far past its cores; a user's OPENBLAS_NUM_THREADS is kept, and
+    a number asked for is set."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+    from sample_models.generate import build_all
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    graph = load_model(build_all()["trt_cycle.onnx"].SerializeToString())
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (load, load, load))
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", blas.SHARE_VAR):
+        monkeypatch.delenv(var, raising=False)
+    with threadpool_limits(3, user_api="blas"):
+        blas._applied = None
+        with Executor(graph):
+            assert blas_threads() == {blas.cpu_share() if expect == "share" else expect}
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+        assert blas.apply(None) is None  # the user's setting
+        assert blas.apply(2) == 2 and blas_threads() == {2}
+    blas._applied = None
+
+
+def test_compiled_conv_kernels_refuse_bad_arrays() -> None:
+    _compiled_only()
     z = np.zeros
-    with pytest.raises(ValueError, match="shapes"):
-        native._lib.gemm_f32(z((3, 4), np.float32), z((5, 2), np.float32), z((3, 2), np.float32), 1)
-    with pytest.raises(ValueError, match="unit stride"):
-        native._lib.gemm_f32(z((6, 8), np.float32)[::2, ::2], z((4, 2), np.float32),
-                             z((3, 2), np.float32), 1)
+    geometry = (3, 3, 1, 1, 1, 1, 0, 0, 3, 3)
     with pytest.raises(ValueError, match="do not agree"):
-        native._lib.conv2d_f32(z((1, 2, 5, 5), np.float32), z((3, 17), np.float32),
-                               z((1, 3, 9), np.float32), None, None, False,
-                               (3, 3, 1, 1, 1, 1, 0, 0, 3, 3), 1)
+        native._lib.im2col_f32(z((1, 2, 5, 5), np.float32), z((1, 17, 9), np.float32), geometry)
     with pytest.raises(ValueError, match="float32"):
-        native._lib.conv2d_f32(z((1, 2, 5, 5)), z((3, 18)), z((1, 3, 9)), None, None, False,
-                               (3, 3, 1, 1, 1, 1, 0, 0, 3, 3), 1)
+        native._lib.im2col_f32(z((1, 2, 5, 5)), z((1, 18, 9)), geometry)
+    with pytest.raises(ValueError, match="do not agree"):  # 3 output channels over 2 inputs
+        native._lib.depthwise_conv2d_f32(z((1, 2, 5, 5), np.float32), z((3, 9), np.float32),
+                                         z((1, 3, 9), np.float32), None, geometry)
+    with pytest.raises(ValueError, match="do not agree"):  # a weight row that is not kh * kw
+        native._lib.depthwise_conv2d_f32(z((1, 2, 5, 5), np.float32), z((2, 8), np.float32),
+                                         z((1, 2, 9), np.float32), None, geometry)
+    with pytest.raises(ValueError, match="do not agree"):  # a bias of the wrong size
+        native._lib.depthwise_conv2d_f32(z((1, 2, 5, 5), np.float32), z((2, 9), np.float32),
+                                         z((1, 2, 9), np.float32), z(3, np.float32), geometry)
 
 
 @pytest.mark.parametrize("seed", range(24))
-def test_compiled_max_pool_random_geometry(seed: int, pool_split: None) -> None:
-    """2-D MaxPool on the compiled pool against onnxruntime: kernels, strides,
+def test_compiled_max_pool_random_geometry(seed: int) -> None:
+    """2-D MaxPool compiled against onnxruntime: kernels, strides,
     dilations, pads and ceil mode at random; with a NaN in the input against the
     numpy path: a window holding a NaN is NaN, as numpy's maximum (onnxruntime and
     ONNX's reference evaluator let a NaN through in some windows and not in others,
     by the order they compare in: NaN in MaxPool is left open by the standard)."""
+    _compiled_only()
     rng = np.random.default_rng(seed)
     k = [int(v) for v in rng.integers(1, 4, 2)]
     attrs: dict = {"kernel_shape": k, "strides": [int(v) for v in rng.integers(1, 3, 2)],
@@ -353,14 +362,13 @@ def test_compiled_max_pool_random_geometry(seed: int, pool_split: None) -> None:
     assert ran and all(ran), "the pool did not run compiled"
 
 
-def test_empty_operands_take_the_numpy_path(pool_split: None) -> None:
-    """An empty GEMM or conv is numpy's to answer (BLAS refuses a zero leading
-    dimension): the same zeros and shapes as onnxruntime, no error."""
+def test_empty_operands_take_the_numpy_path() -> None:
+    """An empty GEMM or conv is numpy's to answer: the same zeros and shapes as
+    onnxruntime, no error."""
     from engine.kernels import kernel_for
     mm = kernel_for("MatMul", "", {"": 17})
     got = mm(np, np.zeros((5, 0), np.float32), np.zeros((0, 7), np.float32))[0]
     assert got.shape == (5, 7) and not got.any()
-    assert native.gemm(np, np.zeros((5, 0), np.float32), np.zeros((0, 7), np.float32), 2) is None
     conv = kernel_for("Conv", "", {"": 17})
     y = conv(np, np.zeros((0, 3, 9, 9), np.float32), np.ones((4, 3, 3, 3), np.float32))[0]
     assert y.shape == (0, 4, 7, 7)
@@ -376,24 +384,6 @@ def test_empty_convs_match_onnxruntime(x_shape: tuple, w_shape: tuple,
     w = rng.standard_normal(w_shape).astype(np.float32)
     check("Conv", {"x": x, "w": w, "b": rng.standard_normal(w_shape[0]).astype(np.float32)},
           oracle="onnxruntime")
-
-
-def test_compiled_gemm_reads_views_in_place_or_refuses_them(rng: np.random.Generator) -> None:
-    """Transposed and sliced views are read in place with their leading dimension
-    (checked against numpy); a view with no unit stride is refused, never misread."""
-    if not native.available() or not native._pool_ready():
-        pytest.skip("extension or BLAS not found")
-    big = rng.standard_normal((40, 30)).astype(np.float32)
-    for a, b in ((big[:7, :5], big[10:15, 3:12]), (big[:5, :7].T, big[:9, 20:25].T),
-                 (big[:, 4:5], big[6:7, :])):
-        out = np.empty((a.shape[0], b.shape[1]), np.float32)
-        native._lib.gemm_f32(a, b, out, 2)
-        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
-    odd = big[:, ::2][:, 2:3]  # (40, 1): neither stride is one element
-    assert odd.strides == (120, 8)
-    with pytest.raises(ValueError, match="unit stride"):
-        native._lib.gemm_f32(odd, np.ones((1, 1), np.float32), np.empty((40, 1), np.float32), 1)
-    assert native.gemm(np, odd, np.ones((1, 1), np.float32), 2) is None  # numpy's path then
 
 
 @pytest.mark.parametrize("hs", [1, 7, 64])
@@ -440,15 +430,17 @@ _BIG = 2**63 - 9
     (2**31, 2**31, 1, 1, 1, 1, 0, 0, 1, 1),          # a kernel past NATIVE_MAX_EXTENT
 ])
 def test_compiled_conv_refuses_geometry_it_cannot_index(geometry: tuple) -> None:
-    if not native.available() or not native._pool_ready():
-        pytest.skip("extension or BLAS not found")
+    _compiled_only()
     oh, ow = geometry[8], geometry[9]
     x = np.ones((1, 1, 2, 8), np.float32)
-    w = np.ones((1, max(1, min(geometry[0] * geometry[1], 4))), np.float32)
+    taps = max(1, min(geometry[0] * geometry[1], 4))
+    cols = np.zeros((1, taps, oh * ow), np.float32)
+    with pytest.raises(ValueError, match="do not agree"):
+        native._lib.im2col_f32(x, cols, geometry)
     out = np.zeros((1, 1, oh * ow), np.float32)
     with pytest.raises(ValueError, match="do not agree"):
-        native._lib.conv2d_f32(x, w, out, None, None, False, geometry, 1)
-    assert not out.any()  # nothing written
+        native._lib.depthwise_conv2d_f32(x, np.ones((1, taps), np.float32), out, None, geometry)
+    assert not cols.any() and not out.any()  # nothing written
 
 
 @pytest.mark.parametrize("geometry", [
@@ -463,7 +455,7 @@ def test_compiled_max_pool_refuses_geometry_it_cannot_index(geometry: tuple) -> 
     x = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 8)
     out = np.full((1, 1, 2), 7.0, np.float32)
     with pytest.raises(ValueError, match="do not agree"):
-        native._lib.maxpool2d_f32(x, out, geometry, 1)
+        native._lib.maxpool2d_f32(x, out, geometry)
     assert (out == 7.0).all()
 
 
@@ -474,16 +466,8 @@ def test_compiled_max_pool_interior_path_only_where_its_taps_fit() -> None:
         pytest.skip("extension not built")
     x = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 8)
     out = np.empty((1, 1, 2), np.float32)
-    native._lib.maxpool2d_f32(x, out, (1, 3, 1, 2**30, 1, 1, 0, 0), 1)
+    native._lib.maxpool2d_f32(x, out, (1, 3, 1, 2**30, 1, 1, 0, 0))
     assert out.tolist() == [[[3.0, -np.inf]]]
-
-
-def test_compiled_pool_clamps_the_threads_a_call_asks_for(pool_split: None) -> None:
-    """A ``ways`` of 2^31 - 1 must not start two billion threads (at most one per slice)."""
-    x = np.arange(64, dtype=np.float32).reshape(4, 4, 4)
-    out = np.empty((4, 2, 2), np.float32)
-    native._lib.maxpool2d_f32(x, out, (2, 2, 2, 2, 1, 1, 0, 0), 2**31 - 1)
-    np.testing.assert_array_equal(out, x.reshape(4, 2, 2, 2, 2).max(axis=(2, 4)))
 
 
 def test_the_sanitized_build_is_the_one_under_test() -> None:
@@ -515,3 +499,19 @@ def test_compiled_lstm_leaves_the_models_weights_alone_at_input_size_1(
     again = rnn.lstm(np, x, w, r, hidden_size=hs)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
+
+
+def test_depthwise_refuses_a_padded_plane_far_larger_than_its_planes() -> None:
+    """The depthwise kernel pads one plane into a scratch of the rows and columns its
+    windows read; pads and strides of a million around a 3x3 input would make that
+    4e12 floats: native.py declines (numpy's path decides) and the C entry point,
+    called directly, refuses instead of allocating."""
+    _compiled_only()
+    x = np.ones((1, 2, 3, 3), np.float32)
+    w = np.ones((2, 1, 3, 3), np.float32)
+    big = 10**6
+    geometry = ((3, 3), (big, big), (1, 1), (big, big, big, big), (3, 3))
+    assert native.depthwise_conv2d(np, x, w, None, *geometry) is None
+    with pytest.raises(ValueError, match="do not agree"):
+        native._lib.depthwise_conv2d_f32(x, w.reshape(2, 9), np.zeros((1, 2, 9), np.float32), None,
+                                         (3, 3, big, big, 1, 1, big, big, 3, 3))

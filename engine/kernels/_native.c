@@ -214,128 +214,17 @@ done:
     return native_finish(&bs, ok);
 }
 
-/* ------------------------------------------------------------------ spin --
- * engine/blas.py's helper threads wait for the next slice of a large kernel here
- * for a short while, the GIL released, before they block: on a virtual machine
- * an idle vCPU is halted, and a helper woken on it started its slice 0.5-2 ms
- * late (a 1 ms LSTM direction; measured), so a split kernel ran no faster than
- * serially. onnxruntime's pool spins the same way. */
-#include <time.h>
-
-double native_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static PyObject *spin_wait(PyObject *self, PyObject *args)
-{
-    PyObject *obj;
-    long long seen;
-    double seconds;
-    Py_buffer buf;
-    if (!PyArg_ParseTuple(args, "OLd", &obj, &seen, &seconds))
-        return NULL;
-    if (PyObject_GetBuffer(obj, &buf, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        return NULL;
-    if (buf.itemsize != 8 || buf.len < 8 || (strcmp(buf.format, "q") != 0 &&
-                                             strcmp(buf.format, "l") != 0)) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "spin_wait: expected an int64 array");
-        return NULL;
-    }
-    volatile const long long *counter = (volatile const long long *)buf.buf;
-    int changed = 0;
-    Py_BEGIN_ALLOW_THREADS
-    const double end = native_now() + seconds;
-    for (;;) {
-        for (int k = 0; k < 256; k++) {
-            if (*counter != seen) {
-                changed = 1;
-                break;
-            }
-            NATIVE_RELAX();
-        }
-        if (changed || native_now() >= end)
-            break;
-    }
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&buf);
-    return PyBool_FromLong(changed);
-}
-
-Py_buffer *native_take(NativeBuffers *bs, PyObject *obj, int writable, NativeLayout layout,
-                       int ndim, const char *name)
-{
-    if (bs->held == NATIVE_MAX_BUFFERS) {
-        PyErr_SetString(PyExc_RuntimeError, "native_take: too many buffers for one call");
-        return NULL;
-    }
-    Py_buffer *v = &bs->view[bs->held];
-    const int flags = (layout == NATIVE_C ? PyBUF_C_CONTIGUOUS : PyBUF_STRIDES) | PyBUF_FORMAT |
-                      (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, v, flags) < 0)
-        return NULL;
-    if (v->format == NULL || strcmp(v->format, "f") != 0 || v->itemsize != 4 ||
-        (ndim > 0 && v->ndim != ndim)) {
-        if (ndim > 0)
-            PyErr_Format(PyExc_ValueError, "%s: expected a %d-D float32 array", name, ndim);
-        else
-            PyErr_Format(PyExc_ValueError, "%s: expected a float32 array", name);
-        PyBuffer_Release(v);
-        return NULL;
-    }
-    if (layout == NATIVE_ROWS) {
-        Py_ssize_t expect = 4;
-        for (int d = v->ndim - 1; d >= 1; d--) {
-            if (v->shape[d] > 1 && v->strides[d] != expect) {
-                PyErr_Format(PyExc_ValueError, "%s: its last %d axes must be C-contiguous", name,
-                             v->ndim - 1);
-                PyBuffer_Release(v);
-                return NULL;
-            }
-            expect *= v->shape[d];
-        }
-    }
-    bs->held++;
-    return v;
-}
-
-void native_release(NativeBuffers *bs)
-{
-    while (bs->held > 0)
-        PyBuffer_Release(&bs->view[--bs->held]);
-}
-
-PyObject *native_finish(NativeBuffers *bs, int ok)
-{
-    native_release(bs);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
-    {"set_sgemm", native_set_sgemm, METH_VARARGS,
-     "set_sgemm(address, ilp64): the CBLAS sgemm the pool's GEMMs and convs call."},
-    {"pool_stats", native_pool_stats, METH_NOARGS,
-     "pool_stats(): (jobs posted to the pool, slices its workers ran) so far."},
-    {"set_pool_spin", native_set_pool_spin, METH_VARARGS,
-     "set_pool_spin(seconds): how long a pool worker spins for the next job."},
-    {"gemm_f32", native_gemm_f32, METH_VARARGS,
-     "gemm_f32(a, b, out, ways): out = a @ b (2-D float32) over `ways` threads."},
+    {"im2col_f32", native_im2col_f32, METH_VARARGS,
+     "im2col_f32(x, cols, geometry): the columns of a 2-D conv, padding written as zeros."},
+    {"depthwise_conv2d_f32", native_depthwise_conv2d_f32, METH_VARARGS,
+     "depthwise_conv2d_f32(x, w, out, bias, geometry): a 2-D conv of one input channel a group."},
     {"maxpool2d_f32", native_maxpool2d_f32, METH_VARARGS,
-     "maxpool2d_f32(x, out, geometry, ways): 2-D MaxPool values of planes, -inf padding."},
-    {"conv2d_f32", native_conv2d_f32, METH_VARARGS,
-     "conv2d_f32(x, w, out, bias, residual, relu, geometry, ways): 2-D conv, one group."},
+     "maxpool2d_f32(x, out, geometry): 2-D MaxPool values of planes, -inf padding."},
     {"softmax_f32", softmax_f32, METH_VARARGS,
      "softmax_f32(x, out, n): softmax of each row of n, float32, C-contiguous."},
     {"layer_norm_f32", layer_norm_f32, METH_VARARGS,
      "layer_norm_f32(x, scale, bias_or_None, y, mean, inv_std, n, eps): LayerNorm of rows of n."},
-    {"spin_wait", spin_wait, METH_VARARGS,
-     "spin_wait(counter, seen, seconds): spin, the GIL released, until counter[0] != seen\n"
-     "(True) or the time is up (False)."},
     {"erf_f32", erf_f32, METH_VARARGS, "erf_f32(x, out): out = erf(x), float32, C-contiguous."},
     {"gelu_f32", gelu_f32, METH_VARARGS,
      "gelu_f32(x, out, div, one, half): out = half * x * (one + erf(x / div)), float32."},

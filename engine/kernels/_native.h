@@ -1,5 +1,6 @@
-/* Shared by _native.c (the module, the LSTM, elementwise and row kernels, the spin)
- * and _native_pool.c (the thread pool, GEMM and Conv). */
+/* Shared by the compiled kernel files: _native.c (the module table, the LSTM, the
+ * elementwise and row kernels), _native_conv.c (Conv's columns, depthwise Conv,
+ * MaxPool) and _native_util.c (the helpers declared here). */
 #ifndef SGLENS_NATIVE_H
 #define SGLENS_NATIVE_H
 
@@ -11,13 +12,6 @@
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CLONES
-#endif
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define NATIVE_RELAX() _mm_pause()
-#else
-#define NATIVE_RELAX() ((void)0)
 #endif
 
 /* The float32 buffers one call holds: taken one by one, released together (on
@@ -51,8 +45,6 @@ PyObject *native_finish(NativeBuffers *bs, int ok);
 /* Largest geometry value (kernel, stride, dilation, pad, spatial or output size):
  * geometry.py's MAX_EXTENT. A product of two and a sum of a few stay inside int64. */
 #define NATIVE_MAX_EXTENT ((Py_ssize_t)0x7fffffff)
-/* Most threads one call may ask the pool for. */
-#define NATIVE_MAX_WAYS 256
 
 /* Whether lo <= v <= NATIVE_MAX_EXTENT. */
 static inline int native_extent(Py_ssize_t v, Py_ssize_t lo)
@@ -79,36 +71,8 @@ static inline Py_ssize_t native_ceil_div(Py_ssize_t a, Py_ssize_t b)
     return a / b + (a % b != 0);
 }
 
-/* `ways` as the pool takes it: 1..NATIVE_MAX_WAYS. */
-static inline int native_ways(int ways)
-{
-    return ways < 1 ? 1 : (ways > NATIVE_MAX_WAYS ? NATIVE_MAX_WAYS : ways);
-}
-
-/* CLOCK_MONOTONIC in seconds (the spins' deadlines). */
-double native_now(void);
-
-/* fn(arg, i, slot) for i < n on the caller and up to ways - 1 pool workers (slot 0 is
- * the caller, 1.. the workers that joined); call without the GIL. */
-typedef void (*native_slice_fn)(void *arg, Py_ssize_t i, int slot);
-void native_pool_run(native_slice_fn fn, void *arg, Py_ssize_t n, int ways);
-/* C (m x n, row stride ldc) = A (m x k) B (k x n) + beta C through the process's CBLAS
- * sgemm (set_sgemm); ta / tb: the operand is stored transposed. */
-void native_sgemm(int ta, int tb, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const float *a,
-                  Py_ssize_t lda, const float *b, Py_ssize_t ldb, float beta, float *c,
-                  Py_ssize_t ldc);
-/* Whether set_sgemm gave the pool a BLAS. */
-int native_have_sgemm(void);
-/* Whether the BLAS takes these sizes and leading dimensions (a 32-bit BLAS: each
- * <= INT_MAX); 0 with a ValueError naming `what` otherwise. */
-int native_sgemm_fits(const char *what, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, Py_ssize_t lda,
-                      Py_ssize_t ldb, Py_ssize_t ldc);
-
-PyObject *native_set_sgemm(PyObject *self, PyObject *args);
-PyObject *native_set_pool_spin(PyObject *self, PyObject *args);
-PyObject *native_pool_stats(PyObject *self, PyObject *args);
-PyObject *native_gemm_f32(PyObject *self, PyObject *args);
-PyObject *native_conv2d_f32(PyObject *self, PyObject *args);
+PyObject *native_im2col_f32(PyObject *self, PyObject *args);
+PyObject *native_depthwise_conv2d_f32(PyObject *self, PyObject *args);
 PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args);
 
 #endif

@@ -1,13 +1,24 @@
-/* Conv and MaxPool on the pool of _native_pool.c (2-D, float32).
+/* Conv and MaxPool kernels of the numpy path (2-D, float32), each one call without
+ * the GIL, on the calling thread: the cores' parallelism is BLAS's own threads, in
+ * the GEMM that follows im2col_f32 (docs/kernels.md).
  *
- * Conv (one group): a slice is a band of output rows of one image: it builds the
- * im2col columns of its band (padding written as zeros on the fly, no padded
- * copy), multiplies them into its rows of the output, and applies the epilogue of
- * a fused chain (bias, residual, Relu) while the band is in cache. Maps with fewer
- * rows than threads are cut by output channels over one column matrix instead.
+ * im2col_f32: the column matrix of a conv of any group count (groups are blocks of
+ * consecutive channels, so one (C kh kw) x (OH OW) matrix per image serves every
+ * group), padding written as zeros on the fly: no padded copy of the input, no Python
+ * loop over kernel positions. engine/kernels/nn.py multiplies it with numpy.
  *
- * MaxPool: a slice is a block of planes; per output row, the maximum over the
- * kernel's rows first (whole contiguous rows, vectorised), then over its columns.
+ * depthwise_conv2d_f32: a conv whose groups each read one input channel (MobileNet's
+ * and PP-OCR's 3x3 and 5x5 depthwise layers). As a GEMM it is one 1 x (kh kw) row
+ * per channel: BLAS does nothing for it, and numpy's batched matmul over thousands
+ * of tiny products ran 5-10x slower than onnxruntime. Here each output row is the
+ * sum of kh kw shifted input rows times one weight each, in registers.
+ *
+ * MaxPool: per output row, the maximum over the kernel's rows first (whole contiguous
+ * rows, vectorised), then over its columns.
+ *
+ * Every entry point re-checks the geometry it is given (it comes from an untrusted
+ * model through Python) in arithmetic that cannot overflow, and raises ValueError
+ * instead of indexing with numbers it cannot bound.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -18,15 +29,45 @@
 
 /* ------------------------------------------------------------------ Conv -- */
 typedef struct {
-    const float *x, *w, *bias, *residual;
-    float *out;
+    const float *x;
     Py_ssize_t n, c, h, wd, m, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
-    Py_ssize_t bands;         /* row bands per image (band split) */
-    Py_ssize_t parts;         /* channel parts per image (channel split), else 0 */
-    int relu;
-    float *scratch;           /* per-thread column buffers (band split), or all columns */
-    Py_ssize_t scratch_each;  /* floats per thread's buffer */
-} ConvArgs;
+} ConvGeom;
+
+/* geometry = (kh, kw, sh, sw, dh, dw, pad_top, pad_left, OH, OW) into g. */
+static int conv_parse(PyObject *geom, ConvGeom *g)
+{
+    return PyArg_ParseTuple(geom, "nnnnnnnnnn", &g->kh, &g->kw, &g->sh, &g->sw, &g->dh, &g->dw,
+                            &g->pt, &g->pl, &g->oh, &g->ow);
+}
+
+/* The geometry, re-checked: every value within [lo, NATIVE_MAX_EXTENT], so each index
+ * the kernels form (a product of two plus a product of two, less a pad) stays inside
+ * int64; K = c kh kw, npos = oh ow and the input plane h wd without overflow. */
+static int conv_geometry_ok(const ConvGeom *g, Py_ssize_t *K, Py_ssize_t *npos)
+{
+    Py_ssize_t plane;
+    return native_extent(g->kh, 1) && native_extent(g->kw, 1) && native_extent(g->sh, 1) &&
+           native_extent(g->sw, 1) && native_extent(g->dh, 1) && native_extent(g->dw, 1) &&
+           native_extent(g->pt, 0) && native_extent(g->pl, 0) && native_extent(g->oh, 1) &&
+           native_extent(g->ow, 1) && native_extent(g->h, 0) && native_extent(g->wd, 0) &&
+           native_mul3(g->c, g->kh, g->kw, K) && native_mul(g->oh, g->ow, npos) &&
+           native_mul(g->h, g->wd, &plane);
+}
+
+/* Output columns [*lo, *hi) whose input column x0 + ox * sw lies inside [0, wd)
+ * (every term bounded by conv_geometry_ok: nothing here overflows). */
+static inline void inside_columns(const ConvGeom *g, Py_ssize_t x0, Py_ssize_t *lo,
+                                  Py_ssize_t *hi)
+{
+    Py_ssize_t a = x0 < 0 ? native_ceil_div(-x0, g->sw) : 0;
+    Py_ssize_t b = x0 < g->wd ? (g->wd - 1 - x0) / g->sw + 1 : 0;
+    if (b > g->ow)
+        b = g->ow;
+    if (a > b)
+        a = b;
+    *lo = a;
+    *hi = b;
+}
 
 /* d[i] = src[2 i]: stride-2 convs' column rows (ResNet's stem and downsampling). */
 CLONES static void strided2(float *d, const float *src, Py_ssize_t n)
@@ -38,7 +79,7 @@ CLONES static void strided2(float *d, const float *src, Py_ssize_t n)
 
 /* im2col of output rows r0..r1 of image `img`: (c * kh * kw) x ((r1 - r0) * ow),
  * C major, kernel positions minor (the weight's (M, C, kh, kw) flattened). */
-static void conv_columns(const ConvArgs *g, Py_ssize_t img, Py_ssize_t r0, Py_ssize_t r1,
+static void conv_columns(const ConvGeom *g, Py_ssize_t img, Py_ssize_t r0, Py_ssize_t r1,
                          float *cols)
 {
     const Py_ssize_t npos = (r1 - r0) * g->ow;
@@ -50,14 +91,8 @@ static void conv_columns(const ConvArgs *g, Py_ssize_t img, Py_ssize_t r0, Py_ss
             for (Py_ssize_t kx = 0; kx < g->kw; kx++, dst += npos) {
                 float *d = dst;
                 const Py_ssize_t x0 = kx * g->dw - g->pl;
-                /* output columns whose input column x0 + ox * sw lies inside [0, wd)
-                 * (conv2d_f32 bounded every term: no sum or quotient here overflows) */
-                Py_ssize_t lo = x0 < 0 ? native_ceil_div(-x0, g->sw) : 0;
-                Py_ssize_t hi = x0 < g->wd ? (g->wd - 1 - x0) / g->sw + 1 : 0;
-                if (hi > g->ow)
-                    hi = g->ow;
-                if (lo > hi)
-                    lo = hi;
+                Py_ssize_t lo, hi;
+                inside_columns(g, x0, &lo, &hi);
                 for (Py_ssize_t oy = r0; oy < r1; oy++, d += g->ow) {
                     const Py_ssize_t iy = oy * g->sh + ky * g->dh - g->pt;
                     if (iy < 0 || iy >= g->h) {
@@ -85,171 +120,250 @@ static void conv_columns(const ConvArgs *g, Py_ssize_t img, Py_ssize_t r0, Py_ss
     }
 }
 
-/* bias, residual and Relu on channels m0..m1, positions p0..p1 of image img. */
-CLONES static void conv_epilogue(const ConvArgs *g, Py_ssize_t img, Py_ssize_t m0, Py_ssize_t m1,
-                                 Py_ssize_t p0, Py_ssize_t p1)
-{
-    const Py_ssize_t npos = g->oh * g->ow;
-    for (Py_ssize_t ch = m0; ch < m1; ch++) {
-        float *o = g->out + (img * g->m + ch) * npos;
-        const float *r = g->residual ? g->residual + (img * g->m + ch) * npos : NULL;
-        const float bv = g->bias ? g->bias[ch] : 0.0f;
-        if (r != NULL) {
-#pragma omp simd
-            for (Py_ssize_t p = p0; p < p1; p++)
-                o[p] = (o[p] + bv) + r[p];
-        } else if (g->bias) {
-#pragma omp simd
-            for (Py_ssize_t p = p0; p < p1; p++)
-                o[p] += bv;
-        }
-        if (g->relu) {
-#pragma omp simd
-            for (Py_ssize_t p = p0; p < p1; p++)
-                o[p] = o[p] > 0.0f ? o[p] : 0.0f;
-        }
-    }
-}
 
-static int conv_is_pointwise(const ConvArgs *g)
+/* im2col_f32(x, cols, geometry): x (N, C, H, W), cols (N, C * kh * kw, OH * OW), both
+ * float32 C-contiguous. */
+PyObject *native_im2col_f32(PyObject *self, PyObject *args)
 {
-    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
-           g->oh == g->h && g->ow == g->wd;
-}
-
-static void conv_band(void *arg, Py_ssize_t i, int slot)
-{
-    const ConvArgs *g = (const ConvArgs *)arg;
-    const Py_ssize_t img = i / g->bands, band = i % g->bands;
-    const Py_ssize_t r0 = g->oh * band / g->bands, r1 = g->oh * (band + 1) / g->bands;
-    const Py_ssize_t K = g->c * g->kh * g->kw, npos = g->oh * g->ow;
-    const Py_ssize_t p0 = r0 * g->ow, p1 = r1 * g->ow;
-    float *o = g->out + img * g->m * npos + p0;
-    if (conv_is_pointwise(g)) {  /* the input rows are the columns: no copy */
-        native_sgemm(0, 0, g->m, p1 - p0, K, g->w, K, g->x + img * g->c * npos + p0, npos, 0.0f, o,
-              npos);
-    } else {
-        float *cols = g->scratch + (Py_ssize_t)slot * g->scratch_each;
-        conv_columns(g, img, r0, r1, cols);
-        native_sgemm(0, 0, g->m, p1 - p0, K, g->w, K, cols, p1 - p0, 0.0f, o, npos);
-    }
-    conv_epilogue(g, img, 0, g->m, p0, p1);
-}
-
-static void conv_channels(void *arg, Py_ssize_t i, int slot)
-{
-    (void)slot;
-    const ConvArgs *g = (const ConvArgs *)arg;
-    const Py_ssize_t img = i / g->parts, part = i % g->parts;
-    const Py_ssize_t m0 = g->m * part / g->parts, m1 = g->m * (part + 1) / g->parts;
-    const Py_ssize_t K = g->c * g->kh * g->kw, npos = g->oh * g->ow;
-    native_sgemm(0, 0, m1 - m0, npos, K, g->w + m0 * K, K, g->scratch + img * K * npos, npos, 0.0f,
-          g->out + (img * g->m + m0) * npos, npos);
-    conv_epilogue(g, img, m0, m1, 0, npos);
-}
-
-static void conv_all_columns(void *arg, Py_ssize_t img, int slot)
-{
-    (void)slot;
-    const ConvArgs *g = (const ConvArgs *)arg;
-    const Py_ssize_t K = g->c * g->kh * g->kw, npos = g->oh * g->ow;
-    conv_columns(g, img, 0, g->oh, g->scratch + img * K * npos);
-}
-
-/* The geometry, re-checked (it comes from an untrusted model through Python): every
- * value within [lo, NATIVE_MAX_EXTENT], so each index conv_columns forms (a product
- * of two plus a product of two, less a pad) stays inside int64; K = c kh kw and
- * npos = oh ow without overflow. */
-static int conv_geometry_ok(const ConvArgs *g, Py_ssize_t *K, Py_ssize_t *npos)
-{
-    return native_extent(g->kh, 1) && native_extent(g->kw, 1) && native_extent(g->sh, 1) &&
-           native_extent(g->sw, 1) && native_extent(g->dh, 1) && native_extent(g->dw, 1) &&
-           native_extent(g->pt, 0) && native_extent(g->pl, 0) && native_extent(g->oh, 1) &&
-           native_extent(g->ow, 1) && native_extent(g->h, 0) && native_extent(g->wd, 0) &&
-           native_mul3(g->c, g->kh, g->kw, K) && native_mul(g->oh, g->ow, npos);
-}
-
-/* Output positions a row band should have at least: narrower GEMMs lose BLAS
- * efficiency (ResNet-18's 7x7 maps: 49 columns ran at 2/3 of peak). */
-#define MIN_BAND 192
-
-/* conv2d_f32(x, w, out, bias, residual, relu, geometry, ways): x (N, C, H, W),
- * w (M, C * kh * kw), out (N, M, OH * OW), bias (M) or None, residual like out or
- * None, all float32 C-contiguous; geometry = (kh, kw, sh, sw, dh, dw, pad_top,
- * pad_left, OH, OW). */
-PyObject *native_conv2d_f32(PyObject *self, PyObject *args)
-{
-    PyObject *ox, *ow_, *oo, *ob, *orr, *geom;
-    int relu, ways;
-    if (!PyArg_ParseTuple(args, "OOOOOpO!i", &ox, &ow_, &oo, &ob, &orr, &relu, &PyTuple_Type,
-                          &geom, &ways))
-        return NULL;
-    if (!native_have_sgemm()) {
-        PyErr_SetString(PyExc_RuntimeError, "conv2d_f32: no BLAS (set_sgemm was not called)");
-        return NULL;
-    }
-    ConvArgs g;
+    PyObject *ox, *oc, *geom;
+    ConvGeom g;
     memset(&g, 0, sizeof g);
-    if (!PyArg_ParseTuple(geom, "nnnnnnnnnn", &g.kh, &g.kw, &g.sh, &g.sw, &g.dh, &g.dw, &g.pt,
-                          &g.pl, &g.oh, &g.ow))
+    if (!PyArg_ParseTuple(args, "OOO!", &ox, &oc, &PyTuple_Type, &geom) || !conv_parse(geom, &g))
         return NULL;
     NativeBuffers bs = {.held = 0};
-    Py_buffer *x, *w, *o, *b = NULL, *r = NULL;
+    Py_buffer *x, *c;
+    int ok = 0;
+    if (!(x = native_take(&bs, ox, 0, NATIVE_C, 4, "x")) ||
+        !(c = native_take(&bs, oc, 1, NATIVE_C, 3, "cols")))
+        goto done;
+    g.n = x->shape[0], g.c = x->shape[1], g.h = x->shape[2], g.wd = x->shape[3];
+    Py_ssize_t K, npos, per_image;
+    if (!conv_geometry_ok(&g, &K, &npos) || !native_mul(K, npos, &per_image) ||
+        c->shape[0] != g.n || c->shape[1] != K || c->shape[2] != npos) {
+        PyErr_SetString(PyExc_ValueError, "im2col_f32: the shapes and geometry do not agree");
+        goto done;
+    }
+    g.x = (const float *)x->buf;
+    float *cols = (float *)c->buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t img = 0; img < g.n; img++)
+        conv_columns(&g, img, 0, g.oh, cols + img * per_image);
+    Py_END_ALLOW_THREADS
+    ok = 1;
+done:
+    return native_finish(&bs, ok);
+}
+
+/* ------------------------------------------------------- depthwise Conv -- */
+/* o[ox] += sum over kx < kw of w[kx] * r[ox * sw + kx * dw] for ox in [lo, hi): the
+ * taps summed in a register, the loop over ox vectorised. Inlined with constant kw and
+ * sw (dw_interior), so the taps unroll and a unit stride reads contiguous vectors. */
+static inline __attribute__((always_inline)) void dw_taps(float *o, const float *r,
+                                                          const float *w, const int kw,
+                                                          const Py_ssize_t sw, Py_ssize_t dw,
+                                                          Py_ssize_t lo, Py_ssize_t hi)
+{
+#pragma omp simd
+    for (Py_ssize_t ox = lo; ox < hi; ox++) {
+        const float *q = r + ox * sw;
+        float even = o[ox], odd = 0.0f;  /* two chains of sums: half the wait on each */
+        for (int kx = 0; kx + 1 < kw; kx += 2) {
+            even += w[kx] * q[kx * dw];
+            odd += w[kx + 1] * q[(kx + 1) * dw];
+        }
+        if (kw % 2)
+            even += w[kw - 1] * q[(kw - 1) * dw];
+        o[ox] = even + odd;
+    }
+}
+
+/* The output columns [lo, hi) whose every tap lies inside the row `row` (no bounds
+ * checks: the caller computed the range): 3, 5 and 7 taps at strides 1 and 2 (the
+ * depthwise layers of MobileNet, PP-OCR and ConvNeXt) specialised, any other one tap
+ * at a time. */
+CLONES static void dw_interior(float *o, const float *row, const float *w, Py_ssize_t kw,
+                               Py_ssize_t sw, Py_ssize_t dw, Py_ssize_t pl, Py_ssize_t lo,
+                               Py_ssize_t hi)
+{
+    const float *r = row - pl;
+#define DW_CASE(KW, SW) \
+    if (kw == KW && sw == SW) { \
+        dw_taps(o, r, w, KW, SW, dw, lo, hi); \
+        return; \
+    }
+    DW_CASE(3, 1) DW_CASE(3, 2) DW_CASE(5, 1) DW_CASE(5, 2) DW_CASE(7, 1) DW_CASE(7, 2)
+#undef DW_CASE
+    for (Py_ssize_t kx = 0; kx < kw; kx++) {
+        const float wv = w[kx];
+        const float *q = r + kx * dw;
+#pragma omp simd
+        for (Py_ssize_t ox = lo; ox < hi; ox++)
+            o[ox] += wv * q[ox * sw];
+    }
+}
+
+/* o[ox] += the whole K x K window at output column ox, for ox in [lo, hi) whose taps
+ * all lie inside the rows (rows[ky]: the input row of kernel row ky, or a row of zeros
+ * where it falls in the padding). One pass over the output row; each kernel row's
+ * taps summed in its own register, so the sums do not wait on one another. */
+static inline __attribute__((always_inline)) void dw_window_k(float *o, const float *const *rows,
+                                                              const float *w, const int K,
+                                                              const Py_ssize_t sw, Py_ssize_t dw,
+                                                              Py_ssize_t pl, Py_ssize_t lo,
+                                                              Py_ssize_t hi)
+{
+#pragma omp simd
+    for (Py_ssize_t ox = lo; ox < hi; ox++) {
+        float acc = o[ox];
+#pragma GCC unroll 7
+        for (int ky = 0; ky < K; ky++) {
+            const float *q = rows[ky] - pl + ox * sw;
+            float part = 0.0f;
+#pragma GCC unroll 7
+            for (int kx = 0; kx < K; kx++)
+                part += w[ky * K + kx] * q[kx * dw];
+            acc += part;
+        }
+        o[ox] = acc;
+    }
+}
+
+/* Whether dw_window takes this geometry: square 3, 5 and 7 kernels at strides 1 and 2. */
+static int dw_square(const ConvGeom *g)
+{
+    return g->kh == g->kw && (g->kw == 3 || g->kw == 5 || g->kw == 7) &&
+           (g->sw == 1 || g->sw == 2);
+}
+
+CLONES static void dw_window(float *o, const float *const *rows, const float *w, Py_ssize_t k,
+                             Py_ssize_t sw, Py_ssize_t dw, Py_ssize_t lo, Py_ssize_t hi)
+{
+#define DW_CASE(K, SW) \
+    if (k == K && sw == SW) { \
+        dw_window_k(o, rows, w, K, SW, dw, 0, lo, hi); \
+        return; \
+    }
+    DW_CASE(3, 1) DW_CASE(3, 2) DW_CASE(5, 1) DW_CASE(5, 2) DW_CASE(7, 1) DW_CASE(7, 2)
+#undef DW_CASE
+}
+
+typedef struct {
+    ConvGeom g;
+    const float *w, *bias;
+    float *out;
+    Py_ssize_t mult;      /* output channels per input channel */
+    Py_ssize_t hp, wp;    /* the padded plane: exactly the rows and columns the windows read */
+    float *padded;        /* hp x wp floats */
+} DepthwiseArgs;
+
+/* The padded plane of one input plane: zeros, the input at (pt, pl), cut at hp x wp
+ * (the windows read nothing past it). Every window then lies inside it: no edge
+ * cases in the loops, at the price of one copy of the plane (the edge columns of a
+ * 5x5 or 7x7 kernel, tap by tap, cost as much as the whole interior; measured). */
+static void dw_pad_plane(const DepthwiseArgs *d, const float *plane)
+{
+    const ConvGeom *g = &d->g;
+    memset(d->padded, 0, sizeof(float) * (size_t)(d->hp * d->wp));
+    if (g->pl >= d->wp)
+        return;
+    const Py_ssize_t cols = g->wd < d->wp - g->pl ? g->wd : d->wp - g->pl;
+    for (Py_ssize_t iy = 0; iy < g->h && g->pt + iy < d->hp; iy++)
+        memcpy(d->padded + (g->pt + iy) * d->wp + g->pl, plane + iy * g->wd,
+               sizeof(float) * (size_t)cols);
+}
+
+/* One output plane from the padded plane: the bias, then the windows (all at once
+ * where dw_window takes the geometry, else one kernel row at a time). */
+static void dw_plane(const DepthwiseArgs *d, const float *w, float bv, float *out)
+{
+    const ConvGeom *g = &d->g;
+    const int square = dw_square(g);
+    const float *rows[7];
+    for (Py_ssize_t oy = 0; oy < g->oh; oy++) {
+        float *o = out + oy * g->ow;
+        for (Py_ssize_t ox = 0; ox < g->ow; ox++)
+            o[ox] = bv;
+        const float *top = d->padded + oy * g->sh * d->wp;
+        if (square) {
+            for (Py_ssize_t ky = 0; ky < g->kh; ky++)
+                rows[ky] = top + ky * g->dh * d->wp;
+            dw_window(o, rows, w, g->kw, g->sw, g->dw, 0, g->ow);
+            continue;
+        }
+        for (Py_ssize_t ky = 0; ky < g->kh; ky++)
+            dw_interior(o, top + ky * g->dh * d->wp, w + ky * g->kw, g->kw, g->sw, g->dw, 0, 0,
+                        g->ow);
+    }
+}
+
+/* hp = (oh - 1) sh + (kh - 1) dh + 1 and wp likewise, the padded plane's size, and
+ * whether it is at most DW_MAX_PADDED times the input and output planes together (a
+ * geometry of huge strides or pads around a small input: native.py sends those to
+ * numpy's path, and a direct call is refused). */
+#define DW_MAX_PADDED 16
+static int dw_padded_size(DepthwiseArgs *d, Py_ssize_t npos)
+{
+    const ConvGeom *g = &d->g;
+    Py_ssize_t a, b, plane, in_plane, budget;
+    if (!native_mul(g->oh - 1, g->sh, &a) || !native_mul(g->kh - 1, g->dh, &b) ||
+        __builtin_add_overflow(a, b + 1, &d->hp) ||
+        !native_mul(g->ow - 1, g->sw, &a) || !native_mul(g->kw - 1, g->dw, &b) ||
+        __builtin_add_overflow(a, b + 1, &d->wp) ||
+        !native_mul(d->hp, d->wp, &plane) || !native_mul(g->h, g->wd, &in_plane) ||
+        __builtin_add_overflow(in_plane, npos, &budget) ||
+        !native_mul(budget, DW_MAX_PADDED, &budget) || budget > PY_SSIZE_T_MAX - 65536)
+        return 0;
+    return plane <= budget + 65536;
+}
+
+/* depthwise_conv2d_f32(x, w, out, bias, geometry): x (N, C, H, W), w (M, kh * kw) with
+ * M a multiple of C (output channel k reads input channel k / (M / C)), out
+ * (N, M, OH * OW), bias (M) or None, all float32 C-contiguous. */
+PyObject *native_depthwise_conv2d_f32(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *ow_, *oo, *ob, *geom;
+    DepthwiseArgs d;
+    memset(&d, 0, sizeof d);
+    ConvGeom *g = &d.g;
+    if (!PyArg_ParseTuple(args, "OOOOO!", &ox, &ow_, &oo, &ob, &PyTuple_Type, &geom) ||
+        !conv_parse(geom, g))
+        return NULL;
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *w, *o, *b = NULL;
     int ok = 0;
     if (!(x = native_take(&bs, ox, 0, NATIVE_C, 4, "x")) ||
         !(w = native_take(&bs, ow_, 0, NATIVE_C, 2, "w")) ||
         !(o = native_take(&bs, oo, 1, NATIVE_C, 3, "out")) ||
-        (ob != Py_None && !(b = native_take(&bs, ob, 0, NATIVE_C, 1, "bias"))) ||
-        (orr != Py_None && !(r = native_take(&bs, orr, 0, NATIVE_C, 3, "residual"))))
+        (ob != Py_None && !(b = native_take(&bs, ob, 0, NATIVE_C, 1, "bias"))))
         goto done;
-    g.n = x->shape[0], g.c = x->shape[1], g.h = x->shape[2], g.wd = x->shape[3], g.m = w->shape[0];
+    g->n = x->shape[0], g->c = x->shape[1], g->h = x->shape[2], g->wd = x->shape[3];
+    g->m = w->shape[0];
     Py_ssize_t K, npos;
-    if (!conv_geometry_ok(&g, &K, &npos) || w->shape[1] != K || o->shape[0] != g.n ||
-        o->shape[1] != g.m || o->shape[2] != npos || (b && b->shape[0] != g.m) ||
-        (r && (r->shape[0] != g.n || r->shape[1] != g.m || r->shape[2] != npos))) {
-        PyErr_SetString(PyExc_ValueError, "conv2d_f32: the shapes and geometry do not agree");
+    if (!conv_geometry_ok(g, &K, &npos) || !native_mul(g->kh, g->kw, &K) || g->c < 1 ||
+        g->m % g->c != 0 || w->shape[1] != K || o->shape[0] != g->n || o->shape[1] != g->m ||
+        o->shape[2] != npos || (b && b->shape[0] != g->m) || !dw_padded_size(&d, npos)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "depthwise_conv2d_f32: the shapes and geometry do not agree");
         goto done;
     }
-    if (!native_sgemm_fits("conv2d_f32", g.m, npos, K, K, npos, npos))
-        goto done;
-    g.x = (const float *)x->buf, g.w = (const float *)w->buf, g.out = (float *)o->buf;
-    g.bias = b ? (const float *)b->buf : NULL;
-    g.residual = r ? (const float *)r->buf : NULL;
-    g.relu = relu;
-    ways = native_ways(ways);
-    Py_ssize_t bands = g.oh < ways ? g.oh : ways;
-    if (npos / MIN_BAND < bands)
-        bands = npos / MIN_BAND > 0 ? npos / MIN_BAND : 1;
-    const int channel_split = ways > 1 && bands < ways && g.n * bands < ways &&
-                              !conv_is_pointwise(&g);
-    Py_ssize_t floats = 1, bytes;
-    int sized;
-    if (channel_split) {
-        g.parts = g.m / 8 < ways ? (g.m / 8 > 0 ? g.m / 8 : 1) : ways;
-        sized = native_mul3(g.n, K, npos, &floats);
-    } else {
-        g.bands = bands;
-        sized = native_mul3(K, native_ceil_div(g.oh, bands), g.ow, &g.scratch_each) &&
-                (conv_is_pointwise(&g) || native_mul(g.scratch_each, ways, &floats));
-    }
-    if (!sized || !native_mul(floats > 0 ? floats : 1, (Py_ssize_t)sizeof(float), &bytes)) {
-        PyErr_SetString(PyExc_MemoryError, "conv2d_f32: the column buffer's size overflows");
-        goto done;
-    }
-    g.scratch = PyMem_RawMalloc((size_t)bytes);
-    if (g.scratch == NULL) {
+    d.mult = g->m / g->c;
+    d.padded = PyMem_RawMalloc(sizeof(float) * (size_t)(d.hp * d.wp));
+    if (d.padded == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    g->x = (const float *)x->buf;
+    d.w = (const float *)w->buf, d.out = (float *)o->buf;
+    d.bias = b ? (const float *)b->buf : NULL;
     Py_BEGIN_ALLOW_THREADS
-    if (channel_split) {
-        native_pool_run(conv_all_columns, &g, g.n, ways);
-        native_pool_run(conv_channels, &g, g.n * g.parts, ways);
-    } else {
-        native_pool_run(conv_band, &g, g.n * g.bands, ways);
-    }
+    for (Py_ssize_t img = 0; img < g->n; img++)
+        for (Py_ssize_t k = 0; k < g->m; k++) {
+            if (k % d.mult == 0)  /* the next input channel */
+                dw_pad_plane(&d, g->x + (img * g->c + k / d.mult) * g->h * g->wd);
+            dw_plane(&d, d.w + k * K, d.bias ? d.bias[k] : 0.0f, d.out + (img * g->m + k) * npos);
+        }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(g.scratch);
+    PyMem_RawFree(d.padded);
     ok = 1;
 done:
     return native_finish(&bs, ok);
@@ -259,9 +373,9 @@ done:
 typedef struct {
     const float *x;
     float *out;
-    Py_ssize_t planes, h, wd, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, blocks;
+    Py_ssize_t planes, h, wd, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
     Py_ssize_t x_lo, x_hi;  /* output columns whose taps all lie inside the row */
-    float *scratch;  /* per-slot row of wd floats */
+    float *scratch;  /* one row of wd floats */
 } PoolArgs;
 
 /* the larger of two, NaN winning (numpy's maximum: a NaN in a window is the result) */
@@ -329,15 +443,6 @@ CLONES static void max_plane(const PoolArgs *g, const float *in, float *out, flo
     }
 }
 
-static void pool_block(void *arg, Py_ssize_t i, int slot)
-{
-    const PoolArgs *g = (const PoolArgs *)arg;
-    const Py_ssize_t p0 = g->planes * i / g->blocks, p1 = g->planes * (i + 1) / g->blocks;
-    float *row = g->scratch + (Py_ssize_t)slot * g->wd;
-    for (Py_ssize_t p = p0; p < p1; p++)
-        max_plane(g, g->x + p * g->h * g->wd, g->out + p * g->oh * g->ow, row);
-}
-
 /* The geometry, re-checked as conv_geometry_ok does: each value within
  * [lo, NATIVE_MAX_EXTENT], so ox * sw + kx * dw - pl and its row twin stay in int64. */
 static int pool_geometry_ok(const PoolArgs *g)
@@ -371,13 +476,12 @@ static void pool_interior(PoolArgs *g)
         g->x_lo = g->x_hi = 0;
 }
 
-/* maxpool2d_f32(x, out, geometry, ways): x (planes, H, W), out (planes, OH, OW),
+/* maxpool2d_f32(x, out, geometry): x (planes, H, W), out (planes, OH, OW),
  * float32 C-contiguous; geometry = (kh, kw, sh, sw, dh, dw, pad_top, pad_left). */
 PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
 {
     PyObject *ox, *oo, *geom;
-    int ways;
-    if (!PyArg_ParseTuple(args, "OOO!i", &ox, &oo, &PyTuple_Type, &geom, &ways))
+    if (!PyArg_ParseTuple(args, "OOO!", &ox, &oo, &PyTuple_Type, &geom))
         return NULL;
     PoolArgs g;
     memset(&g, 0, sizeof g);
@@ -391,14 +495,12 @@ PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
         goto done;
     g.planes = x->shape[0], g.h = x->shape[1], g.wd = x->shape[2];
     g.oh = o->shape[1], g.ow = o->shape[2];
-    ways = native_ways(ways);
     Py_ssize_t bytes;
     if (o->shape[0] != g.planes || !pool_geometry_ok(&g) ||
-        !native_mul3(ways, g.wd > 0 ? g.wd : 1, (Py_ssize_t)sizeof(float), &bytes)) {
+        !native_mul(g.wd > 0 ? g.wd : 1, (Py_ssize_t)sizeof(float), &bytes)) {
         PyErr_SetString(PyExc_ValueError, "maxpool2d_f32: the shapes and geometry do not agree");
         goto done;
     }
-    g.blocks = g.planes < ways ? (g.planes > 0 ? g.planes : 1) : ways;
     pool_interior(&g);
     g.x = (const float *)x->buf, g.out = (float *)o->buf;
     g.scratch = PyMem_RawMalloc((size_t)bytes);
@@ -407,7 +509,8 @@ PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
-    native_pool_run(pool_block, &g, g.planes > 0 ? g.blocks : 0, ways);
+    for (Py_ssize_t p = 0; p < g.planes; p++)
+        max_plane(&g, g.x + p * g.h * g.wd, g.out + p * g.oh * g.ow, g.scratch);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(g.scratch);
     ok = 1;

@@ -1,6 +1,7 @@
 """The one validator of every windowed kernel's geometry: Conv, ConvTranspose,
 MaxPool, AveragePool and LpPool (kernel, strides, dilations, pads, output size),
-Resize's output shape, and the recurrent ops' sizes (RNN, GRU, LSTM).
+Resize's output shape, the recurrent ops' sizes (RNN, GRU, LSTM), and the axes of
+the ops that take one (``axis``, ``axes``).
 
 Why one place: a model is untrusted input, and these numbers become memory
 offsets in the compiled kernels (``_native_conv.c``) and allocation sizes in the
@@ -384,6 +385,28 @@ def max_unpool(x_shape: Sequence[int], *, kernel_shape: Any, strides: Any = None
     ``output_shape`` given must hold it."""
     return _max_unpool(tuple(x_shape), _hashable(kernel_shape), _hashable(strides),
                        _hashable(pads), _hashable(output_shape))
+
+
+# -------------------------------------------------------------------- axes --
+def axis(name: str, value: Any, rank: int, *, inclusive_end: bool = False) -> int:
+    """An axis attribute or input of a tensor of ``rank`` as a non-negative axis,
+    refused as onnxruntime refuses it when outside ``[-rank, rank - 1]`` (``[-rank,
+    rank]`` where the op allows the end: Flatten). A negative axis wrapped twice by
+    ``%`` used to compute on some other axis instead."""
+    a = _int(name, value)
+    top = rank if inclusive_end else rank - 1
+    if not -rank <= a <= top:
+        raise GeometryError(f"{name} = {a} is out of range for an input of rank {rank} "
+                            f"(valid: {-rank} to {top})")
+    return a + rank if a < 0 else a
+
+
+def axes(name: str, values: Sequence[Any], rank: int) -> tuple[int, ...]:
+    """Several distinct axes of a tensor of ``rank`` (each as ``axis`` checks it)."""
+    out = tuple(axis(f"{name}[{i}]", v, rank) for i, v in enumerate(values))
+    if len(set(out)) != len(out):
+        raise GeometryError(f"{name} {[int(v) for v in values]} names an axis twice")
+    return out
 
 
 # ------------------------------------------------------------------ Resize --

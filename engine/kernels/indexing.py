@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import geometry
 from .registry import register, to_host
 
 
@@ -131,7 +132,7 @@ def unique(xp: Any, x: Any, *, axis: int | None = None, sorted: int = 1) -> tupl
 
 
 def _cumulative(xp: Any, x: Any, axis_t: Any, exclusive: int, reverse: int, op: str) -> Any:
-    axis = int(to_host(xp, axis_t).reshape(-1)[0]) % x.ndim
+    axis = geometry.axis("axis", int(to_host(xp, axis_t).reshape(-1)[0]), x.ndim)
     fn = xp.cumsum if op == "sum" else xp.cumprod
     y = xp.flip(x, axis) if reverse else x
     out = fn(y, axis=axis, dtype=x.dtype)

@@ -6,17 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from . import cpu_split
 from .elementwise import same
 from .registry import register
 
 
 def _matmul(xp: Any, a: Any, b: Any) -> Any:
-    """``xp.matmul``; on numpy a large one is cut over the cores (cpu_split.py)."""
-    if xp is np:
-        y = cpu_split.matmul_split(a, b)
-        if y is not None:
-            return y
+    """``xp.matmul``: on numpy, BLAS spreads a large one over its threads (blas.py)."""
     return xp.matmul(a, b)
 
 

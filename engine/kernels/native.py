@@ -1,4 +1,4 @@
-"""The compiled kernels (``_native.c``, built by ``setup.py`` where a C compiler is)
+"""The compiled kernels (``_native*.c``, built by ``setup.py`` where a C compiler is)
 and when they apply: numpy arrays of float32, never cupy's. Each function returns
 None when it does not apply, and its caller runs its numpy path (the same maths,
 slower), so a checkout built without a compiler loses speed, not results.
@@ -6,10 +6,8 @@ slower), so a checkout built without a compiler loses speed, not results.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
-import threading
 from types import ModuleType
 from typing import Any
 
@@ -109,103 +107,57 @@ def layer_norm(xp: Any, x: Any, scale: Any, bias: Any, axis: int,
     return y, mean, inv
 
 
-def spin_wait(counter: np.ndarray, seen: int, seconds: float) -> bool:
-    """Spin, the GIL released, until ``counter[0] != seen`` (True) or ``seconds``
-    pass (False); False at once without the compiled module (the caller blocks)."""
-    if _lib is None:
-        return False
-    return bool(_lib.spin_wait(counter, seen, seconds))
+def _conv_geometry(kernel: tuple, strides: tuple, dilations: tuple, pads: tuple,
+                   out_sp: tuple) -> tuple:
+    return (kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+            pads[0], pads[1], out_sp[0], out_sp[1])
 
 
-# ------------------------------------------------------- the pool's BLAS --
-#: CBLAS sgemm names to look for in the process's BLAS, and whether each takes
-#: 64-bit integers: numpy's own OpenBLAS (scipy-openblas64), then generic builds.
-_SGEMM_NAMES = (("scipy_cblas_sgemm64_", True), ("cblas_sgemm64_", True),
-                ("scipy_cblas_sgemm", False), ("cblas_sgemm", False))
-_blas_lock = threading.Lock()
-_blas_state: list[bool] = []  # [found], once looked up
-
-
-def _pool_ready() -> bool:
-    """Whether the pool's GEMMs have a BLAS: numpy's own, found once through
-    threadpoolctl (the libraries this process loaded) and handed to the module."""
-    if _lib is None:
-        return False
-    if _blas_state:
-        return _blas_state[0]
-    with _blas_lock:
-        if not _blas_state:
-            _blas_state.append(_find_sgemm())
-    return _blas_state[0]
-
-
-def _find_sgemm() -> bool:
-    from threadpoolctl import threadpool_info
-    for info in threadpool_info():
-        if info.get("user_api") != "blas":
-            continue
-        try:
-            lib = ctypes.CDLL(info["filepath"])
-        except OSError:
-            continue
-        for name, ilp64 in _SGEMM_NAMES:
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                _lib.set_sgemm(ctypes.cast(fn, ctypes.c_void_p).value, ilp64)
-                return True
-    return False
-
-
-def gemm(xp: Any, a: Any, b: Any, ways: int) -> np.ndarray | None:
-    """``a @ b`` for 2-D float32 numpy arrays (either may be a transposed view) on
-    ``ways`` threads of the compiled pool; None when it does not apply."""
-    if not (applies(xp, a, b) and a.ndim == 2 and b.ndim == 2
-            and a.shape[1] == b.shape[0] and a.size and b.size and _pool_ready()):
-        return None  # (an empty operand has no leading dimension BLAS accepts: numpy's path)
-    if not (_blas_operand(a) and _blas_operand(b)):
+def im2col(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple,
+           out_sp: tuple) -> np.ndarray | None:
+    """The im2col matrix of a 2-D conv over a float32 numpy ``x`` (N, C, H, W):
+    (N, C * kh * kw, OH * OW), C major, kernel positions minor (the weight's
+    (M, C / group, kh, kw) flattened per group), padding as zeros; None when the
+    compiled module does not apply."""
+    if not (applies(xp, x) and x.ndim == 4 and len(kernel) == 2 and x.size):
         return None
-    out = np.empty((a.shape[0], b.shape[1]), dtype=_F32)
-    _lib.gemm_f32(a, b, out, ways)
-    return out
+    n, c = x.shape[:2]
+    cols = np.empty((n, c * kernel[0] * kernel[1], out_sp[0] * out_sp[1]), dtype=_F32)
+    _lib.im2col_f32(np.ascontiguousarray(x), cols,
+                    _conv_geometry(kernel, strides, dilations, pads, out_sp))
+    return cols
 
 
-def _blas_operand(a: np.ndarray) -> bool:
-    """BLAS reads it in place: a unit stride along one axis."""
-    s0, s1 = a.strides
-    return (s1 == 4 and s0 >= 4 * max(a.shape[1], 1)) or (s0 == 4 and s1 >= 4 * max(a.shape[0], 1))
+#: ``_native_conv.c``'s DW_MAX_PADDED: the padded plane's most elements per element of
+#: the input and output planes.
+_DW_MAX_PADDED = 16
 
 
-def conv2d(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, kernel: tuple,
-           strides: tuple, dilations: tuple, pads: tuple, out_sp: tuple,
-           ways: int) -> np.ndarray | None:
-    """A 2-D convolution of one group, float32 numpy, with the fused chain's
-    epilogue (bias, residual, Relu), on ``ways`` threads of the compiled pool:
-    (N, M, OH, OW), or None when it does not apply."""
-    if not (applies(xp, x, w, b, residual) and x.ndim == 4 and len(kernel) == 2
-            and x.size and w.size and _pool_ready()):
+def depthwise_conv2d(xp: Any, x: Any, w: Any, b: Any, kernel: tuple, strides: tuple,
+                     dilations: tuple, pads: tuple, out_sp: tuple) -> np.ndarray | None:
+    """A 2-D conv whose every group reads one input channel (``group == C``; W is
+    (M, 1, kh, kw), M a multiple of C), bias added: (N, M, OH, OW) float32, or None
+    when the compiled module does not apply."""
+    if not (applies(xp, x, w, b) and x.ndim == 4 and len(kernel) == 2 and x.size and w.size):
+        return None
+    # the kernel's padded copy of a plane: rows and columns its windows read (huge strides
+    # or pads around a small input would make it far larger than the planes: numpy's path)
+    hp = (out_sp[0] - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1
+    wp = (out_sp[1] - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1
+    if hp * wp > _DW_MAX_PADDED * (x.shape[2] * x.shape[3] + out_sp[0] * out_sp[1]) + 65536:
         return None
     n, m = x.shape[0], w.shape[0]
-    npos = out_sp[0] * out_sp[1]
-    out = np.empty((n, m, npos), dtype=_F32)
-    geometry = (kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-                pads[0], pads[1], out_sp[0], out_sp[1])
-    _lib.conv2d_f32(np.ascontiguousarray(x), np.ascontiguousarray(w).reshape(m, -1), out,
-                    None if b is None else np.ascontiguousarray(b).reshape(m),
-                    None if residual is None else np.ascontiguousarray(residual).reshape(n, m, npos),
-                    relu, geometry, ways)
+    out = np.empty((n, m, out_sp[0] * out_sp[1]), dtype=_F32)
+    _lib.depthwise_conv2d_f32(np.ascontiguousarray(x), np.ascontiguousarray(w).reshape(m, -1), out,
+                              None if b is None else np.ascontiguousarray(b).reshape(m),
+                              _conv_geometry(kernel, strides, dilations, pads, out_sp))
     return out.reshape(n, m, *out_sp)
 
 
-def pool_stats() -> tuple[int, int]:
-    """(jobs posted to the compiled pool, slices its worker threads ran) so far."""
-    return (0, 0) if _lib is None else tuple(_lib.pool_stats())
-
-
 def max_pool2d(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple,
-               out_sp: tuple, ways: int) -> np.ndarray | None:
-    """MaxPool values of a 4-D float32 numpy array (planes over ``ways`` threads of
-    the compiled pool; positions outside the input skipped, as ONNX's -inf
-    padding); None when it does not apply."""
+               out_sp: tuple) -> np.ndarray | None:
+    """MaxPool values of a 4-D float32 numpy array (positions outside the input
+    skipped, as ONNX's -inf padding); None when it does not apply."""
     if not (applies(xp, x) and x.ndim == 4 and len(kernel) == 2 and x.size):
         return None
     n, c = x.shape[:2]
@@ -213,5 +165,5 @@ def max_pool2d(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple,
     _lib.maxpool2d_f32(np.ascontiguousarray(x).reshape(n * c, *x.shape[2:]),
                        out.reshape(n * c, *out_sp),
                        (kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-                        pads[0], pads[1]), ways)
+                        pads[0], pads[1]))
     return out

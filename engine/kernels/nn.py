@@ -1,4 +1,5 @@
-"""Convolution and pooling kernels, N-D, as shifted-window sums (no im2col copy of the input)."""
+"""Convolution and pooling kernels, N-D: numpy and cupy alike through ``xp``; on numpy
+float32 the 1-D and 2-D convs and MaxPools run the compiled kernels (``native.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import cpu_split, geometry
+from . import geometry, native
 from .elementwise import same
 from .registry import host_ints, register
 
@@ -91,9 +92,8 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
                auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
                kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Any:
     """Conv, then ``+ residual`` (same shape and dtype as the output, else ``Unfusable``)
-    and ``max(., 0)`` when asked: the epilogue of ``engine/fuse.py``'s Conv chains, run
-    per band while the band is in cache when the conv is split over the cores, in
-    place on the conv's own output otherwise. Never writes into ``residual``."""
+    and ``max(., 0)`` when asked: the epilogue of ``engine/fuse.py``'s Conv chains, in
+    place on the conv's own output. Never writes into ``residual``."""
     g = geometry.conv(x.shape, w.shape, None if b is None else b.shape, kernel_shape=kernel_shape,
                       strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad, group=group)
     kernel, strides, dilations, pads, out_sp = g.kernel, g.strides, g.dilations, g.pads, g.out_sp
@@ -107,21 +107,15 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
         raise Unfusable(f"residual {tuple(residual.shape)} {residual.dtype}")
     if n * c * npos == 0 or w.size == 0:  # an empty batch, map or channel: sums of nothing
         return _empty_conv(xp, x, b, residual, relu, (n, m, *out_sp))
-    small = n * c * npos <= _GATHER_PER_COPY
-    if xp is np and group == 1 and not small \
-            and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
-        # numpy, 2-D, float32: the compiled pool (im2col per band and the epilogue in
-        # C, no GIL); None for other dtypes or without the compiled module.
-        y = cpu_split.conv2d_native(x, w, b, pads, kernel, dilations, strides, out_sp,
-                                    residual, relu) if len(kernel) == 2 else None
-        if y is not None:
+    if xp is np and len(kernel) <= 2:
+        y = _conv_compiled(x, w, b, group, kernel, strides, dilations, pads, out_sp)
+        if y is not None:  # numpy float32: the compiled columns or depthwise kernel
+            if residual is not None:
+                np.add(y, residual, out=y)
+            if relu:
+                np.maximum(y, 0, out=y)
             return y
-        # numpy otherwise: the GEMM cut in row bands over the cores (cpu_split.py),
-        # padding implicit in the columns (no padded copy of the input).
-        acc = cpu_split.conv_split(x, w, b, pads, offsets, dilations, strides, out_sp,
-                                   residual, relu)
-        if acc is not None:
-            return same(xp, acc.reshape((n, m) + tuple(out_sp)), x)
+    small = n * c * npos <= _GATHER_PER_COPY
     xpad = _zero_padded(xp, x, pads)
     cg, mg = c // group, m // group
     xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
@@ -161,6 +155,43 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
     if relu:
         xp.maximum(y, 0, out=y)
     return y
+
+
+def _conv_compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int,
+                   kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+                   pads: Sequence[int], out_sp: Sequence[int]) -> np.ndarray | None:
+    """A 1-D or 2-D float32 conv through the compiled kernels (``_native_conv.c``), bias
+    added: depthwise (each group one input channel) in one C pass; any other group
+    count as the C im2col columns times the weight in one numpy matmul, whose BLAS
+    spreads it over the cores. None where the compiled module does not apply (the
+    caller's numpy path runs). A 1-D depthwise conv runs as a 2-D one of height 1; other
+    1-D convs gained nothing measurable from the compiled columns (docs/kernels.md)."""
+    if len(kernel) == 1:  # (N, C, L) as (N, C, 1, L): pads (begin, end) -> (0, begin, 0, end)
+        if not (w.shape[1] == 1 and group == x.shape[1] > 1):
+            return None
+        y = _conv_compiled(x[:, :, None], w[:, :, None], b, group, (1, *kernel), (1, *strides),
+                           (1, *dilations), (0, pads[0], 0, pads[1]), (1, *out_sp))
+        return None if y is None else y.reshape(y.shape[:2] + tuple(out_sp))
+    n, c = x.shape[:2]
+    m, cg = w.shape[0], w.shape[1]
+    geometry_ = (tuple(kernel), tuple(strides), tuple(dilations), tuple(pads), tuple(out_sp))
+    if cg == 1 and group == c and group > 1:
+        return native.depthwise_conv2d(np, x, w, b, *geometry_)
+    npos = out_sp[0] * out_sp[1]
+    if not native.applies(np, x, w, b) or n * c * math.prod(kernel) * npos * 4 > _IM2COL_BYTES:
+        return None
+    if tuple(kernel) == (1, 1) and tuple(strides) == (1, 1) and not any(pads):
+        cols = x.reshape(n, c, npos)  # the input rows are the columns: no copy
+    else:
+        cols = native.im2col(np, x, *geometry_)
+        if cols is None:
+            return None
+    mg, k = m // group, cg * kernel[0] * kernel[1]
+    out = np.empty((n, group, mg, npos), dtype=np.float32)
+    np.matmul(w.reshape(group, mg, k), cols.reshape(n, group, k, npos), out=out)
+    if b is not None:
+        out += b.reshape(1, group, mg, 1)
+    return out.reshape(n, m, *out_sp)
 
 
 def _empty_conv(xp: Any, x: Any, b: Any, residual: Any, relu: bool, shape: tuple) -> Any:
@@ -238,10 +269,11 @@ def max_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, d
     if 0 in out_sp:  # no window (onnxruntime answers an empty output too)
         y = xp.zeros(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
         return (y,) if _n_outputs == 1 else (y, xp.zeros(y.shape, dtype=np.int64))
-    if xp is np and _n_outputs == 1 and x.ndim > 2 and x.size:
-        # numpy: blocks of planes reduced in cache, over the cores when large (cpu_split.py)
-        return (cpu_split.max_pool(x, kernel, dilations, strides, pads, extra, out_sp,
-                                   _lowest(x.dtype)),)
+    if xp is np and _n_outputs == 1:
+        y = native.max_pool2d(np, x, tuple(kernel), tuple(strides), tuple(dilations), tuple(pads),
+                              tuple(out_sp))
+        if y is not None:  # 2-D float32: each plane reduced in cache, in C
+            return (y,)
     xpad = _padded(xp, x, pads, extra, _lowest(x.dtype))
     best = None
     best_idx = None

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from . import native
+from . import geometry, native
 from .elementwise import same
 from .registry import register, to_host
 
@@ -50,6 +50,7 @@ def instance_norm(xp: Any, x: Any, scale: Any, bias: Any, *, epsilon: float = 1e
 @register("LayerNormalization", since=17)
 def layer_norm(xp: Any, x: Any, scale: Any, bias: Any = None, *, axis: int = -1,
                epsilon: float = 1e-5, stash_type: int = 1) -> tuple:
+    axis = geometry.axis("axis", axis, x.ndim)
     fast = native.layer_norm(xp, x, scale, bias, axis, epsilon) if stash_type == 1 else None
     if fast is not None:  # float32 numpy: one compiled pass per row
         return fast

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import geometry
 from .registry import host_ints, register
 
 
@@ -62,7 +63,7 @@ def _reduce(xp: Any, op: str, x: Any, axes: list[int] | None, keepdims: int, noo
         if noop:
             return x
         axes = list(range(x.ndim))
-    ax = tuple(sorted(a % x.ndim for a in axes)) if x.ndim else ()
+    ax = tuple(sorted(geometry.axes("axes", axes, x.ndim))) if x.ndim else ()
     if any(x.shape[a] == 0 for a in ax):
         shape_ = [1 if i in ax else d for i, d in enumerate(x.shape)]
         out = xp.full(shape_, _identity(x.dtype, kind), dtype=x.dtype)

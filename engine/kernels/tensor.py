@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import geometry
 from .dtypes import np_dtype
 from .registry import host_ints, register, to_host
 
@@ -41,7 +42,7 @@ def reshape_v1(xp: Any, x: Any, *, shape: list[int], consumed_inputs: Any = None
 
 @register("Flatten")
 def flatten(xp: Any, x: Any, *, axis: int = 1) -> Any:
-    axis = axis + x.ndim if axis < 0 else axis
+    axis = geometry.axis("axis", axis, x.ndim, inclusive_end=True)
     lead = int(np.prod(x.shape[:axis], dtype=np.int64))
     return x.reshape(lead, int(np.prod(x.shape[axis:], dtype=np.int64)))
 
@@ -70,7 +71,7 @@ def unsqueeze(xp: Any, x: Any, axes_in: Any = None, *, axes: list[int] | None = 
     ax = _axes(xp, axes_in, axes) or []
     rank = x.ndim + len(ax)
     shape_out = list(x.shape)
-    for a in sorted(a % rank for a in ax):
+    for a in sorted(geometry.axes("axes", ax, rank)):
         shape_out.insert(a, 1)
     return x.reshape(shape_out)
 
