@@ -160,10 +160,18 @@ def _worker_blas_state() -> tuple:
     from engine.kernels import blas
     real, os.getloadavg = os.getloadavg, lambda: (0.0, 0.0, 0.0)  # an idle machine
     try:
-        blas.apply(None, 1)  # what an Executor does before a run
+        # What an Executor does before a run. The setting is the process's: an Executor bound
+        # on one of the worker's task threads at the same moment (under the real load, which
+        # gives fewer threads) can overwrite it between the two lines, hence a few tries.
+        for _ in range(5):
+            blas._applied = None
+            decided = blas.apply(None, 1)
+            threads = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+            if threads == {decided}:
+                break
+            time.sleep(0.2)
     finally:
         os.getloadavg = real
-    threads = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
     return os.environ.get("SGLENS_CPU_SHARE"), os.environ.get("OPENBLAS_NUM_THREADS"), threads
 
 
