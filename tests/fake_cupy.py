@@ -23,10 +23,18 @@ documented conversion policy, which is what breaks code written with numpy in mi
 
 ``fake.cuda`` has the ``Stream``/``Event``/``Device``/``runtime`` stand-ins the engine calls,
 logged like the fake in ``tests/test_engine_gpu.py``.
+
+Besides the syncs it counts what costs host time on a real GPU: ``h2d`` (a constructor or a
+whole-array assignment given host data: an upload) and ``launches`` (a call that would enqueue a
+kernel: module functions, array methods and operators that make or write device data; views such
+as ``reshape``/``transpose`` and basic slicing launch nothing on cupy and are not counted). Read
+them per run with ``with fake.counting() as c: ...`` (``c.syncs``, ``c.h2d``, ``c.launches``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import operator
 import sys
@@ -41,6 +49,12 @@ NUMPY_ONLY = frozenset({"errstate", "seterr", "geterr", "ndindex", "nditer", "ve
                         "char", "strings", "rec", "ma", "ctypeslib", "testing", "asmatrix", "matrix"})
 #: Functions that copy host data to the device: numpy arrays are welcome here.
 CONSTRUCTORS = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray", "asfortranarray"})
+#: Calls that only make a view, read metadata or allocate without writing: no kernel on cupy.
+NO_LAUNCH = frozenset({"reshape", "transpose", "swapaxes", "moveaxis", "expand_dims", "squeeze",
+                       "broadcast_to", "broadcast_arrays", "atleast_1d", "atleast_2d", "atleast_3d",
+                       "empty", "empty_like", "view", "result_type", "shape", "ndim", "size",
+                       "can_cast", "promote_types", "dtype", "iinfo", "finfo", "split", "array_split",
+                       "get_array_module", "squeeze", "diagonal", "real", "imag"})
 
 
 class DeviceConversionError(TypeError):
@@ -131,6 +145,8 @@ class FakeArray:
         return self._mod._wrap(value)
 
     def __getitem__(self, key: Any) -> Any:
+        if not _is_basic_index(key):
+            self._mod._count("launches", "getitem")  # a gather kernel; basic slicing is a view
         return self._mod._wrap(self._a[self._mod._unwrap_index(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -138,6 +154,8 @@ class FakeArray:
         if isinstance(value, np.ndarray) and value.ndim > 0 and not whole:
             raise DeviceConversionError("cupy refuses `device[idx] = numpy_array` except for a whole-array "
                                         "copy (`a[:] = host`); move the value with xp.asarray first")
+        host = isinstance(value, np.ndarray) and value.ndim > 0
+        self._mod._count("h2d" if host else "launches", "setitem")
         v = value if isinstance(value, np.ndarray) else self._mod._unwrap(value, "setitem")
         self._a[self._mod._unwrap_index(key)] = v
 
@@ -147,6 +165,7 @@ def _binary(name: str, reflected: bool = False) -> Callable[..., Any]:
 
     def method(self: FakeArray, other: Any) -> Any:
         o = self._mod._unwrap(other, f"operator {name}")
+        self._mod._count("launches", f"operator {name}")
         return self._mod._wrap(op(o, self._a) if reflected else op(self._a, o))
     return method
 
@@ -155,6 +174,7 @@ def _inplace(name: str) -> Callable[..., Any]:
     op = getattr(operator, f"i{name.rstrip('_')}")
 
     def method(self: FakeArray, other: Any) -> FakeArray:
+        self._mod._count("launches", f"operator i{name}")
         self._a = op(self._a, self._mod._unwrap(other, f"operator i{name}"))
         return self
     return method
@@ -168,9 +188,17 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul"
     setattr(FakeArray, f"__i{_name}__", _inplace(_op))
 for _name in ("lt", "le", "eq", "ne", "gt", "ge"):
     setattr(FakeArray, f"__{_name}__", _binary(_name))
+def _unary(name: str) -> Callable[..., Any]:
+    op = getattr(operator, name)
+
+    def method(self: FakeArray) -> Any:
+        self._mod._count("launches", f"operator {name}")
+        return self._mod._wrap(op(self._a))
+    return method
+
+
 for _name in ("neg", "pos", "abs", "invert"):
-    setattr(FakeArray, f"__{_name}__",
-            (lambda op: lambda self: self._mod._wrap(op(self._a)))(getattr(operator, _name)))
+    setattr(FakeArray, f"__{_name}__", _unary(_name))
 FakeArray.__hash__ = None  # type: ignore[assignment]
 
 
@@ -242,6 +270,36 @@ class _MemoryPool:
         pass
 
 
+def _copies_on_device(name: str, a: "FakeArray", kwargs: dict[str, Any]) -> bool:
+    """Whether constructor ``name`` given device array ``a`` copies it (a launch) or returns it."""
+    dtype = kwargs.get("dtype")
+    if dtype is not None and np.dtype(dtype) != a.dtype:
+        return True
+    if name == "array":
+        return kwargs.get("copy", True) is not False
+    if name == "ascontiguousarray":
+        return not a._a.flags.c_contiguous
+    return name == "asfortranarray" and not a._a.flags.f_contiguous
+
+
+def _is_basic_index(key: Any) -> bool:
+    """A view on cupy (ints, slices, None, Ellipsis): no kernel."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, (int, np.integer, slice)) for k in keys)
+
+
+@dataclasses.dataclass
+class Counts:
+    """What a stretch of code did on the fake device (``FakeCupy.counting``)."""
+
+    syncs: int
+    h2d: int
+    launches: int
+    sync_calls: dict[str, int]
+    h2d_calls: dict[str, int]
+    launch_calls: dict[str, int]
+
+
 class FakeCupy(types.ModuleType):
     """The module: ``fake.sum``, ``fake.fft.fft``, ... are numpy's, behind cupy's rules."""
 
@@ -250,6 +308,8 @@ class FakeCupy(types.ModuleType):
         self._base = base
         self._root = self
         self.syncs: dict[str, int] = {}
+        self.h2d: dict[str, int] = {}       # host->device uploads, by the call that made them
+        self.launches: dict[str, int] = {}  # kernel-launching calls, by name
         self.ndarray = FakeArray
         self.cuda = _FakeCuda()
         self._pool = _MemoryPool()
@@ -270,6 +330,32 @@ class FakeCupy(types.ModuleType):
     def _sync(self, kind: str) -> None:
         root = self._root
         root.syncs[kind] = root.syncs.get(kind, 0) + 1
+
+    def _count(self, table: str, name: str) -> None:
+        counts = getattr(self._root, table)
+        counts[name] = counts.get(name, 0) + 1
+
+    def snapshot(self) -> "Counts":
+        """Totals so far (syncs, uploads, launches), with the launch and upload tables by name."""
+        root = self._root
+        return Counts(sum(root.syncs.values()), sum(root.h2d.values()), sum(root.launches.values()),
+                      dict(root.syncs), dict(root.h2d), dict(root.launches))
+
+    @contextlib.contextmanager
+    def counting(self) -> Any:
+        """``with fake.counting() as c: ex.run(feeds)``: ``c`` holds what happened inside."""
+        before = self.snapshot()
+        delta = Counts(0, 0, 0, {}, {}, {})
+        try:
+            yield delta
+        finally:
+            after = self.snapshot()
+            delta.syncs, delta.h2d, delta.launches = (after.syncs - before.syncs, after.h2d - before.h2d,
+                                                      after.launches - before.launches)
+            for table in ("sync_calls", "h2d_calls", "launch_calls"):
+                old, new = getattr(before, table), getattr(after, table)
+                getattr(delta, table).update({k: n - old.get(k, 0) for k, n in new.items()
+                                              if n != old.get(k, 0)})
 
     # -- wrapping -------------------------------------------------------------
     def _wrap(self, value: Any) -> Any:
@@ -306,8 +392,15 @@ class FakeCupy(types.ModuleType):
     def _wrap_fn(self, fn: Any, name: str, host_ok: bool = False) -> Callable[..., Any]:
         mod = self._root
 
+        short = name.rsplit(".", 1)[-1]
+        launches = short not in NO_LAUNCH
+
         def call(*args: Any, **kwargs: Any) -> Any:
             if host_ok:
+                if args and not isinstance(args[0], FakeArray):
+                    mod._count("h2d", name)  # host data in: an upload
+                elif _copies_on_device(short, args[0], kwargs):
+                    mod._count("launches", name)  # a device copy / cast
                 args = tuple(a._a if isinstance(a, FakeArray) else mod._unwrap_host_list(a) for a in args)
                 kwargs = {k: v._a if isinstance(v, FakeArray) else v for k, v in kwargs.items()}
                 result = fn(*args, **kwargs)
@@ -318,7 +411,10 @@ class FakeCupy(types.ModuleType):
                 return mod._wrap(result)
             args = tuple(mod._unwrap(a, name) for a in args)
             kwargs = {k: mod._unwrap(v, name) for k, v in kwargs.items()}
-            return mod._wrap(fn(*args, **kwargs))
+            result = fn(*args, **kwargs)
+            if launches and isinstance(result, (np.ndarray, np.generic, tuple, list)):
+                mod._count("launches", name)
+            return mod._wrap(result)
 
         call.__name__ = name
         if isinstance(fn, np.ufunc):  # ufunc methods (reduce, accumulate, at, outer) follow the same rules
