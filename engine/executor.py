@@ -52,7 +52,7 @@ import numpy as np
 
 from partition.ir import Graph, Node
 
-from . import create_engine, gpu
+from . import create_engine, gpu, gpu_plan
 from .kernels import blas
 from .body import compile_lean, lean_plan
 from .context import Context, RunContext
@@ -168,6 +168,9 @@ class Executor:
             self._fused = {f.node.name: f for f in fusions}
             if not directions_in_parallel(self.xp):
                 nodes, made = self._split_nodes(graph, nodes)
+        # On a device: shape arithmetic on the host, reads of device values named (engine/gpu_plan.py).
+        self.device_plan = gpu_plan.EMPTY if self.xp is np else gpu_plan.plan_device_run(
+            graph, nodes, self._weights, self.parent is not None)
         produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
         self._produced_names = set(produced) | set(graph.inputs) - set(self._weights)
         self._host_weights: dict[str, Any] = {}  # host copies of weights read on the host
@@ -191,6 +194,9 @@ class Executor:
                 call = self._control_flow_call(node)
             else:
                 call = self._kernel_call(node)
+            if self.device_plan is not gpu_plan.EMPTY:
+                call = gpu_plan.bind_call(self.device_plan, node, call,
+                                          self.find_kernel(node, graph.opset), self.xp)
             self._steps.append(_Step(node, reads, frees, call, weights,
                                      sum(1 for t in node.outputs if t)))
         if self.xp is np and self.options.kernels is None:  # Linear's bias into its product
@@ -406,7 +412,7 @@ class Executor:
         run = _Run(self, outer or {}, keep)
         for name in g.inputs:
             if name in feeds and name not in self._weights:
-                run.put(name, self._upload(feeds[name]))
+                run.put(name, self.device_plan.feed(name, feeds[name], self._upload))
         return run
 
     def _result(self, run: "_Run", keep: bool, start: float) -> RunResult:

@@ -449,10 +449,15 @@ class FakeCupy(types.ModuleType):
 _TEST_INSTALLED = False
 
 
+#: The fake the plugin mode put behind every Executor (set through monkeypatch, per test).
+_FORCED: "FakeCupy | None" = None
+
+
 def install(monkeypatch: Any) -> FakeCupy:
-    """Make ``engine.gpu`` (and so the executor's ``--device gpu``) find the fake as cupy."""
+    """Make ``engine.gpu`` (and so the executor's ``--device gpu``) find the fake as cupy.
+    Under the plugin mode that is the fake already there: its counts are the executors'."""
     monkeypatch.setattr(sys.modules[__name__], "_TEST_INSTALLED", True)
-    return _install(monkeypatch)
+    return _FORCED if _FORCED is not None else _install(monkeypatch)
 
 
 def _install(monkeypatch: Any) -> FakeCupy:
@@ -485,6 +490,7 @@ def _force_gpu(monkeypatch: Any) -> FakeCupy:
     from engine import Context  # noqa: PLC0415
 
     fake = _install(monkeypatch)
+    monkeypatch.setattr(sys.modules[__name__], "_FORCED", fake)
     real = engine.executor.device_context
 
     def device_context(device: str, device_id: int = 0) -> tuple[Any, Any]:
