@@ -43,9 +43,9 @@ HOST_OPS = frozenset({
 })
 #: Ops that read only their input's shape: host-known whatever the input is.
 SHAPE_READERS = frozenset({"Shape", "Size"})
-#: Inputs read on the host beyond ``HOST_INPUTS``: conditions, trip counts, Resize's parameters.
+#: Inputs read on the host: ``HOST_INPUTS`` (shapes, axes, Resize's scales), conditions, trip counts.
 HOST_READ_INPUTS: dict[str, tuple[int, ...]] = {
-    **HOST_INPUTS, "If": (0,), "Loop": (0, 1), "Resize": (1, 2, 3), "Upsample": (1,),
+    **HOST_INPUTS, "If": (0,), "Loop": (0, 1),
 }
 #: Weights and graph inputs larger than this stay device-only (a host copy is for shapes).
 MAX_HOST_ELEMENTS = 64

@@ -8,7 +8,9 @@ so a warm run copies nothing to the device but its graph inputs.
 
 from __future__ import annotations
 
+import importlib
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -46,3 +48,55 @@ def resident(xp: Any, host: np.ndarray) -> Any:
             (_, _, _, old), _ = _cache.popitem(last=False)
             _total -= 2 * len(old)
     return made
+
+
+# ------------------------------------------------------------ library kernels --
+# Thin and unverified on a real GPU (none is lent to this project): written against
+# cupy's cuDNN wrapper as Chainer calls it, ``cupy.cudnn.convolution_forward(x, W, b, y,
+# pad, stride, dilation, groups, auto_tune=, tensor_core=)``. Where that module is
+# missing (cupy without cuDNN, cupy >= 14 dropped it) or a call fails, the kernels keep
+# their own path (im2col windows + ``xp.matmul``, which is cuBLAS on cupy).
+
+_libraries: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # xp -> cuDNN or None
+_CUDNN_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
+
+
+def cudnn_of(xp: Any) -> Any:
+    """cupy's cuDNN module for ``xp``, or None (numpy, no cuDNN, or it failed before)."""
+    if xp is np:
+        return None
+    key = xp
+    if key not in _libraries:
+        mod = getattr(xp, "cudnn", None)
+        if mod is None:
+            try:
+                mod = importlib.import_module(f"{xp.__name__}.cudnn")
+            except Exception:  # ImportError, or cuDNN libraries missing at load time
+                mod = None
+        _libraries[key] = mod
+    return _libraries[key]
+
+
+def conv_library(xp: Any, x: Any, w: Any, b: Any, pads: list[int], strides: list[int],
+                 dilations: list[int], group: int, out_sp: list[int]) -> Any:
+    """Conv through cuDNN where it takes this case (1-3 spatial axes, symmetric pads, float
+    dtypes): the output, else None (the caller runs its own path)."""
+    cudnn = cudnn_of(xp)
+    nsp = len(out_sp)
+    if cudnn is None or not 1 <= nsp <= 3 or x.dtype not in _CUDNN_DTYPES or w.dtype != x.dtype \
+            or list(pads[:nsp]) != list(pads[nsp:]):
+        return None
+    pad, stride, dil = tuple(pads[:nsp]), tuple(strides), tuple(dilations)
+    y = xp.empty((x.shape[0], w.shape[0], *out_sp), dtype=x.dtype)
+    xs, ws, ys = xp.ascontiguousarray(x), xp.ascontiguousarray(w), y
+    if nsp == 1:  # cuDNN's smallest case is 2-D: a unit axis after the one there is
+        xs, ws, ys = xs[..., None], ws[..., None], y[..., None]
+        pad, stride, dil = pad + (0,), stride + (1,), dil + (1,)
+    bias = None if b is None else xp.ascontiguousarray(b.astype(x.dtype, copy=False))
+    try:
+        cudnn.convolution_forward(xs, ws, bias, ys, pad, stride, dil, int(group),
+                                  auto_tune=True, tensor_core="auto")
+    except Exception:  # noqa: BLE001 - a library that cannot run here: our own path from now on
+        _libraries[xp] = None
+        return None
+    return y

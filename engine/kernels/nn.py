@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import cpu_split, geometry
+from . import cpu_split, device, geometry
 from .elementwise import same
 from .registry import host_ints, register
 
@@ -122,6 +122,9 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
                                    residual, relu)
         if acc is not None:
             return same(xp, acc.reshape((n, m) + tuple(out_sp)), x)
+    y = None if xp is np else device.conv_library(xp, x, w, b, pads, strides, dilations, group, out_sp)
+    if y is not None:  # cuDNN (kernels/device.py): the bias is in, the epilogue follows
+        return _epilogue(xp, y, residual, relu)
     xpad = _zero_padded(xp, x, pads)
     cg, mg = c // group, m // group
     xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
@@ -155,7 +158,10 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
         acc += b.reshape(1, group, mg, 1)  # in place: acc is this call's own array
     elif b is not None:
         acc = acc + b.reshape(1, group, mg, 1)
-    y = same(xp, acc.reshape((n, m) + tuple(out_sp)), x)
+    return _epilogue(xp, same(xp, acc.reshape((n, m) + tuple(out_sp)), x), residual, relu)
+
+
+def _epilogue(xp: Any, y: Any, residual: Any, relu: bool) -> Any:
     if residual is not None:
         xp.add(y, residual, out=y)  # y is this call's own array (a matmul's, or its cast)
     if relu:
