@@ -11,7 +11,8 @@ their bench shapes, plus the third-party models of ``~/.cache/sglens-test-models
 present): our engine on the GPU, PyTorch eager on the same architecture on that GPU (the
 bench models only; torch with CUDA needed), our CPU engine, and the host microseconds per
 node of the GPU run (wall time over nodes: on a GPU that runs these kernels in a few us,
-the host is the bound). CUDA Graph replay is not built yet: that column says so.
+the host is the bound). "+CUDA graphs" replays the graph captured once per input signature
+(``engine/gpu_graphs.py``, unverified); "eager" where the capture decision says no.
 
 Without a GPU it runs every model on the strict cupy stand-in (``tests/fake_cupy.py``)
 and prints what a warm run costs the host: device->host syncs, host->device uploads
@@ -36,6 +37,7 @@ import numpy as np  # noqa: E402
 
 from engine import gpu  # noqa: E402
 from engine.executor import Executor  # noqa: E402
+from engine.gpu_graphs import GraphReplay  # noqa: E402
 from engine.inputs import random_inputs  # noqa: E402
 from partition import load_model  # noqa: E402
 from real_models import REAL_MODELS  # noqa: E402
@@ -82,7 +84,7 @@ def fake_counts(names: list[str]) -> None:
     engine_gpu._cupy, engine_gpu._probed = fake, True
     print("fake-cupy counts per warm run (tests/fake_cupy.py; exact counts, no timings)")
     print(f"{'model':14} {'nodes':>6} {'syncs':>6} {'uploads':>8} {'inputs':>7} {'launches':>9} "
-          f"{'per node':>9}  device reads named by the plan")
+          f"{'per node':>9} {'capture':>8}  device reads named by the plan")
     for name, make in models(small=True).items():
         if names and name not in names:
             continue
@@ -93,8 +95,9 @@ def fake_counts(names: list[str]) -> None:
                 ex.run(feeds)
             nodes = len(ex._steps)
             reads = [f"{r.node} ({r.op_type})" for r in _host_reads(ex)]
+            capture = "yes" if GraphReplay(ex).decision.captured else "eager"
         print(f"{name:14} {nodes:6d} {c.syncs:6d} {c.h2d:8d} {len(feeds):7d} {c.launches:9d} "
-              f"{c.launches / nodes:9.1f}  {', '.join(reads) or '-'}", flush=True)
+              f"{c.launches / nodes:9.1f} {capture:>8}  {', '.join(reads) or '-'}", flush=True)
 
 
 def _host_reads(ex: Executor) -> list[Any]:
@@ -133,12 +136,28 @@ def timings(names: list[str], runs: int) -> None:
                 ex_gpu.run(feeds)
                 cupy.cuda.Device(0).synchronize()
             gpu_ms = _median_ms(run_gpu, runs)
+            graphs_txt = _graphs_txt(ex_gpu, feeds, runs)
             cpu_ms = _median_ms(lambda: ex_cpu.run(feeds), runs)
             nodes = len(ex_gpu._steps)
         torch_ms = _torch_ms(name, runs)
         torch_txt = "-" if torch_ms is None else f"{torch_ms:.2f}"
-        print(f"{name:14} {nodes:6d} {gpu_ms:12.2f} {'not built':>13} {torch_txt:>13} {cpu_ms:12.2f} "
+        print(f"{name:14} {nodes:6d} {gpu_ms:12.2f} {graphs_txt:>13} {torch_txt:>13} {cpu_ms:12.2f} "
               f"{gpu_ms * 1e3 / nodes:13.1f}", flush=True)
+
+
+def _graphs_txt(ex: Executor, feeds: dict, runs: int) -> str:
+    import cupy  # noqa: PLC0415
+
+    replay = GraphReplay(ex)
+    if not replay.decision.captured:
+        return "eager"
+    try:
+        def run() -> None:
+            replay.run(feeds)
+            cupy.cuda.Device(0).synchronize()
+        return f"{_median_ms(run, runs):.2f}"
+    except Exception as exc:  # noqa: BLE001 - unverified code: say what failed, keep benchmarking
+        return f"failed: {type(exc).__name__}"
 
 
 def _torch_ms(name: str, runs: int) -> float | None:

@@ -99,22 +99,40 @@ def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, A
         host_weights[t] = to_numpy(w)
         return True
 
-    host_inputs = set() if is_body else {t for t in graph.inputs
-                                         if t not in weights and _small_int_input(graph, t)}
-    host = set(host_inputs)
     pinned = set(graph.outputs)  # outputs stay device arrays; bodies read device values
     for node in nodes:
         for body in node.subgraphs.values():
             pinned.update(body.free_tensors)
-    host_nodes = set()
-    for node in nodes:
-        if _runs_on_host(node, host, pinned, weight_on_host):
-            host_nodes.add(node.name)
-            host.update(t for t in node.outputs if t)
+    # A small integer graph input stays on the host only where no device kernel wants it
+    # as data (token ids for a Gather go up as usual): planned, then planned again without.
+    host_inputs = set() if is_body else {t for t in graph.inputs
+                                         if t not in weights and _small_int_input(graph, t)}
+    while True:
+        host, host_nodes = _host_side(nodes, host_inputs, pinned, weight_on_host)
+        wanted = {t for n in nodes if n.name not in host_nodes for i, t in enumerate(n.inputs)
+                  if t in host_inputs and i not in _read_on_host(n)}
+        if not wanted:
+            break
+        host_inputs -= wanted
     reads = tuple(_host_reads(nodes, host_nodes, host, weights))
     kept = {t: host_weights[t] for n in nodes if n.name in host_nodes for t in n.inputs if t in host_weights}
     return DevicePlan(frozenset(host_nodes), frozenset(host - host_inputs), frozenset(host_inputs),
                       kept, reads)
+
+
+def _host_side(nodes: Sequence[Node], host_inputs: set[str], pinned: set[str],
+               weight_on_host: Callable[[str], bool]) -> tuple[set[str], set[str]]:
+    """(host-known tensors, host nodes), in one pass over the bound order."""
+    host, host_nodes = set(host_inputs), set()
+    for node in nodes:
+        if _runs_on_host(node, host, pinned, weight_on_host):
+            host_nodes.add(node.name)
+            host.update(t for t in node.outputs if t)
+    return host, host_nodes
+
+
+def _read_on_host(node: Node) -> tuple[int, ...]:
+    return HOST_READ_INPUTS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ()
 
 
 def _small_int_input(graph: Graph, name: str) -> bool:
@@ -170,7 +188,7 @@ def bind_call(plan: DevicePlan, node: Node, call: Callable[..., tuple], kernel: 
             return tuple(kernel(np, *args, **attrs))
         return host_call
     host = plan.host_tensors | plan.host_inputs
-    keep = set(HOST_READ_INPUTS.get(node.op_type, ())) if node.domain in ("", "ai.onnx") else set()
+    keep = set(_read_on_host(node))
     # Shape facts are the same run after run: uploaded once (kernels/device.py); a graph
     # input kept on the host for shape arithmetic is uploaded where a kernel wants it.
     lift = tuple((i, xp.asarray if t in plan.host_inputs else partial(resident, xp))
