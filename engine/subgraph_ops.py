@@ -112,6 +112,8 @@ class SubgraphOp:
             executor=impl.name, reason=self._reason, seconds=time.perf_counter() - start,
             peak_bytes=max(peak, boundary), boundary_bytes=boundary, weights_rebuilt=rebuilt,
             device_seconds=device_s, extra=dict(impl.details))
+        if run.pool is not None:  # GPU: cupy's pool high-water mark (the body's own run's, when ours)
+            record.extra["pool_peak_bytes"] = max(impl.pool_peak or 0, run.pool.used_bytes())
         run.subgraphs.extend(inner)
         run.subgraphs.append(record)
         return tuple(outs)
@@ -189,6 +191,7 @@ class _Impl:
 
     def __init__(self) -> None:
         self.details: dict[str, Any] = {}
+        self.pool_peak: int | None = None  # GPU: cupy pool high-water mark of the last run, if known
 
     def rebuild(self, weights: dict[str, Any], feeds: dict[str, Any]) -> None:
         """Convert changed weights (the subgraph API design); default: nothing to convert."""
@@ -212,6 +215,7 @@ class _EngineImpl(_Impl):
     def run(self, feeds: dict[str, Any], run: "_Run", rctx: "RunContext") -> tuple[list, int, list]:
         body = self.op.body
         result = self.child.run({t: feeds[t] for t in body.inputs})
+        self.pool_peak = result.pool_peak_bytes
         run.node_seconds.update(result.node_seconds)
         return [result.outputs[t] for t in body.outputs], result.peak_bytes, result.subgraphs
 

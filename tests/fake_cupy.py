@@ -260,11 +260,16 @@ class _FakeCuda:
 
 
 class _MemoryPool:
+    """Reports the bytes the fake has allocated so far (it never frees): a high-water mark
+    that only grows, enough to see that a caller reads it."""
+
+    allocated = 0
+
     def used_bytes(self) -> int:
-        return 0
+        return self.allocated
 
     def total_bytes(self) -> int:
-        return 0
+        return self.allocated
 
     def free_all_blocks(self) -> None:
         pass
@@ -414,6 +419,8 @@ class FakeCupy(types.ModuleType):
             result = fn(*args, **kwargs)
             if launches and isinstance(result, (np.ndarray, np.generic, tuple, list)):
                 mod._count("launches", name)
+                if isinstance(result, np.ndarray) and result.base is None:
+                    mod._pool.allocated += result.nbytes
             return mod._wrap(result)
 
         call.__name__ = name
