@@ -91,6 +91,7 @@ def fake_counts(names: list[str]) -> None:
         graph, feeds = make()
         with Executor(graph, device="gpu") as ex:
             ex.run(feeds)
+            by_op = _launches_by_op(fake, ex, feeds)
             with fake.counting() as c:
                 ex.run(feeds)
             nodes = len(ex._steps)
@@ -98,6 +99,33 @@ def fake_counts(names: list[str]) -> None:
             capture = "yes" if GraphReplay(ex).decision.captured else "eager"
         print(f"{name:14} {nodes:6d} {c.syncs:6d} {c.h2d:8d} {len(feeds):7d} {c.launches:9d} "
               f"{c.launches / nodes:9.1f} {capture:>8}  {', '.join(reads) or '-'}", flush=True)
+        top = sorted(by_op.items(), key=lambda kv: -kv[1][0] / kv[1][1])[:4]
+        print(f"{'':14} launches per node by op: "
+              + ", ".join(f"{op} {n / k:.1f} (x{k})" for op, (n, k) in top), flush=True)
+
+
+def _launches_by_op(fake: Any, ex: Executor, feeds: dict) -> dict[str, tuple[int, int]]:
+    """op type -> (launches in one warm run, nodes): each bound step's call counted alone."""
+    totals: dict[str, list[int]] = {}
+    saved = [(step, step.call) for step in ex._steps]
+
+    def counted(step: Any, call: Any) -> Any:
+        def run(*args: Any) -> Any:
+            before = fake.snapshot().launches
+            try:
+                return call(*args)
+            finally:
+                totals.setdefault(step.node.op_type, [0, 0])[0] += fake.snapshot().launches - before
+        return run
+    for step, call in saved:
+        step.call = counted(step, call)
+        totals.setdefault(step.node.op_type, [0, 0])[1] += 1
+    try:
+        ex.run(feeds)
+    finally:
+        for step, call in saved:
+            step.call = call
+    return {op: (n, k) for op, (n, k) in totals.items()}
 
 
 def _host_reads(ex: Executor) -> list[Any]:
