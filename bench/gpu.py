@@ -15,8 +15,8 @@ the host is the bound). "+CUDA graphs" replays the graph captured once per input
 (``engine/gpu_graphs.py``, unverified); "eager" where the capture decision says no.
 
 Without a GPU it runs every model on the strict cupy stand-in (``tests/fake_cupy.py``)
-and prints what a warm run costs the host: device->host syncs, host->device uploads
-(graph inputs included), kernel-launching calls, launches per node, and the reads of
+and prints what a warm run costs the host: device->host syncs (data reads), host waits
+(Stream/Event.synchronize), host->device uploads (graph inputs included), kernel-launching calls, launches per node, and the reads of
 device values the plan names (``engine/gpu_plan.py``). Those counts are exact for this
 code; they say nothing about time.
 """
@@ -83,8 +83,8 @@ def fake_counts(names: list[str]) -> None:
     sys.modules["cupy"] = fake
     engine_gpu._cupy, engine_gpu._probed = fake, True
     print("fake-cupy counts per warm run (tests/fake_cupy.py; exact counts, no timings)")
-    print(f"{'model':14} {'nodes':>6} {'syncs':>6} {'uploads':>8} {'inputs':>7} {'launches':>9} "
-          f"{'per node':>9} {'capture':>8}  device reads named by the plan")
+    print(f"{'model':14} {'nodes':>6} {'syncs':>6} {'waits':>6} {'uploads':>8} {'inputs':>7} "
+          f"{'launches':>9} {'per node':>9} {'capture':>8}  device reads named by the plan")
     for name, make in models(small=True).items():
         if names and name not in names:
             continue
@@ -97,7 +97,7 @@ def fake_counts(names: list[str]) -> None:
             nodes = len(ex._steps)
             reads = [f"{r.node} ({r.op_type})" for r in _host_reads(ex)]
             capture = "yes" if GraphReplay(ex).decision.captured else "eager"
-        print(f"{name:14} {nodes:6d} {c.syncs:6d} {c.h2d:8d} {len(feeds):7d} {c.launches:9d} "
+        print(f"{name:14} {nodes:6d} {c.syncs:6d} {c.waits:6d} {c.h2d:8d} {len(feeds):7d} {c.launches:9d} "
               f"{c.launches / nodes:9.1f} {capture:>8}  {', '.join(reads) or '-'}", flush=True)
         top = sorted(by_op.items(), key=lambda kv: -kv[1][0] / kv[1][1])[:4]
         print(f"{'':14} launches per node by op: "

@@ -417,9 +417,12 @@ class Executor:
 
     def _result(self, run: "_Run", keep: bool, start: float) -> RunResult:
         outputs = {t: run.get(t) for t in self.graph.outputs}
-        if self.timing and run.node_events:
-            for name, (a, b) in run.node_events.items():
-                run.node_seconds[name] = gpu.elapsed_ms(a, b) / 1e3
+        if self.timing and run.node_events:  # one host wait per stream (engine/gpu.py)
+            run.node_seconds.update(gpu.elapsed_seconds(run.node_events))
+        if run.subgraph_spans:  # subgraph operators' device times, read now that the run is done
+            spans = {str(i): (a, b) for i, (_, a, b) in enumerate(run.subgraph_spans)}
+            for (record, _, _), seconds in zip(run.subgraph_spans, gpu.elapsed_seconds(spans).values()):
+                record.device_seconds = seconds
         run.deferred.clear()
         values = dict(run.values) if keep else {}
         return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,

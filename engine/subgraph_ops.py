@@ -101,10 +101,7 @@ class SubgraphOp:
             impl = self._impl
             assert impl is not None
             outs, peak, inner = impl.run(feeds, run, rctx)
-        device_s = None
-        if e0 is not None:
-            from . import gpu
-            device_s = gpu.elapsed_ms(e0, self.parent._gpu_event(stream, timing=True)) / 1e3
+        device_s = None  # GPU: read when the run ends (Executor._result), not here: no wait mid-run
         boundary = sum(nbytes(v) for v in args if v is not None) + sum(nbytes(v) for v in outs)
         record = SubgraphRecord(
             node=self.node.name, subgraph_id=self.node.attrs.get("subgraph_id"),
@@ -114,6 +111,8 @@ class SubgraphOp:
             device_seconds=device_s, extra=dict(impl.details))
         if run.pool is not None:  # GPU: cupy's pool high-water mark (the body's own run's, when ours)
             record.extra["pool_peak_bytes"] = max(impl.pool_peak or 0, run.pool.used_bytes())
+        if e0 is not None:
+            run.subgraph_spans.append((record, e0, self.parent._gpu_event(stream, timing=True)))
         run.subgraphs.extend(inner)
         run.subgraphs.append(record)
         return tuple(outs)

@@ -10,6 +10,7 @@ documented conversion policy, which is what breaks code written with numpy in mi
 * The only ways back to the host are ``a.get()``, ``fake.asnumpy(a)`` and the explicit
   scalar reads cupy also allows (``float(a)``, ``bool(a)``, ``a.item()``, ``a.tolist()``);
   those synchronise with the device, so each is counted in ``FakeCupy.syncs``.
+  ``Stream.synchronize`` and ``Event.synchronize`` block the host too: counted in ``waits``.
 * Functions of the module and methods of the array refuse numpy arrays among their
   arguments (cupy does: "Unsupported type <class 'numpy.ndarray'>"); only the
   constructors (``asarray``, ``array``, ``ascontiguousarray``, ...) copy from the host.
@@ -28,7 +29,8 @@ Besides the syncs it counts what costs host time on a real GPU: ``h2d`` (a const
 whole-array assignment given host data: an upload) and ``launches`` (a call that would enqueue a
 kernel: module functions, array methods and operators that make or write device data; views such
 as ``reshape``/``transpose`` and basic slicing launch nothing on cupy and are not counted). Read
-them per run with ``with fake.counting() as c: ...`` (``c.syncs``, ``c.h2d``, ``c.launches``).
+them per run with ``with fake.counting() as c: ...`` (``c.syncs``, ``c.h2d``, ``c.launches``,
+``c.waits``).
 """
 
 from __future__ import annotations
@@ -207,6 +209,9 @@ class _FakeCuda:
 
     def __init__(self) -> None:
         self.log: list[tuple[str, Any, Any]] = []
+        self.on_sync: Callable[[str], None] = lambda kind: None  # the module counts host waits
+        self.recorded: dict[Any, int] = {}  # stream ptr -> events recorded on it so far
+        self.reached: dict[Any, int] = {}   # stream ptr -> how far the host knows it has run
         self._ids = itertools.count()
         self._lock = threading.Lock()
         cuda = self
@@ -233,19 +238,35 @@ class _FakeCuda:
 
             def synchronize(self) -> None:
                 cuda._add("stream_sync", self.ptr, None)
+                cuda.on_sync("stream_sync")
+                cuda.reached[self.ptr] = cuda.recorded.get(self.ptr, 0)
 
         class Event:
+            """As the host sees a device: an event is ``done`` only once the host waited for it
+            or for a later point of its stream (numpy ran the work long ago, but the host
+            cannot know that on a GPU without asking)."""
+
             def __init__(self, disable_timing: bool = True, **kw: Any) -> None:
                 self.id = next(cuda._ids)
+                self.at: tuple[Any, int] | None = None
 
-            #: cupy's Event.done: the work before it has finished (numpy runs eagerly: always).
-            done = True
+            @property
+            def done(self) -> bool:
+                return self.at is None or cuda.reached.get(self.at[0], 0) >= self.at[1]
 
             def record(self, stream: Any = None) -> None:
-                cuda._add("record", getattr(stream, "ptr", None), self.id)
+                ptr = getattr(stream, "ptr", None)
+                cuda._add("record", ptr, self.id)
+                with cuda._lock:
+                    cuda.recorded[ptr] = seq = cuda.recorded.get(ptr, 0) + 1
+                self.at = (ptr, seq)
 
             def synchronize(self) -> None:
                 cuda._add("event_sync", None, self.id)
+                cuda.on_sync("event_sync")
+                if self.at is not None:
+                    with cuda._lock:
+                        cuda.reached[self.at[0]] = max(cuda.reached.get(self.at[0], 0), self.at[1])
 
         self.Stream, self.Event = Stream, Event
         Stream.null = Stream()
@@ -303,6 +324,7 @@ class Counts:
     sync_calls: dict[str, int]
     h2d_calls: dict[str, int]
     launch_calls: dict[str, int]
+    waits: int = 0  # Stream/Event.synchronize: the host blocked without reading data
 
 
 class FakeCupy(types.ModuleType):
@@ -315,8 +337,10 @@ class FakeCupy(types.ModuleType):
         self.syncs: dict[str, int] = {}
         self.h2d: dict[str, int] = {}       # host->device uploads, by the call that made them
         self.launches: dict[str, int] = {}  # kernel-launching calls, by name
+        self.waits: dict[str, int] = {}     # host waits on a stream or an event (no data read)
         self.ndarray = FakeArray
         self.cuda = _FakeCuda()
+        self.cuda.on_sync = lambda kind: self._count("waits", kind)  # the host blocks there too
         self._pool = _MemoryPool()
 
     # -- host <-> device ------------------------------------------------------
@@ -344,19 +368,20 @@ class FakeCupy(types.ModuleType):
         """Totals so far (syncs, uploads, launches), with the launch and upload tables by name."""
         root = self._root
         return Counts(sum(root.syncs.values()), sum(root.h2d.values()), sum(root.launches.values()),
-                      dict(root.syncs), dict(root.h2d), dict(root.launches))
+                      dict(root.syncs), dict(root.h2d), dict(root.launches), sum(root.waits.values()))
 
     @contextlib.contextmanager
     def counting(self) -> Any:
         """``with fake.counting() as c: ex.run(feeds)``: ``c`` holds what happened inside."""
         before = self.snapshot()
-        delta = Counts(0, 0, 0, {}, {}, {})
+        delta = Counts(0, 0, 0, {}, {}, {}, 0)
         try:
             yield delta
         finally:
             after = self.snapshot()
             delta.syncs, delta.h2d, delta.launches = (after.syncs - before.syncs, after.h2d - before.h2d,
                                                       after.launches - before.launches)
+            delta.waits = after.waits - before.waits
             for table in ("sync_calls", "h2d_calls", "launch_calls"):
                 old, new = getattr(before, table), getattr(after, table)
                 getattr(delta, table).update({k: n - old.get(k, 0) for k, n in new.items()
