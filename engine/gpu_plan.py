@@ -202,3 +202,12 @@ def bind_call(plan: DevicePlan, node: Node, call: Callable[..., tuple], kernel: 
                 args[i] = up(args[i])
         return call(run, args, rctx)
     return device_call
+
+
+def device_read_notes(executor: Any) -> list[str]:
+    """One line per device value a run of ``executor`` (bodies included) reads on the host."""
+    lines = [f"on the device, node '{r.node}' ({r.op_type}): {r.why}"
+             for r in executor.device_plan.host_reads]
+    for child in list(executor._children.values()):
+        lines += device_read_notes(child)
+    return lines

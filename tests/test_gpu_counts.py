@@ -25,6 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from engine.executor import Executor
 from fake_cupy import FakeArray, install
 from partition import load_model
+from sglens.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from real_models import REAL_MODELS  # noqa: E402
@@ -124,10 +125,16 @@ def test_a_warm_run_syncs_nothing_and_uploads_only_its_inputs(monkeypatch, rng, 
         assert plan.host_reads == ()
 
 
-def test_the_plan_names_an_op_that_must_read_the_device(monkeypatch, rng):
-    """A condition computed from device data cannot be known on the host: the If reads it,
-    once per run, and the plan says so before the run."""
-    fake = install(monkeypatch)
+def test_sglens_run_names_the_device_reads(monkeypatch, rng, tmp_path, capsys):
+    install(monkeypatch)
+    path = tmp_path / "data_if.onnx"
+    path.write_bytes(_data_if_model().SerializeToString())
+    assert main(["run", str(path), "--device", "gpu", "--repeat", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "node 'branch' (If): its condition 'pos' is computed on the device" in err
+
+
+def _data_if_model():
     nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
              helper.make_node("Greater", ["s", "zero"], ["pos"], name="positive"),
              helper.make_node("If", ["pos"], ["y"], name="branch", then_branch=_branch_of("x", "Relu", "t"),
@@ -137,6 +144,14 @@ def test_the_plan_names_an_op_that_must_read_the_device(monkeypatch, rng):
                               [numpy_helper.from_array(np.array(0, np.float32), "zero")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
+    return model
+
+
+def test_the_plan_names_an_op_that_must_read_the_device(monkeypatch, rng):
+    """A condition computed from device data cannot be known on the host: the If reads it,
+    once per run, and the plan says so before the run."""
+    fake = install(monkeypatch)
+    model = _data_if_model()
     feeds = {"x": rng.standard_normal(3).astype(np.float32)}
     with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
         ex.run(feeds)
