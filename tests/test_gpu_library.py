@@ -97,3 +97,33 @@ def test_a_failing_library_is_tried_once_then_left(monkeypatch, rng):
 def test_without_the_library_the_own_path_runs(monkeypatch, rng):
     install(monkeypatch)  # the fake has no cudnn, as cupy >= 14 or a cupy without cuDNN
     _run(*_conv_model(rng, (1, 3, 8, 8), (2, 3, 3, 3), pads=[1, 1, 1, 1]))
+
+
+def test_gelu_is_one_elementwise_kernel_where_cupy_has_them(monkeypatch, rng):
+    """The BERT-export GELU chain (engine/fuse.py) on the device: one ``ElementwiseKernel``
+    launch (a stand-in here, computing the same formula with numpy), else the xp form."""
+    import math  # noqa: PLC0415
+
+    fake = install(monkeypatch)
+    made, launched = [], []
+
+    class ElementwiseKernel:  # the stand-in: cupy.ElementwiseKernel(in_params, out_params, operation, name)
+        def __init__(self, in_params, out_params, operation, name):
+            made.append((in_params, out_params, operation, name))
+
+        def __call__(self, x, div, one, half):
+            launched.append(type(div))
+            erf = np.vectorize(math.erf)
+            return fake.asarray((half * x._a * (one + erf(x._a / div))).astype(x.dtype))
+    fake.ElementwiseKernel = ElementwiseKernel
+    from test_gpu_counts import REAL_MODELS  # noqa: PLC0415 - it puts bench/ on the path
+
+    build_transformer2 = REAL_MODELS["transformer2"]
+
+    model, feeds = build_transformer2(rng, seq=8, d=16, heads=2, ffn=32, vocab=30)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        got = ex.run(feeds).outputs["hidden"].get()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(got, sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+    assert len(made) == 1 and made[0][2] == "y = half * x * (one + erf(x / div))"
+    assert launched == [np.float32, np.float32]  # both layers' GELU, scalars in the input's dtype
