@@ -42,7 +42,7 @@ run: sysdeps-run install samples
 # The executor tests run twice: as written, then with every Executor on the strict cupy
 # stand-in (tests/fake_cupy.py plugin mode, ~12 s), so the GPU path is checked without a GPU.
 # Tests of CPU-only behaviour carry @pytest.mark.cpu_only(reason=...) and are skipped there.
-FAKE_GPU_TESTS := tests/test_executor.py tests/test_executor_models.py tests/test_executor_outputs.py \
+FAKE_GPU_TESTS := tests/test_gpu_counts.py tests/test_executor.py tests/test_executor_models.py tests/test_executor_outputs.py \
                   tests/test_executor_plan.py tests/test_executor_speed_paths.py tests/test_subgraph_ops.py \
                   tests/test_rnn_paths.py tests/test_fuse_conv.py tests/test_fuse_gelu.py tests/test_fuse_attention.py \
                   tests/test_specialize.py tests/test_lean_body.py tests/test_engine_inplace.py \

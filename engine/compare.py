@@ -143,6 +143,8 @@ def _cost(sg: dict[str, Any]) -> str:
         parts.append(f"GPU {sg['device_seconds'] * 1e3:.3f} ms")
     if sg.get("peak_bytes") is not None:
         parts.append(f"peak {sg['peak_bytes'] / 2**20:.3f} MiB")
+    if sg.get("pool_peak_bytes") is not None:
+        parts.append(f"GPU pool {sg['pool_peak_bytes'] / 2**20:.3f} MiB")
     return ": " + ", ".join(parts) if parts else ""
 
 
@@ -324,7 +326,7 @@ def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: 
         entry = {"id": info.id, "node": info.node_name, "property": info.property,
                  "executor": rec.get("executor", "?"), "reason": rec.get("reason", ""),
                  "seconds": rec.get("seconds"), "device_seconds": rec.get("device_seconds"),
-                 "peak_bytes": rec.get("peak_bytes"),
+                 "peak_bytes": rec.get("peak_bytes"), "pool_peak_bytes": rec.get("pool_peak_bytes"),
                  "inputs": {}, "outputs": {}}
         for kind, names in (("inputs", info.inputs), ("outputs", info.outputs)):
             for t in names:

@@ -52,7 +52,7 @@ import numpy as np
 
 from partition.ir import Graph, Node
 
-from . import create_engine, gpu
+from . import create_engine, gpu, gpu_plan
 from .kernels import blas
 from .body import compile_body
 from . import codegen
@@ -195,6 +195,9 @@ class Executor:
             self._fused = {f.node.name: f for f in fusions}
             if not directions_in_parallel(self.xp):
                 nodes, made = self._split_nodes(graph, nodes)
+        # On a device: shape arithmetic on the host, reads of device values named (engine/gpu_plan.py).
+        self.device_plan = gpu_plan.EMPTY if self.xp is np else gpu_plan.plan_device_run(
+            graph, nodes, self._weights, self.parent is not None)
         produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
         self._produced_names = set(produced) | set(graph.inputs) - set(self._weights)
         self._host_weights: dict[str, Any] = {}  # host copies of weights read on the host
@@ -218,6 +221,9 @@ class Executor:
                 call = self._control_flow_call(node)
             else:
                 call = self._kernel_call(node)
+            if self.device_plan is not gpu_plan.EMPTY:
+                call = gpu_plan.bind_call(self.device_plan, node, call,
+                                          self.find_kernel(node, graph.opset), self.xp)
             self._steps.append(_Step(node, reads, frees, call, weights,
                                      sum(1 for t in node.outputs if t)))
         if self.xp is np and self.options.kernels is None:  # Linear's bias into its product
@@ -435,14 +441,17 @@ class Executor:
         run = _Run(self, outer or {}, keep)
         for name in g.inputs:
             if name in feeds and name not in self._weights:
-                run.put(name, self._upload(feeds[name]))
+                run.put(name, self.device_plan.feed(name, feeds[name], self._upload))
         return run
 
     def _result(self, run: "_Run", keep: bool, start: float) -> RunResult:
         outputs = {t: run.get(t) for t in self.graph.outputs}
-        if self.timing and run.node_events:
-            for name, (a, b) in run.node_events.items():
-                run.node_seconds[name] = gpu.elapsed_ms(a, b) / 1e3
+        if self.timing and run.node_events:  # one host wait per stream (engine/gpu.py)
+            run.node_seconds.update(gpu.elapsed_seconds(run.node_events))
+        if run.subgraph_spans:  # subgraph operators' device times, read now that the run is done
+            spans = {str(i): (a, b) for i, (_, a, b) in enumerate(run.subgraph_spans)}
+            for (record, _, _), seconds in zip(run.subgraph_spans, gpu.elapsed_seconds(spans).values()):
+                record.device_seconds = seconds
         run.deferred.clear()
         values = {**{t: self._weights[t] for t in self._folded}, **run.values} if keep else {}
         return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,

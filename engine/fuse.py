@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from partition.ir import Graph, Node
 
 from .fuse_attention import attention_chains
-from .kernels import native
+from .kernels import device, native
 from .kernels.nn import conv as nn_conv, conv_fused
 from .kernels.registry import kernel_attrs
 from .run_errors import named_failure
@@ -72,7 +72,9 @@ def gelu_kernel(div: float, one: float, half: float,
     xp_form = _gelu_one(div, half) if one == 1.0 else _gelu_general(div, one, half)
 
     def gelu(xp: Any, x: Any) -> tuple:
-        y = native.gelu(xp, x, div, one, half)
+        y = device.gelu(xp, x, div, one, half)  # cupy: one ElementwiseKernel; numpy: None
+        if y is None:
+            y = native.gelu(xp, x, div, one, half)  # float32 numpy: the compiled pass
         return xp_form(xp, x) if y is None else (y,)
     return gelu
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import threading
 from types import ModuleType
-from typing import Any
+from typing import Any, Mapping
 
 from .errors import NoGPUError
 
@@ -81,8 +81,17 @@ def record_event(stream: Any, timing: bool = False) -> Any:
 
 
 def elapsed_ms(start: Any, end: Any) -> float:
-    """Device milliseconds between two timing events (waits for ``end``)."""
+    """Device milliseconds between two timing events (waits for ``end`` unless it is done)."""
     cp = import_cupy()
     assert cp is not None
-    end.synchronize()
+    if not getattr(end, "done", False):  # cupy's Event.done: a query, no wait
+        end.synchronize()
     return float(cp.cuda.get_elapsed_time(start, end))
+
+
+def elapsed_seconds(spans: Mapping[str, tuple[Any, Any]]) -> dict[str, float]:
+    """Device seconds of each (start, end) event pair, read after a run. Resolved last
+    recorded first: one wait for a stream's latest event completes every earlier one on
+    it, so the host blocks once per stream, not once per node."""
+    found = {name: elapsed_ms(a, b) / 1e3 for name, (a, b) in reversed(list(spans.items()))}
+    return {name: found[name] for name in spans}

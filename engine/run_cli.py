@@ -27,6 +27,7 @@ from typing import Any
 from partition.runner import partition
 from partition.selection import add_selection_options, selection_from_args
 
+from . import gpu_plan
 from .input_spec import FILLS
 from .ort_fallback import LABEL as FALLBACK_LABEL
 from .ort_fallback import OrtFallback
@@ -241,6 +242,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   runtime_by_property=by_property) as ex:
         m = measure(ex, feeds, repeat=args.repeat, warmup=1, profiler=profiler,
                     label=f"{args.model}")
+        notes.extend(gpu_plan.device_read_notes(ex))  # GPU: the syncs the plan could not avoid
     if fallback.nodes:
         notes.append(f"{len(fallback.nodes)} node(s) without a kernel of ours ran on {FALLBACK_LABEL}: "
                      + ", ".join(f"{n} ({op})" for n, op in list(fallback.nodes.items())[:20]))

@@ -65,6 +65,7 @@ class _Run:
         self.peak = 0
         self.node_seconds: dict[str, float] = {}
         self.node_events: dict[str, tuple[Any, Any]] = {}
+        self.subgraph_spans: list[tuple[SubgraphRecord, Any, Any]] = []  # GPU: device time read at the end
         self.subgraphs: list[SubgraphRecord] = []
         self.error: BaseException | None = None
         self.deferred: list[tuple[Any, Any]] = []  # GPU: (array, event) freed once event done

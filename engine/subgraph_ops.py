@@ -101,10 +101,7 @@ class SubgraphOp:
             impl = self._impl
             assert impl is not None
             outs, peak, inner = impl.run(feeds, run, rctx)
-        device_s = None
-        if e0 is not None:
-            from . import gpu
-            device_s = gpu.elapsed_ms(e0, self.parent._gpu_event(stream, timing=True)) / 1e3
+        device_s = None  # GPU: read when the run ends (Executor._result), not here: no wait mid-run
         boundary = sum(nbytes(v) for v in args if v is not None) + sum(nbytes(v) for v in outs)
         record = SubgraphRecord(
             node=self.node.name, subgraph_id=self.node.attrs.get("subgraph_id"),
@@ -112,6 +109,10 @@ class SubgraphOp:
             executor=impl.name, reason=self._reason, seconds=time.perf_counter() - start,
             peak_bytes=max(peak, boundary), boundary_bytes=boundary, weights_rebuilt=rebuilt,
             device_seconds=device_s, extra=dict(impl.details))
+        if run.pool is not None:  # GPU: cupy's pool high-water mark (the body's own run's, when ours)
+            record.extra["pool_peak_bytes"] = max(impl.pool_peak or 0, run.pool.used_bytes())
+        if e0 is not None:
+            run.subgraph_spans.append((record, e0, self.parent._gpu_event(stream, timing=True)))
         run.subgraphs.extend(inner)
         run.subgraphs.append(record)
         return tuple(outs)
@@ -189,6 +190,7 @@ class _Impl:
 
     def __init__(self) -> None:
         self.details: dict[str, Any] = {}
+        self.pool_peak: int | None = None  # GPU: cupy pool high-water mark of the last run, if known
 
     def rebuild(self, weights: dict[str, Any], feeds: dict[str, Any]) -> None:
         """Convert changed weights (the subgraph API design); default: nothing to convert."""
@@ -212,6 +214,7 @@ class _EngineImpl(_Impl):
     def run(self, feeds: dict[str, Any], run: "_Run", rctx: "RunContext") -> tuple[list, int, list]:
         body = self.op.body
         result = self.child.run({t: feeds[t] for t in body.inputs})
+        self.pool_peak = result.pool_peak_bytes
         run.node_seconds.update(result.node_seconds)
         return [result.outputs[t] for t in body.outputs], result.peak_bytes, result.subgraphs
 

@@ -75,7 +75,7 @@
     if (!names.length) return null;
     const find = (list, n) => list.find(s => s.node === n);
     const cell = s => (s ? [h("b", null, s.executor || "?"), h("div", { class: "muted why" }, s.reason || "")] : "—");
-    const cost = s => (s ? SG.ms(s.seconds) + (s.device_seconds != null ? " (GPU " + SG.ms(s.device_seconds) + ")" : "") + ", peak " + SG.bytes(s.peak_bytes) : "—");
+    const cost = s => (s ? SG.ms(s.seconds) + (s.device_seconds != null ? " (GPU " + SG.ms(s.device_seconds) + ")" : "") + ", peak " + SG.bytes(s.peak_bytes) + SG.poolPeak(s) : "—");
     return [h("h3", null, "What ran each subgraph"),
       h("table", { class: "grid compare-subgraphs" }, SG.headRow("subgraph", "A ran on (why)", "A time, peak memory", "B ran on (why)", "B time, peak memory"),
         names.map(n => {

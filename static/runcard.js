@@ -103,8 +103,11 @@
         [h("td", null, "#" + s.id + " ", SG.nodeLink(s.node, opts, members[s.id])), h("td", null, s.property || ""),
           h("td", { class: "ran-on" }, h("b", null, s.executor || "?")), h("td", { class: "why" }, s.reason || ""),
           h("td", null, ms(s.seconds) + (s.device_seconds != null ? " (GPU " + ms(s.device_seconds) + ")" : "")),
-          h("td", { class: "sg-peak" }, SG.bytes(s.peak_bytes))])));
+          h("td", { class: "sg-peak" }, SG.bytes(s.peak_bytes) + SG.poolPeak(s))])));
   };
+
+  /* GPU runs: the cupy pool's high-water mark beside the live-tensor peak ("" elsewhere). */
+  SG.poolPeak = s => (s.pool_peak_bytes != null ? " (GPU pool " + SG.bytes(s.pool_peak_bytes) + ")" : "");
 
   /* "#7 name" -> the subgraph's record, for its member nodes. */
   function subgraphOf(c, label) {

@@ -10,6 +10,7 @@ documented conversion policy, which is what breaks code written with numpy in mi
 * The only ways back to the host are ``a.get()``, ``fake.asnumpy(a)`` and the explicit
   scalar reads cupy also allows (``float(a)``, ``bool(a)``, ``a.item()``, ``a.tolist()``);
   those synchronise with the device, so each is counted in ``FakeCupy.syncs``.
+  ``Stream.synchronize`` and ``Event.synchronize`` block the host too: counted in ``waits``.
 * Functions of the module and methods of the array refuse numpy arrays among their
   arguments (cupy does: "Unsupported type <class 'numpy.ndarray'>"); only the
   constructors (``asarray``, ``array``, ``ascontiguousarray``, ...) copy from the host.
@@ -23,10 +24,19 @@ documented conversion policy, which is what breaks code written with numpy in mi
 
 ``fake.cuda`` has the ``Stream``/``Event``/``Device``/``runtime`` stand-ins the engine calls,
 logged like the fake in ``tests/test_engine_gpu.py``.
+
+Besides the syncs it counts what costs host time on a real GPU: ``h2d`` (a constructor or a
+whole-array assignment given host data: an upload) and ``launches`` (a call that would enqueue a
+kernel: module functions, array methods and operators that make or write device data; views such
+as ``reshape``/``transpose`` and basic slicing launch nothing on cupy and are not counted). Read
+them per run with ``with fake.counting() as c: ...`` (``c.syncs``, ``c.h2d``, ``c.launches``,
+``c.waits``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import operator
 import sys
@@ -41,6 +51,12 @@ NUMPY_ONLY = frozenset({"errstate", "seterr", "geterr", "ndindex", "nditer", "ve
                         "char", "strings", "rec", "ma", "ctypeslib", "testing", "asmatrix", "matrix"})
 #: Functions that copy host data to the device: numpy arrays are welcome here.
 CONSTRUCTORS = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray", "asfortranarray"})
+#: Calls that only make a view, read metadata or allocate without writing: no kernel on cupy.
+NO_LAUNCH = frozenset({"reshape", "transpose", "swapaxes", "moveaxis", "expand_dims", "squeeze",
+                       "broadcast_to", "broadcast_arrays", "atleast_1d", "atleast_2d", "atleast_3d",
+                       "empty", "empty_like", "view", "result_type", "shape", "ndim", "size",
+                       "can_cast", "promote_types", "dtype", "iinfo", "finfo", "split", "array_split",
+                       "get_array_module", "squeeze", "diagonal", "real", "imag"})
 
 
 class DeviceConversionError(TypeError):
@@ -131,6 +147,8 @@ class FakeArray:
         return self._mod._wrap(value)
 
     def __getitem__(self, key: Any) -> Any:
+        if not _is_basic_index(key):
+            self._mod._count("launches", "getitem")  # a gather kernel; basic slicing is a view
         return self._mod._wrap(self._a[self._mod._unwrap_index(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -138,6 +156,8 @@ class FakeArray:
         if isinstance(value, np.ndarray) and value.ndim > 0 and not whole:
             raise DeviceConversionError("cupy refuses `device[idx] = numpy_array` except for a whole-array "
                                         "copy (`a[:] = host`); move the value with xp.asarray first")
+        host = isinstance(value, np.ndarray) and value.ndim > 0
+        self._mod._count("h2d" if host else "launches", "setitem")
         v = value if isinstance(value, np.ndarray) else self._mod._unwrap(value, "setitem")
         self._a[self._mod._unwrap_index(key)] = v
 
@@ -147,6 +167,7 @@ def _binary(name: str, reflected: bool = False) -> Callable[..., Any]:
 
     def method(self: FakeArray, other: Any) -> Any:
         o = self._mod._unwrap(other, f"operator {name}")
+        self._mod._count("launches", f"operator {name}")
         return self._mod._wrap(op(o, self._a) if reflected else op(self._a, o))
     return method
 
@@ -155,6 +176,7 @@ def _inplace(name: str) -> Callable[..., Any]:
     op = getattr(operator, f"i{name.rstrip('_')}")
 
     def method(self: FakeArray, other: Any) -> FakeArray:
+        self._mod._count("launches", f"operator i{name}")
         self._a = op(self._a, self._mod._unwrap(other, f"operator i{name}"))
         return self
     return method
@@ -168,9 +190,17 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul"
     setattr(FakeArray, f"__i{_name}__", _inplace(_op))
 for _name in ("lt", "le", "eq", "ne", "gt", "ge"):
     setattr(FakeArray, f"__{_name}__", _binary(_name))
+def _unary(name: str) -> Callable[..., Any]:
+    op = getattr(operator, name)
+
+    def method(self: FakeArray) -> Any:
+        self._mod._count("launches", f"operator {name}")
+        return self._mod._wrap(op(self._a))
+    return method
+
+
 for _name in ("neg", "pos", "abs", "invert"):
-    setattr(FakeArray, f"__{_name}__",
-            (lambda op: lambda self: self._mod._wrap(op(self._a)))(getattr(operator, _name)))
+    setattr(FakeArray, f"__{_name}__", _unary(_name))
 FakeArray.__hash__ = None  # type: ignore[assignment]
 
 
@@ -179,6 +209,9 @@ class _FakeCuda:
 
     def __init__(self) -> None:
         self.log: list[tuple[str, Any, Any]] = []
+        self.on_sync: Callable[[str], None] = lambda kind: None  # the module counts host waits
+        self.recorded: dict[Any, int] = {}  # stream ptr -> events recorded on it so far
+        self.reached: dict[Any, int] = {}   # stream ptr -> how far the host knows it has run
         self._ids = itertools.count()
         self._lock = threading.Lock()
         cuda = self
@@ -205,19 +238,35 @@ class _FakeCuda:
 
             def synchronize(self) -> None:
                 cuda._add("stream_sync", self.ptr, None)
+                cuda.on_sync("stream_sync")
+                cuda.reached[self.ptr] = cuda.recorded.get(self.ptr, 0)
 
         class Event:
+            """As the host sees a device: an event is ``done`` only once the host waited for it
+            or for a later point of its stream (numpy ran the work long ago, but the host
+            cannot know that on a GPU without asking)."""
+
             def __init__(self, disable_timing: bool = True, **kw: Any) -> None:
                 self.id = next(cuda._ids)
+                self.at: tuple[Any, int] | None = None
 
-            #: cupy's Event.done: the work before it has finished (numpy runs eagerly: always).
-            done = True
+            @property
+            def done(self) -> bool:
+                return self.at is None or cuda.reached.get(self.at[0], 0) >= self.at[1]
 
             def record(self, stream: Any = None) -> None:
-                cuda._add("record", getattr(stream, "ptr", None), self.id)
+                ptr = getattr(stream, "ptr", None)
+                cuda._add("record", ptr, self.id)
+                with cuda._lock:
+                    cuda.recorded[ptr] = seq = cuda.recorded.get(ptr, 0) + 1
+                self.at = (ptr, seq)
 
             def synchronize(self) -> None:
                 cuda._add("event_sync", None, self.id)
+                cuda.on_sync("event_sync")
+                if self.at is not None:
+                    with cuda._lock:
+                        cuda.reached[self.at[0]] = max(cuda.reached.get(self.at[0], 0), self.at[1])
 
         self.Stream, self.Event = Stream, Event
         Stream.null = Stream()
@@ -232,14 +281,50 @@ class _FakeCuda:
 
 
 class _MemoryPool:
+    """Reports the bytes the fake has allocated so far (it never frees): a high-water mark
+    that only grows, enough to see that a caller reads it."""
+
+    allocated = 0
+
     def used_bytes(self) -> int:
-        return 0
+        return self.allocated
 
     def total_bytes(self) -> int:
-        return 0
+        return self.allocated
 
     def free_all_blocks(self) -> None:
         pass
+
+
+def _copies_on_device(name: str, a: "FakeArray", kwargs: dict[str, Any]) -> bool:
+    """Whether constructor ``name`` given device array ``a`` copies it (a launch) or returns it."""
+    dtype = kwargs.get("dtype")
+    if dtype is not None and np.dtype(dtype) != a.dtype:
+        return True
+    if name == "array":
+        return kwargs.get("copy", True) is not False
+    if name == "ascontiguousarray":
+        return not a._a.flags.c_contiguous
+    return name == "asfortranarray" and not a._a.flags.f_contiguous
+
+
+def _is_basic_index(key: Any) -> bool:
+    """A view on cupy (ints, slices, None, Ellipsis): no kernel."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, (int, np.integer, slice)) for k in keys)
+
+
+@dataclasses.dataclass
+class Counts:
+    """What a stretch of code did on the fake device (``FakeCupy.counting``)."""
+
+    syncs: int
+    h2d: int
+    launches: int
+    sync_calls: dict[str, int]
+    h2d_calls: dict[str, int]
+    launch_calls: dict[str, int]
+    waits: int = 0  # Stream/Event.synchronize: the host blocked without reading data
 
 
 class FakeCupy(types.ModuleType):
@@ -250,8 +335,12 @@ class FakeCupy(types.ModuleType):
         self._base = base
         self._root = self
         self.syncs: dict[str, int] = {}
+        self.h2d: dict[str, int] = {}       # host->device uploads, by the call that made them
+        self.launches: dict[str, int] = {}  # kernel-launching calls, by name
+        self.waits: dict[str, int] = {}     # host waits on a stream or an event (no data read)
         self.ndarray = FakeArray
         self.cuda = _FakeCuda()
+        self.cuda.on_sync = lambda kind: self._count("waits", kind)  # the host blocks there too
         self._pool = _MemoryPool()
 
     # -- host <-> device ------------------------------------------------------
@@ -270,6 +359,33 @@ class FakeCupy(types.ModuleType):
     def _sync(self, kind: str) -> None:
         root = self._root
         root.syncs[kind] = root.syncs.get(kind, 0) + 1
+
+    def _count(self, table: str, name: str) -> None:
+        counts = getattr(self._root, table)
+        counts[name] = counts.get(name, 0) + 1
+
+    def snapshot(self) -> "Counts":
+        """Totals so far (syncs, uploads, launches), with the launch and upload tables by name."""
+        root = self._root
+        return Counts(sum(root.syncs.values()), sum(root.h2d.values()), sum(root.launches.values()),
+                      dict(root.syncs), dict(root.h2d), dict(root.launches), sum(root.waits.values()))
+
+    @contextlib.contextmanager
+    def counting(self) -> Any:
+        """``with fake.counting() as c: ex.run(feeds)``: ``c`` holds what happened inside."""
+        before = self.snapshot()
+        delta = Counts(0, 0, 0, {}, {}, {}, 0)
+        try:
+            yield delta
+        finally:
+            after = self.snapshot()
+            delta.syncs, delta.h2d, delta.launches = (after.syncs - before.syncs, after.h2d - before.h2d,
+                                                      after.launches - before.launches)
+            delta.waits = after.waits - before.waits
+            for table in ("sync_calls", "h2d_calls", "launch_calls"):
+                old, new = getattr(before, table), getattr(after, table)
+                getattr(delta, table).update({k: n - old.get(k, 0) for k, n in new.items()
+                                              if n != old.get(k, 0)})
 
     # -- wrapping -------------------------------------------------------------
     def _wrap(self, value: Any) -> Any:
@@ -306,8 +422,15 @@ class FakeCupy(types.ModuleType):
     def _wrap_fn(self, fn: Any, name: str, host_ok: bool = False) -> Callable[..., Any]:
         mod = self._root
 
+        short = name.rsplit(".", 1)[-1]
+        launches = short not in NO_LAUNCH
+
         def call(*args: Any, **kwargs: Any) -> Any:
             if host_ok:
+                if args and not isinstance(args[0], FakeArray):
+                    mod._count("h2d", name)  # host data in: an upload
+                elif _copies_on_device(short, args[0], kwargs):
+                    mod._count("launches", name)  # a device copy / cast
                 args = tuple(a._a if isinstance(a, FakeArray) else mod._unwrap_host_list(a) for a in args)
                 kwargs = {k: v._a if isinstance(v, FakeArray) else v for k, v in kwargs.items()}
                 result = fn(*args, **kwargs)
@@ -318,7 +441,12 @@ class FakeCupy(types.ModuleType):
                 return mod._wrap(result)
             args = tuple(mod._unwrap(a, name) for a in args)
             kwargs = {k: mod._unwrap(v, name) for k, v in kwargs.items()}
-            return mod._wrap(fn(*args, **kwargs))
+            result = fn(*args, **kwargs)
+            if launches and isinstance(result, (np.ndarray, np.generic, tuple, list)):
+                mod._count("launches", name)
+                if isinstance(result, np.ndarray) and result.base is None:
+                    mod._pool.allocated += result.nbytes
+            return mod._wrap(result)
 
         call.__name__ = name
         if isinstance(fn, np.ufunc):  # ufunc methods (reduce, accumulate, at, outer) follow the same rules
@@ -353,10 +481,15 @@ class FakeCupy(types.ModuleType):
 _TEST_INSTALLED = False
 
 
+#: The fake the plugin mode put behind every Executor (set through monkeypatch, per test).
+_FORCED: "FakeCupy | None" = None
+
+
 def install(monkeypatch: Any) -> FakeCupy:
-    """Make ``engine.gpu`` (and so the executor's ``--device gpu``) find the fake as cupy."""
+    """Make ``engine.gpu`` (and so the executor's ``--device gpu``) find the fake as cupy.
+    Under the plugin mode that is the fake already there: its counts are the executors'."""
     monkeypatch.setattr(sys.modules[__name__], "_TEST_INSTALLED", True)
-    return _install(monkeypatch)
+    return _FORCED if _FORCED is not None else _install(monkeypatch)
 
 
 def _install(monkeypatch: Any) -> FakeCupy:
@@ -389,6 +522,7 @@ def _force_gpu(monkeypatch: Any) -> FakeCupy:
     from engine import Context  # noqa: PLC0415
 
     fake = _install(monkeypatch)
+    monkeypatch.setattr(sys.modules[__name__], "_FORCED", fake)
     real = engine.executor.device_context
 
     def device_context(device: str, device_id: int = 0) -> tuple[Any, Any]:

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import geometry, native
+from . import device, geometry, native
 from .elementwise import same
 from .registry import host_ints, register
 
@@ -110,11 +110,10 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
     if xp is np and len(kernel) <= 2:
         y = _conv_compiled(x, w, b, group, kernel, strides, dilations, pads, out_sp)
         if y is not None:  # numpy float32: the compiled columns or depthwise kernel
-            if residual is not None:
-                np.add(y, residual, out=y)
-            if relu:
-                np.maximum(y, 0, out=y)
-            return y
+            return _epilogue(np, y, residual, relu)
+    y = None if xp is np else device.conv_library(xp, x, w, b, pads, strides, dilations, group, out_sp)
+    if y is not None:  # cuDNN (kernels/device.py): the bias is in, the epilogue follows
+        return _epilogue(xp, y, residual, relu)
     small = n * c * npos <= _GATHER_PER_COPY
     xpad = _zero_padded(xp, x, pads)
     cg, mg = c // group, m // group
@@ -149,7 +148,10 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
         acc += b.reshape(1, group, mg, 1)  # in place: acc is this call's own array
     elif b is not None:
         acc = acc + b.reshape(1, group, mg, 1)
-    y = same(xp, acc.reshape((n, m) + tuple(out_sp)), x)
+    return _epilogue(xp, same(xp, acc.reshape((n, m) + tuple(out_sp)), x), residual, relu)
+
+
+def _epilogue(xp: Any, y: Any, residual: Any, relu: bool) -> Any:
     if residual is not None:
         xp.add(y, residual, out=y)  # y is this call's own array (a matmul's, or its cast)
     if relu:

@@ -196,6 +196,7 @@ HOST_INPUTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Tile": (1,),
     "Split": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "ConstantOfShape": (0,),
     "Range": (0, 1, 2), "Trilu": (1,), "OneHot": (1,), "TopK": (1,),
+    "Resize": (1, 2, 3), "Upsample": (1,),
     **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
                            "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
                            "ReduceSumSquare")},

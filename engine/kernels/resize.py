@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import geometry
+from .device import resident
 from .registry import register, to_host
 
 Coeffs = Callable[[float, float], np.ndarray]
@@ -117,12 +118,12 @@ def _resize_axis(xp: Any, data: Any, axis: int, n_out: int, scale: float, coeffs
         return xp.zeros(shape, dtype=data.dtype)
     idx, w, extrapolated = _axis_weights(coeffs, n_out, scale, data.shape[axis], ct_mode, roi,
                                          exclude_outside)
-    gathered = xp.take(data, xp.asarray(idx), axis=axis)  # [..., n_out, n, ...]
+    gathered = xp.take(data, resident(xp, idx), axis=axis)  # [..., n_out, n, ...]
     wshape = (1,) * axis + w.shape + (1,) * (data.ndim - axis - 1)
-    out = (gathered * xp.asarray(w).reshape(wshape)).sum(axis=axis + 1)
+    out = (gathered * resident(xp, w).reshape(wshape)).sum(axis=axis + 1)
     if extrapolated is not None and extrapolated.any():
         mshape = (1,) * axis + (n_out,) + (1,) * (data.ndim - axis - 1)
-        out = xp.where(xp.asarray(extrapolated).reshape(mshape), extrapolation, out)
+        out = xp.where(resident(xp, extrapolated).reshape(mshape), extrapolation, out)
     return out
 
 

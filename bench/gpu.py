@@ -1,0 +1,224 @@
+"""The GPU path's cost per model (issue 24).
+
+Reproduce from the repository root:
+
+    .venv/bin/python bench/gpu.py             # on a GPU: timings; elsewhere: fake-cupy counts
+    .venv/bin/python bench/gpu.py --counts    # the counts even where a GPU is
+    .venv/bin/python bench/gpu.py --runs 20   # median of 20 timed runs (after 3 warm-up runs)
+
+On a machine with cupy and a CUDA GPU it prints, per model (``bench/real_models.py`` at
+their bench shapes, plus the third-party models of ``~/.cache/sglens-test-models`` when
+present): our engine on the GPU, PyTorch eager on the same architecture on that GPU (the
+bench models only; torch with CUDA needed), our CPU engine, and the host microseconds per
+node of the GPU run (wall time over nodes: on a GPU that runs these kernels in a few us,
+the host is the bound). "+CUDA graphs" replays the graph captured once per input signature
+(``engine/gpu_graphs.py``, unverified); "eager" where the capture decision says no.
+
+Without a GPU it runs every model on the strict cupy stand-in (``tests/fake_cupy.py``)
+and prints what a warm run costs the host: device->host syncs (data reads), host waits
+(Stream/Event.synchronize), host->device uploads (graph inputs included), kernel-launching calls, launches per node, and the reads of
+device values the plan names (``engine/gpu_plan.py``). Those counts are exact for this
+code; they say nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(Path(__file__).resolve().parent)]
+
+import numpy as np  # noqa: E402
+
+from engine import gpu  # noqa: E402
+from engine.executor import Executor  # noqa: E402
+from engine.gpu_graphs import GraphReplay  # noqa: E402
+from engine.inputs import random_inputs  # noqa: E402
+from partition import load_model  # noqa: E402
+from real_models import REAL_MODELS  # noqa: E402
+
+THIRD_PARTY = Path.home() / ".cache" / "sglens-test-models"
+#: Third-party models and the input sizes they run at here (their inputs are dynamic).
+THIRD_PARTY_DIMS: dict[str, dict[str, Any]] = {
+    "ppocr_cls": {"default_dim": 48}, "ppocr_rec": {"default_dim": 48},
+    "ppocr_det": {"default_dim": 64}, "magika": {"default_dim": 1},
+}
+
+
+def models(small: bool) -> dict[str, Callable[[], tuple[Any, dict]]]:
+    """name -> builder of (Graph, feeds): the bench models, then the third-party ones on disk."""
+    rng = np.random.default_rng(0)
+    small_kw = {"transformer2": {"seq": 32, "d": 64, "heads": 2, "ffn": 128, "vocab": 500},
+                "lstm_tagger": {"seq": 20, "emb": 32, "hidden": 32, "tags": 8, "vocab": 200}}
+    found: dict[str, Callable[[], tuple[Any, dict]]] = {}
+    for name, build in REAL_MODELS.items():
+        def make(build: Any = build, name: str = name) -> tuple[Any, dict]:
+            model, feeds = build(rng, **(small_kw.get(name, {}) if small else {}))
+            return load_model(model.SerializeToString()), feeds
+        found[name] = make
+    for path in sorted(THIRD_PARTY.glob("*.onnx")) if THIRD_PARTY.is_dir() else ():
+        if path.stem == "silero_vad":
+            found[path.stem] = lambda path=path: (load_model(path.read_bytes()), {
+                "input": (rng.standard_normal((1, 512)) * 0.1).astype(np.float32),
+                "state": np.zeros((2, 1, 128), np.float32), "sr": np.array(16000, np.int64)})
+        elif path.stem in THIRD_PARTY_DIMS:
+            def make3(path: Path = path) -> tuple[Any, dict]:
+                graph = load_model(path.read_bytes())
+                return graph, random_inputs(graph, {}, seed=1, **THIRD_PARTY_DIMS[path.stem])
+            found[path.stem] = make3
+    return found
+
+
+# --------------------------------------------------------------- counts --
+def fake_counts(names: list[str]) -> None:
+    import engine.gpu as engine_gpu  # noqa: PLC0415
+    import fake_cupy  # noqa: PLC0415 - the test stand-in, only for this mode
+
+    fake = fake_cupy.FakeCupy("cupy")
+    sys.modules["cupy"] = fake
+    engine_gpu._cupy, engine_gpu._probed = fake, True
+    print("fake-cupy counts per warm run (tests/fake_cupy.py; exact counts, no timings)")
+    print(f"{'model':14} {'nodes':>6} {'syncs':>6} {'waits':>6} {'uploads':>8} {'inputs':>7} "
+          f"{'launches':>9} {'per node':>9} {'capture':>8}  device reads named by the plan")
+    for name, make in models(small=True).items():
+        if names and name not in names:
+            continue
+        graph, feeds = make()
+        with Executor(graph, device="gpu") as ex:
+            ex.run(feeds)
+            by_op = _launches_by_op(fake, ex, feeds)
+            with fake.counting() as c:
+                ex.run(feeds)
+            nodes = len(ex._steps)
+            reads = [f"{r.node} ({r.op_type})" for r in _host_reads(ex)]
+            capture = "yes" if GraphReplay(ex).decision.captured else "eager"
+        print(f"{name:14} {nodes:6d} {c.syncs:6d} {c.waits:6d} {c.h2d:8d} {len(feeds):7d} {c.launches:9d} "
+              f"{c.launches / nodes:9.1f} {capture:>8}  {', '.join(reads) or '-'}", flush=True)
+        top = sorted(by_op.items(), key=lambda kv: -kv[1][0] / kv[1][1])[:4]
+        print(f"{'':14} launches per node by op: "
+              + ", ".join(f"{op} {n / k:.1f} (x{k})" for op, (n, k) in top), flush=True)
+
+
+def _launches_by_op(fake: Any, ex: Executor, feeds: dict) -> dict[str, tuple[int, int]]:
+    """op type -> (launches in one warm run, nodes): each bound step's call counted alone."""
+    totals: dict[str, list[int]] = {}
+    saved = [(step, step.call) for step in ex._steps]
+
+    def counted(step: Any, call: Any) -> Any:
+        def run(*args: Any) -> Any:
+            before = fake.snapshot().launches
+            try:
+                return call(*args)
+            finally:
+                totals.setdefault(step.node.op_type, [0, 0])[0] += fake.snapshot().launches - before
+        return run
+    for step, call in saved:
+        step.call = counted(step, call)
+        totals.setdefault(step.node.op_type, [0, 0])[1] += 1
+    try:
+        ex.run(feeds)
+    finally:
+        for step, call in saved:
+            step.call = call
+    return {op: (n, k) for op, (n, k) in totals.items()}
+
+
+def _host_reads(ex: Executor) -> list[Any]:
+    """The plan's named device reads, bodies' included."""
+    reads = list(ex.device_plan.host_reads)
+    for child in ex._children.values():
+        reads += _host_reads(child)
+    return reads
+
+
+# -------------------------------------------------------------- timings --
+def _median_ms(fn: Callable[[], Any], runs: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def timings(names: list[str], runs: int) -> None:
+    import cupy  # noqa: PLC0415 - only on a GPU machine
+
+    print(f"GPU: {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}; median of {runs} "
+          "after 3 warm-up runs, one process")
+    print(f"{'model':14} {'nodes':>6} {'ours GPU ms':>12} {'+CUDA graphs':>13} {'torch GPU ms':>13} "
+          f"{'ours CPU ms':>12} {'host us/node':>13}")
+    for name, make in models(small=False).items():
+        if names and name not in names:
+            continue
+        graph, feeds = make()
+        with Executor(graph, device="gpu") as ex_gpu, Executor(graph, device="cpu") as ex_cpu:
+            def run_gpu() -> None:
+                ex_gpu.run(feeds)
+                cupy.cuda.Device(0).synchronize()
+            gpu_ms = _median_ms(run_gpu, runs)
+            graphs_txt = _graphs_txt(ex_gpu, feeds, runs)
+            cpu_ms = _median_ms(lambda: ex_cpu.run(feeds), runs)
+            nodes = len(ex_gpu._steps)
+        torch_ms = _torch_ms(name, runs)
+        torch_txt = "-" if torch_ms is None else f"{torch_ms:.2f}"
+        print(f"{name:14} {nodes:6d} {gpu_ms:12.2f} {graphs_txt:>13} {torch_txt:>13} {cpu_ms:12.2f} "
+              f"{gpu_ms * 1e3 / nodes:13.1f}", flush=True)
+
+
+def _graphs_txt(ex: Executor, feeds: dict, runs: int) -> str:
+    import cupy  # noqa: PLC0415
+
+    replay = GraphReplay(ex)
+    if not replay.decision.captured:
+        return "eager"
+    try:
+        def run() -> None:
+            replay.run(feeds)
+            cupy.cuda.Device(0).synchronize()
+        return f"{_median_ms(run, runs):.2f}"
+    except Exception as exc:  # noqa: BLE001 - unverified code: say what failed, keep benchmarking
+        return f"failed: {type(exc).__name__}"
+
+
+def _torch_ms(name: str, runs: int) -> float | None:
+    """PyTorch eager on the bench model's architecture (random weights), on the GPU."""
+    try:
+        import torch  # noqa: PLC0415
+        import torch_eager  # noqa: PLC0415 - bench/torch_eager.py
+    except ImportError:
+        return None
+    if not torch.cuda.is_available() or name not in torch_eager.BUILDERS:
+        return None
+    module, args = torch_eager.BUILDERS[name]()
+    module, args = module.cuda().eval(), [a.cuda() for a in args]
+
+    def step() -> None:
+        with torch.inference_mode():
+            module(*args)
+        torch.cuda.synchronize()
+    return _median_ms(step, runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--counts", action="store_true", help="fake-cupy counts even on a GPU machine")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("models", nargs="*", help="only these models")
+    args = ap.parse_args(argv)
+    if args.counts or gpu.device_count() == 0:
+        fake_counts(args.models)
+    else:
+        timings(args.models, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

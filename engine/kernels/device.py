@@ -1,0 +1,124 @@
+"""The kernels' device seam: host-built constants made resident, library calls where cupy has them.
+
+Kernels are written once against ``xp`` (numpy or cupy). A few build small host arrays
+from static facts on every call (Resize's per-axis gather indices and weights, say):
+``resident`` uploads each distinct one once and hands back the same device array after,
+so a warm run copies nothing to the device but its graph inputs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+#: Host constants kept per process (an LRU): the largest one kept, and all of them together.
+MAX_BYTES = 1 << 20
+MAX_TOTAL_BYTES = 64 << 20
+
+_lock = threading.Lock()
+_cache: "OrderedDict[tuple, Any]" = OrderedDict()
+_total = 0
+
+
+def resident(xp: Any, host: np.ndarray) -> Any:
+    """``xp.asarray(host)``, uploaded once per distinct value (same dtype, shape and bytes)."""
+    if xp is np:
+        return host
+    host = np.ascontiguousarray(host)
+    if host.nbytes > MAX_BYTES:
+        return xp.asarray(host)
+    key = (id(xp), host.dtype.str, host.shape, host.tobytes())
+    with _lock:
+        found = _cache.get(key)
+        if found is not None:
+            _cache.move_to_end(key)
+            return found
+    global _total
+    made = xp.asarray(host)
+    with _lock:
+        if key not in _cache:
+            _cache[key] = made
+            _total += 2 * host.nbytes  # the key's bytes and the device copy
+        while _total > MAX_TOTAL_BYTES:
+            (_, _, _, old), _ = _cache.popitem(last=False)
+            _total -= 2 * len(old)
+    return made
+
+
+# ------------------------------------------------------------ library kernels --
+# Thin and unverified on a real GPU (none is lent to this project): written against
+# cupy's cuDNN wrapper as Chainer calls it, ``cupy.cudnn.convolution_forward(x, W, b, y,
+# pad, stride, dilation, groups, auto_tune=, tensor_core=)``. Where that module is
+# missing (cupy without cuDNN, cupy >= 14 dropped it) or a call fails, the kernels keep
+# their own path (im2col windows + ``xp.matmul``, which is cuBLAS on cupy).
+
+_libraries: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # xp -> cuDNN or None
+_CUDNN_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
+
+
+def cudnn_of(xp: Any) -> Any:
+    """cupy's cuDNN module for ``xp``, or None (numpy, no cuDNN, or it failed before)."""
+    if xp is np:
+        return None
+    key = xp
+    if key not in _libraries:
+        mod = getattr(xp, "cudnn", None)
+        if mod is None:
+            try:
+                mod = importlib.import_module(f"{xp.__name__}.cudnn")
+            except Exception:  # ImportError, or cuDNN libraries missing at load time
+                mod = None
+        _libraries[key] = mod
+    return _libraries[key]
+
+
+def conv_library(xp: Any, x: Any, w: Any, b: Any, pads: list[int], strides: list[int],
+                 dilations: list[int], group: int, out_sp: list[int]) -> Any:
+    """Conv through cuDNN where it takes this case (1-3 spatial axes, symmetric pads, float
+    dtypes): the output, else None (the caller runs its own path)."""
+    cudnn = cudnn_of(xp)
+    nsp = len(out_sp)
+    if cudnn is None or not 1 <= nsp <= 3 or x.dtype not in _CUDNN_DTYPES or w.dtype != x.dtype \
+            or list(pads[:nsp]) != list(pads[nsp:]):
+        return None
+    pad, stride, dil = tuple(pads[:nsp]), tuple(strides), tuple(dilations)
+    y = xp.empty((x.shape[0], w.shape[0], *out_sp), dtype=x.dtype)
+    xs, ws, ys = xp.ascontiguousarray(x), xp.ascontiguousarray(w), y
+    if nsp == 1:  # cuDNN's smallest case is 2-D: a unit axis after the one there is
+        xs, ws, ys = xs[..., None], ws[..., None], y[..., None]
+        pad, stride, dil = pad + (0,), stride + (1,), dil + (1,)
+    bias = None if b is None else xp.ascontiguousarray(b.astype(x.dtype, copy=False))
+    try:
+        cudnn.convolution_forward(xs, ws, bias, ys, pad, stride, dil, int(group),
+                                  auto_tune=True, tensor_core="auto")
+    except Exception:  # noqa: BLE001 - a library that cannot run here: our own path from now on
+        _libraries[xp] = None
+        return None
+    return y
+
+
+# GELU as one elementwise kernel (cupy compiles it once per dtype and caches it): the
+# xp form makes about twenty passes, each a launch. Unverified on a GPU, as above.
+_GELU_SRC = "y = half * x * (one + erf(x / div))"
+_GELU_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+_elementwise: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def gelu(xp: Any, x: Any, div: float, one: float, half: float) -> Any:
+    """``half * x * (one + erf(x / div))`` in one kernel launch, or None (numpy, another
+    dtype, or no ``ElementwiseKernel`` in this cupy)."""
+    if xp is np or x.dtype not in _GELU_DTYPES:
+        return None
+    kernel = _elementwise.get(xp)
+    if kernel is None:
+        make = getattr(xp, "ElementwiseKernel", None)
+        if make is None:
+            return None
+        kernel = _elementwise[xp] = make("T x, T div, T one, T half", "T y", _GELU_SRC, "sglens_gelu")
+    f = x.dtype.type
+    return kernel(x, f(div), f(one), f(half))

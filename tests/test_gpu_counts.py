@@ -1,0 +1,168 @@
+"""What a device run costs on the host, counted on the strict fake cupy (tests/fake_cupy.py).
+
+After a warm-up run, a run of each bench model (``bench/real_models.py``, small shapes) and of a
+built model with shape arithmetic (Shape -> Gather -> Concat -> Reshape, Resize to computed
+sizes, an If on a computed condition, the patterns of PP-OCR and Magika) must:
+
+* read nothing back from the device (0 syncs: the test copies the outputs out itself, after),
+  and block the host at most once per segment (the end-of-run barrier; timing events add none);
+* upload nothing but its graph inputs (weights, constants and preprocessed forms are resident);
+* report its launches per node (the count is the same run after run).
+
+Results are checked against onnxruntime on fresh random inputs. No timings.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine.executor import Executor
+from fake_cupy import FakeArray, install
+from partition import load_model
+from sglens.cli import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from real_models import REAL_MODELS  # noqa: E402
+
+#: The bench models at shapes that keep this file to seconds on the numpy-backed fake.
+SMALL = {
+    "resnet18": {},
+    "transformer2": {"seq": 16, "d": 32, "heads": 2, "ffn": 64, "vocab": 50},
+    "lstm_tagger": {"seq": 5, "emb": 8, "hidden": 8, "tags": 4, "vocab": 20},
+    "vad_stream": {"chunk": 512, "hidden": 16},
+}
+
+
+def _bench_model(name, rng):
+    model, feeds = REAL_MODELS[name](rng, **SMALL[name])
+    if name == "resnet18":  # its convolutions take any spatial size: 32x32 keeps it fast
+        feeds = {"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}
+        for dim in model.graph.input[0].type.tensor_type.shape.dim[2:]:
+            dim.dim_value = 32
+    return model, feeds
+
+
+def _shape_math_model(rng):
+    """Shapes computed in the graph, as exporters write them: the values are host facts."""
+    w = numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "w")
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    consts = [i64("zero", [0]), i64("one", [1]), i64("minus1", [-1]), i64("two", [2]),
+              i64("hw_idx", [2, 3]), i64("thresh", 3), w]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shp"]),
+        helper.make_node("Gather", ["shp", "zero"], ["n"], axis=0),
+        helper.make_node("Concat", ["n", "minus1"], ["flat_shape"], axis=0),
+        helper.make_node("Reshape", ["x", "flat_shape"], ["flat"]),
+        helper.make_node("Gather", ["shp", "hw_idx"], ["hw"], axis=0),
+        helper.make_node("Mul", ["hw", "two"], ["hw2"]),
+        helper.make_node("Slice", ["shp", "zero", "two"], ["nc"]),
+        helper.make_node("Concat", ["nc", "hw2"], ["sizes"], axis=0),
+        helper.make_node("Resize", ["x", "", "", "sizes"], ["up"], mode="linear"),
+        helper.make_node("Shape", ["up"], ["up_shape"]),
+        helper.make_node("Gather", ["up_shape", "one"], ["c"], axis=0),
+        helper.make_node("Squeeze", ["c"], ["c0"]),
+        helper.make_node("Greater", ["c0", "thresh"], ["wide"]),
+        helper.make_node("If", ["wide"], ["picked"],
+                         then_branch=_branch("then", "Relu"), else_branch=_branch("else", "Neg")),
+        helper.make_node("ReduceMean", ["picked"], ["pooled"], axes=[2, 3], keepdims=0),
+        helper.make_node("MatMul", ["pooled", "w"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "shape_math", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 5, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("flat", TensorProto.FLOAT, None)], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, {"x": rng.standard_normal((2, 4, 5, 6)).astype(np.float32)}
+
+
+def _branch(tag, op):
+    return helper.make_graph([helper.make_node(op, ["up"], [f"{tag}_out"])], tag, [],
+                             [helper.make_tensor_value_info(f"{tag}_out", TensorProto.FLOAT, None)])
+
+
+def _reference(model, feeds):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def _counted_run(fake, ex, feeds):
+    with fake.counting() as counts:
+        res = ex.run(feeds)
+    return res, counts
+
+
+@pytest.mark.parametrize("name", [*SMALL, "shape_math"])
+def test_a_warm_run_syncs_nothing_and_uploads_only_its_inputs(monkeypatch, rng, name, record_property):
+    fake = install(monkeypatch)
+    model, feeds = _shape_math_model(rng) if name == "shape_math" else _bench_model(name, rng)
+    graph = load_model(model.SerializeToString())
+    with Executor(graph, device="gpu") as ex:
+        ex.run(feeds)  # warm-up: bind-time and first-run preparations are allowed to upload
+        _, first = _counted_run(fake, ex, feeds)
+        res, counts = _counted_run(fake, ex, feeds)
+        n_nodes, n_segments = len(ex._steps), len(ex._ops)
+        plan = getattr(ex, "device_plan", None)
+    assert counts.syncs == 0, f"device->host reads inside a run: {counts.sync_calls}"
+    # Host waits (no data read): the end-of-run barrier's, one per segment; per-node CUDA-event
+    # timing (on by default) is read after them without a wait of its own.
+    assert counts.waits <= n_segments, f"{counts.waits} host waits for {n_segments} segments"
+    assert counts.h2d <= len(feeds), f"uploads beyond the {len(feeds)} graph inputs: {counts.h2d_calls}"
+    assert counts.launches == first.launches > 0  # the same work every run
+    record_property("launches_per_node", round(counts.launches / n_nodes, 2))
+    assert all(isinstance(v, FakeArray) for v in res.outputs.values())  # outputs stay on the device
+    want = _reference(model, feeds)
+    for k, v in res.outputs.items():
+        np.testing.assert_allclose(v.get(), want[k], rtol=1e-4, atol=1e-4)
+    if name == "shape_math":  # the shape arithmetic ran on the host, and the plan says so
+        assert {"shp", "hw2", "sizes", "wide"} <= plan.host_tensors
+        assert plan.host_reads == ()
+
+
+def test_sglens_run_names_the_device_reads(monkeypatch, rng, tmp_path, capsys):
+    install(monkeypatch)
+    path = tmp_path / "data_if.onnx"
+    path.write_bytes(_data_if_model().SerializeToString())
+    assert main(["run", str(path), "--device", "gpu", "--repeat", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "node 'branch' (If): its condition 'pos' is computed on the device" in err
+
+
+def _data_if_model():
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
+             helper.make_node("Greater", ["s", "zero"], ["pos"], name="positive"),
+             helper.make_node("If", ["pos"], ["y"], name="branch", then_branch=_branch_of("x", "Relu", "t"),
+                              else_branch=_branch_of("x", "Neg", "e"))]
+    graph = helper.make_graph(nodes, "data_if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_the_plan_names_an_op_that_must_read_the_device(monkeypatch, rng):
+    """A condition computed from device data cannot be known on the host: the If reads it,
+    once per run, and the plan says so before the run."""
+    fake = install(monkeypatch)
+    model = _data_if_model()
+    feeds = {"x": rng.standard_normal(3).astype(np.float32)}
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        ex.run(feeds)
+        res, counts = _counted_run(fake, ex, feeds)
+        plan = getattr(ex, "device_plan", None)
+    assert counts.syncs == 1 and counts.h2d == 1
+    assert [r.node for r in plan.host_reads] == ["branch"]
+    assert "condition" in plan.host_reads[0].why
+    np.testing.assert_allclose(res.outputs["y"].get(), _reference(model, feeds)["y"], rtol=1e-6)
+
+
+def _branch_of(src, op, tag):
+    return helper.make_graph([helper.make_node(op, [src], [f"{tag}_out"])], tag, [],
+                             [helper.make_tensor_value_info(f"{tag}_out", TensorProto.FLOAT, None)])
