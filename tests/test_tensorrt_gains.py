@@ -23,7 +23,8 @@ TRANSFORMER = ROOT / "sample_models" / "transformer_block.onnx"
 def _figures(result):
     d = describe(result)
     return {"subgraphs": len(d["subgraphs"]), "covered": sum(s["node_count"] for s in d["subgraphs"]),
-            "boundary_bytes": sum(s["boundary_bytes"] for s in d["subgraphs"])}
+            "boundary_bytes": sum(s["boundary_bytes"] for s in d["subgraphs"]),
+            "boundary_unknown": len({t for s in d["subgraphs"] for t in s["boundary_unknown"]})}
 
 
 def test_op_gains_equal_the_partitions_they_describe():
@@ -86,3 +87,12 @@ def test_cli_gains_json_and_assume_supported(tmp_path):
     out = subprocess.run([sys.executable, "-m", "sglens", "gains", str(path), "--backend", "default", "--ops", "Conv"],
                          capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 2 and "add --backend tensorrt" in out.stderr
+
+
+def test_symbolic_boundaries_are_counted_apart_never_as_zero_bytes():
+    """cnn_dynamic's activations have symbolic dims: the base figures say how many boundary
+    tensors have no size (the web panel shows them as unknown, not 0 B)."""
+    graph = load_model(str(ROOT / "sample_models" / "cnn_dynamic.onnx"))
+    report = rank_gains(graph, {})
+    base = _figures(partition(graph, "tensorrt"))
+    assert report["base"] == base and base["boundary_unknown"] > 0

@@ -22,9 +22,15 @@ NODE_CANDIDATES = 24
 def _figures(result: Any) -> dict[str, int]:
     from ..report import boundary
     sizes: dict[str, int | None] = {}
-    bytes_ = sum(boundary(result.original, sg.inputs, sg.outputs, sizes)[0] for sg in result.subgraphs)
+    bytes_, unknown = 0, set()
+    for sg in result.subgraphs:
+        known, symbolic = boundary(result.original, sg.inputs, sg.outputs, sizes)
+        bytes_ += known
+        unknown.update(symbolic)
     covered = sum(len(sg.nodes) for sg in result.subgraphs)
-    return {"subgraphs": len(result.subgraphs), "covered": covered, "boundary_bytes": bytes_}
+    # symbolic-shape tensors have no size: counted apart, never as 0 B
+    return {"subgraphs": len(result.subgraphs), "covered": covered, "boundary_bytes": bytes_,
+            "boundary_unknown": len(unknown)}
 
 
 def _gain(base: dict[str, int], after: dict[str, int]) -> dict[str, int]:

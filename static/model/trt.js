@@ -82,16 +82,21 @@
       const merged = dla ? "loadables saved" : "subgraphs merged";
       const best = Math.max(1, ...g.op_types.map(r => r.gain.nodes_covered));
       const bar = n => h("span", { class: "gain-bar", style: "width:" + Math.round(60 * Math.max(0, n) / best) + "px" });
+      // symbolic-shape boundaries have no size: "unknown", never a saving of 0 B
+      const savedBytes = r => (g.base.boundary_unknown || r.after.boundary_unknown) && !r.gain.boundary_bytes_saved
+        ? "unknown" : SG.bytes(r.gain.boundary_bytes_saved);
       const rows = g.op_types.map((r, k) => h("tr", { "data-op": r.op_type, class: k === 0 ? "gain-best" : "",
         title: "after: " + r.after.subgraphs + (dla ? " loadable(s), " : " subgraph(s), ") + r.after.covered + " node(s) covered" },
         ...[r.op_type, String(r.nodes), String(r.gain.subgraphs_merged), [bar(r.gain.nodes_covered), " " + r.gain.nodes_covered],
-          SG.bytes(r.gain.boundary_bytes_saved), assumeToggle(r.op_type, false)].map(c => h("td", null, c))));
+          savedBytes(r), assumeToggle(r.op_type, false)].map(c => h("td", null, c))));
       const nodes = g.nodes.slice(0, 10).map(r => SG.row(h("code", null, r.node), r.op_type, String(r.gain.subgraphs_merged),
-        String(r.gain.nodes_covered), SG.bytes(r.gain.boundary_bytes_saved)));
+        String(r.gain.nodes_covered), savedBytes(r)));
       box.className = "";
       SG.fill(box,
         h("p", { class: "muted" }, "now: " + g.base.subgraphs + (dla ? " DLA loadable(s), " : " subgraph(s), ") + g.base.covered +
-          " node(s) covered, " + SG.bytes(g.base.boundary_bytes) + " crossing subgraph boundaries"),
+          " node(s) covered, " + (g.base.boundary_unknown
+            ? (g.base.boundary_bytes ? SG.bytes(g.base.boundary_bytes) + " and " : "") + g.base.boundary_unknown + " symbolic-shape tensor(s) of unknown size"
+            : SG.bytes(g.base.boundary_bytes)) + " crossing subgraph boundaries"),
         rows.length ? h("table", { class: "grid", id: "trt-gains-ops" },
           SG.headRow("op", "nodes", merged, "nodes covered", "boundary saved", "what if"), rows)
           : h("p", null, "nothing left out: nothing to gain"),
