@@ -224,8 +224,9 @@ def _spliced(nodes: Sequence[Node], drop: set[int], replace: dict[int, Node]) ->
 def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], Any],
                       kernel_of: Callable[[Node], Any]) -> tuple[list[Node], list[Fused]]:
     """``Conv -> Relu``, ``Conv -> Add -> Relu`` and ``Conv -> Add`` (a ResNet's
-    residual) as one step each: the Add and Relu run in place on the conv's output
-    -- no new tensor for either.
+    residual), and the same with a ``Clip`` of constant bounds in the Relu's place
+    (Relu6), as one step each: the Add and the activation run in place on the conv's
+    output -- no new tensor for either.
     Only 2-D convs (4-D weight): 1-D convs are a streaming model's small convs,
     which ``engine/specialize.py`` plans per shape and which gain nothing here."""
     if not any(n.op_type == "Conv" for n in nodes):
@@ -248,6 +249,10 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
                 residual = other
                 y = nodes[j].outputs[0]
         j = sole(y, "Relu")
+        if j is None:
+            j = sole(y, "Clip")   # Relu6 and the like: MobileNet's, PP-OCR's
+            if j is not None and not (nodes[j].inputs[0] == y and _clip_bounds_constant(nodes[j], const)):
+                j = None
         if j is not None and j not in drop:
             chain.append(j)
         if len(chain) == 1:
@@ -258,6 +263,8 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
                 or any(k is None for k in kernels):  # a caller's own Conv kernel runs as it is
             continue
         ins = tuple(t for t in conv.inputs if t) + ((residual,) if residual else ())
+        if parts[-1].op_type == "Clip":   # its bounds stay inputs: read each run (set_weight)
+            ins += tuple(t for t in parts[-1].inputs[1:] if t)
         # Named after the conv: per-node times (the app's "time" colouring) give the
         # chain's time to the conv, which is nearly all of it, under a real node's name.
         node = Node(conv.name, "Conv+" + "+".join(p.op_type for p in parts[1:]), ins,
@@ -285,23 +292,42 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any],
     conv = parts[0]
     attrs = {k: v for k, v in kernel_attrs(conv).items()
              if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
-    relu = parts[-1].op_type == "Relu"
+    last = parts[-1]
+    clip = last if last.op_type == "Clip" else None
     n_conv = sum(1 for t in conv.inputs if t)
+    n_fixed = n_conv + int(has_residual)
 
     def run(xp: Any, *args: Any) -> tuple:
         conv_args = args[:n_conv]
         x, w = conv_args[0], conv_args[1]
         b = conv_args[2] if n_conv > 2 else None
         residual = args[n_conv] if has_residual else None
+        bounds = _with_omitted(clip.inputs[1:], args[n_fixed:]) if clip is not None else []
         try:
-            return (conv_fused(xp, x, w, b, residual, relu, **attrs),)
+            act = _clip_pair(clip, bounds) if clip is not None else last.op_type == "Relu"
+            return (conv_fused(xp, x, w, b, residual, act, **attrs),)
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
-            return _as_written(xp, parts, kernels, conv_args, residual)
+            return _as_written(xp, parts, kernels, conv_args, residual, bounds)
     return run
 
 
+def _clip_bounds_constant(clip: Node, const: Callable[[str], Any]) -> bool:
+    """Whether a Clip's bounds are attributes (opset < 11) or absent or constant scalars."""
+    return len(clip.outputs) == 1 and all(
+        not t or (const(t) is not None and getattr(const(t), "size", 0) == 1) for t in clip.inputs[1:])
+
+
+def _clip_pair(clip: Node, bounds: list) -> tuple:
+    """``(lo, hi)`` of a Clip: its inputs (opset 11+) as 0-d arrays (on a device they stay
+    there: no read to the host), else its attributes; None for none."""
+    if len(clip.inputs) > 1 or not clip.attrs:
+        lo, hi = (bounds + [None, None])[:2]
+        return (None if lo is None else lo.reshape(()), None if hi is None else hi.reshape(()))
+    return clip.attrs.get("min"), clip.attrs.get("max")
+
+
 def _as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any], conv_args: tuple,
-                residual: Any) -> tuple:
+                residual: Any, bounds: list) -> tuple:
     value = None
     for k, (part, kernel) in enumerate(zip(parts, kernels)):
         if k == 0:
@@ -309,6 +335,8 @@ def _as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any], conv_args:
         elif part.op_type == "Add":
             args = [value, residual] if part.inputs[0] == parts[k - 1].outputs[0] \
                 else [residual, value]
+        elif part.op_type == "Clip":
+            args = [value, *bounds]
         else:
             args = [value]
         try:

@@ -191,3 +191,66 @@ def test_the_conv_input_as_its_own_residual(compiled: bool, rng: np.random.Gener
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     feeds = {"x": rng.standard_normal((1, 6, 20, 20)).astype(np.float32)}
     _check(model, feeds, fused=True)
+
+
+def _clip_model(bounds: tuple, *, opset: int = 17, bound_as: str = "initializer",
+                rng: np.random.Generator) -> tuple[onnx.ModelProto, dict]:
+    """x -> Conv -> Clip(lo, hi) (Relu6 when (0, 6)); a bound of None is left out. Under
+    opset 6 the bounds are attributes; ``bound_as="input"`` makes them graph inputs."""
+    model, feeds = _model((1, 4, 9, 9), (6, 4, 3, 3), "", rng=rng, pads=[1, 1, 1, 1])
+    g = model.graph
+    lo, hi = bounds
+    if opset < 11:
+        attrs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+        g.node.append(helper.make_node("Clip", ["c"], ["y"], name="clip", **attrs))
+    else:
+        names = []
+        for name, v in (("lo", lo), ("hi", hi)):
+            if v is None:
+                names.append("")
+                continue
+            names.append(name)
+            value = np.array(v, dtype=np.float32)
+            if bound_as == "input":
+                g.input.append(helper.make_tensor_value_info(name, F, []))
+                feeds[name] = value
+            else:
+                g.initializer.append(numpy_helper.from_array(value, name))
+        while names and not names[-1]:
+            names.pop()
+        g.node.append(helper.make_node("Clip", ["c", *names], ["y"], name="clip"))
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("y", F, None))
+    del model.opset_import[:]
+    model.opset_import.append(helper.make_opsetid("", opset))
+    return model, feeds
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (-0.5, None), (None, 0.25), (1.0, -1.0)],
+                         ids=["relu6", "min-only", "max-only", "min-over-max"])
+def test_conv_then_clip_is_one_step_matching_onnxruntime(bounds, compiled, rng):
+    """Relu6 (MobileNet's, PP-OCR's) and other constant-bound Clips after a Conv run as the
+    conv's in-place epilogue, as ONNX computes Clip (min over max gives max)."""
+    model, feeds = _clip_model(bounds, rng=rng)
+    _check(model, feeds, fused=True)
+
+
+def test_an_opset_6_clip_with_attribute_bounds_fuses_too(rng):
+    model, feeds = _clip_model((0.0, 6.0), opset=6, rng=rng)
+    del model.graph.node[0].attribute[:]   # Conv-1 has the same attributes; pads as default 0
+    _check(model, feeds, fused=True)
+
+
+def test_a_clip_whose_bounds_are_run_inputs_stays_as_written(rng):
+    model, feeds = _clip_model((0.0, 6.0), bound_as="input", rng=rng)
+    _check(model, feeds, fused=False)
+
+
+def test_a_new_clip_bound_reaches_the_fused_step(rng):
+    """The bounds stay the fused step's inputs: ``set_weight`` on one takes effect."""
+    model, feeds = _clip_model((0.0, 6.0), rng=rng)
+    with Executor(from_model_proto(model)) as ex:
+        assert any(s.node.op_type == "Conv+Clip" for s in ex._steps)
+        ex.set_weight("hi", np.array(0.1, dtype=np.float32))
+        got = ex.run(feeds).outputs["y"]
+    assert float(np.max(got)) <= 0.1 + 1e-7 and float(np.max(got)) > 0.0

@@ -88,12 +88,14 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
                       kernel_shape=kernel_shape, pads=pads, strides=strides)
 
 
-def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
+def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
                auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
                kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Any:
     """Conv, then ``+ residual`` (same shape and dtype as the output, else ``Unfusable``)
-    and ``max(., 0)`` when asked: the epilogue of ``engine/fuse.py``'s Conv chains, in
-    place on the conv's own output. Never writes into ``residual``."""
+    and the activation ``relu`` asks for: True ``max(., 0)`` (Relu), a ``(lo, hi)`` pair
+    ``min(max(., lo), hi)`` (Clip; either bound None for none), False nothing. The
+    epilogue of ``engine/fuse.py``'s Conv chains, in place on the conv's own output.
+    Never writes into ``residual``."""
     g = geometry.conv(x.shape, w.shape, None if b is None else b.shape, kernel_shape=kernel_shape,
                       strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad, group=group)
     kernel, strides, dilations, pads, out_sp = g.kernel, g.strides, g.dilations, g.pads, g.out_sp
@@ -151,11 +153,23 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: bool, *,
     return _epilogue(xp, same(xp, acc.reshape((n, m) + tuple(out_sp)), x), residual, relu)
 
 
-def _epilogue(xp: Any, y: Any, residual: Any, relu: bool) -> Any:
+def _epilogue(xp: Any, y: Any, residual: Any, relu: Any) -> Any:
     if residual is not None:
         xp.add(y, residual, out=y)  # y is this call's own array (a matmul's, or its cast)
-    if relu:
+    return _activation(xp, y, relu)
+
+
+def _activation(xp: Any, y: Any, act: Any) -> Any:
+    """``conv_fused``'s activation, in place: True Relu, ``(lo, hi)`` Clip (as ONNX's
+    Clip computes it, ``min(max(y, lo), hi)``, so ``lo > hi`` gives ``hi``), else none."""
+    if act is True:
         xp.maximum(y, 0, out=y)
+    elif isinstance(act, tuple):
+        lo, hi = act
+        if lo is not None:
+            xp.maximum(y, lo, out=y)
+        if hi is not None:
+            xp.minimum(y, hi, out=y)
     return y
 
 
@@ -204,9 +218,7 @@ def _empty_conv(xp: Any, x: Any, b: Any, residual: Any, relu: bool, shape: tuple
         y += b.reshape((1, -1) + (1,) * (len(shape) - 2)).astype(x.dtype)
     if residual is not None:
         y += residual
-    if relu:
-        xp.maximum(y, 0, out=y)
-    return y
+    return _activation(xp, y, relu)
 
 
 @register("ConvTranspose")
