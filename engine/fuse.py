@@ -239,8 +239,13 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
         if conv.op_type != "Conv" or conv.domain not in _DEFAULT_DOMAINS or i in drop \
                 or len(conv.outputs) != 1 or not _is_2d(conv, const):
             continue
-        chain, residual = [i], ""
+        chain, residual, bn = [i], "", None
         y = conv.outputs[0]
+        j = sole(y, "BatchNormalization")
+        if j is not None and j not in drop and _bn_foldable(nodes[j], y, const):
+            chain.append(j)
+            bn = nodes[j]
+            y = bn.outputs[0]
         j = sole(y, "Add")
         if j is not None and j not in drop and len(nodes[j].inputs) == 2:
             other = _other(nodes[j], y)
@@ -263,13 +268,15 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
                 or any(k is None for k in kernels):  # a caller's own Conv kernel runs as it is
             continue
         ins = tuple(t for t in conv.inputs if t) + ((residual,) if residual else ())
+        if bn is not None:   # its parameters stay inputs too
+            ins += tuple(bn.inputs[1:5])
         if parts[-1].op_type == "Clip":   # its bounds stay inputs: read each run (set_weight)
             ins += tuple(t for t in parts[-1].inputs[1:] if t)
         # Named after the conv: per-node times (the app's "time" colouring) give the
         # chain's time to the conv, which is nearly all of it, under a real node's name.
         node = Node(conv.name, "Conv+" + "+".join(p.op_type for p in parts[1:]), ins,
                     (parts[-1].outputs[0],), FUSED_DOMAIN)
-        fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual))))
+        fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual), bn)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: the residual is ready there
     return _spliced(nodes, drop, replace), fused
@@ -284,7 +291,7 @@ def _is_2d(conv: Node, const: Callable[[str], Any]) -> bool:
 
 
 def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any],
-                       has_residual: bool) -> Callable[..., tuple]:
+                       has_residual: bool, bn: Node | None = None) -> Callable[..., tuple]:
     """The fused step: ``(xp, x, w[, b][, residual]) -> (y,)``. A residual of another
     shape or dtype (broadcasting), or any failure, runs the nodes as written instead,
     so results and errors are those of the graph (a failure names the node that
@@ -295,20 +302,42 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any],
     last = parts[-1]
     clip = last if last.op_type == "Clip" else None
     n_conv = sum(1 for t in conv.inputs if t)
-    n_fixed = n_conv + int(has_residual)
+    n_bn = n_conv + int(has_residual)
+    n_fixed = n_bn + (4 if bn is not None else 0)
+    epsilon = float(bn.attrs.get("epsilon", 1e-5)) if bn is not None else 0.0
 
     def run(xp: Any, *args: Any) -> tuple:
         conv_args = args[:n_conv]
         x, w = conv_args[0], conv_args[1]
         b = conv_args[2] if n_conv > 2 else None
         residual = args[n_conv] if has_residual else None
+        norm = args[n_bn:n_fixed]
         bounds = _with_omitted(clip.inputs[1:], args[n_fixed:]) if clip is not None else []
         try:
             act = _clip_pair(clip, bounds) if clip is not None else last.op_type == "Relu"
-            return (conv_fused(xp, x, w, b, residual, act, **attrs),)
+            return (conv_fused(xp, x, w, b, residual, act, affine=_bn_affine(xp, norm, epsilon),
+                               **attrs),)
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
-            return _as_written(xp, parts, kernels, conv_args, residual, bounds)
+            return _as_written(xp, parts, kernels, conv_args, residual, bounds, norm)
     return run
+
+
+def _bn_foldable(bn: Node, y: str, const: Callable[[str], Any]) -> bool:
+    """An inference BatchNormalization of ``y`` whose scale, bias, mean and variance are
+    constant vectors: it folds into the conv's epilogue as ``* s + t`` per channel."""
+    return (bn.inputs[0] == y and len(bn.inputs) == 5 and not any(bn.outputs[1:])
+            and not bn.attrs.get("training_mode", 0)
+            and all(const(t) is not None and getattr(const(t), "ndim", 0) == 1 for t in bn.inputs[1:]))
+
+
+def _bn_affine(xp: Any, norm: tuple, epsilon: float) -> tuple | None:
+    """``(s, t)`` with ``y * s + t == (y - mean) / sqrt(var + eps) * scale + bias``, from the
+    run's own parameter values (C-sized vectors; ``set_weight`` reaches them)."""
+    if not norm:
+        return None
+    scale, bias, mean, var = norm
+    s = scale / xp.sqrt(var + xp.asarray(epsilon, dtype=var.dtype))
+    return s, bias - mean * s
 
 
 def _clip_bounds_constant(clip: Node, const: Callable[[str], Any]) -> bool:
@@ -327,7 +356,7 @@ def _clip_pair(clip: Node, bounds: list) -> tuple:
 
 
 def _as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any], conv_args: tuple,
-                residual: Any, bounds: list) -> tuple:
+                residual: Any, bounds: list, norm: tuple = ()) -> tuple:
     value = None
     for k, (part, kernel) in enumerate(zip(parts, kernels)):
         if k == 0:
@@ -337,6 +366,8 @@ def _as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any], conv_args:
                 else [residual, value]
         elif part.op_type == "Clip":
             args = [value, *bounds]
+        elif part.op_type == "BatchNormalization":
+            args = [value, *norm]
         else:
             args = [value]
         try:

@@ -254,3 +254,55 @@ def test_a_new_clip_bound_reaches_the_fused_step(rng):
         ex.set_weight("hi", np.array(0.1, dtype=np.float32))
         got = ex.run(feeds).outputs["y"]
     assert float(np.max(got)) <= 0.1 + 1e-7 and float(np.max(got)) > 0.0
+
+
+def _bn_model(after: str, rng: np.random.Generator) -> tuple[onnx.ModelProto, dict]:
+    """x -> Conv -> BatchNormalization -> ``after`` ("" | "relu" | "add_relu" | "clip")."""
+    model, feeds = _model((2, 4, 7, 7), (6, 4, 3, 3), "", rng=rng, pads=[1, 1, 1, 1])
+    g = model.graph
+    params = {"scale": rng.uniform(0.5, 2.0, 6), "bias": rng.standard_normal(6),
+              "mean": rng.standard_normal(6), "var": rng.uniform(0.1, 3.0, 6)}
+    g.initializer.extend(numpy_helper.from_array(v.astype(np.float32), k) for k, v in params.items())
+    g.node.append(helper.make_node("BatchNormalization", ["c", *params], ["n"], name="bn", epsilon=1e-3))
+    last = "n"
+    if after.startswith("add"):
+        g.node.append(helper.make_node("Add", ["n", "r"], ["a"], name="add"))
+        g.input.append(helper.make_tensor_value_info("r", F, [2, 6, 7, 7]))
+        feeds["r"] = rng.standard_normal((2, 6, 7, 7)).astype(np.float32)
+        last = "a"
+    if after.endswith("relu"):
+        g.node.append(helper.make_node("Relu", [last], ["y"], name="relu"))
+        last = "y"
+    elif after == "clip":
+        g.initializer.extend([numpy_helper.from_array(np.array(0, np.float32), "lo"),
+                              numpy_helper.from_array(np.array(6, np.float32), "hi")])
+        g.node.append(helper.make_node("Clip", [last, "lo", "hi"], ["y"], name="clip"))
+        last = "y"
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info(last, F, None))
+    return model, feeds
+
+
+@pytest.mark.parametrize("after", ["", "relu", "add_relu", "clip"])
+def test_a_batch_normalization_after_a_conv_folds_into_its_epilogue(after, compiled, rng):
+    """Conv -> BatchNormalization (PP-OCR's 35 in its classifier) runs as one step, the
+    normalisation as ``* s + t`` per channel on the conv's output, then Add / Relu / Clip."""
+    model, feeds = _bn_model(after, rng)
+    ex = _check(model, feeds, fused=True)
+    assert [s.node.op_type for s in ex._steps if s.node.domain == FUSED_DOMAIN][0].startswith(
+        "Conv+BatchNormalization")
+
+
+def test_new_normalisation_statistics_reach_the_fused_step(rng):
+    """The BatchNormalization's parameters stay the step's inputs: ``set_weight`` on the
+    running mean changes the result as onnxruntime computes it with the new mean."""
+    model, feeds = _bn_model("", rng)
+    mean = rng.standard_normal(6).astype(np.float32)
+    with Executor(from_model_proto(model)) as ex:
+        ex.set_weight("mean", mean)
+        got = ex.run(feeds).outputs["n"]
+    for init in model.graph.initializer:
+        if init.name == "mean":
+            init.CopyFrom(numpy_helper.from_array(mean, "mean"))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(got, sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)

@@ -90,8 +90,10 @@ def conv(xp: Any, x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET", di
 
 def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
                auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
-               kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Any:
-    """Conv, then ``+ residual`` (same shape and dtype as the output, else ``Unfusable``)
+               kernel_shape: Any = None, pads: Any = None, strides: Any = None,
+               affine: Any = None) -> Any:
+    """Conv, then ``* s + t`` per output channel when ``affine`` is ``(s, t)`` (a
+    BatchNormalization folded in), then ``+ residual`` (same shape and dtype as the output, else ``Unfusable``)
     and the activation ``relu`` asks for: True ``max(., 0)`` (Relu), a ``(lo, hi)`` pair
     ``min(max(., lo), hi)`` (Clip; either bound None for none), False nothing. The
     epilogue of ``engine/fuse.py``'s Conv chains, in place on the conv's own output.
@@ -108,14 +110,14 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
                                  or residual.dtype != x.dtype):
         raise Unfusable(f"residual {tuple(residual.shape)} {residual.dtype}")
     if n * c * npos == 0 or w.size == 0:  # an empty batch, map or channel: sums of nothing
-        return _empty_conv(xp, x, b, residual, relu, (n, m, *out_sp))
+        return _empty_conv(xp, x, b, residual, relu, (n, m, *out_sp), affine)
     if xp is np and len(kernel) <= 2:
         y = _conv_compiled(x, w, b, group, kernel, strides, dilations, pads, out_sp)
         if y is not None:  # numpy float32: the compiled columns or depthwise kernel
-            return _epilogue(np, y, residual, relu)
+            return _epilogue(np, y, residual, relu, affine)
     y = None if xp is np else device.conv_library(xp, x, w, b, pads, strides, dilations, group, out_sp)
     if y is not None:  # cuDNN (kernels/device.py): the bias is in, the epilogue follows
-        return _epilogue(xp, y, residual, relu)
+        return _epilogue(xp, y, residual, relu, affine)
     small = n * c * npos <= _GATHER_PER_COPY
     xpad = _zero_padded(xp, x, pads)
     cg, mg = c // group, m // group
@@ -150,10 +152,14 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
         acc += b.reshape(1, group, mg, 1)  # in place: acc is this call's own array
     elif b is not None:
         acc = acc + b.reshape(1, group, mg, 1)
-    return _epilogue(xp, same(xp, acc.reshape((n, m) + tuple(out_sp)), x), residual, relu)
+    return _epilogue(xp, same(xp, acc.reshape((n, m) + tuple(out_sp)), x), residual, relu, affine)
 
 
-def _epilogue(xp: Any, y: Any, residual: Any, relu: Any) -> Any:
+def _epilogue(xp: Any, y: Any, residual: Any, relu: Any, affine: Any = None) -> Any:
+    if affine is not None:  # per output channel (axis 1): a BatchNormalization's scale and shift
+        per_channel = (1, -1) + (1,) * (y.ndim - 2)
+        xp.multiply(y, affine[0].reshape(per_channel), out=y)
+        xp.add(y, affine[1].reshape(per_channel), out=y)
     if residual is not None:
         xp.add(y, residual, out=y)  # y is this call's own array (a matmul's, or its cast)
     return _activation(xp, y, relu)
@@ -210,15 +216,14 @@ def _conv_compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: in
     return out.reshape(n, m, *out_sp)
 
 
-def _empty_conv(xp: Any, x: Any, b: Any, residual: Any, relu: bool, shape: tuple) -> Any:
+def _empty_conv(xp: Any, x: Any, b: Any, residual: Any, relu: bool, shape: tuple,
+                affine: Any = None) -> Any:
     """A conv whose sums are empty: zeros, then the bias, residual and Relu (the
     general paths' reshapes have no answer for a zero-sized axis)."""
     y = xp.zeros(shape, dtype=x.dtype)
     if b is not None:
         y += b.reshape((1, -1) + (1,) * (len(shape) - 2)).astype(x.dtype)
-    if residual is not None:
-        y += residual
-    return _activation(xp, y, relu)
+    return _epilogue(xp, y, residual, relu, affine)
 
 
 @register("ConvTranspose")
