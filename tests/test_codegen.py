@@ -102,7 +102,7 @@ def test_bodies_are_planned_once_across_calls(plan: str, rng) -> None:
         for i in range(6):
             feeds = _feeds(rng, i % 2 == 0, i % 3 == 0)
             got = ex(feeds)["y"]
-            np.testing.assert_allclose(got, sess.run(None, feeds)[0], rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(got, sess.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
         assert codegen.builds() == builds, "a body was generated again on a later call"
         assert ex._children == children
         assert {k: c._children for k, c in ex._children.items()} == grandchildren

@@ -160,7 +160,7 @@ def test_the_plan_names_an_op_that_must_read_the_device(monkeypatch, rng):
     assert counts.syncs == 1 and counts.h2d == 1
     assert [r.node for r in plan.host_reads] == ["branch"]
     assert "condition" in plan.host_reads[0].why
-    np.testing.assert_allclose(res.outputs["y"].get(), _reference(model, feeds)["y"], rtol=1e-6)
+    np.testing.assert_allclose(res.outputs["y"].get(), _reference(model, feeds)["y"], rtol=1e-5, atol=1e-6)
 
 
 def _branch_of(src, op, tag):
