@@ -342,8 +342,7 @@ def _bn_affine(xp: Any, norm: tuple, epsilon: float) -> tuple | None:
 
 def _clip_bounds_constant(clip: Node, const: Callable[[str], Any]) -> bool:
     """Whether a Clip's bounds are attributes (opset < 11) or absent or constant scalars."""
-    return len(clip.outputs) == 1 and all(
-        not t or (const(t) is not None and getattr(const(t), "size", 0) == 1) for t in clip.inputs[1:])
+    return len(clip.outputs) == 1 and all(not t or getattr(const(t), "size", 0) == 1 for t in clip.inputs[1:])
 
 
 def _clip_pair(clip: Node, bounds: list) -> tuple:

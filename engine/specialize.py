@@ -46,6 +46,15 @@ def _ints(v: Any) -> list[int] | None:
     return None if v is None else [int(a) for a in np.asarray(v).reshape(-1)]
 
 
+def _new_plan(plans: dict, plan_for: Callable, shape: tuple, xp: Any) -> Any:
+    """Plan ``shape`` and keep it (at most ``_MAX_PLANS`` shapes, then start over)."""
+    plan = plan_for(tuple(int(d) for d in shape), xp)
+    if len(plans) >= _MAX_PLANS:
+        plans.clear()
+    plans[shape] = plan
+    return plan
+
+
 def _planned(plan_for: Callable[[tuple, Any], Any], apply: Callable[[Any, Any, Any], Any]) -> Body:
     """A body that plans once per input shape (``plan_for(shape, xp)``; None: the
     registry kernel) and then runs ``apply(xp, x, plan)``. Index arrays in a plan are
@@ -55,11 +64,8 @@ def _planned(plan_for: Callable[[tuple, Any], Any], apply: Callable[[Any, Any, A
     def body(xp: Any, x: Any) -> Any:
         shape = x.shape
         plan = plans.get(shape, _GENERIC)
-        if plan is _GENERIC:
-            plan = plan_for(tuple(int(d) for d in shape), xp)
-            if len(plans) >= _MAX_PLANS:
-                plans.clear()
-            plans[shape] = plan
+        if plan is _GENERIC:  # a new shape: planned once (the hit above stays inline)
+            plan = _new_plan(plans, plan_for, shape, xp)
         if plan is None:
             return _GENERIC
         return apply(xp, x, plan)
@@ -515,11 +521,8 @@ def _flat_call(planned: tuple, checks: tuple, xp: Any,
         x = args[0]
         shape = x.shape
         plan = plans.get(shape, _GENERIC)
-        if plan is _GENERIC:
-            plan = plan_for(tuple(int(d) for d in shape), xp)
-            if len(plans) >= _MAX_PLANS:
-                plans.clear()
-            plans[shape] = plan
+        if plan is _GENERIC:  # a new shape: planned once (the hit above stays inline)
+            plan = _new_plan(plans, plan_for, shape, xp)
         if plan is None:
             return generic(run, args, rctx)
         out = x.reshape(plan) if reshape else apply(xp, x, plan)
