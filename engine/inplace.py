@@ -108,7 +108,10 @@ def _unary_in_place(form: tuple, call: Call) -> Call:
     return in_place
 
 
-def bind_in_place(steps: Sequence[Any], graph_outputs: Sequence[str]) -> None:
-    """Each step ``in_place_steps`` finds gets the in-place form of its call."""
+def bind_in_place(steps: Sequence[Any], graph_outputs: Sequence[str],
+                  ours: Callable[[Node], bool] = lambda _node: True) -> None:
+    """Each step ``in_place_steps`` finds (over all steps: every reader counts) that
+    runs our kernel (``ours``) gets the in-place form of its call."""
     for i in in_place_steps(steps, graph_outputs):
-        steps[i].call = in_place_call(steps[i].node.op_type, steps[i].call)
+        if ours(steps[i].node):
+            steps[i].call = in_place_call(steps[i].node.op_type, steps[i].call)

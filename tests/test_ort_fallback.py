@@ -114,3 +114,37 @@ def test_the_check_names_every_op_nobody_can_run_before_anything_runs():
     with pytest.raises(RunError, match=r"acme.Frobnicate \(node 'frob'\), acme.Twiddle \(node 'twiddle'\)"):
         OrtFallback().check(g)
     OrtFallback().check(load_model(_model().SerializeToString()))   # Gelu: onnxruntime has it
+
+
+def _planned_model():
+    """A Transpose of a constant (folded at bind), a Reshape by a constant shape
+    (specialised), then Erf, which the test's finder lacks."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 4], np.arange(32, dtype=np.float32) / 32)
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 8])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Constant", [], ["w"], name="w", value=w),
+             helper.make_node("Transpose", ["w"], ["wt"], name="wt", perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "wt"], ["m"], name="mm"),
+             helper.make_node("Reshape", ["m", "shape"], ["r"], name="reshape"),
+             helper.make_node("Erf", ["r"], ["y"], name="erf")]
+    return make_model(nodes, [x], [y], initializers=[shape])
+
+
+def test_nodes_with_our_kernels_keep_their_bind_time_plans_beside_the_fallback(rng):
+    """Every CLI, web and bench run passes OrtFallback as the kernel finder; the nodes
+    it answers with our kernels are folded and specialised as without it (they once
+    all ran unplanned), and the node it hands to onnxruntime runs as it is."""
+    model = _planned_model()
+    feeds = {"x": rng.standard_normal((3, 4)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    g = load_model(model.SerializeToString())
+    fallback = OrtFallback(_without_erf)
+    with Executor(g) as plain, Executor(g, kernels=fallback) as ex:
+        np.testing.assert_allclose(ex.run(feeds).numpy_outputs()["y"], want, rtol=1e-5, atol=1e-6)
+        assert fallback.nodes == {"erf": "Erf"}
+        assert "wt" in ex._folded and ex._folded == plain._folded
+        calls = {s.node.name: s.call.__qualname__ for s in ex._steps}
+        plain_calls = {s.node.name: s.call.__qualname__ for s in plain._steps}
+        assert calls["reshape"] == plain_calls["reshape"] and "_kernel_call" not in calls["reshape"]
+        assert "_kernel_call" in calls["erf"]
