@@ -61,6 +61,7 @@ from .context import Context, RunContext
 from .core import Engine, Var
 from .fuse import FUSED_DOMAIN, Fused, fuse
 from .inplace import bind_in_place
+from .memo import memoizable, memoized
 from .kernels import kernel_attrs
 from .kernels.registry import HOST_INPUTS
 from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_ops
@@ -204,6 +205,10 @@ class Executor:
         self._produced = produced
         self._refcounts: dict[str, int] = {t: 0 for t in local}
         self._steps: list[_Step] = []
+        # Tensors the same object on every run until a weight is replaced (engine/memo.py).
+        self._stable: set[str] = set(self._weights)
+        if self.parent is not None:
+            self._stable.update(t for t in graph.free_tensors if t in self.parent._stable)
         for node in nodes:
             fused = node.domain == FUSED_DOMAIN
             reads = tuple(t for t in (node.inputs if fused or node.name in made
@@ -223,6 +228,9 @@ class Executor:
             if self.device_plan is not gpu_plan.EMPTY:
                 call = gpu_plan.bind_call(self.device_plan, node, call,
                                           self.find_kernel(node, graph.opset), self.xp)
+            if memoizable(node, self._stable):  # weight preparation: once per weight version
+                call = memoized(call)
+                self._stable.update(t for t in node.outputs if t)
             self._steps.append(_Step(node, reads, frees, call, weights,
                                      sum(1 for t in node.outputs if t)))
         if self.xp is np:  # Linear's bias into its product (our kernels' steps only)
@@ -394,6 +402,8 @@ class Executor:
                 self._weights[w] = direction_slice(new, d, axis)
             if name in self._host_weights:
                 self._host_weights[name] = to_numpy(new)
+            if name in self.device_plan.host_weights:  # a device run's host-side shape arithmetic
+                self.device_plan.host_weights[name] = to_numpy(new)  # type: ignore[index]
         var = self._weight_vars[name]
         self.engine.push_sync(write, self.ctx, [], [var, *(self._weight_vars[w] for w in slices)],
                               name=f"set_weight({name})")

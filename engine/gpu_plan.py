@@ -180,11 +180,12 @@ def bind_call(plan: DevicePlan, node: Node, call: Callable[..., tuple], kernel: 
     (a host tensor read by a device kernel: rare, and counted as an upload)."""
     if node.name in plan.host_nodes:
         attrs = kernel_attrs(node)
-        weights = tuple((i, plan.host_weights[t]) for i, t in enumerate(node.inputs) if t in plan.host_weights)
+        host_weights = plan.host_weights  # looked up per call: set_weight refreshes it
+        weights = tuple((i, t) for i, t in enumerate(node.inputs) if t in host_weights)
 
         def host_call(run: Any, args: list, rctx: Any) -> tuple:
-            for i, w in weights:
-                args[i] = w
+            for i, t in weights:
+                args[i] = host_weights[t]
             return tuple(kernel(np, *args, **attrs))
         return host_call
     host = plan.host_tensors | plan.host_inputs

@@ -22,7 +22,8 @@ MatMul > Add > Mul > Relu writes one activation-sized array, not four:
 The product is always the kernel's fresh result (``np.matmul``, the split path's
 own ``np.empty``, a ufunc's new array, or an in-place step's own fresh input), never
 a weight, an input or a view of another tensor (Reshape, Identity and the like are
-not producers), so overwriting it changes no other value. Device arrays never take this path.
+not producers; a memoized product, ``engine/memo.py``, is handed out again on the next
+run and is not one either), so overwriting it changes no other value. Device arrays never take this path.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from partition.ir import Node
+
+from .memo import MEMOIZED
 
 #: Elementwise ops done in place, by their numpy ufunc.
 _UFUNCS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
@@ -54,7 +57,7 @@ def in_place_steps(steps: Sequence[Any], graph_outputs: Sequence[str]) -> list[i
     for s in steps:
         for t in s.reads:
             readers[t] = readers.get(t, 0) + 1
-        if s.node.domain in ("", "ai.onnx"):
+        if s.node.domain in ("", "ai.onnx") and not getattr(s.call, MEMOIZED, False):
             for t in s.node.outputs:
                 if t:
                     producer[t] = s.node.op_type

@@ -539,7 +539,7 @@ def _to_host(v: Any) -> np.ndarray:
 
 # ------------------------------------------------------ nodes of constants --
 #: Ops never evaluated at bind time: their value changes from run to run.
-_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                          "Multinomial", "Bernoulli", "Dropout"})
 #: The most bytes one folded node may produce (a ConstantOfShape of a crafted shape
 #: allocates at run time, where a run's limits apply, not while binding).
@@ -553,7 +553,7 @@ def fold_node(node: Any, weights: dict, folded: set, find: Callable[[Any], Any],
     so. A node that fails, is not deterministic or makes more than ``FOLD_MAX_BYTES``
     runs as written (and fails, if it does, naming itself at run time)."""
     if node.domain not in ("", "ai.onnx") or node.subgraphs or node.is_subgraph \
-            or node.op_type in _NOT_FOLDED or not all(not t or t in folded for t in node.inputs):
+            or node.op_type in NOT_FOLDED or not all(not t or t in folded for t in node.inputs):
         return False
     kernel = find(node)
     if kernel is None:

@@ -1,0 +1,71 @@
+"""Values derived only from weights: computed once per weight version, not per run.
+
+Exporters write weight preparation into the graph: silero-VAD's LSTM cell slices
+its ``weight_ih`` / ``weight_hh`` / biases into gates and concatenates them again
+(12 Slices, 5 Concats and 3 Unsqueezes in an If body, on every 32 ms chunk); other
+models Transpose, Cast or Reshape a weight before a MatMul. Bind-time folding
+(``engine/specialize.py``'s ``fold_node``) cannot take them: a user's weight may be
+replaced by ``Executor.set_weight``, and a folded copy would keep the old one.
+
+So such a node is bound *memoized*: its call remembers its last arguments and
+results, and returns the results again while every argument is the very same
+object. That is correct because a weight is replaced, never written in place
+(``set_weight`` installs a new array; kernels never write into their inputs), and
+the memo holds its arguments, so an argument's identity cannot be reused by a new
+array. A chain of such nodes hits all along, so what reads their results (an LSTM's
+packed weights, ``engine/kernels/rnn.py``) sees the same arrays and keeps its own
+prepared forms too.
+
+Which nodes: every input is *stable* -- a weight, a value folded at bind time, a
+memoized node's output, or (in an If/Loop/Scan body) a tensor of the enclosing
+graph that is stable there -- and the op is deterministic. A result larger than its
+arguments (a Tile or Expand of a weight, say) is not kept: it is recomputed, as it
+was, so the memo never holds more than the weights it derives from.
+Memoized results are nobody's scratch space: ``engine/inplace.py`` never writes into
+them (``MEMOIZED`` marks the call).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Collection
+
+from partition.ir import Node
+
+from .specialize import FOLD_MAX_BYTES, NOT_FOLDED
+
+Call = Callable[[Any, list, Any], tuple]
+#: The attribute that marks a memoized call (``engine/inplace.py`` reads it).
+MEMOIZED = "memoized"
+
+
+def memoizable(node: Node, stable: Collection[str]) -> bool:
+    """Whether ``node`` computes only from ``stable`` tensors, deterministically."""
+    return (node.domain in ("", "ai.onnx") and not node.subgraphs and not node.is_subgraph
+            and node.op_type not in NOT_FOLDED and any(node.inputs)
+            and all(not t or t in stable for t in node.inputs))
+
+
+def _nbytes(values: Any) -> int:
+    return sum(int(getattr(v, "nbytes", 0)) for v in values if v is not None)
+
+
+def memoized(call: Call) -> Call:
+    """``call`` that returns its last results while its arguments are the same objects."""
+    last: list[Any] = [None]  # (arguments, results): replaced whole, so a reader sees one pair
+
+    def memo(run: Any, args: list, rctx: Any) -> tuple:
+        seen = last[0]
+        if seen is not None:
+            before = seen[0]
+            if len(before) == len(args) and all(a is b for a, b in zip(args, before)):
+                return seen[1]
+        given = tuple(args)  # before the call: bound calls may swap in host copies
+        results = call(run, args, rctx)
+        if _nbytes(results) <= max(FOLD_MAX_BYTES, _nbytes(given)):
+            last[0] = (given, results)
+        return results
+    setattr(memo, MEMOIZED, True)
+    return memo
+
+
+__all__ = ["MEMOIZED", "memoizable", "memoized"]

@@ -1,0 +1,118 @@
+"""Weight preparation (nodes of weights only) runs once per weight version (engine/memo.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine.executor import Executor, find_kernel
+from partition import load_model
+
+from conftest import make_model
+
+F = TensorProto.FLOAT
+
+
+def vi(name: str, shape: list | None):
+    return helper.make_tensor_value_info(name, F, shape)
+
+
+def _counting(counts: dict[str, int]):
+    """A kernel finder that counts the calls of each node's kernel."""
+    def find(node, opset):
+        kernel = find_kernel(node, opset)
+        if kernel is None:
+            return None
+
+        def counted(xp, *args, **attrs):
+            counts[node.name] = counts.get(node.name, 0) + 1
+            return kernel(xp, *args, **attrs)
+        return counted
+    return find
+
+
+def _ort(model, feeds):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def _prepared_weight_model(w: np.ndarray):
+    """y = x @ Transpose(Slice(w)) -- the weight preparation exporters write."""
+    nodes = [helper.make_node("Slice", ["w", "starts", "ends"], ["ws"], name="slice w"),
+             helper.make_node("Transpose", ["ws"], ["wt"], name="transpose w", perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "wt"], ["y"], name="matmul")]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([0], np.int64), "starts"),
+             numpy_helper.from_array(np.array([6], np.int64), "ends")]
+    return make_model(nodes, [vi("x", [2, 4])], [vi("y", None)], initializers=inits)
+
+
+@pytest.mark.parametrize("plan", ["segments", "nodes"])
+def test_weight_preparation_runs_once_and_again_after_set_weight(rng, plan):
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    model = _prepared_weight_model(w)
+    counts: dict[str, int] = {}
+    with Executor(load_model(model.SerializeToString()), kernels=_counting(counts), plan=plan) as ex:
+        for _ in range(3):
+            x = rng.standard_normal((2, 4)).astype(np.float32)
+            np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
+                                       rtol=1e-5, atol=1e-6)
+        assert counts == {"slice w": 1, "transpose w": 1, "matmul": 3}
+        w2 = rng.standard_normal((8, 4)).astype(np.float32)
+        ex.set_weight("w", w2)
+        x = rng.standard_normal((2, 4)).astype(np.float32)
+        got = ex.run({"x": x}).numpy_outputs()["y"]
+        np.testing.assert_allclose(got, _ort(_prepared_weight_model(w2), {"x": x}), rtol=1e-5, atol=1e-6)
+        assert counts == {"slice w": 2, "transpose w": 2, "matmul": 4}
+
+
+def test_a_body_prepares_an_outer_weight_once_per_version(rng):
+    """silero-VAD's shape: an If body slices the graph's weight; the body runs every
+    call, its weight preparation once."""
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    then = helper.make_graph(
+        [helper.make_node("Slice", ["w", "starts", "ends"], ["ws"], name="slice w"),
+         helper.make_node("Transpose", ["ws"], ["wt"], name="transpose w", perm=[1, 0]),
+         helper.make_node("MatMul", ["x", "wt"], ["t_out"], name="then matmul")],
+        "then", [], [vi("t_out", None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e_out"], name="else id")],
+                              "else", [], [vi("e_out", None)])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "limit"], ["c"], name="cond"),
+             helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([0], np.int64), "starts"),
+             numpy_helper.from_array(np.array([6], np.int64), "ends"),
+             numpy_helper.from_array(np.array(-1e9, np.float32), "limit")]
+    model = make_model(nodes, [vi("x", [2, 4])], [vi("y", None)], initializers=inits)
+    counts: dict[str, int] = {}
+    with Executor(load_model(model.SerializeToString()), kernels=_counting(counts)) as ex:
+        for _ in range(3):
+            x = rng.standard_normal((2, 4)).astype(np.float32)
+            np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
+                                       rtol=1e-5, atol=1e-6)
+        assert counts["slice w"] == counts["transpose w"] == 1 and counts["then matmul"] == 3
+        w2 = rng.standard_normal((8, 4)).astype(np.float32)
+        ex.set_weight("w", w2)
+        x = rng.standard_normal((2, 4)).astype(np.float32)
+        inits[0] = numpy_helper.from_array(w2, "w")
+        model2 = make_model(nodes, [vi("x", [2, 4])], [vi("y", None)], initializers=inits)
+        np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model2, {"x": x}),
+                                   rtol=1e-5, atol=1e-6)
+        assert counts["slice w"] == 2
+
+
+def test_nothing_writes_into_a_memoized_result(rng):
+    """MatMul of two weights, then Add of the input: the Add's in-place form would
+    write into the product, which the memo hands out again on the next run."""
+    a = rng.standard_normal((4, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 4)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["ab"], name="ab"),
+             helper.make_node("Add", ["ab", "x"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    model = make_model(nodes, [vi("x", [4, 4])], [vi("y", None)],
+                       initializers=[numpy_helper.from_array(a, "a"), numpy_helper.from_array(b, "b")])
+    with Executor(load_model(model.SerializeToString())) as ex:
+        for _ in range(3):
+            x = rng.standard_normal((4, 4)).astype(np.float32)
+            np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
+                                       rtol=1e-5, atol=1e-5)
