@@ -1,5 +1,5 @@
-"""Chains fused at bind time (``plan="segments"`` only): GELU, and Conv with its
-Add/Relu epilogue (``_fuse_conv_chains`` below).
+"""Chains fused at bind time (``plan="segments"`` only): GELU, and Conv with a zero Pad
+before it and its BatchNormalization / Add / Relu / Clip epilogue (``_fuse_conv_chains``).
 
 GELU as PyTorch and BERT exporters write it, five nodes over one tensor::
 
@@ -232,6 +232,7 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
     if not any(n.op_type == "Conv" for n in nodes):
         return nodes, []
     sole = _sole_reader(graph, nodes)
+    producer = {t: k for k, n in enumerate(nodes) for t in n.outputs if t}
     fused: list[Fused] = []
     drop: set[int] = set()
     replace: dict[int, Node] = {}
@@ -240,6 +241,11 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
                 or len(conv.outputs) != 1 or not _is_2d(conv, const):
             continue
         chain, residual, bn = [i], "", None
+        k = producer.get(conv.inputs[0], -1)
+        pad = nodes[k] if k >= 0 and k not in drop and sole(conv.inputs[0], "Conv") == i \
+            and _zero_pad_into(nodes[k], conv, const) is not None else None
+        if pad is not None:
+            chain.insert(0, k)
         y = conv.outputs[0]
         j = sole(y, "BatchNormalization")
         if j is not None and j not in drop and _bn_foldable(nodes[j], y, const):
@@ -264,19 +270,23 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
             continue
         parts = tuple(nodes[k] for k in chain)
         kernels = [kernel_of(p) for p in parts]
-        if getattr(kernels[0], "__wrapped__", None) is not nn_conv \
+        if getattr(kernels[1 if pad else 0], "__wrapped__", None) is not nn_conv \
                 or any(k is None for k in kernels):  # a caller's own Conv kernel runs as it is
             continue
-        ins = tuple(t for t in conv.inputs if t) + ((residual,) if residual else ())
+        ins = (pad.inputs[0],) if pad is not None else ()
+        ins += tuple(t for t in conv.inputs[int(pad is not None):] if t) + ((residual,) if residual else ())
         if bn is not None:   # its parameters stay inputs too
             ins += tuple(bn.inputs[1:5])
         if parts[-1].op_type == "Clip":   # its bounds stay inputs: read each run (set_weight)
             ins += tuple(t for t in parts[-1].inputs[1:] if t)
+        if pad is not None:   # its amounts and value too: checked against the bound ones
+            ins += tuple(t for t in pad.inputs[1:] if t)
         # Named after the conv: per-node times (the app's "time" colouring) give the
         # chain's time to the conv, which is nearly all of it, under a real node's name.
-        node = Node(conv.name, "Conv+" + "+".join(p.op_type for p in parts[1:]), ins,
+        node = Node(conv.name, "+".join(p.op_type for p in parts), ins,
                     (parts[-1].outputs[0],), FUSED_DOMAIN)
-        fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual), bn)))
+        folded = _zero_pad_into(pad, conv, const) if pad is not None else None
+        fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual), bn, folded)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: the residual is ready there
     return _spliced(nodes, drop, replace), fused
@@ -290,20 +300,28 @@ def _is_2d(conv: Node, const: Callable[[str], Any]) -> bool:
     return w is not None and getattr(w, "ndim", 0) == 4
 
 
-def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any],
-                       has_residual: bool, bn: Node | None = None) -> Callable[..., tuple]:
-    """The fused step: ``(xp, x, w[, b][, residual]) -> (y,)``. A residual of another
-    shape or dtype (broadcasting), or any failure, runs the nodes as written instead,
-    so results and errors are those of the graph (a failure names the node that
-    failed, inside the fused step)."""
-    conv = parts[0]
+def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual: bool,
+                       bn: Node | None = None, folded: tuple | None = None) -> Callable[..., tuple]:
+    """The fused step: ``(xp, x, w[, b][, residual][, bn params][, clip bounds][, pad
+    inputs]) -> (y,)``. A residual of another shape or dtype (broadcasting), or any
+    failure, runs the nodes as written instead, so results and errors are those of the
+    graph (a failure names the node that failed, inside the fused step).
+    ``folded``: ``(pads, values)`` of a zero Pad before the conv (``parts[0]``), its pads
+    added to the conv's own (``_zero_pad_into``) and ``values`` the Pad's other inputs as
+    bound; should a run bring others (``set_weight``), the nodes run as written."""
+    pad = parts[0] if folded is not None else None
+    conv = parts[1] if pad is not None else parts[0]
     attrs = {k: v for k, v in kernel_attrs(conv).items()
              if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
+    if folded is not None:
+        attrs["pads"] = folded[0]
+    bound = folded[1] if folded is not None else ()
     last = parts[-1]
     clip = last if last.op_type == "Clip" else None
     n_conv = sum(1 for t in conv.inputs if t)
     n_bn = n_conv + int(has_residual)
     n_fixed = n_bn + (4 if bn is not None else 0)
+    n_clip = n_fixed + (sum(1 for t in clip.inputs[1:] if t) if clip is not None else 0)
     epsilon = float(bn.attrs.get("epsilon", 1e-5)) if bn is not None else 0.0
 
     def run(xp: Any, *args: Any) -> tuple:
@@ -312,14 +330,50 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any],
         b = conv_args[2] if n_conv > 2 else None
         residual = args[n_conv] if has_residual else None
         norm = args[n_bn:n_fixed]
-        bounds = _with_omitted(clip.inputs[1:], args[n_fixed:]) if clip is not None else []
+        bounds = _with_omitted(clip.inputs[1:], args[n_fixed:n_clip]) if clip is not None else []
+        pad_args = args[n_clip:]
         try:
+            if pad is not None and (x.ndim != 4 or any(a is not c for a, c in zip(pad_args, bound))):
+                raise ValueError("not the Pad planned at bind time")
             act = _clip_pair(clip, bounds) if clip is not None else last.op_type == "Relu"
             return (conv_fused(xp, x, w, b, residual, act, affine=_bn_affine(xp, norm, epsilon),
                                **attrs),)
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
-            return _as_written(xp, parts, kernels, conv_args, residual, bounds, norm)
+            return _as_written(xp, parts, kernels, conv_args, residual, bounds, norm,
+                               _with_omitted(pad.inputs[1:], pad_args) if pad is not None else ())
     return run
+
+
+def _zero_pad_into(pad: Node, conv: Node, const: Callable[[str], Any]) -> tuple | None:
+    """``(pads, values)`` when ``pad`` (read by ``conv`` alone) is a constant-mode Pad of
+    zeros on the spatial axes of a 4-D input, with non-negative constant amounts, and
+    ``conv`` pads explicitly: ``pads`` the conv's pads with the Pad's added (as
+    onnxruntime's Pad fusion does: MobileNetV2 exports pad every strided conv this
+    way), ``values`` the Pad's other inputs as bound (their identity is checked per
+    run). Else None."""
+    if pad.op_type != "Pad" or pad.domain not in _DEFAULT_DOMAINS or len(pad.outputs) != 1 \
+            or conv.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        return None
+    mode = pad.attrs.get("mode", "constant")
+    if (mode.decode() if isinstance(mode, bytes) else mode) != "constant":
+        return None
+    extra = [t for t in pad.inputs[1:] if t]
+    values = tuple(const(t) for t in extra)
+    if any(v is None for v in values) or (len(pad.inputs) > 3 and pad.inputs[3]):
+        return None  # amounts or value computed at run time, or an axes input
+    if len(pad.inputs) > 1:
+        amounts = [int(v) for v in to_numpy(values[0]).reshape(-1)]
+        fill = to_numpy(values[1]).reshape(-1) if len(values) > 1 else [0]
+    else:  # Pad-2: attributes
+        amounts, fill = list(pad.attrs.get("pads", ())), [pad.attrs.get("value", 0.0)]
+    if len(amounts) != 8 or any(amounts[i] for i in (0, 1, 4, 5)) or min(amounts) < 0 \
+            or len(fill) > 1 or (len(fill) == 1 and float(fill[0]) != 0.0):
+        return None
+    own = list(conv.attrs.get("pads", (0, 0, 0, 0)))
+    if len(own) != 4:
+        return None
+    pads = [own[0] + amounts[2], own[1] + amounts[3], own[2] + amounts[6], own[3] + amounts[7]]
+    return pads, values
 
 
 def _bn_foldable(bn: Node, y: str, const: Callable[[str], Any]) -> bool:
@@ -355,11 +409,15 @@ def _clip_pair(clip: Node, bounds: list) -> tuple:
 
 
 def _as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any], conv_args: tuple,
-                residual: Any, bounds: list, norm: tuple = ()) -> tuple:
+                residual: Any, bounds: list, norm: tuple = (), pad_args: Sequence = ()) -> tuple:
     value = None
     for k, (part, kernel) in enumerate(zip(parts, kernels)):
-        if k == 0:
+        if part.op_type == "Pad":
+            args = [conv_args[0], *pad_args]
+        elif part.op_type == "Conv":
             args = _with_omitted(part.inputs, conv_args)  # an omitted bias ("") keeps its place
+            if k:  # after a Pad: the padded value
+                args[0] = value
         elif part.op_type == "Add":
             args = [value, residual] if part.inputs[0] == parts[k - 1].outputs[0] \
                 else [residual, value]

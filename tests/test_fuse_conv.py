@@ -306,3 +306,91 @@ def test_new_normalisation_statistics_reach_the_fused_step(rng):
             init.CopyFrom(numpy_helper.from_array(mean, "mean"))
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(got, sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def _pad_model(amounts: list[int], *, fill: float = 0.0, mode: str = "constant", group: int = 1,
+               conv_pads: tuple = (0, 1, 1, 0), strides: tuple = (2, 2), pads_as: str = "initializer",
+               opset: int = 17, then_clip: bool = True,
+               rng: np.random.Generator) -> tuple[onnx.ModelProto, dict]:
+    """x -> Pad(amounts, fill) -> Conv(pads=conv_pads) [-> Clip(0, 6)]: MobileNetV2's strided
+    (depthwise) convs as transformers exports them."""
+    c_in = 8
+    w = (rng.standard_normal((8, c_in // group, 3, 3)) * 0.3).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w")]
+    inputs = [helper.make_tensor_value_info("x", F, [1, c_in, 13, 12])]
+    feeds = {"x": rng.standard_normal((1, c_in, 13, 12)).astype(np.float32)}
+    if opset < 11:
+        pad = helper.make_node("Pad", ["x"], ["p"], name="pad", pads=amounts, mode=mode, value=fill)
+    else:
+        value = np.array(amounts, np.int64)
+        if pads_as == "input":
+            inputs.append(helper.make_tensor_value_info("amounts", TensorProto.INT64, [8]))
+            feeds["amounts"] = value
+        else:
+            inits.append(numpy_helper.from_array(value, "amounts"))
+        inits.append(numpy_helper.from_array(np.array(fill, np.float32), "fill"))
+        pad = helper.make_node("Pad", ["x", "amounts", "fill"], ["p"], name="pad", mode=mode)
+    nodes = [pad, helper.make_node("Conv", ["p", "w"], ["c"], name="conv", group=group,
+                                   pads=list(conv_pads), strides=list(strides))]
+    last = "c"
+    if then_clip:
+        inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"),
+                  numpy_helper.from_array(np.array(6, np.float32), "hi")]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"], name="clip"))
+        last = "y"
+    graph = helper.make_graph(nodes, "pad_conv", inputs, [helper.make_tensor_value_info(last, F, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model, feeds
+
+
+@pytest.mark.parametrize("amounts", [[0, 0, 0, 0, 0, 0, 1, 1], [0, 0, 1, 2, 0, 0, 0, 1], [0, 0, 3, 0, 0, 0, 0, 2]])
+@pytest.mark.parametrize("group", [1, 8])
+@pytest.mark.parametrize("then_clip", [True, False])
+def test_a_zero_pad_before_a_conv_folds_into_its_pads(amounts, group, then_clip, compiled, rng):
+    """An explicit zero Pad on the spatial axes (MobileNetV2's 52) becomes the conv's own
+    padding: one step, no padded copy, the result onnxruntime gives."""
+    model, feeds = _pad_model(amounts, group=group, then_clip=then_clip, rng=rng)
+    ex = _check(model, feeds, fused=True)
+    kinds = [s.node.op_type for s in ex._steps]
+    assert kinds == ["Pad+Conv+Clip" if then_clip else "Pad+Conv"]
+
+
+def test_an_opset_2_pad_with_attribute_amounts_folds_too(rng):
+    model, feeds = _pad_model([0, 0, 1, 1, 0, 0, 1, 1], opset=10, then_clip=False, rng=rng)
+    _check(model, feeds, fused=True)
+
+
+@pytest.mark.parametrize("case", ["fill", "reflect", "batch axis", "negative", "run input"])
+def test_a_pad_that_is_not_zeros_on_the_spatial_axes_stays_as_written(case, rng):
+    kw: dict[str, Any] = {"then_clip": False}
+    amounts = [0, 0, 1, 1, 0, 0, 1, 1]
+    if case == "fill":
+        kw["fill"] = 1.5
+    elif case == "reflect":
+        kw["mode"] = "reflect"
+    elif case == "batch axis":
+        amounts = [1, 0, 1, 1, 0, 0, 1, 1]
+    elif case == "negative":
+        amounts = [0, 0, -1, 1, 0, 0, 1, 1]
+    else:
+        kw["pads_as"] = "input"
+    model, feeds = _pad_model(amounts, rng=rng, **kw)
+    _check(model, feeds, fused=False)
+
+
+def test_new_pad_amounts_reach_the_fused_step(rng):
+    """The Pad's amounts stay the step's inputs: after ``set_weight`` the nodes run as
+    written, with the new amounts, as onnxruntime computes them."""
+    model, feeds = _pad_model([0, 0, 1, 1, 0, 0, 1, 1], then_clip=False, rng=rng)
+    new = np.array([0, 0, 2, 0, 0, 0, 0, 3], np.int64)
+    model2, _ = _pad_model([0, 0, 1, 1, 0, 0, 1, 1], then_clip=False, rng=rng)
+    model2.graph.initializer[0].CopyFrom(model.graph.initializer[0])
+    model2.graph.initializer[1].CopyFrom(numpy_helper.from_array(new, "amounts"))
+    want = ort.InferenceSession(model2.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with Executor(from_model_proto(model)) as ex:
+        assert [s.node.op_type for s in ex._steps] == ["Pad+Conv"]
+        ex.run(feeds)
+        ex.set_weight("amounts", new)
+        got = ex.run(feeds).outputs["c"]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
