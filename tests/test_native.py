@@ -254,6 +254,46 @@ def test_compiled_conv_epilogue_matches_onnxruntime(rng: np.random.Generator) ->
         np.testing.assert_array_equal(res, kept)  # the residual was read, never written
 
 
+@pytest.mark.parametrize("case", ["affine", "shift", "residual", "relu", "clip", "lo over hi", "nothing"])
+def test_compiled_channel_epilogue_equals_numpys_passes(case: str, rng: np.random.Generator) -> None:
+    """One C pass (``channel_epilogue_f32``) against the numpy passes it replaces, NaN and
+    infinities in the data included: ``min(max(y, lo), hi)`` as ONNX's Clip."""
+    _compiled_only()
+    y = rng.standard_normal((2, 5, 7, 3)).astype(np.float32)
+    y[0, 1, 2, :] = [np.nan, np.inf, -np.inf]
+    scale = rng.uniform(0.5, 2, 5).astype(np.float32) if case == "affine" else None
+    shift = rng.standard_normal(5).astype(np.float32) if case in ("affine", "shift") else None
+    res = rng.standard_normal(y.shape).astype(np.float32) if case == "residual" else None
+    lo, hi = {"relu": (0.0, math.inf), "clip": (0.0, 6.0), "lo over hi": (2.0, 1.0)}.get(
+        case, (-math.inf, math.inf))
+    want = y.copy()
+    if scale is not None:
+        want *= scale.reshape(1, -1, 1, 1)
+    if shift is not None:
+        want += shift.reshape(1, -1, 1, 1)
+    if res is not None:
+        want += res
+    want = np.minimum(np.maximum(want, np.float32(lo)), np.float32(hi))
+    assert native.channel_epilogue(y, scale, shift, res, lo, hi)
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_channel_epilogue_refuses_what_does_not_agree() -> None:
+    _compiled_only()
+    y = np.zeros((2, 3, 4), np.float32)
+    bad = [(np.zeros(4, np.float32), None, None, 0.0, 1.0),            # scale of 4 for 3 channels
+           (None, np.zeros(2, np.float32), None, 0.0, 1.0),            # shift of 2
+           (None, None, np.zeros((2, 3, 5), np.float32), 0.0, 1.0),    # residual of another shape
+           (None, None, None, math.nan, 1.0)]                          # a NaN bound
+    for scale, shift, res, lo, hi in bad:
+        with pytest.raises(ValueError, match="channel_epilogue_f32"):
+            native._lib.channel_epilogue_f32(y, scale, shift, res, lo, hi)
+    with pytest.raises(ValueError, match="float32"):
+        native._lib.channel_epilogue_f32(np.zeros((2, 3, 4)), None, None, None, 0.0, 1.0)
+    with pytest.raises(ValueError, match="3-D"):
+        native._lib.channel_epilogue_f32(np.zeros((2, 3), np.float32), None, None, None, 0.0, 1.0)
+
+
 def _threads() -> int:
     """The threads of this process now (Linux: one entry per thread)."""
     import os

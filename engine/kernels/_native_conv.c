@@ -517,3 +517,68 @@ PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args)
 done:
     return native_finish(&bs, ok);
 }
+
+/* ------------------------------------------------------ channel epilogue --
+ * A conv's epilogue in one pass over its output, while engine/fuse.py's chains
+ * (Conv -> BatchNormalization -> Add -> Relu / Clip) once took up to five: per output
+ * channel k, y = y * scale[k] + shift[k] (either absent), then + residual, then
+ * clamped to [lo, hi] as ONNX's Clip computes it (min(max(y, lo), hi): NaN stays NaN,
+ * lo > hi gives hi). */
+CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s, float t,
+                                int affine, float lo, float hi)
+{
+    if (affine)
+#pragma omp simd
+        for (Py_ssize_t i = 0; i < n; i++)
+            y[i] = y[i] * s + t;
+    if (r)
+#pragma omp simd
+        for (Py_ssize_t i = 0; i < n; i++)
+            y[i] += r[i];
+#pragma omp simd
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float v = y[i] < lo ? lo : y[i];
+        y[i] = v > hi ? hi : v;
+    }
+}
+
+/* channel_epilogue_f32(y, scale, shift, residual, lo, hi): y (N, M, P) written in place;
+ * scale, shift (M) or None; residual (N, M, P) or None; all float32 C-contiguous. */
+PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args)
+{
+    PyObject *oy, *os, *ot, *orr;
+    double lo, hi;
+    if (!PyArg_ParseTuple(args, "OOOOdd", &oy, &os, &ot, &orr, &lo, &hi))
+        return NULL;
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *y, *s = NULL, *t = NULL, *r = NULL;
+    int ok = 0;
+    if (!(y = native_take(&bs, oy, 1, NATIVE_C, 3, "y")) ||
+        (os != Py_None && !(s = native_take(&bs, os, 0, NATIVE_C, 1, "scale"))) ||
+        (ot != Py_None && !(t = native_take(&bs, ot, 0, NATIVE_C, 1, "shift"))) ||
+        (orr != Py_None && !(r = native_take(&bs, orr, 0, NATIVE_C, 3, "residual"))))
+        goto done;
+    const Py_ssize_t n = y->shape[0], m = y->shape[1], p = y->shape[2];
+    if ((s && s->shape[0] != m) || (t && t->shape[0] != m) ||
+        (r && (r->shape[0] != n || r->shape[1] != m || r->shape[2] != p)) ||
+        isnan(lo) || isnan(hi)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "channel_epilogue_f32: the shapes or bounds do not agree");
+        goto done;
+    }
+    float *yb = (float *)y->buf;
+    const float *sb = s ? (const float *)s->buf : NULL, *tb = t ? (const float *)t->buf : NULL;
+    const float *rb = r ? (const float *)r->buf : NULL;
+    const float flo = (float)lo, fhi = (float)hi;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t img = 0; img < n; img++)
+        for (Py_ssize_t k = 0; k < m; k++) {
+            const Py_ssize_t at = (img * m + k) * p;  /* < y->len / 4: no overflow */
+            epilogue_row(yb + at, rb ? rb + at : NULL, p, sb ? sb[k] : 1.0f, tb ? tb[k] : 0.0f,
+                         sb != NULL || tb != NULL, flo, fhi);
+        }
+    Py_END_ALLOW_THREADS
+    ok = 1;
+done:
+    return native_finish(&bs, ok);
+}

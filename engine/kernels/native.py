@@ -154,6 +154,23 @@ def depthwise_conv2d(xp: Any, x: Any, w: Any, b: Any, kernel: tuple, strides: tu
     return out.reshape(n, m, *out_sp)
 
 
+def channel_epilogue(y: np.ndarray, scale: Any, shift: Any, residual: Any,
+                     lo: float, hi: float) -> bool:
+    """``y`` (N, M, ...) float32, in place, in one pass: ``y * scale + shift`` per channel
+    (either None), ``+ residual``, clamped to ``[lo, hi]`` as ONNX's Clip (no NaN bound);
+    False (nothing written) where the compiled module does not apply."""
+    if not (applies(np, y, scale, shift, residual) and y.ndim >= 2 and y.flags.c_contiguous
+            and y.flags.writeable and y.size):
+        return False
+    n, m = y.shape[:2]
+    _lib.channel_epilogue_f32(y.reshape(n, m, -1),
+                              None if scale is None else np.ascontiguousarray(scale).reshape(m),
+                              None if shift is None else np.ascontiguousarray(shift).reshape(m),
+                              None if residual is None else np.ascontiguousarray(residual).reshape(n, m, -1),
+                              lo, hi)
+    return True
+
+
 def max_pool2d(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple,
                out_sp: tuple) -> np.ndarray | None:
     """MaxPool values of a 4-D float32 numpy array (positions outside the input

@@ -112,9 +112,9 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
     if n * c * npos == 0 or w.size == 0:  # an empty batch, map or channel: sums of nothing
         return _empty_conv(xp, x, b, residual, relu, (n, m, *out_sp), affine)
     if xp is np and len(kernel) <= 2:
-        y = _conv_compiled(x, w, b, group, kernel, strides, dilations, pads, out_sp)
-        if y is not None:  # numpy float32: the compiled columns or depthwise kernel
-            return _epilogue(np, y, residual, relu, affine)
+        got = _conv_compiled(x, w, b, group, kernel, strides, dilations, pads, out_sp)
+        if got is not None:  # numpy float32: the compiled columns or depthwise kernel
+            return _epilogue_compiled(*got, residual, relu, affine)
     y = None if xp is np else device.conv_library(xp, x, w, b, pads, strides, dilations, group, out_sp)
     if y is not None:  # cuDNN (kernels/device.py): the bias is in, the epilogue follows
         return _epilogue(xp, y, residual, relu, affine)
@@ -179,26 +179,55 @@ def _activation(xp: Any, y: Any, act: Any) -> Any:
     return y
 
 
+def _epilogue_compiled(y: np.ndarray, bias: Any, residual: Any, relu: Any, affine: Any) -> np.ndarray:
+    """The compiled conv's epilogue in one pass over ``y`` (``native.channel_epilogue``):
+    the ``bias`` its GEMM left out folded into the per-channel shift, ``(y + b) * s + t ==
+    y * s + (b * s + t)``; numpy's passes where that does not apply (a NaN bound)."""
+    bounds = _clip_bounds(relu)
+    if bounds is not None:
+        scale, shift = affine if affine is not None else (None, None)
+        if bias is not None:
+            shift = bias if scale is None else bias * scale + shift
+        if (scale is None and shift is None and residual is None and bounds == (-math.inf, math.inf)) \
+                or native.channel_epilogue(y, scale, shift, residual, *bounds):
+            return y
+    if bias is not None:
+        y += bias.reshape((1, -1) + (1,) * (y.ndim - 2))
+    return _epilogue(np, y, residual, relu, affine)
+
+
+def _clip_bounds(act: Any) -> tuple[float, float] | None:
+    """``_activation``'s ``act`` as the ``[lo, hi]`` it clamps to; None for a NaN bound."""
+    if act is True:
+        return 0.0, math.inf
+    if not isinstance(act, tuple):
+        return -math.inf, math.inf
+    lo, hi = (-math.inf if act[0] is None else float(act[0]), math.inf if act[1] is None else float(act[1]))
+    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+
+
 def _conv_compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int,
                    kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
-                   pads: Sequence[int], out_sp: Sequence[int]) -> np.ndarray | None:
-    """A 1-D or 2-D float32 conv through the compiled kernels (``_native_conv.c``), bias
-    added: depthwise (each group one input channel) in one C pass; any other group
-    count as the C im2col columns times the weight in one numpy matmul, whose BLAS
-    spreads it over the cores. None where the compiled module does not apply (the
+                   pads: Sequence[int], out_sp: Sequence[int]) -> tuple[np.ndarray, Any] | None:
+    """A 1-D or 2-D float32 conv through the compiled kernels (``_native_conv.c``), as
+    ``(y, bias still to add)``: depthwise (each group one input channel) in one C pass,
+    bias included; any other group count as the C im2col columns times the weight in
+    one numpy matmul, whose BLAS spreads it over the cores, its bias left to the
+    epilogue's one pass. None where the compiled module does not apply (the
     caller's numpy path runs). A 1-D depthwise conv runs as a 2-D one of height 1; other
     1-D convs gained nothing measurable from the compiled columns (docs/kernels.md)."""
     if len(kernel) == 1:  # (N, C, L) as (N, C, 1, L): pads (begin, end) -> (0, begin, 0, end)
         if not (w.shape[1] == 1 and group == x.shape[1] > 1):
             return None
-        y = _conv_compiled(x[:, :, None], w[:, :, None], b, group, (1, *kernel), (1, *strides),
-                           (1, *dilations), (0, pads[0], 0, pads[1]), (1, *out_sp))
-        return None if y is None else y.reshape(y.shape[:2] + tuple(out_sp))
+        got = _conv_compiled(x[:, :, None], w[:, :, None], b, group, (1, *kernel), (1, *strides),
+                             (1, *dilations), (0, pads[0], 0, pads[1]), (1, *out_sp))
+        return None if got is None else (got[0].reshape(got[0].shape[:2] + tuple(out_sp)), got[1])
     n, c = x.shape[:2]
     m, cg = w.shape[0], w.shape[1]
     geometry_ = (tuple(kernel), tuple(strides), tuple(dilations), tuple(pads), tuple(out_sp))
     if cg == 1 and group == c and group > 1:
-        return native.depthwise_conv2d(np, x, w, b, *geometry_)
+        y = native.depthwise_conv2d(np, x, w, b, *geometry_)
+        return None if y is None else (y, None)
     npos = out_sp[0] * out_sp[1]
     if not native.applies(np, x, w, b) or n * c * math.prod(kernel) * npos * 4 > _IM2COL_BYTES:
         return None
@@ -211,9 +240,7 @@ def _conv_compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: in
     mg, k = m // group, cg * kernel[0] * kernel[1]
     out = np.empty((n, group, mg, npos), dtype=np.float32)
     np.matmul(w.reshape(group, mg, k), cols.reshape(n, group, k, npos), out=out)
-    if b is not None:
-        out += b.reshape(1, group, mg, 1)
-    return out.reshape(n, m, *out_sp)
+    return out.reshape(n, m, *out_sp), b
 
 
 def _empty_conv(xp: Any, x: Any, b: Any, residual: Any, relu: bool, shape: tuple,
