@@ -136,6 +136,25 @@ def test_resize(mode: str, xp: Any, rng: np.random.Generator) -> None:
 
 
 @xp_param
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
+@pytest.mark.parametrize("ct", ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"])
+def test_resize_nearest_copies_input_values(nearest_mode: str, ct: str, xp: Any,
+                                            rng: np.random.Generator) -> None:
+    """Nearest mode copies values (no float64 round trip): every nearest rule and
+    coordinate transformation, upsampling and downsampling, an integer input.
+    (tf_crop_and_resize is left out: on some maps onnxruntime, ONNX's reference and we
+    each round a window edge differently -- three answers, checked before and after.)"""
+    x = _x(rng, (1, 2, int(rng.integers(2, 9)), int(rng.integers(2, 9))))
+    roi = None
+    for scales in ([1, 1, 2.0, 3.0], [1, 1, 0.5, 1.75]):
+        check("Resize", {"x": x, "roi": roi, "s": np.array(scales, f32)}, xp=xp, mode="nearest",
+              coordinate_transformation_mode=ct, nearest_mode=nearest_mode, extrapolation_value=-7.0)
+    ints = (rng.integers(-100, 100, (1, 1, 5, 3))).astype(np.int8)
+    check("Resize", {"x": ints, "roi": roi, "s": np.array([1, 1, 1.6, 2.4], f32)}, xp=xp, mode="nearest",
+          coordinate_transformation_mode=ct, nearest_mode=nearest_mode)
+
+
+@xp_param
 def test_non_max_suppression(xp: Any, rng: np.random.Generator) -> None:
     n = int(rng.integers(3, 12))
     corners = rng.uniform(0, 10, (1, n, 2)).astype(f32)
