@@ -47,7 +47,7 @@ FAKE_GPU_TESTS := tests/test_gpu_counts.py tests/test_executor.py tests/test_exe
                   tests/test_rnn_paths.py tests/test_fuse_conv.py tests/test_fuse_gelu.py tests/test_fuse_attention.py \
                   tests/test_specialize.py tests/test_lean_body.py tests/test_engine_inplace.py \
                   tests/test_compare.py tests/test_run_budget.py tests/test_ort_fallback.py tests/test_app_runs.py \
-                  tests/test_memo.py
+                  tests/test_memo.py tests/test_fuse_hard_swish.py
 
 test: sysdeps-test install-test samples
 	SGLENS_REQUIRE_POSTGRES=1 $(PY) -m pytest -q -n 2 $(PYTEST_ARGS)

@@ -180,9 +180,67 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
         fused.append(Fused(node, parts, gelu_kernel(div, one, half, erf_kernel)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: its inputs are ready there
-    out, conv_fused = _fuse_conv_chains(graph, _spliced(nodes, drop, replace), const, kernel_of)
+    out, swish_fused = _fuse_hard_swish(graph, _spliced(nodes, drop, replace), const)
+    out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of)
     out, attention_fused = _fuse_attention(graph, out, kernel_of)
-    return out, fused + conv_fused + attention_fused
+    return out, fused + swish_fused + conv_fused + attention_fused
+
+
+# ------------------------------------------------------------- HardSwish --
+def _fuse_hard_swish(graph: Graph, nodes: list[Node],
+                     const: Callable[[str], Any]) -> tuple[list[Node], list[Fused]]:
+    """HardSwish as Paddle and older exporters write it, ``Div(Mul(x, Clip(Add(x, 3), 0,
+    6)), 6)`` (the Div may be a Mul by a constant, or absent), as one step: one new
+    array instead of four, the same float operations in the same order. The constants
+    stay the step's inputs (``set_weight`` reaches them); PP-OCR's det has 24 of these."""
+    sole = _sole_reader(graph, nodes)
+    fused: list[Fused] = []
+    drop: set[int] = set()
+    replace: dict[int, Node] = {}
+    for i, add in enumerate(nodes):
+        if add.op_type != "Add" or add.domain not in _DEFAULT_DOMAINS or len(add.inputs) != 2:
+            continue
+        x = next((t for t in add.inputs if _scalar(const(t)) is None), None)
+        shift = _other(add, x) if x else None
+        j = sole(add.outputs[0], "Clip") if shift and _scalar(const(shift)) is not None else None
+        if j is None or nodes[j].inputs[0] != add.outputs[0] or len(nodes[j].inputs) != 3 \
+                or not _clip_bounds_constant(nodes[j], const) or not all(nodes[j].inputs[1:]):
+            continue
+        k = sole(nodes[j].outputs[0], "Mul")
+        if k is None or _other(nodes[k], nodes[j].outputs[0]) != x:
+            continue
+        chain, scale = [i, j, k], ""
+        for op in ("Div", "Mul"):
+            last = sole(nodes[k].outputs[0], op)
+            if last is not None and nodes[last].inputs[0] == nodes[k].outputs[0] \
+                    and _scalar(const(nodes[last].inputs[1])) is not None:
+                chain.append(last)
+                scale = nodes[last].inputs[1]
+                break
+        if any(c in drop for c in chain):
+            continue
+        parts = tuple(nodes[c] for c in chain)
+        ins = (x, shift, *nodes[j].inputs[1:]) + ((scale,) if scale else ())
+        node = Node(f"{add.name}+hardswish", "HardSwish", ins, (parts[-1].outputs[0],), FUSED_DOMAIN)
+        fused.append(Fused(node, parts, _hard_swish_kernel(parts[-1].op_type if scale else "")))
+        drop.update(chain)
+        replace[chain[-1]] = node
+    return _spliced(nodes, drop, replace), fused
+
+
+def _hard_swish_kernel(last: str) -> Callable[..., tuple]:
+    """``(xp, x, shift, lo, hi[, scale]) -> (x * clip(x + shift, lo, hi) (/ or *) scale,)``,
+    computed into one new array in the graph's order of operations."""
+    def hard_swish(xp: Any, x: Any, shift: Any, lo: Any, hi: Any, scale: Any = None) -> tuple:
+        t = x + shift
+        xp.clip(t, lo, hi, out=t)
+        t *= x
+        if last == "Div":
+            t /= scale
+        elif last == "Mul":
+            t *= scale
+        return (t,)
+    return hard_swish
 
 
 def _fuse_attention(graph: Graph, nodes: list[Node],
