@@ -96,9 +96,18 @@ CLONES static void softmax_rows(const float *x, float *y, Py_ssize_t rows, Py_ss
     for (Py_ssize_t r = 0; r < rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
+        /* The maximum, vectorised, with NaN tracked apart: any NaN makes the row's
+         * maximum NaN, as numpy's (a scalar loop letting NaN win in the comparison
+         * was most of a 1500-wide attention row's time). */
         float hi = -INFINITY;
-        for (Py_ssize_t i = 0; i < n; i++)   /* not vectorised: NaN must win, as in numpy */
-            hi = (xr[i] > hi || xr[i] != xr[i]) ? xr[i] : hi;
+        int nan = 0;
+#pragma omp simd reduction(max : hi) reduction(| : nan)
+        for (Py_ssize_t i = 0; i < n; i++) {
+            hi = xr[i] > hi ? xr[i] : hi;
+            nan |= xr[i] != xr[i];
+        }
+        if (nan)
+            hi = NAN;
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
         for (Py_ssize_t i = 0; i < n; i++) {
