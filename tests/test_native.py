@@ -342,6 +342,22 @@ def test_the_engine_gives_blas_the_free_cores(load: float, expect, monkeypatch: 
     blas._applied = None
 
 
+@pytest.mark.parametrize("own,others,expect", [(1.9, 0.0, 2), (1.0, 0.0, 2), (1.0, 1.0, 1), (0.2, 0.4, 2)])
+def test_free_cores_do_not_count_this_processs_own_load(own: float, others: float, expect: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load average includes this process's own threads (BLAS's, an onnxruntime pool
+    beside it): those are given back, so a busy benchmark or server keeps its cores; the
+    threads of other processes are not."""
+    import time
+    monkeypatch.setattr(blas.os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(blas.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv(blas.SHARE_VAR, raising=False)
+    load = max(own, 1.0) + others
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(blas, "_own_sample", [time.monotonic(), time.process_time(), own])
+    assert blas.free_cores() == expect
+
+
 def test_compiled_conv_kernels_refuse_bad_arrays() -> None:
     _compiled_only()
     z = np.zeros

@@ -13,7 +13,8 @@ is built, and only from what the machine says:
 
 - ``None`` (the default): the cores nobody else is using -- this process's cores
   (its share of the machine, ``SGLENS_CPU_SHARE``, when several processes share it:
-  the web app's local Dask workers) less the load average's excess, at least one.
+  the web app's local Dask workers) less the load other processes put on the machine
+  (the load average less this process's own part, ``free_cores``), at least one.
   A BLAS call waits for its slowest thread, and on a machine loaded past its cores
   a thread that lost its core holds up the whole call: MobileNetV2 on a 2-core
   machine at load 14 ran 1912 ms with BLAS on both cores and 370 ms on one
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from threadpoolctl import ThreadpoolController
 
@@ -60,19 +62,38 @@ def cpu_share() -> int:
 _USER_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+#: (monotonic seconds, this process's CPU seconds) when ``own_cpu_rate`` last looked,
+#: and the rate it found then.
+_own_sample: list[float] = [time.monotonic(), time.process_time(), 1.0]
+
+
+def own_cpu_rate() -> float:
+    """The cores this process kept busy since ``free_cores`` last looked (at least half a
+    second before; else the rate found then): its own share of the load average."""
+    now, cpu = time.monotonic(), time.process_time()
+    with _lock:
+        then, cpu_then, rate = _own_sample
+        if now - then >= 0.5:
+            rate = (cpu - cpu_then) / (now - then)
+            _own_sample[:] = [now, cpu, rate]
+    return rate
+
+
 def free_cores() -> int:
-    """This process's cores less the load average's excess over them (the threads of
-    other processes that want a core), at least 1. Our own running thread is part
-    of the load: it is given back."""
+    """This process's cores less what other processes' threads want of them: the load
+    average less this process's own part of it (at least the caller's running thread;
+    more when its own BLAS threads or an onnxruntime pool beside it kept cores busy --
+    counting those as others' once made a busy benchmark or server shrink BLAS to one
+    thread by its own load: Whisper 900 ms instead of 620), at least 1."""
     share = cpu_share()
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # pragma: no cover -- not Unix
         return share
     machine = os.cpu_count() or share
-    others = max(0.0, load - 1.0)  # (the caller itself runs)
+    others = max(0.0, load - max(1.0, own_cpu_rate()))
     idle = machine - others
-    return max(1, min(share, int(idle)))
+    return max(1, min(share, round(idle)))  # a core mostly free is worth a thread
 
 
 def apply(threads: int | None, cpu_workers: int = 1) -> int | None:
