@@ -207,8 +207,13 @@ class Executor:
         self._steps: list[_Step] = []
         # Tensors the same object on every run until a weight is replaced (engine/memo.py).
         self._stable: set[str] = set(self._weights)
+        # The weights a node may plan on (engine/specialize.py checks each call that they
+        # are still the same objects): a body's own and its enclosing graphs' it reads.
+        self._visible: dict[str, Any] = self._weights
         if self.parent is not None:
             self._stable.update(t for t in graph.free_tensors if t in self.parent._stable)
+            outer = self.parent._visible
+            self._visible = {**{t: outer[t] for t in graph.free_tensors if t in outer}, **self._weights}
         for node in nodes:
             fused = node.domain == FUSED_DOMAIN
             reads = tuple(t for t in (node.inputs if fused or node.name in made
@@ -497,7 +502,7 @@ class Executor:
         if not self._runs_ours(node, self.graph):  # the caller's kernels run as they are
             return call
         # Constant axes, shapes, indices: planned once (engine/specialize.py).
-        return specialized_call(node, attrs, self._weights, self._produced_names, xp, call) or call
+        return specialized_call(node, attrs, self._visible, self._produced_names, xp, call) or call
 
     def _host_inputs(self, node: Node) -> tuple[tuple[int, str], ...]:
         """On a device: the (position, weight) inputs of ``node`` its kernel reads on

@@ -116,3 +116,33 @@ def test_nothing_writes_into_a_memoized_result(rng):
             x = rng.standard_normal((4, 4)).astype(np.float32)
             np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
                                        rtol=1e-5, atol=1e-5)
+
+
+def test_a_body_node_plans_on_an_enclosing_graphs_weight_and_sees_it_replaced(rng):
+    """silero-VAD's opset-18 export: the convs sit in an If branch and read the graph's
+    weights. They are planned on them like the top level's (engine/specialize.py), and
+    a replaced weight still reaches them (each call checks it is the same object)."""
+    w = (rng.standard_normal((4, 3, 3)) * 0.5).astype(np.float32)
+    then = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["t_out"], name="body conv", pads=[1, 1])],
+                             "then", [], [vi("t_out", None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e_out"], name="else id")],
+                              "else", [], [vi("e_out", None)])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "limit"], ["c"], name="cond"),
+             helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(-1e9, np.float32), "limit")]
+    x_info = helper.make_tensor_value_info("x", F, [1, 3, 8])
+    model = make_model(nodes, [x_info], [vi("y", None)], initializers=inits)
+    with Executor(load_model(model.SerializeToString())) as ex:
+        x = rng.standard_normal((1, 3, 8)).astype(np.float32)
+        np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
+                                   rtol=1e-5, atol=1e-6)
+        body = next(c for c in ex._children.values() if c.graph.name == "then")
+        call = body._steps[0].call.__qualname__
+        assert "_kernel_call" not in call, call   # planned, not the registry call as written
+        w2 = rng.standard_normal((4, 3, 3)).astype(np.float32)
+        ex.set_weight("w", w2)
+        inits[0] = numpy_helper.from_array(w2, "w")
+        model2 = make_model(nodes, [x_info], [vi("y", None)], initializers=inits)
+        np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model2, {"x": x}),
+                                   rtol=1e-5, atol=1e-6)
