@@ -371,9 +371,15 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     conv = parts[1] if pad is not None else parts[0]
     attrs = {k: v for k, v in kernel_attrs(conv).items()
              if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
+    own = dict(attrs)
     if folded is not None:
         attrs["pads"] = folded[0]
     bound = folded[1] if folded is not None else ()
+    # cuDNN (kernels/device.py) takes symmetric pads only: on a device an asymmetric sum
+    # is padded as written first, then convolved with the conv's own pads (unverified on
+    # a GPU, like the rest of the device path).
+    lopsided = folded is not None and folded[0][:2] != folded[0][2:]
+    pad_attrs = kernel_attrs(pad) if pad is not None else {}
     last = parts[-1]
     clip = last if last.op_type == "Clip" else None
     n_conv = sum(1 for t in conv.inputs if t)
@@ -391,11 +397,15 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         bounds = _with_omitted(clip.inputs[1:], args[n_fixed:n_clip]) if clip is not None else []
         pad_args = args[n_clip:]
         try:
+            use = attrs
             if pad is not None and (x.ndim != 4 or any(a is not c for a, c in zip(pad_args, bound))):
                 raise ValueError("not the Pad planned at bind time")
+            if lopsided and xp is not np:
+                x = kernels[0](xp, x, *_with_omitted(pad.inputs[1:], pad_args), **pad_attrs)[0]
+                use = own
             act = _clip_pair(clip, bounds) if clip is not None else last.op_type == "Relu"
             return (conv_fused(xp, x, w, b, residual, act, affine=_bn_affine(xp, norm, epsilon),
-                               **attrs),)
+                               **use),)
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
             return _as_written(xp, parts, kernels, conv_args, residual, bounds, norm,
                                _with_omitted(pad.inputs[1:], pad_args) if pad is not None else ())

@@ -394,3 +394,25 @@ def test_new_pad_amounts_reach_the_fused_step(rng):
         ex.set_weight("amounts", new)
         got = ex.run(feeds).outputs["c"]
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+
+
+def test_on_a_device_an_asymmetric_folded_pad_keeps_cudnns_symmetric_pads(rng, monkeypatch):
+    """cuDNN takes symmetric pads only: on a (fake) GPU, a Pad whose sum with the conv's
+    pads is lopsided is padded first and the conv keeps its own pads, so the library
+    path still takes it; the result is onnxruntime's."""
+    from engine.kernels import device
+    install(monkeypatch)
+    asked: list[list[int]] = []
+    real = device.conv_library
+
+    def spy(xp, x, w, b, pads, *rest):
+        asked.append(list(pads))
+        return real(xp, x, w, b, pads, *rest)
+    monkeypatch.setattr(device, "conv_library", spy)
+    model, feeds = _pad_model([0, 0, 0, 0, 0, 0, 1, 1], conv_pads=(0, 0, 0, 0), then_clip=True, rng=rng)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with Executor(from_model_proto(model), device="gpu") as ex:
+        assert [s.node.op_type for s in ex._steps] == ["Pad+Conv+Clip"]
+        got = ex.run(feeds).numpy_outputs()["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert asked and all(p[:2] == p[2:] for p in asked), asked
