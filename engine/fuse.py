@@ -23,12 +23,15 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from partition.ir import Graph, Node
 
 from .fuse_attention import attention_chains
 from .kernels import device, native
 from .kernels.nn import conv as nn_conv, conv_fused
 from .kernels.registry import kernel_attrs
+from .kernels.tensor import _pad as pad_zeros
 from .run_errors import named_failure
 from .values import to_numpy
 
@@ -364,7 +367,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     inputs]) -> (y,)``. A residual of another shape or dtype (broadcasting), or any
     failure, runs the nodes as written instead, so results and errors are those of the
     graph (a failure names the node that failed, inside the fused step).
-    ``folded``: ``(pads, values)`` of a zero Pad before the conv (``parts[0]``), its pads
+    ``folded``: ``(pads, values, amounts)`` of a zero Pad before the conv (``parts[0]``), its pads
     added to the conv's own (``_zero_pad_into``) and ``values`` the Pad's other inputs as
     bound; should a run bring others (``set_weight``), the nodes run as written."""
     pad = parts[0] if folded is not None else None
@@ -379,7 +382,6 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     # is padded as written first, then convolved with the conv's own pads (unverified on
     # a GPU, like the rest of the device path).
     lopsided = folded is not None and folded[0][:2] != folded[0][2:]
-    pad_attrs = kernel_attrs(pad) if pad is not None else {}
     last = parts[-1]
     clip = last if last.op_type == "Clip" else None
     n_conv = sum(1 for t in conv.inputs if t)
@@ -400,8 +402,8 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
             use = attrs
             if pad is not None and (x.ndim != 4 or any(a is not c for a, c in zip(pad_args, bound))):
                 raise ValueError("not the Pad planned at bind time")
-            if lopsided and xp is not np:
-                x = kernels[0](xp, x, *_with_omitted(pad.inputs[1:], pad_args), **pad_attrs)[0]
+            if lopsided and xp is not np:  # the amounts as bound, on the host: no device read
+                x = pad_zeros(xp, x, folded[2], "constant", 0.0, None)
                 use = own
             act = _clip_pair(clip, bounds) if clip is not None else last.op_type == "Relu"
             return (conv_fused(xp, x, w, b, residual, act, affine=_bn_affine(xp, norm, epsilon),
@@ -413,7 +415,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
 
 
 def _zero_pad_into(pad: Node, conv: Node, const: Callable[[str], Any]) -> tuple | None:
-    """``(pads, values)`` when ``pad`` (read by ``conv`` alone) is a constant-mode Pad of
+    """``(pads, values, amounts)`` when ``pad`` (read by ``conv`` alone) is a constant-mode Pad of
     zeros on the spatial axes of a 4-D input, with non-negative constant amounts, and
     ``conv`` pads explicitly: ``pads`` the conv's pads with the Pad's added (as
     onnxruntime's Pad fusion does: MobileNetV2 exports pad every strided conv this
@@ -441,7 +443,7 @@ def _zero_pad_into(pad: Node, conv: Node, const: Callable[[str], Any]) -> tuple 
     if len(own) != 4:
         return None
     pads = [own[0] + amounts[2], own[1] + amounts[3], own[2] + amounts[6], own[3] + amounts[7]]
-    return pads, values
+    return pads, values, amounts
 
 
 def _bn_foldable(bn: Node, y: str, const: Callable[[str], Any]) -> bool:
@@ -458,7 +460,7 @@ def _bn_affine(xp: Any, norm: tuple, epsilon: float) -> tuple | None:
     if not norm:
         return None
     scale, bias, mean, var = norm
-    s = scale / xp.sqrt(var + xp.asarray(epsilon, dtype=var.dtype))
+    s = scale / xp.sqrt(var + epsilon)  # a Python float: the vector's dtype, no upload on a device
     return s, bias - mean * s
 
 

@@ -166,3 +166,52 @@ def test_the_plan_names_an_op_that_must_read_the_device(monkeypatch, rng):
 def _branch_of(src, op, tag):
     return helper.make_graph([helper.make_node(op, [src], [f"{tag}_out"])], tag, [],
                              [helper.make_tensor_value_info(f"{tag}_out", TensorProto.FLOAT, None)])
+
+
+def _gru_model(rng):
+    hid, inp, seq = 6, 5, 7
+    inits = [numpy_helper.from_array((rng.standard_normal((2, 3 * hid, inp)) * 0.4).astype(np.float32), "w"),
+             numpy_helper.from_array((rng.standard_normal((2, 3 * hid, hid)) * 0.4).astype(np.float32), "r")]
+    node = helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=hid, direction="bidirectional")
+    graph = helper.make_graph([node], "gru", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, 1, inp])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, {"x": rng.standard_normal((seq, 1, inp)).astype(np.float32)}
+
+
+def _pad_conv_bn_model(rng):
+    """MobileNetV2's strided block as transformers exports it: a lopsided zero Pad, a
+    depthwise Conv, BatchNormalization, Relu6."""
+    c = 4
+    f = lambda name, v: numpy_helper.from_array(np.asarray(v, np.float32), name)  # noqa: E731
+    inits = [f("w", rng.standard_normal((c, 1, 3, 3)) * 0.4), numpy_helper.from_array(
+        np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64), "amounts"), f("zero", 0.0),
+        f("scale", rng.uniform(0.5, 2, c)), f("bias", rng.standard_normal(c)),
+        f("mean", rng.standard_normal(c)), f("var", rng.uniform(0.5, 2, c)), f("six", 6.0)]
+    nodes = [helper.make_node("Pad", ["x", "amounts", "zero"], ["p"]),
+             helper.make_node("Conv", ["p", "w"], ["c"], group=c, strides=[2, 2], pads=[0, 0, 0, 0]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["n"]),
+             helper.make_node("Clip", ["n", "zero", "six"], ["y"])]
+    graph = helper.make_graph(nodes, "pad_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 9, 9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, {"x": rng.standard_normal((1, c, 9, 9)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("build", [_gru_model, _pad_conv_bn_model], ids=["gru", "pad_conv_bn"])
+def test_real_model_patterns_upload_and_read_nothing_inside_a_run(build, monkeypatch, rng):
+    """Found on the benchmark's real models on this fake: a GRU uploaded a mask every step
+    (400 a run), a folded BatchNormalization its epsilon every call, and a lopsided Pad
+    folded into a conv read its amounts back from the device (10 syncs in MobileNetV2)."""
+    fake = install(monkeypatch)
+    model, feeds = build(rng)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        ex.run(feeds)
+        res, counts = _counted_run(fake, ex, feeds)
+    assert counts.syncs == 0, counts.sync_calls
+    assert counts.h2d <= len(feeds), counts.h2d_calls
+    want = _reference(model, feeds)
+    for k, v in res.outputs.items():
+        np.testing.assert_allclose(v.get(), want[k], rtol=1e-4, atol=1e-4)
