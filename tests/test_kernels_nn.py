@@ -94,6 +94,12 @@ def test_matmul_gemm_einsum(xp: Any, rng: np.random.Generator) -> None:
     b, m, k, n = (int(v) for v in rng.integers(1, 6, 4))
     check("MatMul", {"a": _x(rng, (b, m, k)), "b": _x(rng, (k, n))}, xp=xp, rtol=1e-5, atol=1e-5)
     check("MatMul", {"a": _x(rng, (k,)), "b": _x(rng, (b, k, n))}, xp=xp, rtol=1e-5, atol=1e-5)
+    # a 4-D stack of rows times one matrix: one 2-D product (ConvNeXt's pointwise convs),
+    # also transposed (not contiguous: numpy's stacked products) and empty
+    check("MatMul", {"a": _x(rng, (2, b, m, k)), "b": _x(rng, (k, n))}, xp=xp, rtol=1e-5, atol=1e-5)
+    check("MatMul", {"a": _x(rng, (2, k, m, b)).transpose(0, 3, 2, 1), "b": _x(rng, (k, n))}, xp=xp,
+          rtol=1e-5, atol=1e-5)
+    check("MatMul", {"a": _x(rng, (2, 0, k)), "b": _x(rng, (k, n))}, xp=xp)
     ta, tb = int(rng.integers(0, 2)), int(rng.integers(0, 2))
     a = _x(rng, (k, m) if ta else (m, k))
     bb = _x(rng, (n, k) if tb else (k, n))

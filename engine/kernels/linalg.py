@@ -11,7 +11,12 @@ from .registry import register
 
 
 def _matmul(xp: Any, a: Any, b: Any) -> Any:
-    """``xp.matmul``: on numpy, BLAS spreads a large one over its threads (blas.py)."""
+    """``xp.matmul``: on numpy, BLAS spreads a large one over its threads (blas.py).
+    A stack of rows times one matrix (a Linear layer on (batch, H, W, C), ConvNeXt's
+    pointwise convs) is one 2-D product: numpy calls BLAS once per stacked matrix
+    otherwise (56 products of 56 rows for a 56x56 map: 4.1 against 3.2 ms)."""
+    if b.ndim == 2 and a.ndim > 2 and a.size and a.flags.c_contiguous and a.shape[-1] == b.shape[0]:
+        return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[1:])
     return xp.matmul(a, b)
 
 
