@@ -233,7 +233,9 @@ class Executor:
             if self.device_plan is not gpu_plan.EMPTY:
                 call = gpu_plan.bind_call(self.device_plan, node, call,
                                           self.find_kernel(node, graph.opset), self.xp)
-            if memoizable(node, self._stable):  # weight preparation: once per weight version
+            if memoizable(node, self._stable) and self._outputs.isdisjoint(node.outputs):
+                # weight preparation: once per weight version (never a value handed out
+                # of the graph: a caller may write into what a run returns)
                 call = memoized(call)
                 self._stable.update(t for t in node.outputs if t)
             self._steps.append(_Step(node, reads, frees, call, weights,

@@ -146,3 +146,18 @@ def test_a_body_node_plans_on_an_enclosing_graphs_weight_and_sees_it_replaced(rn
         model2 = make_model(nodes, [x_info], [vi("y", None)], initializers=inits)
         np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model2, {"x": x}),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_an_output_of_the_graph_is_never_memoized(rng):
+    """A caller may write into what a run returns: a weight-only output is computed anew
+    each run, so the next run's value is the graph's, not the caller's edit."""
+    w = rng.standard_normal((3, 2)).astype(np.float32)
+    nodes = [helper.make_node("Neg", ["w"], ["wn"], name="negate w"),
+             helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    model = make_model(nodes, [vi("x", [2])], [vi("wn", None), vi("y", None)],
+                       initializers=[numpy_helper.from_array(w, "w")])
+    with Executor(load_model(model.SerializeToString())) as ex:
+        first = ex.run({"x": np.ones(2, np.float32)}).numpy_outputs()["wn"]
+        first[...] = 0.0
+        again = ex.run({"x": np.ones(2, np.float32)}).numpy_outputs()["wn"]
+    np.testing.assert_array_equal(again, -w)
