@@ -52,6 +52,23 @@ def test_conv_transpose(xp: Any, rng: np.random.Generator) -> None:
 
 
 @xp_param
+@pytest.mark.parametrize("kernel", [(2, 2), (3, 2), (1, 1), (2,)])
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_transpose_whose_kernel_is_its_stride(kernel: tuple, group: int, xp: Any,
+                                                   rng: np.random.Generator) -> None:
+    """An FPN's 2x2 / 2 upsampling and its kin (one tap per output: one GEMM, then the
+    tiles in place), with pads, output_padding, a bias and groups, as onnxruntime."""
+    sp = (3, 4)[:len(kernel)]
+    x = _x(rng, (2, 2 * group) + sp)
+    w = _x(rng, (2 * group, 3) + kernel)
+    nsp = len(kernel)
+    check("ConvTranspose", {"x": x, "w": w, "b": _x(rng, (3 * group,))}, xp=xp, rtol=1e-4, atol=1e-5,
+          oracle="onnxruntime", group=group, strides=list(kernel),
+          pads=[int(p) for p in rng.integers(0, 2, 2 * nsp)] if min(kernel) > 1 else [0] * (2 * nsp),
+          output_padding=[int(rng.integers(0, k)) for k in kernel])
+
+
+@xp_param
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
 def test_pool(op: str, xp: Any, rng: np.random.Generator) -> None:
     x = _x(rng, (2, 3, int(rng.integers(5, 10)), int(rng.integers(5, 10))))
