@@ -7,9 +7,10 @@ Reproduce from the repository root:
     .venv/bin/python bench/gpu.py --runs 20   # median of 20 timed runs (after 3 warm-up runs)
 
 On a machine with cupy and a CUDA GPU it prints, per model (``bench/real_models.py`` at
-their bench shapes, plus the third-party models of ``~/.cache/sglens-test-models`` when
-present): our engine on the GPU, PyTorch eager on the same architecture on that GPU (the
-bench models only; torch with CUDA needed), our CPU engine, and the host microseconds per
+their bench shapes, the third-party models of ``~/.cache/sglens-test-models`` when
+present, and the engine benchmark's 23 real models of ``bench/real_engine.py``, fetched or
+exported as that benchmark does): our engine on the GPU, PyTorch eager on the same
+architecture on that GPU (the bench models and the torch exports; torch with CUDA needed), our CPU engine, and the host microseconds per
 node of the GPU run (wall time over nodes: on a GPU that runs these kernels in a few us,
 the host is the bound). "+CUDA graphs" replays the graph captured once per input signature
 (``engine/gpu_graphs.py``, unverified); "eager" where the capture decision says no.
@@ -71,6 +72,25 @@ def models(small: bool) -> dict[str, Callable[[], tuple[Any, dict]]]:
                 graph = load_model(path.read_bytes())
                 return graph, random_inputs(graph, {}, seed=1, **THIRD_PARTY_DIMS[path.stem])
             found[path.stem] = make3
+    found.update(_engine_bench_models(set(found)))
+    return found
+
+
+def _engine_bench_models(taken: set[str]) -> dict[str, Callable[[], tuple[Any, dict]]]:
+    """The engine benchmark's real models (``bench/real_engine.py``: PyPI wheels' ONNX files
+    and torch exports at their benchmark shapes), where they are cached or can be
+    fetched; a name the bench models already use gets a ``*``."""
+    try:
+        import real_engine  # noqa: PLC0415 - bench/real_engine.py (onnxruntime, torch optional)
+    except ImportError:
+        return {}
+    found: dict[str, Callable[[], tuple[Any, dict]]] = {}
+    for name, entry in real_engine.registry().items():
+        def make(entry: Any = entry) -> tuple[Any, dict]:
+            data, inputs = entry.load()  # real_engine.Skip where neither cached nor fetchable
+            import onnx  # noqa: PLC0415
+            return load_model(data), real_engine.graph_feeds(onnx.load_from_string(data), inputs)
+        found[f"{name}*" if name in taken else name] = make
     return found
 
 
@@ -88,7 +108,11 @@ def fake_counts(names: list[str]) -> None:
     for name, make in models(small=True).items():
         if names and name not in names:
             continue
-        graph, feeds = make()
+        try:
+            graph, feeds = make()
+        except Exception as exc:  # noqa: BLE001 - a model neither cached nor fetchable here
+            print(f"{name:14} skipped: {str(exc).splitlines()[0][:120]}", flush=True)
+            continue
         with Executor(graph, device="gpu") as ex:
             ex.run(feeds)
             by_op = _launches_by_op(fake, ex, feeds)
@@ -158,7 +182,11 @@ def timings(names: list[str], runs: int) -> None:
     for name, make in models(small=False).items():
         if names and name not in names:
             continue
-        graph, feeds = make()
+        try:
+            graph, feeds = make()
+        except Exception as exc:  # noqa: BLE001 - a model neither cached nor fetchable here
+            print(f"{name:14} skipped: {str(exc).splitlines()[0][:120]}", flush=True)
+            continue
         with Executor(graph, device="gpu") as ex_gpu, Executor(graph, device="cpu") as ex_cpu:
             def run_gpu() -> None:
                 ex_gpu.run(feeds)
@@ -195,9 +223,17 @@ def _torch_ms(name: str, runs: int) -> float | None:
         import torch_eager  # noqa: PLC0415 - bench/torch_eager.py
     except ImportError:
         return None
-    if not torch.cuda.is_available() or name not in torch_eager.BUILDERS:
+    if not torch.cuda.is_available():
         return None
-    module, args = torch_eager.BUILDERS[name]()
+    if name in torch_eager.BUILDERS:
+        module, args = torch_eager.BUILDERS[name]()
+    else:  # an export of the engine benchmark: the same torch module (its own random weights)
+        import torch_models  # noqa: PLC0415 - bench/torch_models.py
+        spec = torch_models.EXPORTS.get(name)
+        if spec is None:
+            return None
+        module, inputs = spec.build()
+        args = [torch.from_numpy(v) for v in inputs.values()]
     module, args = module.cuda().eval(), [a.cuda() for a in args]
 
     def step() -> None:
