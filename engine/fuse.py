@@ -389,6 +389,17 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     n_fixed = n_bn + (4 if bn is not None else 0)
     n_clip = n_fixed + (sum(1 for t in clip.inputs[1:] if t) if clip is not None else 0)
     epsilon = float(bn.attrs.get("epsilon", 1e-5)) if bn is not None else 0.0
+    seen: list[Any] = [None]  # (the parameters, their (s, t)): replaced whole
+
+    def affine_of(xp: Any, norm: tuple) -> tuple | None:
+        """``_bn_affine`` once per parameter version (weight preparation, as engine/memo.py:
+        the same objects give the same (s, t); set_weight installs new ones)."""
+        last = seen[0]
+        if last is not None and len(last[0]) == len(norm) and all(a is b for a, b in zip(last[0], norm)):
+            return last[1]
+        affine = _bn_affine(xp, norm, epsilon)
+        seen[0] = (tuple(norm), affine)
+        return affine
 
     def run(xp: Any, *args: Any) -> tuple:
         conv_args = args[:n_conv]
@@ -406,8 +417,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
                 x = pad_zeros(xp, x, folded[2], "constant", 0.0, None)
                 use = own
             act = _clip_pair(clip, bounds) if clip is not None else last.op_type == "Relu"
-            return (conv_fused(xp, x, w, b, residual, act, affine=_bn_affine(xp, norm, epsilon),
-                               **use),)
+            return (conv_fused(xp, x, w, b, residual, act, affine=affine_of(xp, norm), **use),)
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
             return _as_written(xp, parts, kernels, conv_args, residual, bounds, norm,
                                _with_omitted(pad.inputs[1:], pad_args) if pad is not None else ())

@@ -426,3 +426,21 @@ def test_on_a_device_an_asymmetric_folded_pad_keeps_cudnns_symmetric_pads(rng, m
         got = ex.run(feeds).numpy_outputs()["y"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert asked and all(p[:2] == p[2:] for p in asked), asked
+
+
+def test_the_normalisation_is_prepared_once_per_parameter_version(rng, monkeypatch):
+    """The folded BatchNormalization's (s, t) is weight preparation: computed once, and
+    again only after set_weight replaces a parameter (on a device: five launches a conv)."""
+    import engine.fuse as fuse_module
+    calls = []
+    real = fuse_module._bn_affine
+    monkeypatch.setattr(fuse_module, "_bn_affine", lambda *a: calls.append(1) or real(*a))
+    model, feeds = _bn_model("relu", rng)
+    with Executor(from_model_proto(model)) as ex:
+        for _ in range(3):
+            ex.run(feeds)
+        assert len(calls) == 1
+        ex.set_weight("mean", np.zeros(6, np.float32))
+        ex.run(feeds)
+        ex.run(feeds)
+    assert len(calls) == 2
