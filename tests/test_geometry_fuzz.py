@@ -317,3 +317,45 @@ def test_lstm_sizes_compiled_numpy_and_onnxruntime_agree(case: dict) -> None:
     assert not isinstance(reference, Exception), f"onnxruntime refused ({reference}), we answered"
     for got, want in zip(plain, reference):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@FUZZ
+@given(st.integers(0, 3), st.integers(0, 5), st.integers(0, 9), st.integers(0, 6), st.integers(0, 6),
+       st.integers(0, 6), st.sampled_from([-np.inf, -1.0, 0.0, 0.5, 6.0, np.nan]),
+       st.sampled_from([np.inf, -1.0, 0.0, 6.0, np.nan]), st.booleans(), st.booleans(), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_the_conv_epilogue_pass_equals_numpys_passes_or_refuses(n: int, m: int, p: int, sm: int, tm: int,
+                                                                 rm: int, lo: float, hi: float,
+                                                                 use_s: bool, use_t: bool, use_r: bool,
+                                                                 seed: int) -> None:
+    """``channel_epilogue_f32`` (one C pass: per-channel scale and shift, residual, clamp)
+    on random shapes, mismatched scale / shift / residual sizes, NaN and infinite bounds
+    and data: it equals the numpy passes it replaces, or raises ValueError (a size that
+    does not agree, a NaN bound) and writes nothing."""
+    rng = np.random.default_rng(seed)
+    y = rng.standard_normal((n, m, p)).astype(np.float32)
+    if y.size:
+        y.reshape(-1)[rng.integers(0, y.size)] = rng.choice([np.nan, np.inf, -np.inf])
+    s = rng.uniform(0.5, 2, sm).astype(np.float32) if use_s else None
+    t = rng.standard_normal(tm).astype(np.float32) if use_t else None
+    r = rng.standard_normal((n, m if rm else m + 1, p)).astype(np.float32) if use_r else None
+    fits = (s is None or sm == m) and (t is None or tm == m) and (r is None or rm) and \
+        not (np.isnan(lo) or np.isnan(hi))
+    want = y.copy()
+    with np.errstate(invalid="ignore"):
+        if fits:
+            if s is not None:
+                want *= s.reshape(1, -1, 1)
+            if t is not None:
+                want += t.reshape(1, -1, 1)
+            if r is not None:
+                want += r
+            want = np.minimum(np.maximum(want, np.float32(lo)), np.float32(hi))
+    before = y.copy()
+    if not fits:
+        with pytest.raises(ValueError, match="channel_epilogue_f32"):
+            native._lib.channel_epilogue_f32(y, s, t, r, lo, hi)
+        np.testing.assert_array_equal(y, before)
+        return
+    native._lib.channel_epilogue_f32(y, s, t, r, lo, hi)
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
