@@ -444,3 +444,18 @@ def test_the_normalisation_is_prepared_once_per_parameter_version(rng, monkeypat
         ex.run(feeds)
         ex.run(feeds)
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("geom", [
+    # (x shape, w shape, strides, pads, dilations, group)
+    ((1, 8, 40, 1), (6, 8, 5, 1), [1, 1], [0, 0, 0, 0], [1, 1], 1),     # Magika's 5x1 column conv
+    ((2, 4, 33, 1), (6, 2, 3, 1), [2, 1], [1, 0, 2, 0], [2, 1], 2),     # stride, pads, dilation, groups
+    ((1, 4, 17, 1), (4, 1, 3, 1), [1, 1], [1, 0, 1, 0], [1, 1], 4),     # depthwise
+])
+def test_a_column_conv_runs_as_a_row_conv_matching_onnxruntime(geom, compiled, rng):
+    """A conv over a one-wide map with a one-wide kernel is the same conv along a row
+    (H and W swapped by reshapes): the compiled columns walk rows fast."""
+    x_shape, w_shape, strides, pads, dil, group = geom
+    model, feeds = _model(x_shape, w_shape, "relu", rng=rng, strides=strides, pads=pads, dilations=dil,
+                          group=group)
+    _check(model, feeds, fused=True)

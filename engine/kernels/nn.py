@@ -224,6 +224,14 @@ def _conv_compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: in
         return None if got is None else (got[0].reshape(got[0].shape[:2] + tuple(out_sp)), got[1])
     n, c = x.shape[:2]
     m, cg = w.shape[0], w.shape[1]
+    if x.shape[3] == 1 and kernel[1] == 1 and out_sp[1] == 1 and kernel[0] > 1 and pads[1] == pads[3] == 0:
+        # a column map and kernel (Magika's 5x1 over 512x1): the same conv along a row,
+        # H and W swapped by reshapes alone -- the columns come out alike, 40x faster
+        # (the compiled im2col walks rows: 5.5 ms -> 0.13 ms for Magika's)
+        got = _conv_compiled(x.reshape(n, c, 1, x.shape[2]), w.reshape(m, cg, 1, kernel[0]), b, group,
+                             (1, kernel[0]), (1, strides[0]), (1, dilations[0]), (0, pads[0], 0, pads[2]),
+                             (1, out_sp[0]))
+        return None if got is None else (got[0].reshape(n, m, out_sp[0], 1), got[1])
     geometry_ = (tuple(kernel), tuple(strides), tuple(dilations), tuple(pads), tuple(out_sp))
     if cg == 1 and group == c and group > 1:
         y = native.depthwise_conv2d(np, x, w, b, *geometry_)
