@@ -459,3 +459,41 @@ def test_a_column_conv_runs_as_a_row_conv_matching_onnxruntime(geom, compiled, r
     model, feeds = _model(x_shape, w_shape, "relu", rng=rng, strides=strides, pads=pads, dilations=dil,
                           group=group)
     _check(model, feeds, fused=True)
+
+
+@pytest.mark.parametrize("geom", [
+    # (x shape, w shape, strides, pads, dilations, group)
+    ((1, 8, 30, 30), (16, 8, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 1),
+    ((2, 6, 33, 31), (16, 6, 3, 3), [2, 2], [1, 0, 2, 1], [1, 1], 1),      # stride 2, odd pads, N=2
+    ((1, 4, 21, 19), (8, 4, 3, 3), [1, 1], [2, 2, 2, 2], [2, 2], 1),       # dilated
+    ((1, 8, 20, 20), (8, 4, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),       # groups
+])
+def test_large_columns_are_made_a_band_of_rows_at_a_time(geom, rng, monkeypatch):
+    """Columns over the band size (PP-OCR det's 66 MB) are made and multiplied a band of
+    output rows at a time; forced here with a tiny band, the result is onnxruntime's."""
+    from engine.kernels import nn as nn_kernels
+    if not native.available():
+        pytest.skip("extension not built")
+    monkeypatch.setattr(nn_kernels, "_BAND_BYTES", 2048)
+    bands = []
+    real = nn_kernels._conv_banded
+    monkeypatch.setattr(nn_kernels, "_conv_banded", lambda *a: bands.append(1) or real(*a))
+    x_shape, w_shape, strides, pads, dil, group = geom
+    model, feeds = _model(x_shape, w_shape, "add_relu", rng=rng, strides=strides, pads=pads, dilations=dil,
+                          group=group, res_shape=_out_shape(x_shape, w_shape, strides, pads, dil))
+    _check(model, feeds, fused=True)
+    assert bands, "the banded path did not run"
+
+
+def test_the_row_columns_entry_refuses_what_does_not_agree():
+    if not native.available():
+        pytest.skip("extension not built")
+    x = np.zeros((1, 2, 5, 5), np.float32)
+    geometry = (3, 3, 1, 1, 1, 1, 1, 1, 5, 5)
+    for cols, img, r0, r1 in [(np.zeros((18, 10), np.float32), 1, 0, 2),    # no image 1
+                              (np.zeros((18, 10), np.float32), 0, 3, 2),    # r0 past r1
+                              (np.zeros((18, 10), np.float32), 0, 4, 6),    # past the last row
+                              (np.zeros((18, 15), np.float32), 0, 0, 2),    # cols of 3 rows for 2
+                              (np.zeros((17, 10), np.float32), 0, 0, 2)]:   # a K that is not C kh kw
+        with pytest.raises(ValueError, match="do not agree"):
+            native._lib.im2col_rows_f32(x, cols, geometry, img, r0, r1)

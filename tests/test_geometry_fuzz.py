@@ -227,6 +227,12 @@ def test_the_c_entry_points_refuse_or_stay_inside_their_buffers(geometry_: list,
     with contextlib.suppress(ValueError):
         native._lib.im2col_f32(x, cols, conv)
         assert np.isin(cols, [0.0, 1.0]).all()  # every value an input's (1) or padding (0)
+    r0, r1 = geometry_[8], geometry_[9]  # a band of rows, hostile too (the banded conv's entry)
+    band = max(0, min(r1 - r0, 64)) * ow if all(abs(v) < 2**40 for v in (r0, r1)) else 0
+    rows = np.zeros((c * kh * kw, band), np.float32)
+    with contextlib.suppress(ValueError):
+        native._lib.im2col_rows_f32(x, rows, conv, 0, r0, r1)
+        assert np.isin(rows, [0.0, 1.0]).all()
     out = np.zeros((1, 2 * c, oh * ow), np.float32)
     with contextlib.suppress(ValueError):
         native._lib.depthwise_conv2d_f32(x, np.ones((2 * c, kh * kw), np.float32), out,

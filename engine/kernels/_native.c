@@ -226,6 +226,8 @@ done:
 static PyMethodDef methods[] = {
     {"im2col_f32", native_im2col_f32, METH_VARARGS,
      "im2col_f32(x, cols, geometry): the columns of a 2-D conv, padding written as zeros."},
+    {"im2col_rows_f32", native_im2col_rows_f32, METH_VARARGS,
+     "im2col_rows_f32(x, cols, geometry, img, r0, r1): the columns of output rows r0..r1."},
     {"depthwise_conv2d_f32", native_depthwise_conv2d_f32, METH_VARARGS,
      "depthwise_conv2d_f32(x, w, out, bias, geometry): a 2-D conv of one input channel a group."},
     {"maxpool2d_f32", native_maxpool2d_f32, METH_VARARGS,

@@ -72,6 +72,7 @@ static inline Py_ssize_t native_ceil_div(Py_ssize_t a, Py_ssize_t b)
 }
 
 PyObject *native_im2col_f32(PyObject *self, PyObject *args);
+PyObject *native_im2col_rows_f32(PyObject *self, PyObject *args);
 PyObject *native_depthwise_conv2d_f32(PyObject *self, PyObject *args);
 PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args);
 PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args);

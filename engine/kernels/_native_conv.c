@@ -154,6 +154,41 @@ done:
     return native_finish(&bs, ok);
 }
 
+/* im2col_rows_f32(x, cols, geometry, img, r0, r1): the columns of output rows [r0, r1)
+ * of image img alone, cols (C * kh * kw, (r1 - r0) * OW): a band that stays in cache
+ * for the GEMM that reads it next (nn.py's banded conv). */
+PyObject *native_im2col_rows_f32(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *oc, *geom;
+    Py_ssize_t img, r0, r1;
+    ConvGeom g;
+    memset(&g, 0, sizeof g);
+    if (!PyArg_ParseTuple(args, "OOO!nnn", &ox, &oc, &PyTuple_Type, &geom, &img, &r0, &r1) ||
+        !conv_parse(geom, &g))
+        return NULL;
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *c;
+    int ok = 0;
+    if (!(x = native_take(&bs, ox, 0, NATIVE_C, 4, "x")) ||
+        !(c = native_take(&bs, oc, 1, NATIVE_C, 2, "cols")))
+        goto done;
+    g.n = x->shape[0], g.c = x->shape[1], g.h = x->shape[2], g.wd = x->shape[3];
+    Py_ssize_t K, npos, band;
+    if (!conv_geometry_ok(&g, &K, &npos) || img < 0 || img >= g.n || r0 < 0 || r0 > r1 ||
+        r1 > g.oh || !native_mul(r1 - r0, g.ow, &band) || c->shape[0] != K || c->shape[1] != band) {
+        PyErr_SetString(PyExc_ValueError, "im2col_rows_f32: the shapes and geometry do not agree");
+        goto done;
+    }
+    g.x = (const float *)x->buf;
+    float *cols = (float *)c->buf;
+    Py_BEGIN_ALLOW_THREADS
+    conv_columns(&g, img, r0, r1, cols);
+    Py_END_ALLOW_THREADS
+    ok = 1;
+done:
+    return native_finish(&bs, ok);
+}
+
 /* ------------------------------------------------------- depthwise Conv -- */
 /* o[ox] += sum over kx < kw of w[kx] * r[ox * sw + kx * dw] for ox in [lo, hi): the
  * taps summed in a register, the loop over ox vectorised. Inlined with constant kw and

@@ -128,6 +128,15 @@ def im2col(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pad
     return cols
 
 
+def im2col_rows(x: np.ndarray, cols: np.ndarray, kernel: tuple, strides: tuple, dilations: tuple,
+                pads: tuple, out_sp: tuple, img: int, r0: int, r1: int) -> None:
+    """The columns of output rows ``r0..r1`` of image ``img`` of a 2-D conv, written into
+    ``cols`` ((C kh kw, (r1 - r0) OW) float32, C-contiguous); the caller checked
+    ``applies``."""
+    _lib.im2col_rows_f32(np.ascontiguousarray(x), cols,
+                         _conv_geometry(kernel, strides, dilations, pads, out_sp), img, r0, r1)
+
+
 #: ``_native_conv.c``'s DW_MAX_PADDED: the padded plane's most elements per element of
 #: the input and output planes.
 _DW_MAX_PADDED = 16
