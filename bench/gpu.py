@@ -94,6 +94,19 @@ def _engine_bench_models(taken: set[str]) -> dict[str, Callable[[], tuple[Any, d
     return found
 
 
+def _built(found: dict[str, Callable[[], tuple[Any, dict]]], names: list[str]) -> Any:
+    """(name, graph, feeds) of the chosen models; one line for each that cannot be had here."""
+    for name, make in found.items():
+        if names and name not in names:
+            continue
+        try:
+            graph, feeds = make()
+        except Exception as exc:  # noqa: BLE001 - a model neither cached nor fetchable here
+            print(f"{name:14} skipped: {str(exc).splitlines()[0][:120]}", flush=True)
+            continue
+        yield name, graph, feeds
+
+
 # --------------------------------------------------------------- counts --
 def fake_counts(names: list[str]) -> None:
     import engine.gpu as engine_gpu  # noqa: PLC0415
@@ -105,14 +118,7 @@ def fake_counts(names: list[str]) -> None:
     print("fake-cupy counts per warm run (tests/fake_cupy.py; exact counts, no timings)")
     print(f"{'model':14} {'nodes':>6} {'syncs':>6} {'waits':>6} {'uploads':>8} {'inputs':>7} "
           f"{'launches':>9} {'per node':>9} {'capture':>8}  device reads named by the plan")
-    for name, make in models(small=True).items():
-        if names and name not in names:
-            continue
-        try:
-            graph, feeds = make()
-        except Exception as exc:  # noqa: BLE001 - a model neither cached nor fetchable here
-            print(f"{name:14} skipped: {str(exc).splitlines()[0][:120]}", flush=True)
-            continue
+    for name, graph, feeds in _built(models(small=True), names):
         with Executor(graph, device="gpu") as ex:
             ex.run(feeds)
             by_op = _launches_by_op(fake, ex, feeds)
@@ -179,14 +185,7 @@ def timings(names: list[str], runs: int) -> None:
           "after 3 warm-up runs, one process")
     print(f"{'model':14} {'nodes':>6} {'ours GPU ms':>12} {'+CUDA graphs':>13} {'torch GPU ms':>13} "
           f"{'ours CPU ms':>12} {'host us/node':>13}")
-    for name, make in models(small=False).items():
-        if names and name not in names:
-            continue
-        try:
-            graph, feeds = make()
-        except Exception as exc:  # noqa: BLE001 - a model neither cached nor fetchable here
-            print(f"{name:14} skipped: {str(exc).splitlines()[0][:120]}", flush=True)
-            continue
+    for name, graph, feeds in _built(models(small=False), names):
         with Executor(graph, device="gpu") as ex_gpu, Executor(graph, device="cpu") as ex_cpu:
             def run_gpu() -> None:
                 ex_gpu.run(feeds)

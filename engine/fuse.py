@@ -303,8 +303,9 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
             continue
         chain, residual, bn = [i], "", None
         k = producer.get(conv.inputs[0], -1)
-        pad = nodes[k] if k >= 0 and k not in drop and sole(conv.inputs[0], "Conv") == i \
-            and _zero_pad_into(nodes[k], conv, const) is not None else None
+        folded = _zero_pad_into(nodes[k], conv, const) \
+            if k >= 0 and k not in drop and sole(conv.inputs[0], "Conv") == i else None
+        pad = nodes[k] if folded is not None else None
         if pad is not None:
             chain.insert(0, k)
         y = conv.outputs[0]
@@ -346,7 +347,6 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
         # chain's time to the conv, which is nearly all of it, under a real node's name.
         node = Node(conv.name, "+".join(p.op_type for p in parts), ins,
                     (parts[-1].outputs[0],), FUSED_DOMAIN)
-        folded = _zero_pad_into(pad, conv, const) if pad is not None else None
         fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual), bn, folded)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: the residual is ready there

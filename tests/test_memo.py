@@ -66,24 +66,39 @@ def test_weight_preparation_runs_once_and_again_after_set_weight(rng, plan):
         assert counts == {"slice w": 2, "transpose w": 2, "matmul": 4}
 
 
-def test_a_body_prepares_an_outer_weight_once_per_version(rng):
-    """silero-VAD's shape: an If body slices the graph's weight; the body runs every
-    call, its weight preparation once."""
-    w = rng.standard_normal((8, 4)).astype(np.float32)
-    then = helper.make_graph(
-        [helper.make_node("Slice", ["w", "starts", "ends"], ["ws"], name="slice w"),
-         helper.make_node("Transpose", ["ws"], ["wt"], name="transpose w", perm=[1, 0]),
-         helper.make_node("MatMul", ["x", "wt"], ["t_out"], name="then matmul")],
-        "then", [], [vi("t_out", None)])
+def _then_branch_model(then_nodes: list, x_shape: list, w: np.ndarray, extra_inits: list):
+    """An If whose condition always holds (sum(x) > -1e9) and whose then branch reads the
+    graph's weight ``w`` (silero-VAD's shape); ``w`` is the first initializer."""
+    then = helper.make_graph(then_nodes, "then", [], [vi("t_out", None)])
     other = helper.make_graph([helper.make_node("Identity", ["x"], ["e_out"], name="else id")],
                               "else", [], [vi("e_out", None)])
     nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
              helper.make_node("Greater", ["s", "limit"], ["c"], name="cond"),
              helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)]
-    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([0], np.int64), "starts"),
-             numpy_helper.from_array(np.array([6], np.int64), "ends"),
+    inits = [numpy_helper.from_array(w, "w"), *extra_inits,
              numpy_helper.from_array(np.array(-1e9, np.float32), "limit")]
-    model = make_model(nodes, [vi("x", [2, 4])], [vi("y", None)], initializers=inits)
+    return make_model(nodes, [vi("x", x_shape)], [vi("y", None)], initializers=inits)
+
+
+def _sliced_weight_body(w: np.ndarray):
+    return _then_branch_model(
+        [helper.make_node("Slice", ["w", "starts", "ends"], ["ws"], name="slice w"),
+         helper.make_node("Transpose", ["ws"], ["wt"], name="transpose w", perm=[1, 0]),
+         helper.make_node("MatMul", ["x", "wt"], ["t_out"], name="then matmul")],
+        [2, 4], w, [numpy_helper.from_array(np.array([0], np.int64), "starts"),
+                    numpy_helper.from_array(np.array([6], np.int64), "ends")])
+
+
+def _conv_body(w: np.ndarray):
+    return _then_branch_model([helper.make_node("Conv", ["x", "w"], ["t_out"], name="body conv", pads=[1, 1])],
+                              [1, 3, 8], w, [])
+
+
+def test_a_body_prepares_an_outer_weight_once_per_version(rng):
+    """silero-VAD's shape: an If body slices the graph's weight; the body runs every
+    call, its weight preparation once."""
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    model = _sliced_weight_body(w)
     counts: dict[str, int] = {}
     with Executor(load_model(model.SerializeToString()), kernels=_counting(counts)) as ex:
         for _ in range(3):
@@ -94,9 +109,7 @@ def test_a_body_prepares_an_outer_weight_once_per_version(rng):
         w2 = rng.standard_normal((8, 4)).astype(np.float32)
         ex.set_weight("w", w2)
         x = rng.standard_normal((2, 4)).astype(np.float32)
-        inits[0] = numpy_helper.from_array(w2, "w")
-        model2 = make_model(nodes, [vi("x", [2, 4])], [vi("y", None)], initializers=inits)
-        np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model2, {"x": x}),
+        np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(_sliced_weight_body(w2), {"x": x}),
                                    rtol=1e-5, atol=1e-6)
         assert counts["slice w"] == 2
 
@@ -123,16 +136,7 @@ def test_a_body_node_plans_on_an_enclosing_graphs_weight_and_sees_it_replaced(rn
     weights. They are planned on them like the top level's (engine/specialize.py), and
     a replaced weight still reaches them (each call checks it is the same object)."""
     w = (rng.standard_normal((4, 3, 3)) * 0.5).astype(np.float32)
-    then = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["t_out"], name="body conv", pads=[1, 1])],
-                             "then", [], [vi("t_out", None)])
-    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e_out"], name="else id")],
-                              "else", [], [vi("e_out", None)])
-    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
-             helper.make_node("Greater", ["s", "limit"], ["c"], name="cond"),
-             helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)]
-    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(-1e9, np.float32), "limit")]
-    x_info = helper.make_tensor_value_info("x", F, [1, 3, 8])
-    model = make_model(nodes, [x_info], [vi("y", None)], initializers=inits)
+    model = _conv_body(w)
     with Executor(load_model(model.SerializeToString())) as ex:
         x = rng.standard_normal((1, 3, 8)).astype(np.float32)
         np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
@@ -142,9 +146,7 @@ def test_a_body_node_plans_on_an_enclosing_graphs_weight_and_sees_it_replaced(rn
         assert "_kernel_call" not in call, call   # planned, not the registry call as written
         w2 = rng.standard_normal((4, 3, 3)).astype(np.float32)
         ex.set_weight("w", w2)
-        inits[0] = numpy_helper.from_array(w2, "w")
-        model2 = make_model(nodes, [x_info], [vi("y", None)], initializers=inits)
-        np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model2, {"x": x}),
+        np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(_conv_body(w2), {"x": x}),
                                    rtol=1e-5, atol=1e-6)
 
 

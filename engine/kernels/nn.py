@@ -263,17 +263,18 @@ _BAND_BYTES = 4 << 20
 def _conv_banded(x: np.ndarray, w: np.ndarray, geometry_: tuple, dims: tuple) -> np.ndarray:
     """``_conv_compiled``'s columns times weight, a band of output rows at a time: one
     band buffer reused, each band's product written into its rows of the output."""
-    n, c, m, group, mg, k = dims
+    n, _c, m, group, mg, k = dims
     out_sp = geometry_[4]
     oh, ow = out_sp
-    rows = max(1, min(oh, _BAND_BYTES // (4 * c * geometry_[0][0] * geometry_[0][1] * ow)))
-    flat = np.empty(c * geometry_[0][0] * geometry_[0][1] * rows * ow, dtype=np.float32)
+    height = group * k  # the columns' rows: C kh kw
+    rows = max(1, min(oh, _BAND_BYTES // (4 * height * ow)))
+    flat = np.empty(height * rows * ow, dtype=np.float32)
     out = np.empty((n, group, mg, oh * ow), dtype=np.float32)
     w3 = w.reshape(group, mg, k)
     for img in range(n):
         for r0 in range(0, oh, rows):
             r1 = min(oh, r0 + rows)
-            cols = flat[:c * geometry_[0][0] * geometry_[0][1] * (r1 - r0) * ow].reshape(group * k, -1)
+            cols = flat[:height * (r1 - r0) * ow].reshape(height, -1)
             native.im2col_rows(x, cols, *geometry_, img, r0, r1)
             out[img, :, :, r0 * ow:r1 * ow] = np.matmul(w3, cols.reshape(group, k, -1))
     return out.reshape(n, m, *out_sp)
