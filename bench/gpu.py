@@ -51,32 +51,32 @@ THIRD_PARTY_DIMS: dict[str, dict[str, Any]] = {
 }
 
 
-def models(small: bool) -> dict[str, Callable[[], tuple[Any, dict]]]:
-    """name -> builder of (Graph, feeds): the bench models, then the third-party ones on disk."""
+def models(small: bool) -> dict[str, Callable[[], tuple[bytes, dict]]]:
+    """name -> builder of (ONNX bytes, feeds): the bench models, then the third-party ones on disk."""
     rng = np.random.default_rng(0)
     small_kw = {"transformer2": {"seq": 32, "d": 64, "heads": 2, "ffn": 128, "vocab": 500},
                 "lstm_tagger": {"seq": 20, "emb": 32, "hidden": 32, "tags": 8, "vocab": 200}}
-    found: dict[str, Callable[[], tuple[Any, dict]]] = {}
+    found: dict[str, Callable[[], tuple[bytes, dict]]] = {}
     for name, build in REAL_MODELS.items():
-        def make(build: Any = build, name: str = name) -> tuple[Any, dict]:
+        def make(build: Any = build, name: str = name) -> tuple[bytes, dict]:
             model, feeds = build(rng, **(small_kw.get(name, {}) if small else {}))
-            return load_model(model.SerializeToString()), feeds
+            return model.SerializeToString(), feeds
         found[name] = make
     for path in sorted(THIRD_PARTY.glob("*.onnx")) if THIRD_PARTY.is_dir() else ():
         if path.stem == "silero_vad":
-            found[path.stem] = lambda path=path: (load_model(path.read_bytes()), {
+            found[path.stem] = lambda path=path: (path.read_bytes(), {
                 "input": (rng.standard_normal((1, 512)) * 0.1).astype(np.float32),
                 "state": np.zeros((2, 1, 128), np.float32), "sr": np.array(16000, np.int64)})
         elif path.stem in THIRD_PARTY_DIMS:
-            def make3(path: Path = path) -> tuple[Any, dict]:
-                graph = load_model(path.read_bytes())
-                return graph, random_inputs(graph, {}, seed=1, **THIRD_PARTY_DIMS[path.stem])
+            def make3(path: Path = path) -> tuple[bytes, dict]:
+                data = path.read_bytes()
+                return data, random_inputs(load_model(data), {}, seed=1, **THIRD_PARTY_DIMS[path.stem])
             found[path.stem] = make3
     found.update(_engine_bench_models(set(found)))
     return found
 
 
-def _engine_bench_models(taken: set[str]) -> dict[str, Callable[[], tuple[Any, dict]]]:
+def _engine_bench_models(taken: set[str]) -> dict[str, Callable[[], tuple[bytes, dict]]]:
     """The engine benchmark's real models (``bench/real_engine.py``: PyPI wheels' ONNX files
     and torch exports at their benchmark shapes), where they are cached or can be
     fetched; a name the bench models already use gets a ``*``."""
@@ -84,27 +84,30 @@ def _engine_bench_models(taken: set[str]) -> dict[str, Callable[[], tuple[Any, d
         import real_engine  # noqa: PLC0415 - bench/real_engine.py (onnxruntime, torch optional)
     except ImportError:
         return {}
-    found: dict[str, Callable[[], tuple[Any, dict]]] = {}
+    found: dict[str, Callable[[], tuple[bytes, dict]]] = {}
     for name, entry in real_engine.registry().items():
-        def make(entry: Any = entry) -> tuple[Any, dict]:
+        def make(entry: Any = entry) -> tuple[bytes, dict]:
             data, inputs = entry.load()  # real_engine.Skip where neither cached nor fetchable
             import onnx  # noqa: PLC0415
-            return load_model(data), real_engine.graph_feeds(onnx.load_from_string(data), inputs)
+            return data, real_engine.graph_feeds(onnx.load_from_string(data), inputs)
         found[f"{name}*" if name in taken else name] = make
     return found
 
 
-def _built(found: dict[str, Callable[[], tuple[Any, dict]]], names: list[str]) -> Any:
-    """(name, graph, feeds) of the chosen models; one line for each that cannot be had here."""
-    for name, make in found.items():
-        if names and name not in names:
+def _built(found: dict[str, Callable[[], tuple[bytes, dict]]], names: list[str]) -> Any:
+    """(name, ONNX bytes, graph, feeds) of the chosen models; one line for each that cannot be had here."""
+    for name in names or list(found):   # the order asked for
+        make = found.get(name)
+        if make is None:
+            print(f"{name:14} skipped: no such model here", flush=True)
             continue
         try:
-            graph, feeds = make()
+            data, feeds = make()
+            graph = load_model(data)
         except Exception as exc:  # noqa: BLE001 - a model neither cached nor fetchable here
             print(f"{name:14} skipped: {str(exc).splitlines()[0][:120]}", flush=True)
             continue
-        yield name, graph, feeds
+        yield name, data, graph, feeds
 
 
 # --------------------------------------------------------------- counts --
@@ -118,7 +121,7 @@ def fake_counts(names: list[str]) -> None:
     print("fake-cupy counts per warm run (tests/fake_cupy.py; exact counts, no timings)")
     print(f"{'model':14} {'nodes':>6} {'syncs':>6} {'waits':>6} {'uploads':>8} {'inputs':>7} "
           f"{'launches':>9} {'per node':>9} {'capture':>8}  device reads named by the plan")
-    for name, graph, feeds in _built(models(small=True), names):
+    for name, _data, graph, feeds in _built(models(small=True), names):
         with Executor(graph, device="gpu") as ex:
             ex.run(feeds)
             by_op = _launches_by_op(fake, ex, feeds)
@@ -178,40 +181,127 @@ def _median_ms(fn: Callable[[], Any], runs: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def timings(names: list[str], runs: int) -> None:
+def timings(names: list[str], runs: int, by_op: bool, profile: Path | None) -> None:
     import cupy  # noqa: PLC0415 - only on a GPU machine
 
     print(f"GPU: {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}; median of {runs} "
-          "after 3 warm-up runs, one process")
+          "after 3 warm-up runs, one process; 'vs ORT': the GPU run's outputs against onnxruntime (CPU)")
     print(f"{'model':14} {'nodes':>6} {'ours GPU ms':>12} {'+CUDA graphs':>13} {'torch GPU ms':>13} "
-          f"{'ours CPU ms':>12} {'host us/node':>13}")
-    for name, graph, feeds in _built(models(small=False), names):
+          f"{'ours CPU ms':>12} {'host us/node':>13}  vs ORT")
+    rows: list[tuple[float, float | None, float]] = []
+    for name, data, graph, feeds in _built(models(small=False), names):
         with Executor(graph, device="gpu") as ex_gpu, Executor(graph, device="cpu") as ex_cpu:
             def run_gpu() -> None:
                 ex_gpu.run(feeds)
                 cupy.cuda.Device(0).synchronize()
             gpu_ms = _median_ms(run_gpu, runs)
-            graphs_txt = _graphs_txt(ex_gpu, feeds, runs)
+            verdict = _against_onnxruntime(data, feeds, ex_gpu.run(feeds).numpy_outputs())
+            graphs_txt = _graphs_txt(ex_gpu, feeds, runs, data)
             cpu_ms = _median_ms(lambda: ex_cpu.run(feeds), runs)
             nodes = len(ex_gpu._steps)
+            ops_txt = _host_time_by_op(ex_gpu, feeds) if by_op else ""
+            if profile is not None:
+                _profile_into(profile, name, run_gpu)
         torch_ms = _torch_ms(name, runs)
         torch_txt = "-" if torch_ms is None else f"{torch_ms:.2f}"
         print(f"{name:14} {nodes:6d} {gpu_ms:12.2f} {graphs_txt:>13} {torch_txt:>13} {cpu_ms:12.2f} "
-              f"{gpu_ms * 1e3 / nodes:13.1f}", flush=True)
+              f"{gpu_ms * 1e3 / nodes:13.1f}  {verdict}", flush=True)
+        if ops_txt:
+            print(f"{'':14} host us by op (one warm run): {ops_txt}", flush=True)
+        rows.append((gpu_ms, torch_ms, cpu_ms))
+    _summary(rows)
 
 
-def _graphs_txt(ex: Executor, feeds: dict, runs: int) -> str:
+def _summary(rows: list[tuple[float, float | None, float]]) -> None:
+    """The issue's targets: geometric means against PyTorch eager and against our CPU engine."""
+    def geomean(xs: list[float]) -> float:
+        return statistics.geometric_mean(xs) if xs else float("nan")
+    vs_torch = [g / t for g, t, _ in rows if t]
+    vs_cpu = [g / c for g, _, c in rows]
+    print(f"ours GPU / torch GPU: geomean {geomean(vs_torch):.2f}x over {len(vs_torch)} models, "
+          f"worst {max(vs_torch, default=float('nan')):.2f}x")
+    print(f"ours GPU / ours CPU: geomean {geomean(vs_cpu):.2f}x over {len(vs_cpu)} models; "
+          f"GPU slower on {sum(r > 1 for r in vs_cpu)}")
+
+
+def _against_onnxruntime(data: bytes, feeds: dict, ours: dict[str, np.ndarray]) -> str:
+    """'ok', or the outputs that leave tolerance, against onnxruntime on the CPU."""
+    import onnxruntime as ort  # noqa: PLC0415
+
+    from engine.compare import errors  # noqa: PLC0415
+
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    bad = []
+    for out, ref in zip(names, sess.run(None, feeds)):
+        e = errors(ours[out], ref)
+        if not e["match"]:
+            bad.append(f"{out}: max_abs {e['max_abs']}")
+    return "ok" if not bad else "DIFF " + "; ".join(bad)[:200]
+
+
+def _host_time_by_op(ex: Executor, feeds: dict) -> str:
+    """Host microseconds each op type's calls took in one warm run (no syncs: launch cost)."""
+    totals: dict[str, list[float]] = {}
+    saved = [(step, step.call) for step in ex._steps]
+
+    def timed(step: Any, call: Any) -> Any:
+        def run(*args: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return call(*args)
+            finally:
+                entry = totals.setdefault(step.node.op_type, [0.0, 0])
+                entry[0] += time.perf_counter() - t0
+                entry[1] += 1
+        return run
+    for step, call in saved:
+        step.call = timed(step, call)
+    try:
+        ex.run(feeds)
+    finally:
+        for step, call in saved:
+            step.call = call
+    top = sorted(totals.items(), key=lambda kv: -kv[1][0])[:6]
+    return ", ".join(f"{op} {t * 1e6:.0f} ({t * 1e6 / k:.0f}/call x{k})" for op, (t, k) in top)
+
+
+def _profile_into(out: Path, name: str, run: Callable[[], None]) -> None:
+    """cProfile of 5 warm GPU runs, the top 25 functions by own time, appended to ``out``."""
+    import cProfile  # noqa: PLC0415
+    import io  # noqa: PLC0415
+    import pstats  # noqa: PLC0415
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(5):
+        run()
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+    with out.open("a") as f:
+        f.write(f"\n===== {name}: 5 warm GPU runs =====\n{text.getvalue()}")
+
+
+def _graphs_txt(ex: Executor, feeds: dict, runs: int, data: bytes) -> str:
+    """The median replay time; '(DIFF)' where a replay's outputs leave onnxruntime's tolerance."""
     import cupy  # noqa: PLC0415
 
     replay = GraphReplay(ex)
     if not replay.decision.captured:
+        node, why = replay.decision.eager_nodes[0]
+        print(f"{'':14} eager: '{node}' {why}", flush=True)
         return "eager"
     try:
         def run() -> None:
             replay.run(feeds)
             cupy.cuda.Device(0).synchronize()
-        return f"{_median_ms(run, runs):.2f}"
-    except Exception as exc:  # noqa: BLE001 - unverified code: say what failed, keep benchmarking
+        ms = _median_ms(run, runs)
+        outputs = {k: v.get() for k, v in replay.run(feeds).items()}
+        verdict = _against_onnxruntime(data, feeds, outputs)
+        return f"{ms:.2f}" + ("" if verdict == "ok" else " (DIFF)")
+    except Exception as exc:  # noqa: BLE001 - say what failed, keep benchmarking
+        print(f"{'':14} CUDA graph failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
         return f"failed: {type(exc).__name__}"
 
 
@@ -246,12 +336,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--counts", action="store_true", help="fake-cupy counts even on a GPU machine")
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--by-op", action="store_true", help="on a GPU: host time per op type of a warm run")
+    ap.add_argument("--profile", type=Path, help="on a GPU: append a cProfile of each model's warm runs here")
     ap.add_argument("models", nargs="*", help="only these models")
     args = ap.parse_args(argv)
     if args.counts or gpu.device_count() == 0:
         fake_counts(args.models)
     else:
-        timings(args.models, args.runs)
+        timings(args.models, args.runs, args.by_op, args.profile)
     return 0
 
 

@@ -116,6 +116,7 @@ class Executor:
         self._node_times = opts.node_times if parent is None else None
         self.keep_intermediates = opts.keep_intermediates
         self.timing = opts.timing
+        self.weights_epoch = 0   # set_weight counts up: what captured a weight's array recaptures
         self.plan_cache_dir = opts.plan_cache_dir
         self.path, self.parent = path, parent
         # engine/codegen.py's switch, read once per executor tree (bodies bind later)
@@ -405,6 +406,7 @@ class Executor:
 
         def write(_rctx: RunContext) -> None:
             self._weights[name] = new
+            self.weights_epoch += 1
             for w, (d, axis) in slices.items():  # the per-direction slices a split LSTM reads
                 self._weights[w] = direction_slice(new, d, axis)
             if name in self._host_weights:

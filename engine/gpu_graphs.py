@@ -1,20 +1,30 @@
 """One launch per run: a bound graph captured as a CUDA Graph per input signature, replayed.
 
-Thin and **unverified on a GPU** (none is lent to this project); only the decision of
-what can be captured is tested (on the fake cupy). Written against cupy's documented
-stream capture: ``Stream.begin_capture()``, ``Stream.end_capture()`` -> ``cupy.cuda.Graph``,
-``Graph.launch(stream)``.
+A graph is captured when every node's device work is the same for a given input
+signature (names, shapes, dtypes, and the values of host-kept inputs): no ``Loop``/
+``Scan`` or data-dependent op, no subgraph operator (another runtime), no device value
+read on the host (``DevicePlan.host_reads``: a sync cannot be captured). Host-planned
+shape arithmetic is fine: for one signature its values are the same every run, so what
+the capture baked in stays true. An ``If`` whose condition the plan computes on the host
+(a sample rate fed as a host input) is captured with the branch it took, when that
+branch's body is capturable in turn: the condition is part of the signature. Anything
+else runs eagerly, and ``report()`` says why.
 
-A graph is captured when every top-level node's device work is the same for a given
-input signature (names, shapes, dtypes): no control flow (``If``/``Loop``/``Scan`` pick
-their work from values), no subgraph operator (another runtime), no device value read
-on the host (``DevicePlan.host_reads``: a sync cannot be captured). Host-planned shape
-arithmetic is fine: for one signature its values are the same every run, so what the
-capture baked in stays true. Anything else runs eagerly, and ``report()`` says why.
+How a capture is made (the rules are CUDA's, enforced by the fake cupy in the tests):
 
-Replay writes the feeds into the captured input buffers and launches the graph: the
-outputs are the captured output arrays, overwritten by the next replay (copy them if
-they must outlive it). Allocations made during capture are kept alive with the graph.
+- on a stream of its own, through ``Executor.run_inline`` with no engine stream, so no
+  event is recorded or queried and nothing waits (both invalidate a capture);
+- from a **private memory pool**, as PyTorch's graph pools do: every array the captured
+  kernels read or write, intermediates and kernel temporaries included, stays owned by the
+  graph. With cupy's default pool, an intermediate freed during the capture would go back
+  to the pool and be handed to other work, which each replay would then overwrite;
+- after one uncaptured run on that stream and pool, so kernels are compiled, cuBLAS is
+  set up and the pool already holds blocks of every size the capture asks for.
+
+Replay copies the feeds into the captured input buffers on the graph's stream and
+launches the graph: the outputs are the captured output arrays, overwritten by the next
+replay (copy them if they must outlive it). ``Executor.set_weight`` installs a new array,
+which a graph captured earlier would not read: the graphs are dropped and captured again.
 """
 
 from __future__ import annotations
@@ -40,11 +50,12 @@ class CaptureDecision:
                 "eager_because": [{"node": n, "why": w} for n, w in self.eager_nodes]}
 
 
-def decide(nodes: list[Any], plan: DevicePlan) -> CaptureDecision:
-    """Whether a graph of ``nodes`` (top level, bound) can be captured once per signature."""
+def decide(executor: Any) -> CaptureDecision:
+    """Whether ``executor``'s bound graph can be captured once per input signature."""
     eager = []
+    plan: DevicePlan = executor.device_plan
     reads = {r.node: r for r in plan.host_reads}
-    for node in nodes:
+    for node in (s.node for s in executor._steps):
         keep = HOST_READ_INPUTS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ()
         lifted = [t for i, t in enumerate(node.inputs) if t in plan.host_inputs and i not in keep
                   and node.name not in plan.host_nodes]
@@ -54,9 +65,24 @@ def decide(nodes: list[Any], plan: DevicePlan) -> CaptureDecision:
             eager.append((node.name, f"reads '{reads[node.name].tensor}' from the device on the host"))
         elif node.is_subgraph:
             eager.append((node.name, "a subgraph operator: another runtime runs it"))
+        elif node.op_type == "If" and node.domain in ("", "ai.onnx"):
+            why = _branch_why(executor, node)   # its condition is host-known (not in reads)
+            if why:
+                eager.append((node.name, why))
         elif node.subgraphs or node.op_type in DATA_DEPENDENT:
             eager.append((node.name, f"{node.op_type}: its work depends on values, not shapes"))
     return CaptureDecision(not eager, tuple(eager))
+
+
+def _branch_why(executor: Any, node: Any) -> str:
+    """Why an ``If`` with a host-known condition cannot be captured ('' when it can): a
+    branch body that cannot be, itself."""
+    for body in node.subgraphs.values():
+        inner = decide(executor.child(body, f"'{node.name}' ({node.op_type})"))
+        if not inner.captured:
+            where, why = inner.eager_nodes[0]
+            return f"its branch '{body.name}' cannot be captured: '{where}' {why}"
+    return ""
 
 
 class GraphReplay:
@@ -64,8 +90,10 @@ class GraphReplay:
 
     def __init__(self, executor: Any) -> None:
         self.ex = executor
-        self.decision = decide([s.node for s in executor._steps], executor.device_plan)
-        self._graphs: dict[tuple, tuple[Any, dict[str, Any], dict[str, Any]]] = {}
+        self.decision = decide(executor)
+        self._graphs: dict[tuple, _Captured] = {}
+        self._epoch = executor.weights_epoch
+        self._stream: Any = None
         self.replays = 0
 
     def report(self) -> dict[str, Any]:
@@ -75,31 +103,53 @@ class GraphReplay:
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         if not self.decision.captured:
             return self.ex.run(feeds).outputs
+        if self.ex.weights_epoch != self._epoch:   # a weight was replaced: recapture
+            self._graphs.clear()
+            self._epoch = self.ex.weights_epoch
         # Host-kept inputs (small integers) decide shape facts baked into the capture: by value.
         host = self.ex.device_plan.host_inputs
         key = tuple((k, tuple(v.shape), str(v.dtype), to_numpy(v).tobytes() if k in host else None)
                     for k, v in sorted(feeds.items()))
-        entry = self._graphs.get(key)
-        if entry is None:
-            entry = self._graphs[key] = self._capture(feeds)
-        graph, inputs, outputs = entry
-        for name, buf in inputs.items():
-            buf[...] = self.ex.xp.asarray(feeds[name])
-        graph.launch(self._stream)
-        self.replays += 1
-        return outputs
-
-    def _capture(self, feeds: Mapping[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-        ex, xp = self.ex, self.ex.xp
-        ex.run(feeds)  # warm: resident constants uploaded, libraries tuned, pool grown
-        inputs = {k: xp.array(xp.asarray(v)) for k, v in feeds.items()
-                  if k not in ex.device_plan.host_inputs}
-        fixed = {**feeds, **inputs}
-        self._stream = stream = xp.cuda.Stream(non_blocking=True)
+        captured = self._graphs.get(key)
+        if captured is None:
+            captured = self._graphs[key] = self._capture(feeds)
+        # Ordered against the caller's stream both ways, without a host wait: the feeds
+        # (device arrays made there) are copied in after it, and what the caller does
+        # next with the outputs waits for the replay.
+        xp, stream = self.ex.xp, self._stream
+        caller = xp.cuda.get_current_stream()
+        stream.wait_event(caller.record())
         with stream:
+            for name, buf in captured.inputs.items():
+                buf[...] = xp.asarray(feeds[name])
+        captured.graph.launch(stream)
+        caller.wait_event(stream.record())
+        self.replays += 1
+        return captured.outputs
+
+    def _capture(self, feeds: Mapping[str, Any]) -> "_Captured":
+        ex, xp = self.ex, self.ex.xp
+        ex.run(feeds)  # resident constants uploaded, weight preparations memoized
+        if self._stream is None:
+            self._stream = xp.cuda.Stream(non_blocking=True)
+        stream, pool = self._stream, xp.cuda.MemoryPool()
+        with xp.cuda.using_allocator(pool.malloc), stream:
+            inputs = {k: xp.array(xp.asarray(v)) for k, v in feeds.items()
+                      if k not in ex.device_plan.host_inputs}
+            fixed = {**feeds, **inputs}
+            ex.run_inline(fixed, {})   # warm, uncaptured: same stream, same pool
+            stream.synchronize()
             stream.begin_capture()
             try:
-                result = ex.run_inline(fixed, {}, stream)
+                result = ex.run_inline(fixed, {})
             finally:
                 graph = stream.end_capture()
-        return graph, inputs, dict(result.outputs)
+        return _Captured(graph, inputs, dict(result.outputs), pool)
+
+
+@dataclass(frozen=True)
+class _Captured:
+    graph: Any
+    inputs: dict[str, Any]    # the buffers the graph reads its feeds from
+    outputs: dict[str, Any]   # the arrays the graph writes its outputs to
+    pool: Any                 # owns every block the graph touches: lives as long as it

@@ -210,6 +210,7 @@ class _FakeCuda:
     def __init__(self) -> None:
         self.log: list[tuple[str, Any, Any]] = []
         self.on_sync: Callable[[str], None] = lambda kind: None  # the module counts host waits
+        self.capturing: Any = None          # the stream capturing a CUDA Graph, if one is
         self.recorded: dict[Any, int] = {}  # stream ptr -> events recorded on it so far
         self.reached: dict[Any, int] = {}   # stream ptr -> how far the host knows it has run
         self._ids = itertools.count()
@@ -236,10 +237,41 @@ class _FakeCuda:
             def wait_event(self, event: Any) -> None:
                 cuda._add("wait_event", self.ptr, event.id)
 
+            def record(self, event: Any = None) -> Any:
+                event = event if event is not None else Event()
+                event.record(self)
+                return event
+
             def synchronize(self) -> None:
                 cuda._add("stream_sync", self.ptr, None)
                 cuda.on_sync("stream_sync")
                 cuda.reached[self.ptr] = cuda.recorded.get(self.ptr, 0)
+
+            # Stream capture as cupy has it, with CUDA's rules enforced: while a stream
+            # captures, a host wait, a read of device data, an event query or an upload from
+            # host memory fails (a real capture is invalidated). The work still runs eagerly
+            # here, so a replay computes nothing new: only a GPU checks replayed numbers.
+            def begin_capture(self, mode: Any = None) -> None:
+                if cuda.capturing is not None:
+                    raise RuntimeError("fake cupy: a stream is already capturing")
+                cuda.capturing = self
+
+            def end_capture(self) -> Any:
+                if cuda.capturing is not self:
+                    raise RuntimeError("fake cupy: this stream is not capturing")
+                cuda.capturing = None
+                return cuda.Graph()
+
+            def is_capturing(self) -> bool:
+                return cuda.capturing is self
+
+        class Graph:
+            def __init__(self) -> None:
+                self.launches = 0
+
+            def launch(self, stream: Any = None) -> None:
+                cuda.refuse_while_capturing("Graph.launch")
+                self.launches += 1
 
         class Event:
             """As the host sees a device: an event is ``done`` only once the host waited for it
@@ -252,6 +284,7 @@ class _FakeCuda:
 
             @property
             def done(self) -> bool:
+                cuda.refuse_while_capturing("Event.query")
                 return self.at is None or cuda.reached.get(self.at[0], 0) >= self.at[1]
 
             def record(self, stream: Any = None) -> None:
@@ -268,7 +301,7 @@ class _FakeCuda:
                     with cuda._lock:
                         cuda.reached[self.at[0]] = max(cuda.reached.get(self.at[0], 0), self.at[1])
 
-        self.Stream, self.Event = Stream, Event
+        self.Stream, self.Event, self.Graph = Stream, Event, Graph
         Stream.null = Stream()
         self.runtime = types.SimpleNamespace(getDeviceCount=lambda: 1)
         self.Device = lambda i=0: types.SimpleNamespace(use=lambda: None, synchronize=lambda: None, id=i)
@@ -278,6 +311,14 @@ class _FakeCuda:
     def _add(self, *entry: Any) -> None:
         with self._lock:
             self.log.append(entry)
+
+    def refuse_while_capturing(self, what: str) -> None:
+        if self.capturing is not None:
+            raise RuntimeError(f"fake cupy: {what} while a stream is capturing "
+                               "(cudaErrorStreamCaptureUnsupported: the capture is invalidated)")
+
+    def using_allocator(self, allocator: Any = None) -> Any:
+        return contextlib.nullcontext()
 
 
 class _MemoryPool:
@@ -294,6 +335,9 @@ class _MemoryPool:
 
     def free_all_blocks(self) -> None:
         pass
+
+    def malloc(self, nbytes: int) -> None:
+        raise NotImplementedError("fake cupy: allocations are numpy's")
 
 
 def _copies_on_device(name: str, a: "FakeArray", kwargs: dict[str, Any]) -> bool:
@@ -341,6 +385,7 @@ class FakeCupy(types.ModuleType):
         self.ndarray = FakeArray
         self.cuda = _FakeCuda()
         self.cuda.on_sync = lambda kind: self._count("waits", kind)  # the host blocks there too
+        self.cuda.MemoryPool = _MemoryPool
         self._pool = _MemoryPool()
 
     # -- host <-> device ------------------------------------------------------
@@ -357,10 +402,13 @@ class FakeCupy(types.ModuleType):
         return self._pool
 
     def _sync(self, kind: str) -> None:
+        self._root.cuda.refuse_while_capturing(f"a device read ({kind})")
         root = self._root
         root.syncs[kind] = root.syncs.get(kind, 0) + 1
 
     def _count(self, table: str, name: str) -> None:
+        if table != "launches":
+            self._root.cuda.refuse_while_capturing(f"{table} ({name})")
         counts = getattr(self._root, table)
         counts[name] = counts.get(name, 0) + 1
 
@@ -510,6 +558,8 @@ def _install(monkeypatch: Any) -> FakeCupy:
 def pytest_addoption(parser: Any) -> None:
     parser.addoption("--fake-gpu", action="store_true",
                      help="run every Executor on the strict fake cupy (tests/fake_cupy.py)")
+    parser.addoption("--real-gpu", action="store_true",
+                     help="run every Executor on the real cupy and CUDA GPU (a GPU machine only)")
 
 
 def pytest_configure(config: Any) -> None:
@@ -534,7 +584,24 @@ def _force_gpu(monkeypatch: Any) -> FakeCupy:
     return fake
 
 
-def _host_results_for_tests(monkeypatch: Any, executor_cls: Any) -> None:
+def _force_real_gpu(monkeypatch: Any) -> None:
+    """The same tests on a real GPU (``--real-gpu``): every Executor on real cupy, so the
+    fake-GPU suite doubles as the GPU machine's correctness check against onnxruntime."""
+    import engine.executor  # noqa: PLC0415 - tests only
+    from engine import Context, gpu  # noqa: PLC0415
+
+    cupy = gpu.require_gpu(0)
+    real = engine.executor.device_context
+
+    def device_context(device: str, device_id: int = 0) -> tuple[Any, Any]:
+        if device in ("cpu", "gpu"):
+            return Context.gpu(device_id), cupy
+        return real(device, device_id)
+    monkeypatch.setattr(engine.executor, "device_context", device_context)
+    _host_results_for_tests(monkeypatch, engine.executor.Executor, cupy.ndarray)
+
+
+def _host_results_for_tests(monkeypatch: Any, executor_cls: Any, device_array: type | None = None) -> None:
     """Tests read ``res.outputs[...]`` with numpy; on a GPU those are device arrays. Copy a
     RunResult's outputs and kept values to the host (``.get()``, an explicit transfer) where a
     test receives it -- only when ``Executor.run`` is called from outside ``engine``, so runs
@@ -549,7 +616,8 @@ def _host_results_for_tests(monkeypatch: Any, executor_cls: Any) -> None:
         for field in ("outputs", "values"):
             d = getattr(res, field, None)
             if isinstance(d, dict):
-                setattr(res, field, {k: v.get() if isinstance(v, FakeArray) else v for k, v in d.items()})
+                setattr(res, field, {k: v.get() if isinstance(v, device_array or FakeArray) else v
+                                     for k, v in d.items()})
         return res
     monkeypatch.setattr(executor_cls, "run", run)
 
@@ -559,11 +627,15 @@ try:
 
     @_pytest.fixture(autouse=True)
     def _fake_gpu_everywhere(request: Any, monkeypatch: Any) -> Any:
-        if request.config.getoption("--fake-gpu", default=False):
+        fake, real = (request.config.getoption(o, default=False) for o in ("--fake-gpu", "--real-gpu"))
+        if fake or real:
             mark = request.node.get_closest_marker("cpu_only")
             if mark is not None:
                 _pytest.skip("CPU-only: " + mark.kwargs.get("reason", mark.args[0] if mark.args else "?"))
-            _force_gpu(monkeypatch)
+            if fake:
+                _force_gpu(monkeypatch)
+            else:
+                _force_real_gpu(monkeypatch)
         yield
 except ImportError:  # pragma: no cover - only ever imported under pytest
     pass

@@ -1,19 +1,23 @@
-"""Which bound graphs ``engine/gpu_graphs.py`` would capture as one CUDA Graph, and why not.
+"""Which bound graphs ``engine/gpu_graphs.py`` captures as one CUDA Graph, why not, and
+that a capture breaks none of CUDA's capture rules.
 
-Only the decision is tested (the fake cupy has no stream capture; the capture and replay
-themselves are unverified: no GPU is lent to this project).
+The fake cupy enforces those rules (a host wait, a device read, an event query or an
+upload while a stream captures raises, as a real capture is invalidated), but it runs
+the captured work eagerly and replays nothing: replayed numbers are checked on a real
+GPU (``tests/test_executor_gpu.py``).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine.executor import Executor
 from engine.gpu_graphs import GraphReplay
 from fake_cupy import install
 from partition import load_model
-from test_gpu_counts import _bench_model, _shape_math_model
+from test_gpu_counts import _bench_model, _reference, _shape_math_model
 
 
 def _replay(model):
@@ -30,16 +34,55 @@ def test_static_graphs_are_captured(monkeypatch, rng):
             replay.ex.close()
 
 
-def test_control_flow_and_device_reads_keep_a_graph_eager(monkeypatch, rng):
+def test_an_if_on_a_host_known_condition_is_captured_with_its_branch(monkeypatch, rng):
+    fake = install(monkeypatch)
+    model, feeds = _shape_math_model(rng)  # its If picks a branch from a shape: a host fact
+    replay = _replay(model)
+    try:
+        assert replay.report()["captured"], replay.report()
+        out = replay.run(feeds)
+        want = _reference(model, feeds)
+        np.testing.assert_allclose(out["y"].get(), want["y"], rtol=1e-5, atol=1e-5)
+        assert replay.report()["signatures_captured"] == 1
+        with fake.counting() as counts:  # a replay: the feed copied in, one launch, no reads
+            replay.run(feeds)
+        assert counts.syncs == 0 and counts.waits == 0
+    finally:
+        replay.ex.close()
+
+
+def test_a_branch_that_cannot_be_captured_keeps_its_if_eager(monkeypatch, rng):
     install(monkeypatch)
-    model = _shape_math_model(rng)[0]  # its If picks a branch from a (host) value
+    loop_body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Neg", ["v_in"], ["v_out"])], "loop_body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, None)])
+    then = helper.make_graph(
+        [helper.make_node("Loop", ["trip", "", "x"], ["looped"], body=loop_body, name="loop")], "then", [],
+        [helper.make_tensor_value_info("looped", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Relu", ["x"], ["relu"])], "else", [],
+                              [helper.make_tensor_value_info("relu", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["shp"]), helper.make_node("Size", ["shp"], ["rank"]),
+         helper.make_node("Greater", ["rank", "one"], ["wide"]),
+         helper.make_node("If", ["wide"], ["y"], then_branch=then, else_branch=other, name="if")],
+        "if_loop", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(1, np.int64), "one"),
+         numpy_helper.from_array(np.array(2, np.int64), "trip")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
     replay = _replay(model)
     try:
         why = replay.report()["eager_because"]
-        assert [w["node"] for w in why] == [n.name for n in replay.ex.graph.nodes if n.op_type == "If"]
-        assert "depends on values" in why[0]["why"]
-        feeds = _shape_math_model(rng)[1]
-        assert replay.run(feeds)["y"].shape == (2, 4)  # an eager graph answers as usual
+        assert [w["node"] for w in why] == ["if"]
+        assert "branch 'then' cannot be captured: 'loop'" in why[0]["why"], why
+        x = rng.standard_normal((2, 3)).astype(np.float32)
+        np.testing.assert_allclose(replay.run({"x": x})["y"].get(), x)  # eager: as usual
     finally:
         replay.ex.close()
 
@@ -58,5 +101,57 @@ def test_a_pad_read_from_the_device_keeps_it_eager(monkeypatch, rng):
     try:
         why = replay.report()["eager_because"]
         assert why == [{"node": "pad", "why": "reads 'xi' from the device on the host"}]
+    finally:
+        replay.ex.close()
+
+
+def test_captures_break_no_capture_rule_and_answer_like_onnxruntime(monkeypatch, rng):
+    """Each bench model captured under the rule-enforcing fake: a capture that waited,
+    read the device, queried an event or uploaded would raise here."""
+    install(monkeypatch)
+    for name in ("resnet18", "lstm_tagger", "transformer2"):
+        model, feeds = _bench_model(name, rng)
+        replay = _replay(model)
+        try:
+            out = replay.run(feeds)   # the capturing run's outputs (the fake runs it eagerly)
+            for k, want in _reference(model, feeds).items():
+                np.testing.assert_allclose(out[k].get(), want, rtol=1e-4, atol=1e-4, err_msg=f"{name}:{k}")
+        finally:
+            replay.ex.close()
+
+
+def test_the_engine_run_would_break_a_capture_which_is_why_replay_runs_inline(monkeypatch, rng):
+    """The rule check can fail: the engine's own run records and queries events on its
+    streams, which a capture does not permit."""
+    fake = install(monkeypatch)
+    model, feeds = _bench_model("resnet18", rng)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        ex.run(feeds)
+        stream = fake.cuda.Stream(non_blocking=True)
+        stream.begin_capture()
+        try:
+            with pytest.raises(Exception, match="while a stream is capturing"):
+                ex.run(feeds)
+        finally:
+            stream.end_capture()
+
+
+def test_a_replaced_weight_is_captured_again(monkeypatch, rng):
+    install(monkeypatch)
+    model, feeds = _bench_model("lstm_tagger", rng)
+    replay = _replay(model)
+    try:
+        replay.run(feeds)
+        init = next(t for t in model.graph.initializer if len(t.dims) == 2
+                    and t.data_type == TensorProto.FLOAT and t.name in replay.ex._weight_vars)
+        weight = init.name
+        new = rng.standard_normal(tuple(init.dims)).astype(np.float32)
+        replay.ex.set_weight(weight, new)
+        out = replay.run(feeds)
+        model.graph.initializer.remove(next(t for t in model.graph.initializer if t.name == weight))
+        model.graph.initializer.append(numpy_helper.from_array(new, weight))
+        for k, want in _reference(model, feeds).items():
+            np.testing.assert_allclose(out[k].get(), want, rtol=1e-4, atol=1e-4)
+        assert replay.report()["signatures_captured"] == 1   # the old graph dropped
     finally:
         replay.ex.close()
