@@ -297,6 +297,9 @@ def _graphs_txt(ex: Executor, feeds: dict, runs: int, data: bytes) -> str:
             replay.run(feeds)
             cupy.cuda.Device(0).synchronize()
         ms = _median_ms(run, runs)
+        if replay.failed:
+            print(f"{'':14} capture failed, eager: {next(iter(replay.failed.values()))[:300]}", flush=True)
+            return "eager"
         outputs = {k: v.get() for k, v in replay.run(feeds).items()}
         verdict = _against_onnxruntime(data, feeds, outputs)
         return f"{ms:.2f}" + ("" if verdict == "ok" else " (DIFF)")

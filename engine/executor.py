@@ -397,6 +397,8 @@ class Executor:
         if name not in self._weight_vars or name in self._derived:
             raise RunError(f"'{name}' is not a weight of graph '{self.graph.name}'")
         new = self._upload(np.asarray(value) if not hasattr(value, "__cuda_array_interface__") else value)
+        if self.xp is not np:  # copied on this thread's stream: landed before any worker's stream reads it
+            self.xp.cuda.get_current_stream().synchronize()
         old = self._weights[name]
         if shape_of(new) != shape_of(old):
             raise RunError(f"weight '{name}' has shape {list(shape_of(old) or [])}; "
@@ -460,6 +462,11 @@ class Executor:
         for name in g.inputs:
             if name in feeds and name not in self._weights:
                 run.put(name, self.device_plan.feed(name, feeds[name], self._upload))
+        if self.xp is not np and g.inputs:
+            # The feeds were copied in on the caller's stream; the workers' streams are
+            # non-blocking, so nothing orders them after it: each waits for this event (on
+            # the device, no host wait) before its first node of the run.
+            run.inputs_ready = self.xp.cuda.get_current_stream().record()
         return run
 
     def _result(self, run: "_Run", keep: bool, start: float) -> RunResult:
@@ -631,7 +638,10 @@ class Executor:
             step = steps[0]
 
             def fn(rctx: RunContext) -> None:
-                exec_step(step, self._current, rctx)  # type: ignore[arg-type]
+                run = self._current
+                if rctx.stream is not None:
+                    run.order_after_inputs(rctx.stream)  # type: ignore[union-attr]
+                exec_step(step, run, rctx)  # type: ignore[arg-type]
             return fn
 
         exec_host = self._exec_host
@@ -641,6 +651,7 @@ class Executor:
             if rctx.stream is None:
                 exec_host(steps, run, rctx)  # type: ignore[arg-type]
                 return
+            run.order_after_inputs(rctx.stream)  # type: ignore[union-attr]
             for step in steps:
                 exec_step(step, run, rctx)  # type: ignore[arg-type]
         return fn_many

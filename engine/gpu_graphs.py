@@ -8,7 +8,8 @@ shape arithmetic is fine: for one signature its values are the same every run, s
 the capture baked in stays true. An ``If`` whose condition the plan computes on the host
 (a sample rate fed as a host input) is captured with the branch it took, when that
 branch's body is capturable in turn: the condition is part of the signature. Anything
-else runs eagerly, and ``report()`` says why.
+else runs eagerly, and ``report()`` says why; so does a signature whose capture failed
+(a product ``kernels/gemm.py`` cannot record, a cupy routine that syncs).
 
 How a capture is made (the rules are CUDA's, enforced by the fake cupy in the tests):
 
@@ -18,6 +19,8 @@ How a capture is made (the rules are CUDA's, enforced by the fake cupy in the te
   kernels read or write, intermediates and kernel temporaries included, stays owned by the
   graph. With cupy's default pool, an intermediate freed during the capture would go back
   to the pool and be handed to other work, which each replay would then overwrite;
+- with the kernels' matrix products calling cuBLAS directly (``kernels/gemm.py``: cupy
+  refuses any cuBLAS call while a stream captures);
 - after one uncaptured run on that stream and pool, so kernels are compiled, cuBLAS is
   set up and the pool already holds blocks of every size the capture asks for.
 
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .gpu_plan import HOST_READ_INPUTS, DevicePlan
+from .kernels import gemm
 from .values import to_numpy
 
 #: Ops whose device work depends on values, not shapes: never captured.
@@ -92,19 +96,21 @@ class GraphReplay:
         self.ex = executor
         self.decision = decide(executor)
         self._graphs: dict[tuple, _Captured] = {}
+        self.failed: dict[tuple, str] = {}   # signature -> why its capture failed (it runs eagerly)
         self._epoch = executor.weights_epoch
         self._stream: Any = None
         self.replays = 0
 
     def report(self) -> dict[str, Any]:
         return {**self.decision.describe(), "signatures_captured": len(self._graphs),
-                "replays": self.replays}
+                "replays": self.replays, "capture_failed": sorted(set(self.failed.values()))}
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         if not self.decision.captured:
             return self.ex.run(feeds).outputs
         if self.ex.weights_epoch != self._epoch:   # a weight was replaced: recapture
             self._graphs.clear()
+            self.failed.clear()
             self._epoch = self.ex.weights_epoch
         # Host-kept inputs (small integers) decide shape facts baked into the capture: by value.
         host = self.ex.device_plan.host_inputs
@@ -112,7 +118,13 @@ class GraphReplay:
                     for k, v in sorted(feeds.items()))
         captured = self._graphs.get(key)
         if captured is None:
-            captured = self._graphs[key] = self._capture(feeds)
+            if key in self.failed:
+                return self.ex.run(feeds).outputs
+            try:
+                captured = self._graphs[key] = self._capture(feeds)
+            except Exception as exc:  # noqa: BLE001 - this signature runs eagerly, and says why
+                self.failed[key] = f"{type(exc).__name__}: {exc}"
+                return self.ex.run(feeds).outputs
         # Ordered against the caller's stream both ways, without a host wait: the feeds
         # (device arrays made there) are copied in after it, and what the caller does
         # next with the outputs waits for the replay.
@@ -133,11 +145,11 @@ class GraphReplay:
         if self._stream is None:
             self._stream = xp.cuda.Stream(non_blocking=True)
         stream, pool = self._stream, xp.cuda.MemoryPool()
-        with xp.cuda.using_allocator(pool.malloc), stream:
+        with xp.cuda.using_allocator(pool.malloc), stream, gemm.capturing_on(stream.ptr):
             inputs = {k: xp.array(xp.asarray(v)) for k, v in feeds.items()
                       if k not in ex.device_plan.host_inputs}
             fixed = {**feeds, **inputs}
-            ex.run_inline(fixed, {})   # warm, uncaptured: same stream, same pool
+            ex.run_inline(fixed, {})   # warm, uncaptured: same stream, pool and GEMM path
             stream.synchronize()
             stream.begin_capture()
             try:

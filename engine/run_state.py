@@ -69,8 +69,17 @@ class _Run:
         self.subgraphs: list[SubgraphRecord] = []
         self.error: BaseException | None = None
         self.deferred: list[tuple[Any, Any]] = []  # GPU: (array, event) freed once event done
+        self.inputs_ready: Any = None   # GPU: recorded after the feeds' copies (Executor._start_run)
+        self._ordered: set[int] = set()  # GPU: the streams already waiting for it
         self.pool = ex.xp.get_default_memory_pool() if ex.xp is not np else None
         self.pool_peak = self.pool.used_bytes() if self.pool is not None else None
+
+    def order_after_inputs(self, stream: Any) -> None:
+        """``stream`` waits (on the device) for the feeds' copies before this run's work on it."""
+        ready = self.inputs_ready
+        if ready is not None and stream.ptr not in self._ordered:
+            self._ordered.add(stream.ptr)
+            stream.wait_event(ready)
 
     def get(self, name: str) -> Any:
         if not name:

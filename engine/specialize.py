@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .kernels import geometry, kernel_attrs, nn
+from .kernels import gemm, geometry, kernel_attrs, nn
 from .kernels.dtypes import np_dtype
 from .kernels.tensor import _slice_index
 
@@ -324,7 +324,7 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
             xpad = xp.zeros(padded, dtype=x.dtype)
             xpad[inner] = x
             x = xpad
-        acc = xp.matmul(wt, x[index].reshape(cols_shape))
+        acc = gemm.matmul(xp, wt, x[index].reshape(cols_shape))
         if bias is not None:
             acc += bias
         return acc.reshape(out_shape)

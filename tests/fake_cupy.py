@@ -302,6 +302,7 @@ class _FakeCuda:
                         cuda.reached[self.at[0]] = max(cuda.reached.get(self.at[0], 0), self.at[1])
 
         self.Stream, self.Event, self.Graph = Stream, Event, Graph
+        self.cublas_stand_in = _CublasStandIn()
         Stream.null = Stream()
         self.runtime = types.SimpleNamespace(getDeviceCount=lambda: 1)
         self.Device = lambda i=0: types.SimpleNamespace(use=lambda: None, synchronize=lambda: None, id=i)
@@ -319,6 +320,26 @@ class _FakeCuda:
 
     def using_allocator(self, allocator: Any = None) -> Any:
         return contextlib.nullcontext()
+
+
+class _CublasStandIn:
+    """cublas{S,D}gemmStridedBatched's column-major semantics on the fake's arrays, for
+    ``engine/kernels/gemm.py``'s capture path: element (r, c) of matrix i of A is
+    ``A[i * stride_a + r + c * lda]``. It checks the row-major -> column-major mapping the
+    real call relies on; the ctypes call itself runs only on a GPU."""
+
+    def gemm_strided_batched(self, dtype: Any, stream: int, op_a: int, op_b: int, m: int, n: int,
+                             k: int, alpha: float, a: Any, lda: int, stride_a: int, b: Any, ldb: int,
+                             stride_b: int, beta: float, c: Any, ldc: int, stride_c: int,
+                             count: int) -> None:
+        assert op_a == op_b == 0, "only untransposed operands are used"
+        assert all(x._a.flags.c_contiguous for x in (a, b, c)), "cuBLAS is given C-contiguous buffers"
+        flat = [x._a.reshape(-1) for x in (a, b, c)]
+        for i in range(count):
+            am = flat[0][i * stride_a:i * stride_a + lda * k].reshape(k, lda).T[:m, :]
+            bm = flat[1][i * stride_b:i * stride_b + ldb * n].reshape(n, ldb).T[:k, :]
+            cm = flat[2][i * stride_c:i * stride_c + ldc * n].reshape(n, ldc).T[:m, :]
+            cm[...] = alpha * (am @ bm) + (beta * cm if beta else 0)
 
 
 class _MemoryPool:
@@ -386,6 +407,7 @@ class FakeCupy(types.ModuleType):
         self.cuda = _FakeCuda()
         self.cuda.on_sync = lambda kind: self._count("waits", kind)  # the host blocks there too
         self.cuda.MemoryPool = _MemoryPool
+        self.cuda.device = types.SimpleNamespace(get_cublas_handle=lambda: 1)
         self._pool = _MemoryPool()
 
     # -- host <-> device ------------------------------------------------------

@@ -215,3 +215,28 @@ def test_real_model_patterns_upload_and_read_nothing_inside_a_run(build, monkeyp
     want = _reference(model, feeds)
     for k, v in res.outputs.items():
         np.testing.assert_allclose(v.get(), want[k], rtol=1e-4, atol=1e-4)
+
+
+def test_worker_streams_wait_for_the_feeds_copied_on_the_callers_stream(monkeypatch, rng):
+    """The feeds are copied on the caller's stream and the nodes run on the workers'
+    non-blocking streams, which nothing orders after it: each must wait for an event
+    recorded after the copies before its first work of the run (a real GPU could read a
+    feed before its copy landed; seen with set_weight on an H200)."""
+    fake = install(monkeypatch)
+    model, feeds = _bench_model("resnet18", rng)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        ex.run(feeds)
+        start = len(fake.cuda.log)
+        ex.run(feeds)
+        log = fake.cuda.log[start:]
+    caller = fake.cuda.get_current_stream().ptr
+    ready = [eid for kind, ptr, eid in log if kind == "record" and ptr == caller]
+    assert ready, "no event recorded on the caller's stream after the feeds' copies"
+    first_work = {}
+    for i, (kind, ptr, _eid) in enumerate(log):
+        if kind == "record" and ptr != caller:
+            first_work.setdefault(ptr, i)
+    waits = {ptr: i for i, (kind, ptr, eid) in enumerate(log) if kind == "wait_event" and eid == ready[0]}
+    assert first_work, "no worker stream recorded anything"
+    for ptr, i in first_work.items():
+        assert ptr in waits and waits[ptr] < i, f"stream {ptr} worked before waiting for the feeds"

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from engine.executor import Executor
 from engine.gpu_graphs import GraphReplay
+from engine.kernels import gemm
 from fake_cupy import install
 from partition import load_model
 from test_gpu_counts import _bench_model, _reference, _shape_math_model
@@ -153,5 +154,25 @@ def test_a_replaced_weight_is_captured_again(monkeypatch, rng):
         for k, want in _reference(model, feeds).items():
             np.testing.assert_allclose(out[k].get(), want, rtol=1e-4, atol=1e-4)
         assert replay.report()["signatures_captured"] == 1   # the old graph dropped
+    finally:
+        replay.ex.close()
+
+
+def test_a_failed_capture_runs_that_signature_eagerly_and_says_why(monkeypatch, rng):
+    fake = install(monkeypatch)
+    model, feeds = _bench_model("transformer2", rng)
+    replay = _replay(model)
+
+    def int_only(*args, **kw):  # a product the capture path refuses, as for an int32 MatMul
+        raise gemm.CaptureUnsupported("an int32 x int32 matrix product cannot be captured")
+    try:
+        monkeypatch.setattr(gemm, "_captured_matmul", int_only)
+        out = replay.run(feeds)
+        want = _reference(model, feeds)
+        for k, v in want.items():
+            np.testing.assert_allclose(out[k].get(), v, rtol=1e-4, atol=1e-4)
+        report = replay.report()
+        assert report["signatures_captured"] == 0 and "int32" in report["capture_failed"][0]
+        assert fake.cuda.capturing is None   # the capture was ended
     finally:
         replay.ex.close()

@@ -10,12 +10,14 @@ outer-scope tensors and run on the same ``xp`` as everything else.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from partition.ir import Graph
 
+from . import gemm
 from .dtypes import np_dtype
 from .registry import register_control_flow
 
@@ -37,7 +39,7 @@ def flex_attention(xp: Any, q: Any, k: Any, v: Any, *, subgraphs: dict[str, Grap
         scale = 1.0 / float(np.sqrt(q.shape[-1]))
     # Both sides scaled by sqrt(scale), in the input's precision (as ONNX's reference does).
     root = np.sqrt(np.float32(scale)).astype(q.dtype)
-    scores = xp.matmul(q * root, xp.swapaxes(k * root, -1, -2))
+    scores = gemm.matmul(xp, q * root, xp.swapaxes(k * root, -1, -2))
     compute = np_dtype(softmax_precision) if softmax_precision else (
         np.dtype(np.float64) if q.dtype == np.float64 else np.dtype(np.float32))
     scores = scores.astype(compute)
@@ -48,7 +50,7 @@ def flex_attention(xp: Any, q: Any, k: Any, v: Any, *, subgraphs: dict[str, Grap
     probs = e / xp.sum(e, axis=-1, keepdims=True)
     if "prob_mod" in subgraphs:
         probs = run_graph(subgraphs["prob_mod"], [probs])[0].astype(compute)
-    return xp.matmul(probs, v.astype(compute)).astype(v.dtype)
+    return gemm.matmul(xp, probs, v.astype(compute)).astype(v.dtype)
 
 
 # ----------------------------------------------- attention as a pattern --
@@ -70,7 +72,7 @@ def attention(xp: Any, args: Sequence[Any], steps: Sequence[ScoreStep],
     if None). None when a step does not fit in place (its result would broadcast past
     the scores or change their dtype, a Where's condition is not boolean): the caller
     runs the nodes as written."""
-    product = matmul or xp.matmul
+    product = matmul or partial(gemm.matmul, xp)
     q, k, v = args[0], args[1], args[2]
     scores = product(q, k)
     for op, others, at in steps:

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from .elementwise import same
+from .gemm import matmul as product
 from .registry import register
 
 
@@ -16,8 +17,8 @@ def _matmul(xp: Any, a: Any, b: Any) -> Any:
     pointwise convs) is one 2-D product: numpy calls BLAS once per stacked matrix
     otherwise (56 products of 56 rows for a 56x56 map: 4.1 against 3.2 ms)."""
     if b.ndim == 2 and a.ndim > 2 and a.size and a.flags.c_contiguous and a.shape[-1] == b.shape[0]:
-        return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[1:])
-    return xp.matmul(a, b)
+        return product(xp, a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[1:])
+    return product(xp, a, b)
 
 
 @register("MatMul")

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import device, geometry, native
+from . import device, gemm, geometry, native
 from .elementwise import same
 from .registry import host_ints, register
 
@@ -127,13 +127,13 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
         # 1x1 kernel: the (strided) input is already the column matrix -- one
         # matmul, no window copy beyond what a stride needs.
         cols = _window(xg, offsets[0], dilations, strides, out_sp).reshape(n, group, cg, npos)
-        acc = xp.matmul(wg.reshape(group, mg, cg), cols)
+        acc = gemm.matmul(xp, wg.reshape(group, mg, cg), cols)
     elif small and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
         # Small copies per kernel position (a 1D STFT-like conv has hundreds of
         # positions, a streaming step's maps a few outputs): one gather builds every
         # column at once instead of one ~2 us Python-driven copy per position.
         cols = xg[(Ellipsis,) + _gather_index(xp, kernel, dilations, strides, out_sp)]
-        acc = xp.matmul(wg.reshape(group, mg, cg * len(offsets)), cols.reshape(n, group, -1, npos))
+        acc = gemm.matmul(xp, wg.reshape(group, mg, cg * len(offsets)), cols.reshape(n, group, -1, npos))
     elif n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
         # im2col: one copy of every window, then one batched matmul. Small feature maps
         # are dominated by per-call overhead, so fewer, larger calls win.
@@ -141,13 +141,13 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
         for j, o in enumerate(offsets):  # filled in place: cheaper than xp.stack's copies
             cols[:, :, :, j] = _window(xg, o, dilations, strides, out_sp)
         cols = cols.reshape(n, group, cg * len(offsets), npos)
-        acc = xp.matmul(wg.reshape(group, mg, cg * len(offsets)), cols)
+        acc = gemm.matmul(xp, wg.reshape(group, mg, cg * len(offsets)), cols)
     else:
         acc = xp.zeros((n, group, mg, npos), dtype=x.dtype)
         for offset in offsets:
             patch = _window(xg, offset, dilations, strides, out_sp).reshape(n, group, cg, npos)
             # (G, Mg, Cg) @ (N, G, Cg, P) -> (N, G, Mg, P): one batched matmul per kernel position.
-            acc += xp.matmul(wg[(Ellipsis,) + tuple(offset)], patch)
+            acc += gemm.matmul(xp, wg[(Ellipsis,) + tuple(offset)], patch)
     if b is not None and acc.dtype == b.dtype:
         acc += b.reshape(1, group, mg, 1)  # in place: acc is this call's own array
     elif b is not None:
@@ -327,7 +327,7 @@ def _tiled_transpose(xp: Any, xg: Any, w: Any, dims: tuple, kernel: Sequence[int
     n, group, cg, mg, nsp = dims
     k = int(np.prod(kernel, dtype=np.int64))
     wt = xp.swapaxes(w.reshape(group, cg, mg * k), -1, -2)            # (G, Mg*K, Cg)
-    cols = xp.matmul(wt, xg).reshape((n, group, mg, *kernel, *in_sp))  # (N, G, Mg, k..., i...)
+    cols = gemm.matmul(xp, wt, xg).reshape((n, group, mg, *kernel, *in_sp))  # (N, G, Mg, k..., i...)
     # (N, G, Mg, k1..kd, i1..id) -> (N, G, Mg, i1, k1, ..., id, kd): tile i holds its taps
     order = [0, 1, 2] + [a for d in range(nsp) for a in (3 + nsp + d, 3 + d)]
     y = xp.ascontiguousarray(cols.transpose(order)).reshape((n, group, mg, *(i * kk for i, kk in zip(in_sp, kernel))))
@@ -347,7 +347,7 @@ def _scattered_transpose(xp: Any, xg: Any, w: Any, dims: tuple, kernel: Sequence
     wg = w.reshape((group, cg, mg) + tuple(kernel))
     for offset in itertools.product(*(range(k) for k in kernel)):
         wk = xp.swapaxes(wg[(Ellipsis,) + tuple(offset)], -1, -2)  # (G, Mg, Cg)
-        contrib = xp.matmul(wk, xg).reshape((n, group, mg) + tuple(in_sp))
+        contrib = gemm.matmul(xp, wk, xg).reshape((n, group, mg) + tuple(in_sp))
         _window(buf, offset, dilations, strides, in_sp)[...] += contrib
     return buf
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import geometry, native
+from . import gemm, geometry, native
 from .registry import register, to_host
 
 Act = Callable[[Any], Any]
@@ -133,7 +133,7 @@ def _projection(xp: Any, x: Any, w: Any, biases: list) -> list:
     numpy run one small product per step: 3x slower at seq 100)."""
     seq, batch = x.shape[:2]
     x2 = x.reshape(seq * batch, x.shape[-1])
-    return [(x2 @ w[d].T + biases[d]).reshape(seq, batch, -1) for d in range(len(biases))]
+    return [(gemm.matmul(xp, x2, w[d].T) + biases[d]).reshape(seq, batch, -1) for d in range(len(biases))]
 
 
 def _run_dirs(xp: Any, x: Any, n_dir: int, direction: str, lens: np.ndarray,
@@ -188,7 +188,7 @@ def rnn(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
     xw = _projection(xp, x, w, [b[d, :hidden] + b[d, hidden:] for d in range(n_dir)])
 
     def step(d: int, xt: Any, t: int) -> None:
-        pre = xw[d][t] + h[d] @ r[d].T
+        pre = xw[d][t] + gemm.matmul(xp, h[d], r[d].T)
         if clip is not None:
             pre = xp.clip(pre, -clip, clip)
         h[d], ys[t, d] = _masked(xp, lens, t, False, acts[d][0](pre), h[d])
@@ -228,13 +228,13 @@ def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         wx = xw[d][t]  # gate order z, r, h
         rb = b[d, 3 * hs:]
         hp = h[d]
-        rz = hp @ r[d, :2 * hs].T + rb[:2 * hs]
+        rz = gemm.matmul(xp, hp, r[d, :2 * hs].T) + rb[:2 * hs]
         z = f(clipped(wx[:, :hs] + rz[:, :hs]))
         rr = f(clipped(wx[:, hs:2 * hs] + rz[:, hs:]))
         if lbr:
-            cand = g(clipped(wx[:, 2 * hs:] + rr * (hp @ r[d, 2 * hs:].T + rb[2 * hs:])))
+            cand = g(clipped(wx[:, 2 * hs:] + rr * (gemm.matmul(xp, hp, r[d, 2 * hs:].T) + rb[2 * hs:])))
         else:
-            cand = g(clipped(wx[:, 2 * hs:] + (rr * hp) @ r[d, 2 * hs:].T + rb[2 * hs:]))
+            cand = g(clipped(wx[:, 2 * hs:] + gemm.matmul(xp, rr * hp, r[d, 2 * hs:].T) + rb[2 * hs:]))
         h[d], ys[t, d] = _masked(xp, lens, t, False, (1 - z) * cand + z * hp, hp)
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
@@ -288,7 +288,7 @@ def lstm(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h
 
     def step(d: int, xt: Any, t: int) -> None:
         f, g, hact = acts[d]
-        gates = xw[d][t] + h[d] @ rt[d]  # order i, o, f, c
+        gates = xw[d][t] + gemm.matmul(xp, h[d], rt[d])  # order i, o, f, c
         cd = c[d]
         if peep:
             pi, po, pf = p[d, :hs], p[d, hs:2 * hs], p[d, 2 * hs:]
@@ -365,7 +365,7 @@ def _lstm_plain(xp: Any, xw: list, rt: Any, h: Any, c: Any, seq: int,
                        gates[..., 2 * hs:3 * hs], gates[..., 3 * hs:])
     prev = h
     for k in range(seq):
-        xp.matmul(prev, rt, out=gates)
+        gemm.matmul(xp, prev, rt, out=gates)
         gates += xs[k]                             # order i, o, f, c
         xp.tanh(gates, out=gates)
         iof *= half                                # sigmoid = tanh(v/2)/2 + 1/2
@@ -410,7 +410,7 @@ def _compiled(op: str, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarra
     gw = _GATES[op] * hs
     lbr = bool(flags & 4)
     wt, bias, rt, rbh = _compiled_weights(op, w, r, b, lbr)
-    xw = x.reshape(seq * batch, x.shape[-1]) @ wt  # (seq * batch, dirs * gates * hidden)
+    xw = x.reshape(seq * batch, x.shape[-1]) @ wt  # numpy only: (seq * batch, dirs * gates * hidden)
     xw += bias
     xw = xw.reshape(seq, batch, n_dir, gw)
     ys = np.empty((seq, n_dir, batch, hs), dtype=np.float32)
@@ -516,7 +516,7 @@ def _lstm_step(xp: Any, x: Any, w: Any, r: Any, b: Any, h: Any, c: Any,
         native._lib.lstm_step_f32(np.ascontiguousarray(x[0]), np.ascontiguousarray(h[0]), cell, wr,
                                   bias, y)
         return y.reshape((1, 1) + y.shape), [y.reshape((1,) + y.shape).copy(), cell[None]]
-    gates = xp.concatenate([x[0], h[0]], axis=1) @ wr     # (batch, 4 hidden)
+    gates = gemm.matmul(xp, xp.concatenate([x[0], h[0]], axis=1), wr)     # (batch, 4 hidden)
     gates += bias
     xp.tanh(gates, out=gates)
     iof = gates[:, :3 * hs]

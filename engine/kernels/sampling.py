@@ -10,6 +10,7 @@ import itertools
 import math
 from typing import Any
 
+from . import gemm
 from .registry import host_ints, register
 
 _CUBIC_A = -0.75  # Keys' cubic convolution, as PyTorch and ONNX use
@@ -157,7 +158,7 @@ def deform_conv(xp: Any, x: Any, w: Any, offset: Any, b: Any = None, mask: Any =
     cols = cols.reshape(n, group, (c // group) * k, oh * ow)
     oc = w.shape[0]
     wg = w.astype(xp.float64).reshape(group, oc // group, (c // group) * k)
-    out = xp.matmul(wg[None], cols).reshape(n, oc, oh, ow)
+    out = gemm.matmul(xp, wg[None], cols).reshape(n, oc, oh, ow)
     if b is not None:
         out = out + b.astype(xp.float64).reshape(1, -1, 1, 1)
     return out.astype(x.dtype)
