@@ -41,6 +41,25 @@ def test_gpu_matches_onnxruntime_and_times_with_events(name):
     assert res.pool_peak_bytes is not None
 
 
+def test_the_capture_path_calls_cublas_as_numpy_multiplies():
+    """``kernels/gemm.py``'s ctypes cuBLAS call (used inside captures), here uncaptured."""
+    import cupy
+    import numpy as np
+
+    from engine.kernels import gemm
+    rng = np.random.default_rng(5)
+    for a_shape, b_shape in [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4, 5)),
+                             ((64, 300), (300, 129))]:
+        for dtype in (np.float32, np.float64):
+            a = rng.standard_normal(a_shape).astype(dtype)
+            b = rng.standard_normal(b_shape).astype(dtype)
+            stream = cupy.cuda.Stream(non_blocking=True)
+            with stream, gemm.capturing_on(stream.ptr):
+                got = gemm.matmul(cupy, cupy.asarray(a), cupy.asarray(b))
+            stream.synchronize()
+            np.testing.assert_allclose(got.get(), np.matmul(a, b), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("name", ["mlp.onnx", "resnet_small.onnx", "transformer_block.onnx", "if_model.onnx"])
 def test_cuda_graph_replays_match_onnxruntime_on_fresh_inputs(name):
     """Captured once, replayed on new random inputs: each replay's outputs against
