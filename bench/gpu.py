@@ -181,7 +181,7 @@ def _median_ms(fn: Callable[[], Any], runs: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def timings(names: list[str], runs: int, by_op: bool, profile: Path | None) -> None:
+def timings(names: list[str], runs: int, by_op: bool, profile: Path | None, graphs: bool = True) -> None:
     import cupy  # noqa: PLC0415 - only on a GPU machine
 
     print(f"GPU: {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}; median of {runs} "
@@ -196,7 +196,7 @@ def timings(names: list[str], runs: int, by_op: bool, profile: Path | None) -> N
                 cupy.cuda.Device(0).synchronize()
             gpu_ms = _median_ms(run_gpu, runs)
             verdict = _against_onnxruntime(data, feeds, ex_gpu.run(feeds).numpy_outputs())
-            graphs_txt = _graphs_txt(ex_gpu, feeds, runs, data)
+            graphs_txt = _graphs_txt(ex_gpu, feeds, runs, data) if graphs else "-"
             cpu_ms = _median_ms(lambda: ex_cpu.run(feeds), runs)
             nodes = len(ex_gpu._steps)
             ops_txt = _host_time_by_op(ex_gpu, feeds) if by_op else ""
@@ -339,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--counts", action="store_true", help="fake-cupy counts even on a GPU machine")
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--no-graphs", action="store_true", help="on a GPU: skip the CUDA graph replays")
     ap.add_argument("--by-op", action="store_true", help="on a GPU: host time per op type of a warm run")
     ap.add_argument("--profile", type=Path, help="on a GPU: append a cProfile of each model's warm runs here")
     ap.add_argument("models", nargs="*", help="only these models")
@@ -346,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.counts or gpu.device_count() == 0:
         fake_counts(args.models)
     else:
-        timings(args.models, args.runs, args.by_op, args.profile)
+        timings(args.models, args.runs, args.by_op, args.profile, not args.no_graphs)
     return 0
 
 
