@@ -279,7 +279,7 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
                     values = ex.run(feeds, keep_intermediates=True).values
         timings[name] = (spread(m.all_seconds, warmup) | rss.to_json()
                          | {"peak_bytes": m.peak_bytes, "weight_bytes": m.weight_bytes,
-                            "subgraphs": m.subgraphs})
+                            "subgraphs": m.subgraphs, "cuda_graph": m.cuda_graph})
         measurements[name] = m
         return m, values
 

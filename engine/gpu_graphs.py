@@ -32,6 +32,8 @@ which a graph captured earlier would not read: the graphs are dropped and captur
 
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -165,3 +167,31 @@ class _Captured:
     inputs: dict[str, Any]    # the buffers the graph reads its feeds from
     outputs: dict[str, Any]   # the arrays the graph writes its outputs to
     pool: Any                 # owns every block the graph touches: lives as long as it
+
+
+def measure_replays(executor: Any, feeds: Mapping[str, Any], repeat: int,
+                    eager_outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A device run measured as CUDA Graph replays, for run reports (``engine/measure.py``):
+    the capture decision and why, and where captured, the median wall time of ``repeat``
+    replays (each waited for) and whether their outputs match the eager run's
+    (``eager_outputs``, within the comparison tolerance)."""
+    from .tolerance import Tolerance, compare_arrays  # noqa: PLC0415 - GPU reports only
+
+    replay = GraphReplay(executor)
+    if not replay.decision.captured:
+        return replay.report()
+    wait = executor.xp.cuda.Device(executor.device_id).synchronize
+    outputs = replay.run(feeds)   # captured now (or failed: then eager, and the report says why)
+    wait()
+    if replay.failed:
+        return replay.report()
+    walls = []
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        outputs = replay.run(feeds)
+        wait()
+        walls.append(time.perf_counter() - t0)
+    matches = all(compare_arrays(to_numpy(outputs[k]), to_numpy(v), Tolerance())["match"]
+                  for k, v in eager_outputs.items())
+    return {**replay.report(), "seconds": statistics.median(walls), "all_seconds": walls,
+            "matches_eager": matches}

@@ -45,6 +45,7 @@ class Measurement:
     timeline: list[FnRecord] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)   # every tensor of the first warm-up (first_keeps)
+    cuda_graph: dict[str, Any] | None = None        # GPU: the run as CUDA Graph replays (gpu_graphs.py)
 
     def to_json(self, timeline: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -53,6 +54,7 @@ class Measurement:
             "peak_bytes": self.peak_bytes, "weight_bytes": self.weight_bytes,
             "pool_peak_bytes": self.pool_peak_bytes,
             "node_seconds": self.node_seconds, "subgraphs": self.subgraphs,
+            "cuda_graph": self.cuda_graph,
         }
         if timeline:
             data["timeline"] = timeline_json(self.timeline)
@@ -64,8 +66,13 @@ class Measurement:
 
 def measure(executor: Executor, feeds: Mapping[str, Any], *, repeat: int = 5, warmup: int = 1,
             profiler: Profiler | NodeTimeline | None = None, label: str = "run",
-            first_keeps: bool = False) -> Measurement:
+            first_keeps: bool = False, cuda_graph: bool = True) -> Measurement:
     """Run ``warmup`` + ``repeat`` times; medians of the repeats.
+
+    On a GPU (``cuda_graph``) the run is then also measured as CUDA Graph replays
+    (``gpu_graphs.measure_replays``): the eager runs give the per-node and per-subgraph
+    times (a replay has none), the replays what a run costs without the host launching
+    each kernel, and the report says what was captured or why not.
 
     ``profiler`` gives the timeline of the last repeat: the hooks object the executor's engine
     was made with (``Executor(..., hooks=profiler)``: one record per engine function), or a
@@ -89,6 +96,10 @@ def measure(executor: Executor, feeds: Mapping[str, Any], *, repeat: int = 5, wa
         results.append(executor.run(feeds))
         walls.append(time.perf_counter() - t0)
     last = results[-1]
+    graph = None
+    if cuda_graph and executor.device == "gpu":
+        from .gpu_graphs import measure_replays  # noqa: PLC0415 - GPU runs only
+        graph = measure_replays(executor, feeds, repeat, last.outputs)
     return Measurement(
         label=label, device=executor.device, repeat=repeat, warmup=warmup,
         seconds=statistics.median(walls), all_seconds=walls,
@@ -97,7 +108,7 @@ def measure(executor: Executor, feeds: Mapping[str, Any], *, repeat: int = 5, wa
         peak_bytes=max(r.peak_bytes for r in results), weight_bytes=last.weight_bytes,
         pool_peak_bytes=max((r.pool_peak_bytes or 0) for r in results) or None,
         timeline=profiler.timeline() if profiler is not None else [],
-        outputs=last.outputs, values=kept)
+        outputs=last.outputs, values=kept, cuda_graph=graph)
 
 
 class NodeTimeline:

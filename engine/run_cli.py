@@ -290,11 +290,25 @@ def _report(args, m, result, outputs, notes, timeline: bool = True) -> dict[str,
     return data
 
 
+def _cuda_graph_line(m) -> str:
+    """What the run costs as CUDA Graph replays, or why it was not captured."""
+    g = m.cuda_graph
+    if g.get("seconds") is not None:
+        same = "match" if g.get("matches_eager") else "DIFFER from"
+        return (f"CUDA graph replay: {g['seconds'] * 1e3:.3f} ms a run (eager {m.seconds * 1e3:.3f} ms); "
+                f"its outputs {same} the eager run's")
+    why = (g.get("capture_failed") or [""])[0] or next(
+        (f"node '{e['node']}' {e['why']}" for e in g.get("eager_because", [])), "?")
+    return f"CUDA graph: not captured, the run is eager only ({why})"
+
+
 def _run_text(args, m, result, outputs) -> str:
     lines = [f"{args.model}: {'unpartitioned' if result is None else f'backend {args.backend}, {len(result.subgraphs)} subgraph(s)'}"
              f" on {args.device}; median of {m.repeat} run(s): {m.seconds * 1e3:.3f} ms; "
              f"peak live tensors {_mib(m.peak_bytes)} (+ weights {_mib(m.weight_bytes)})"
              + (f"; cupy pool peak {_mib(m.pool_peak_bytes)}" if m.pool_peak_bytes else "")]
+    if m.cuda_graph is not None:
+        lines.append(_cuda_graph_line(m))
     lines.append("outputs:")
     for k, v in outputs.items():
         stats = ""

@@ -73,14 +73,26 @@
   }
 
   function timingsTable(c) {
+    const gpu = Object.values(c.timings).some(t => t.cuda_graph);  // a GPU run: its CUDA Graph column
     const rows = Object.entries(c.timings).map(([run, t]) => h("tr", { "data-run": run },
       [h("td", null, run), h("td", { class: "t-median" }, ms(t.seconds)),
         h("td", { class: "t-spread" }, ms(t.p10) + " – " + ms(t.p90)),
         h("td", { class: "t-repeats" }, (t.repeat != null ? t.repeat : "?") + " (+" + (t.warmup || 0) + " warm-up)"),
-        h("td", null, SG.bytes(t.rss_added_bytes)), h("td", null, t.peak_bytes == null ? "n/a (not our executor)" : SG.bytes(t.peak_bytes))]));
+        h("td", null, SG.bytes(t.rss_added_bytes)), h("td", null, t.peak_bytes == null ? "n/a (not our executor)" : SG.bytes(t.peak_bytes)),
+        gpu ? h("td", { class: "t-graph" }, SG.cudaGraphText(t.cuda_graph)) : null]));
     return h("table", { class: "grid run-timings" },
-      SG.headRow("run", "median ms", "p10 – p90 ms", "measured runs", "peak RSS added", "live tensors (ours)"), rows);
+      SG.headRow("run", "median ms", "p10 – p90 ms", "measured runs", "peak RSS added", "live tensors (ours)",
+        ...(gpu ? ["CUDA graph replay"] : [])), rows);
   }
+
+  /* A GPU run as CUDA Graph replays (engine/gpu_graphs.py): its time, or why it stayed eager. */
+  SG.cudaGraphText = function (g) {
+    if (!g) return "–";
+    if (g.seconds != null) return ms(g.seconds) + " ms" + (g.matches_eager ? "" : " (outputs differ from eager!)");
+    const failed = (g.capture_failed || [])[0];
+    const first = (g.eager_because || [])[0];
+    return "eager: " + (failed || (first ? first.node + ": " + first.why : "not captured"));
+  };
 
   SG.fillText = s => (s.fill === "random" ? "random " + s.low + " … " + s.high + ", seed " + s.seed :
     s.fill === "file" ? "uploaded array" : s.fill === "constant" ? "constant " + s.value : s.fill);

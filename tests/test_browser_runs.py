@@ -368,3 +368,21 @@ def test_boundary_bytes_of_symbolic_tensors_are_unknown_not_zero(server, page):
     text = page.inner_text("#tab-trt")
     assert "unknown (" in text and "symbolic-shape tensor" in text
     assert " 0 B" not in text
+
+
+def test_a_gpu_runs_cuda_graph_column_reads_its_report_as_text(server, page):
+    """The run card's CUDA Graph cell (static/runcard.js) on the three shapes of report
+    ``engine/gpu_graphs.measure_replays`` makes; a node name from the model stays text."""
+    url, _app = server
+    page.goto(url + "/runs/compare")
+    cases = page.evaluate("""() => [
+        SG.cudaGraphText({captured: true, seconds: 0.00123, matches_eager: true}),
+        SG.cudaGraphText({captured: true, seconds: 0.002, matches_eager: false}),
+        SG.cudaGraphText({captured: false, eager_because: [{node: "<img src=x onerror=alert(1)>", why: "Loop"}]}),
+        SG.cudaGraphText({captured: true, capture_failed: ["CaptureUnsupported: int32"]}),
+        SG.cudaGraphText(null)]""")
+    assert cases[0] == "1.230 ms", cases[0]
+    assert "differ" in cases[1]
+    assert cases[2] == "eager: <img src=x onerror=alert(1)>: Loop"
+    assert cases[3] == "eager: CaptureUnsupported: int32"
+    assert cases[4] == "–"

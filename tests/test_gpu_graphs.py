@@ -18,7 +18,7 @@ from engine.gpu_graphs import GraphReplay
 from engine.kernels import gemm
 from fake_cupy import install
 from partition import load_model
-from test_gpu_counts import _bench_model, _reference, _shape_math_model
+from test_gpu_counts import _bench_model, _data_if_model, _reference, _shape_math_model
 
 
 def _replay(model):
@@ -176,3 +176,27 @@ def test_a_failed_capture_runs_that_signature_eagerly_and_says_why(monkeypatch, 
         assert fake.cuda.capturing is None   # the capture was ended
     finally:
         replay.ex.close()
+
+
+def test_a_measured_gpu_run_reports_its_replays_or_why_it_stayed_eager(monkeypatch, rng, tmp_path, capsys):
+    from engine.measure import measure
+    from sglens.cli import main
+    install(monkeypatch)
+    model, feeds = _bench_model("resnet18", rng)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        m = measure(ex, feeds, repeat=2, warmup=1)
+    graph = m.to_json(timeline=False)["cuda_graph"]
+    assert graph["captured"] and graph["seconds"] > 0 and len(graph["all_seconds"]) == 2
+    assert graph["matches_eager"] is True and graph["signatures_captured"] == 1
+    with Executor(load_model(model.SerializeToString()), device="cpu") as ex:
+        assert measure(ex, feeds, repeat=1).cuda_graph is None   # the CPU has no graphs to replay
+
+    path = tmp_path / "resnet.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert main(["run", str(path), "--device", "gpu", "--repeat", "2"]) == 0
+    assert "CUDA graph replay:" in capsys.readouterr().out
+    data_if = tmp_path / "data_if.onnx"
+    data_if.write_bytes(_data_if_model().SerializeToString())
+    assert main(["run", str(data_if), "--device", "gpu", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "CUDA graph: not captured, the run is eager only (node 'branch' reads 'pos'" in out, out
