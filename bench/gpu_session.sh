@@ -40,7 +40,8 @@ timeout 90 $PY -m pytest -q -p no:cacheprovider -rfE tests/test_executor_gpu.py 
 rc=$?; tail -15 "$OUT/tests_gpu.txt"
 GRAPHS=""
 if [ $rc -ge 128 ]; then GRAPHS="--no-graphs"; say "the GPU tests crashed (rc $rc): the benchmark runs without CUDA graphs"; fi
-say "bench/gpu.py"
+wait   # the exports: CPU timings taken beside 7 export processes were up to 6x slow (ppocr_det)
+say "exports done: $(ls $SGLENS_BENCH_MODELS/*.onnx 2>/dev/null | wc -l) models; bench/gpu.py"
 timeout "$BENCH_S" $PY bench/gpu.py --runs ${RUNS:-10} --by-op $GRAPHS ${PROFILE:+--profile "$OUT/profile.txt"} $ORDER 2>&1 | tee "$OUT/bench.txt"
 say "the executor tests with every Executor on the real GPU"
 PYTHONPATH=tests timeout 100 $PY -m pytest -q -p no:cacheprovider -p fake_cupy --real-gpu -n 8 -rfE \

@@ -196,9 +196,17 @@ class Executor:
             self._fused = {f.node.name: f for f in fusions}
             if not directions_in_parallel(self.xp):
                 nodes, made = self._split_nodes(graph, nodes)
+        # The weights a node may plan on (engine/specialize.py checks each call that they
+        # are still the same objects): a body's own and its enclosing graphs' it reads.
+        self._visible: dict[str, Any] = self._weights
+        if self.parent is not None:
+            outer = self.parent._visible
+            self._visible = {**{t: outer[t] for t in graph.free_tensors if t in outer}, **self._weights}
         # On a device: shape arithmetic on the host, reads of device values named (engine/gpu_plan.py).
+        # A body plans on its enclosing graphs' weights too: a Pad's pads or a Reshape's shape
+        # that the body reads from an outer initializer is a host fact, not a device read.
         self.device_plan = gpu_plan.EMPTY if self.xp is np else gpu_plan.plan_device_run(
-            graph, nodes, self._weights, self.parent is not None)
+            graph, nodes, self._visible, self.parent is not None)
         produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
         self._produced_names = set(produced) | set(graph.inputs) - set(self._weights)
         self._host_weights: dict[str, Any] = {}  # host copies of weights read on the host
@@ -208,13 +216,8 @@ class Executor:
         self._steps: list[_Step] = []
         # Tensors the same object on every run until a weight is replaced (engine/memo.py).
         self._stable: set[str] = set(self._weights)
-        # The weights a node may plan on (engine/specialize.py checks each call that they
-        # are still the same objects): a body's own and its enclosing graphs' it reads.
-        self._visible: dict[str, Any] = self._weights
         if self.parent is not None:
             self._stable.update(t for t in graph.free_tensors if t in self.parent._stable)
-            outer = self.parent._visible
-            self._visible = {**{t: outer[t] for t in graph.free_tensors if t in outer}, **self._weights}
         for node in nodes:
             fused = node.domain == FUSED_DOMAIN
             reads = tuple(t for t in (node.inputs if fused or node.name in made
@@ -411,14 +414,30 @@ class Executor:
             self.weights_epoch += 1
             for w, (d, axis) in slices.items():  # the per-direction slices a split LSTM reads
                 self._weights[w] = direction_slice(new, d, axis)
-            if name in self._host_weights:
-                self._host_weights[name] = to_numpy(new)
-            if name in self.device_plan.host_weights:  # a device run's host-side shape arithmetic
-                self.device_plan.host_weights[name] = to_numpy(new)  # type: ignore[index]
+            self._refresh_host_copies(name, new)
         var = self._weight_vars[name]
         self.engine.push_sync(write, self.ctx, [], [var, *(self._weight_vars[w] for w in slices)],
                               name=f"set_weight({name})")
         self.engine.wait_for_var(var)
+
+    def _refresh_host_copies(self, name: str, new: Any) -> None:
+        """The host copies of weight ``name`` (shape arithmetic, host-read inputs) here and
+        in every body bound so far that reads it from this graph."""
+        for ex in [self, *self._descendants()]:
+            if ex is not self and name in ex._weights:
+                continue   # a body's own tensor of the same name shadows this one
+            if name in ex._host_weights:
+                ex._host_weights[name] = to_numpy(new)
+            if name in ex.device_plan.host_weights:  # a device run's host-side shape arithmetic
+                ex.device_plan.host_weights[name] = to_numpy(new)  # type: ignore[index]
+
+    def _descendants(self) -> list["Executor"]:
+        found, todo = [], list(self._children.values())
+        while todo:   # iterative: nesting depth is the model's to choose
+            ex = todo.pop()
+            found.append(ex)
+            todo.extend(ex._children.values())
+        return found
 
     def weight_version(self, name: str) -> int:
         return self._weight_vars[name].version
@@ -523,9 +542,9 @@ class Executor:
         found = []
         for i in HOST_INPUTS.get(node.op_type, ()):
             t = node.inputs[i] if i < len(node.inputs) else ""
-            if t and t in self._weights and t not in self._produced_names:
+            if t and t in self._visible and t not in self._produced_names:
                 if t not in self._host_weights:
-                    self._host_weights[t] = to_numpy(self._weights[t])
+                    self._host_weights[t] = to_numpy(self._visible[t])
                 found.append((i, t))
         return tuple(found)
 

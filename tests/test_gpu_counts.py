@@ -23,6 +23,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine.executor import Executor
+from engine.gpu_plan import device_read_notes
 from fake_cupy import FakeArray, install
 from partition import load_model
 from sglens.cli import main
@@ -240,3 +241,37 @@ def test_worker_streams_wait_for_the_feeds_copied_on_the_callers_stream(monkeypa
     assert first_work, "no worker stream recorded anything"
     for ptr, i in first_work.items():
         assert ptr in waits and waits[ptr] < i, f"stream {ptr} worked before waiting for the feeds"
+
+
+def _outer_pads_model(pads):
+    """An If on a host fact whose branch pads with amounts from an enclosing initializer
+    (silero-VAD's opset-18 export reads its Pad amounts this way)."""
+    then = helper.make_graph([helper.make_node("Pad", ["x", "pads"], ["padded"], name="pad", mode="reflect")],
+                             "then", [], [helper.make_tensor_value_info("padded", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["same"])], "else", [],
+                              [helper.make_tensor_value_info("same", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Shape", ["x"], ["shp"]), helper.make_node("Size", ["shp"], ["rank"]),
+             helper.make_node("Greater", ["rank", "one"], ["wide"]),
+             helper.make_node("If", ["wide"], ["y"], then_branch=then, else_branch=other, name="branch")]
+    graph = helper.make_graph(nodes, "outer_pads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(pads, np.int64), "pads"),
+                               numpy_helper.from_array(np.array(1, np.int64), "one")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_body_reads_an_enclosing_initializer_as_a_host_fact(monkeypatch, rng):
+    fake = install(monkeypatch)
+    model = _outer_pads_model([0, 2, 0, 3])
+    x = rng.standard_normal((1, 8)).astype(np.float32)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        ex.run({"x": x})
+        assert device_read_notes(ex) == []            # the body's Pad amounts: a host copy
+        res, counts = _counted_run(fake, ex, {"x": x})
+        assert counts.syncs == 0
+        np.testing.assert_allclose(res.outputs["y"].get(), _reference(model, {"x": x})["y"])
+        ex.set_weight("pads", np.array([0, 1, 0, 1], np.int64))   # the body's host copy follows
+        got = ex.run({"x": x}).outputs["y"].get()
+    np.testing.assert_allclose(got, _reference(_outer_pads_model([0, 1, 0, 1]), {"x": x})["y"])
