@@ -92,3 +92,48 @@ def test_tensorrt_subgraphs_and_plan_cache(tmp_path):
         assert all(r.executor == "tensorrt" for r in res.subgraphs)
         assert all(r.extra["plan_cached"] == (round_ == 1) for r in res.subgraphs)
     assert list(tmp_path.glob("*.plan"))
+
+
+def _gru_model(seq, batch, inp, hidden, lbr, rng):
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    w = rng.standard_normal((2, 3 * hidden, inp)).astype(np.float32) * 0.3
+    r = rng.standard_normal((2, 3 * hidden, hidden)).astype(np.float32) * 0.3
+    b = rng.standard_normal((2, 6 * hidden)).astype(np.float32) * 0.3
+    node = helper.make_node("GRU", ["x", "w", "r", "b"], ["y", "y_h"], hidden_size=hidden,
+                            direction="bidirectional", linear_before_reset=lbr, name="gru")
+    graph = helper.make_graph([node], "gru", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, batch, inp])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("y_h", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(r, "r"),
+                               numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("lbr", [1, 0])
+def test_a_gru_on_the_gpu_matches_onnxruntime_with_its_one_kernel_step(monkeypatch, lbr):
+    """PyTorch's GRU form (linear_before_reset) runs one kernel per step (kernels/device.py);
+    the other form the general step. Both against onnxruntime, eager and replayed."""
+    import numpy as np
+
+    from engine.gpu_graphs import GraphReplay
+    from engine.kernels import device
+    made = []
+    real = device.gru_step
+    monkeypatch.setattr(device, "gru_step", lambda xp, dtype: made.append(dtype) or real(xp, dtype))
+    rng = np.random.default_rng(7)
+    model = _gru_model(9, 3, 5, 16, lbr, rng)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        replay = GraphReplay(ex)
+        for seed in (1, 2):
+            x = np.random.default_rng(seed).standard_normal((9, 3, 5)).astype(np.float32)
+            want = dict(zip(["y", "y_h"], sess.run(None, {"x": x})))
+            eager = ex.run({"x": x}).numpy_outputs()
+            replayed = {k: v.get() for k, v in replay.run({"x": x}).items()}
+            for k in want:
+                np.testing.assert_allclose(eager[k], want[k], rtol=1e-4, atol=1e-5)
+                np.testing.assert_allclose(replayed[k], want[k], rtol=1e-4, atol=1e-5)
+    assert bool(made) == bool(lbr)

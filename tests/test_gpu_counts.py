@@ -275,3 +275,40 @@ def test_a_body_reads_an_enclosing_initializer_as_a_host_fact(monkeypatch, rng):
         ex.set_weight("pads", np.array([0, 1, 0, 1], np.int64))   # the body's host copy follows
         got = ex.run({"x": x}).outputs["y"].get()
     np.testing.assert_allclose(got, _reference(_outer_pads_model([0, 1, 0, 1]), {"x": x})["y"])
+
+
+def _gru_step_contract(wx, hr, rb, hs, h, y):
+    """``kernels/device.py:gru_step``'s contract in numpy (the CUDA source runs on a GPU:
+    tests/test_executor_gpu.py): the fake has no ElementwiseKernel."""
+    assert all(v._a.flags.c_contiguous for v in (wx, hr, rb, h, y)), "the kernel indexes flat buffers"
+    a, hh, bias = wx._a, hr._a + rb._a, h._a
+    z = 1 / (1 + np.exp(-(a[:, :hs] + hh[:, :hs])))
+    r = 1 / (1 + np.exp(-(a[:, hs:2 * hs] + hh[:, hs:2 * hs])))
+    n = np.tanh(a[:, 2 * hs:] + r * hh[:, 2 * hs:])
+    v = (1 - z) * n + z * bias
+    bias[...] = v
+    y._a[...] = v
+
+
+@pytest.mark.parametrize("lbr,lens", [(1, None), (0, None), (1, [9, 4, 9])])
+def test_the_one_kernel_gru_step_is_handed_the_right_arrays(monkeypatch, rng, lbr, lens):
+    from engine.kernels import device
+    from test_executor_gpu import _gru_model
+    install(monkeypatch)
+    calls = []
+
+    def gru_step(xp, dtype):
+        calls.append(dtype)
+        return _gru_step_contract
+    monkeypatch.setattr(device, "gru_step", gru_step)
+    model = _gru_model(9, 3, 5, 16, lbr, rng)
+    if lens is not None:   # a sequence ends early: the general, masked step
+        model.graph.node[0].input[:] = ["x", "w", "r", "b", "lens"]
+        model.graph.initializer.append(numpy_helper.from_array(np.array(lens, np.int32), "lens"))
+    feeds = {"x": rng.standard_normal((9, 3, 5)).astype(np.float32)}
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        got = ex.run(feeds).outputs
+        want = _reference(model, feeds)
+        for k in want:
+            np.testing.assert_allclose(got[k].get(), want[k], rtol=1e-4, atol=1e-5)
+    assert bool(calls) == (lbr == 1 and lens is None)

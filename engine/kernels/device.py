@@ -122,3 +122,40 @@ def gelu(xp: Any, x: Any, div: float, one: float, half: float) -> Any:
         kernel = _elementwise[xp] = make("T x, T div, T one, T half", "T y", _GELU_SRC, "sglens_gelu")
     f = x.dtype.type
     return kernel(x, f(div), f(one), f(half))
+
+
+# One GRU time step as one kernel (linear_before_reset=1, the exporters' and PyTorch's
+# GRU: the default Sigmoid/Tanh, no clip, every sequence running). The step as written is
+# about 25 launches (two gate slices, two sigmoids of four passes each, the candidate,
+# the blend, two copies); here it is the recurrent GEMM (``hr = h @ R^T``, its bias added
+# inside) and this kernel, which also writes the new state into ``h`` (each element read
+# before it is written, by the same thread) and into the step's output row ``y``.
+_GRU_STEP_SRC = """
+const int row = i / hs, j = i - row * hs, g = row * 3 * hs;
+const T z = 1 / (1 + exp(-(wx[g + j] + hr[g + j] + rb[j])));
+const T r = 1 / (1 + exp(-(wx[g + hs + j] + hr[g + hs + j] + rb[hs + j])));
+const T n = tanh(wx[g + 2 * hs + j] + r * (hr[g + 2 * hs + j] + rb[2 * hs + j]));
+const T v = (1 - z) * n + z * h[i];
+h[i] = v;
+y[i] = v;
+"""
+_gru_steps: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def gru_step(xp: Any, dtype: Any) -> Any:
+    """``step(wx, hr, rb, hs, h, y)`` for C-contiguous (batch, 3*hs) ``wx`` (input
+    projection with its bias) and ``hr`` (h @ R^T), (3*hs,) ``rb``, (batch, hs) ``h`` and
+    ``y``; or None (numpy, another dtype, no ``ElementwiseKernel`` in this cupy)."""
+    if xp is np or np.dtype(dtype) not in _GELU_DTYPES:
+        return None
+    kernel = _gru_steps.get(xp)
+    if kernel is None:
+        make = getattr(xp, "ElementwiseKernel", None)
+        if make is None:
+            return None
+        kernel = _gru_steps[xp] = make("raw T wx, raw T hr, raw T rb, int32 hs", "raw T h, raw T y",
+                                       _GRU_STEP_SRC, "sglens_gru_step")
+
+    def step(wx: Any, hr: Any, rb: Any, hs: int, h: Any, y: Any) -> None:
+        kernel(wx, hr, rb, np.int32(hs), h, y, size=h.size)
+    return step

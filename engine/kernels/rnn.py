@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import gemm, geometry, native
+from . import device, gemm, geometry, native
 from .registry import register, to_host
 
 Act = Callable[[Any], Any]
@@ -222,6 +222,15 @@ def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
         return v if clip is None else xp.clip(v, -clip, clip)
 
     xw = _projection(xp, x, w, [b[d, :3 * hs] for d in range(n_dir)])
+    fused = _fused_gru_step(xp, x.dtype, specs, clip, lbr, lens, seq)
+    if fused is not None:   # on a device: the recurrent GEMM and one kernel per step
+        rt = [xp.ascontiguousarray(r[d].T) for d in range(n_dir)]
+        rbs = [xp.ascontiguousarray(b[d, 3 * hs:]) for d in range(n_dir)]
+
+        def fused_step(d: int, xt: Any, t: int) -> None:
+            fused(xw[d][t], gemm.matmul(xp, h[d], rt[d]), rbs[d], hs, h[d], ys[t, d])
+        _run_dirs(xp, x, n_dir, direction, lens, fused_step, seq)
+        return _finish(xp, ys, [h], layout, lens)
 
     def step(d: int, xt: Any, t: int) -> None:
         f, g = acts[d]
@@ -239,6 +248,17 @@ def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
 
     _run_dirs(xp, x, n_dir, direction, lens, step, seq)
     return _finish(xp, ys, [h], layout, lens)
+
+
+def _fused_gru_step(xp: Any, dtype: Any, specs: list[list[ActSpec]], clip: float | None, lbr: int,
+                    lens: np.ndarray, seq: int) -> Any:
+    """``kernels/device.py:gru_step`` where it computes exactly this GRU: PyTorch's form
+    (linear_before_reset), Sigmoid and Tanh, no clip, no sequence ending early."""
+    if xp is np or not lbr or clip is not None or (lens.size and lens.min() < seq):
+        return None
+    if any([a[0].lower() for a in per_dir] != ["sigmoid", "tanh"] for per_dir in specs):
+        return None
+    return device.gru_step(xp, dtype)
 
 
 @register("LSTM", since=7)
