@@ -188,6 +188,8 @@ def timings(names: list[str], runs: int, by_op: bool, profile: Path | None, grap
           "after 3 warm-up runs, one process; 'vs ORT': the GPU run's outputs against onnxruntime (CPU)")
     print(f"{'model':14} {'nodes':>6} {'ours GPU ms':>12} {'+CUDA graphs':>13} {'torch GPU ms':>13} "
           f"{'ours CPU ms':>12} {'host us/node':>13}  vs ORT")
+    print(f"{'':14} then, partitioned by the tensorrt backend's rules with every subgraph on our engine: "
+          "eager and replayed, against the whole graph's")
     rows: list[tuple[float, float | None, float]] = []
     for name, data, graph, feeds in _built(models(small=False), names):
         with Executor(graph, device="gpu") as ex_gpu, Executor(graph, device="cpu") as ex_cpu:
@@ -208,6 +210,7 @@ def timings(names: list[str], runs: int, by_op: bool, profile: Path | None, grap
               f"{gpu_ms * 1e3 / nodes:13.1f}  {verdict}", flush=True)
         if ops_txt:
             print(f"{'':14} host us by op (one warm run): {ops_txt}", flush=True)
+        print(f"{'':14} {_partitioned_txt(graph, feeds, runs, data, gpu_ms, graphs)}", flush=True)
         rows.append((gpu_ms, torch_ms, cpu_ms))
     _summary(rows)
 
@@ -222,6 +225,29 @@ def _summary(rows: list[tuple[float, float | None, float]]) -> None:
           f"worst {max(vs_torch, default=float('nan')):.2f}x")
     print(f"ours GPU / ours CPU: geomean {geomean(vs_cpu):.2f}x over {len(vs_cpu)} models; "
           f"GPU slower on {sum(r > 1 for r in vs_cpu)}")
+
+
+def _partitioned_txt(graph: Any, feeds: dict, runs: int, data: bytes, whole_ms: float, graphs: bool) -> str:
+    """The issue's "partitioned costs what it should": the same graph cut by the tensorrt
+    backend's rules, each subgraph run by our engine (inline on the device), on the GPU."""
+    import cupy  # noqa: PLC0415
+
+    from partition.runner import partition  # noqa: PLC0415
+    try:
+        parts = partition(graph, "tensorrt")
+    except Exception as exc:  # noqa: BLE001 - say why, keep benchmarking
+        return f"partitioned: {type(exc).__name__}: {str(exc)[:120]}"
+    if not parts.subgraphs:
+        return "partitioned: the tensorrt rules take no subgraph"
+    with Executor(parts.graph, device="gpu", subgraph_runtime="engine") as ex:
+        def run() -> None:
+            ex.run(feeds)
+            cupy.cuda.Device(0).synchronize()
+        ms = _median_ms(run, runs)
+        verdict = _against_onnxruntime(data, feeds, ex.run(feeds).numpy_outputs())
+        replay_txt = _graphs_txt(ex, feeds, runs, data) if graphs else "-"
+    return (f"partitioned ({len(parts.subgraphs)} subgraphs): {ms:.2f} ms eager ({ms / whole_ms:.2f}x the "
+            f"whole graph's), {replay_txt} replayed; vs ORT {verdict}")
 
 
 def _against_onnxruntime(data: bytes, feeds: dict, ours: dict[str, np.ndarray]) -> str:

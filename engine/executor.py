@@ -214,6 +214,7 @@ class Executor:
         self._produced = produced
         self._refcounts: dict[str, int] = {t: 0 for t in local}
         self._steps: list[_Step] = []
+        self.subgraph_ops: dict[str, SubgraphOp] = {}   # node name -> its operator (gpu_graphs.py reads)
         # Tensors the same object on every run until a weight is replaced (engine/memo.py).
         self._stable: set[str] = set(self._weights)
         if self.parent is not None:
@@ -229,7 +230,8 @@ class Executor:
             if fused:
                 call = self._fused_call(self._fused[node.name])
             elif node.is_subgraph:
-                call = SubgraphOp(node, self).call
+                op = self.subgraph_ops[node.name] = SubgraphOp(node, self)
+                call = op.call
             elif node.subgraphs:
                 call = self._control_flow_call(node)
             else:
@@ -355,13 +357,17 @@ class Executor:
         return result
 
     def run_inline(self, feeds: Mapping[str, Any], outer: Mapping[str, Any],
-                   stream: Any = None) -> RunResult:
+                   stream: Any = None, within: "_Run | None" = None) -> RunResult:
         """Run every node on the calling thread, in order, without the engine.
 
         Bodies of If/Loop/Scan run this way under the ``segments`` plan: the
         caller is already an engine function, and pushing a body's microsecond
         nodes (then waiting for them from a worker) costs more than they do.
         A failing node raises its ``KernelFailure`` at once.
+
+        ``within``: the enclosing run of a subgraph body run inline on a device
+        (``subgraph_ops._EngineImpl``): its CUDA events are handed to that run and read
+        when it ends, so the body adds no host wait in the middle of it.
         """
         start = time.perf_counter()
         run = self._start_run(feeds, outer, False)
@@ -371,6 +377,11 @@ class Executor:
         else:
             for step in self._steps:
                 self._exec_step(step, run, rctx)
+        if within is not None:
+            within.node_events.update(run.node_events)
+            within.subgraph_spans.extend(run.subgraph_spans)
+            within.deferred.extend(run.deferred)   # kept alive until the enclosing run's end
+            run.node_events, run.subgraph_spans, run.deferred = {}, [], []
         return self._result(run, False, start)
 
     def run_body(self, values: Sequence[Any], outer: Mapping[str, Any], stream: Any = None) -> list:

@@ -2,7 +2,8 @@
 
 A graph is captured when every node's device work is the same for a given input
 signature (names, shapes, dtypes, and the values of host-kept inputs): no ``Loop``/
-``Scan`` or data-dependent op, no subgraph operator (another runtime), no device value
+``Scan`` or data-dependent op, no subgraph operator run by another runtime (one our
+engine runs is captured with its body, which runs inline), no device value
 read on the host (``DevicePlan.host_reads``: a sync cannot be captured). Host-planned
 shape arithmetic is fine: for one signature its values are the same every run, so what
 the capture baked in stays true. An ``If`` whose condition the plan computes on the host
@@ -70,7 +71,9 @@ def decide(executor: Any) -> CaptureDecision:
         elif node.name in reads:
             eager.append((node.name, f"reads '{reads[node.name].tensor}' from the device on the host"))
         elif node.is_subgraph:
-            eager.append((node.name, "a subgraph operator: another runtime runs it"))
+            why = _subgraph_why(executor, node)
+            if why:
+                eager.append((node.name, why))
         elif node.op_type == "If" and node.domain in ("", "ai.onnx"):
             why = _branch_why(executor, node)   # its condition is host-known (not in reads)
             if why:
@@ -88,6 +91,22 @@ def _branch_why(executor: Any, node: Any) -> str:
         if not inner.captured:
             where, why = inner.eager_nodes[0]
             return f"its branch '{body.name}' cannot be captured: '{where}' {why}"
+    return ""
+
+
+def _subgraph_why(executor: Any, node: Any) -> str:
+    """Why a subgraph operator cannot be captured ('' when it can): our engine runs its
+    body inline on the device (``subgraph_ops._EngineImpl``), and that body can be."""
+    op = executor.subgraph_ops.get(node.name)
+    impl = getattr(op, "_impl", None)
+    if impl is None:
+        return "a subgraph operator whose runtime is chosen at its first run (run once first)"
+    if impl.name != "engine":
+        return f"a subgraph operator run by {impl.name}: another runtime"
+    inner = decide(impl.child)
+    if not inner.captured:
+        where, why = inner.eager_nodes[0]
+        return f"its body cannot be captured: '{where}' {why}"
     return ""
 
 

@@ -213,7 +213,15 @@ class _EngineImpl(_Impl):
 
     def run(self, feeds: dict[str, Any], run: "_Run", rctx: "RunContext") -> tuple[list, int, list]:
         body = self.op.body
-        result = self.child.run({t: feeds[t] for t in body.inputs})
+        mine = {t: feeds[t] for t in body.inputs}
+        if self.child.xp is not np:
+            # On a device, inline on this engine function's stream: a nested engine run
+            # would push the body's nodes, then block this worker on a barrier (a partitioned
+            # GPU run took twice the unpartitioned one's time); and a CUDA Graph capture
+            # (engine/gpu_graphs.py) records it with the rest.
+            result = self.child.run_inline(mine, {}, rctx.stream, within=run)
+        else:
+            result = self.child.run(mine)
         self.pool_peak = result.pool_peak_bytes
         run.node_seconds.update(result.node_seconds)
         return [result.outputs[t] for t in body.outputs], result.peak_bytes, result.subgraphs

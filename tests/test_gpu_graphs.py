@@ -200,3 +200,36 @@ def test_a_measured_gpu_run_reports_its_replays_or_why_it_stayed_eager(monkeypat
     assert main(["run", str(data_if), "--device", "gpu", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "CUDA graph: not captured, the run is eager only (node 'branch' reads 'pos'" in out, out
+
+
+def test_a_partitioned_gpu_run_on_our_engine_waits_no_more_and_is_captured(monkeypatch, rng):
+    """Subgraph bodies our engine runs go inline on the device: no nested engine run and
+    its barrier (a partitioned GPU run cost twice the unpartitioned one), and a capture
+    records them with the rest. Another runtime's subgraph keeps the graph eager."""
+    from partition.runner import partition
+    fake = install(monkeypatch)
+    model, feeds = _bench_model("transformer2", rng)
+    graph = load_model(model.SerializeToString())
+    parts = partition(graph, "default", ops=["MatMul", "Add", "Softmax", "Div", "Mul", "Erf"])
+    assert parts.subgraphs, "the default backend takes something"
+    want = _reference(model, feeds)
+    waits = {}
+    for name, g in (("whole", graph), ("partitioned", parts.graph)):
+        with Executor(g, device="gpu", subgraph_runtime="engine") as ex:
+            ex.run(feeds)
+            with fake.counting() as counts:
+                got = ex.run(feeds).outputs
+            waits[name] = counts.waits
+            for k, v in want.items():
+                np.testing.assert_allclose(got[k].get(), v, rtol=1e-4, atol=1e-4)
+            if name == "partitioned":
+                replay = GraphReplay(ex)
+                assert replay.report()["captured"], replay.report()
+                out = replay.run(feeds)
+                for k, v in want.items():
+                    np.testing.assert_allclose(out[k].get(), v, rtol=1e-4, atol=1e-4)
+    assert waits["partitioned"] <= waits["whole"], waits
+    with Executor(parts.graph, device="gpu", subgraph_runtime="onnxruntime") as ex:
+        ex.run(feeds)
+        why = GraphReplay(ex).report()["eager_because"]
+        assert why and "run by onnxruntime" in why[0]["why"], why
