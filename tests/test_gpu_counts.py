@@ -312,3 +312,30 @@ def test_the_one_kernel_gru_step_is_handed_the_right_arrays(monkeypatch, rng, lb
         for k in want:
             np.testing.assert_allclose(got[k].get(), want[k], rtol=1e-4, atol=1e-5)
     assert bool(calls) == (lbr == 1 and lens is None)
+
+
+def test_a_gru_step_that_does_not_compile_falls_back_once_and_says_so(monkeypatch, rng):
+    from engine.kernels import device
+    from test_executor_gpu import _gru_model
+    fake = install(monkeypatch)
+    made = []
+
+    def elementwise_kernel(*spec):   # a cupy whose NVRTC rejects the source, at the first call
+        made.append(spec)
+
+        def call(*args, **kw):
+            raise RuntimeError("NVRTC_ERROR_COMPILATION: stand-in")
+        return call
+    monkeypatch.setattr(fake, "ElementwiseKernel", elementwise_kernel, raising=False)
+    monkeypatch.setattr(device, "_gru_steps", type(device._gru_steps)())
+    model = _gru_model(6, 2, 5, 8, 1, rng)
+    feeds = {"x": rng.standard_normal((6, 2, 5)).astype(np.float32)}
+    want = _reference(model, feeds)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        with pytest.warns(RuntimeWarning, match="did not compile.*NVRTC"):
+            got = ex.run(feeds).outputs
+        for k in want:
+            np.testing.assert_allclose(got[k].get(), want[k], rtol=1e-4, atol=1e-5)
+        got = ex.run(feeds).outputs   # no second try, no second warning
+        np.testing.assert_allclose(got["y"].get(), want["y"], rtol=1e-4, atol=1e-5)
+    assert len(made) == 1

@@ -139,16 +139,28 @@ const T v = (1 - z) * n + z * h[i];
 h[i] = v;
 y[i] = v;
 """
-_gru_steps: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_gru_steps: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()   # xp -> kernel, or False
+_ran: set[int] = set()   # ids of kernels that compiled and ran here (each lives in _gru_steps)
+
+
+class KernelUnavailable(RuntimeError):
+    """A generated kernel that did not compile here: the caller runs its general form."""
 
 
 def gru_step(xp: Any, dtype: Any) -> Any:
     """``step(wx, hr, rb, hs, h, y)`` for C-contiguous (batch, 3*hs) ``wx`` (input
     projection with its bias) and ``hr`` (h @ R^T), (3*hs,) ``rb``, (batch, hs) ``h`` and
-    ``y``; or None (numpy, another dtype, no ``ElementwiseKernel`` in this cupy)."""
+    ``y``; or None (numpy, another dtype, no ``ElementwiseKernel`` in this cupy, or it did
+    not compile here before).
+
+    cupy compiles the kernel at its first call. If that fails (an NVRTC or cupy that
+    rejects the source), nothing was written yet: the step raises ``KernelUnavailable``
+    once, with a warning saying why, and the caller runs the general step from then on."""
     if xp is np or np.dtype(dtype) not in _GELU_DTYPES:
         return None
     kernel = _gru_steps.get(xp)
+    if kernel is False:
+        return None
     if kernel is None:
         make = getattr(xp, "ElementwiseKernel", None)
         if make is None:
@@ -157,5 +169,15 @@ def gru_step(xp: Any, dtype: Any) -> Any:
                                        _GRU_STEP_SRC, "sglens_gru_step")
 
     def step(wx: Any, hr: Any, rb: Any, hs: int, h: Any, y: Any) -> None:
-        kernel(wx, hr, rb, np.int32(hs), h, y, size=h.size)
+        try:
+            kernel(wx, hr, rb, np.int32(hs), h, y, size=h.size)
+        except Exception as exc:  # noqa: BLE001 - cupy's compile errors share no base class
+            if id(kernel) in _ran:
+                raise
+            _gru_steps[xp] = False
+            import warnings  # noqa: PLC0415
+            warnings.warn(f"the one-kernel GRU step did not compile ({type(exc).__name__}: {str(exc)[:200]}); "
+                          "GRUs run their general step", RuntimeWarning, stacklevel=2)
+            raise KernelUnavailable(str(exc)) from exc
+        _ran.add(id(kernel))
     return step

@@ -229,8 +229,11 @@ def gru(xp: Any, x: Any, w: Any, r: Any, b: Any = None, seq_lens: Any = None, h0
 
         def fused_step(d: int, xt: Any, t: int) -> None:
             fused(xw[d][t], gemm.matmul(xp, h[d], rt[d]), rbs[d], hs, h[d], ys[t, d])
-        _run_dirs(xp, x, n_dir, direction, lens, fused_step, seq)
-        return _finish(xp, ys, [h], layout, lens)
+        try:
+            _run_dirs(xp, x, n_dir, direction, lens, fused_step, seq)
+            return _finish(xp, ys, [h], layout, lens)
+        except device.KernelUnavailable:   # it did not compile (at its first call): the general step
+            pass
 
     def step(d: int, xt: Any, t: int) -> None:
         f, g = acts[d]
