@@ -93,11 +93,14 @@ class Executor:
         if "executor" in changes:   # the older spelling of subgraph_runtime (docs/architecture.md)
             changes["subgraph_runtime"] = changes.pop("executor")
         opts = replace(options or ExecOptions(), **changes)  # unknown names: TypeError
+        self._host_fed: frozenset[str] = frozenset()   # a subgraph body's host-computed inputs (child())
         self._bind(graph, engine, opts, (), None)
 
     @classmethod
-    def _nested(cls, body: Graph, parent: "Executor", label: str, opts: ExecOptions) -> "Executor":
+    def _nested(cls, body: Graph, parent: "Executor", label: str, opts: ExecOptions,
+                host_fed: frozenset[str] = frozenset()) -> "Executor":
         ex = cls.__new__(cls)
+        ex._host_fed = host_fed
         ex._bind(body, parent.engine, opts, (*parent.path, label), parent)
         return ex
 
@@ -206,7 +209,7 @@ class Executor:
         # A body plans on its enclosing graphs' weights too: a Pad's pads or a Reshape's shape
         # that the body reads from an outer initializer is a host fact, not a device read.
         self.device_plan = gpu_plan.EMPTY if self.xp is np else gpu_plan.plan_device_run(
-            graph, nodes, self._visible, self.parent is not None)
+            graph, nodes, self._visible, self.parent is not None, self._host_fed)
         produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
         self._produced_names = set(produced) | set(graph.inputs) - set(self._weights)
         self._host_weights: dict[str, Any] = {}  # host copies of weights read on the host
@@ -467,8 +470,11 @@ class Executor:
 
     # --- nested graphs ------------------------------------------------------
 
-    def child(self, body: Graph, label: str, **overrides: Any) -> "Executor":
-        """The executor of a body (cached): same engine, device and options."""
+    def child(self, body: Graph, label: str, host_fed: frozenset[str] = frozenset(),
+              **overrides: Any) -> "Executor":
+        """The executor of a body (cached): same engine, device and options. ``host_fed``:
+        body inputs this graph computes on the host (a subgraph body's shape tensors), fed
+        to it as host arrays on a device."""
         key = id(body)
         ex = self._children.get(key)
         if ex is None:
@@ -476,7 +482,7 @@ class Executor:
                 ex = self._children.get(key)
                 if ex is None:
                     opts = replace(self.options, keep_intermediates=False, **overrides)
-                    ex = Executor._nested(body, self, label, opts)
+                    ex = Executor._nested(body, self, label, opts, host_fed)
                     self._children[key] = ex
         return ex
 

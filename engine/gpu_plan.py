@@ -85,9 +85,10 @@ EMPTY = DevicePlan(frozenset(), frozenset(), frozenset(), {}, ())
 
 
 def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, Any],
-                    is_body: bool) -> DevicePlan:
+                    is_body: bool, host_fed: frozenset[str] = frozenset()) -> DevicePlan:
     """The plan for ``nodes`` (bound order) of ``graph`` on a device. Reads small weights
-    back once (at bind time, not in a run)."""
+    back once (at bind time, not in a run). ``host_fed``: a subgraph body's inputs that the
+    enclosing graph computes on the host (it hands them over as host arrays)."""
     host_weights: dict[str, np.ndarray] = {}
 
     def weight_on_host(t: str) -> bool:
@@ -105,7 +106,7 @@ def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, A
             pinned.update(body.free_tensors)
     # A small integer graph input stays on the host only where no device kernel wants it
     # as data (token ids for a Gather go up as usual): planned, then planned again without.
-    host_inputs = set() if is_body else {t for t in graph.inputs
+    host_inputs = set(host_fed) & set(graph.inputs) if is_body else {t for t in graph.inputs
                                          if t not in weights and _small_int_input(graph, t)}
     while True:
         host, host_nodes = _host_side(nodes, host_inputs, pinned, weight_on_host)
@@ -189,7 +190,10 @@ def bind_call(plan: DevicePlan, node: Node, call: Callable[..., tuple], kernel: 
             return tuple(kernel(np, *args, **attrs))
         return host_call
     host = plan.host_tensors | plan.host_inputs
-    keep = set(_read_on_host(node))
+    # A subgraph operator takes host tensors as they are: its body on our engine plans
+    # them as host inputs (a Reshape's shape stays a host fact across the cut), and it
+    # uploads what another runtime needs on the device (subgraph_ops.SubgraphOp.call).
+    keep = set(range(len(node.inputs))) if node.is_subgraph else set(_read_on_host(node))
     # Shape facts are the same run after run: uploaded once (kernels/device.py); a graph
     # input kept on the host for shape arithmetic is uploaded where a kernel wants it.
     lift = tuple((i, xp.asarray if t in plan.host_inputs else partial(resident, xp))

@@ -100,6 +100,8 @@ class SubgraphOp:
             rebuilt = self._ensure(feeds)
             impl = self._impl
             assert impl is not None
+            if impl.name == "tensorrt" and self.parent.xp is not np:   # host shape facts: device pointers
+                feeds = {t: self.parent._upload(v) if isinstance(v, np.ndarray) else v for t, v in feeds.items()}
             outs, peak, inner = impl.run(feeds, run, rctx)
         device_s = None  # GPU: read when the run ends (Executor._result), not here: no wait mid-run
         boundary = sum(nbytes(v) for v in args if v is not None) + sum(nbytes(v) for v in outs)
@@ -208,7 +210,9 @@ class _EngineImpl(_Impl):
     def __init__(self, op: SubgraphOp, weights: dict[str, Any], feeds: dict[str, Any]) -> None:
         super().__init__()
         self.op = op
-        self.child = op.parent.child(op.body, op.label, subgraph_runtime="engine")
+        plan = op.parent.device_plan   # on a device: the shape facts it computed on the host stay there
+        fed = frozenset(t for t in op.body.inputs if t in plan.host_tensors or t in plan.host_inputs)
+        self.child = op.parent.child(op.body, op.label, host_fed=fed, subgraph_runtime="engine")
         self.details = {"peak_scope": "live tensors of the body"}
 
     def run(self, feeds: dict[str, Any], run: "_Run", rctx: "RunContext") -> tuple[list, int, list]:

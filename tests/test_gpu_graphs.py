@@ -233,3 +233,23 @@ def test_a_partitioned_gpu_run_on_our_engine_waits_no_more_and_is_captured(monke
         ex.run(feeds)
         why = GraphReplay(ex).report()["eager_because"]
         assert why and "run by onnxruntime" in why[0]["why"], why
+
+
+def test_a_shape_computed_on_the_host_stays_there_across_a_subgraph_cut(monkeypatch, rng):
+    """The cut leaves Shape -> Gather -> Concat outside and the Reshape inside a subgraph:
+    the shape crosses the boundary as a host array, so the body reads no device value
+    (silero-VAD partitioned by the tensorrt rules synced there, and could not be captured)."""
+    from partition.runner import partition
+    fake = install(monkeypatch)
+    model, feeds = _shape_math_model(rng)
+    graph = load_model(model.SerializeToString())
+    parts = partition(graph, "default", ops=["Reshape", "Resize", "ReduceMean", "MatMul"])
+    with Executor(parts.graph, device="gpu", subgraph_runtime="engine") as ex:
+        ex.run(feeds)
+        with fake.counting() as counts:
+            got = ex.run(feeds).outputs
+        assert counts.syncs == 0, counts.sync_calls
+        want = _reference(model, feeds)
+        for k, v in want.items():
+            np.testing.assert_allclose(got[k].get(), v, rtol=1e-4, atol=1e-4)
+        assert GraphReplay(ex).report()["captured"], GraphReplay(ex).report()
