@@ -73,11 +73,12 @@ class RunContext:
     the function runs), ``None`` on CPU.
     """
 
-    __slots__ = ("ctx", "stream")
+    __slots__ = ("ctx", "stream", "last_event")
 
     def __init__(self, ctx: Context, stream: Any = None) -> None:
         self.ctx = ctx
         self.stream = stream
+        self.last_event: Any = None   # GPU: the end event of the last node timed in this function
 
     def __repr__(self) -> str:
         return f"RunContext(ctx={self.ctx!r}, stream={self.stream!r})"

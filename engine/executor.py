@@ -384,7 +384,8 @@ class Executor:
             within.node_events.update(run.node_events)
             within.subgraph_spans.extend(run.subgraph_spans)
             within.deferred.extend(run.deferred)   # kept alive until the enclosing run's end
-            run.node_events, run.subgraph_spans, run.deferred = {}, [], []
+            run.node_events, run.subgraph_spans = {}, []
+            run.deferred.clear()
         return self._result(run, False, start)
 
     def run_body(self, values: Sequence[Any], outer: Mapping[str, Any], stream: Any = None) -> list:
@@ -721,24 +722,29 @@ class Executor:
         args = [run.get(t) for t in node.inputs]
         stream = rctx.stream
         timing = self.timing
+        e1 = None
         if timing:
             if stream is not None:
-                e0 = self._gpu_event(stream, timing=True)
+                # Consecutive nodes on one stream share an event: this node starts where
+                # the last one timed here ended (nothing else is queued between them).
+                e0 = rctx.last_event if rctx.last_event is not None else self._gpu_event(stream, timing=True)
             t0 = time.perf_counter()
         try:
             results = step.call(run, args, rctx)
             if len(results) < step.n_outputs:
                 raise too_few_outputs(results, len(outs))
         except Exception as exc:  # noqa: BLE001 - re-raised, named
+            rctx.last_event = None
             self._record_failure(run, node, args, exc)
         if timing:
             if stream is not None:
-                run.node_events[node.name] = (e0, self._gpu_event(stream, timing=True))
+                e1 = rctx.last_event = self._gpu_event(stream, timing=True)
+                run.node_events[node.name] = (e0, e1)
             else:
                 run.node_seconds[node.name] = time.perf_counter() - t0
             if self._node_times is not None:   # host times: a timeline of what ran when
                 self._node_times(node.name, t0, time.perf_counter())
-        run.store(outs, results, step.frees, stream)
+        run.store(outs, results, step.frees, stream, e1)
 
     @staticmethod
     def _record_failure(run: "_Run", node: Node, args: list, exc: Exception) -> None:

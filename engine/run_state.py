@@ -9,6 +9,7 @@ engine functions and inline bodies write into it.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -68,7 +69,7 @@ class _Run:
         self.subgraph_spans: list[tuple[SubgraphRecord, Any, Any]] = []  # GPU: device time read at the end
         self.subgraphs: list[SubgraphRecord] = []
         self.error: BaseException | None = None
-        self.deferred: list[tuple[Any, Any]] = []  # GPU: (array, event) freed once event done
+        self.deferred: deque[tuple[Any, Any]] = deque()  # GPU: (array, event) freed once event done
         self.inputs_ready: Any = None   # GPU: recorded after the feeds' copies (Executor._start_run)
         self._ordered: set[int] = set()  # GPU: the streams already waiting for it
         self.pool = ex.xp.get_default_memory_pool() if ex.xp is not np else None
@@ -109,9 +110,11 @@ class _Run:
                 self.live -= self._drop_locked(name, None)
 
     def store(self, names: Sequence[str], values: Sequence[Any], frees: Sequence[str],
-              stream: Any) -> None:
+              stream: Any, done_event: Any = None) -> None:
         """A node's outputs in, then its inputs released: ``put`` each, then
-        ``release``, under one lock (this runs once per node)."""
+        ``release``, under one lock (this runs once per node). On a stream, the inputs it
+        frees stay alive until an event after the node's kernels is done: ``done_event``
+        (its timing end event) or one recorded here for all of them."""
         outputs, refs, keep, vals = self.ex._outputs, self.refs, self.keep, self.values
         with self.lock:
             live = self.live
@@ -131,7 +134,9 @@ class _Run:
                     n = refs[t] - 1
                     refs[t] = n
                     if n == 0 and t not in outputs:
-                        live -= self._drop_locked(t, stream)
+                        if stream is not None and done_event is None:
+                            done_event = self.ex._gpu_event(stream)
+                        live -= self._drop_locked(t, stream, done_event)
             self.live = live
 
     def publish(self, names: Sequence[str], values: Sequence[Any], frees: Sequence[str],
@@ -157,16 +162,20 @@ class _Run:
                 return freed
         return 0
 
-    def _drop_locked(self, name: str, stream: Any) -> int:
+    def _drop_locked(self, name: str, stream: Any, event: Any = None) -> int:
         """Drop ``name``'s value; the bytes it held (the caller takes them off ``live``)."""
         value = self.values.pop(name, None)
         if value is None:
             return 0
         if stream is not None:
-            # Kernels reading it may still be queued on this stream: keep the
-            # array alive until they are done, or the pool could hand it out.
-            self.deferred.append((value, self.ex._gpu_event(stream)))
-            self.deferred = [(a, e) for a, e in self.deferred if not e.done]
+            # Kernels reading it may still be queued on this stream: keep the array
+            # alive until they are done, or the pool could hand it out to another
+            # stream's work. Released oldest first, as far as the events say done: one
+            # query per drop, where filtering the whole list queried every pending event.
+            deferred = self.deferred
+            deferred.append((value, event if event is not None else self.ex._gpu_event(stream)))
+            while deferred and deferred[0][1].done:
+                deferred.popleft()
         return value.nbytes if value.__class__ is np.ndarray else nbytes(value)
 
 

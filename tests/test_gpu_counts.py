@@ -339,3 +339,20 @@ def test_a_gru_step_that_does_not_compile_falls_back_once_and_says_so(monkeypatc
         got = ex.run(feeds).outputs   # no second try, no second warning
         np.testing.assert_allclose(got["y"].get(), want["y"], rtol=1e-4, atol=1e-5)
     assert len(made) == 1
+
+
+def test_a_timed_node_on_a_stream_costs_one_event(monkeypatch, rng):
+    """Consecutive nodes share their boundary event, and the inputs a node frees wait on
+    its end event: about one event per node (there were two for timing plus one per
+    freed tensor), with every node still timed."""
+    fake = install(monkeypatch)
+    model, feeds = _bench_model("resnet18", rng)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        stream = fake.cuda.Stream(non_blocking=True)
+        ex.run_inline(feeds, {}, stream)
+        start = len(fake.cuda.log)
+        res = ex.run_inline(feeds, {}, stream)
+        records = sum(1 for kind, ptr, _ in fake.cuda.log[start:] if kind == "record" and ptr == stream.ptr)
+        nodes = len(ex._steps)
+    assert set(res.node_seconds) == {s.node.name for s in ex._steps}
+    assert records <= nodes + 1, (records, nodes)

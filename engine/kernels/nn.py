@@ -118,7 +118,9 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
     y = None if xp is np else device.conv_library(xp, x, w, b, pads, strides, dilations, group, out_sp)
     if y is not None:  # cuDNN (kernels/device.py): the bias is in, the epilogue follows
         return _epilogue(xp, y, residual, relu, affine)
-    small = n * c * npos <= _GATHER_PER_COPY
+    # On a device the gather is a few launches whatever its size, where the copies are one
+    # launch (~10-20 us of host time) per kernel position: 49 for a 7x7 stem.
+    small = xp is not np or n * c * npos <= _GATHER_PER_COPY
     xpad = _zero_padded(xp, x, pads)
     cg, mg = c // group, m // group
     xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
