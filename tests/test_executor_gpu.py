@@ -137,3 +137,32 @@ def test_a_gru_on_the_gpu_matches_onnxruntime_with_its_one_kernel_step(monkeypat
                 np.testing.assert_allclose(eager[k], want[k], rtol=1e-4, atol=1e-5)
                 np.testing.assert_allclose(replayed[k], want[k], rtol=1e-4, atol=1e-5)
     assert bool(made) == bool(lbr)
+
+
+@pytest.mark.parametrize("n", [64, 257, 1000])
+def test_a_layer_norm_on_the_gpu_is_one_kernel_and_matches_onnxruntime(monkeypatch, n):
+    """kernels/device.py's generated LayerNormalization (row lengths around its 256-thread
+    block: fewer, not a multiple, several per thread), every output against onnxruntime."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from engine.kernels import device
+    used = []
+    real = device._layer_norm_rows
+    monkeypatch.setattr(device, "_layer_norm_rows", lambda xp: used.append(1) or real(xp))
+    rng = np.random.default_rng(n)
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y", "mean", "inv"], axis=-1,
+                            epsilon=1e-5)
+    graph = helper.make_graph([node], "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 7, n])],
+                              [helper.make_tensor_value_info(t, TensorProto.FLOAT, None) for t in ("y", "mean", "inv")],
+                              [numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "scale"),
+                               numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "bias")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = (rng.standard_normal((3, 7, n)) * 3 + 1).astype(np.float32)
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        got = ex.run({"x": x}).numpy_outputs()
+    for k, want in zip(["y", "mean", "inv"], sess.run(None, {"x": x})):
+        np.testing.assert_allclose(got[k], want, rtol=1e-4, atol=1e-5, err_msg=k)
+    assert used

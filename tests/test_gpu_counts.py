@@ -327,12 +327,12 @@ def test_a_gru_step_that_does_not_compile_falls_back_once_and_says_so(monkeypatc
             raise RuntimeError("NVRTC_ERROR_COMPILATION: stand-in")
         return call
     monkeypatch.setattr(fake, "ElementwiseKernel", elementwise_kernel, raising=False)
-    monkeypatch.setattr(device, "_gru_steps", type(device._gru_steps)())
+    monkeypatch.setattr(device, "_made", {})
     model = _gru_model(6, 2, 5, 8, 1, rng)
     feeds = {"x": rng.standard_normal((6, 2, 5)).astype(np.float32)}
     want = _reference(model, feeds)
     with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
-        with pytest.warns(RuntimeWarning, match="did not compile.*NVRTC"):
+        with pytest.warns(RuntimeWarning, match="sglens_gru_step did not compile.*NVRTC"):
             got = ex.run(feeds).outputs
         for k in want:
             np.testing.assert_allclose(got[k].get(), want[k], rtol=1e-4, atol=1e-5)
@@ -356,3 +356,42 @@ def test_a_timed_node_on_a_stream_costs_one_event(monkeypatch, rng):
         nodes = len(ex._steps)
     assert set(res.node_seconds) == {s.node.name for s in ex._steps}
     assert records <= nodes + 1, (records, nodes)
+
+
+def _layer_norm_rows_contract(x, scale, bias, y, mean, inv, n, eps):
+    """``kernels/device.py``'s LayerNormalization kernel contract in numpy (its CUDA source
+    runs on a GPU: the engine benchmark's transformers against onnxruntime)."""
+    assert all(a._a.flags.c_contiguous for a in (x, scale, y, mean, inv)), "the kernel reads flat rows"
+    rows = x._a.reshape(-1, n)
+    m = rows.mean(axis=1)
+    d = rows - m[:, None]
+    iv = 1 / np.sqrt((d * d).mean(axis=1) + np.float32(eps))
+    y._a.reshape(-1, n)[...] = d * iv[:, None] * scale._a.reshape(-1) + (0 if bias is None else bias._a.reshape(-1))
+    mean._a.reshape(-1)[...] = m
+    inv._a.reshape(-1)[...] = iv
+
+
+@pytest.mark.parametrize("axis,with_bias", [(-1, True), (1, False), (2, True)])
+def test_the_one_kernel_layer_norm_is_handed_flat_rows_and_answers_every_output(monkeypatch, rng, axis, with_bias):
+    from engine.kernels import device
+    install(monkeypatch)
+    calls = []
+    monkeypatch.setattr(device, "_layer_norm_rows", lambda xp: calls.append(1) or _layer_norm_rows_contract)
+    shape = [2, 3, 4, 5]
+    norm_shape = shape[axis:]
+    inits = [numpy_helper.from_array(rng.standard_normal(norm_shape).astype(np.float32), "scale")]
+    if with_bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(norm_shape).astype(np.float32), "bias"))
+    node = helper.make_node("LayerNormalization", ["x", "scale"] + (["bias"] if with_bias else []),
+                            ["y", "mean", "inv"], axis=axis, epsilon=1e-3, name="ln")
+    graph = helper.make_graph([node], "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(t, TensorProto.FLOAT, None) for t in ("y", "mean", "inv")],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        got = ex.run(feeds).outputs
+    for k, want in _reference(model, feeds).items():
+        np.testing.assert_allclose(got[k].get(), want, rtol=1e-4, atol=1e-5, err_msg=k)
+    assert calls, "the one-kernel path did not run"

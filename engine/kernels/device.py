@@ -9,6 +9,7 @@ so a warm run copies nothing to the device but its graph inputs.
 from __future__ import annotations
 
 import importlib
+import math
 import threading
 import weakref
 from collections import OrderedDict
@@ -139,45 +140,134 @@ const T v = (1 - z) * n + z * h[i];
 h[i] = v;
 y[i] = v;
 """
-_gru_steps: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()   # xp -> kernel, or False
-_ran: set[int] = set()   # ids of kernels that compiled and ran here (each lives in _gru_steps)
+_made: dict[tuple[int, str], Any] = {}   # (id(xp), kernel name) -> kernel, or False where it did not compile
+_ran: set[int] = set()   # ids of kernels that compiled and ran here (each lives in _made)
 
 
 class KernelUnavailable(RuntimeError):
     """A generated kernel that did not compile here: the caller runs its general form."""
 
 
+def _generated(xp: Any, name: str, make: Any) -> Any:
+    """The kernel ``make(xp)`` builds (once per cupy), as a function that launches it; None
+    where this cupy cannot make it or it did not compile here before.
+
+    cupy compiles at the first launch. If that fails (an NVRTC or cupy that rejects the
+    source), nothing was written yet: the launch raises ``KernelUnavailable`` once, with a
+    warning saying why, and the caller runs its general form from then on."""
+    key = (id(xp), name)
+    kernel = _made.get(key)
+    if kernel is False:
+        return None
+    if kernel is None:
+        try:
+            kernel = _made[key] = make(xp)
+        except AttributeError:   # no ElementwiseKernel / RawKernel in this cupy (the fake's case)
+            return None
+
+    def launch(*args: Any, **kw: Any) -> None:
+        try:
+            kernel(*args, **kw)
+        except Exception as exc:  # noqa: BLE001 - cupy's compile errors share no base class
+            if id(kernel) in _ran:
+                raise
+            _made[key] = False
+            import warnings  # noqa: PLC0415
+            warnings.warn(f"the generated kernel {name} did not compile ({type(exc).__name__}: "
+                          f"{str(exc)[:200]}); its op runs its general form", RuntimeWarning, stacklevel=3)
+            raise KernelUnavailable(str(exc)) from exc
+        _ran.add(id(kernel))
+    return launch
+
+
 def gru_step(xp: Any, dtype: Any) -> Any:
     """``step(wx, hr, rb, hs, h, y)`` for C-contiguous (batch, 3*hs) ``wx`` (input
     projection with its bias) and ``hr`` (h @ R^T), (3*hs,) ``rb``, (batch, hs) ``h`` and
     ``y``; or None (numpy, another dtype, no ``ElementwiseKernel`` in this cupy, or it did
-    not compile here before).
-
-    cupy compiles the kernel at its first call. If that fails (an NVRTC or cupy that
-    rejects the source), nothing was written yet: the step raises ``KernelUnavailable``
-    once, with a warning saying why, and the caller runs the general step from then on."""
+    not compile here before: see ``_generated``)."""
     if xp is np or np.dtype(dtype) not in _GELU_DTYPES:
         return None
-    kernel = _gru_steps.get(xp)
-    if kernel is False:
+    launch = _generated(xp, "sglens_gru_step", lambda cp: cp.ElementwiseKernel(
+        "raw T wx, raw T hr, raw T rb, int32 hs", "raw T h, raw T y", _GRU_STEP_SRC, "sglens_gru_step"))
+    if launch is None:
         return None
-    if kernel is None:
-        make = getattr(xp, "ElementwiseKernel", None)
-        if make is None:
-            return None
-        kernel = _gru_steps[xp] = make("raw T wx, raw T hr, raw T rb, int32 hs", "raw T h, raw T y",
-                                       _GRU_STEP_SRC, "sglens_gru_step")
 
     def step(wx: Any, hr: Any, rb: Any, hs: int, h: Any, y: Any) -> None:
-        try:
-            kernel(wx, hr, rb, np.int32(hs), h, y, size=h.size)
-        except Exception as exc:  # noqa: BLE001 - cupy's compile errors share no base class
-            if id(kernel) in _ran:
-                raise
-            _gru_steps[xp] = False
-            import warnings  # noqa: PLC0415
-            warnings.warn(f"the one-kernel GRU step did not compile ({type(exc).__name__}: {str(exc)[:200]}); "
-                          "GRUs run their general step", RuntimeWarning, stacklevel=2)
-            raise KernelUnavailable(str(exc)) from exc
-        _ran.add(id(kernel))
+        launch(wx, hr, rb, np.int32(hs), h, y, size=h.size)
     return step
+
+
+# LayerNormalization over trailing axes as one kernel: a block per row computes the mean,
+# then the mean of squared deviations (the reference's two passes, in float), then writes
+# the normalized, scaled and shifted row and the row's mean and 1/std. The form as written
+# is about 14 launches (row sums as GEMVs, centring, squares, sqrt, reciprocal, scale, shift).
+_LAYER_NORM_SRC = r"""
+extern "C" __global__ void sglens_layer_norm_f32(
+        const float* x, const float* scale, const float* bias, float* y, float* mean_out,
+        float* inv_out, int n, float eps, int has_bias) {
+    __shared__ float part[256];
+    const long long row = blockIdx.x;
+    const float* xr = x + row * n;
+    float* yr = y + row * n;
+    float s = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) s += xr[j];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    const float mean = part[0] / n;
+    __syncthreads();
+    float v = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) { const float d = xr[j] - mean; v += d * d; }
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    const float inv = 1.f / sqrtf(part[0] / n + eps);
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        yr[j] = (xr[j] - mean) * inv * scale[j] + (has_bias ? bias[j] : 0.f);
+    if (threadIdx.x == 0) { mean_out[row] = mean; inv_out[row] = inv; }
+}
+"""
+_LN_THREADS = 256
+
+
+def _layer_norm_rows(xp: Any) -> Any:
+    """``rows(x, scale, bias, y, mean, inv, n, eps)`` over C-contiguous float32 rows of
+    length ``n`` (``kernels/norm.py`` checks the shapes), or None: see ``_generated``."""
+    launch = _generated(xp, "sglens_layer_norm_f32",
+                        lambda cp: cp.RawKernel(_LAYER_NORM_SRC, "sglens_layer_norm_f32"))
+    if launch is None:
+        return None
+
+    def rows(x: Any, scale: Any, bias: Any, y: Any, mean: Any, inv: Any, n: int, eps: float) -> None:
+        launch((mean.size,), (_LN_THREADS,), (x, scale, bias if bias is not None else scale, y, mean, inv,
+                                               np.int32(n), np.float32(eps), np.int32(bias is not None)))
+    return rows
+
+
+def layer_norm(xp: Any, x: Any, scale: Any, bias: Any, axis: int, eps: float) -> tuple | None:
+    """LayerNormalization (stash_type 1) of float32 ``x`` over its axes from ``axis`` as one
+    kernel: (y, mean, inv_std) as the op returns them; None where it does not apply
+    (numpy, another dtype, a scale or bias that broadcasts, no kernel here)."""
+    if xp is np or x.dtype != np.float32 or x.size == 0:
+        return None
+    n = math.prod(x.shape[axis:])
+    if scale.size != n or scale.dtype != np.float32 or (
+            bias is not None and (bias.size != n or bias.dtype != np.float32)):
+        return None
+    rows = _layer_norm_rows(xp)
+    if rows is None:
+        return None
+    xc = xp.ascontiguousarray(x)
+    y = xp.empty(x.shape, dtype=np.float32)
+    stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
+    mean = xp.empty(stat_shape, dtype=np.float32)
+    inv = xp.empty(stat_shape, dtype=np.float32)
+    rows(xc, xp.ascontiguousarray(scale), None if bias is None else xp.ascontiguousarray(bias),
+         y, mean, inv, n, eps)
+    return y, mean, inv
