@@ -166,3 +166,28 @@ def test_a_layer_norm_on_the_gpu_is_one_kernel_and_matches_onnxruntime(monkeypat
     for k, want in zip(["y", "mean", "inv"], sess.run(None, {"x": x})):
         np.testing.assert_allclose(got[k], want, rtol=1e-4, atol=1e-5, err_msg=k)
     assert used
+
+
+@pytest.mark.parametrize("n", [5, 128, 1000])
+def test_a_softmax_on_the_gpu_is_one_kernel_and_matches_onnxruntime(monkeypatch, n):
+    """kernels/device.py's generated last-axis softmax, a masked (-inf) row and a NaN included."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from engine.kernels import device
+    used = []
+    real = device._softmax_rows
+    monkeypatch.setattr(device, "_softmax_rows", lambda xp: used.append(1) or real(xp))
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
+    graph = helper.make_graph([node], "sm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6, n])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = (np.random.default_rng(n).standard_normal((4, 6, n)) * 4).astype(np.float32)
+    x[0, 0, :] = -np.inf
+    x[1, 2, n // 2] = np.nan
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        got = ex.run({"x": x}).numpy_outputs()["y"]
+    np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert used

@@ -395,3 +395,33 @@ def test_the_one_kernel_layer_norm_is_handed_flat_rows_and_answers_every_output(
     for k, want in _reference(model, feeds).items():
         np.testing.assert_allclose(got[k].get(), want, rtol=1e-4, atol=1e-5, err_msg=k)
     assert calls, "the one-kernel path did not run"
+
+
+def _softmax_rows_contract(x, y, n):
+    """``kernels/device.py``'s softmax kernel contract in numpy (NaN-propagating row max)."""
+    assert x._a.flags.c_contiguous and y._a.flags.c_contiguous, "the kernel reads flat rows"
+    rows = x._a.reshape(-1, n)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(rows - rows.max(axis=1, keepdims=True))
+        y._a.reshape(-1, n)[...] = e / e.sum(axis=1, keepdims=True)
+
+
+def test_the_one_kernel_softmax_takes_the_last_axis_only(monkeypatch, rng):
+    from engine.kernels import device
+    install(monkeypatch)
+    calls = []
+    monkeypatch.setattr(device, "_softmax_rows", lambda xp: calls.append(1) or _softmax_rows_contract)
+    for axis in (-1, 1):
+        node = helper.make_node("Softmax", ["x"], ["y"], axis=axis)
+        graph = helper.make_graph([node], "sm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+        x[0, 0, :] = -np.inf   # a fully masked row: NaN, as onnxruntime answers
+        calls.clear()
+        with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+            got = ex.run({"x": x}).outputs["y"].get()
+        want = _reference(model, {"x": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+        assert bool(calls) == (axis == -1)

@@ -271,3 +271,66 @@ def layer_norm(xp: Any, x: Any, scale: Any, bias: Any, axis: int, eps: float) ->
     rows(xc, xp.ascontiguousarray(scale), None if bias is None else xp.ascontiguousarray(bias),
          y, mean, inv, n, eps)
     return y, mean, inv
+
+
+# Softmax over the last axis as one kernel: a block per row takes the row's maximum (NaN
+# propagating, as numpy's max does), the sum of exp(x - max), then writes each quotient.
+# The form as written is five launches (max, subtract, exp, sum, divide). A row of -inf
+# gives NaN, as the reference's -inf - -inf does.
+_SOFTMAX_SRC = r"""
+extern "C" __global__ void sglens_softmax_last_f32(const float* x, float* y, int n) {
+    __shared__ float part[256];
+    const long long row = blockIdx.x;
+    const float* xr = x + row * n;
+    float* yr = y + row * n;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) { const float v = xr[j]; m = (v != v || v > m) ? v : m; }
+    part[threadIdx.x] = m;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) {
+            const float a = part[threadIdx.x], b = part[threadIdx.x + w];
+            part[threadIdx.x] = (b != b || b > a) ? b : a;
+        }
+        __syncthreads();
+    }
+    m = part[0];
+    __syncthreads();
+    float s = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) s += expf(xr[j] - m);
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    s = part[0];
+    for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = expf(xr[j] - m) / s;
+}
+"""
+
+
+def _softmax_rows(xp: Any) -> Any:
+    """``rows(x, y, n)`` over C-contiguous float32 rows of length ``n``, or None: see ``_generated``."""
+    launch = _generated(xp, "sglens_softmax_last_f32",
+                        lambda cp: cp.RawKernel(_SOFTMAX_SRC, "sglens_softmax_last_f32"))
+    if launch is None:
+        return None
+
+    def rows(x: Any, y: Any, n: int) -> None:
+        launch((x.size // n,), (_LN_THREADS,), (x, y, np.int32(n)))
+    return rows
+
+
+def softmax_last(xp: Any, x: Any) -> Any:
+    """Softmax of float32 ``x`` over its last axis as one kernel, or None (numpy, another
+    dtype, an empty axis, no kernel here)."""
+    if xp is np or x.dtype != np.float32 or x.ndim < 1 or x.size == 0 or x.shape[-1] == 0:
+        return None
+    rows = _softmax_rows(xp)
+    if rows is None:
+        return None
+    xc = xp.ascontiguousarray(x)
+    y = xp.empty(x.shape, dtype=np.float32)
+    rows(xc, y, x.shape[-1])
+    return y
