@@ -42,12 +42,13 @@ timeout 90 $PY -m pytest -q -p no:cacheprovider -rfE tests/test_executor_gpu.py 
 rc=$?; tail -15 "$OUT/tests_gpu.txt"
 GRAPHS=""
 if [ $rc -ge 128 ]; then GRAPHS="--no-graphs"; say "the GPU tests crashed (rc $rc): the benchmark runs without CUDA graphs"; fi
-wait   # the exports: CPU timings taken beside 7 export processes were up to 6x slow (ppocr_det)
+# the exports (CPU timings taken beside 7 export processes were up to 6x slow: ppocr_det), at most a minute
+for _ in $(seq 60); do jobs -r | grep -q . || break; sleep 1; done
 say "exports done: $(ls $SGLENS_BENCH_MODELS/*.onnx 2>/dev/null | wc -l) models; bench/gpu.py"
 timeout "$BENCH_S" $PY bench/gpu.py --runs ${RUNS:-10} --by-op $GRAPHS ${PROFILE:+--profile "$OUT/profile.txt"} $ORDER 2>&1 | tee "$OUT/bench.txt"
 [ "${REAL_GPU_SUITE:-1}" = 0 ] && { say "done"; exit 0; }
 say "the executor tests with every Executor on the real GPU"
-PYTHONPATH=tests timeout 100 $PY -m pytest -q -p no:cacheprovider -p fake_cupy --real-gpu -n 8 -rfE \
+PYTHONPATH=tests timeout ${SUITE_S:-100} $PY -m pytest -q -p no:cacheprovider -p fake_cupy --real-gpu -n 8 -rfE \
   tests/test_executor_models.py tests/test_executor_outputs.py tests/test_subgraph_ops.py tests/test_rnn_paths.py \
   tests/test_fuse_gelu.py tests/test_fuse_attention.py tests/test_lean_body.py tests/test_memo.py \
   tests/test_fuse_hard_swish.py tests/test_compare.py 2>&1 | tail -40 > "$OUT/tests_real_gpu.txt"
