@@ -110,8 +110,8 @@ def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, A
                                          if t not in weights and _small_int_input(graph, t)}
     while True:
         host, host_nodes = _host_side(nodes, host_inputs, pinned, weight_on_host)
-        wanted = {t for n in nodes if n.name not in host_nodes for i, t in enumerate(n.inputs)
-                  if t in host_inputs and i not in _read_on_host(n)}
+        wanted = {t for n in nodes if n.name not in host_nodes and not n.is_subgraph  # a body takes them as they are
+                  for i, t in enumerate(n.inputs) if t in host_inputs and i not in _read_on_host(n)}
         if not wanted:
             break
         host_inputs -= wanted

@@ -40,6 +40,7 @@ import numpy as np
 from partition.ir import Initializer, Node
 
 from .context import RunContext
+from .gpu_plan import MAX_HOST_ELEMENTS
 from .run_errors import ExecutorUnavailableError, RunError
 from .values import SubgraphRecord, nbytes, to_numpy
 
@@ -210,14 +211,30 @@ class _EngineImpl(_Impl):
     def __init__(self, op: SubgraphOp, weights: dict[str, Any], feeds: dict[str, Any]) -> None:
         super().__init__()
         self.op = op
-        plan = op.parent.device_plan   # on a device: the shape facts it computed on the host stay there
-        fed = frozenset(t for t in op.body.inputs if t in plan.host_tensors or t in plan.host_inputs)
-        self.child = op.parent.child(op.body, op.label, host_fed=fed, subgraph_runtime="engine")
+        parent, plan = op.parent, op.parent.device_plan
+        # On a device, what the enclosing graph knows on the host stays there: the shape facts
+        # it computed on the host, and its small weights the body takes as inputs (a sample
+        # rate's 16000), handed over as host copies (refreshed when the weight is replaced).
+        self.small_weights = [t for t in op.body.inputs if parent.xp is not np and t in parent._weights
+                              and getattr(parent._weights[t], "size", MAX_HOST_ELEMENTS + 1) <= MAX_HOST_ELEMENTS]
+        self._host_copies: dict[str, tuple[Any, np.ndarray]] = {}
+        fed = frozenset(t for t in op.body.inputs if t in plan.host_tensors or t in plan.host_inputs) \
+            | frozenset(self.small_weights)
+        self.child = parent.child(op.body, op.label, host_fed=fed, subgraph_runtime="engine")
         self.details = {"peak_scope": "live tensors of the body"}
+
+    def _host_copy(self, name: str) -> np.ndarray:
+        weight = self.op.parent._weights[name]
+        held = self._host_copies.get(name)
+        if held is None or held[0] is not weight:   # set_weight installs a new array
+            held = self._host_copies[name] = (weight, to_numpy(weight))
+        return held[1]
 
     def run(self, feeds: dict[str, Any], run: "_Run", rctx: "RunContext") -> tuple[list, int, list]:
         body = self.op.body
         mine = {t: feeds[t] for t in body.inputs}
+        for t in self.small_weights:
+            mine[t] = self._host_copy(t)
         if self.child.xp is not np:
             # On a device, inline on this engine function's stream: a nested engine run
             # would push the body's nodes, then block this worker on a barrier (a partitioned

@@ -253,3 +253,35 @@ def test_a_shape_computed_on_the_host_stays_there_across_a_subgraph_cut(monkeypa
         for k, v in want.items():
             np.testing.assert_allclose(got[k].get(), v, rtol=1e-4, atol=1e-4)
         assert GraphReplay(ex).report()["captured"], GraphReplay(ex).report()
+
+
+def test_a_small_int_input_a_subgraph_reads_stays_on_the_host(monkeypatch, rng):
+    """silero-VAD's sample rate: a small integer graph input that a subgraph body
+    compares and branches on. The subgraph operator takes it as a host array (it does not
+    want it as device data), so the body's If reads no device value and is captured."""
+    from partition.runner import partition
+    fake = install(monkeypatch)
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Equal", ["sr", "k16"], ["c"], name="is16k"),
+         helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="branch")],
+        "sr_if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8]),
+                  helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(16000, np.int64), "k16")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    parts = partition(load_model(model.SerializeToString()), "default", ops=["Equal", "If"])
+    assert parts.subgraphs
+    for sr in (16000, 8000):
+        feeds = {"x": rng.standard_normal((1, 8)).astype(np.float32), "sr": np.array(sr, np.int64)}
+        with Executor(parts.graph, device="gpu", subgraph_runtime="engine") as ex:
+            ex.run(feeds)
+            with fake.counting() as counts:
+                got = ex.run(feeds).outputs["y"]
+            assert counts.syncs == 0, counts.sync_calls
+            np.testing.assert_allclose(got.get(), _reference(model, feeds)["y"])
+            assert GraphReplay(ex).report()["captured"], GraphReplay(ex).report()

@@ -283,7 +283,7 @@ extern "C" __global__ void sglens_softmax_last_f32(const float* x, float* y, int
     const long long row = blockIdx.x;
     const float* xr = x + row * n;
     float* yr = y + row * n;
-    float m = -INFINITY;
+    float m = __int_as_float(0xff800000);   /* -inf: NVRTC has no math.h, so no INFINITY */
     for (int j = threadIdx.x; j < n; j += blockDim.x) { const float v = xr[j]; m = (v != v || v > m) ? v : m; }
     part[threadIdx.x] = m;
     __syncthreads();
