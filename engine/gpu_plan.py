@@ -112,6 +112,8 @@ def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, A
         host, host_nodes = _host_side(nodes, host_inputs, pinned, weight_on_host)
         wanted = {t for n in nodes if n.name not in host_nodes and not n.is_subgraph  # a body takes them as they are
                   for i, t in enumerate(n.inputs) if t in host_inputs and i not in _read_on_host(n)}
+        wanted |= {t for n in nodes for body in n.subgraphs.values()   # an If/Loop/Scan body reads it on the device
+                   for t in body.free_tensors if t in host_inputs}
         if not wanted:
             break
         host_inputs -= wanted

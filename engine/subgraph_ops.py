@@ -41,6 +41,7 @@ from partition.ir import Initializer, Node
 
 from .context import RunContext
 from .gpu_plan import MAX_HOST_ELEMENTS
+from .kernels.device import resident
 from .run_errors import ExecutorUnavailableError, RunError
 from .values import SubgraphRecord, nbytes, to_numpy
 
@@ -221,6 +222,11 @@ class _EngineImpl(_Impl):
         fed = frozenset(t for t in op.body.inputs if t in plan.host_tensors or t in plan.host_inputs) \
             | frozenset(self.small_weights)
         self.child = parent.child(op.body, op.label, host_fed=fed, subgraph_runtime="engine")
+        # The body's plan keeps on the host only what no device kernel of it wants as data:
+        # the rest goes up, a host fact once per value (kernels/device.py:resident), a weight as is.
+        kept = self.child.device_plan.host_inputs
+        self.small_weights = [t for t in self.small_weights if t in kept]
+        self.lifted = [t for t in fed if t not in kept and t not in parent._weights]
         self.details = {"peak_scope": "live tensors of the body"}
 
     def _host_copy(self, name: str) -> np.ndarray:
@@ -235,6 +241,9 @@ class _EngineImpl(_Impl):
         mine = {t: feeds[t] for t in body.inputs}
         for t in self.small_weights:
             mine[t] = self._host_copy(t)
+        for t in self.lifted:
+            if isinstance(mine[t], np.ndarray):
+                mine[t] = resident(self.child.xp, mine[t])
         if self.child.xp is not np:
             # On a device, inline on this engine function's stream: a nested engine run
             # would push the body's nodes, then block this worker on a barrier (a partitioned
