@@ -193,12 +193,7 @@ def timings(names: list[str], runs: int, by_op: bool, profile: Path | None, grap
     rows: list[tuple[float, float | None, float]] = []
     for name, data, graph, feeds in _built(models(small=False), names):
         with Executor(graph, device="gpu") as ex_gpu, Executor(graph, device="cpu") as ex_cpu:
-            def run_gpu() -> None:
-                ex_gpu.run(feeds)
-                cupy.cuda.Device(0).synchronize()
-            gpu_ms = _median_ms(run_gpu, runs)
-            verdict = _against_onnxruntime(data, feeds, ex_gpu.run(feeds).numpy_outputs())
-            graphs_txt = _graphs_txt(ex_gpu, feeds, runs, data) if graphs else "-"
+            gpu_ms, verdict, graphs_txt, run_gpu = _on_the_gpu(ex_gpu, feeds, runs, data, graphs)
             cpu_ms = _median_ms(lambda: ex_cpu.run(feeds), runs)
             nodes = len(ex_gpu._steps)
             ops_txt = _host_time_by_op(ex_gpu, feeds) if by_op else ""
@@ -227,11 +222,22 @@ def _summary(rows: list[tuple[float, float | None, float]]) -> None:
           f"GPU slower on {sum(r > 1 for r in vs_cpu)}")
 
 
+def _on_the_gpu(ex: Executor, feeds: dict, runs: int, data: bytes,
+                graphs: bool) -> tuple[float, str, str, Callable[[], None]]:
+    """(median eager ms, outputs against onnxruntime, the replays' text, the timed run)."""
+    import cupy  # noqa: PLC0415
+
+    def run() -> None:
+        ex.run(feeds)
+        cupy.cuda.Device(0).synchronize()
+    ms = _median_ms(run, runs)
+    verdict = _against_onnxruntime(data, feeds, ex.run(feeds).numpy_outputs())
+    return ms, verdict, _graphs_txt(ex, feeds, runs, data) if graphs else "-", run
+
+
 def _partitioned_txt(graph: Any, feeds: dict, runs: int, data: bytes, whole_ms: float, graphs: bool) -> str:
     """The issue's "partitioned costs what it should": the same graph cut by the tensorrt
     backend's rules, each subgraph run by our engine (inline on the device), on the GPU."""
-    import cupy  # noqa: PLC0415
-
     from partition.runner import partition  # noqa: PLC0415
     try:
         parts = partition(graph, "tensorrt")
@@ -240,12 +246,7 @@ def _partitioned_txt(graph: Any, feeds: dict, runs: int, data: bytes, whole_ms: 
     if not parts.subgraphs:
         return "partitioned: the tensorrt rules take no subgraph"
     with Executor(parts.graph, device="gpu", subgraph_runtime="engine") as ex:
-        def run() -> None:
-            ex.run(feeds)
-            cupy.cuda.Device(0).synchronize()
-        ms = _median_ms(run, runs)
-        verdict = _against_onnxruntime(data, feeds, ex.run(feeds).numpy_outputs())
-        replay_txt = _graphs_txt(ex, feeds, runs, data) if graphs else "-"
+        ms, verdict, replay_txt, _ = _on_the_gpu(ex, feeds, runs, data, graphs)
     return (f"partitioned ({len(parts.subgraphs)} subgraphs): {ms:.2f} ms eager ({ms / whole_ms:.2f}x the "
             f"whole graph's), {replay_txt} replayed; vs ORT {verdict}")
 

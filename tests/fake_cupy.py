@@ -590,37 +590,34 @@ def pytest_configure(config: Any) -> None:
 
 
 def _force_gpu(monkeypatch: Any) -> FakeCupy:
-    import engine.executor  # noqa: PLC0415 - tests only
-    from engine import Context  # noqa: PLC0415
-
     fake = _install(monkeypatch)
     monkeypatch.setattr(sys.modules[__name__], "_FORCED", fake)
-    real = engine.executor.device_context
-
-    def device_context(device: str, device_id: int = 0) -> tuple[Any, Any]:
-        if device in ("cpu", "gpu"):
-            return Context.gpu(device_id), fake
-        return real(device, device_id)
-    monkeypatch.setattr(engine.executor, "device_context", device_context)
-    _host_results_for_tests(monkeypatch, engine.executor.Executor)
+    _every_executor_on(monkeypatch, fake, FakeArray)
     return fake
 
 
 def _force_real_gpu(monkeypatch: Any) -> None:
     """The same tests on a real GPU (``--real-gpu``): every Executor on real cupy, so the
     fake-GPU suite doubles as the GPU machine's correctness check against onnxruntime."""
-    import engine.executor  # noqa: PLC0415 - tests only
-    from engine import Context, gpu  # noqa: PLC0415
+    from engine import gpu  # noqa: PLC0415 - tests only
 
     cupy = gpu.require_gpu(0)
+    _every_executor_on(monkeypatch, cupy, cupy.ndarray)
+
+
+def _every_executor_on(monkeypatch: Any, module: Any, device_array: type) -> None:
+    """Executors asked for "cpu" or "gpu" get the GPU context and ``module`` as their xp."""
+    import engine.executor  # noqa: PLC0415 - tests only
+    from engine import Context  # noqa: PLC0415
+
     real = engine.executor.device_context
 
     def device_context(device: str, device_id: int = 0) -> tuple[Any, Any]:
         if device in ("cpu", "gpu"):
-            return Context.gpu(device_id), cupy
+            return Context.gpu(device_id), module
         return real(device, device_id)
     monkeypatch.setattr(engine.executor, "device_context", device_context)
-    _host_results_for_tests(monkeypatch, engine.executor.Executor, cupy.ndarray)
+    _host_results_for_tests(monkeypatch, engine.executor.Executor, device_array)
 
 
 def _host_results_for_tests(monkeypatch: Any, executor_cls: Any, device_array: type | None = None) -> None:
