@@ -321,6 +321,12 @@ class Executor:
         start = time.perf_counter()
         keep = self.keep_intermediates if keep_intermediates is None else keep_intermediates
         run = self._start_run(feeds, outer, keep)
+        if self.xp is not np:
+            # The feeds were copied in on this thread's stream; the workers' streams are
+            # non-blocking, so nothing orders them after it: each waits for this event (on
+            # the device, no host wait) before its first node of the run. (An inline run
+            # stays on the caller's stream: it needs none.)
+            run.inputs_ready = self.xp.cuda.get_current_stream().record()
         eng, ctx = self.engine, self.ctx
         with self._run_lock:  # the bound operators serve one run at a time
             self._current = run
@@ -499,11 +505,6 @@ class Executor:
         for name in g.inputs:
             if name in feeds and name not in self._weights:
                 run.put(name, self.device_plan.feed(name, feeds[name], self._upload))
-        if self.xp is not np and g.inputs:
-            # The feeds were copied in on the caller's stream; the workers' streams are
-            # non-blocking, so nothing orders them after it: each waits for this event (on
-            # the device, no host wait) before its first node of the run.
-            run.inputs_ready = self.xp.cuda.get_current_stream().record()
         return run
 
     def _result(self, run: "_Run", keep: bool, start: float) -> RunResult:

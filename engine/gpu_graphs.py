@@ -87,10 +87,9 @@ def _branch_why(executor: Any, node: Any) -> str:
     """Why an ``If`` with a host-known condition cannot be captured ('' when it can): a
     branch body that cannot be, itself."""
     for body in node.subgraphs.values():
-        inner = decide(executor.child(body, f"'{node.name}' ({node.op_type})"))
-        if not inner.captured:
-            where, why = inner.eager_nodes[0]
-            return f"its branch '{body.name}' cannot be captured: '{where}' {why}"
+        why = _inner_why(executor.child(body, f"'{node.name}' ({node.op_type})"), f"its branch '{body.name}'")
+        if why:
+            return why
     return ""
 
 
@@ -103,11 +102,16 @@ def _subgraph_why(executor: Any, node: Any) -> str:
         return "a subgraph operator whose runtime is chosen at its first run (run once first)"
     if impl.name != "engine":
         return f"a subgraph operator run by {impl.name}: another runtime"
-    inner = decide(impl.child)
-    if not inner.captured:
-        where, why = inner.eager_nodes[0]
-        return f"its body cannot be captured: '{where}' {why}"
-    return ""
+    return _inner_why(impl.child, "its body")
+
+
+def _inner_why(inner_executor: Any, what: str) -> str:
+    """'' when a nested graph can be captured; else why not, naming its first eager node."""
+    inner = decide(inner_executor)
+    if inner.captured:
+        return ""
+    where, why = inner.eager_nodes[0]
+    return f"{what} cannot be captured: '{where}' {why}"
 
 
 class GraphReplay:

@@ -215,10 +215,10 @@ class _EngineImpl(_Impl):
         parent, plan = op.parent, op.parent.device_plan
         # On a device, what the enclosing graph knows on the host stays there: the shape facts
         # it computed on the host, and its small weights the body takes as inputs (a sample
-        # rate's 16000), handed over as host copies (refreshed when the weight is replaced).
+        # rate's 16000), handed over as the enclosing executor's host copies (which its
+        # set_weight refreshes).
         self.small_weights = [t for t in op.body.inputs if parent.xp is not np and t in parent._weights
                               and getattr(parent._weights[t], "size", MAX_HOST_ELEMENTS + 1) <= MAX_HOST_ELEMENTS]
-        self._host_copies: dict[str, tuple[Any, np.ndarray]] = {}
         fed = frozenset(t for t in op.body.inputs if t in plan.host_tensors or t in plan.host_inputs) \
             | frozenset(self.small_weights)
         self.child = parent.child(op.body, op.label, host_fed=fed, subgraph_runtime="engine")
@@ -226,21 +226,17 @@ class _EngineImpl(_Impl):
         # the rest goes up, a host fact once per value (kernels/device.py:resident), a weight as is.
         kept = self.child.device_plan.host_inputs
         self.small_weights = [t for t in self.small_weights if t in kept]
+        for t in self.small_weights:
+            parent._host_weights.setdefault(t, to_numpy(parent._weights[t]))
         self.lifted = [t for t in fed if t not in kept and t not in parent._weights]
         self.details = {"peak_scope": "live tensors of the body"}
-
-    def _host_copy(self, name: str) -> np.ndarray:
-        weight = self.op.parent._weights[name]
-        held = self._host_copies.get(name)
-        if held is None or held[0] is not weight:   # set_weight installs a new array
-            held = self._host_copies[name] = (weight, to_numpy(weight))
-        return held[1]
 
     def run(self, feeds: dict[str, Any], run: "_Run", rctx: "RunContext") -> tuple[list, int, list]:
         body = self.op.body
         mine = {t: feeds[t] for t in body.inputs}
+        host = self.op.parent._host_weights
         for t in self.small_weights:
-            mine[t] = self._host_copy(t)
+            mine[t] = host[t]
         for t in self.lifted:
             if isinstance(mine[t], np.ndarray):
                 mine[t] = resident(self.child.xp, mine[t])

@@ -425,3 +425,29 @@ def test_the_one_kernel_softmax_takes_the_last_axis_only(monkeypatch, rng):
         want = _reference(model, {"x": x})["y"]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
         assert bool(calls) == (axis == -1)
+
+
+def test_row_kernels_that_do_not_compile_leave_layer_norm_and_softmax_to_their_general_form(monkeypatch, rng):
+    from engine.kernels import device
+    fake = install(monkeypatch)
+
+    def raw_kernel(source, name):   # a cupy whose NVRTC rejects the source, at the first launch
+        def launch(*args, **kw):
+            raise RuntimeError(f"NVRTC_ERROR_COMPILATION: {name}")
+        return launch
+    monkeypatch.setattr(fake, "RawKernel", raw_kernel, raising=False)
+    monkeypatch.setattr(device, "_made", {})
+    nodes = [helper.make_node("LayerNormalization", ["x", "scale"], ["ln"], axis=-1),
+             helper.make_node("Softmax", ["ln"], ["y"], axis=-1)]
+    graph = helper.make_graph(nodes, "ln_sm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "scale")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    feeds = {"x": rng.standard_normal((3, 8)).astype(np.float32)}
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        with pytest.warns(RuntimeWarning, match="did not compile"):
+            got = ex.run(feeds).outputs["y"].get()
+    np.testing.assert_allclose(got, _reference(model, feeds)["y"], rtol=1e-5, atol=1e-6)
+    assert device._made[(id(fake), "sglens_layer_norm_f32")] is False
+    assert device._made[(id(fake), "sglens_softmax_last_f32")] is False

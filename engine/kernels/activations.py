@@ -79,13 +79,9 @@ def _softmax(xp: Any, x: Any, axis: Any) -> Any:
     fast = native.softmax_last(xp, x) if last else None
     if fast is not None:  # float32 numpy: each row's max, exp and sum in cache
         return fast
-    if last and xp is not np:
-        try:   # float32 on a device: one generated kernel (kernels/device.py)
-            fast = device.softmax_last(xp, x)
-        except device.KernelUnavailable:
-            fast = None
-        if fast is not None:
-            return fast
+    fast = device.softmax_last(xp, x) if last else None
+    if fast is not None:  # float32 on a device: one generated kernel
+        return fast
     if xp is np and last and x.dtype in _SHIFT_RANGE and x.size >= 4096:
         # numpy reduces a short last axis row by row (~0.1 us a row: 48 us for the
         # 512 rows of 128 of an attention map). When every value is within

@@ -233,7 +233,7 @@ extern "C" __global__ void sglens_layer_norm_f32(
     if (threadIdx.x == 0) { mean_out[row] = mean; inv_out[row] = inv; }
 }
 """
-_LN_THREADS = 256
+_ROW_THREADS = 256   # a block per row: the sources' shared ``part[256]``
 
 
 def _layer_norm_rows(xp: Any) -> Any:
@@ -245,7 +245,7 @@ def _layer_norm_rows(xp: Any) -> Any:
         return None
 
     def rows(x: Any, scale: Any, bias: Any, y: Any, mean: Any, inv: Any, n: int, eps: float) -> None:
-        launch((mean.size,), (_LN_THREADS,), (x, scale, bias if bias is not None else scale, y, mean, inv,
+        launch((mean.size,), (_ROW_THREADS,), (x, scale, bias if bias is not None else scale, y, mean, inv,
                                                np.int32(n), np.float32(eps), np.int32(bias is not None)))
     return rows
 
@@ -253,7 +253,8 @@ def _layer_norm_rows(xp: Any) -> Any:
 def layer_norm(xp: Any, x: Any, scale: Any, bias: Any, axis: int, eps: float) -> tuple | None:
     """LayerNormalization (stash_type 1) of float32 ``x`` over its axes from ``axis`` as one
     kernel: (y, mean, inv_std) as the op returns them; None where it does not apply
-    (numpy, another dtype, a scale or bias that broadcasts, no kernel here)."""
+    (numpy, another dtype, a scale or bias that broadcasts, no kernel here or it did not
+    compile)."""
     if xp is np or x.dtype != np.float32 or x.size == 0:
         return None
     n = math.prod(x.shape[axis:])
@@ -268,8 +269,11 @@ def layer_norm(xp: Any, x: Any, scale: Any, bias: Any, axis: int, eps: float) ->
     stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
     mean = xp.empty(stat_shape, dtype=np.float32)
     inv = xp.empty(stat_shape, dtype=np.float32)
-    rows(xc, xp.ascontiguousarray(scale), None if bias is None else xp.ascontiguousarray(bias),
-         y, mean, inv, n, eps)
+    try:
+        rows(xc, xp.ascontiguousarray(scale), None if bias is None else xp.ascontiguousarray(bias),
+             y, mean, inv, n, eps)
+    except KernelUnavailable:   # it did not compile here: the op's general form
+        return None
     return y, mean, inv
 
 
@@ -318,13 +322,13 @@ def _softmax_rows(xp: Any) -> Any:
         return None
 
     def rows(x: Any, y: Any, n: int) -> None:
-        launch((x.size // n,), (_LN_THREADS,), (x, y, np.int32(n)))
+        launch((x.size // n,), (_ROW_THREADS,), (x, y, np.int32(n)))
     return rows
 
 
 def softmax_last(xp: Any, x: Any) -> Any:
     """Softmax of float32 ``x`` over its last axis as one kernel, or None (numpy, another
-    dtype, an empty axis, no kernel here)."""
+    dtype, an empty axis, no kernel here or it did not compile)."""
     if xp is np or x.dtype != np.float32 or x.ndim < 1 or x.size == 0 or x.shape[-1] == 0:
         return None
     rows = _softmax_rows(xp)
@@ -332,5 +336,8 @@ def softmax_last(xp: Any, x: Any) -> Any:
         return None
     xc = xp.ascontiguousarray(x)
     y = xp.empty(x.shape, dtype=np.float32)
-    rows(xc, y, x.shape[-1])
+    try:
+        rows(xc, y, x.shape[-1])
+    except KernelUnavailable:   # it did not compile here: the op's general form
+        return None
     return y

@@ -54,13 +54,9 @@ def layer_norm(xp: Any, x: Any, scale: Any, bias: Any = None, *, axis: int = -1,
     fast = native.layer_norm(xp, x, scale, bias, axis, epsilon) if stash_type == 1 else None
     if fast is not None:  # float32 numpy: one compiled pass per row
         return fast
-    if stash_type == 1 and xp is not np:
-        try:   # float32 on a device: one generated kernel (kernels/device.py)
-            fast = device.layer_norm(xp, x, scale, bias, axis, epsilon)
-        except device.KernelUnavailable:
-            fast = None
-        if fast is not None:
-            return fast
+    fast = device.layer_norm(xp, x, scale, bias, axis, epsilon) if stash_type == 1 else None
+    if fast is not None:  # float32 on a device: one generated kernel
+        return fast
     axes = tuple(range(axis % x.ndim, x.ndim))
     # stash_type=1 computes the statistics in float32 even for half inputs.
     xc = x.astype(np.float32, copy=False) if stash_type == 1 and x.dtype != np.float64 else x
