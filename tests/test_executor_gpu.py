@@ -141,6 +141,34 @@ def test_a_gru_on_the_gpu_matches_onnxruntime_with_its_one_kernel_step(monkeypat
     assert bool(made) == bool(lbr)
 
 
+@pytest.mark.parametrize("seq,direction", [(12, "bidirectional"), (1, "forward")])
+def test_an_lstm_on_the_gpu_matches_onnxruntime_with_its_one_kernel_step(seq, direction):
+    """The common LSTM's one-kernel step (kernels/device.py), compiled by NVRTC: the
+    sequence loop and the streaming step (one step, its state given), eager and replayed;
+    the kernel must have compiled (no fallback warning)."""
+    import numpy as np
+    from test_rnn_paths import _lstm_model
+
+    from engine.gpu_graphs import GraphReplay
+    from engine.kernels import device
+    rng = np.random.default_rng(seq)
+    model, feeds = _lstm_model(rng, seq, 3, 7, 32, direction, True, False)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # a kernel that did not compile fails here
+        with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+            replay = GraphReplay(ex)
+            for _ in range(2):
+                feeds = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in feeds.items()}
+                want = dict(zip(["Y", "Y_h", "Y_c"], sess.run(None, feeds)))
+                eager = ex.run(feeds).numpy_outputs()
+                replayed = {k: v.get() for k, v in replay.run(feeds).items()}
+                for k in want:
+                    np.testing.assert_allclose(eager[k], want[k], rtol=1e-4, atol=1e-5)
+                    np.testing.assert_allclose(replayed[k], want[k], rtol=1e-4, atol=1e-5)
+            assert device._made.get((id(ex.xp), "sglens_lstm_step")) not in (None, False)
+
+
 @pytest.mark.parametrize("n", [64, 257, 1000])
 def test_a_layer_norm_on_the_gpu_is_one_kernel_and_matches_onnxruntime(monkeypatch, n):
     """kernels/device.py's generated LayerNormalization (row lengths around its 256-thread

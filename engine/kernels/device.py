@@ -140,6 +140,25 @@ const T v = (1 - z) * n + z * h[i];
 h[i] = v;
 y[i] = v;
 """
+# One LSTM time step as one kernel (ONNX gate order i, o, f, c; the default Sigmoid, Tanh,
+# Tanh; no peepholes, clip or coupling; every sequence running). The step as written is ten
+# launches (the bias add, a tanh over the gates, the sigmoid's scale and shift, three
+# products and sums for the cell, its tanh, the output product). ``gr`` is the recurrent
+# product h @ R^T and ``xw`` the input projection with both biases, row ``row`` of it at
+# ``row * xs`` (xs = 0: one bias row for every batch entry, the streaming step's form); the
+# i, o, f columns of both come halved (kernels/rnn.py's cached weights), so each sigmoid is
+# tanh(v) / 2 + 1/2, exactly as the xp form computes it. The new cell state overwrites
+# ``c`` (each element read before it is written, by the same thread); the new hidden state
+# goes to ``y``, the step's output row, which the next step's GEMM reads as h.
+_LSTM_STEP_SRC = """
+const int row = i / hs, j = i - row * hs, g = row * 4 * hs, xr = row * xs;
+const T ig = tanh(gr[g + j] + xw[xr + j]) * (T)0.5 + (T)0.5;
+const T og = tanh(gr[g + hs + j] + xw[xr + hs + j]) * (T)0.5 + (T)0.5;
+const T fg = tanh(gr[g + 2 * hs + j] + xw[xr + 2 * hs + j]) * (T)0.5 + (T)0.5;
+const T cell = fg * c[i] + ig * tanh(gr[g + 3 * hs + j] + xw[xr + 3 * hs + j]);
+c[i] = cell;
+y[i] = og * tanh(cell);
+"""
 _made: dict[tuple[int, str], Any] = {}   # (id(xp), kernel name) -> kernel, or False where it did not compile
 _ran: set[int] = set()   # ids of kernels that compiled and ran here (each lives in _made)
 
@@ -194,6 +213,23 @@ def gru_step(xp: Any, dtype: Any) -> Any:
 
     def step(wx: Any, hr: Any, rb: Any, hs: int, h: Any, y: Any) -> None:
         launch(wx, hr, rb, np.int32(hs), h, y, size=h.size)
+    return step
+
+
+def lstm_step(xp: Any, dtype: Any) -> Any:
+    """``step(gr, xw, hs, xs, c, y)`` for C-contiguous (rows, 4*hs) ``gr``, ``xw`` read at
+    ``row * xs``, (rows, hs) ``c`` and ``y`` (see ``_LSTM_STEP_SRC``); or None (numpy,
+    another dtype, no ``ElementwiseKernel`` in this cupy, or it did not compile here before)."""
+    if xp is np or np.dtype(dtype) not in _GELU_DTYPES:
+        return None
+    launch = _generated(xp, "sglens_lstm_step", lambda cp: cp.ElementwiseKernel(
+        "raw T gr, raw T xw, int32 hs, int32 xs", "raw T c, raw T y", _LSTM_STEP_SRC,
+        "sglens_lstm_step"))
+    if launch is None:
+        return None
+
+    def step(gr: Any, xw: Any, hs: int, xs: int, c: Any, y: Any) -> None:
+        launch(gr, xw, np.int32(hs), np.int32(xs), c, y, size=c.size)
     return step
 
 

@@ -387,8 +387,16 @@ def _lstm_plain(xp: Any, xw: list, rt: Any, h: Any, c: Any, seq: int,
     iof, i, o, f, g = (gates[..., :3 * hs], gates[..., :hs], gates[..., hs:2 * hs],
                        gates[..., 2 * hs:3 * hs], gates[..., 3 * hs:])
     prev = h
+    fused = device.lstm_step(xp, dt)   # on a device: the recurrent GEMM and one kernel a step
     for k in range(seq):
         gemm.matmul(xp, prev, rt, out=gates)
+        if fused is not None:
+            try:
+                fused(gates, xs[k], hs, 4 * hs, c, ys[k])
+                prev = ys[k]
+                continue
+            except device.KernelUnavailable:   # it did not compile (at the first step): the xp form
+                fused = None
         gates += xs[k]                             # order i, o, f, c
         xp.tanh(gates, out=gates)
         iof *= half                                # sigmoid = tanh(v/2)/2 + 1/2
@@ -540,6 +548,14 @@ def _lstm_step(xp: Any, x: Any, w: Any, r: Any, b: Any, h: Any, c: Any,
                                   bias, y)
         return y.reshape((1, 1) + y.shape), [y.reshape((1,) + y.shape).copy(), cell[None]]
     gates = gemm.matmul(xp, xp.concatenate([x[0], h[0]], axis=1), wr)     # (batch, 4 hidden)
+    fused = device.lstm_step(xp, h.dtype)
+    if fused is not None and c.flags.c_contiguous:
+        hn = xp.empty(h.shape[1:], dtype=h.dtype)
+        try:
+            fused(gates, bias, hs, 0, c[0], hn)   # the cell state updated in place, as below
+            return hn.reshape((1, 1) + hn.shape), [hn.reshape((1,) + hn.shape).copy(), c]
+        except device.KernelUnavailable:   # it did not compile: the xp form
+            pass
     gates += bias
     xp.tanh(gates, out=gates)
     iof = gates[:, :3 * hs]

@@ -1,0 +1,131 @@
+"""The generated device kernels' CUDA sources, run: compiled as C on the host
+(``tests/host_cuda.py``) behind the strict fake cupy, through the executor, against
+onnxruntime on fresh random inputs. Without this the sources are checked only where a GPU
+is lent (tests/test_executor_gpu.py); the fake alone has no ``ElementwiseKernel`` and runs
+every op's general form."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from fake_cupy import install
+from host_cuda import install_elementwise
+from test_executor_gpu import _gru_model
+from test_rnn_paths import _lstm_model
+
+from engine.executor import Executor
+from partition import load_model
+
+pytestmark = pytest.mark.cpu_only(reason="installs its own fake cupy with host-compiled kernels")
+
+
+def _reference(model, feeds):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def _run_counted(fake, model, feeds, runs=2):
+    """Outputs of the last of ``runs`` runs on the fake GPU, and that run's launch table."""
+    with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+        for _ in range(runs - 1):
+            ex.run(feeds)
+        with fake.counting() as counts:
+            res = ex.run(feeds)
+        return {k: v.get() for k, v in res.outputs.items()}, counts
+
+
+def _check(got, want, rtol=1e-4, atol=1e-5):
+    assert set(want) <= set(got)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=rtol, atol=atol, err_msg=k)
+
+
+def test_the_host_compiled_kernel_is_the_source_run_per_index(monkeypatch, rng):
+    """The emulation itself: a raw and an elementwise parameter, a scalar by value, an
+    output allocated in the broadcast shape, one launch counted."""
+    fake = install(monkeypatch)
+    install_elementwise(monkeypatch, fake)
+    k = fake.ElementwiseKernel("T x, raw T t, int32 n", "T y", "y = x * t[i % n] + exp(x)", "probe")
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    t = rng.standard_normal(4).astype(np.float32)
+    with fake.counting() as counts:
+        y = k(fake.asarray(x), fake.asarray(t), np.int32(4))
+    np.testing.assert_allclose(y.get(), x * t[np.arange(12).reshape(3, 4) % 4] + np.exp(x), rtol=1e-6)
+    assert y.dtype == np.float32 and counts.launch_calls == {"ElementwiseKernel:probe": 1}
+    with pytest.raises(TypeError, match="numpy array"):
+        k(x, fake.asarray(t), np.int32(4))   # cupy refuses host arrays
+
+
+@pytest.mark.parametrize("seq,batch", [(7, 3), (1, 2)])
+def test_the_gru_step_source_matches_onnxruntime(monkeypatch, rng, seq, batch):
+    fake = install(monkeypatch)
+    install_elementwise(monkeypatch, fake)
+    model = _gru_model(seq, batch, 5, 8, 1, rng)
+    feeds = {"x": rng.standard_normal((seq, batch, 5)).astype(np.float32)}
+    got, counts = _run_counted(fake, model, feeds)
+    _check(got, _reference(model, feeds))
+    assert counts.launch_calls["ElementwiseKernel:sglens_gru_step"] == 2 * seq   # a step, a direction
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("with_state", [True, False])
+def test_the_lstm_step_source_matches_onnxruntime(monkeypatch, rng, direction, with_state):
+    """The common LSTM on a device: the recurrent GEMM and one kernel a step, per direction."""
+    fake = install(monkeypatch)
+    install_elementwise(monkeypatch, fake)
+    seq, batch = int(rng.integers(5, 12)), int(rng.integers(1, 4))
+    model, feeds = _lstm_model(rng, seq, batch, int(rng.integers(3, 9)), int(rng.integers(4, 17)),
+                               direction, with_state, False)
+    got, counts = _run_counted(fake, model, feeds)
+    _check(dict(zip(["Y", "Y_h", "Y_c"], [got["Y"], got["Y_h"], got["Y_c"]])), _reference(model, feeds))
+    dirs = 2 if direction == "bidirectional" else 1
+    assert counts.launch_calls["ElementwiseKernel:sglens_lstm_step"] == dirs * seq
+    # Without the kernel the same run is ten launches a step: at least seven more a step.
+    from engine.kernels import device  # noqa: PLC0415
+    monkeypatch.delattr(fake, "ElementwiseKernel")
+    monkeypatch.setattr(device, "_made", {})
+    _, general = _run_counted(fake, model, feeds)
+    assert general.launches - counts.launches >= 7 * dirs * seq
+
+
+def test_the_streaming_lstm_step_source_matches_onnxruntime(monkeypatch, rng):
+    """A VAD's call: one time step, one direction, its state given -- the stacked-weight
+    step, whose bias the kernel reads as one row for every batch entry."""
+    fake = install(monkeypatch)
+    install_elementwise(monkeypatch, fake)
+    model, feeds = _lstm_model(rng, 1, 2, 6, 12, "forward", True, False)
+    got, counts = _run_counted(fake, model, feeds, runs=3)
+    _check(got, _reference(model, feeds))
+    assert counts.launch_calls["ElementwiseKernel:sglens_lstm_step"] == 1
+
+
+def test_an_lstm_step_that_does_not_compile_leaves_the_general_step(monkeypatch, rng):
+    fake = install(monkeypatch)
+    install_elementwise(monkeypatch, fake)
+
+    def refusing(*spec):
+        def call(*args, **kw):
+            raise RuntimeError("NVRTC_ERROR_COMPILATION: stand-in")
+        return call
+    monkeypatch.setattr(fake, "ElementwiseKernel", refusing)
+    for seq, state in ((6, False), (1, True)):   # the sequence loop, then the streaming step
+        model, feeds = _lstm_model(rng, seq, 2, 4, 8, "forward", state, False)
+        with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+            want = _reference(model, feeds)
+            if seq == 6:
+                with pytest.warns(RuntimeWarning, match="sglens_lstm_step did not compile"):
+                    got = ex.run(feeds).outputs
+            else:
+                got = ex.run(feeds).outputs   # told once already: no second try
+            _check({k: v.get() for k, v in got.items()}, want)
+
+
+def test_the_gelu_source_matches_onnxruntime(monkeypatch, rng):
+    fake = install(monkeypatch)
+    install_elementwise(monkeypatch, fake)
+    from test_gpu_counts import REAL_MODELS  # noqa: PLC0415 - it puts bench/ on the path
+    model, feeds = REAL_MODELS["transformer2"](rng, seq=8, d=16, heads=2, ffn=32, vocab=30)
+    got, counts = _run_counted(fake, model, feeds)
+    _check(got, _reference(model, feeds), atol=1e-4)
+    assert counts.launch_calls["ElementwiseKernel:sglens_gelu"] == 2   # one per layer
