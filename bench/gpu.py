@@ -120,7 +120,8 @@ def fake_counts(names: list[str]) -> None:
 
     fake = fake_cupy.FakeCupy("cupy")
     # The generated elementwise kernels run (as C) and count one launch each, as on a GPU.
-    fake.ElementwiseKernel = lambda *spec: host_cuda.HostElementwiseKernel(fake, *spec)
+    if host_cuda.available():
+        fake.ElementwiseKernel = lambda *spec: host_cuda.HostElementwiseKernel(fake, *spec)
     sys.modules["cupy"] = fake
     engine_gpu._cupy, engine_gpu._probed = fake, True
     print("fake-cupy counts per warm run (tests/fake_cupy.py; exact counts, no timings)")

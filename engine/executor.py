@@ -68,6 +68,7 @@ from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_
 from .plan import PLANS, ModeChooser, segments
 from .kernels.rnn import directions_in_parallel
 from .rewrite import direction_slice, split_bidirectional_lstm
+from .fuse_elementwise import fuse_elementwise
 from .specialize import fold_node, specialized_call
 from .run_errors import InputError, MissingKernelError, RunError, named_failure, too_few_outputs
 from .subgraph_ops import EXECUTORS, SubgraphOp
@@ -210,6 +211,12 @@ class Executor:
         # that the body reads from an outer initializer is a host fact, not a device read.
         self.device_plan = gpu_plan.EMPTY if self.xp is np else gpu_plan.plan_device_run(
             graph, nodes, self._visible, self.parent is not None, self._host_fed)
+        if self.xp is not np and self.options.effective_plan() == "segments":
+            # elementwise chains as one generated kernel each; the host's shape arithmetic stays
+            nodes, chains = fuse_elementwise(
+                graph, nodes, lambda n: self.find_kernel(n, graph.opset) if self._runs_ours(n, graph) else None,
+                self.device_plan.host_nodes)
+            self._fused.update((f.node.name, f) for f in chains)
         produced = dict.fromkeys(t for n in nodes for t in n.outputs if t)  # ordered set
         self._produced_names = set(produced) | set(graph.inputs) - set(self._weights)
         self._host_weights: dict[str, Any] = {}  # host copies of weights read on the host

