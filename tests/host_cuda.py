@@ -1,4 +1,4 @@
-"""cupy's ``ElementwiseKernel`` on the host, for tests: the CUDA source compiled as C.
+"""cupy's ``ElementwiseKernel`` and ``RawKernel`` on the host, for tests: the CUDA sources compiled there.
 
 No GPU is lent to this project's CI, so the generated kernels' sources (``engine/kernels/
 device.py``) would otherwise be checked only where a GPU happens to be lent. An
@@ -16,15 +16,21 @@ ctypes, with cupy's conventions for the parts our kernels use:
 * the math functions are C's type-generic ones (``<tgmath.h>``): ``exp``/``tanh``/``erf``
   of a float are the float versions, as CUDA's C++ overloads are on the device.
 
+``RawKernel`` (1-D grids and blocks) runs its source as C++: block after block, one host
+thread per CUDA thread, ``__syncthreads()`` a barrier, ``__shared__`` one array per block,
+``blockIdx``/``threadIdx``/``blockDim`` as CUDA defines them.
+
 What it cannot check is what only NVRTC sees (a CUDA-only identifier, a macro NVRTC lacks:
-the first LayerNorm/Softmax sources' ``INFINITY``) -- those still need a GPU run. Each
-launch is counted on the fake (``launches["ElementwiseKernel:<name>"]``).
+the first LayerNorm/Softmax sources' ``INFINITY``), warp-level behaviour and speed --
+those still need a GPU run. Each launch is counted on the fake
+(``launches["ElementwiseKernel:<name>"]``, ``launches["RawKernel:<name>"]``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -52,12 +58,13 @@ def _params(spec: str) -> list[tuple[bool, str, str]]:
     return out
 
 
-def _compile(source: str) -> Any:
+def _compile(source: str, cpp: bool = False) -> Any:
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     if key not in _LIBS:
-        src, lib = _BUILD / f"k{key}.c", _BUILD / f"k{key}.so"
+        src, lib = _BUILD / f"k{key}.{'cpp' if cpp else 'c'}", _BUILD / f"k{key}.so"
         src.write_text(source)
-        subprocess.run(["cc", "-std=c99", "-O1", "-shared", "-fPIC", "-o", str(lib), str(src), "-lm"],
+        cmd = (["c++", "-std=c++17", "-pthread"] if cpp else ["cc", "-std=c99"])
+        subprocess.run([*cmd, "-O1", "-shared", "-fPIC", "-o", str(lib), str(src), "-lm"],
                        check=True, capture_output=True, text=True)
         _LIBS[key] = ctypes.CDLL(str(lib))
     return _LIBS[key]
@@ -127,11 +134,12 @@ class HostElementwiseKernel:
 def available() -> bool:
     """Whether a C compiler is here (the project's extension needs one too; without it the
     callers skip)."""
-    return shutil.which("cc") is not None
+    return shutil.which("cc") is not None and shutil.which("c++") is not None
 
 
-def install_elementwise(monkeypatch: Any, fake: FakeCupy) -> None:
-    """Give ``fake`` a working ``ElementwiseKernel`` (and forget kernels made for other fakes)."""
+def install_kernels(monkeypatch: Any, fake: FakeCupy) -> None:
+    """Give ``fake`` a working ``ElementwiseKernel`` and ``RawKernel`` (and forget kernels made
+    for other fakes)."""
     import pytest  # noqa: PLC0415
 
     from engine.kernels import device  # noqa: PLC0415 - tests only
@@ -140,5 +148,76 @@ def install_elementwise(monkeypatch: Any, fake: FakeCupy) -> None:
 
     monkeypatch.setattr(fake, "ElementwiseKernel",
                         lambda *spec: HostElementwiseKernel(fake, *spec), raising=False)
+    monkeypatch.setattr(fake, "RawKernel", lambda source, name, **kw: HostRawKernel(fake, source, name),
+                        raising=False)
     monkeypatch.setattr(device, "_made", {})
     monkeypatch.setattr(device, "_elementwise", type(device._elementwise)())
+
+
+# A RawKernel's source runs as C++: every block in turn, a thread per CUDA thread (so
+# ``__syncthreads`` is a real barrier and ``__shared__`` memory one array per block).
+_RAW_PRELUDE = r"""
+#include <math.h>
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+#include <thread>
+#include <vector>
+#include <pthread.h>
+struct sglens_dim3 { unsigned x = 1, y = 1, z = 1; };
+static thread_local sglens_dim3 threadIdx;
+static sglens_dim3 blockIdx, blockDim, gridDim;
+static pthread_barrier_t sglens_barrier;
+#define __global__
+#define __device__
+#define __shared__ static
+#define __syncthreads() pthread_barrier_wait(&sglens_barrier)
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, sizeof f); return f; }
+static inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, sizeof i); return i; }
+"""
+_RAW_C_TYPES = {"int": ctypes.c_int32, "float": ctypes.c_float, "double": ctypes.c_double,
+                "long long": ctypes.c_int64, "long": ctypes.c_int64, "unsigned": ctypes.c_uint32}
+
+
+class HostRawKernel:
+    """``cupy.RawKernel(source, name)`` for the fake, 1-D grids and blocks: ``k((grid,), (block,), args)``."""
+
+    def __init__(self, fake: FakeCupy, source: str, name: str) -> None:
+        self.fake, self.source, self.name = fake, source, name
+        sig = re.search(rf"\b{re.escape(name)}\s*\(([^)]*)\)", source)
+        if sig is None:
+            raise ValueError(f"{name}: no such kernel in the source")
+        self.params = [p.strip() for p in sig.group(1).split(",") if p.strip()]
+
+    def _wrapper(self) -> str:
+        names = [re.findall(r"\w+", p)[-1] for p in self.params]
+        return (_RAW_PRELUDE + self.source +
+                f'\nextern "C" void sglens_launch(unsigned grid, unsigned block, {", ".join(self.params)}) {{\n'
+                "  gridDim.x = grid; blockDim.x = block;\n"
+                "  pthread_barrier_init(&sglens_barrier, nullptr, block);\n"
+                "  for (unsigned b = 0; b < grid; ++b) {\n    blockIdx.x = b;\n"
+                "    std::vector<std::thread> ts;\n"
+                f"    for (unsigned t = 0; t < block; ++t) ts.emplace_back([=] {{ threadIdx.x = t; {self.name}({', '.join(names)}); }});\n"
+                "    for (auto& th : ts) th.join();\n  }\n"
+                "  pthread_barrier_destroy(&sglens_barrier);\n}\n")
+
+    def __call__(self, grid: tuple, block: tuple, args: tuple, **_: Any) -> None:
+        if len(grid) != 1 or len(block) != 1 or len(args) != len(self.params):
+            raise TypeError(f"{self.name}: 1-D launches with {len(self.params)} arguments only")
+        c_args, back = [ctypes.c_uint32(int(grid[0])), ctypes.c_uint32(int(block[0]))], []
+        for a, p in zip(args, self.params):
+            if isinstance(a, np.ndarray):
+                raise DeviceConversionError(f"{self.name}: a numpy array among the arguments")
+            if "*" in p:
+                arr = a._a
+                buf = np.ascontiguousarray(arr)
+                back.append((arr, buf))
+                c_args.append(ctypes.c_void_p(buf.ctypes.data))
+            else:
+                typ = " ".join(w for w in re.findall(r"\w+", p)[:-1] if w != "const")
+                c_args.append(_RAW_C_TYPES[typ](a.item() if isinstance(a, np.generic) else a))
+        _compile(self._wrapper(), cpp=True).sglens_launch(*c_args)
+        for arr, buf in back:
+            if buf is not arr:
+                arr[...] = buf
+        self.fake._count("launches", f"RawKernel:{self.name}")

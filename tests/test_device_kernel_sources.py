@@ -13,7 +13,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from fake_cupy import install
-from host_cuda import install_elementwise
+from onnx import TensorProto, helper, numpy_helper
+from host_cuda import install_kernels
 from test_executor_gpu import _gru_model
 from test_rnn_paths import _lstm_model
 
@@ -49,7 +50,7 @@ def test_the_host_compiled_kernel_is_the_source_run_per_index(monkeypatch, rng):
     """The emulation itself: a raw and an elementwise parameter, a scalar by value, an
     output allocated in the broadcast shape, one launch counted."""
     fake = install(monkeypatch)
-    install_elementwise(monkeypatch, fake)
+    install_kernels(monkeypatch, fake)
     k = fake.ElementwiseKernel("T x, raw T t, int32 n", "T y", "y = x * t[i % n] + exp(x)", "probe")
     x = rng.standard_normal((3, 4)).astype(np.float32)
     t = rng.standard_normal(4).astype(np.float32)
@@ -64,7 +65,7 @@ def test_the_host_compiled_kernel_is_the_source_run_per_index(monkeypatch, rng):
 @pytest.mark.parametrize("seq,batch", [(7, 3), (1, 2)])
 def test_the_gru_step_source_matches_onnxruntime(monkeypatch, rng, seq, batch):
     fake = install(monkeypatch)
-    install_elementwise(monkeypatch, fake)
+    install_kernels(monkeypatch, fake)
     model = _gru_model(seq, batch, 5, 8, 1, rng)
     feeds = {"x": rng.standard_normal((seq, batch, 5)).astype(np.float32)}
     got, counts = _run_counted(fake, model, feeds)
@@ -77,7 +78,7 @@ def test_the_gru_step_source_matches_onnxruntime(monkeypatch, rng, seq, batch):
 def test_the_lstm_step_source_matches_onnxruntime(monkeypatch, rng, direction, with_state):
     """The common LSTM on a device: the recurrent GEMM and one kernel a step, per direction."""
     fake = install(monkeypatch)
-    install_elementwise(monkeypatch, fake)
+    install_kernels(monkeypatch, fake)
     seq, batch = int(rng.integers(5, 12)), int(rng.integers(1, 4))
     model, feeds = _lstm_model(rng, seq, batch, int(rng.integers(3, 9)), int(rng.integers(4, 17)),
                                direction, with_state, False)
@@ -97,7 +98,7 @@ def test_the_streaming_lstm_step_source_matches_onnxruntime(monkeypatch, rng):
     """A VAD's call: one time step, one direction, its state given -- the stacked-weight
     step, whose bias the kernel reads as one row for every batch entry."""
     fake = install(monkeypatch)
-    install_elementwise(monkeypatch, fake)
+    install_kernels(monkeypatch, fake)
     model, feeds = _lstm_model(rng, 1, 2, 6, 12, "forward", True, False)
     got, counts = _run_counted(fake, model, feeds, runs=3)
     _check(got, _reference(model, feeds))
@@ -106,7 +107,7 @@ def test_the_streaming_lstm_step_source_matches_onnxruntime(monkeypatch, rng):
 
 def test_an_lstm_step_that_does_not_compile_leaves_the_general_step(monkeypatch, rng):
     fake = install(monkeypatch)
-    install_elementwise(monkeypatch, fake)
+    install_kernels(monkeypatch, fake)
 
     def refusing(*spec):
         def call(*args, **kw):
@@ -127,7 +128,7 @@ def test_an_lstm_step_that_does_not_compile_leaves_the_general_step(monkeypatch,
 
 def test_the_gelu_source_matches_onnxruntime(monkeypatch, rng):
     fake = install(monkeypatch)
-    install_elementwise(monkeypatch, fake)
+    install_kernels(monkeypatch, fake)
     from test_gpu_counts import REAL_MODELS  # noqa: PLC0415 - it puts bench/ on the path
     model, feeds = REAL_MODELS["transformer2"](rng, seq=8, d=16, heads=2, ffn=32, vocab=30)
     got, counts = _run_counted(fake, model, feeds)
@@ -151,7 +152,7 @@ def test_real_models_with_the_generated_kernels_match_onnxruntime(monkeypatch, n
     except pypi_models.Unavailable as exc:
         pytest.skip(str(exc))
     fake = install(monkeypatch)
-    install_elementwise(monkeypatch, fake)
+    install_kernels(monkeypatch, fake)
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     names = {i.name for i in sess.get_inputs()}
     feeds = {k: v for k, v in real_engine.WHEEL_INPUTS[name](np.random.default_rng()).items() if k in names}
@@ -163,3 +164,45 @@ def test_real_models_with_the_generated_kernels_match_onnxruntime(monkeypatch, n
         e = errors(got[k], v)
         assert e["match"], f"{name}: {k} max rel error {e['max_rel']}"
     assert any(k.startswith("ElementwiseKernel:") for k in counts.launch_calls), counts.launch_calls
+
+
+def _one_node(op, inputs, outputs, inits, **attrs):
+    node = helper.make_node(op, [n for n, _ in inputs] + [n for n, _ in inits], outputs, **attrs)
+    g = helper.make_graph([node], op, [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+                          [numpy_helper.from_array(v, n) for n, v in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("n", [5, 256, 257, 700])
+def test_the_layer_norm_source_matches_onnxruntime(monkeypatch, rng, n):
+    """Row lengths under, at, just over and several times the 256-thread block."""
+    fake = install(monkeypatch)
+    install_kernels(monkeypatch, fake)
+    model = _one_node("LayerNormalization", [("x", [3, 2, n])], ["y", "mean", "inv"],
+                      [("scale", rng.standard_normal(n).astype(np.float32)),
+                       ("bias", rng.standard_normal(n).astype(np.float32))], axis=-1, epsilon=1e-5)
+    feeds = {"x": (rng.standard_normal((3, 2, n)) * 3 + 1).astype(np.float32)}
+    got, counts = _run_counted(fake, model, feeds)
+    _check(got, _reference(model, feeds), rtol=1e-4, atol=1e-5)
+    assert counts.launch_calls.get("RawKernel:sglens_layer_norm_f32") == 1
+
+
+@pytest.mark.parametrize("n", [3, 256, 300])
+def test_the_softmax_source_matches_onnxruntime_with_infinities_and_nan(monkeypatch, rng, n):
+    """The last-axis softmax's fixed source (its -inf start value): rows of large values, a
+    row with -inf entries, a row with a NaN (NaN out, as onnxruntime answers), a row far
+    below zero."""
+    fake = install(monkeypatch)
+    install_kernels(monkeypatch, fake)
+    model = _one_node("Softmax", [("x", [4, n])], ["y"], [], axis=-1)
+    x = (rng.standard_normal((4, n)) * 30).astype(np.float32)
+    x[1, ::2] = -np.inf
+    x[2, n // 2] = np.nan
+    x[3] = -np.abs(x[3]) - 200   # every entry far below 0: the running max must start at -inf
+    feeds = {"x": x}
+    got, counts = _run_counted(fake, model, feeds)
+    want = _reference(model, feeds)["y"]
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-7, equal_nan=True)
+    assert np.isnan(got["y"][2]).all() == np.isnan(want[2]).all()
+    assert counts.launch_calls.get("RawKernel:sglens_softmax_last_f32") == 1

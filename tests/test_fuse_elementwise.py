@@ -10,7 +10,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from fake_cupy import install
-from host_cuda import install_elementwise
+from host_cuda import install_kernels
 from onnx import TensorProto, helper, numpy_helper
 
 from engine.executor import Executor
@@ -39,7 +39,7 @@ def _reference(model, feeds):
 def _run(monkeypatch, model, feeds, **opts):
     """(outputs, the warm run's launch table, the executor's step op types) on the fake GPU."""
     fake = install(monkeypatch)
-    install_elementwise(monkeypatch, fake)
+    install_kernels(monkeypatch, fake)
     with Executor(load_model(model.SerializeToString()), device="gpu", **opts) as ex:
         ex.run(feeds)
         with fake.counting() as counts:
@@ -141,7 +141,7 @@ def test_the_debugger_sees_every_tensor_of_a_fused_chain(monkeypatch, rng):
 
 def test_a_chain_whose_source_does_not_compile_runs_as_written(monkeypatch, rng):
     fake = install(monkeypatch)
-    install_elementwise(monkeypatch, fake)
+    install_kernels(monkeypatch, fake)
 
     def refusing(*spec):
         def call(*args, **kw):
