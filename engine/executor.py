@@ -95,13 +95,14 @@ class Executor:
             changes["subgraph_runtime"] = changes.pop("executor")
         opts = replace(options or ExecOptions(), **changes)  # unknown names: TypeError
         self._host_fed: frozenset[str] = frozenset()   # a subgraph body's host-computed inputs (child())
+        self._host_out: frozenset[str] = frozenset()   # its outputs the enclosing graph reads on the host
         self._bind(graph, engine, opts, (), None)
 
     @classmethod
     def _nested(cls, body: Graph, parent: "Executor", label: str, opts: ExecOptions,
-                host_fed: frozenset[str] = frozenset()) -> "Executor":
+                host_fed: frozenset[str] = frozenset(), host_out: frozenset[str] = frozenset()) -> "Executor":
         ex = cls.__new__(cls)
-        ex._host_fed = host_fed
+        ex._host_fed, ex._host_out = host_fed, host_out
         ex._bind(body, parent.engine, opts, (*parent.path, label), parent)
         return ex
 
@@ -191,6 +192,8 @@ class Executor:
                     self._weights[t] = self.parent._weights[t]
                     self._folded.add(t)
         nodes = self._fold_constants(graph)
+        # Outputs the enclosing graph reads on the host that folding made weights (on the device).
+        self._host_out_folded = {t: to_numpy(self._weights[t]) for t in self._host_out if t in self._folded}
         self._fused: dict[str, Fused] = {}
         self._derived: dict[str, tuple[str, int, int]] = {}  # weight slices made at bind time
         made: set[str] = set()
@@ -210,7 +213,8 @@ class Executor:
         # A body plans on its enclosing graphs' weights too: a Pad's pads or a Reshape's shape
         # that the body reads from an outer initializer is a host fact, not a device read.
         self.device_plan = gpu_plan.EMPTY if self.xp is np else gpu_plan.plan_device_run(
-            graph, nodes, self._visible, self.parent is not None, self._host_fed)
+            graph, nodes, self._visible, self.parent is not None, self._host_fed, self._host_out,
+            lambda n: self.options.runtime_for(str(n.attrs.get("property", ""))) == "engine")
         if self.xp is not np and self.options.effective_plan() == "segments":
             # elementwise chains as one generated kernel each; the host's shape arithmetic stays
             nodes, chains = fuse_elementwise(
@@ -485,10 +489,10 @@ class Executor:
     # --- nested graphs ------------------------------------------------------
 
     def child(self, body: Graph, label: str, host_fed: frozenset[str] = frozenset(),
-              **overrides: Any) -> "Executor":
+              host_out: frozenset[str] = frozenset(), **overrides: Any) -> "Executor":
         """The executor of a body (cached): same engine, device and options. ``host_fed``:
         body inputs this graph computes on the host (a subgraph body's shape tensors), fed
-        to it as host arrays on a device."""
+        to it as host arrays on a device; ``host_out``: body outputs this graph reads there."""
         key = id(body)
         ex = self._children.get(key)
         if ex is None:
@@ -496,7 +500,7 @@ class Executor:
                 ex = self._children.get(key)
                 if ex is None:
                     opts = replace(self.options, keep_intermediates=False, **overrides)
-                    ex = Executor._nested(body, self, label, opts, host_fed)
+                    ex = Executor._nested(body, self, label, opts, host_fed, host_out)
                     self._children[key] = ex
         return ex
 
@@ -516,6 +520,8 @@ class Executor:
 
     def _result(self, run: "_Run", keep: bool, start: float) -> RunResult:
         outputs = {t: run.get(t) for t in self.graph.outputs}
+        if self._host_out_folded:   # host facts folded at bind time: their host copies
+            outputs.update(self._host_out_folded)
         if self.timing and run.node_events:  # one host wait per stream (engine/gpu.py)
             run.node_seconds.update(gpu.elapsed_seconds(run.node_events))
         if run.subgraph_spans:  # subgraph operators' device times, read now that the run is done

@@ -69,6 +69,7 @@ class DevicePlan:
     host_inputs: frozenset[str]        # graph inputs kept on the host (never uploaded)
     host_weights: Mapping[str, np.ndarray]
     host_reads: tuple[HostRead, ...]
+    is_body: bool = False   # host inputs are a subgraph body's host-fed facts, not fresh feeds
 
     def describe(self) -> dict[str, Any]:
         """For run reports: what runs on the host and what reads the device."""
@@ -85,10 +86,16 @@ EMPTY = DevicePlan(frozenset(), frozenset(), frozenset(), {}, ())
 
 
 def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, Any],
-                    is_body: bool, host_fed: frozenset[str] = frozenset()) -> DevicePlan:
+                    is_body: bool, host_fed: frozenset[str] = frozenset(),
+                    host_out: frozenset[str] = frozenset(),
+                    engine_body: Callable[[Node], bool] = lambda node: False) -> DevicePlan:
     """The plan for ``nodes`` (bound order) of ``graph`` on a device. Reads small weights
     back once (at bind time, not in a run). ``host_fed``: a subgraph body's inputs that the
-    enclosing graph computes on the host (it hands them over as host arrays)."""
+    enclosing graph computes on the host (it hands them over as host arrays); ``host_out``:
+    its outputs the enclosing graph wants as host arrays. ``engine_body(node)``: whether a
+    subgraph node's body runs on our engine -- then the outputs it can compute on the host
+    from what it is fed there are host facts here too (a partition cuts shape arithmetic
+    apart: a Slice's bounds made by Unsqueezes inside a TensorRT region)."""
     host_weights: dict[str, np.ndarray] = {}
 
     def weight_on_host(t: str) -> bool:
@@ -100,7 +107,7 @@ def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, A
         host_weights[t] = to_numpy(w)
         return True
 
-    pinned = set(graph.outputs)  # outputs stay device arrays; bodies read device values
+    pinned = set(graph.outputs) - host_out  # outputs stay device arrays; bodies read device values
     for node in nodes:
         for body in node.subgraphs.values():
             pinned.update(body.free_tensors)
@@ -109,9 +116,12 @@ def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, A
     host_inputs = set(host_fed) & set(graph.inputs) if is_body else {t for t in graph.inputs
                                          if t not in weights and _small_int_input(graph, t)}
     while True:
-        host, host_nodes = _host_side(nodes, host_inputs, pinned, weight_on_host)
-        wanted = {t for n in nodes if n.name not in host_nodes and not n.is_subgraph  # a body takes them as they are
-                  for i, t in enumerate(n.inputs) if t in host_inputs and i not in _read_on_host(n)}
+        host, host_nodes = _host_side(nodes, host_inputs, pinned, weight_on_host, engine_body)
+        # A body's host-fed facts stay host facts where its own kernels want them as data too
+        # (they go up once per value, bind_call): a Reshape of it reads it on the host, no sync.
+        wanted = set() if is_body else {
+            t for n in nodes if n.name not in host_nodes and not n.is_subgraph  # a body takes them as they are
+            for i, t in enumerate(n.inputs) if t in host_inputs and i not in _read_on_host(n)}
         wanted |= {t for n in nodes for body in n.subgraphs.values()   # an If/Loop/Scan body reads it on the device
                    for t in body.free_tensors if t in host_inputs}
         if not wanted:
@@ -120,18 +130,35 @@ def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, A
     reads = tuple(_host_reads(nodes, host_nodes, host, weights))
     kept = {t: host_weights[t] for n in nodes if n.name in host_nodes for t in n.inputs if t in host_weights}
     return DevicePlan(frozenset(host_nodes), frozenset(host - host_inputs), frozenset(host_inputs),
-                      kept, reads)
+                      kept, reads, is_body)
 
 
 def _host_side(nodes: Sequence[Node], host_inputs: set[str], pinned: set[str],
-               weight_on_host: Callable[[str], bool]) -> tuple[set[str], set[str]]:
+               weight_on_host: Callable[[str], bool],
+               engine_body: Callable[[Node], bool] = lambda node: False) -> tuple[set[str], set[str]]:
     """(host-known tensors, host nodes), in one pass over the bound order."""
     host, host_nodes = set(host_inputs), set()
     for node in nodes:
-        if _runs_on_host(node, host, pinned, weight_on_host):
+        if node.is_subgraph and engine_body(node):
+            host.update(t for t in _body_host_outputs(node.body, host, weight_on_host) if t not in pinned)
+        elif _runs_on_host(node, host, pinned, weight_on_host):
             host_nodes.add(node.name)
             host.update(t for t in node.outputs if t)
     return host, host_nodes
+
+
+def _body_host_outputs(body: Graph, host: set[str], weight_on_host: Callable[[str], bool]) -> set[str]:
+    """The outputs of a subgraph body our engine runs that its own plan computes on the host,
+    fed ``host`` (the enclosing graph's host-known tensors and small weights, by name). Its
+    Constant nodes are weights once bound (small ones host-known). An estimate of the body's
+    plan made before it binds: where they disagree the enclosing graph reads the value back
+    (``bind_call``), once per run."""
+    fed = {t for t in body.inputs if t in host or weight_on_host(t)}
+    fed.update(t for t, w in body.initializers.items() if int(np.prod(w.shape or (1,))) <= MAX_HOST_ELEMENTS)
+    fed.update(n.outputs[0] for n in body.nodes if n.op_type == "Constant" and not n.inputs and n.outputs
+               and int(np.size(n.attrs.get("value", np.zeros(MAX_HOST_ELEMENTS + 1)))) <= MAX_HOST_ELEMENTS)
+    inner, _ = _host_side(body.nodes, fed, set(), lambda t: False)
+    return {t for t in body.outputs if t in inner}
 
 
 def _read_on_host(node: Node) -> tuple[int, ...]:
@@ -185,10 +212,16 @@ def bind_call(plan: DevicePlan, node: Node, call: Callable[..., tuple], kernel: 
         attrs = kernel_attrs(node)
         host_weights = plan.host_weights  # looked up per call: set_weight refreshes it
         weights = tuple((i, t) for i, t in enumerate(node.inputs) if t in host_weights)
+        reads_shape_only = node.op_type in SHAPE_READERS   # a device input's shape is host metadata
 
         def host_call(run: Any, args: list, rctx: Any) -> tuple:
             for i, t in weights:
                 args[i] = host_weights[t]
+            for i, a in enumerate(args):
+                if not reads_shape_only and a is not None and not isinstance(a, (np.ndarray, np.generic)):
+                    # a subgraph body's output planned as a host fact that its own plan kept
+                    # on the device (_body_host_outputs' estimate): read back, correct, one sync
+                    args[i] = to_numpy(a)
             return tuple(kernel(np, *args, **attrs))
         return host_call
     host = plan.host_tensors | plan.host_inputs
@@ -198,7 +231,7 @@ def bind_call(plan: DevicePlan, node: Node, call: Callable[..., tuple], kernel: 
     keep = set(range(len(node.inputs))) if node.is_subgraph else set(_read_on_host(node))
     # Shape facts are the same run after run: uploaded once (kernels/device.py); a graph
     # input kept on the host for shape arithmetic is uploaded where a kernel wants it.
-    lift = tuple((i, xp.asarray if t in plan.host_inputs else partial(resident, xp))
+    lift = tuple((i, xp.asarray if t in plan.host_inputs and not plan.is_body else partial(resident, xp))
                  for i, t in enumerate(node.inputs) if t in host and i not in keep)
     if not lift:
         return call

@@ -221,7 +221,9 @@ class _EngineImpl(_Impl):
                               and getattr(parent._weights[t], "size", MAX_HOST_ELEMENTS + 1) <= MAX_HOST_ELEMENTS]
         fed = frozenset(t for t in op.body.inputs if t in plan.host_tensors or t in plan.host_inputs) \
             | frozenset(self.small_weights)
-        self.child = parent.child(op.body, op.label, host_fed=fed, subgraph_runtime="engine")
+        # The outputs the enclosing plan made host facts (gpu_plan._body_host_outputs) stay there.
+        out = frozenset(t for t in op.body.outputs if t in plan.host_tensors)
+        self.child = parent.child(op.body, op.label, host_fed=fed, host_out=out, subgraph_runtime="engine")
         # The body's plan keeps on the host only what no device kernel of it wants as data:
         # the rest goes up, a host fact once per value (kernels/device.py:resident), a weight as is.
         kept = self.child.device_plan.host_inputs

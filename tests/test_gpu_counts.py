@@ -451,3 +451,72 @@ def test_row_kernels_that_do_not_compile_leave_layer_norm_and_softmax_to_their_g
     np.testing.assert_allclose(got, _reference(model, feeds)["y"], rtol=1e-5, atol=1e-6)
     assert device._made[(id(fake), "sglens_layer_norm_f32")] is False
     assert device._made[(id(fake), "sglens_softmax_last_f32")] is False
+
+
+def test_a_0d_host_fact_goes_up_with_its_shape(monkeypatch):
+    """``resident`` once made a 0-d index 1-d (``ascontiguousarray`` does): a Gather by it
+    then returned an extra axis (silero-VAD's LSTM state, partitioned)."""
+    from engine.kernels.device import resident
+    fake = install(monkeypatch)
+    for host in (np.array(1, np.int64), np.array([1], np.int64), np.zeros((2, 0), np.float32)):
+        up = resident(fake, host)
+        assert up.shape == host.shape and up.dtype == host.dtype
+        np.testing.assert_array_equal(up.get(), host)
+
+
+def _cut_shape_math_model(rng):
+    """A Slice whose bounds are Unsqueezes of constants, and a Gather by a 0-d index: with
+    Unsqueeze and Gather taken into subgraphs (as the TensorRT rules cut silero-VAD), the
+    bounds and the index come out of subgraph operators."""
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Constant", [], ["c_start"], value=helper.make_tensor("v", TensorProto.INT64, [], [1])),
+             helper.make_node("Unsqueeze", ["c_start", "ax0"], ["start"]),
+             helper.make_node("Unsqueeze", ["c_end", "ax0"], ["end"]),
+             helper.make_node("Slice", ["x", "start", "end", "one_axis"], ["sliced"]),
+             helper.make_node("Gather", ["table", "idx"], ["row"], axis=0),
+             helper.make_node("Add", ["sliced", "row"], ["y"])]
+    inits = [i64("ax0", [0]), i64("c_end", 7), i64("one_axis", [1]), i64("idx", 1),
+             numpy_helper.from_array(rng.standard_normal((3, 6)).astype(np.float32), "table")]
+    graph = helper.make_graph(nodes, "cut", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model, {"x": rng.standard_normal((2, 9)).astype(np.float32)}
+
+
+def test_host_facts_made_inside_one_subgraph_stay_host_facts_for_the_graph_around_it(monkeypatch, rng):
+    """Subgraphs on our engine: the Slice's bounds computed inside them are read by the
+    graph around without a sync (they were 11 syncs a run in partitioned silero-VAD op15)."""
+    from partition.runner import partition
+    fake = install(monkeypatch)
+    model, feeds = _cut_shape_math_model(rng)
+    part = partition(load_model(model.SerializeToString()), "default", ops=["Unsqueeze", "Constant", "Gather"])
+    assert any(n.is_subgraph for n in part.graph.nodes)
+    with Executor(part.graph, device="gpu", subgraph_runtime="engine") as ex:
+        ex.run(feeds)
+        assert device_read_notes(ex) == []
+        res, counts = _counted_run(fake, ex, feeds)
+    np.testing.assert_allclose(res.outputs["y"].get(), _reference(model, feeds)["y"], rtol=1e-6)
+    assert counts.syncs == 0, counts.sync_calls
+
+
+def test_silero_vad_cut_by_the_tensorrt_rules_reads_nothing_back(monkeypatch):
+    sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
+    import pypi_models  # noqa: PLC0415
+    import real_engine  # noqa: PLC0415
+    from partition.runner import partition
+    try:
+        data = pypi_models.fetch("silero_vad_16k_op15").read_bytes()
+    except pypi_models.Unavailable as exc:
+        pytest.skip(str(exc))
+    fake = install(monkeypatch)
+    feeds = real_engine.WHEEL_INPUTS["silero_vad_16k_op15"](np.random.default_rng())
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    feeds = {k: v for k, v in feeds.items() if k in {i.name for i in sess.get_inputs()}}
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    part = partition(load_model(data), "tensorrt").graph
+    with Executor(part, device="gpu", subgraph_runtime="engine") as ex:
+        ex.run(feeds)
+        res, counts = _counted_run(fake, ex, feeds)
+    for k, v in want.items():
+        np.testing.assert_allclose(res.outputs[k].get(), v, rtol=1e-4, atol=1e-5)
+    assert counts.syncs == 0, counts.sync_calls

@@ -30,7 +30,7 @@ def resident(xp: Any, host: np.ndarray) -> Any:
     """``xp.asarray(host)``, uploaded once per distinct value (same dtype, shape and bytes)."""
     if xp is np:
         return host
-    host = np.ascontiguousarray(host)
+    host = np.asarray(host, order="C")   # not ascontiguousarray: it makes a 0-d array 1-d
     if host.nbytes > MAX_BYTES:
         return xp.asarray(host)
     key = (id(xp), host.dtype.str, host.shape, host.tobytes())
