@@ -504,6 +504,14 @@ class Executor:
                     self._children[key] = ex
         return ex
 
+    def body_child(self, node: Node, body: Graph) -> "Executor":
+        """The executor of an If/Loop/Scan ``body`` of ``node``. In a subgraph body on a
+        device, the host-fed facts it reads stay host facts in there too (its plan lifts them
+        where its kernels want them as data; a Pad's pads read there need no sync)."""
+        plan = self.device_plan
+        fed = frozenset(t for t in body.free_tensors if t in plan.host_inputs) if plan.is_body else frozenset()
+        return self.child(body, f"'{node.name}' ({node.op_type})", host_fed=fed)
+
     # --- one run --------------------------------------------------------------
 
     def _start_run(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None,
@@ -612,7 +620,7 @@ class Executor:
                 if len(values) != len(body.inputs):
                     raise RunError(f"{label}: body '{body.name}' takes {len(body.inputs)} inputs, "
                                    f"got {len(values)}")
-                child = self.child(body, label)
+                child = self.body_child(node, body)
                 if inline:
                     return child.run_body(values, scope, rctx.stream)
                 result = child.run(dict(zip(body.inputs, values)), outer=scope)

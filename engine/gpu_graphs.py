@@ -87,7 +87,7 @@ def _branch_why(executor: Any, node: Any) -> str:
     """Why an ``If`` with a host-known condition cannot be captured ('' when it can): a
     branch body that cannot be, itself."""
     for body in node.subgraphs.values():
-        why = _inner_why(executor.child(body, f"'{node.name}' ({node.op_type})"), f"its branch '{body.name}'")
+        why = _inner_why(executor.body_child(node, body), f"its branch '{body.name}'")
         if why:
             return why
     return ""

@@ -113,15 +113,18 @@ def plan_device_run(graph: Graph, nodes: Sequence[Node], weights: Mapping[str, A
             pinned.update(body.free_tensors)
     # A small integer graph input stays on the host only where no device kernel wants it
     # as data (token ids for a Gather go up as usual): planned, then planned again without.
-    host_inputs = set(host_fed) & set(graph.inputs) if is_body else {t for t in graph.inputs
+    host_inputs = set(host_fed) & {*graph.inputs, *graph.free_tensors} if is_body else {t for t in graph.inputs
                                          if t not in weights and _small_int_input(graph, t)}
     while True:
         host, host_nodes = _host_side(nodes, host_inputs, pinned, weight_on_host, engine_body)
-        # A body's host-fed facts stay host facts where its own kernels want them as data too
-        # (they go up once per value, bind_call): a Reshape of it reads it on the host, no sync.
-        wanted = set() if is_body else {
-            t for n in nodes if n.name not in host_nodes and not n.is_subgraph  # a body takes them as they are
-            for i, t in enumerate(n.inputs) if t in host_inputs and i not in _read_on_host(n)}
+        if is_body:
+            # A subgraph body's host-fed facts stay host facts where its own kernels, or the
+            # If/Loop/Scan bodies inside it, want them as data too: those get them uploaded once
+            # per value (bind_call, Executor._control_flow_call); a Reshape by one reads it on
+            # the host, with no sync.
+            break
+        wanted = {t for n in nodes if n.name not in host_nodes and not n.is_subgraph  # a body takes them as they are
+                  for i, t in enumerate(n.inputs) if t in host_inputs and i not in _read_on_host(n)}
         wanted |= {t for n in nodes for body in n.subgraphs.values()   # an If/Loop/Scan body reads it on the device
                    for t in body.free_tensors if t in host_inputs}
         if not wanted:

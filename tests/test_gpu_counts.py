@@ -499,17 +499,25 @@ def test_host_facts_made_inside_one_subgraph_stay_host_facts_for_the_graph_aroun
     assert counts.syncs == 0, counts.sync_calls
 
 
-def test_silero_vad_cut_by_the_tensorrt_rules_reads_nothing_back(monkeypatch):
+@pytest.mark.parametrize("name,sr", [("silero_vad_16k_op15", 16000), ("silero_vad_op18_ifless", 16000),
+                                     ("silero_vad_op18_ifless", 8000)])
+def test_silero_vad_cut_by_the_tensorrt_rules_reads_nothing_back_and_is_captured(monkeypatch, name, sr):
+    """Partitioned by the TensorRT rules, every subgraph on our engine: no value read back
+    (op15 read 11, op18 18 a run: Slice bounds, Pad amounts and a Reshape's shape made in
+    or fed to a subgraph), the whole graph capturable, both sample-rate branches right."""
     sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
     import pypi_models  # noqa: PLC0415
     import real_engine  # noqa: PLC0415
+    from engine.gpu_graphs import GraphReplay
     from partition.runner import partition
     try:
-        data = pypi_models.fetch("silero_vad_16k_op15").read_bytes()
+        data = pypi_models.fetch(name).read_bytes()
     except pypi_models.Unavailable as exc:
         pytest.skip(str(exc))
     fake = install(monkeypatch)
-    feeds = real_engine.WHEEL_INPUTS["silero_vad_16k_op15"](np.random.default_rng())
+    feeds = real_engine.WHEEL_INPUTS[name](np.random.default_rng())
+    if sr == 8000:
+        feeds.update(input=feeds["input"][:, :288], sr=np.array(8000, np.int64))
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     feeds = {k: v for k, v in feeds.items() if k in {i.name for i in sess.get_inputs()}}
     want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
@@ -517,6 +525,8 @@ def test_silero_vad_cut_by_the_tensorrt_rules_reads_nothing_back(monkeypatch):
     with Executor(part, device="gpu", subgraph_runtime="engine") as ex:
         ex.run(feeds)
         res, counts = _counted_run(fake, ex, feeds)
+        decision = GraphReplay(ex).decision
     for k, v in want.items():
         np.testing.assert_allclose(res.outputs[k].get(), v, rtol=1e-4, atol=1e-5)
     assert counts.syncs == 0, counts.sync_calls
+    assert decision.captured, decision.eager_nodes
