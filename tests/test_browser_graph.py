@@ -70,7 +70,8 @@ def server(tmp_path_factory):
     app = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path_factory.mktemp("inst"))})
     client = app.test_client()
     ids = {}
-    for name, model in (("wide2000", wide_model(40, 50)), ("wide1200", wide_model(30, 40)), ("mixed", mixed_model())):
+    for name, model in (("wide2000", wide_model(40, 50)), ("wide1200", wide_model(30, 40)), ("mixed", mixed_model()),
+                        ("tall300", wide_model(1, 300))):
         resp = client.post("/api/models", data={"file": (io.BytesIO(model.SerializeToString()), name + ".onnx")},
                            content_type="multipart/form-data")
         assert resp.status_code in (200, 201), resp.get_json()
@@ -363,3 +364,23 @@ def test_tensorrt_treat_as_supported_toggle_and_dla_colours(server, page):
     page.select_option("#colour", "supported")
     fill = page.locator(f'g.node[data-id="{node}"] rect').evaluate("r => getComputedStyle(r).fill")
     assert fill == _swatch(page, "#trt-legend .lo-gpu_fallback") != _swatch(page, "#trt-legend .lo-unsupported")
+
+
+def test_a_tall_graph_stays_readable_beside_the_run_card(server, page):
+    """Opening the Runs tab narrows the graph's pane: the view stays readable from the top
+    (it once fitted the whole of a 300-node chain into a thin strip beside the run card);
+    after Fit, a narrower pane fits the whole graph again."""
+    base, ids = server
+    open_model(page, base, ids["tall300"])
+    assert page.evaluate(OP_FONT) >= 10
+    page.click("button[data-tab=runs]")
+    page.wait_for_timeout(300)
+    shot(page, "tall300_runs_tab")
+    assert page.evaluate(OP_FONT) >= 10, "op labels must stay readable beside the run card"
+    assert page.evaluate(BOXES)["visible"] >= 4
+    page.click("button[data-tab=debug]")
+    page.click("#fit")
+    page.click("button[data-tab=runs]")
+    page.wait_for_timeout(300)
+    fitted = page.evaluate(BOXES)
+    assert fitted["inside"] == fitted["total"] > 0, fitted       # Fit chosen: still the whole graph

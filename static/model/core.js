@@ -38,8 +38,10 @@
     document.querySelectorAll(".tab").forEach(t => { t.hidden = t.id !== "tab-" + name; });
     const side = document.querySelector(".side"); const wide = name === "runs";
     if (side.classList.contains("wide") !== wide) {
+      // The graph's pane changes size: its ResizeObserver redoes the automatic view (readable from
+      // the top, or the whole graph after Fit) or keeps the user's. Fitting the whole graph here made
+      // a tall model a thin unreadable strip beside the run card.
       side.classList.toggle("wide", wide);
-      M.view.fit();
       if (window.Plotly) document.querySelectorAll("#run-plots .plot").forEach(p => window.Plotly.Plots.resize(p));
     }
   };

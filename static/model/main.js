@@ -35,7 +35,6 @@
       "+": () => M.view.zoomBy(1.25), "=": () => M.view.zoomBy(1.25), "-": () => M.view.zoomBy(0.8) };
     if (keys[ev.key]) { ev.preventDefault(); keys[ev.key](); }
   });
-  window.addEventListener("resize", () => M.view.fit());   // a new window size: the whole graph again
 
   async function init() {
     try {
