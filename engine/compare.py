@@ -335,5 +335,15 @@ def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: 
         ins_ok = all(e["match"] for e in entry["inputs"].values())
         outs_ok = all(e["match"] for e in entry["outputs"].values())
         entry["introduces_difference"] = ins_ok and not outs_ok
+        if entry["introduces_difference"]:
+            entry["difference_scale"] = max(_scale_of_difference(e) for e in entry["outputs"].values()
+                                            if not e["match"])
         subgraphs.append(entry)
     return subgraphs
+
+
+def _scale_of_difference(e: Mapping[str, Any]) -> float:
+    """A boundary tensor's largest difference over its largest reference value: about 1e-7 to
+    1e-6 is float32 rounding (amplified where values cancel), not a wrong result."""
+    big = float(e.get("ref_max_abs") or 0.0)
+    return float(e.get("max_abs") or 0.0) / big if big > 0 else float("inf")

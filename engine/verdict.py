@@ -41,6 +41,10 @@ class Verdict:
                 "first_divergent": self.first_divergent, "inner_difference": self.inner_difference}
 
 
+#: A difference at most this fraction of a tensor's largest value is float32 rounding.
+ROUNDING_SCALE = 1e-5
+
+
 def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequence[Mapping[str, Any]],
           tol: Tolerance) -> Verdict:
     """``outputs``: output -> run -> ``compare_arrays`` result; ``subgraphs``: the boundary records."""
@@ -78,9 +82,13 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
         status = MATCH
     if inner:
         headline += " (a tensor inside the partitioned graph differs: see below)"
+        scale = introducing[0].get("difference_scale")
+        rounding = (f" Its largest difference is {scale:.1g} of its largest value: float32 rounding "
+                    "(amplified where values cancel, e.g. near-zero results of large terms), not a "
+                    "wrong result" if scale is not None and scale <= ROUNDING_SCALE else "")
         details.append(f"inside the partitioned graph, subgraph {inner}'s outputs differ from onnxruntime "
                        "beyond tolerance while its inputs match; the graph's outputs still match, so the "
-                       "difference does not reach them")
+                       "difference does not reach them." + rounding)
     return Verdict(status, headline, tuple(details + _rel_details(outputs)), None, inner)
 
 

@@ -87,6 +87,7 @@ def test_no_difference_is_printed_under_a_match(rng):
     assert v.status == "match" and v.headline.startswith("✔")
     assert v.inner_difference == f"#{sg['id']} {sg['node']}"
     assert any("does not reach" in d for d in v.details)
+    assert not any("rounding" in d for d in v.details)       # 0.5 off at values of ~3: a real difference
     assert "first subgraph introducing a difference" not in c.text()
     # when the difference reaches the output, the subgraph is named under a ✘
     loud = _run(_scaled_model(1.0, add_x=True), feeds, wrong_relu=True)
@@ -120,3 +121,24 @@ def test_cli_compare_prints_the_same_verdict(tmp_path, capsys, rng):
     assert main(["compare", str(path), "--ops", "Relu", "--repeat", "1", "--warmup", "0"]) == 0
     out = capsys.readouterr().out
     assert "proves little" in out and "at or below atol 0.0001" in out
+
+
+def test_a_boundary_difference_at_float32_rounding_level_is_called_rounding(rng):
+    """ppocr_det's case: a subgraph whose values reach ~600 differs by 7e-4 at one element
+    whose reference is near zero -- beyond atol, yet 1e-6 of the tensor's scale. Here a Relu
+    off by 2e-6 of its largest value (its zeros become that, as a cancellation leaves)."""
+    model = _scaled_model(1e-6, add_x=True)
+    feeds = {"x": (rng.standard_normal((8, 16)) * 1000).astype(np.float32)}
+    top = float(np.maximum(feeds["x"], 0).max())
+
+    def find(node, opset):
+        if node.op_type == "Relu":
+            return lambda xp, a, **_: (xp.maximum(a, 0) + np.float32(2e-6 * top),)
+        return KERNELS.get(node.op_type)
+    g = load_model(model.SerializeToString())
+    c = compare(g, model, feeds, partitioned=partition(g, "default", ops=["Relu"]), executor="engine",
+                kernels=find, repeat=1, warmup=0)
+    (sg,) = c.subgraphs
+    assert c.ok and sg["introduces_difference"]
+    assert sg["difference_scale"] == pytest.approx(2e-6, rel=0.05)
+    assert any("float32 rounding" in d for d in c.verdict.details), c.verdict.details
