@@ -610,6 +610,8 @@ class Executor:
         label = f"'{node.name}' ({node.op_type})"
         inline = self.options.effective_plan() == "segments"
 
+        bodies: dict[int, Executor] = {}   # id(body) -> its executor, looked up once
+
         def call(run: _Run, args: list, rctx: RunContext) -> tuple:
             scope_cache: dict[int, dict[str, Any]] = {}
 
@@ -620,7 +622,9 @@ class Executor:
                 if len(values) != len(body.inputs):
                     raise RunError(f"{label}: body '{body.name}' takes {len(body.inputs)} inputs, "
                                    f"got {len(values)}")
-                child = self.body_child(node, body)
+                child = bodies.get(id(body))
+                if child is None:
+                    child = bodies[id(body)] = self.body_child(node, body)
                 if inline:
                     return child.run_body(values, scope, rctx.stream)
                 result = child.run(dict(zip(body.inputs, values)), outer=scope)
