@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .kernels import gemm, geometry, kernel_attrs, nn
+from .kernels import device, gemm, geometry, kernel_attrs, nn
 from .kernels.dtypes import np_dtype
 from .kernels.tensor import _slice_index
 
@@ -299,7 +299,8 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
         index = (Ellipsis,) + nn._make_gather_index(xp, kernel, dil, strides, out_sp)
         flat = _flat_taps(shape, kernel, dil, strides, pads, out_sp) if xp is np else None
         return (padded if any(pads) else None, inner, index, (shape[0], c * k_size, npos),
-                (shape[0], m) + out_sp, flat, np.zeros((shape[0], 1), dtype=w.dtype))
+                (shape[0], m) + out_sp, flat, np.zeros((shape[0], 1), dtype=w.dtype),
+                (kernel, strides, dil, pads, out_sp))
 
     def apply(xp: Any, x: Any, p: Any) -> Any:
         wt, bias = state.get("w"), state.get("b")
@@ -308,7 +309,7 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
             bias = state["b"] = None if b is None else b.reshape(m, 1)
         if x.dtype != wt.dtype or (bias is not None and bias.dtype != x.dtype):
             return _GENERIC
-        padded, inner, index, cols_shape, out_shape, flat, zero = p
+        padded, inner, index, cols_shape, out_shape, flat, zero, geom = p
         if flat is not None and x.flags.c_contiguous:
             # numpy: one take of the flattened input (with a trailing zero for the taps
             # in the padding) instead of a padded copy and a multi-array gather.
@@ -320,11 +321,14 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
             if bias is not None:
                 acc += bias
             return acc.reshape(out_shape)
-        if padded is not None:
-            xpad = xp.zeros(padded, dtype=x.dtype)
-            xpad[inner] = x
-            x = xpad
-        acc = gemm.matmul(xp, wt, x[index].reshape(cols_shape))
+        cols = device.im2col(xp, x, *geom)   # a device: the columns in one launch
+        if cols is None:
+            if padded is not None:
+                xpad = xp.zeros(padded, dtype=x.dtype)
+                xpad[inner] = x
+                x = xpad
+            cols = x[index].reshape(cols_shape)
+        acc = gemm.matmul(xp, wt, cols)
         if bias is not None:
             acc += bias
         return acc.reshape(out_shape)

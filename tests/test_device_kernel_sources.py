@@ -206,3 +206,68 @@ def test_the_softmax_source_matches_onnxruntime_with_infinities_and_nan(monkeypa
     np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-7, equal_nan=True)
     assert np.isnan(got["y"][2]).all() == np.isnan(want[2]).all()
     assert counts.launch_calls.get("RawKernel:sglens_softmax_last_f32") == 1
+
+
+# Convolutions on a device: the columns (tests/test_fuse_conv.py's geometries, and 1-D) in one
+# generated kernel, the epilogue (bias, BatchNormalization, residual, Relu / Clip) in another.
+CONV_GEOMETRIES = [
+    # (x shape, w shape, strides, pads, dilations, group)
+    ((2, 6, 33, 31), (16, 6, 3, 3), [2, 2], [1, 0, 2, 1], [1, 1], 1),      # stride 2, odd pads, N=2
+    ((1, 3, 40, 40), (16, 3, 7, 7), [2, 2], [3, 3, 3, 3], [1, 1], 1),      # the 7x7 stem
+    ((1, 4, 21, 19), (8, 4, 3, 3), [1, 1], [2, 2, 2, 2], [2, 2], 1),       # dilated
+    ((1, 8, 20, 20), (8, 4, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),       # groups
+    ((1, 8, 20, 20), (8, 1, 3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 8),       # depthwise
+    ((1, 3, 50), (5, 3, 4), [3], [2, 1], [2], 1),                          # 1-D, strided, dilated
+    ((1, 16, 12, 12), (32, 16, 1, 1), [2, 2], [0, 0, 0, 0], [1, 1], 1),    # 1x1: no columns to build
+]
+
+
+def _conv_launches(counts):
+    return {k.split(":")[1].split("_epilogue")[0]: n for k, n in counts.launch_calls.items()
+            if k.startswith("ElementwiseKernel:sglens_im2col") or "conv_epilogue" in k}
+
+
+@pytest.mark.parametrize("chain", ["relu", "add_relu", "add", ""])
+@pytest.mark.parametrize("geom", CONV_GEOMETRIES)
+def test_conv_columns_and_epilogue_sources_match_onnxruntime(monkeypatch, rng, chain, geom):
+    from test_fuse_conv import _model
+    fake = install(monkeypatch)
+    install_kernels(monkeypatch, fake)
+    xs, ws, strides, pads, dil, group = geom
+    nd = len(ws) - 2
+    sp = [(xs[2 + i] + pads[i] + pads[i + nd] - (ws[2 + i] - 1) * dil[i] - 1) // strides[i] + 1 for i in range(nd)]
+    for bias in (True, False):
+        model, feeds = _model(xs, ws, chain, bias=bias, res_shape=(xs[0], ws[0], *sp), rng=rng,
+                              strides=strides, pads=pads, dilations=dil, group=group)
+        got, counts = _run_counted(fake, model, feeds)
+        _check(got, _reference(model, feeds), rtol=1e-4, atol=1e-4)
+        launches = _conv_launches(counts)
+        if max(ws[2:]) > 1:   # a 1x1 conv's columns are its input (or a strided view of it)
+            assert launches.get("sglens_im2col") == 1, counts.launch_calls
+        if nd == 2 and chain:   # a fused chain (a 1-D conv or a lone small one: engine/specialize.py)
+            assert launches.get("sglens_conv") == 1, counts.launch_calls
+
+
+@pytest.mark.parametrize("after", ["", "relu", "add_relu", "clip"])
+def test_conv_epilogue_source_with_a_batch_normalization_matches_onnxruntime(monkeypatch, rng, after):
+    from test_fuse_conv import _bn_model
+    fake = install(monkeypatch)
+    install_kernels(monkeypatch, fake)
+    model, feeds = _bn_model(after, rng)
+    got, counts = _run_counted(fake, model, feeds)
+    _check(got, _reference(model, feeds), rtol=1e-4, atol=1e-4)
+    assert _conv_launches(counts) == {"sglens_im2col": 1, "sglens_conv": 1}, counts.launch_calls
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (-0.5, None), (None, 0.25), (1.0, -1.0)],
+                         ids=["relu6", "min-only", "max-only", "min-over-max"])
+def test_conv_clip_epilogue_source_matches_onnxruntime(monkeypatch, rng, bounds):
+    """Clip's bounds stay device scalars (no read back); min over max gives max."""
+    from test_fuse_conv import _clip_model
+    fake = install(monkeypatch)
+    install_kernels(monkeypatch, fake)
+    model, feeds = _clip_model(bounds, rng=rng)
+    got, counts = _run_counted(fake, model, feeds)
+    want = _reference(model, feeds)["y"]
+    np.testing.assert_allclose(got["y"], want, rtol=1e-4, atol=1e-4)
+    assert counts.syncs == 0 and _conv_launches(counts) == {"sglens_im2col": 1, "sglens_conv": 1}

@@ -194,6 +194,33 @@ def test_elementwise_chains_on_the_gpu_are_generated_kernels_that_match_onnxrunt
                 np.testing.assert_allclose(replayed, want, rtol=tol, atol=1e-6, err_msg=name)
 
 
+def test_conv_columns_and_epilogues_on_the_gpu_are_generated_kernels_that_match_onnxruntime():
+    """kernels/device.py's im2col and conv epilogue compiled by NVRTC, over the geometries
+    of tests/test_device_kernel_sources.py (1-D and 2-D, strides, pads, dilations, groups),
+    eager and replayed, against onnxruntime; a source NVRTC rejects fails here."""
+    import numpy as np
+    from test_device_kernel_sources import CONV_GEOMETRIES
+    from test_fuse_conv import _model
+
+    from engine.gpu_graphs import GraphReplay
+    rng = np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for xs, ws, strides, pads, dil, group in CONV_GEOMETRIES:
+            nd = len(ws) - 2
+            sp = [(xs[2 + i] + pads[i] + pads[i + nd] - (ws[2 + i] - 1) * dil[i] - 1) // strides[i] + 1
+                  for i in range(nd)]
+            model, feeds = _model(xs, ws, "add_relu", res_shape=(xs[0], ws[0], *sp), rng=rng, strides=strides,
+                                  pads=pads, dilations=dil, group=group)
+            want = ort.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+            with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+                eager = ex.run(feeds).numpy_outputs()["y"]
+                replayed = GraphReplay(ex).run(feeds)["y"].get()
+            np.testing.assert_allclose(eager, want, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(replayed, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("n", [64, 257, 1000])
 def test_a_layer_norm_on_the_gpu_is_one_kernel_and_matches_onnxruntime(monkeypatch, n):
     """kernels/device.py's generated LayerNormalization (row lengths around its 256-thread

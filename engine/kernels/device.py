@@ -13,7 +13,7 @@ import math
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -232,6 +232,99 @@ def lstm_step(xp: Any, dtype: Any) -> Any:
     def step(gr: Any, xw: Any, hs: int, xs: int, c: Any, y: Any) -> None:
         launch(gr, xw, np.int32(hs), np.int32(xs), c, y, size=c.size)
     return step
+
+
+# A convolution's columns in one launch (1-D and 2-D): element i of the (n, c*kh*kw, oh*ow)
+# column matrix is the input element under tap (ky, kx) of output position (oy, ox), or 0
+# in the padding. As written the gather is three launches (a zeroed padded copy, the copy
+# in, the indexed read); a host-built index for it would be one upload per shape, tens of
+# MB for a large map.
+_IM2COL_SRC = """
+long long r = i;
+const long long ox = r % ow; r /= ow;
+const long long oy = r % oh; r /= oh;
+const long long kx = r % kw; r /= kw;
+const long long ky = r % kh; r /= kh;
+const long long ch = r % c; r /= c;
+const long long iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
+y = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((r * c + ch) * h + iy) * w + ix] : (T)0;
+"""
+
+
+def im2col(xp: Any, x: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+           pads: Sequence[int], out_sp: Sequence[int]) -> Any:
+    """The (n, c * prod(kernel), prod(out_sp)) columns of a 1-D or 2-D convolution's input
+    in one generated kernel, or None (numpy, 3-D, another dtype, or no kernel here)."""
+    if xp is np or x.dtype not in _GELU_DTYPES or len(kernel) not in (1, 2):
+        return None
+    launch = _generated(xp, "sglens_im2col", lambda cp: cp.ElementwiseKernel(
+        "raw T x, int64 c, int64 h, int64 w, int64 kh, int64 kw, int64 sh, int64 sw, int64 ph, "
+        "int64 pw, int64 dh, int64 dw, int64 oh, int64 ow", "T y", _IM2COL_SRC, "sglens_im2col"))
+    if launch is None:
+        return None
+    one = len(kernel) == 1   # a 1-D conv is a 2-D one of height 1
+    n, c = x.shape[:2]
+    h, w = (1, x.shape[2]) if one else x.shape[2:]
+    (kh, kw), (sh, sw), (dh, dw) = [((1, v[0]) if one else tuple(v)) for v in (kernel, strides, dilations)]
+    ph, pw = (0, pads[0]) if one else (pads[0], pads[1])
+    oh, ow = (1, out_sp[0]) if one else tuple(out_sp)
+    cols = xp.empty((n, c * kh * kw, oh * ow), dtype=x.dtype)
+    try:
+        launch(xp.ascontiguousarray(x), *(np.int64(v) for v in (c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)),
+               cols)
+    except KernelUnavailable:
+        return None
+    return cols
+
+
+def conv_epilogue(xp: Any, y: Any, bias: Any, affine: Any, residual: Any, bounds: Any) -> bool:
+    """A convolution's epilogue on its own output ``y`` (n, m, ...) in one generated kernel:
+    ``+ bias`` and ``* scale + shift`` per channel, ``+ residual``, then clamped to
+    ``bounds`` (lo, hi; either None; a number or a one-element device array). False where it cannot (numpy, another dtype, no
+    kernel here): the caller runs the passes as written. The same operations in the same
+    order (a GPU may contract ``* scale + shift`` into one rounding)."""
+    if xp is np or y.dtype not in _GELU_DTYPES or not y.flags.c_contiguous:
+        return False
+    if bias is None and affine is None and residual is None and bounds[0] is None and bounds[1] is None:
+        return True   # nothing to do
+    per_channel = (1, -1) + (1,) * (y.ndim - 2)
+    args, params, lines = [], [], ["T v = y;"]
+    for name, value, line in (("b", bias, "v = v + b;"), ("s", None if affine is None else affine[0], None),
+                              ("t", None if affine is None else affine[1], "v = v * s + t;"),
+                              ("r", residual, "v = v + r;")):
+        if value is not None:
+            args.append(value.reshape(per_channel) if name != "r" else value)
+            params.append(f"T {name}")
+            if line:
+                lines.append(line)
+    lo, hi = bounds
+    # max(v, lo) then min(v, hi) as numpy's maximum/minimum: a NaN bound or value gives NaN
+    for name, value, line in (("lo", lo, "v = (lo != lo || v < lo) ? lo : v;"),
+                              ("hi", hi, "v = (hi != hi || v > hi) ? hi : v;")):
+        if value is None:
+            continue
+        if hasattr(value, "shape"):   # a device scalar (a Clip's bound input): as a 0-d operand
+            if value.size != 1:
+                return False
+            value = value.reshape(())
+        else:
+            value = y.dtype.type(value)
+        args.append(value)
+        params.append(f"T {name}")
+        lines.append(line)
+    if any(getattr(a, "dtype", y.dtype) != y.dtype for a in args):
+        return False
+    lines.append("y = v;")
+    name = "sglens_conv_epilogue_" + "_".join(p.split()[1] for p in params)
+    launch = _generated(xp, name, lambda cp: cp.ElementwiseKernel(
+        ", ".join(params), "T y", "\n".join(lines), name))
+    if launch is None:
+        return False
+    try:
+        launch(*args, y)
+    except KernelUnavailable:
+        return False
+    return True
 
 
 # LayerNormalization over trailing axes as one kernel: a block per row computes the mean,

@@ -118,11 +118,16 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
     y = None if xp is np else device.conv_library(xp, x, w, b, pads, strides, dilations, group, out_sp)
     if y is not None:  # cuDNN (kernels/device.py): the bias is in, the epilogue follows
         return _epilogue(xp, y, residual, relu, affine)
+    cg, mg = c // group, m // group
+    cols = None if len(offsets) == 1 and not any(offsets[0]) or n * c * len(offsets) * npos * \
+        x.dtype.itemsize > _IM2COL_BYTES else device.im2col(xp, x, kernel, strides, dilations, pads, out_sp)
+    if cols is not None:   # a device: the columns in one launch (the epilogue in one more, below)
+        acc = gemm.matmul(xp, w.reshape(group, mg, cg * len(offsets)), cols.reshape(n, group, -1, npos))
+        return _finish(xp, acc, x, b, residual, relu, affine, (n, m) + tuple(out_sp))
     # On a device the gather is a few launches whatever its size, where the copies are one
     # launch (~10-20 us of host time) per kernel position: 49 for a 7x7 stem.
     small = xp is not np or n * c * npos <= _GATHER_PER_COPY
     xpad = _zero_padded(xp, x, pads)
-    cg, mg = c // group, m // group
     xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
     wg = w.reshape((group, mg, cg) + tuple(kernel))
     if len(offsets) == 1 and not any(offsets[0]):
@@ -150,11 +155,25 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
             patch = _window(xg, offset, dilations, strides, out_sp).reshape(n, group, cg, npos)
             # (G, Mg, Cg) @ (N, G, Cg, P) -> (N, G, Mg, P): one batched matmul per kernel position.
             acc += gemm.matmul(xp, wg[(Ellipsis,) + tuple(offset)], patch)
+    return _finish(xp, acc, x, b, residual, relu, affine, (n, m) + tuple(out_sp))
+
+
+def _finish(xp: Any, acc: Any, x: Any, b: Any, residual: Any, relu: Any, affine: Any,
+            out_shape: tuple) -> Any:
+    """The conv's (n, group, m/group, positions) products as its output, bias and epilogue
+    applied: on a device in one generated kernel where it applies (``device.conv_epilogue``;
+    a Clip's bounds passed as they are, device scalars included: reading them is a sync)."""
+    if xp is not np:
+        y = same(xp, acc.reshape(out_shape), x)
+        bounds = (0, None) if relu is True else relu if isinstance(relu, tuple) else (None, None)
+        if device.conv_epilogue(xp, y, b, affine, residual, bounds):
+            return y
+    per_channel = (1, acc.shape[1], acc.shape[2], 1)
     if b is not None and acc.dtype == b.dtype:
-        acc += b.reshape(1, group, mg, 1)  # in place: acc is this call's own array
+        acc += b.reshape(per_channel)  # in place: acc is this call's own array
     elif b is not None:
-        acc = acc + b.reshape(1, group, mg, 1)
-    return _epilogue(xp, same(xp, acc.reshape((n, m) + tuple(out_sp)), x), residual, relu, affine)
+        acc = acc + b.reshape(per_channel)
+    return _epilogue(xp, same(xp, acc.reshape(out_shape), x), residual, relu, affine)
 
 
 def _epilogue(xp: Any, y: Any, residual: Any, relu: Any, affine: Any = None) -> Any:
