@@ -41,7 +41,8 @@ import numpy as np
 
 from fake_cupy import DeviceConversionError, FakeArray, FakeCupy
 
-_C_TYPES = {"int32": ("int32_t", ctypes.c_int32, np.int32), "int64": ("int64_t", ctypes.c_int64, np.int64),
+_C_TYPES = {"bool": ("bool", ctypes.c_bool, np.bool_),
+            "int32": ("int32_t", ctypes.c_int32, np.int32), "int64": ("int64_t", ctypes.c_int64, np.int64),
             "float32": ("float", ctypes.c_float, np.float32), "float64": ("double", ctypes.c_double, np.float64)}
 _T_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 _BUILD = Path(tempfile.mkdtemp(prefix="sglens-host-cuda-"))
@@ -86,7 +87,7 @@ class HostElementwiseKernel:
             if not raw:
                 defines.append(f"#define {name} ({name}__[i])")
                 undefs.append(f"#undef {name}")
-        return ("#include <tgmath.h>\n#include <stdint.h>\n#include <stddef.h>\n"
+        return ("#include <tgmath.h>\n#include <stdbool.h>\n#include <stdint.h>\n#include <stddef.h>\n"
                 f"typedef {c_t} T;\nvoid {self.name}({', '.join(args)}) {{\n"
                 "  for (ptrdiff_t i = 0; i < _n; ++i) {\n" + "\n".join(defines) +
                 f"\n    {{ {self.operation}; }}\n" + "\n".join(undefs) + "\n  }\n}\n")

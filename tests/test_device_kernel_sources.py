@@ -271,3 +271,28 @@ def test_conv_clip_epilogue_source_matches_onnxruntime(monkeypatch, rng, bounds)
     want = _reference(model, feeds)["y"]
     np.testing.assert_allclose(got["y"], want, rtol=1e-4, atol=1e-4)
     assert counts.syncs == 0 and _conv_launches(counts) == {"sglens_im2col": 1, "sglens_conv": 1}
+
+
+POOLS = [
+    # (op, x shape, attributes)
+    ("MaxPool", (1, 4, 17, 17), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),   # ResNet's
+    ("MaxPool", (2, 3, 10, 9), dict(kernel_shape=[2, 3], strides=[2, 1], pads=[0, 1, 1, 0], dilations=[2, 1])),
+    ("MaxPool", (1, 3, 9, 9), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+    ("MaxPool", (1, 2, 30), dict(kernel_shape=[4], strides=[3], pads=[2, 1])),
+    ("AveragePool", (1, 4, 12, 20), dict(kernel_shape=[2, 2], strides=[2, 2])),                # PP-OCR rec's
+    ("AveragePool", (1, 3, 9, 8), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("AveragePool", (1, 3, 9, 8), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1)),
+    ("AveragePool", (1, 2, 7, 7), dict(kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1], ceil_mode=1)),
+]
+
+
+@pytest.mark.parametrize("op,shape,attrs", POOLS)
+def test_pool_sources_match_onnxruntime(monkeypatch, rng, op, shape, attrs):
+    fake = install(monkeypatch)
+    install_kernels(monkeypatch, fake)
+    model = _one_node(op, [("x", list(shape))], ["y"], [], **attrs)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    got, counts = _run_counted(fake, model, feeds)
+    _check(got, _reference(model, feeds), rtol=1e-5, atol=1e-6)
+    name = "sglens_avg_pool" if op == "AveragePool" else "sglens_max_pool"
+    assert counts.launch_calls == {f"ElementwiseKernel:{name}": 1}, counts.launch_calls

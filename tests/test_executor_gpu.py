@@ -221,6 +221,25 @@ def test_conv_columns_and_epilogues_on_the_gpu_are_generated_kernels_that_match_
             np.testing.assert_allclose(replayed, want, rtol=1e-4, atol=1e-4)
 
 
+def test_pools_on_the_gpu_are_generated_kernels_that_match_onnxruntime():
+    """kernels/device.py's max and average pools compiled by NVRTC over the geometries of
+    tests/test_device_kernel_sources.py (pads, dilations, ceil_mode, count_include_pad, 1-D)."""
+    import numpy as np
+    from test_device_kernel_sources import POOLS, _one_node
+
+    rng = np.random.default_rng(9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for op, shape, attrs in POOLS:
+            model = _one_node(op, [("x", list(shape))], ["y"], [], **attrs)
+            feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+            want = ort.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+            with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+                got = ex.run(feeds).numpy_outputs()["y"]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{op} {attrs}")
+
+
 @pytest.mark.parametrize("n", [64, 257, 1000])
 def test_a_layer_norm_on_the_gpu_is_one_kernel_and_matches_onnxruntime(monkeypatch, n):
     """kernels/device.py's generated LayerNormalization (row lengths around its 256-thread

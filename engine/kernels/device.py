@@ -277,6 +277,76 @@ def im2col(xp: Any, x: Any, kernel: Sequence[int], strides: Sequence[int], dilat
     return cols
 
 
+# Max and average pooling, one generated kernel each (1-D and 2-D): an output element loops
+# over its window, reading only positions inside the input (the padding is -inf for the
+# maximum, zeros for the sum). As written a 3x3 MaxPool is eight launches, a 2x2 average 14.
+_POOL_HEAD = """
+long long r = i;
+const long long ox = r % ow; r /= ow;
+const long long oy = r % oh; r /= oh;
+"""
+_MAX_POOL_SRC = _POOL_HEAD + """
+T m = lowest;
+for (long long ky = 0; ky < kh; ++ky) {
+  const long long iy = oy * sh - ph + ky * dh;
+  for (long long kx = 0; kx < kw; ++kx) {
+    const long long ix = ox * sw - pw + kx * dw;
+    if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
+      const T v = x[(r * h + iy) * w + ix];
+      m = (v != v || v > m) ? v : m;   /* numpy's maximum: a NaN wins */
+    }
+  }
+}
+y = m;
+"""
+_AVG_POOL_SRC = _POOL_HEAD + """
+T s = 0;
+long long n = 0;
+for (long long ky = 0; ky < kh; ++ky) {
+  const long long iy = oy * sh - ph + ky * dh;
+  for (long long kx = 0; kx < kw; ++kx) {
+    const long long ix = ox * sw - pw + kx * dw;
+    const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+    if (inside) s += x[(r * h + iy) * w + ix];
+    if (with_pads ? (iy >= -ph && iy < h + ph_end && ix >= -pw && ix < w + pw_end) : inside) ++n;
+  }
+}
+y = s / (T)n;
+"""
+_POOL_PARAMS = ("raw T x, int64 h, int64 w, int64 kh, int64 kw, int64 sh, int64 sw, int64 ph, int64 pw, "
+                "int64 dh, int64 dw, int64 oh, int64 ow")
+
+
+def pool(xp: Any, x: Any, op: str, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+         pads: Sequence[int], out_sp: Sequence[int], count_include_pad: int = 0) -> Any:
+    """MaxPool (its values only) or AveragePool of a 1-D or 2-D ``x`` in one generated kernel,
+    or None (numpy, 3-D, another dtype, or no kernel here). ``pads`` are the explicit ones
+    (begin..., end...); ``out_sp`` includes what ceil_mode adds."""
+    if xp is np or x.dtype not in _GELU_DTYPES or len(kernel) not in (1, 2):
+        return None
+    avg = op == "AveragePool"
+    name = "sglens_avg_pool" if avg else "sglens_max_pool"
+    params = _POOL_PARAMS + (", int64 ph_end, int64 pw_end, bool with_pads" if avg else ", T lowest")
+    launch = _generated(xp, name, lambda cp: cp.ElementwiseKernel(
+        params, "T y", _AVG_POOL_SRC if avg else _MAX_POOL_SRC, name))
+    if launch is None:
+        return None
+    one = len(kernel) == 1   # a 1-D pool is a 2-D one of height 1
+    h, w = (1, x.shape[2]) if one else x.shape[2:]
+    (kh, kw), (sh, sw), (dh, dw) = [((1, v[0]) if one else tuple(v)) for v in (kernel, strides, dilations)]
+    (ph, pw), (ph_end, pw_end) = ((0, pads[0]), (0, pads[1])) if one else ((pads[0], pads[1]), (pads[2], pads[3]))
+    oh, ow = (1, out_sp[0]) if one else tuple(out_sp)
+    y = xp.empty(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
+    ints = [np.int64(v) for v in (h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)]
+    extra = ([np.int64(ph_end), np.int64(pw_end), np.bool_(bool(count_include_pad))] if avg
+             else [x.dtype.type(-np.inf)])
+    try:
+        launch(xp.ascontiguousarray(x), *ints, *extra, y)
+    except KernelUnavailable:
+        return None
+    return y
+
+
 def conv_epilogue(xp: Any, y: Any, bias: Any, affine: Any, residual: Any, bounds: Any) -> bool:
     """A convolution's epilogue on its own output ``y`` (n, m, ...) in one generated kernel:
     ``+ bias`` and ``* scale + shift`` per channel, ``+ residual``, then clamped to

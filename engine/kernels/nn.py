@@ -411,6 +411,10 @@ def max_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0, d
                               tuple(out_sp))
         if y is not None:  # 2-D float32: each plane reduced in cache, in C
             return (y,)
+    if _n_outputs == 1:   # a device: one generated kernel (its values only)
+        y = device.pool(xp, x, "MaxPool", kernel, strides, dilations, pads, out_sp)
+        if y is not None:
+            return (y,)
     xpad = _padded(xp, x, pads, extra, _lowest(x.dtype))
     best = None
     best_idx = None
@@ -482,6 +486,9 @@ def average_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 
         "AveragePool", x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     if 0 in out_sp:  # no window (onnxruntime answers an empty output too)
         return xp.zeros(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
+    y = device.pool(xp, x, "AveragePool", kernel, strides, dilations, pads, out_sp, count_include_pad)
+    if y is not None:   # a device: one generated kernel
+        return y
     xpad = _padded(xp, x, pads, extra, 0)
     # What a window counts: the input only, or the input and its explicit pads.
     ones = xp.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
