@@ -235,6 +235,9 @@ def _hard_swish_kernel(last: str) -> Callable[..., tuple]:
     """``(xp, x, shift, lo, hi[, scale]) -> (x * clip(x + shift, lo, hi) (/ or *) scale,)``,
     computed into one new array in the graph's order of operations."""
     def hard_swish(xp: Any, x: Any, shift: Any, lo: Any, hi: Any, scale: Any = None) -> tuple:
+        y = device.hard_swish(xp, last, x, shift, lo, hi, scale)
+        if y is not None:   # a device: one generated kernel
+            return (y,)
         t = x + shift
         xp.clip(t, lo, hi, out=t)
         t *= x

@@ -296,3 +296,18 @@ def test_pool_sources_match_onnxruntime(monkeypatch, rng, op, shape, attrs):
     _check(got, _reference(model, feeds), rtol=1e-5, atol=1e-6)
     name = "sglens_avg_pool" if op == "AveragePool" else "sglens_max_pool"
     assert counts.launch_calls == {f"ElementwiseKernel:{name}": 1}, counts.launch_calls
+
+
+@pytest.mark.parametrize("last", ["div", "mul", "none"])
+def test_the_hard_swish_source_matches_onnxruntime(monkeypatch, rng, last):
+    """PP-OCR's HardSwish (engine/fuse.py) as one generated kernel, NaN and infinities included."""
+    from test_fuse_hard_swish import _feeds, _model
+    fake = install(monkeypatch)
+    install_kernels(monkeypatch, fake)
+    model, feeds = _model(last), _feeds(rng)
+    got, counts = _run_counted(fake, model, feeds)
+    want = _reference(model, feeds)
+    for k, v in want.items():
+        np.testing.assert_allclose(got[k], v, rtol=1e-6, atol=1e-6, err_msg=k)
+    name = "sglens_hard_swish" + {"div": "div", "mul": "mul", "none": ""}[last]
+    assert counts.launch_calls == {f"ElementwiseKernel:{name}": 1}, counts.launch_calls

@@ -240,6 +240,20 @@ def test_pools_on_the_gpu_are_generated_kernels_that_match_onnxruntime():
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{op} {attrs}")
 
 
+@pytest.mark.parametrize("last", ["div", "mul", "none"])
+def test_hard_swish_on_the_gpu_is_one_generated_kernel_that_matches_onnxruntime(last):
+    import numpy as np
+    from test_fuse_hard_swish import _feeds, _model
+
+    model, feeds = _model(last), _feeds(np.random.default_rng(3))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
+            got = ex.run(feeds).numpy_outputs()[model.graph.output[0].name]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("n", [64, 257, 1000])
 def test_a_layer_norm_on_the_gpu_is_one_kernel_and_matches_onnxruntime(monkeypatch, n):
     """kernels/device.py's generated LayerNormalization (row lengths around its 256-thread

@@ -347,6 +347,29 @@ def pool(xp: Any, x: Any, op: str, kernel: Sequence[int], strides: Sequence[int]
     return y
 
 
+def hard_swish(xp: Any, last: str, x: Any, shift: Any, lo: Any, hi: Any, scale: Any = None) -> Any:
+    """``engine/fuse.py``'s HardSwish, ``x * clip(x + shift, lo, hi)`` then ``/ scale``
+    (``last`` "Div"), ``* scale`` ("Mul") or nothing (""), in one generated kernel with the
+    same operations in the same order (four launches as written); None where it cannot."""
+    if xp is np or x.dtype not in _GELU_DTYPES:
+        return None
+    args = [x, shift, lo, hi] + ([scale] if last else [])
+    if any(not isinstance(a, xp.ndarray) or a.dtype != x.dtype for a in args):
+        return None
+    tail = {"Div": "y = t / scale;", "Mul": "y = t * scale;", "": "y = t;"}[last]
+    name = f"sglens_hard_swish{last.lower()}"
+    launch = _generated(xp, name, lambda cp: cp.ElementwiseKernel(
+        "T x, T shift, T lo, T hi" + (", T scale" if last else ""), "T y",
+        "T t = x + shift;\nt = (lo != lo || t < lo) ? lo : t;\nt = (hi != hi || t > hi) ? hi : t;\n"
+        "t = t * x;\n" + tail, name))
+    if launch is None:
+        return None
+    try:
+        return launch(*args)
+    except KernelUnavailable:
+        return None
+
+
 def conv_epilogue(xp: Any, y: Any, bias: Any, affine: Any, residual: Any, bounds: Any) -> bool:
     """A convolution's epilogue on its own output ``y`` (n, m, ...) in one generated kernel:
     ``+ bias`` and ``* scale + shift`` per channel, ``+ residual``, then clamped to
