@@ -59,9 +59,10 @@ def _generated(launches):
 CHAINS = {
     "bias_residual": ([("Add", "b"), ("Add", "r")], {"b": (5,), "r": (2, 3, 5)}),
     "affine_sigmoid": ([("Mul", "s"), ("Add", "b"), ("Sigmoid", None)], {"s": (1,), "b": (3, 1)}),
-    "unary_tail": ([("Abs", None), ("Sqrt", None), ("Neg", None), ("Exp", None), ("Log", None),
-                    ("Tanh", None), ("Erf", None), ("Relu", None)], {}),
-    "pow_div": ([("Pow", "p"), ("Div", "q"), ("Sub", "b"), ("Reciprocal", None)],
+    "unary_tail": ([("Neg", None), ("Relu", None), ("Exp", None), ("Log", None), ("Sqrt", None),
+                    ("Tanh", None), ("Erf", None), ("Abs", None)], {}),
+    # the reciprocal before the subtraction: 1/(a - b) would amplify a cancellation's rounding
+    "pow_div": ([("Pow", "p"), ("Div", "q"), ("Reciprocal", None), ("Sub", "b")],
                 {"p": (1,), "q": (2, 1, 5), "b": (5,)}),
     "trig_round": ([("Sin", None), ("Mul", "s"), ("Cos", None), ("Floor", None), ("Add", "b"), ("Ceil", None)],
                    {"s": (1,), "b": (1, 3, 1)}),
