@@ -64,7 +64,7 @@ def decide(executor: Any) -> CaptureDecision:
     reads = {r.node: r for r in plan.host_reads}
     for node in (s.node for s in executor._steps):
         keep = HOST_READ_INPUTS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ()
-        lifted = [t for i, t in enumerate(node.inputs) if t in plan.host_inputs and not plan.is_body and i not in keep
+        lifted = [t for i, t in enumerate(node.inputs) if t in plan.fresh_inputs and i not in keep
                   and node.name not in plan.host_nodes and not node.is_subgraph]  # a body takes host arrays
         if lifted:  # an upload from pageable host memory cannot be captured
             eager.append((node.name, f"uploads the host-kept graph input '{lifted[0]}' in the run"))

@@ -22,6 +22,7 @@ in ``host_reads``: the plan says so before the run, and each is one sync per run
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
@@ -70,6 +71,12 @@ class DevicePlan:
     host_weights: Mapping[str, np.ndarray]
     host_reads: tuple[HostRead, ...]
     is_body: bool = False   # host inputs are a subgraph body's host-fed facts, not fresh feeds
+
+    @property
+    def fresh_inputs(self) -> frozenset[str]:
+        """Host inputs a device kernel wanting one gets uploaded each run (a graph's own feeds);
+        a body's host-fed facts go up once per value instead (``resident``)."""
+        return frozenset() if self.is_body else self.host_inputs
 
     def describe(self) -> dict[str, Any]:
         """For run reports: what runs on the host and what reads the device."""
@@ -154,12 +161,12 @@ def _body_host_outputs(body: Graph, host: set[str], weight_on_host: Callable[[st
     """The outputs of a subgraph body our engine runs that its own plan computes on the host,
     fed ``host`` (the enclosing graph's host-known tensors and small weights, by name). Its
     Constant nodes are weights once bound (small ones host-known). An estimate of the body's
-    plan made before it binds: where they disagree the enclosing graph reads the value back
-    (``bind_call``), once per run."""
+    plan made before it binds: where they disagree the subgraph operator reads the value back
+    (``subgraph_ops._EngineImpl.run``), once per run."""
     fed = {t for t in body.inputs if t in host or weight_on_host(t)}
-    fed.update(t for t, w in body.initializers.items() if int(np.prod(w.shape or (1,))) <= MAX_HOST_ELEMENTS)
+    fed.update(t for t, w in body.initializers.items() if math.prod(w.shape) <= MAX_HOST_ELEMENTS)
     fed.update(n.outputs[0] for n in body.nodes if n.op_type == "Constant" and not n.inputs and n.outputs
-               and int(np.size(n.attrs.get("value", np.zeros(MAX_HOST_ELEMENTS + 1)))) <= MAX_HOST_ELEMENTS)
+               and n.attrs.get("value") is not None and np.size(n.attrs["value"]) <= MAX_HOST_ELEMENTS)
     inner, _ = _host_side(body.nodes, fed, set(), lambda t: False)
     return {t for t in body.outputs if t in inner}
 
@@ -215,16 +222,10 @@ def bind_call(plan: DevicePlan, node: Node, call: Callable[..., tuple], kernel: 
         attrs = kernel_attrs(node)
         host_weights = plan.host_weights  # looked up per call: set_weight refreshes it
         weights = tuple((i, t) for i, t in enumerate(node.inputs) if t in host_weights)
-        reads_shape_only = node.op_type in SHAPE_READERS   # a device input's shape is host metadata
 
         def host_call(run: Any, args: list, rctx: Any) -> tuple:
             for i, t in weights:
                 args[i] = host_weights[t]
-            for i, a in enumerate(args):
-                if not reads_shape_only and a is not None and not isinstance(a, (np.ndarray, np.generic)):
-                    # a subgraph body's output planned as a host fact that its own plan kept
-                    # on the device (_body_host_outputs' estimate): read back, correct, one sync
-                    args[i] = to_numpy(a)
             return tuple(kernel(np, *args, **attrs))
         return host_call
     host = plan.host_tensors | plan.host_inputs
@@ -234,7 +235,8 @@ def bind_call(plan: DevicePlan, node: Node, call: Callable[..., tuple], kernel: 
     keep = set(range(len(node.inputs))) if node.is_subgraph else set(_read_on_host(node))
     # Shape facts are the same run after run: uploaded once (kernels/device.py); a graph
     # input kept on the host for shape arithmetic is uploaded where a kernel wants it.
-    lift = tuple((i, xp.asarray if t in plan.host_inputs and not plan.is_body else partial(resident, xp))
+    fresh = plan.fresh_inputs
+    lift = tuple((i, xp.asarray if t in fresh else partial(resident, xp))
                  for i, t in enumerate(node.inputs) if t in host and i not in keep)
     if not lift:
         return call

@@ -222,8 +222,9 @@ class _EngineImpl(_Impl):
         fed = frozenset(t for t in op.body.inputs if t in plan.host_tensors or t in plan.host_inputs) \
             | frozenset(self.small_weights)
         # The outputs the enclosing plan made host facts (gpu_plan._body_host_outputs) stay there.
-        out = frozenset(t for t in op.body.outputs if t in plan.host_tensors)
-        self.child = parent.child(op.body, op.label, host_fed=fed, host_out=out, subgraph_runtime="engine")
+        self.host_out = frozenset(t for t in op.body.outputs if t in plan.host_tensors)
+        self.child = parent.child(op.body, op.label, host_fed=fed, host_out=self.host_out,
+                                  subgraph_runtime="engine")
         # The body's plan keeps on the host only what no device kernel of it wants as data:
         # the rest goes up, a host fact once per value (kernels/device.py:resident), a weight as is.
         kept = self.child.device_plan.host_inputs
@@ -252,7 +253,12 @@ class _EngineImpl(_Impl):
             result = self.child.run(mine)
         self.pool_peak = result.pool_peak_bytes
         run.node_seconds.update(result.node_seconds)
-        return [result.outputs[t] for t in body.outputs], result.peak_bytes, result.subgraphs
+        outs = [result.outputs[t] for t in body.outputs]
+        if self.host_out:   # the enclosing plan reads these on the host: where the body's own
+            # plan kept one on the device after all (the estimate missed), it is read back here
+            outs = [to_numpy(v) if t in self.host_out and not isinstance(v, np.ndarray) else v
+                    for t, v in zip(body.outputs, outs)]
+        return outs, result.peak_bytes, result.subgraphs
 
 
 def _standalone_bytes(op: SubgraphOp, weights: dict[str, Any]) -> bytes:

@@ -523,3 +523,27 @@ def test_silero_vad_cut_by_the_tensorrt_rules_reads_nothing_back_and_is_captured
         np.testing.assert_allclose(res.outputs[k].get(), v, rtol=1e-4, atol=1e-5)
     assert counts.syncs == 0, counts.sync_calls
     assert decision.captured, decision.eager_nodes
+
+
+def test_a_host_fact_the_body_kept_on_the_device_is_read_back_once_and_stays_right(monkeypatch, rng):
+    """Where the enclosing plan's estimate of a body's host outputs is wrong (forced here: a
+    Relu's output called a host fact), the subgraph operator reads the value back -- one
+    sync a run -- and the host node after it computes the right thing."""
+    from engine import gpu_plan
+    from partition.runner import partition
+    fake = install(monkeypatch)
+    monkeypatch.setattr(gpu_plan, "_body_host_outputs", lambda body, host, weight_on_host: set(body.outputs))
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "one"], ["a"]),
+             helper.make_node("Neg", ["a"], ["y"])]
+    graph = helper.make_graph(nodes, "miss", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array([1.0], np.float32), "one")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    part = partition(load_model(model.SerializeToString()), "default", ops=["Relu"])
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32)}
+    with Executor(part.graph, device="gpu", subgraph_runtime="engine") as ex:
+        assert "r" in ex.device_plan.host_tensors   # the (forced) estimate
+        ex.run(feeds)
+        res, counts = _counted_run(fake, ex, feeds)
+    np.testing.assert_allclose(res.outputs["y"].get(), _reference(model, feeds)["y"], rtol=1e-6)
+    assert counts.sync_calls == {"get": 1}, counts.sync_calls

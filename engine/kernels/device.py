@@ -239,16 +239,28 @@ def lstm_step(xp: Any, dtype: Any) -> Any:
 # in the padding. As written the gather is three launches (a zeroed padded copy, the copy
 # in, the indexed read); a host-built index for it would be one upload per shape, tens of
 # MB for a large map.
-_IM2COL_SRC = """
+_WINDOW_HEAD = """
 long long r = i;
 const long long ox = r % ow; r /= ow;
 const long long oy = r % oh; r /= oh;
+"""   # output position (oy, ox); ``r`` goes on to the rest of the index
+_IM2COL_SRC = _WINDOW_HEAD + """
 const long long kx = r % kw; r /= kw;
 const long long ky = r % kh; r /= kh;
 const long long ch = r % c; r /= c;
 const long long iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
 y = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((r * c + ch) * h + iy) * w + ix] : (T)0;
 """
+
+
+def _window_geometry(x: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+                     pads: Sequence[int], out_sp: Sequence[int]) -> tuple[int, ...]:
+    """(h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, ph_end, pw_end) of a 1-D or 2-D window
+    op, in the window kernels' parameter order: a 1-D one is a 2-D one of height 1."""
+    if len(kernel) == 1:
+        return (1, x.shape[2], 1, kernel[0], 1, strides[0], 0, pads[0], 1, dilations[0], 1, out_sp[0],
+                0, pads[1])
+    return (*x.shape[2:], *kernel, *strides, pads[0], pads[1], *dilations, *out_sp, pads[2], pads[3])
 
 
 def im2col(xp: Any, x: Any, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
@@ -262,16 +274,11 @@ def im2col(xp: Any, x: Any, kernel: Sequence[int], strides: Sequence[int], dilat
         "int64 pw, int64 dh, int64 dw, int64 oh, int64 ow", "T y", _IM2COL_SRC, "sglens_im2col"))
     if launch is None:
         return None
-    one = len(kernel) == 1   # a 1-D conv is a 2-D one of height 1
     n, c = x.shape[:2]
-    h, w = (1, x.shape[2]) if one else x.shape[2:]
-    (kh, kw), (sh, sw), (dh, dw) = [((1, v[0]) if one else tuple(v)) for v in (kernel, strides, dilations)]
-    ph, pw = (0, pads[0]) if one else (pads[0], pads[1])
-    oh, ow = (1, out_sp[0]) if one else tuple(out_sp)
-    cols = xp.empty((n, c * kh * kw, oh * ow), dtype=x.dtype)
+    geometry = _window_geometry(x, kernel, strides, dilations, pads, out_sp)[:12]
+    cols = xp.empty((n, c * math.prod(kernel), math.prod(out_sp)), dtype=x.dtype)
     try:
-        launch(xp.ascontiguousarray(x), *(np.int64(v) for v in (c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)),
-               cols)
+        launch(xp.ascontiguousarray(x), np.int64(c), *(np.int64(v) for v in geometry), cols)
     except KernelUnavailable:
         return None
     return cols
@@ -280,12 +287,7 @@ def im2col(xp: Any, x: Any, kernel: Sequence[int], strides: Sequence[int], dilat
 # Max and average pooling, one generated kernel each (1-D and 2-D): an output element loops
 # over its window, reading only positions inside the input (the padding is -inf for the
 # maximum, zeros for the sum). As written a 3x3 MaxPool is eight launches, a 2x2 average 14.
-_POOL_HEAD = """
-long long r = i;
-const long long ox = r % ow; r /= ow;
-const long long oy = r % oh; r /= oh;
-"""
-_MAX_POOL_SRC = _POOL_HEAD + """
+_MAX_POOL_SRC = _WINDOW_HEAD + """
 T m = lowest;
 for (long long ky = 0; ky < kh; ++ky) {
   const long long iy = oy * sh - ph + ky * dh;
@@ -299,7 +301,7 @@ for (long long ky = 0; ky < kh; ++ky) {
 }
 y = m;
 """
-_AVG_POOL_SRC = _POOL_HEAD + """
+_AVG_POOL_SRC = _WINDOW_HEAD + """
 T s = 0;
 long long n = 0;
 for (long long ky = 0; ky < kh; ++ky) {
@@ -331,20 +333,20 @@ def pool(xp: Any, x: Any, op: str, kernel: Sequence[int], strides: Sequence[int]
         params, "T y", _AVG_POOL_SRC if avg else _MAX_POOL_SRC, name))
     if launch is None:
         return None
-    one = len(kernel) == 1   # a 1-D pool is a 2-D one of height 1
-    h, w = (1, x.shape[2]) if one else x.shape[2:]
-    (kh, kw), (sh, sw), (dh, dw) = [((1, v[0]) if one else tuple(v)) for v in (kernel, strides, dilations)]
-    (ph, pw), (ph_end, pw_end) = ((0, pads[0]), (0, pads[1])) if one else ((pads[0], pads[1]), (pads[2], pads[3]))
-    oh, ow = (1, out_sp[0]) if one else tuple(out_sp)
+    geometry = [np.int64(v) for v in _window_geometry(x, kernel, strides, dilations, pads, out_sp)]
     y = xp.empty(x.shape[:2] + tuple(out_sp), dtype=x.dtype)
-    ints = [np.int64(v) for v in (h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)]
-    extra = ([np.int64(ph_end), np.int64(pw_end), np.bool_(bool(count_include_pad))] if avg
-             else [x.dtype.type(-np.inf)])
+    extra = ([*geometry[12:], np.bool_(bool(count_include_pad))] if avg else [x.dtype.type(-np.inf)])
     try:
-        launch(xp.ascontiguousarray(x), *ints, *extra, y)
+        launch(xp.ascontiguousarray(x), *geometry[:12], *extra, y)
     except KernelUnavailable:
         return None
     return y
+
+
+def _clamp(v: str, lo: str | None, hi: str | None) -> list[str]:
+    """Source lines clamping ``v`` as numpy's maximum then minimum do (a NaN bound or value
+    gives NaN; lo > hi gives hi)."""
+    return [f"{v} = ({b} != {b} || {v} {op} {b}) ? {b} : {v};" for b, op in ((lo, "<"), (hi, ">")) if b]
 
 
 def hard_swish(xp: Any, last: str, x: Any, shift: Any, lo: Any, hi: Any, scale: Any = None) -> Any:
@@ -360,8 +362,7 @@ def hard_swish(xp: Any, last: str, x: Any, shift: Any, lo: Any, hi: Any, scale: 
     name = f"sglens_hard_swish{last.lower()}"
     launch = _generated(xp, name, lambda cp: cp.ElementwiseKernel(
         "T x, T shift, T lo, T hi" + (", T scale" if last else ""), "T y",
-        "T t = x + shift;\nt = (lo != lo || t < lo) ? lo : t;\nt = (hi != hi || t > hi) ? hi : t;\n"
-        "t = t * x;\n" + tail, name))
+        "\n".join(["T t = x + shift;", *_clamp("t", "lo", "hi"), "t = t * x;", tail]), name))
     if launch is None:
         return None
     try:
@@ -390,10 +391,7 @@ def conv_epilogue(xp: Any, y: Any, bias: Any, affine: Any, residual: Any, bounds
             params.append(f"T {name}")
             if line:
                 lines.append(line)
-    lo, hi = bounds
-    # max(v, lo) then min(v, hi) as numpy's maximum/minimum: a NaN bound or value gives NaN
-    for name, value, line in (("lo", lo, "v = (lo != lo || v < lo) ? lo : v;"),
-                              ("hi", hi, "v = (hi != hi || v > hi) ? hi : v;")):
+    for name, value in zip(("lo", "hi"), bounds):
         if value is None:
             continue
         if hasattr(value, "shape"):   # a device scalar (a Clip's bound input): as a 0-d operand
@@ -404,7 +402,7 @@ def conv_epilogue(xp: Any, y: Any, bias: Any, affine: Any, residual: Any, bounds
             value = y.dtype.type(value)
         args.append(value)
         params.append(f"T {name}")
-        lines.append(line)
+    lines += _clamp("v", *(name if value is not None else None for name, value in zip(("lo", "hi"), bounds)))
     if any(getattr(a, "dtype", y.dtype) != y.dtype for a in args):
         return False
     lines.append("y = v;")

@@ -119,8 +119,10 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
     if y is not None:  # cuDNN (kernels/device.py): the bias is in, the epilogue follows
         return _epilogue(xp, y, residual, relu, affine)
     cg, mg = c // group, m // group
-    cols = None if len(offsets) == 1 and not any(offsets[0]) or n * c * len(offsets) * npos * \
-        x.dtype.itemsize > _IM2COL_BYTES else device.im2col(xp, x, kernel, strides, dilations, pads, out_sp)
+    one_by_one = len(offsets) == 1 and not any(offsets[0])
+    cols_fit = n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES
+    cols = None if xp is np or one_by_one or not cols_fit else \
+        device.im2col(xp, x, kernel, strides, dilations, pads, out_sp)
     if cols is not None:   # a device: the columns in one launch (the epilogue in one more, below)
         acc = gemm.matmul(xp, w.reshape(group, mg, cg * len(offsets)), cols.reshape(n, group, -1, npos))
         return _finish(xp, acc, x, b, residual, relu, affine, (n, m) + tuple(out_sp))
@@ -130,18 +132,18 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
     xpad = _zero_padded(xp, x, pads)
     xg = xpad.reshape((n, group, cg) + xpad.shape[2:])
     wg = w.reshape((group, mg, cg) + tuple(kernel))
-    if len(offsets) == 1 and not any(offsets[0]):
+    if one_by_one:
         # 1x1 kernel: the (strided) input is already the column matrix -- one
         # matmul, no window copy beyond what a stride needs.
         cols = _window(xg, offsets[0], dilations, strides, out_sp).reshape(n, group, cg, npos)
         acc = gemm.matmul(xp, wg.reshape(group, mg, cg), cols)
-    elif small and n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
+    elif small and cols_fit:
         # Small copies per kernel position (a 1D STFT-like conv has hundreds of
         # positions, a streaming step's maps a few outputs): one gather builds every
         # column at once instead of one ~2 us Python-driven copy per position.
         cols = xg[(Ellipsis,) + _gather_index(xp, kernel, dilations, strides, out_sp)]
         acc = gemm.matmul(xp, wg.reshape(group, mg, cg * len(offsets)), cols.reshape(n, group, -1, npos))
-    elif n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES:
+    elif cols_fit:
         # im2col: one copy of every window, then one batched matmul. Small feature maps
         # are dominated by per-call overhead, so fewer, larger calls win.
         cols = xp.empty((n, group, cg, len(offsets)) + tuple(out_sp), dtype=x.dtype)
