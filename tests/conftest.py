@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -53,8 +54,22 @@ def chain_graph(spec: list[tuple[str, str, list[str]]], shape: list[int] | None 
 
 
 @pytest.fixture
-def rng() -> np.random.Generator:
-    return np.random.default_rng()
+def rng(request: pytest.FixtureRequest) -> np.random.Generator:
+    """Fresh random inputs each run; the seed is kept so a failure can be replayed
+    (``SGLENS_TEST_SEED=<seed> pytest <test id>``: a failing test's report prints it)."""
+    replay = os.environ.get("SGLENS_TEST_SEED")
+    seed = int(replay) if replay else int(np.random.SeedSequence().entropy)
+    request.node.rng_seed = seed
+    return np.random.default_rng(seed)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    seed = getattr(item, "rng_seed", None)
+    if report.failed and seed is not None:
+        report.sections.append(("rng seed", f"replay with SGLENS_TEST_SEED={seed}"))
 
 
 SAMPLE_MODELS = Path(__file__).resolve().parent.parent / "sample_models"
