@@ -143,7 +143,8 @@ class Executor:
         if missing:
             raise MissingKernelError(
                 f"no kernel for operator(s) {missing} in graph '{graph.name}'; run it with "
-                "--executor onnxruntime after partitioning, or add the kernels")
+                "the subgraph runtime onnxruntime after partitioning (--subgraph-runtime onnxruntime), "
+                "or add the kernels")
         # Weights: uploaded once, one persistent variable each, versioned as in the subgraph API design.
         self._weights: dict[str, Any] = {n: self._upload(w.value) for n, w in graph.initializers.items()}
         self._weight_vars: dict[str, Var] = {n: engine.new_variable(f"w:{n}") for n in self._weights}

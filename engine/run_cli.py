@@ -115,7 +115,7 @@ def _common(p: argparse.ArgumentParser, backend_default: str | None) -> None:
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("run", help="run a model (optionally partitioned) on our engine",
                               description="Run MODEL on the dependency engine; with --backend, "
-                                          "partition it first and run subgraphs with --executor.")
+                                          "partition it first and run subgraphs with --subgraph-runtime.")
     _common(p, None)
     p.add_argument("--save-outputs", metavar="OUT.npz", help="write every graph output under its name")
     p.add_argument("--repeat", type=int, default=1, help="measured runs after one warm-up (default 1)")

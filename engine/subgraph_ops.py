@@ -146,15 +146,16 @@ class SubgraphOp:
             except Exception as exc:  # noqa: BLE001 - named, never substituted
                 raise ExecutorUnavailableError(
                     f"subgraph {self.label}: onnxruntime could not build a session for it "
-                    f"({type(exc).__name__}: {_first_line(exc)}); use --executor engine or auto") from None
+                    f"({type(exc).__name__}: {_first_line(exc)}); choose the subgraph runtime engine or auto (--subgraph-runtime on the CLI)") from None
         if want == "tensorrt":
             ok, why = tensorrt_available()
             if not ok:
-                raise ExecutorUnavailableError(f"subgraph {self.label}: --executor tensorrt, but {why}; "
-                                               "use --executor auto to fall back with a reason")
+                raise ExecutorUnavailableError(f"subgraph {self.label}: the subgraph runtime is tensorrt, but {why}; "
+                                               "choose the subgraph runtime auto to fall back with a reason "
+                                               "(--subgraph-runtime on the CLI)")
             if device != "gpu":
-                raise ExecutorUnavailableError(f"subgraph {self.label}: --executor tensorrt needs "
-                                               "--device gpu")
+                raise ExecutorUnavailableError(f"subgraph {self.label}: the subgraph runtime tensorrt needs "
+                                               "the device gpu (--device gpu on the CLI)")
             try:
                 return _TrtImpl(self, weights, feeds), "requested"
             except Exception as exc:  # noqa: BLE001

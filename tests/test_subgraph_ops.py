@@ -66,8 +66,11 @@ def test_tensorrt_by_name_is_never_substituted():
     with Executor(part.graph, executor="tensorrt") as ex:
         if ok:
             pytest.skip("tensorrt imports here: covered by test_executor_gpu.py")
-        with pytest.raises(ExecutorUnavailableError, match="tensorrt"):
+        with pytest.raises(ExecutorUnavailableError, match="tensorrt") as err:
             ex.run({"input": np.zeros((1, 64), np.float32)})
+    # the web page shows this message too: it names the choice in both the page's and the CLI's words
+    assert "choose the subgraph runtime auto" in str(err.value) and "--subgraph-runtime" in str(err.value)
+    assert "--executor" not in str(err.value)
 
 
 def _custom_op_graph():

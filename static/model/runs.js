@@ -150,6 +150,7 @@
 
   function progress(job) {
     const p = $("run-progress"); p.hidden = false;
+    p.classList.toggle("ended-badly", FINAL.includes(job.status) && job.status !== "done");
     p.querySelector(".bar").style.width = (100 * (job.progress || 0)).toFixed(0) + "%";
     p.querySelector(".label").textContent = job.status + ": " + (job.message || job.stage || "");
   }

@@ -132,6 +132,16 @@ def test_every_page_with_a_real_model_open(site, page):
     assert "outputs match onnxruntime" in page.inner_text("#run-plots")
     assert _graph_share(page) > MIN_GRAPH_SHARE, "the graph pane lost its width to the run card"
     _shot(page, "06_run_card")
+    # TensorRT asked for by name on a server without it: the run fails, saying why in the page's
+    # own words (not the CLI's flags), the bar marks the end as bad, and nothing is substituted
+    page.select_option("#run-executor", "tensorrt")
+    page.click("#run-go")
+    page.wait_for_selector("#run-error:not([hidden])", timeout=180000)
+    said = page.inner_text("#run-error")
+    assert "tensorrt" in said and "choose the subgraph runtime auto" in said and "--executor" not in said, said
+    assert "ended-badly" in page.get_attribute("#run-progress", "class")
+    _shot(page, "06b_run_tensorrt_unavailable")
+    page.select_option("#run-executor", "auto")
     page.locator("#run-list").scroll_into_view_if_needed()
     assert page.locator("#run-list tr").count() >= 3       # the two runs of the fixture and ours
     _no_sideways_scroll(page, "runs tab")
