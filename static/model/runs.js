@@ -150,8 +150,9 @@
 
   function progress(job) {
     const p = $("run-progress"); p.hidden = false;
-    p.classList.toggle("ended-badly", FINAL.includes(job.status) && job.status !== "done");
-    p.querySelector(".bar").style.width = (100 * (job.progress || 0)).toFixed(0) + "%";
+    const ended = FINAL.includes(job.status);   // an ended run fills its bar, whatever stage it reached
+    p.classList.toggle("ended-badly", ended && job.status !== "done");
+    p.querySelector(".bar").style.width = (ended ? 100 : 100 * (job.progress || 0)).toFixed(0) + "%";
     p.querySelector(".label").textContent = job.status + ": " + (job.message || job.stage || "");
   }
   let polling = false;   // one request at a time: a slow answer must not let two polls render the end
