@@ -25,6 +25,7 @@ our executor held and, for every run alike, the rise of the process's peak RSS.
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -170,13 +171,32 @@ def reference_session(model: onnx.ModelProto, extra_outputs: list[str], device: 
         if name not in have:
             m.graph.output.append(onnx.ValueInfoProto(name=name))  # onnxruntime infers the type
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4   # fatal only: a refusal is reported once, by reference_refused, not on stderr too
     try:
         return ort.InferenceSession(m.SerializeToString(), opts, providers=ort_providers(device))
     except Exception as exc:  # noqa: BLE001 - onnxruntime's own refusal, as one line naming it
         from .run_errors import RunError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RunError(f"onnxruntime cannot load the model as the reference: {first}") from None
+
+
+_ORT_NODE = re.compile(r"running (\w+) node\. Name:'([^']*)'")
+
+
+def reference_refused(exc: BaseException, feeds: Mapping[str, np.ndarray]):
+    """onnxruntime's run-time refusal as a ``RunError`` a user can act on: the nodes it names
+    (outermost first: an If or Loop, then the node inside), its innermost message, and the inputs
+    it was given. Nearly always the inputs are not what the model expects (a length the model
+    cannot pad, a sample rate it does not know), and the inputs are what the user can change."""
+    from .run_errors import RunError
+    text = " ".join(str(exc).split())
+    where = " > ".join(f"'{name}' ({op})" for op, name in _ORT_NODE.findall(text))
+    said = text.rsplit("Status Message:", 1)[-1].strip() or type(exc).__name__
+    given = ", ".join(f"{k} {list(np.shape(v))} {np.asarray(v).dtype}" for k, v in feeds.items())
+    return RunError(f"onnxruntime, the reference, refused these inputs{' at node ' + where if where else ''}: "
+                    f"{said}. Inputs given: {given}. Give the shapes and values the model expects "
+                    "(symbolic axes are 1 unless set; integer inputs such as a sample rate may "
+                    "need a constant)")
 
 
 def _run_ort(model: onnx.ModelProto, extra: list[str], device: str, feeds: Mapping[str, np.ndarray],
@@ -186,13 +206,16 @@ def _run_ort(model: onnx.ModelProto, extra: list[str], device: str, feeds: Mappi
     with PeakRSS() as rss:
         session = reference_session(model, extra, device)
         out_names = [o.name for o in session.get_outputs()]
-        for _ in range(max(0, warmup)):
-            session.run(out_names, dict(feeds))
-        times, result = [], None
-        for _ in range(max(1, repeat)):
-            t0 = time.perf_counter()
-            result = session.run(out_names, dict(feeds))
-            times.append(time.perf_counter() - t0)
+        try:
+            for _ in range(max(0, warmup)):
+                session.run(out_names, dict(feeds))
+            times, result = [], None
+            for _ in range(max(1, repeat)):
+                t0 = time.perf_counter()
+                result = session.run(out_names, dict(feeds))
+                times.append(time.perf_counter() - t0)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's refusal, said in the user's terms
+            raise reference_refused(exc, feeds) from exc
     timing = spread(times, warmup) | rss.to_json() | {"peak_bytes": None}
     return dict(zip(out_names, result)), timing
 

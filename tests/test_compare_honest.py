@@ -116,3 +116,39 @@ def test_peak_rss_context_sees_an_allocation():
         a = np.ones(8 << 20)                          # 64 MiB, touched
         del a
     assert m.added_bytes >= (64 << 20) * 0.9 and m.peak_bytes >= m.start_bytes
+
+
+def _reflect_pad_model() -> onnx.ModelProto:
+    """x [1, N] reflect-padded by 2 on the last axis: onnxruntime refuses N < 3 at run time."""
+    pads = numpy_helper.from_array(np.array([0, 2, 0, 2], np.int64), "pads")
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], name="stft_pad", mode="reflect")
+    return make_model([node], [vi("x", [1, "n"])], [vi("y", [1, None])],
+                      [pads])
+
+
+def test_a_reference_refusing_the_inputs_says_where_and_what_was_given(rng):
+    """Silero-VAD with the prefilled [1, 1] input: onnxruntime's run-time refusal came out raw
+    ("InvalidArgument: [ONNXRuntimeError] : 2 : ...") and never said which inputs it refused."""
+    from engine.run_errors import RunError
+    model = _reflect_pad_model()
+    g = load_model(model.SerializeToString())
+    with pytest.raises(RunError) as err:
+        compare(g, model, {"x": rng.standard_normal((1, 1)).astype(np.float32)}, executor="engine", repeat=1)
+    said = str(err.value)
+    assert "onnxruntime, the reference, refused these inputs at node 'stft_pad' (Pad)" in said
+    assert "Inputs given: x [1, 1] float32" in said and "[ONNXRuntimeError]" not in said
+    # inputs it takes still compare (the refusal is about these inputs, not the model)
+    ok = compare(g, model, {"x": rng.standard_normal((1, 6)).astype(np.float32)}, executor="engine", repeat=1)
+    assert ok.ok
+
+
+def test_the_cli_says_the_refusal_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "reflect.onnx"
+    path.write_bytes(_reflect_pad_model().SerializeToString())
+    done = subprocess.run([sys.executable, "-m", "sglens", "compare", str(path), "--backend", "tensorrt",
+                           "--shape", "x=1x1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "the reference, refused these inputs" in lines[0], done.stderr
