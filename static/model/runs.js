@@ -123,11 +123,14 @@
 
   async function launch(body, files) {
     $("run-error").hidden = true; $("run-plots").replaceChildren();
+    // the last run's "done: finished" must not stand beside a cleared report while the server answers
+    progress({ status: "submitting", message: "sending the run to the server" }); $("run-go").disabled = true;
     try {
       const job = await submit(body, files);
       attach(job);
       M.listRuns();
-    } catch (e) { showError(e.message); }
+    } catch (e) { $("run-progress").hidden = true; showError(e.message); }
+    finally { if (!poll) $("run-go").disabled = false; }
   }
 
   /* Follow a run in flight: its progress, Cancel, then its report. Used for a run just started and,

@@ -136,6 +136,8 @@ def test_every_page_with_a_real_model_open(site, page):
     # own words (not the CLI's flags), the bar marks the end as bad, and nothing is substituted
     page.select_option("#run-executor", "tensorrt")
     page.click("#run-go")
+    # from the click on, the last run's "done: finished" no longer stands beside the cleared report
+    assert not page.inner_text("#run-progress .label").startswith("done"), page.inner_text("#run-progress .label")
     page.wait_for_selector("#run-error:not([hidden])", timeout=180000)
     said = page.inner_text("#run-error")
     assert "tensorrt" in said and "choose the subgraph runtime auto" in said and "--executor" not in said, said
