@@ -121,10 +121,15 @@
     return data;
   }
 
-  async function launch(body, files) {
+  /* From the click on, the last run's report, error and "done: finished" give way to "submitting"
+     (the form is fetched and the run posted before the server says anything). */
+  function pending() {
     $("run-error").hidden = true; $("run-plots").replaceChildren();
-    // the last run's "done: finished" must not stand beside a cleared report while the server answers
     progress({ status: "submitting", message: "sending the run to the server" }); $("run-go").disabled = true;
+  }
+
+  async function launch(body, files) {
+    pending();
     try {
       const job = await submit(body, files);
       attach(job);
@@ -144,7 +149,9 @@
 
   M.startRun = async function () {
     let sel, got;
-    try { sel = M.selection(); await M.loadRunForm(); got = collect(); } catch (e) { showError(e.message); return; }
+    pending();
+    try { sel = M.selection(); await M.loadRunForm(); got = collect(); }
+    catch (e) { $("run-progress").hidden = true; $("run-go").disabled = false; showError(e.message); return; }
     await launch(Object.assign({ model: M.MID, device: $("run-device").value, subgraph_runtime: $("run-executor").value,
       host_runtime: $("run-host-runtime").value,
       inputs: got.inputs, tolerance: got.tolerance, repeat: got.repeat }, sel), got.files);

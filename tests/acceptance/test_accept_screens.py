@@ -144,6 +144,9 @@ def test_every_page_with_a_real_model_open(site, page):
     assert "ended-badly" in page.get_attribute("#run-progress", "class")
     _shot(page, "06b_run_tensorrt_unavailable")
     page.select_option("#run-executor", "auto")
+    page.click("#run-go")    # the failure gives way at the click, before the server answers
+    assert page.locator("#run-error:not([hidden])").count() == 0, "the last run's error outlived the click"
+    page.wait_for_selector("#run-plots .run-summary", timeout=180000)
     page.locator("#run-list").scroll_into_view_if_needed()
     assert page.locator("#run-list tr").count() >= 3       # the two runs of the fixture and ours
     _no_sideways_scroll(page, "runs tab")
