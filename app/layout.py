@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping
 from partition.errors import LensError
 from partition.ir import Graph
 
-from .layout_fold import foldable_constants, shape_text
+from .layout_fold import foldable_constants, is_constant_node, shape_text
 
 CHUNK = 100
 LAYERS_OPEN = 200    # graphs with name scopes and more nodes than this open collapsed by scope
@@ -149,12 +149,16 @@ def scope_parts(name: str) -> list[str]:
 
 def useful_scopes(graph: Graph) -> dict[str, int]:
     """Name scope -> node count, without a scope holding every node (a single root such as
-    ``model``: one box that says nothing). The layers open at the first scope that splits the graph."""
+    ``model``: one box that says nothing). The layers open at the first scope that splits the graph.
+    Constants do not count: T5's ``model`` scope holds every node but its 200 weight aliases."""
     counts: dict[str, int] = {}
+    total = 0
     for node in graph.nodes:
+        if is_constant_node(graph, node):
+            continue
+        total += 1
         for scope in scope_parts(node.name):
             counts[scope] = counts.get(scope, 0) + 1
-    total = len(graph.nodes)
     return {k: v for k, v in counts.items() if v < total}
 
 

@@ -1,5 +1,6 @@
-"""What the graph drawing leaves out and adds: Constant nodes folded into their consumers (exported
-models carry hundreds of them: PP-OCRv4 rec 420 of 860 nodes), and the tensor shapes written on
+"""What the graph drawing leaves out and adds: Constant nodes (and Identity nodes of a weight)
+folded into their consumers (exported models carry hundreds of them: PP-OCRv4 rec 420 of 860
+nodes), and the tensor shapes written on
 edges, as Netron does both. Plain functions of the IR; ``app/layout.py`` uses them."""
 
 from __future__ import annotations
@@ -7,13 +8,23 @@ from __future__ import annotations
 from partition.ir import Graph
 
 
+def is_constant_node(graph: Graph, node) -> bool:
+    """A Constant, or an Identity of a weight: exporters alias shared weights that way (the
+    Hugging Face T5 export draws 180 of them in a row above its 520 real nodes)."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    if node.op_type == "Constant":
+        return not any(node.inputs)
+    return node.op_type == "Identity" and len(node.inputs) == 1 and node.inputs[0] in graph.initializers
+
+
 def foldable_constants(graph: Graph) -> dict[str, str]:
-    """Constant node -> its first consumer: every Constant whose outputs only feed other nodes
-    (one that is a graph output stays drawn)."""
+    """Constant node -> its first consumer: every Constant (or Identity of a weight) whose
+    outputs only feed other nodes (one that is a graph output stays drawn)."""
     outputs = set(graph.outputs)
     folded: dict[str, str] = {}
     for node in graph.nodes:
-        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or any(node.inputs):
+        if not is_constant_node(graph, node):
             continue
         if any(t in outputs for t in node.outputs):
             continue

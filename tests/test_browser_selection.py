@@ -126,7 +126,7 @@ def test_constants_folded_with_shapes_on_edges_and_search_position(server, brows
     base, mid = server
     with checked_page(browser, 1440, 900, 30000) as pg:
         open_page(pg, f"{base}/models/{mid}")
-        assert "8 Constant nodes folded" in pg.inner_text("#constants-toggle")
+        assert "8 constant nodes folded" in pg.inner_text("#constants-toggle")
         assert pg.locator('#graph g.node[data-id="const0"]').count() == 0
         shapes = pg.eval_on_selector_all("#graph .edge text.shape", "ts => ts.map(t => t.textContent)")
         assert shapes and set(shapes) == {"1×4"}

@@ -48,3 +48,34 @@ def test_layout_api_folds_by_default(client):
     assert folded["folded_count"] == 8 and len([n for n in folded["nodes"] if n["kind"] == "node"]) == 20
     shown = client.get(f"/api/models/{mid}/layout?constants=1").get_json()
     assert shown["folded_count"] == 0 and len([n for n in shown["nodes"] if n["kind"] == "node"]) == 28
+
+
+def _weight_alias_model():
+    """Hugging Face style: one shared weight reached through Identity nodes (T5 draws 180 of them
+    in a row), and every real node under one ``model/`` scope split into encoder and decoder."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    from conftest import make_model
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "shared.weight")
+    nodes = [helper.make_node("Identity", ["shared.weight"], [f"alias{i}"], name=f"Identity_{i}") for i in range(3)]
+    prev = "x"
+    for i, part in enumerate(("encoder", "encoder", "decoder", "decoder")):
+        nodes.append(helper.make_node("MatMul", [prev, f"alias{i % 3}"], [f"h{i}"], name=f"/model/{part}/MatMul_{i}"))
+        prev = f"h{i}"
+    vi = helper.make_tensor_value_info
+    return make_model(nodes, [vi("x", TensorProto.FLOAT, [1, 4])], [vi(prev, TensorProto.FLOAT, [1, 4])], [w])
+
+
+def test_identity_of_a_weight_folds_like_a_constant_and_does_not_count_for_layers():
+    graph = load_model(_weight_alias_model().SerializeToString())
+    view = layout.graph_view(graph, collapse=False, fold_constants=True)
+    assert view["folded_count"] == 3 and view["folded"]["Identity_0"] == "/model/encoder/MatMul_0"
+    assert not any(n["id"].startswith("Identity") for n in view["nodes"])
+    # the one scope holding every real node says nothing: the layers open at encoder / decoder
+    assert set(layout.useful_scopes(graph)) == {"model/encoder", "model/decoder"}
+    collapsed = layout.graph_view(graph, collapse=True, fold_constants=True)
+    assert {n["id"] for n in collapsed["nodes"]} == {"scope:model/encoder", "scope:model/decoder"}
+    # an Identity of a graph input is a real node: drawn
+    kept = layout.graph_view(load_model(bookkeeping_heavy_model().SerializeToString()), collapse=False,
+                             fold_constants=True)
+    assert "ident0" in {n["id"] for n in kept["nodes"]}

@@ -105,8 +105,8 @@
     }
     if (L && L.mode === "collapsed") parts.push(" ", h("span", { class: "muted" }, L.node_count + " nodes, grouped by name scope"));
     if (L && (L.folded_count || S.constants)) {   // Constant nodes folded into their consumers, or shown
-      parts.push(" ", h("a", { id: "constants-toggle", title: S.constants ? "fold Constant nodes into their consumers" : "draw the Constant nodes",
-        onclick: () => { S.constants = !S.constants; M.reload(); } }, S.constants ? "⊟ fold Constants" : "⊞ " + L.folded_count + " Constant nodes folded"));
+      parts.push(" ", h("a", { id: "constants-toggle", title: S.constants ? "fold constant nodes (Constant, Identity of a weight) into their consumers" : "draw the constant nodes (Constant, Identity of a weight)",
+        onclick: () => { S.constants = !S.constants; M.reload(); } }, S.constants ? "⊟ fold constants" : "⊞ " + L.folded_count + " constant nodes folded"));
     }
     SG.fill($("view-crumbs"), parts);
   }
