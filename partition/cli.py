@@ -123,6 +123,17 @@ def _print_json(data: Any) -> None:
     out.flush()
 
 
+def _boundary_text(tensors: list[str], weights: Any, most: int = 12) -> str:
+    """Activations by name, weights (and constants) counted: T5's one subgraph listed its 68
+    weights among 3 real inputs on one line. ``--json`` keeps every name."""
+    acts = [t for t in tensors if t not in weights]
+    text = ", ".join(acts[:most]) + (f", ... (+{len(acts) - most} more; --json lists them)" if len(acts) > most else "")
+    n_weights = len(tensors) - len(acts)
+    if n_weights:
+        text += f"{' ' if text else ''}(+{n_weights} weight{'s' if n_weights != 1 else ''})"
+    return text or "none"
+
+
 def _table(result: Any) -> str:
     lines = [f"backend {result.backend}: {len(result.original.nodes)} nodes, "
              f"{len(result.subgraphs)} subgraphs, {len(result.excluded)} nodes left out, "
@@ -132,10 +143,12 @@ def _table(result: Any) -> str:
         lines.append(f"DLA loadables: {dla['loadables']} (at most {dla['loadables_per_core']} per core); "
                      f"{dla['gpu_fallback_count']} node(s) fall back to the GPU")
     lines += [f"warning: {w}" for w in result.summary.get("tensorrt_warnings", ())]
+    g = result.original   # weights: initializers, and Constant outputs (Paddle exports hold theirs that way)
+    weights = set(g.initializers) | {t for n in g.nodes if n.op_type == "Constant" and not n.inputs for t in n.outputs}
     for sg in result.subgraphs:
         names = ", ".join(sg.nodes[:6]) + (f", ... ({len(sg.nodes)} nodes)" if len(sg.nodes) > 6 else "")
         lines.append(f"  subgraph {sg.id} [{sg.property}] {names}")
-        lines.append(f"      inputs {', '.join(sg.inputs)}  ->  outputs {', '.join(sg.outputs)}")
+        lines.append(f"      inputs {_boundary_text(sg.inputs, weights)}  ->  outputs {_boundary_text(sg.outputs, weights)}")
     if result.excluded:
         lines.append("left out:")
         for name, reason in list(result.excluded.items())[:50]:

@@ -117,3 +117,27 @@ def test_json_output_is_the_value_json_would_write(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"big": 2 ** 70, "names": ["片", 'a"b'], "f": [0.1, 1e-05, 3.0]}
+
+
+def test_partition_table_counts_weights_and_names_activations(tmp_path) -> None:
+    """A subgraph's boundary in the table: activations by name, weights and constants counted
+    (T5's one subgraph printed 68 weight names around its 3 real inputs)."""
+    import numpy as np
+    from onnx import numpy_helper
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4])  # noqa: E731
+    weights = [numpy_helper.from_array(np.ones((4, 4), np.float32), f"w{i}") for i in range(3)]
+    bias = helper.make_node("Constant", [], ["bias"], name="bias_const",
+                            value=numpy_helper.from_array(np.ones((1, 4), np.float32)))
+    nodes = [bias, helper.make_node("MatMul", ["x", "w0"], ["a"], name="m0"),
+             helper.make_node("MatMul", ["a", "w1"], ["b"], name="m1"),
+             helper.make_node("MatMul", ["b", "w2"], ["c"], name="m2"),
+             helper.make_node("Add", ["c", "bias"], ["y"], name="add")]
+    path = tmp_path / "weights.onnx"
+    path.write_bytes(make_model(nodes, [vi("x")], [vi("y")], weights).SerializeToString())
+    out = sglens("partition", str(path), "--ops", "MatMul,Add")
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.strip().startswith("inputs"))
+    assert line.split("->")[0].split() == ["inputs", "x", "(+4", "weights)"], line
+    assert "outputs y" in line and "w0" not in line and "bias" not in line
+    full = json.loads(sglens("partition", str(path), "--ops", "MatMul,Add", "--json").stdout)
+    assert set(full["subgraphs"][0]["inputs"]) == {"x", "w0", "w1", "w2", "bias"}   # --json keeps every name
