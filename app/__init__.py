@@ -141,6 +141,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
                 template_folder=_assets("templates"), static_folder=_assets("static"))
     app.config.update(merged)
     app.config["MAX_CONTENT_LENGTH"] = int(merged["SGLENS_MAX_UPLOAD"]) + (1 << 20)  # multipart overhead
+    from .serialize import FiniteJSONProvider
+    app.json = FiniteJSONProvider(app)   # no bare NaN / Infinity in any answer
     app.json.sort_keys = False
     os.makedirs(app.instance_path, exist_ok=True)
     from .uploads import request_class

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from flask.json.provider import DefaultJSONProvider
+
 from partition import report
 from partition.ir import Graph, Node, TensorInfo
 from partition.trace import PartitionResult, TraceEvent
@@ -61,13 +63,28 @@ def attr_json(value: Any) -> Any:
 
 
 def _finite(value: Any) -> Any:
-    if isinstance(value, float):
+    """``value`` with every NaN / ±inf float written as the string ``"nan"`` / ``"inf"`` / ``"-inf"``."""
+    if isinstance(value, float):   # numpy's float64 too (a subclass)
         return value if math.isfinite(value) else str(value)
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
     return value
+
+
+class FiniteJSONProvider(DefaultJSONProvider):
+    """Every JSON answer is JSON a browser parses: Python writes a NaN or inf float as the bare
+    word ``NaN`` / ``Infinity``, which ``JSON.parse`` rejects, so one such number (an FP16 run of T5
+    overflowing: its max abs error is inf) made the precision page's poll read null and stop.
+    They go out as strings, as node attributes already did; the pages show them as they are."""
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        kwargs["allow_nan"] = False
+        try:
+            return super().dumps(obj, **kwargs)
+        except ValueError:   # a non-finite float somewhere: walk once, only then
+            return super().dumps(_finite(obj), **kwargs)
 
 
 def model_summary(entry: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@
   $("p-sw0").style.background = SG.heat(0); $("p-sw1").style.background = SG.heat(1 / 3);
   $("p-sw3").style.background = SG.heat(1); $("p-swinf").style.background = INF_COLOUR;
 
-  function fmt(v) { return v == null ? "inf/NaN" : Number(v).toPrecision(3); }
+  function fmt(v) { return v == null ? "inf/NaN" : typeof v === "string" ? v : Number(v).toPrecision(3); }   // "inf", "nan": as the server wrote them
 
   function showNodes(rows) {
     const fills = {};

@@ -6,7 +6,8 @@
 "use strict";
 (function () {
   const h = SG.h;
-  const num = x => (x == null ? "n/a" : (x === 0 ? "0" : Math.abs(x) >= 1e-3 && Math.abs(x) < 1e4 ? Number(x.toPrecision(4)).toString() : x.toExponential(2)));
+  // the server sends a NaN or inf as the string "nan" / "inf" / "-inf" (JSON has no such numbers)
+  const num = x => (x == null ? "n/a" : typeof x === "string" ? x : (x === 0 ? "0" : Math.abs(x) >= 1e-3 && Math.abs(x) < 1e4 ? Number(x.toPrecision(4)).toString() : x.toExponential(2)));
   const ms = s => (s == null ? "n/a" : (s * 1e3).toFixed(3));
 
   /* The verdict of a stored run: the server's words, or (runs stored before verdicts had words) ok. */
@@ -62,7 +63,7 @@
         rows.push(h("tr", { class: e.match ? (e.weak ? "ok weak" : "ok") : "bad", "data-output": name, "data-run": run },
           [h("td", null, h("code", null, name)), h("td", null, run), h("td", null, num(e.max_abs)),
             h("td", { class: "max-rel", title: e.rel_note || null }, num(e.max_rel) + (e.rel_note ? " *" : "")),
-            h("td", null, num(e.mean_abs)), h("td", null, e.cosine == null ? "n/a" : e.cosine.toFixed(6)),
+            h("td", null, num(e.mean_abs)), h("td", null, e.cosine == null ? "n/a" : typeof e.cosine === "string" ? e.cosine : e.cosine.toFixed(6)),
             h("td", null, e.mismatched == null ? (e.note || "n/a") : String(e.mismatched)),
             h("td", { class: "below-atol" }, below),
             h("td", null, e.match ? (e.weak ? "✔ match (weak)" : "✔ match") : "✘ differs")]));

@@ -141,3 +141,39 @@ def test_browser_bisection_end_to_end(app):
             page.click("#p-download")
         marked = onnx.load_model_from_string(open(dl.value.path(), "rb").read())
         assert pinned_nodes(marked) == pins
+
+
+def _strict(text: str):
+    """JSON as a browser's JSON.parse reads it: a bare NaN / Infinity is an error."""
+    def refuse(word):
+        raise ValueError(f"not JSON: {word}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_every_answer_is_json_a_browser_parses_when_values_are_infinite(tmp_path):
+    """An attention mask of -inf (T5's export has them) made a node's largest input inf: the poll
+    answered ``"max_abs_in": Infinity``, the page's JSON.parse failed and its search view stopped."""
+    from onnx import TensorProto, helper, numpy_helper
+    from app import create_app
+    from conftest import make_model
+    mask = numpy_helper.from_array(np.array([[0.0, 0.0, -np.inf, -np.inf]], np.float32), "mask")
+    nodes = [helper.make_node("Add", ["x", "mask"], ["logits"], name="masked"),
+             helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=-1)]
+    vi = helper.make_tensor_value_info
+    path = tmp_path / "masked.onnx"
+    onnx.save(make_model(nodes, [vi("x", TensorProto.FLOAT, [1, 4])], [vi("y", TensorProto.FLOAT, [1, 4])],
+                         [mask]), path)
+    application = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst"), "SGLENS_MODELS": [str(path)]})
+    client = application.test_client()
+    mid = next(m["id"] for m in _strict(client.get("/api/models").get_data(as_text=True))["models"])
+    resp = _post(client, mid, {"target": "fp16", "atol": 0.01, "rtol": 0.01})
+    jid = _strict(resp.get_data(as_text=True))["id"]
+    end = time.time() + 120
+    while True:
+        st = _strict(client.get(f"/api/precision/{jid}").get_data(as_text=True))   # every poll, not only the last
+        if st["status"] != "running" or time.time() > end:
+            break
+        time.sleep(0.05)
+    assert st["status"] == "done", st
+    # the -inf reached the answer (else this proves nothing), written as a string the page shows
+    assert {n["node"]: n["max_abs_in"] for n in st["nodes"]}["softmax"] == "inf"

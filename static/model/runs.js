@@ -205,7 +205,7 @@
   async function showRun(rid) {
     try { const run = await SG.api("GET", runUrl(rid)); S.lastRun = run; await SG.renderRun($("run-plots"), run, cardOpts); } catch (e) { SG.error(e); }
   }
-  const fmt = x => (x == null ? "" : Number(x.toPrecision(3)).toString());
+  const fmt = x => (x == null ? "" : typeof x === "string" ? x : Number(x.toPrecision(3)).toString());   // "inf", "nan" as sent
   function optionsText(o) {
     const parts = Object.entries(o || {}).map(([k, v]) => k + "=" + (Array.isArray(v) ? v.join(",") : typeof v === "object" ? JSON.stringify(v) : v));
     return parts.join(" · ");
