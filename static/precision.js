@@ -54,7 +54,7 @@
     bar.querySelector(".bar").style.width = Math.min(100, 100 * st.runs / Math.max(1, st.max_runs + 2)) + "%";
     bar.querySelector(".label").textContent = st.runs + " runs · " + st.stage;
     $("p-status").textContent = st.status === "running" ? "Searching: " + st.stage + " (" + st.seconds + " s)" :
-      st.status === "done" ? "Done in " + st.runs + " runs (" + st.seconds + " s)" : st.status;
+      st.status === "done" ? "Done in " + st.runs + " runs" + (st.report ? ", " + st.report.search_runs + " of them searching" : "") + " (" + st.seconds + " s)" : st.status;
     $("p-status").dataset.status = st.status;
     SG.fill($("p-candidate"), st.candidate.length ? st.candidate.map(n => h("code", { class: "cand" }, n)).flatMap(c => [c, " "]) : "none");
     SG.fill($("p-runs"), st.history.slice().reverse().map(e => SG.row(String(e.run), e.stage, String(e.pins), e.match ? "yes" : "no", fmt(e.max_abs))));
