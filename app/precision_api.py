@@ -53,6 +53,7 @@ class PrecisionJob:
         self.error: str | None = None
         self.cancelled = False
         self.started = time.time()
+        self.ended: float | None = None   # the clock stops when the search ends, however it ends
         self.lock = threading.Lock()
         self.marked: bytes | None = None
 
@@ -68,13 +69,21 @@ class PrecisionJob:
             elif event.get("match") is not None:
                 self.history.append({k: event.get(k) for k in ("run", "stage", "pins", "match", "max_abs")})
 
+    def end(self, status: str, error: str | None) -> None:
+        """A search that ended without a report; its clock stops with it (under the same lock,
+        so no answer shows the end with a running clock)."""
+        with self.lock:
+            self.status, self.error, self.ended = status, error, time.time()
+            if status == "cancelled":
+                self.stage = "cancelled"
+
     def to_json(self) -> dict[str, Any]:
         with self.lock:
             return {"id": self.id, "model": self.model_id, "status": self.status, "stage": self.stage,
                     "runs": self.runs, "max_runs": self.request.max_runs, "target": self.request.target,
                     "candidate": self.candidate, "history": self.history[-HISTORY_SHOWN:],
                     "nodes": self.nodes, "report": self.report, "error": self.error,
-                    "seconds": round(time.time() - self.started, 2)}
+                    "seconds": round((self.ended or time.time()) - self.started, 2)}
 
 
 class PrecisionJobs:
@@ -115,15 +124,13 @@ def _work(job: PrecisionJob, graph: Any, model_bytes: Any, feeds: dict[str, Any]
             job.candidate = list(report["pins"])
             job.nodes = report["nodes"]
             job.marked = marked.SerializeToString()
+            job.ended = time.time()
     except Cancelled:
-        with job.lock:
-            job.status, job.stage = "cancelled", "cancelled"
+        job.end("cancelled", None)
     except LensError as exc:
-        with job.lock:
-            job.status, job.error = "failed", str(exc)
+        job.end("failed", str(exc))
     except Exception as exc:  # noqa: BLE001 - shown to the user, the server keeps serving
-        with job.lock:
-            job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
+        job.end("failed", f"{type(exc).__name__}: {exc}")
 
 
 def _jobs() -> PrecisionJobs:

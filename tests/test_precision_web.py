@@ -65,6 +65,8 @@ def test_api_search_with_uploaded_inputs(app):
     assert resp.status_code == 202, resp.get_json()
     st = _wait(client, resp.get_json()["id"])
     assert st["status"] == "done", st
+    time.sleep(0.3)   # the clock stopped when the search ended
+    assert client.get(f"/api/precision/{st['id']}").get_json()["seconds"] == st["seconds"]
     rep = st["report"]
     assert "attn/scores" in rep["pins"] and rep["verified"]["match"]
     assert [e["stage"] for e in st["history"][:2]] == ["reference", "all reduced"]
