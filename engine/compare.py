@@ -98,8 +98,9 @@ class Comparison:
 
     def text(self) -> str:
         verdict = self.verdict
-        lines = [f"compare {self.model}: backend {self.backend or '-'}, executor {self.executor}, "
-                 f"device {self.device}  ->  {'OK' if self.ok else 'DIFFERENT'}",
+        what = (f"backend {self.backend}, subgraph runtime {self.executor}" if self.backend
+                else "unpartitioned (our engine against onnxruntime)")
+        lines = [f"compare {self.model}: {what}, device {self.device}  ->  {'OK' if self.ok else 'DIFFERENT'}",
                  verdict.headline.replace("✔", "OK:").replace("✘", "DIFFERENT:"),
                  *(f"  - {d}" for d in verdict.details),
                  f"match rule: {self.tolerance.describe()}; max rel only where |ref| > 10·atol",

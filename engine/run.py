@@ -123,6 +123,8 @@ class RunReport:
             line += (f" ({self.host['host_regions']} region(s), {self.host['host_nodes']} node(s)"
                      + (f"; on our engine: {', '.join(self.host['host_on_engine'])}" if self.host["host_on_engine"] else "")
                      + ")")
+        if self.spec.selection is None:   # nothing partitioned: no subgraphs, no "rest of the graph"
+            return self.comparison.text()
         return self.comparison.text() + "\n" + line
 
 

@@ -12,7 +12,8 @@
 ``compare`` is ``engine.run.run``, the pipeline of a web run: partition once, one set of
 measured executions.
 
-Without ``--backend``, ``run`` runs the model unpartitioned on our engine.
+Without ``--backend`` (or a backend option such as ``--ops``), ``run`` runs the model
+unpartitioned on our engine and ``compare`` compares that run with onnxruntime.
 Errors are ``LensError``: the CLI prints one line and exits 2.
 """
 
@@ -132,7 +133,7 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
                               description="onnxruntime on the whole model is the reference; per graph "
                                           "output and per subgraph boundary tensor, the max absolute "
                                           "and relative error of our runs; timings side by side.")
-    _common(p, "default")
+    _common(p, None)
     p.add_argument("--repeat", type=int, default=3, help="measured runs per side (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured runs before them (default 1)")
     p.add_argument("--atol", type=float, default=DEFAULT_ATOL,

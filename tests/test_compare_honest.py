@@ -152,3 +152,22 @@ def test_the_cli_says_the_refusal_in_one_line(tmp_path):
     assert done.returncode == 2, done
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "the reference, refused these inputs" in lines[0], done.stderr
+
+
+def test_compare_without_a_backend_is_our_engine_against_onnxruntime(tmp_path):
+    """``sglens compare model.onnx``, a user's first check, stopped with "backend 'default' needs
+    the op types it supports": without --backend (or --ops) it now compares unpartitioned."""
+    import json
+    import subprocess
+    import sys
+    path = tmp_path / "reflect.onnx"
+    path.write_bytes(_reflect_pad_model().SerializeToString())
+    args = [sys.executable, "-m", "sglens", "compare", str(path), "--shape", "x=1x6", "--repeat", "1"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "unpartitioned (our engine against onnxruntime)" in done.stdout and "runtimes:" not in done.stdout
+    data = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120).stdout)
+    assert data["backend"] is None and data["subgraphs"] == [] and data["outputs"]["y"]["engine"]["match"]
+    # --ops alone still means the default backend
+    ops = subprocess.run([*args, "--ops", "Pad"], capture_output=True, text=True, timeout=120)
+    assert ops.returncode == 0 and "backend default" in ops.stdout, ops.stderr
