@@ -110,12 +110,27 @@ def model_summary(entry: Any) -> dict[str, Any]:
     return data
 
 
+#: attributes whose value is an ONNX TensorProto data type
+DTYPE_ATTRS = frozenset({"to", "dtype", "output_dtype"})
+
+
+def _dtype_name(value: Any) -> str | None:
+    from onnx import TensorProto
+    if isinstance(value, int) and not isinstance(value, bool) and value in TensorProto.DataType.values():
+        return TensorProto.DataType.Name(value)
+    return None
+
+
 def node_json(graph: Graph, node: Node, offset: int = 0) -> dict[str, Any]:
     """The node panel: op, attributes, typed inputs and outputs, producers, consumers, bodies.
     Inputs and outputs: at most ``MAX_LIST`` from ``offset`` (``?offset=`` pages through them)."""
     data: dict[str, Any] = {"name": node.name, "op_type": node.op_type, "domain": node.domain}
     _capped(data, "attrs", list(node.attrs.items()))
     data["attrs"] = {k: attr_json(v) for k, v in data["attrs"]}
+    # the data-type attributes (Cast's ``to``, the Random*/EyeLike ``dtype``) are enum numbers in ONNX:
+    # their names ride beside them, so the panel reads "6 (INT32)"
+    data["attr_dtypes"] = {k: _dtype_name(v) for k, v in data["attrs"].items()
+                           if k in DTYPE_ATTRS and _dtype_name(v) is not None}
     _capped(data, "inputs", list(node.inputs), offset, "; ask ?offset=N for more")
     data["inputs"] = [dict(tensor_json(graph.info(t)) if t else {"name": "", "dtype": None, "shape": None},
                            weight=t in graph.initializers,

@@ -410,3 +410,20 @@ def test_unknown_ops_load_and_are_explained(client):
     reason = {e["node"]: e["reason"] for e in res["excluded"]}["frob"]
     assert "FrobnicateOp" in reason
     assert client.get(f"/api/models/{mid}/layout").get_json()["mode"] == "flat"
+
+
+def test_node_panel_names_data_type_attributes(client):
+    """Cast's ``to`` is an enum number in ONNX (magika's Cast read "to 6"): the answer names it."""
+    from onnx import TensorProto, helper
+    from conftest import make_model
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Cast", ["x"], ["y"], name="to_int", to=TensorProto.INT32),
+             helper.make_node("Relu", ["x"], ["z"], name="relu")]
+    model = make_model(nodes, [vi("x", TensorProto.FLOAT, [2])],
+                       [vi("y", TensorProto.INT32, [2]), vi("z", TensorProto.FLOAT, [2])])
+    resp = client.post("/api/models", data={"file": (io.BytesIO(model.SerializeToString()), "cast.onnx")},
+                       content_type="multipart/form-data")
+    mid = resp.get_json()["id"]
+    cast = client.get(f"/api/models/{mid}/node?name=to_int").get_json()
+    assert cast["attrs"]["to"] == TensorProto.INT32 and cast["attr_dtypes"] == {"to": "INT32"}
+    assert client.get(f"/api/models/{mid}/node?name=relu").get_json()["attr_dtypes"] == {}

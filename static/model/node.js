@@ -34,7 +34,9 @@
   }
 
   function renderNode(n) {
-    const attrs = Object.entries(n.attrs).map(([k, v]) => SG.row(k, h("code", null, JSON.stringify(v).slice(0, 400))));
+    const named = n.attr_dtypes || {};   // a data-type enum with its name: "6 (INT32)"
+    const attrs = Object.entries(n.attrs).map(([k, v]) => SG.row(k, [h("code", null, JSON.stringify(v).slice(0, 400)),
+      named[k] ? h("span", { class: "muted attr-dtype" }, " (" + named[k] + ")") : null]));
     const bodies = Object.entries(n.bodies).map(([k, b]) => h("button", { "data-body": n.name + ":" + k, onclick: () => {
       S.body = S.body ? S.body + "|" + n.name + ":" + k : n.name + ":" + k; S.expanded.clear(); M.reload();
     } }, "open " + k + " (" + b.nodes + " nodes)"));
