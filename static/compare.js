@@ -74,16 +74,22 @@
     const names = [...new Set([...sa, ...sb].map(s => s.node))];
     if (!names.length) return null;
     const find = (list, n) => list.find(s => s.node === n);
-    const cell = s => (s ? [h("b", null, s.executor || "?"), h("div", { class: "muted why" }, s.reason || "")] : "—");
+    // a reason shared by every subgraph of a run (65 times "auto: tensorrt does not import ...") is said once
+    const shared = list => (list.length > 1 && list.every(s => s.reason === list[0].reason) ? list[0].reason || null : null);
+    const common = { a: shared(sa), b: shared(sb) };
+    const cell = (s, side) => (s ? [h("b", null, s.executor || "?"),
+      s.reason && s.reason !== common[side] ? h("div", { class: "muted why" }, s.reason) : null] : "—");
     const cost = s => (s ? SG.ms(s.seconds) + (s.device_seconds != null ? " (GPU " + SG.ms(s.device_seconds) + ")" : "") + ", peak " + SG.bytes(s.peak_bytes) + SG.poolPeak(s) : "—");
-    return [h("h3", null, "What ran each subgraph"),
+    const said = ["a", "b"].filter(k => common[k]).map(k => h("p", { class: "muted why", "data-shared": k },
+      (k === "a" ? "A" : "B") + ", every subgraph: " + common[k]));
+    return [h("h3", null, "What ran each subgraph"), ...said,
       h("table", { class: "grid compare-subgraphs" }, SG.headRow("subgraph", "A ran on (why)", "A time, peak memory", "B ran on (why)", "B time, peak memory"),
         names.map(n => {
           const x = find(sa, n), y = find(sb, n);
           const differs = x && y && x.executor !== y.executor;
           return h("tr", { "data-subgraph": n, class: differs ? "bad" : null },
-            [h("td", null, h("code", null, n)), h("td", { class: "a-runtime" }, cell(x)), h("td", null, cost(x)),
-              h("td", { class: "b-runtime" }, cell(y)), h("td", null, cost(y))]);
+            [h("td", null, h("code", null, n)), h("td", { class: "a-runtime" }, cell(x, "a")), h("td", null, cost(x)),
+              h("td", { class: "b-runtime" }, cell(y, "b")), h("td", null, cost(y))]);
         }))];
   }
 

@@ -333,6 +333,13 @@ def test_history_columns_and_what_differs_between_two_runs(server, page):
     assert "0.001" in page.inner_text('#compare-settings tr[data-setting="tolerance"]')
     assert page.locator("#compare-diff table.compare-subgraphs tr[data-subgraph]").count() == 2
     assert "onnxruntime" in page.inner_text("#compare-diff table.compare-subgraphs")
+    # a reason every subgraph of a run shares is said once above the table, not on each row
+    shared = page.locator("#compare-diff p[data-shared]")
+    assert shared.count() >= 1
+    for k in range(shared.count()):
+        side = shared.nth(k).get_attribute("data-shared")
+        assert "every subgraph: " in shared.nth(k).inner_text()
+        assert page.locator(f"#compare-diff td.{side}-runtime .why").count() == 0
     page.wait_for_selector("#compare-heat .plot-node-heatmap g.ytick text", state="attached", timeout=60000)
     ticks = page.locator("#compare-heat .plot-node-heatmap g.ytick text").all_text_contents()
     assert {"A", "B", "C", "D"} <= set(ticks), ticks
