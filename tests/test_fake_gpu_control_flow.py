@@ -77,7 +77,8 @@ def test_reduce_sum_axes_input_on_fake_gpu(monkeypatch, rng):
     for axis in (0, 2, -1):
         feeds = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32), "axes": np.array([axis], np.int64)}
         got, _ = _run_on_fake(monkeypatch, g, feeds)
-        np.testing.assert_allclose(got["y"], _ort(model, feeds)["y"], rtol=1e-5)
+        # a sum of four N(0, 1) values can cancel to ~1e-3, where float32 rounding (~1e-7) is 1e-4 relative
+        np.testing.assert_allclose(got["y"], _ort(model, feeds)["y"], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("executor", ["engine", "auto"])
