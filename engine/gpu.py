@@ -55,12 +55,12 @@ def require_gpu(device_id: int) -> ModuleType:
     if cp is None:
         raise NoGPUError(
             f"Context.gpu({device_id}): cupy is not installed, so no GPU can be "
-            "used; install cupy for your CUDA version or run with --device cpu")
+            "used; install cupy for your CUDA version or choose the device cpu (--device cpu)")
     n = device_count()
     if device_id >= n:
         raise NoGPUError(
             f"Context.gpu({device_id}): {n} CUDA device(s) found; use a device "
-            "id below that, or run with --device cpu")
+            "id below that, or choose the device cpu (--device cpu)")
     return cp
 
 

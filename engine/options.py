@@ -32,7 +32,7 @@ def device_context(device: str, device_id: int = 0) -> tuple[Context, Any]:
         try:
             ctx = Context.gpu(device_id)
         except NoGPUError as exc:
-            raise DeviceError(f"--device gpu: {exc}") from None
+            raise DeviceError(f"device gpu: {exc}") from None   # words the page and the CLI share
         import cupy  # present: Context.gpu checked it
         return ctx, cupy
     raise DeviceError(f"unknown device {device!r}; choose one of {list(DEVICES)}")

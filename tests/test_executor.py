@@ -187,8 +187,10 @@ def test_gpu_without_gpu_is_a_clear_error():
     if gpu.device_count() > 0:
         pytest.skip("a GPU is present")
     g = graph_of([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [1])], [vi("y", [1])])
-    with pytest.raises(DeviceError, match="--device cpu"):
+    with pytest.raises(DeviceError, match="--device cpu") as err:
         Executor(g, device="gpu", kernels=kernels)
+    # the run page shows this message too: the choice in its words first, the CLI's flag beside them
+    assert str(err.value).startswith("device gpu: ") and "choose the device cpu" in str(err.value)
 
 
 def test_missing_feed_is_an_input_error():
