@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping
 from partition.errors import LensError
 from partition.ir import Graph
 
-from .layout_fold import foldable_constants, is_constant_node, shape_text
+from .layout_fold import foldable_constants, shape_text
 
 CHUNK = 100
 LAYERS_OPEN = 200    # graphs with name scopes and more nodes than this open collapsed by scope
@@ -154,7 +154,7 @@ def useful_scopes(graph: Graph) -> dict[str, int]:
     counts: dict[str, int] = {}
     total = 0
     for node in graph.nodes:
-        if is_constant_node(graph, node):
+        if graph.is_constant(node):
             continue
         total += 1
         for scope in scope_parts(node.name):

@@ -8,23 +8,13 @@ from __future__ import annotations
 from partition.ir import Graph
 
 
-def is_constant_node(graph: Graph, node) -> bool:
-    """A Constant, or an Identity of a weight: exporters alias shared weights that way (the
-    Hugging Face T5 export draws 180 of them in a row above its 520 real nodes)."""
-    if node.domain not in ("", "ai.onnx"):
-        return False
-    if node.op_type == "Constant":
-        return not any(node.inputs)
-    return node.op_type == "Identity" and len(node.inputs) == 1 and node.inputs[0] in graph.initializers
-
-
 def foldable_constants(graph: Graph) -> dict[str, str]:
-    """Constant node -> its first consumer: every Constant (or Identity of a weight) whose
-    outputs only feed other nodes (one that is a graph output stays drawn)."""
+    """Constant node -> its first consumer: every constant (``Graph.is_constant``: a Constant or
+    an Identity of a weight) whose outputs only feed other nodes (one that is a graph output stays drawn)."""
     outputs = set(graph.outputs)
     folded: dict[str, str] = {}
     for node in graph.nodes:
-        if not is_constant_node(graph, node):
+        if not graph.is_constant(node):
             continue
         if any(t in outputs for t in node.outputs):
             continue

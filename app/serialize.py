@@ -129,8 +129,8 @@ def node_json(graph: Graph, node: Node, offset: int = 0) -> dict[str, Any]:
     data["attrs"] = {k: attr_json(v) for k, v in data["attrs"]}
     # the data-type attributes (Cast's ``to``, the Random*/EyeLike ``dtype``) are enum numbers in ONNX:
     # their names ride beside them, so the panel reads "6 (INT32)"
-    data["attr_dtypes"] = {k: _dtype_name(v) for k, v in data["attrs"].items()
-                           if k in DTYPE_ATTRS and _dtype_name(v) is not None}
+    named = {k: _dtype_name(v) for k, v in data["attrs"].items() if k in DTYPE_ATTRS}
+    data["attr_dtypes"] = {k: name for k, name in named.items() if name is not None}
     _capped(data, "inputs", list(node.inputs), offset, "; ask ?offset=N for more")
     data["inputs"] = [dict(tensor_json(graph.info(t)) if t else {"name": "", "dtype": None, "shape": None},
                            weight=t in graph.initializers,

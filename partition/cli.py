@@ -143,8 +143,8 @@ def _table(result: Any) -> str:
         lines.append(f"DLA loadables: {dla['loadables']} (at most {dla['loadables_per_core']} per core); "
                      f"{dla['gpu_fallback_count']} node(s) fall back to the GPU")
     lines += [f"warning: {w}" for w in result.summary.get("tensorrt_warnings", ())]
-    g = result.original   # weights: initializers, and Constant outputs (Paddle exports hold theirs that way)
-    weights = set(g.initializers) | {t for n in g.nodes if n.op_type == "Constant" and not n.inputs for t in n.outputs}
+    g = result.original   # weights: initializers, and constants' outputs (Paddle exports hold theirs in Constants)
+    weights = set(g.initializers) | {t for n in g.nodes if g.is_constant(n) for t in n.outputs}
     for sg in result.subgraphs:
         names = ", ".join(sg.nodes[:6]) + (f", ... ({len(sg.nodes)} nodes)" if len(sg.nodes) > 6 else "")
         lines.append(f"  subgraph {sg.id} [{sg.property}] {names}")

@@ -258,6 +258,15 @@ class Graph:
             return self.initializers[tensor].info()
         return TensorInfo(tensor)
 
+    def is_constant(self, node: Node) -> bool:
+        """Whether ``node`` only yields data known before any run: a Constant, or an Identity
+        of a weight (how exporters alias a shared weight: the T5 export has 200 of them)."""
+        if node.domain not in ("", "ai.onnx"):
+            return False
+        if node.op_type == "Constant":
+            return not any(node.inputs)
+        return node.op_type == "Identity" and len(node.inputs) == 1 and node.inputs[0] in self.initializers
+
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for n in self.nodes:

@@ -128,14 +128,15 @@
     progress({ status: "submitting", message: "sending the run to the server" }); $("run-go").disabled = true;
   }
 
-  async function launch(body, files) {
-    pending();
+  /* The run never started (a bad form, a refused post): no bar, the button back, the reason shown. */
+  function notStarted(msg) { $("run-progress").hidden = true; $("run-go").disabled = false; showError(msg); }
+
+  async function launch(body, files) {   // after pending()
     try {
       const job = await submit(body, files);
       attach(job);
       M.listRuns();
-    } catch (e) { $("run-progress").hidden = true; showError(e.message); }
-    finally { if (!poll) $("run-go").disabled = false; }
+    } catch (e) { notStarted(e.message); }
   }
 
   /* Follow a run in flight: its progress, Cancel, then its report. Used for a run just started and,
@@ -151,12 +152,12 @@
     let sel, got;
     pending();
     try { sel = M.selection(); await M.loadRunForm(); got = collect(); }
-    catch (e) { $("run-progress").hidden = true; $("run-go").disabled = false; showError(e.message); return; }
+    catch (e) { notStarted(e.message); return; }
     await launch(Object.assign({ model: M.MID, device: $("run-device").value, subgraph_runtime: $("run-executor").value,
       host_runtime: $("run-host-runtime").value,
       inputs: got.inputs, tolerance: got.tolerance, repeat: got.repeat }, sel), got.files);
   };
-  M.repeatRun = rid => launch({ repeat_of: rid });
+  M.repeatRun = rid => { pending(); return launch({ repeat_of: rid }); };
 
   function progress(job) {
     const p = $("run-progress"); p.hidden = false;
