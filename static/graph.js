@@ -25,21 +25,29 @@
     return e;
   }
 
-  /* An edge label's shape: a long symbolic dim name (an exporter's "p2o.DynamicDimension.0",
-     "unk__2187") reads as "?" on the edge, which has room for a few characters only; the edge's
-     tooltip keeps the full names. */
+  /* An edge label's shape: a symbolic dim that is an exporter's placeholder ("unk__2187",
+     "p2o.DynamicDimension.0") or too long for the edge reads as "?"; a short chosen name ("batch",
+     "seq") stays. The edge's tooltip keeps the full names. */
   function shortShape(text) {
-    return text.split("×").map(d => (/^\d+$/.test(d) || d.length <= 6) ? d : "?").join("×");
+    return text.split("×").map(d => /^\d+$/.test(d) || (d.length <= 6 && !/^unk_/.test(d)) ? d : "?").join("×");
   }
   /* Where an edge's shape label goes: the middle control point, or the nearest one to it clear of
-     every box and cluster title. */
-  function labelPoint(pts, boxes) {
+     every box, cluster title and label already placed (``taken``, which the chosen spot joins: edges
+     that meet at a node would otherwise stack their labels there, unreadable). Null: no room, the
+     shape stays in the edge's tooltip. */
+  const LABEL_CHAR_W = 6;   // px per character at the label's 8.5 px font, "×" included (measured 5.7)
+  function labelPoint(pts, taken, chars) {
+    const w = 4 + chars * LABEL_CHAR_W;
     const mid = Math.floor(pts.length / 2);
-    const free = ([x, y]) => !boxes.some(([x0, y0, x1, y1]) => x + 4 < x1 && x + 60 > x0 && y + 3 > y0 && y - 6 < y1);
+    const free = ([x, y]) => !taken.some(([x0, y0, x1, y1]) => x + 2 < x1 && x + w > x0 && y + 3 > y0 && y - 8 < y1);
     for (let d = 0; d < pts.length; d++) {
-      for (const k of [mid + d, mid - d]) if (k >= 0 && k < pts.length && free(pts[k])) return pts[k];
+      for (const k of [mid + d, mid - d]) {
+        if (k < 0 || k >= pts.length || !free(pts[k])) continue;
+        taken.push([pts[k][0] + 2, pts[k][1] - 8, pts[k][0] + w, pts[k][1] + 3]);
+        return pts[k];
+      }
     }
-    return null;   // no room: the shape stays in the edge's tooltip
+    return null;
   }
 
   function edgePath(pts) {
@@ -117,8 +125,9 @@
         const tip = e.tensors.map((t, k) => t + (e.shapes && e.shapes[k] ? " " + e.shapes[k] : "")).join(", ");
         const g = s("g", { class: "edge" }, s("path", { d: edgePath(e.points), "marker-end": "url(#arrow)" }, s("title", null, tip)));
         const shapes = (e.shapes || []).filter(Boolean);
-        const at = shapes.length && e.points && e.points.length > 1 ? labelPoint(e.points, titles) : null;
-        if (at) g.appendChild(s("text", { class: "shape", x: at[0] + 4, y: at[1] + 3 }, trunc(shapes.map(shortShape).join(", "), 22)));   // as Netron shows it
+        const text = trunc(shapes.map(shortShape).join(", "), 22);   // as Netron shows it
+        const at = shapes.length && e.points && e.points.length > 1 ? labelPoint(e.points, titles, text.length) : null;
+        if (at) g.appendChild(s("text", { class: "shape", x: at[0] + 4, y: at[1] + 3 }, text));
         vp.appendChild(g);
       }
       for (const c of layout.clusters || []) {   // over the edges, with a halo: an edge never crosses the name

@@ -59,3 +59,21 @@ def bookkeeping_heavy_model():
     g = oh.make_graph(nodes, "bookkeeping", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
                       [oh.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 4])])
     return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
+
+
+def converging_edges_model(blocks: int = 3):
+    """Magika's activation pattern: one tensor read by a chain of Muls and the Add that closes it,
+    so several edges meet at each node; the batch axis is an exporter's placeholder ``unk__7``."""
+    nodes, prev = [], "x"
+    for b in range(blocks):
+        a, m1, m2, m3 = (f"{k}{b}" for k in ("a", "m1_", "m2_", "m3_"))
+        nodes += [oh.make_node("Relu", [prev], [a], name=f"relu{b}"),
+                  oh.make_node("Mul", [a, a], [m1], name=f"square{b}"),
+                  oh.make_node("Mul", [m1, a], [m2], name=f"cube{b}"),
+                  oh.make_node("Mul", [m2, a], [m3], name=f"fourth{b}"),
+                  oh.make_node("Add", [a, m3], [f"out{b}"], name=f"close{b}")]
+        prev = f"out{b}"
+    g = oh.make_graph(nodes, "converging",
+                      [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["unk__7", 2048, 64])],
+                      [oh.make_tensor_value_info(prev, TensorProto.FLOAT, ["unk__7", 2048, 64])])
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
