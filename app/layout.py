@@ -354,24 +354,30 @@ def _units_view(graph: Graph, assignment: Mapping[str, int], expanded: set[str],
         else:
             items.append(_group_item(unit, names, by_name, assignment))
     counts: dict[tuple[str, str], int] = {}
-    for src, dst, _t, _ghost in _node_edges(graph):
+    carried: dict[tuple[str, str], dict[str, None]] = {}   # the tensors along each box-to-box edge
+    for src, dst, t, _ghost in _node_edges(graph):
         if src not in units:   # a folded Constant
             continue
         a, b = units[src], units[dst]
         if a != b:
             counts[(a, b)] = counts.get((a, b), 0) + 1
+            carried.setdefault((a, b), {})[t] = None
     # The strongest FANOUT edges out of each box are drawn by dot, the rest as stubs: a dense
     # 50-box view of a random DAG (1,155 edges) takes dot over 30 s, its 300 strongest 0.3 s.
     kept: dict[str, int] = {}
     edges = []
     for (a, b), n in sorted(counts.items(), key=lambda kv: -kv[1]):
         kept[a] = kept.get(a, 0) + 1
-        edges.append((a, b, str(n), kept[a] > FANOUT))
+        ts = carried[(a, b)]
+        edges.append((a, b, next(iter(ts)) if len(ts) == 1 else f"{len(ts)} tensors", kept[a] > FANOUT))
     # Runs of nodes are in graph order; runs no edge joins (parallel branches) would sit side by side
     # in one very wide rank: an invisible edge from each run to the next stacks them instead.
     seqs = [u for u in members if u.startswith("seq:")]
     chain = [(a, b) for a, b in zip(seqs, seqs[1:]) if (a, b) not in counts]
     view = _run_dot(items, ids, edges, {}, chain=chain, scopes=_scope_boxes(members, expanded))
+    for e in view["edges"]:   # one tensor along the edge: its shape, as in the flat view
+        ts = carried[(e["source"], e["target"])]
+        e["shapes"] = [shape_text(graph, next(iter(ts)))] if len(ts) == 1 else [None]
     view.update(mode="collapsed", node_count=len(graph.nodes), expanded=sorted(expanded),
                 units={n: u for n, u in units.items() if n != u}, layers=has_layers(graph),
                 search=search_index(graph))

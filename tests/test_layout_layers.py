@@ -111,3 +111,24 @@ def test_open_scopes_are_framed_nested():
         assert box["x"] <= n["x"] - n["w"] / 2 and n["x"] + n["w"] / 2 <= box["x"] + box["w"]
     n = pos["scope:n"]                                                      # outside every frame
     assert not (outer["x"] <= n["x"] <= outer["x"] + outer["w"] and outer["y"] <= n["y"] <= outer["y"] + outer["h"])
+
+
+def test_layered_view_edges_carry_shapes_like_the_flat_view():
+    """GPT-2 opened by scope showed no shape on any edge (only the flat view had them): an edge
+    carrying one tensor gets that tensor's name and shape; one carrying several says how many."""
+    nodes = [oh.make_node("Relu", ["x"], ["a"], name="/blk0/r0"),
+             oh.make_node("Relu", ["a"], ["b"], name="/blk0/r1"),
+             oh.make_node("Sigmoid", ["b"], ["c"], name="/blk1/s0"),
+             oh.make_node("Add", ["b", "a"], ["d"], name="/blk1/s1"),
+             oh.make_node("Mul", ["c", "d"], ["y"], name="/blk1/m"),
+             oh.make_node("Relu", ["y"], ["z"], name="/blk2/r")]
+    g = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+                      [oh.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    graph = load_model(oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], ir_version=8).SerializeToString())
+    view = layout.graph_view(graph, collapse=True)
+    assert view["mode"] == "collapsed"
+    by_pair = {(e["source"], e["target"]): e for e in view["edges"]}
+    one = by_pair[("scope:blk1", "/blk2/r")]   # a one-node scope is drawn as the node
+    assert one["tensors"] == ["y"] and one["shapes"] == ["batch×3"]
+    across = by_pair[("scope:blk0", "scope:blk1")]
+    assert across["tensors"] == ["2 tensors"] and across["shapes"] == [None]   # a and b
