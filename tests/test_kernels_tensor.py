@@ -149,3 +149,26 @@ def test_reduce(op: str, opset: int, xp: Any, rng: np.random.Generator) -> None:
         check(op, {"x": x, "axes": np.array(axes, i64)}, xp=xp, opset=opset, keepdims=keep, rtol=1e-5)
     else:
         check(op, {"x": x}, xp=xp, opset=opset, keepdims=keep, axes=axes, rtol=1e-5)
+
+
+@pytest.mark.parametrize("sizes", [[2, 3], [4, 4], [7, -1]])
+def test_split_sizes_that_do_not_cover_the_axis_are_refused_as_onnxruntime_does(sizes) -> None:
+    """np.split took such sizes as cut points and returned pieces of other lengths; onnxruntime
+    refuses the node, and so does our executor, naming it."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from engine.executor import Executor
+    from partition import load_model
+    from partition.errors import LensError
+    node = helper.make_node("Split", ["x", "s"], ["a", "b"], name="bad_split", axis=-1)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
+                          [helper.make_tensor_value_info(t, TensorProto.FLOAT, None) for t in "ab"],
+                          [numpy_helper.from_array(np.array(sizes, i64), "s")])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    x = np.ones((3, 6), np.float32)
+    with pytest.raises(Exception):
+        ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    with Executor(load_model(data)) as ex, pytest.raises(LensError) as caught:
+        ex.run({"x": x})
+    assert "'bad_split'" in str(caught.value) and "do not add up to the axis length 6" in str(caught.value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -95,10 +96,15 @@ def concat(xp: Any, *xs: Any, axis: int) -> Any:
 
 
 def _split_points(total: int, sizes: list[int] | None, n: int) -> list[int]:
+    """Where the pieces start, after the first: from ``sizes`` (which must cover the axis, as
+    onnxruntime requires), or ``n`` near-equal pieces."""
     if sizes is None:
         chunk = -(-total // n)  # ceil: the last chunk is the smaller one (opset 18 rule)
         sizes = [min(chunk, total - i * chunk) for i in range(n)]
-    return list(np.cumsum(sizes)[:-1])
+    elif sum(sizes) != total or min(sizes, default=0) < 0:
+        raise ValueError(f"Split sizes {sizes} do not add up to the axis length {total}; "
+                         "give sizes that cover the axis exactly")
+    return list(accumulate(sizes))[:-1]
 
 
 @register("Split", since=2)
@@ -106,7 +112,12 @@ def split(xp: Any, x: Any, split_in: Any = None, *, axis: int = 0, split: list[i
           num_outputs: int | None = None, _n_outputs: int | None = None) -> tuple:
     sizes = host_ints(xp, split_in) if split_in is not None else (list(split) if split else None)
     n = num_outputs or _n_outputs or (len(sizes) if sizes else 1)
-    return tuple(xp.split(x, _split_points(x.shape[axis], sizes, n), axis=axis))
+    axis = geometry.axis("Split axis", axis, x.ndim)
+    bounds = [0, *_split_points(x.shape[axis], sizes, n), x.shape[axis]]
+    # Basic slicing, not xp.split: numpy's array_split is Python over swapaxes (tens of us
+    # for a 4-way split of a small tensor, 8% of a silero-VAD step).
+    lead = (slice(None),) * axis
+    return tuple(x[lead + (slice(a, b),)] for a, b in zip(bounds, bounds[1:]))
 
 
 @register("Slice", since=1)
