@@ -421,20 +421,22 @@ def _cast(attrs: Mapping[str, Any],
         dtype = np_dtype(attrs["to"])
     except (KeyError, ValueError, TypeError):
         return None
-    if dtype.kind not in "biuf" or dtype.name not in _PLAIN_DTYPES:
+    if dtype not in _PLAIN_DTYPES:
         return None
 
     def cast(run: Any, args: list, rctx: Any) -> tuple:
         x = args[0]
-        if x.dtype.kind not in "biuf" or x.dtype.name not in _PLAIN_DTYPES:
+        if x.dtype not in _PLAIN_DTYPES:  # a dtype hashes in C; its .name is Python code
             return generic(run, args, rctx)
         return (x.astype(dtype),)
     return cast
 
 
-#: numpy's own numeric dtypes (ml_dtypes' float8/int4 and friends keep the kernel).
-_PLAIN_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                           "uint64", "float16", "float32", "float64"})
+#: numpy's own numeric dtypes in native byte order (ml_dtypes' float8/int4 and friends, and
+#: swapped byte orders, keep the kernel).
+_PLAIN_DTYPES = frozenset(np.dtype(n) for n in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64"))
 
 
 def _direct(node: Any, attrs: Mapping[str, Any], xp: Any,

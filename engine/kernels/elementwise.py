@@ -242,6 +242,8 @@ def _cast(xp: Any, x: Any, dtype: np.dtype, saturate: int = 1, round_mode: str =
         host = np.asarray(x, dtype=object)
         return xp.asarray(np.array([_from_str(v, dtype) for v in host.ravel()], dtype=dtype)
                           .reshape(host.shape))
+    if dtype.isbuiltin == 1:  # numpy's own type: none of the below (``.name`` is slow Python code)
+        return x.astype(dtype)
     if dtype.name == "float8_e8m0fnu" and x.dtype.kind == "f":
         return _to_e8m0(xp, x, saturate, round_mode)
     if saturate and dtype.name in _SATURATING and x.dtype.kind == "f":
