@@ -11,6 +11,7 @@ import numpy as np
 
 from . import device, gemm, geometry, native
 from .elementwise import same
+from .reduce import mean_keepdims
 from .registry import host_ints, register
 
 
@@ -527,7 +528,7 @@ def _spatial(x: Any) -> tuple:
 
 @register("GlobalAveragePool")
 def global_average_pool(xp: Any, x: Any) -> Any:
-    return same(xp, xp.mean(x, axis=_spatial(x), keepdims=True), x)
+    return same(xp, mean_keepdims(xp, x, _spatial(x)), x)
 
 
 @register("GlobalMaxPool")

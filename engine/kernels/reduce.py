@@ -26,7 +26,7 @@ def _identity(dtype: Any, kind: str) -> Any:
 
 _OPS: dict[str, tuple[str, Callable[[Any, Any, tuple], Any]]] = {
     "ReduceSum": ("sum", lambda xp, x, ax: xp.sum(x, axis=ax, keepdims=True)),
-    "ReduceMean": ("mean", lambda xp, x, ax: _mean(xp, x, ax)),
+    "ReduceMean": ("mean", lambda xp, x, ax: mean_keepdims(xp, x, ax)),
     "ReduceMax": ("max", lambda xp, x, ax: xp.max(x, axis=ax, keepdims=True)),
     "ReduceMin": ("min", lambda xp, x, ax: xp.min(x, axis=ax, keepdims=True)),
     "ReduceProd": ("prod", lambda xp, x, ax: xp.prod(x, axis=ax, keepdims=True)),
@@ -38,7 +38,7 @@ _OPS: dict[str, tuple[str, Callable[[Any, Any, tuple], Any]]] = {
 }
 
 
-def _mean(xp: Any, x: Any, ax: tuple) -> Any:
+def mean_keepdims(xp: Any, x: Any, ax: tuple) -> Any:
     """``xp.mean`` as its own two steps (a sum, then an in-place divide by the count):
     the same float32/float64 result without its ~5 us of Python around them."""
     if x.dtype not in (np.float32, np.float64):
