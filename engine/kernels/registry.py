@@ -51,6 +51,7 @@ def register(op_type: str, domain: str = "", since: int = 1) -> Callable[[Kernel
             out = fn(xp, *inputs, **attrs)
             # A kernel may return one array (or one sequence, a list); callers always get a tuple.
             return out if isinstance(out, tuple) else (out,)
+        kernel.raw = fn  # type: ignore[attr-defined] # generated code calls it without this wrapper
 
         key = (_norm_domain(domain), op_type)
         versions = [v for v in _REGISTRY.get(key, []) if v[0] != since]
