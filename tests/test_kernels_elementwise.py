@@ -150,10 +150,9 @@ def test_softmax(op: str, opset: int, xp: Any, rng: np.random.Generator) -> None
 
 
 @pytest.mark.parametrize("dtype,rtol", [(np.float32, 1e-6), (np.float64, 1e-15)])
-def test_erf_accuracy_against_math_erf(dtype, rtol) -> None:
+def test_erf_accuracy_against_math_erf(dtype, rtol, rng) -> None:
     import math
     from engine.kernels.elementwise import erf
-    rng = np.random.default_rng()
     x = np.concatenate([rng.standard_normal(5000) * 3, rng.standard_normal(500) * 1e-6,
                         [0.0, 0.4999, 0.5, 5.9, -7.0, np.inf, -np.inf]]).astype(dtype)
     got = erf(np, x)

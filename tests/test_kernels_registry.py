@@ -146,7 +146,7 @@ def _reshape_v1_model(domain: str, node_domain: str) -> Any:
 
 @pytest.mark.parametrize("domain,node_domain", [("ai.onnx", ""), ("", "ai.onnx"), ("ai.onnx", "ai.onnx")])
 def test_ai_onnx_spelling_resolves_to_the_same_kernel_in_interpreter_and_executor(domain: str,
-                                                                                    node_domain: str) -> None:
+                                                                                    node_domain: str, rng) -> None:
     from engine.executor import Executor, find_kernel  # noqa: PLC0415
     from engine.kernels import kernel_for  # noqa: PLC0415
 
@@ -154,7 +154,7 @@ def test_ai_onnx_spelling_resolves_to_the_same_kernel_in_interpreter_and_executo
     node = graph.nodes[0]
     assert find_kernel(node, graph.opset) is kernel_for("Reshape", node_domain, graph.opset)
     assert kernel_for("Reshape", node_domain, graph.opset) is lookup("Reshape", opset=4)
-    x = np.random.default_rng().standard_normal((2, 3)).astype(np.float32)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
     interp = run_graph(graph, {"x": x})["y"]
     with Executor(graph) as ex:
         execd = ex.run({"x": x}).numpy_outputs()["y"]
@@ -162,9 +162,8 @@ def test_ai_onnx_spelling_resolves_to_the_same_kernel_in_interpreter_and_executo
     np.testing.assert_array_equal(execd, x.reshape(3, 2))
 
 
-def test_function_defined_op_runs_its_onnx_body_and_matches_the_reference() -> None:
+def test_function_defined_op_runs_its_onnx_body_and_matches_the_reference(rng) -> None:
     # SoftmaxCrossEntropyLoss has no hand-written kernel: it runs as its ONNX function body.
-    rng = np.random.default_rng()
     scores = rng.standard_normal((3, 5)).astype(np.float32)
     labels = rng.integers(0, 5, size=3).astype(np.int64)
     node = helper.make_node("SoftmaxCrossEntropyLoss", ["s", "l"], ["y"], reduction="mean")

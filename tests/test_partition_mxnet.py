@@ -107,7 +107,7 @@ def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray
 
 
 @pytest.mark.parametrize("name,build,ops", CASES, ids=[f"{c[0]}-{'+'.join(c[2])}" for c in CASES])
-def test_partition_preserves_results(name: str, build, ops: list[str]) -> None:
+def test_partition_preserves_results(name: str, build, ops: list[str], rng) -> None:
     model = build()
     graph = load_model(model.SerializeToString())
     result = partition(graph, "default", ops=ops)
@@ -121,7 +121,6 @@ def test_partition_preserves_results(name: str, build, ops: list[str]) -> None:
     assert [o.name for o in exported.graph.output] == [o.name for o in model.graph.output]
     assert [i.name for i in exported.graph.input] == [i.name for i in model.graph.input
                                                       if i.name not in {t.name for t in model.graph.initializer}]
-    rng = np.random.default_rng()
     feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
              for i in model.graph.input}
     for want, got in zip(run(model, feeds), run(exported, feeds)):

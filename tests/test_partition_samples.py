@@ -25,14 +25,14 @@ BACKENDS = [
 
 @pytest.mark.parametrize("backend,options", BACKENDS, ids=[b for b, _ in BACKENDS])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_sample_partitions_are_valid_and_exact(name: str, backend: str, options: dict) -> None:
+def test_sample_partitions_are_valid_and_exact(name: str, backend: str, options: dict, rng) -> None:
     model = MODELS[name]
     graph = from_model_proto(model)
     result = partition(graph, backend, **options)
     check_partition(result)
     for node in graph.nodes:
         assert node.name in result.subgraph_of() or node.name in result.excluded
-    feeds = random_feeds(model, seed=int(np.random.default_rng().integers(1 << 30)))
+    feeds = random_feeds(model, seed=int(rng.integers(1 << 30)))
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     exported = to_model_proto(result.graph)
     got = ort.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
@@ -59,7 +59,7 @@ def test_trt_cycle_default_backend_avoids_the_cycle() -> None:
 
 
 @pytest.mark.parametrize("name", ["if_model.onnx", "loop_model.onnx", "scan_rnn.onnx"])
-def test_control_flow_nodes_inside_subgraphs_keep_their_outer_reads(name: str) -> None:
+def test_control_flow_nodes_inside_subgraphs_keep_their_outer_reads(name: str, rng) -> None:
     """If/Loop/Scan taken into a subgraph: outer-scope reads of their bodies become subgraph inputs."""
     model = MODELS[name]
     graph = from_model_proto(model)
@@ -71,7 +71,7 @@ def test_control_flow_nodes_inside_subgraphs_keep_their_outer_reads(name: str) -
     for body in flow[0].subgraphs.values():
         for t in body.free_tensors:
             assert t in produced_inside or t in sg.inputs
-    feeds = random_feeds(model, seed=int(np.random.default_rng().integers(1 << 30)))
+    feeds = random_feeds(model, seed=int(rng.integers(1 << 30)))
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     got = ort.InferenceSession(to_model_proto(result.graph).SerializeToString(),
                                providers=["CPUExecutionProvider"]).run(None, feeds)

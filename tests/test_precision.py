@@ -52,8 +52,7 @@ def _cast_model(target: str) -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("target,rounder", [("fp16", round_fp16), ("bf16", round_bf16)])
-def test_rounding_equals_onnxruntime_cast(target, rounder):
-    rng = np.random.default_rng()
+def test_rounding_equals_onnxruntime_cast(target, rounder, rng):
     x = np.concatenate([rng.standard_normal(2000) * 10.0 ** rng.integers(-9, 9, 2000),
                         [65504.0, 65519.0, 65520.0, 1e5, -1e5, 2.0 ** -25, 2.0 ** -24, 3e-8, 0.0,
                          np.inf, -np.inf, 3.39e38, 3.4e38, 1e-40]]).astype(np.float32)
@@ -65,9 +64,8 @@ def test_rounding_equals_onnxruntime_cast(target, rounder):
 
 
 @pytest.mark.parametrize("target", ["fp16", "bf16"])
-def test_emulation_matches_explicit_casts_in_onnxruntime(transformer, target):
+def test_emulation_matches_explicit_casts_in_onnxruntime(transformer, target, rng):
     model, graph = transformer
-    rng = np.random.default_rng()
     feeds = fp16_trouble_inputs(seed=int(rng.integers(1 << 30)), outlier=float(rng.uniform(300, 1500)))
     with PrecisionRunner(graph, target) as runner:
         reduced = [n for n in runner.candidates if rng.random() < 0.7]
@@ -79,10 +77,9 @@ def test_emulation_matches_explicit_casts_in_onnxruntime(transformer, target):
     np.testing.assert_allclose(ours[finite], ref[finite], rtol=1e-2, atol=1e-2)
 
 
-def test_emulation_matches_explicit_casts_on_a_cnn():
+def test_emulation_matches_explicit_casts_on_a_cnn(rng):
     model = onnx.load("sample_models/resnet_small.onnx")
     graph = load_model("sample_models/resnet_small.onnx")
-    rng = np.random.default_rng()
     x = (rng.standard_normal((1, 3, 32, 32)) * 50).astype(np.float32)
     feeds = {graph.inputs[0]: x}
     with PrecisionRunner(graph, "fp16") as runner:
@@ -187,11 +184,11 @@ def _qdq_model(bad_scale: float) -> onnx.ModelProto:
     return m
 
 
-def test_int8_pins_the_saturating_quantize(tmp_path):
+def test_int8_pins_the_saturating_quantize(tmp_path, rng):
     path = tmp_path / "qdq.onnx"
     onnx.save(_qdq_model(bad_scale=0.002), path)   # h reaches ~5: saturates at 0.254
     graph = load_model(str(path))
-    feeds = {"x": np.random.default_rng().uniform(-2, 2, (1, 16)).astype(np.float32)}
+    feeds = {"x": rng.uniform(-2, 2, (1, 16)).astype(np.float32)}
     report = investigate(graph, feeds, PrecisionRequest(target="int8", atol=0.05, rtol=0.05))
     assert report["pins"] == ["q_h"] and report["verified"]["match"]
     assert {s["node"] for s in report["suspects"]} >= {"q_h"}
@@ -275,7 +272,7 @@ def test_subgraphs_first_then_nodes(tmp_path):
     assert np.allclose(pinned, _ort(model, feeds)["output"], atol=1e-2, rtol=1e-2)
 
 
-def test_batchnorm_rounds_its_folded_scale_not_its_variance(tmp_path):
+def test_batchnorm_rounds_its_folded_scale_not_its_variance(tmp_path, rng):
     """A running variance beyond 65504 is fine in TensorRT (folded into scale = gamma /
     sqrt(var + eps) in FP32 first); rounding the variance itself would make it inf."""
     c = 4
@@ -289,7 +286,7 @@ def test_batchnorm_rounds_its_folded_scale_not_its_variance(tmp_path):
     model.ir_version = 8
     onnx.save(model, tmp_path / "bn.onnx")
     graph = load_model(str(tmp_path / "bn.onnx"))
-    x = (np.random.default_rng().standard_normal((1, c, 3, 3)) * 300).astype(np.float32)
+    x = (rng.standard_normal((1, c, 3, 3)) * 300).astype(np.float32)
     with PrecisionRunner(graph, "fp16") as runner:
         ours, counts = runner.run({"x": x}, ["bn"], stats=True)
     ref = _ort(with_explicit_casts(model, ["bn"], "fp16"), {"x": x})["y"]
@@ -311,7 +308,7 @@ def test_scope_all_adds_the_nodes_outside_subgraphs(transformer):
     assert any("stay FP32" in n for n in notes)
 
 
-def test_a_real_cnn_from_the_rapidocr_wheel_needs_no_pins(tmp_path):
+def test_a_real_cnn_from_the_rapidocr_wheel_needs_no_pins(tmp_path, rng):
     """The PP-OCR direction classifier shipped in rapidocr_onnxruntime 1.4.4 (a real MobileNet
     CNN, 566 nodes): FP16 within 1e-2 on normalised-image inputs. The wheel is fetched by
     ``python bench/precision.py --rapidocr`` into ~/.cache/sglens/wheels."""
@@ -323,7 +320,7 @@ def test_a_real_cnn_from_the_rapidocr_wheel_needs_no_pins(tmp_path):
     with zipfile.ZipFile(wheels[0]) as z:
         (tmp_path / "cls.onnx").write_bytes(z.read("rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"))
     graph = load_model(str(tmp_path / "cls.onnx"))
-    x = np.random.default_rng().uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)
+    x = rng.uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)
     report = investigate(graph, {graph.inputs[0]: x}, PrecisionRequest(atol=1e-2, rtol=1e-2))
     assert report["no_pins_needed"] and report["candidates"] > 200
     model = onnx.load(tmp_path / "cls.onnx")

@@ -22,8 +22,8 @@ def graph(tmp_path):
 
 
 @pytest.mark.parametrize("target", ["fp16", "bf16"])
-def test_device_run_equals_numpy_run(graph, monkeypatch, target):
-    feeds = fp16_trouble_inputs(seed=int(np.random.default_rng().integers(1 << 30)))
+def test_device_run_equals_numpy_run(graph, monkeypatch, target, rng):
+    feeds = fp16_trouble_inputs(seed=int(rng.integers(1 << 30)))
     with PrecisionRunner(graph, target) as cpu:
         reduced = cpu.candidates[::2]
         want, want_counts = cpu.run(feeds, reduced, stats=True)

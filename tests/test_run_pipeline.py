@@ -111,14 +111,13 @@ def test_host_runtime_onnxruntime_runs_the_rest_in_onnxruntime_regions(client, m
     assert [x["summary"]["host_runtime"] for x in listed] == ["onnxruntime"]
 
 
-def test_host_regions_never_form_a_cycle_and_match_onnxruntime_on_fresh_inputs():
+def test_host_regions_never_form_a_cycle_and_match_onnxruntime_on_fresh_inputs(rng):
     """The partitioner groups the host nodes: on trt_cycle the host node D sits between the two
     subgraphs; on a transformer block every node outside an op-set subgraph goes to onnxruntime."""
     from engine.compare import compare
     from engine.host_regions import HOST_PROPERTY, host_regions
     from partition.onnx_io import read_model_proto, load_model
     from partition.runner import partition
-    rng = np.random.default_rng()
     path = "sample_models/transformer_block.onnx"
     graph, model = load_model(path), read_model_proto(path)
     part = partition(graph, "default", ops=["MatMul", "Add"])
@@ -154,7 +153,7 @@ def test_cli_host_runtime_and_the_executor_alias():
     assert bad.returncode == 2 and "--host-runtime" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_subgraph_and_host_sessions_do_not_spin_while_idle():
+def test_subgraph_and_host_sessions_do_not_spin_while_idle(rng):
     """Many onnxruntime sessions in one graph: idle intra-op threads must sleep (docs/running.md)."""
     from engine.host_regions import HOST_PROPERTY, host_regions
     from engine.subgraph_ops import SubgraphOp
@@ -162,7 +161,7 @@ def test_subgraph_and_host_sessions_do_not_spin_while_idle():
     from partition.runner import partition
     graph = load_model("sample_models/trt_cycle.onnx")
     regions = host_regions(partition(graph, "default", ops=["Relu", "Sigmoid", "Add"]).graph)
-    feeds = {"input": np.random.default_rng().standard_normal((4, 4)).astype(np.float32)}
+    feeds = {"input": rng.standard_normal((4, 4)).astype(np.float32)}
     with Executor(regions.graph, subgraph_runtime="onnxruntime",
                   runtime_by_property=((HOST_PROPERTY, "onnxruntime"),)) as ex:
         ex.run(feeds)
