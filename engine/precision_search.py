@@ -184,8 +184,14 @@ class _Search:
 
 def search(runner: PrecisionRunner, feeds: Mapping[str, Any], tolerance: Tolerance,
            groups: Sequence[Group], max_runs: int = 200,
-           progress: Callable[[dict[str, Any]], None] | None = None) -> SearchResult:
-    """The pins (node names, graph order) that bring the reduced run within ``tolerance``."""
+           progress: Callable[[dict[str, Any]], None] | None = None,
+           suspects: Sequence[str] = ()) -> SearchResult:
+    """The pins (node names, graph order) that bring the reduced run within ``tolerance``.
+
+    ``suspects``: nodes the analysis saw in trouble. If pinning just those passes (one run),
+    ddmin starts from them instead of from every candidate: on a 300-node decoder whose few
+    culprits sit far apart, contiguous halves of the whole model seldom pass and a 40-run
+    budget ended with 186 pins, most of them harmless."""
     if max_runs < 1:
         raise PrecisionError(f"--max-runs {max_runs}: needs at least 1")
     t0 = time.perf_counter()
@@ -197,9 +203,41 @@ def search(runner: PrecisionRunner, feeds: Mapping[str, Any], tolerance: Toleran
     if base.match:
         return SearchResult(runner.target, tolerance, [], True, False, 0, s.runs, max_runs,
                             time.perf_counter() - t0, base, base, group_rows, {}, s.history)
-    capped = False
+    start = _suspects_that_pass(s, candidates, suspects)
+    pins, capped = (start, False) if start else _guilty_groups(s, groups)
+    if not capped:
+        try:
+            pins = ddmin(pins, lambda p: s.passes(frozenset(p), "nodes"))
+        except _Capped as cap:
+            pins, capped = cap.args[0] if cap.args else pins, True
+    held = set(pins)
+    for row, g in zip(group_rows, groups):
+        row["guilty"] = not held.isdisjoint(g.nodes)
+    verified = s.verdict(pins, "verify")
+    alone = _alone(s, pins)
+    return SearchResult(runner.target, tolerance, list(pins), False, capped, s.search_runs, s.runs,
+                        max_runs, time.perf_counter() - t0, base, verified, group_rows, alone, s.history)
+
+
+def _suspects_that_pass(s: _Search, candidates: Sequence[str],
+                        suspects: Sequence[str]) -> tuple[str, ...]:
+    """The suspects (graph order) if pinning only them passes, else () -- one run."""
+    named = set(suspects)
+    start = tuple(n for n in candidates if n in named)
+    if not start or len(start) == len(candidates):
+        return ()
+    try:
+        return start if s.passes(frozenset(start), "suspects") else ()
+    except _Capped:
+        return ()
+
+
+def _guilty_groups(s: _Search, groups: Sequence[Group]) -> tuple[tuple[str, ...], bool]:
+    """ddmin over the groups (when there are several): the nodes of a 1-minimal set of
+    groups that pass all pinned, and whether the budget ran out first."""
     by_name = {g.name: g for g in groups}
     guilty: tuple[str, ...] = tuple(by_name)
+    capped = False
     if len(groups) > 1:
         def groups_pass(names: tuple[str, ...]) -> bool:
             return s.passes(frozenset(n for name in names for n in by_name[name].nodes), "subgraphs")
@@ -207,18 +245,7 @@ def search(runner: PrecisionRunner, feeds: Mapping[str, Any], tolerance: Toleran
             guilty = ddmin(guilty, groups_pass)
         except _Capped as cap:
             guilty, capped = cap.args[0] if cap.args else guilty, True
-    for row in group_rows:
-        row["guilty"] = row["name"] in guilty
-    pins = tuple(n for name in guilty for n in by_name[name].nodes)
-    if not capped:
-        try:
-            pins = ddmin(pins, lambda p: s.passes(frozenset(p), "nodes"))
-        except _Capped as cap:
-            pins, capped = cap.args[0] if cap.args else pins, True
-    verified = s.verdict(pins, "verify")
-    alone = _alone(s, pins)
-    return SearchResult(runner.target, tolerance, list(pins), False, capped, s.search_runs, s.runs,
-                        max_runs, time.perf_counter() - t0, base, verified, group_rows, alone, s.history)
+    return tuple(n for name in guilty for n in by_name[name].nodes), capped
 
 
 def _alone(s: _Search, pins: Sequence[str]) -> dict[str, dict[str, Any]]:

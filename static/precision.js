@@ -35,10 +35,11 @@
   function showResult(rep) {
     const box = $("p-result");
     box.classList.remove("muted");
-    if (rep.no_pins_needed) { SG.fill(box, h("p", { id: "p-nopins" }, rep.summary)); return; }
+    const notes = (rep.notes || []).length ? h("ul", { id: "p-notes" }, rep.notes.map(n => h("li", null, n))) : null;
+    if (rep.no_pins_needed) { SG.fill(box, h("p", { id: "p-nopins" }, rep.summary), notes); return; }
     const v = rep.verified;
     SG.fill(box,
-      h("p", null, rep.summary),
+      h("p", null, rep.summary), notes,
       h("p", null, "Verified with exactly these pins: " + (v.match ? "within" : "NOT within") + " tolerance (max abs error " + fmt(v.max_abs) + ")"),
       h("ol", { id: "p-pins" }, rep.pins.map(p => h("li", null, h("code", null, p), " — error with only this node reduced: " +
         fmt((rep.alone[p] || {}).max_abs)))),

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from engine.precision import PrecisionError, PrecisionRunner, round_bf16, round_fp16
 from engine.precision_export import (mark_pins, pinned_nodes, polygraphy_flags, trtexec_flags,
                                      with_explicit_casts)
-from engine.precision_report import PrecisionRequest, investigate
+from engine.precision_report import PrecisionRequest, groups_for, investigate
 from engine.precision_search import Group, ddmin, search
 from engine.tolerance import Tolerance
 from partition.onnx_io import load_model
@@ -250,26 +250,70 @@ def test_other_converters_behave_as_documented(transformer):
     assert back.op_type == "Cast" and producer[back.input[0]].op_type == "Cast"   # fp32 -> fp16 -> fp32
 
 
-def test_subgraphs_first_then_nodes(tmp_path):
-    """Two layers cut into several subgraphs (the default backend without Softmax and Relu):
-    the first stage blames only subgraphs of the first layer, whose input has the outlier;
-    every pin lies in a guilty subgraph; onnxruntime agrees the pins suffice."""
+def _two_layers(tmp_path):
     model = build_fp16_trouble_transformer(layers=2)
     path = tmp_path / "two.onnx"
     onnx.save(model, path)
     graph = load_model(str(path))
     ops = sorted({n.op_type for n in graph.nodes} - {"Softmax", "Relu"})
+    return model, graph, select("default", ops=ops)
+
+
+def _reduced_without_pins(graph, selection, pins) -> list[str]:
+    with PrecisionRunner(graph, "fp16") as runner:
+        groups, _ = groups_for(graph, list(runner.candidates), selection, "subgraphs")
+    return [n for g in groups for n in g.nodes if n not in set(pins)]
+
+
+def test_subgraphs_first_then_nodes(tmp_path):
+    """Two layers cut into several subgraphs (the default backend without Softmax and Relu),
+    searched without the analysis (so without suspects): the first stage blames only
+    subgraphs of the first layer, whose input has the outlier; every pin lies in a guilty
+    subgraph; onnxruntime agrees the pins suffice."""
+    model, graph, selection = _two_layers(tmp_path)
     feeds = fp16_trouble_inputs()
-    report = investigate(graph, feeds, PrecisionRequest(atol=1e-2, rtol=1e-2,
-                                                        selection=select("default", ops=ops)))
+    report = investigate(graph, feeds, PrecisionRequest(atol=1e-2, rtol=1e-2, selection=selection,
+                                                        analyse=False))
     assert len(report["groups"]) >= 3
     guilty = [g for g in report["groups"] if g["guilty"]]
     assert guilty and len(guilty) < len(report["groups"])
     assert not any(p.startswith("layer1/") for p in report["pins"])
-    assert report["verified"]["match"] and report["history"][2]["stage"] == "subgraphs"
-    reduced = [r["node"] for r in report["nodes"] if r["reduced"] and r["node"] not in set(report["pins"])]
-    pinned = _ort(with_explicit_casts(model, reduced, "fp16"), feeds)["output"]
+    assert report["verified"]["match"] and report["history"][1]["stage"] == "subgraphs"
+    pinned = _ort(with_explicit_casts(model, _reduced_without_pins(graph, selection, report["pins"]),
+                                      "fp16"), feeds)["output"]
     assert np.allclose(pinned, _ort(model, feeds)["output"], atol=1e-2, rtol=1e-2)
+
+
+def test_the_analysis_suspects_start_the_search_when_they_suffice(tmp_path):
+    """With the analysis, pinning its suspects (overflow, NaN, a decade of error alone) is
+    tried first, in one run; it passes here, so ddmin narrows them instead of the whole
+    model: fewer runs for a 1-minimal answer that onnxruntime confirms."""
+    model, graph, selection = _two_layers(tmp_path)
+    feeds = fp16_trouble_inputs()
+    request = dict(atol=1e-2, rtol=1e-2, selection=selection)
+    guided = investigate(graph, feeds, PrecisionRequest(**request))
+    blind = investigate(graph, feeds, PrecisionRequest(**request, analyse=False))
+    suspects = {s["node"] for s in guided["suspects"]}
+    assert guided["history"][1]["stage"] == "suspects" and guided["history"][1]["match"]
+    assert set(guided["pins"]) <= suspects | {r["node"] for r in guided["nodes"] if r["alone_growth"]
+                                              and r["alone_growth"] > 1}
+    assert guided["verified"]["match"] and not guided["capped"]
+    assert guided["search_runs"] < blind["search_runs"], (guided["search_runs"], blind["search_runs"])
+    assert all(not guided["alone"][p]["match"] for p in guided["pins"])   # each pin needed alone
+    pinned = _ort(with_explicit_casts(model, _reduced_without_pins(graph, selection, guided["pins"]),
+                                      "fp16"), feeds)["output"]
+    assert np.allclose(pinned, _ort(model, feeds)["output"], atol=1e-2, rtol=1e-2)
+
+
+def test_suspects_that_do_not_suffice_cost_one_run_and_the_search_goes_on(transformer):
+    """A wrong lead (here the output node only) fails in one run; ddmin then runs as before."""
+    _, graph = transformer
+    with PrecisionRunner(graph, "fp16") as runner:
+        group = [Group("all", tuple(runner.candidates))]
+        plain = search(runner, fp16_trouble_inputs(), TOL, group)
+        led = search(runner, fp16_trouble_inputs(), TOL, group, suspects=[runner.candidates[-1]])
+    assert led.history[1]["stage"] == "suspects" and not led.history[1]["match"]
+    assert led.pins == plain.pins and led.search_runs == plain.search_runs + 1
 
 
 def test_batchnorm_rounds_its_folded_scale_not_its_variance(tmp_path, rng):
@@ -340,3 +384,42 @@ def test_a_backend_that_takes_nothing_says_so(transformer):
         selection=select("default", ops=["Nope"])))
     assert report["candidates"] == 0 and report["no_pins_needed"]
     assert any("no node runs in reduced precision" in n for n in report["notes"])
+
+
+def _rounding_chain(tmp_path, rng, steps: int = 16):
+    """x -> (Mul by ~1, Add ~0.1) x steps: every node rounds once in FP16, none more."""
+    nodes, inits, prev = [], [], "x"
+    for i in range(steps):
+        inits += [numpy_helper.from_array((1 + 0.01 * rng.standard_normal(64)).astype(np.float32), f"w{i}"),
+                  numpy_helper.from_array((0.1 * rng.standard_normal(64)).astype(np.float32), f"b{i}")]
+        nodes += [helper.make_node("Mul", [prev, f"w{i}"], [f"m{i}"], name=f"mul{i}"),
+                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"], name=f"add{i}")]
+        prev = f"a{i}"
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", 1, [1, 64])],
+                          [helper.make_tensor_value_info(prev, 1, [1, 64])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = tmp_path / "chain.onnx"
+    onnx.save(m, path)
+    return load_model(str(path))
+
+
+def test_a_capped_search_with_no_culprit_says_the_error_is_spread_and_what_tolerance_passes(tmp_path, rng):
+    """No node adds a decade of error alone, yet together they miss a tight tolerance: the
+    capped search's many pins are not the answer. The note says so and names a tolerance;
+    that tolerance, tried, needs no pins."""
+    graph = _rounding_chain(tmp_path, rng)
+    feeds = {"x": rng.uniform(1, 4, (1, 64)).astype(np.float32)}
+    report = investigate(graph, feeds, PrecisionRequest(atol=1e-5, rtol=0.0, max_runs=4))
+    assert report["capped"] and not report["no_pins_needed"]
+    note = next(n for n in report["notes"] if n.startswith("no small set of pins"))
+    atol = float(note.split("(atol ")[1].split(")")[0])
+    assert atol >= report["baseline"]["max_abs"]
+    again = investigate(graph, feeds, PrecisionRequest(atol=atol, rtol=0.0, max_runs=4))
+    assert again["no_pins_needed"]
+
+
+def test_a_capped_search_with_a_culprit_gets_no_spread_note(transformer):
+    _, graph = transformer
+    report = investigate(graph, fp16_trouble_inputs(), PrecisionRequest(atol=1e-2, rtol=1e-2, max_runs=1))
+    assert not any(n.startswith("no small set of pins") for n in report["notes"])

@@ -132,6 +132,8 @@ def test_browser_bisection_end_to_end(app):
         assert "attn/scores" in pins and "attn/ln/pow" in pins
         assert int(page.locator("#p-runs tr").count()) >= 5
         assert "--layerPrecisions=" in page.inner_text("#p-trtexec")
+        notes = page.locator("#p-notes li").all_inner_texts()   # the report's notes, as the CLI prints them
+        assert notes and any("subgraph" in n for n in notes), notes
         # coloured by error growth: the overflowing MatMul is drawn in the inf/NaN colour
         fill = page.locator('#graph [data-id="attn/scores"] rect').evaluate("r => r.style.fill || r.getAttribute('fill')")
         assert fill and fill not in ("", "none")
