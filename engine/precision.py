@@ -60,6 +60,17 @@ DATA_MOVEMENT = frozenset({
 NON_FLOAT_OPS = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "NonZero", "Range"})
 
 
+def _touches_float32(graph: Graph, node: Node) -> bool:
+    """Whether reducing ``node`` can round anything: a float32 input or output, or one of
+    unknown type. A node on integers and booleans only (position arithmetic, masks built
+    with Equal/And) has nothing to round; as a candidate it cost search runs and came back
+    as a "pin" (GPT-2's LessOrEqual, And, Cast to int)."""
+    for t in (*node.inputs, *node.outputs):
+        if t and graph.info(t).dtype in (None, "FLOAT"):
+            return True
+    return False
+
+
 class PrecisionError(LensError):
     """A precision run or bisection that cannot be done as asked (bad target, tolerance, inputs)."""
 
@@ -130,7 +141,8 @@ class PrecisionRunner:
                     "onnxruntime.quantization in QDQ format), or use --target fp16")
         else:
             self.candidates = [n.name for n in graph.nodes
-                               if n.op_type not in NON_FLOAT_OPS and not n.is_subgraph]
+                               if n.op_type not in NON_FLOAT_OPS and not n.is_subgraph
+                               and _touches_float32(graph, n)]
         self._executor = Executor(graph, kernels=self._find, plan="nodes", device=device,
                                   timing=False)
         self.xp = self._executor.xp

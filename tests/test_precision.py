@@ -423,3 +423,28 @@ def test_a_capped_search_with_a_culprit_gets_no_spread_note(transformer):
     _, graph = transformer
     report = investigate(graph, fp16_trouble_inputs(), PrecisionRequest(atol=1e-2, rtol=1e-2, max_runs=1))
     assert not any(n.startswith("no small set of pins") for n in report["notes"])
+
+
+def test_nodes_on_integers_and_booleans_only_are_not_candidates(tmp_path):
+    """Nothing to round: position arithmetic and masks built from integers (GPT-2's
+    LessOrEqual, And, Cast to int) stay out of the search; a comparison of floats, and a
+    Cast of a mask to float, stay in (their float input or output rounds)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "one"], ["n"], name="gather_dim", axis=0),
+             helper.make_node("Equal", ["n", "four"], ["is4"], name="int_equal"),
+             helper.make_node("Not", ["is4"], ["not4"], name="bool_not"),
+             helper.make_node("Less", ["x", "zero"], ["neg"], name="float_less"),
+             helper.make_node("Or", ["neg", "not4"], ["mask"], name="bool_or"),
+             helper.make_node("Cast", ["mask"], ["maskf"], name="mask_to_float", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "maskf"], ["y"], name="mul")]
+    inits = [numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array(4, np.int64), "four"),
+             numpy_helper.from_array(np.array(0, np.float32), "zero")]
+    g = helper.make_graph(nodes, "mask", [helper.make_tensor_value_info("x", 1, [1, 4])],
+                          [helper.make_tensor_value_info("y", 1, [1, 4])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = tmp_path / "mask.onnx"
+    onnx.save(m, path)
+    with PrecisionRunner(load_model(str(path)), "fp16") as runner:
+        assert runner.candidates == ["float_less", "mask_to_float", "mul"]
