@@ -141,3 +141,15 @@ def test_partition_table_counts_weights_and_names_activations(tmp_path) -> None:
     assert "outputs y" in line and "w0" not in line and "bias" not in line
     full = json.loads(sglens("partition", str(path), "--ops", "MatMul,Add", "--json").stdout)
     assert set(full["subgraphs"][0]["inputs"]) == {"x", "w0", "w1", "w2", "bias"}   # --json keeps every name
+
+
+def test_numpy_warnings_from_our_kernels_do_not_print_between_the_commands_lines(tmp_path) -> None:
+    """Log of zeros is -inf, as onnxruntime computes it; numpy's 'divide by zero' RuntimeWarning
+    (file:line and source) used to print in the middle of `sglens run`'s output."""
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4])  # noqa: E731
+    path = tmp_path / "log.onnx"
+    path.write_bytes(make_model([helper.make_node("Log", ["x"], ["y"], name="log")],
+                                [vi("x")], [vi("y")]).SerializeToString())
+    out = sglens("run", str(path), "--fill", "zeros")
+    assert out.returncode == 0, out.stderr
+    assert "-inf" in out.stdout and "RuntimeWarning" not in out.stderr + out.stdout, out.stderr
