@@ -11,7 +11,8 @@ whose source is written here:
   tensors from outside (weights, graph inputs, other segments, the outer scope
   of a body) are read once, into locals, when the function starts;
 - a plain kernel is called directly with its attributes bound once as constants
-  (``f3(xp, v1, v2, **a3)``); specialised, fused and in-place calls
+  (``f3(xp, v1, v2, **a3)``; for a one-output node, the registry's kernel function
+  itself, without the wrapper that makes a tuple of its result); specialised, fused and in-place calls
   (``engine/specialize.py``, ``engine/fuse.py``, ``engine/inplace.py``) and
   control flow keep their bound call (``c3(run, [v1, v2], rctx)``);
 - a tensor is deleted right after its last reader in the segment; it never enters
