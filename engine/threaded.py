@@ -68,8 +68,9 @@ _CPU = Context("cpu")
 #: workers (one ``time.sleep(0)`` every 64 pushes).  A pusher that keeps the GIL
 #: runs thousands of functions ahead; those live blocks trigger the collector's
 #: older generations and leave the workers cold caches (bench/engine.py, 10k
-#: no-ops, 2 CPUs, interleaved medians of 9: chain 10.2 -> 8.5 us, fan 10.0 ->
-#: 8.5 us; collections 157 -> 12).  Sleeping, not waiting on the backlog, so a
+#: no-ops, 2 CPUs, interleaved medians of 9 on a loaded machine: chain 10.2 -> 8.5
+#: us, fan 10.0 -> 8.5 us; on a quieter one within noise; collections 157 -> 12
+#: per 50k pushes).  Sleeping, not waiting on the backlog, so a
 #: pusher that an async function's completion depends on never deadlocks.
 _BACKLOG = 256
 
