@@ -26,10 +26,11 @@
   }
 
   /* An edge label's shape: a symbolic dim that is an exporter's placeholder ("unk__2187",
-     "p2o.DynamicDimension.0") or too long for the edge reads as "?"; a short chosen name ("batch",
-     "seq") stays. The edge's tooltip keeps the full names. */
+     "p2o.DynamicDimension.0") or longer than 12 characters reads as "?"; a chosen name ("batch",
+     "batch_size", "seq") stays, placed clear of the other labels (labelPoint) or left to the
+     tooltip, which keeps the full names. */
   function shortShape(text) {
-    return text.split("×").map(d => /^\d+$/.test(d) || (d.length <= 6 && !/^unk_/.test(d)) ? d : "?").join("×");
+    return text.split("×").map(d => /^\d+$/.test(d) || (d.length <= 12 && !/^unk_/.test(d)) ? d : "?").join("×");
   }
   /* Where an edge's shape label goes: the middle control point, or the nearest one to it clear of
      every box, cluster title and label already placed (``taken``, which the chosen spot joins: edges

@@ -54,3 +54,25 @@ def test_edge_shape_labels_do_not_overlap_where_edges_meet(server):
         assert {b["t"] for b in boxes} == {"?×2048×64"}, {b["t"] for b in boxes}
         tips = pg.eval_on_selector_all("#graph .edge title", "ts => ts.map(t => t.textContent)")
         assert tips and all("unk__7×2048×64" in t for t in tips if "×" in t), tips[:3]
+
+
+def test_a_chosen_axis_name_stays_and_a_long_one_reads_as_a_question_mark(tmp_path_factory):
+    from onnx import TensorProto
+    from onnx import helper as oh
+
+    from app import create_app
+    shape = ["batch_size", "p2o.DynamicDimension.0", 4]
+    g = oh.make_graph([oh.make_node("Relu", ["x"], ["a"], name="relu"),
+                       oh.make_node("Sigmoid", ["a"], ["y"], name="sigmoid")], "named",
+                      [oh.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                      [oh.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    model = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path_factory.mktemp("named"))})
+    with serving_with_model(app, model, "named.onnx") as (base, mid), chromium(sync_api) as browser, \
+            checked_page(browser, 1440, 900, 30000) as pg:
+        pg.goto(f"{base}/models/{mid}")
+        pg.wait_for_selector("#graph svg g.node")
+        labels = set(pg.eval_on_selector_all("#graph .edge text.shape", "ts => ts.map(t => t.textContent)"))
+        assert labels == {"batch_size×?×4"}, labels
+        tips = pg.eval_on_selector_all("#graph .edge title", "ts => ts.map(t => t.textContent)")
+        assert any("p2o.DynamicDimension.0" in t for t in tips), tips
