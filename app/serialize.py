@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from flask.json.provider import DefaultJSONProvider
 
 from partition import report
+from partition.dtypes import ONNX_TYPE_NAMES
 from partition.ir import Graph, Node, TensorInfo
 from partition.trace import PartitionResult, TraceEvent
 
@@ -115,9 +116,10 @@ DTYPE_ATTRS = frozenset({"to", "dtype", "output_dtype"})
 
 
 def _dtype_name(value: Any) -> str | None:
-    from onnx import TensorProto
-    if isinstance(value, int) and not isinstance(value, bool) and value in TensorProto.DataType.values():
-        return TensorProto.DataType.Name(value)
+    """The IR's name of an ONNX data-type code (``partition.dtypes``: the names the panel shows
+    for tensors), or None for a value that is not one."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return ONNX_TYPE_NAMES.get(value)
     return None
 
 

@@ -98,13 +98,15 @@ def _rel_details(outputs: Mapping[str, Mapping[str, dict[str, Any]]],
     ``only_missing`` (a match): only when an output has no max rel at all; that a max rel
     skips the near-zero elements is the match rule's own line, and a bullet under every
     matching run (ViT, GPT-2, GRU) read as a warning."""
-    limited = sorted({name for name, per in outputs.items() for e in per.values()
-                      if e.get("rel_note") and (not only_missing or e.get("max_rel") is None)})
-    if not limited:
+    notes: dict[str, str] = {}   # output -> the first of its runs' notes
+    for name, per in outputs.items():
+        for e in per.values():
+            if e.get("rel_note") and (not only_missing or e.get("max_rel") is None):
+                notes.setdefault(name, e["rel_note"])
+    if not notes:
         return []
-    note = next(e["rel_note"] for e in outputs[limited[0]].values()
-                if e.get("rel_note") and (not only_missing or e.get("max_rel") is None))
-    return [f"max rel of {_listing(limited)}: {note}"]
+    limited = sorted(notes)
+    return [f"max rel of {_listing(limited)}: {notes[limited[0]]}"]
 
 
 def _listing(names: Sequence[str], most: int = 4) -> str:
