@@ -419,6 +419,16 @@ class Executor:
                 env[name] = self._upload(value)
         return self._body_fn(env, self._weights, RunContext(self.ctx, stream))
 
+    @property
+    def calibrating(self) -> bool:
+        """Whether the next run may still be one of the ``ModeChooser``'s trial runs (parallel
+        segments against the serial function, ``plan.CALIBRATION_RUNS`` each, the first of each
+        also planning and generating its code): runs until then are not this executor's steady
+        time, so ``measure`` warms up past them. A graph that runs under ``SERIAL_BELOW_S``
+        runs serially without trials."""
+        return (self._serial_op is not None and self._modes.choice is None
+                and self._last_seconds >= SERIAL_BELOW_S)
+
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run and return host (numpy) outputs."""
         return self.run(feeds).numpy_outputs()

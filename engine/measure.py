@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 from .context import Context, FnProperty
 from .executor import Executor, RunResult
+from .plan import CALIBRATION_RUNS
 from .profiling import FnRecord, Profiler
 
 
@@ -67,7 +68,8 @@ class Measurement:
 def measure(executor: Executor, feeds: Mapping[str, Any], *, repeat: int = 5, warmup: int = 1,
             profiler: Profiler | NodeTimeline | None = None, label: str = "run",
             first_keeps: bool = False, cuda_graph: bool = True) -> Measurement:
-    """Run ``warmup`` + ``repeat`` times; medians of the repeats.
+    """Run ``warmup`` + ``repeat`` times; medians of the repeats. With any warm-up, the warm-up
+    goes on while ``executor.calibrating``; ``Measurement.warmup`` says how many ran.
 
     On a GPU (``cuda_graph``) the run is then also measured as CUDA Graph replays
     (``gpu_graphs.measure_replays``): the eager runs give the per-node and per-subgraph
@@ -83,10 +85,16 @@ def measure(executor: Executor, feeds: Mapping[str, Any], *, repeat: int = 5, wa
         from .run_errors import RunError
         raise RunError(f"--repeat {repeat}: needs at least 1")
     kept: dict[str, Any] = {}
-    for i in range(max(0, warmup)):
+    warm, most = 0, max(0, warmup) + (2 * CALIBRATION_RUNS if warmup > 0 else 0)
+    # Past ``warmup`` while the executor still tries parallel against serial runs (at most
+    # as many as it tries): a median over trial runs, the first of each also generating
+    # code, was 2x the steady time on Llama and CLIP in `sglens compare`. ``warmup=0``
+    # asks for the cold runs, and gets them.
+    while warm < warmup or (warm < most and executor.calibrating):
         # the first warm-up (unmeasured anyway) may keep every tensor: the boundaries to judge
-        result = executor.run(feeds, keep_intermediates=first_keeps and i == 0)
+        result = executor.run(feeds, keep_intermediates=first_keeps and warm == 0)
         kept = kept or result.values
+        warm += 1
     results: list[RunResult] = []
     walls: list[float] = []
     for i in range(repeat):
@@ -101,7 +109,7 @@ def measure(executor: Executor, feeds: Mapping[str, Any], *, repeat: int = 5, wa
         from .gpu_graphs import measure_replays  # noqa: PLC0415 - GPU runs only
         graph = measure_replays(executor, feeds, repeat, last.outputs)
     return Measurement(
-        label=label, device=executor.device, repeat=repeat, warmup=warmup,
+        label=label, device=executor.device, repeat=repeat, warmup=warm,
         seconds=statistics.median(walls), all_seconds=walls,
         node_seconds=_median_per_key([r.node_seconds for r in results]),
         subgraphs=_subgraph_summary(results),

@@ -171,3 +171,40 @@ def test_compare_without_a_backend_is_our_engine_against_onnxruntime(tmp_path):
     # --ops alone still means the default backend
     ops = subprocess.run([*args, "--ops", "Pad"], capture_output=True, text=True, timeout=120)
     assert ops.returncode == 0 and "backend default" in ops.stdout, ops.stderr
+
+
+def _fork_model():
+    """x -> Relu and x -> Neg, joined by Add: two branches, so the executor has a parallel
+    plan and a serial function to try against each other."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Neg", ["x"], ["b"], name="neg"),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    return make_model(nodes, [vi("x", [4, 3])], [vi("y", [4, 3])])
+
+
+def test_measured_runs_come_after_the_executor_settles(monkeypatch, rng):
+    """Llama in `sglens compare --repeat 3`: the median held the executor's trial runs
+    (parallel against serial, the first of each generating code) and read 2x its steady time."""
+    import engine.executor as executor_module
+    from engine.executor import Executor
+    from engine.measure import measure
+    from engine.plan import CALIBRATION_RUNS
+    # every run counts as long enough to be worth trying both ways (real ones are > 1 ms)
+    monkeypatch.setattr(executor_module, "SERIAL_BELOW_S", 0.0)
+    model = _fork_model()
+    g = load_model(model.SerializeToString())
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32)}
+    states: list[bool] = []
+    with Executor(g, subgraph_runtime="engine") as ex:
+        real_run = ex.run
+        monkeypatch.setattr(ex, "run", lambda *a, **k: (states.append(ex.calibrating), real_run(*a, **k))[1])
+        m = measure(ex, feeds, repeat=3, warmup=1)
+    assert m.warmup == 2 * CALIBRATION_RUNS and len(states) == m.warmup + 3
+    assert states[:m.warmup] == [True] * m.warmup and states[m.warmup:] == [False] * 3
+    np.testing.assert_allclose(m.outputs["y"], np.maximum(feeds["x"], 0) - feeds["x"], rtol=1e-6)
+    with Executor(g, subgraph_runtime="engine") as ex:   # no warm-up asked: the cold runs, as asked
+        assert measure(ex, feeds, repeat=1, warmup=0).warmup == 0 and ex.calibrating
+    c = compare(g, model, feeds, executor="engine", repeat=2, warmup=1)
+    assert c.ok and c.timings["engine"]["warmup"] == 2 * CALIBRATION_RUNS
+    assert c.timings["onnxruntime"]["warmup"] == 1
+    assert any("engine: 4 warm-up runs, not 1" in n for n in c.notes), c.notes
