@@ -136,13 +136,40 @@ def _resize_axis(xp: Any, data: Any, axis: int, n_out: int, plan: tuple, extrapo
     idx, w, extrapolated, src = plan
     if src is not None:  # nearest: a copy of one tap, in the input's own dtype
         return xp.take(data, resident(xp, src), axis=axis)
-    gathered = xp.take(data, resident(xp, idx), axis=axis)  # [..., n_out, n, ...]
-    wshape = (1,) * axis + w.shape + (1,) * (data.ndim - axis - 1)
-    out = (gathered * resident(xp, w).reshape(wshape)).sum(axis=axis + 1)
+    # One gather and one multiply-add per tap (2 for linear, 4 for cubic), in the data's
+    # float type: gathering every tap at once and summing over that middle axis was a
+    # strided float64 reduction, 50 ms for one of SegFormer's 256x16x16 -> 64x64 upsamplings.
+    wshape = (1,) * axis + (n_out,) + (1,) * (data.ndim - axis - 1)
+    out = None
+    for taps, weights in _tap_columns(idx, w, data.dtype):
+        part = xp.take(data, resident(xp, taps), axis=axis)
+        part *= resident(xp, weights).reshape(wshape)
+        out = part if out is None else xp.add(out, part, out=out)
     if extrapolated is not None and extrapolated.any():
         mshape = (1,) * axis + (n_out,) + (1,) * (data.ndim - axis - 1)
         out = xp.where(resident(xp, extrapolated).reshape(mshape), extrapolation, out)
     return out
+
+
+def _tap_columns(idx: np.ndarray, w: np.ndarray, dtype: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per tap, its source index and weight over the output positions (contiguous, read-only),
+    kept with the axis plan they come from: computed once per geometry and dtype."""
+    key = (id(idx), id(w), np.dtype(dtype).str)
+    hit = _TAP_COLUMNS.get(key)
+    if hit is None or hit[0] is not idx or hit[1] is not w:
+        cols = []
+        for k in range(idx.shape[1]):
+            taps, weights = np.ascontiguousarray(idx[:, k]), w[:, k].astype(dtype)
+            taps.flags.writeable = weights.flags.writeable = False
+            cols.append((taps, weights))
+        if len(_TAP_COLUMNS) > 512:
+            _TAP_COLUMNS.clear()
+        hit = _TAP_COLUMNS[key] = (idx, w, cols)   # idx and w kept: their ids stay theirs
+    return hit[2]
+
+
+_TAP_COLUMNS: dict[tuple, tuple] = {}
+_OWN_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _saturate(xp: Any, y: Any, dtype: Any) -> Any:
@@ -181,11 +208,13 @@ def resize_nd(xp: Any, x: Any, scales: list[float] | None, sizes: list[int] | No
     # input values: no float64 round trip (ppocr-det's 6 upsamplings: 147 -> ~10 ms).
     copies = mode == "nearest" and not exclude_outside and \
         all(p[2] is None or not p[2].any() for _, p in plans)
-    y = x if copies else x.astype(np.float64)
+    # float32 and float64 data are weighted in their own type (as onnxruntime does); integer
+    # and half data in float64, rounded and saturated back at the end
+    y = x if copies or x.dtype in _OWN_FLOAT else x.astype(np.float64)
     for a, plan in plans:
         y = _resize_axis(xp, y, a, out_shape[a], plan if copies else plan[:3] + (None,),
                          extrapolation_value)
-    return y if copies else _saturate(xp, y, x.dtype)
+    return y if copies or y.dtype == x.dtype else _saturate(xp, y, x.dtype)
 
 
 def _floats(xp: Any, a: Any) -> list[float] | None:
