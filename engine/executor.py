@@ -200,7 +200,7 @@ class Executor:
         made: set[str] = set()
         if self.options.effective_plan() == "segments":  # "nodes" shows every node as written
             nodes, fusions = fuse(graph, nodes, self._weights.get,
-                                  lambda n: self.find_kernel(n, graph.opset))
+                                  lambda n: self.find_kernel(n, graph.opset), host=self.xp is np)
             self._fused = {f.node.name: f for f in fusions}
             if not directions_in_parallel(self.xp):
                 nodes, made = self._split_nodes(graph, nodes)

@@ -1,4 +1,4 @@
-"""Chains fused at bind time (``plan="segments"`` only): GELU, and Conv with a zero Pad
+"""Chains fused at bind time (``plan="segments"`` only): GELU, HardSwish, SiLU, and Conv with a zero Pad
 before it and its BatchNormalization / Add / Relu / Clip epilogue (``_fuse_conv_chains``).
 
 GELU as PyTorch and BERT exporters write it, five nodes over one tensor::
@@ -28,7 +28,7 @@ import numpy as np
 from partition.ir import Graph, Node
 
 from .fuse_attention import attention_chains
-from .kernels import device, native
+from .kernels import device, elementwise, native
 from .kernels.nn import conv as nn_conv, conv_fused
 from .kernels.registry import kernel_attrs
 from .kernels.tensor import _pad as pad_zeros
@@ -142,10 +142,11 @@ def _gelu_one(div: float, half: float) -> Callable[..., tuple]:
 
 
 def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
-         kernel_of: Callable[[Node], Any]) -> tuple[list[Node], list[Fused]]:
+         kernel_of: Callable[[Node], Any], host: bool = True) -> tuple[list[Node], list[Fused]]:
     """``nodes`` with every GELU chain replaced by one fused node; the fusions made.
     ``kernel_of(node)`` is the executor's kernel lookup (the chain's Erf kernel
-    serves the device path)."""
+    serves the device path). ``host``: the run is numpy's (SiLU is fused only there: on a
+    device ``engine/fuse_elementwise.py`` makes the whole elementwise chain one kernel)."""
     sole = _sole_reader(graph, nodes)
     fused: list[Fused] = []
     drop: set[int] = set()
@@ -184,9 +185,43 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: its inputs are ready there
     out, swish_fused = _fuse_hard_swish(graph, _spliced(nodes, drop, replace), const)
+    silu_fused: list[Fused] = []
+    if host:
+        out, silu_fused = _fuse_silu(graph, out)
     out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of)
     out, attention_fused = _fuse_attention(graph, out, kernel_of)
-    return out, fused + swish_fused + conv_fused + attention_fused
+    return out, fused + swish_fused + silu_fused + conv_fused + attention_fused
+
+
+# ------------------------------------------------------------------ SiLU --
+def _fuse_silu(graph: Graph, nodes: list[Node]) -> tuple[list[Node], list[Fused]]:
+    """SiLU (Swish) as every exporter writes it, ``Mul(x, Sigmoid(x))`` (either operand
+    order), as one step: one compiled pass on float32 (``native.sigmoid(..., times_x=True)``)
+    instead of numpy's four for the sigmoid and one for the product. EfficientNet,
+    MobileViT, YOLOv5/v8 and Llama's MLP gate carry one per activation."""
+    sole = _sole_reader(graph, nodes)
+    fused: list[Fused] = []
+    drop: set[int] = set()
+    replace: dict[int, Node] = {}
+    for i, sig in enumerate(nodes):
+        if sig.op_type != "Sigmoid" or sig.domain not in _DEFAULT_DOMAINS or len(sig.inputs) != 1:
+            continue
+        j = sole(sig.outputs[0], "Mul")
+        if j is None or j in drop or _other(nodes[j], sig.outputs[0]) != sig.inputs[0]:
+            continue
+        node = Node(f"{sig.name}+silu", "Silu", (sig.inputs[0],), (nodes[j].outputs[0],), FUSED_DOMAIN)
+        fused.append(Fused(node, (sig, nodes[j]), _silu))
+        drop.update((i, j))
+        replace[j] = node
+    return _spliced(nodes, drop, replace), fused
+
+
+def _silu(xp: Any, x: Any) -> tuple:
+    y = native.sigmoid(xp, x, times_x=True)
+    if y is None:   # not float32 numpy, or no compiled module: the two nodes' maths
+        y = elementwise.sigmoid(xp, x)
+        y = y * x
+    return (y,)
 
 
 # ------------------------------------------------------------- HardSwish --

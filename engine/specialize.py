@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .kernels import device, gemm, geometry, kernel_attrs, nn
+from .kernels import device, elementwise, gemm, geometry, kernel_attrs, nn
 from .kernels.dtypes import np_dtype
 from .kernels.tensor import _slice_index
 
@@ -389,20 +389,10 @@ def _body(op: str, attrs: Mapping[str, Any], const: Mapping[int, Any], n_in: int
 
 
 # ------------------------------------------------- direct elementwise calls --
-def _sigmoid(xp: Any, x: Any) -> Any:
-    if x.size < 4096:  # small: fewer Python-level calls win over fewer allocations
-        return 1 / (1 + xp.exp(-x))
-    t = xp.negative(x)                 # 1 / (1 + exp(-x)), in place after the first array
-    xp.exp(t, out=t)
-    t += 1
-    xp.reciprocal(t, out=t)
-    return t
-
-
 #: Unary ops whose registry kernel is ``asarray(f(x), dtype=x.dtype)``: for float
 #: inputs, ``f(x)`` already has that dtype and is called without the kernel's layers.
 _UNARY: dict[str, Callable[[Any, Any], Any]] = {
-    "Relu": lambda xp, x: xp.maximum(x, 0), "Sigmoid": _sigmoid,
+    "Relu": lambda xp, x: xp.maximum(x, 0), "Sigmoid": elementwise.sigmoid,
     "Tanh": lambda xp, x: xp.tanh(x), "Sqrt": lambda xp, x: xp.sqrt(x),
     "Exp": lambda xp, x: xp.exp(x), "Abs": lambda xp, x: xp.abs(x),
     "Neg": lambda xp, x: xp.negative(x),

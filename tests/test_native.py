@@ -18,9 +18,9 @@ import pytest
 
 from engine.kernels import blas
 from engine.executor import Executor
-from engine.fuse import gelu_kernel
+from engine.fuse import _silu, gelu_kernel
 from engine.kernels import native
-from engine.kernels.elementwise import erf
+from engine.kernels.elementwise import erf, sigmoid
 from partition import load_model
 from test_kernels_harness import check
 from test_rnn_paths import _lstm_model
@@ -100,6 +100,31 @@ def test_erf_and_gelu_on_both_paths(compiled: bool, rng: np.random.Generator,
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_sigmoid_and_silu_on_both_paths(compiled: bool, rng: np.random.Generator,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against float64 maths; special values as the unfused nodes give them (x = -inf:
+    sigmoid 0, SiLU -inf * 0 = NaN, as Mul(x, Sigmoid(x)) in onnxruntime)."""
+    if compiled and not native.available():
+        pytest.skip("extension not built")
+    if not compiled:
+        monkeypatch.setattr(native, "_lib", None)
+    x = np.concatenate([rng.standard_normal(5000) * 4, rng.uniform(-120, 120, 300),
+                        [0.0, -0.0, 1e-40, 88.0, -88.0, 104.0, -104.0, 17.0]]).astype(np.float32)
+    x = x.reshape(2, -1)[:, ::3]   # a strided view: the compiled path copies it first
+    with np.errstate(over="ignore"):
+        sig = 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+    got = sigmoid(np, x)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_allclose(got, sig, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(_silu(np, x)[0], x * sig, rtol=1e-6, atol=1e-7)
+    special = np.array([np.inf, -np.inf, np.nan], np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = special * (1 / (1 + np.exp(-special)))
+    np.testing.assert_array_equal(sigmoid(np, special), [1.0, 0.0, np.nan])
+    np.testing.assert_array_equal(_silu(np, special)[0], want)   # inf, NaN, NaN
+
+
 def test_compiled_erf_keeps_infinities_and_nan() -> None:
     if not native.available():
         pytest.skip("extension not built")
@@ -114,6 +139,8 @@ def test_compiled_erf_refuses_mismatched_arrays() -> None:
         native._lib.erf_f32(np.zeros(4, np.float32), np.zeros(5, np.float32))
     with pytest.raises(ValueError, match="float32"):
         native._lib.gelu_f32(np.zeros(4, np.float64), np.zeros(4, np.float64), 1.4, 1.0, 0.5)
+    with pytest.raises(ValueError, match="float32 arrays of one size"):
+        native._lib.sigmoid_f32(np.zeros(4, np.float32), np.zeros(3, np.float32), True)
 
 
 def test_compiled_softmax_rows_agree_with_the_numpy_path_on_edge_rows(

@@ -43,6 +43,25 @@ CLONES static void gelu_loop(const float *x, float *y, Py_ssize_t n, float inv_d
         y[i] = half * x[i] * (one + erff(x[i] * inv_div));
 }
 
+/* ------------------------------------------------------ sigmoid, SiLU --
+ * 1 / (1 + exp(-x)), and x times it (SiLU, the Swish of EfficientNet, MobileViT and
+ * Llama's MLP), in one pass through glibc's vector expf: numpy makes four passes for
+ * the sigmoid (negate, exp, add, reciprocal) and one more for the product. The same
+ * operations as the unfused nodes, so x = -inf gives NaN in SiLU as Mul(x, Sigmoid(x)). */
+CLONES static void sigmoid_loop(const float *x, float *y, Py_ssize_t n)
+{
+#pragma omp simd
+    for (Py_ssize_t i = 0; i < n; i++)
+        y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+CLONES static void silu_loop(const float *x, float *y, Py_ssize_t n)
+{
+#pragma omp simd
+    for (Py_ssize_t i = 0; i < n; i++)
+        y[i] = x[i] * (1.0f / (1.0f + expf(-x[i])));
+}
+
 /* Two C-contiguous float32 buffers of one size, kept in `bs`: the input and the output. */
 static int take_pair(NativeBuffers *bs, PyObject *ox, PyObject *oy, Py_buffer **x, Py_buffer **y)
 {
@@ -67,6 +86,25 @@ static PyObject *erf_f32(PyObject *self, PyObject *args)
         return native_finish(&bs, 0);
     Py_BEGIN_ALLOW_THREADS
     erf_loop((const float *)x->buf, (float *)y->buf, x->len / 4);
+    Py_END_ALLOW_THREADS
+    return native_finish(&bs, 1);
+}
+
+static PyObject *sigmoid_f32(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *oy;
+    int times_x;
+    NativeBuffers bs = {.held = 0};
+    Py_buffer *x, *y;
+    if (!PyArg_ParseTuple(args, "OOp", &ox, &oy, &times_x))
+        return NULL;
+    if (take_pair(&bs, ox, oy, &x, &y) < 0)
+        return native_finish(&bs, 0);
+    Py_BEGIN_ALLOW_THREADS
+    if (times_x)
+        silu_loop((const float *)x->buf, (float *)y->buf, x->len / 4);
+    else
+        sigmoid_loop((const float *)x->buf, (float *)y->buf, x->len / 4);
     Py_END_ALLOW_THREADS
     return native_finish(&bs, 1);
 }
@@ -239,6 +277,8 @@ static PyMethodDef methods[] = {
     {"layer_norm_f32", layer_norm_f32, METH_VARARGS,
      "layer_norm_f32(x, scale, bias_or_None, y, mean, inv_std, n, eps): LayerNorm of rows of n."},
     {"erf_f32", erf_f32, METH_VARARGS, "erf_f32(x, out): out = erf(x), float32, C-contiguous."},
+    {"sigmoid_f32", sigmoid_f32, METH_VARARGS,
+     "sigmoid_f32(x, out, times_x): out = 1 / (1 + exp(-x)), times x if times_x; float32."},
     {"gelu_f32", gelu_f32, METH_VARARGS,
      "gelu_f32(x, out, div, one, half): out = half * x * (one + erf(x / div)), float32."},
     NATIVE_RNN_METHODS

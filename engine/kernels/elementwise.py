@@ -61,6 +61,21 @@ def _erf_vectorised(xp: Any, x: Any) -> Any:
     return xp.where(a < 0.5, small, large)
 
 
+def sigmoid(xp: Any, x: Any) -> Any:
+    """``1 / (1 + exp(-x))``: float32 numpy in one compiled pass (``native.sigmoid``), else
+    small arrays in one expression and large ones in place after the first array."""
+    y = native.sigmoid(xp, x)
+    if y is not None:
+        return y
+    if x.size < 4096:  # small: fewer Python-level calls win over fewer allocations
+        return 1 / (1 + xp.exp(-x))
+    t = xp.negative(x)
+    xp.exp(t, out=t)
+    t += 1
+    xp.reciprocal(t, out=t)
+    return t
+
+
 def _unary(op: str, fn: Callable[[Any, Any], Any], since: int = 1) -> None:
     def kernel(xp: Any, x: Any) -> Any:
         return same(xp, fn(xp, x), x)
@@ -87,7 +102,7 @@ _UNARY: dict[str, Callable[[Any, Any], Any]] = {
     "Acosh": lambda xp, x: xp.arccosh(x), "Atanh": lambda xp, x: xp.arctanh(x),
     "Tanh": lambda xp, x: xp.tanh(x),
     "Erf": erf,
-    "Sigmoid": lambda xp, x: 1 / (1 + xp.exp(-x)),
+    "Sigmoid": sigmoid,
     "Relu": lambda xp, x: xp.maximum(x, 0),
     "Softsign": lambda xp, x: x / (1 + xp.abs(x)),
     "Softplus": lambda xp, x: xp.logaddexp(x, 0),

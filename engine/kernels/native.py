@@ -61,6 +61,16 @@ def erf(xp: Any, x: Any) -> np.ndarray | None:
     return out
 
 
+def sigmoid(xp: Any, x: Any, times_x: bool = False) -> np.ndarray | None:
+    """``1 / (1 + exp(-x))`` of a float32 numpy array in one pass; ``times_x``: SiLU, ``x`` times it."""
+    if not applies(xp, x):
+        return None
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    _lib.sigmoid_f32(x, out, times_x)
+    return out
+
+
 def gelu(xp: Any, x: Any, div: float, one: float, half: float) -> np.ndarray | None:
     """``half * x * (one + erf(x / div))`` of a float32 numpy array in one pass."""
     if not applies(xp, x):
