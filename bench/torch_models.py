@@ -178,6 +178,88 @@ def wav2vec2() -> tuple[Any, dict]:
     return m, {"input_values": rng.standard_normal((1, 16000)).astype(np.float32)}
 
 
+def llama() -> tuple[Any, dict]:
+    """A Llama decoder: RoPE, RMSNorm, grouped-query attention, a SiLU-gated MLP."""
+    rng = np.random.default_rng(12)
+    names = ("input_ids", "attention_mask")
+    m = _hf("LlamaConfig", "LlamaModel", names, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+            num_attention_heads=4, num_key_value_heads=2, vocab_size=32000, use_cache=False)
+    return m, {"input_ids": _tokens(rng, 32000), "attention_mask": np.ones((1, SEQ), np.int64)}
+
+
+def bart() -> tuple[Any, dict]:
+    rng = np.random.default_rng(13)
+    names = ("input_ids", "attention_mask", "decoder_input_ids")
+    m = _hf("BartConfig", "BartModel", names, d_model=256, encoder_layers=3, decoder_layers=3,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024,
+            vocab_size=20000, use_cache=False)
+    return m, {"input_ids": _tokens(rng, 20000), "attention_mask": _mask(),
+               "decoder_input_ids": _tokens(rng, 20000, 16)}
+
+
+def clip_text() -> tuple[Any, dict]:
+    m = _hf("CLIPTextConfig", "CLIPTextModel", ("input_ids",), hidden_size=256, intermediate_size=1024,
+            num_hidden_layers=4, num_attention_heads=4)
+    return m, {"input_ids": _tokens(np.random.default_rng(14), 49408, 77)}
+
+
+def swin() -> tuple[Any, dict]:
+    """Swin-T's layout at a quarter of its width: shifted windows (Roll), patch merging."""
+    return _hf("SwinConfig", "SwinModel", ("pixel_values",), embed_dim=48, depths=[2, 2, 2, 2],
+               num_heads=[3, 6, 12, 24]), _image(15)
+
+
+def segformer() -> tuple[Any, dict]:
+    """SegFormer-B0 with its all-MLP decode head: efficient attention, Mix-FFN's depthwise convs,
+    four bilinear upsamplings to a quarter of 256x256."""
+    rng = np.random.default_rng(16)
+    return (_hf("SegformerConfig", "SegformerForSemanticSegmentation", ("pixel_values",), num_labels=19),
+            {"pixel_values": rng.standard_normal((1, 3, 256, 256)).astype(np.float32)})
+
+
+def _calibrated(module: Any, inputs: dict[str, np.ndarray]) -> Any:
+    """Every BatchNorm's running statistics taken from one forward pass over ``inputs``, as if
+    trained on them: each normalises again. He initialisation alone keeps EfficientNet's
+    activations from vanishing but lets them grow to ~4e4 through 16 blocks, where rounding
+    is amplified until onnxruntime disagrees with itself (optimised against unoptimised
+    graph: cosine 0.96) and no comparison means anything."""
+    import torch
+    bns = [m for m in module.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None   # a cumulative average: one pass sets them
+        bn.train()
+    with torch.no_grad():
+        module(*(torch.from_numpy(v) for v in inputs.values()))
+    for bn in bns:
+        bn.eval()
+    return module
+
+
+def efficientnet() -> tuple[Any, dict]:
+    """EfficientNet-B0: SiLU, squeeze-and-excitation, depthwise convs (He-initialised, BatchNorm
+    calibrated on the input: see _calibrated)."""
+    image = _image(17)
+    return _calibrated(_he_init(_hf("EfficientNetConfig", "EfficientNetModel", ("pixel_values",))), image), image
+
+
+def mobilevit() -> tuple[Any, dict]:
+    """MobileViT-S: MobileNetV2 blocks and transformers over unfolded patches (He-initialised)."""
+    rng = np.random.default_rng(18)
+    return (_he_init(_hf("MobileViTConfig", "MobileViTModel", ("pixel_values",))),
+            {"pixel_values": rng.standard_normal((1, 3, 256, 256)).astype(np.float32)})
+
+
+def detr() -> tuple[Any, dict]:
+    """DETR over a ResNet-50 backbone (transformers' own, no timm), 2+2 layers, d_model 128, 50 queries."""
+    import transformers
+    rng = np.random.default_rng(19)
+    m = _hf("DetrConfig", "DetrModel", ("pixel_values",), use_timm_backbone=False, use_pretrained_backbone=False,
+            backbone=None, backbone_config=transformers.ResNetConfig(out_features=["stage4"]), d_model=128,
+            encoder_layers=2, decoder_layers=2, num_queries=50)
+    return m, {"pixel_values": rng.standard_normal((1, 3, 320, 320)).astype(np.float32)}
+
+
 def _recurrent(kind: str) -> tuple[Any, dict]:
     import torch
     torch.manual_seed(0)
@@ -216,6 +298,21 @@ EXPORTS: dict[str, Export] = {e.name: e for e in (
            resnet50),
     Export("wav2vec2_small", "speech-conv", "wav2vec2 conv feature encoder (7 Conv1d, base sizes) + 2-layer "
            "transformer (hidden 256), 1 s of 16 kHz audio (1x16000)", wav2vec2),
+    Export("llama", "decoder", "Llama (4 layers, hidden 256, 4 heads / 2 KV heads, SiLU-gated MLP 688, no cache), "
+           "ids/mask 1x128", llama),
+    Export("bart", "encoder-decoder", "BART (3+3 layers, d_model 256, 4 heads, FFN 1024), encoder 1x128, decoder "
+           "1x16", bart),
+    Export("clip_text", "encoder", "CLIP text encoder (4 layers, hidden 256, 4 heads, causal mask), ids 1x77",
+           clip_text),
+    Export("swin", "vision-transformer", "Swin (embed 48, depths 2-2-2-2, window 7, shifted windows), 1x3x224x224",
+           swin),
+    Export("segformer", "segmentation", "SegFormer-B0, 19 classes, logits at 1/4 of 1x3x256x256", segformer),
+    Export("efficientnet_b0", "mobile-cnn", "EfficientNet-B0 (SiLU, squeeze-excite; He-initialised, BatchNorm "
+           "calibrated on the input), 1x3x224x224",
+           efficientnet),
+    Export("mobilevit_s", "mobile-hybrid", "MobileViT-S (MobileNetV2 blocks + transformers over patches; "
+           "He-initialised), 1x3x256x256", mobilevit),
+    Export("detr", "detection", "DETR, ResNet-50 backbone, 2+2 layers, d_model 128, 50 queries, 1x3x320x320", detr),
     Export("gru_bidir", "recurrent", "torch GRU, 2 layers, bidirectional, hidden 256, 80 -> 32 classes, "
            "1x100x80", lambda: _recurrent("GRU")),
     Export("lstm_bidir", "recurrent", "torch LSTM, 2 layers, bidirectional, hidden 256, 80 -> 32 classes, "
