@@ -12,8 +12,8 @@ exactly.
 (``remembered``), then example shapes the model carries in its metadata (key
 ``sglens.input_shapes``: JSON ``{"input": [1, 3, 640, 640]}``, written by our sample
 generator and accepted from any exporter that sets it), then a default from the dim's
-name (batch-like names 1, sequence-like 128, spatial 224), else 1. ``check_specs``
-validates everything before anything runs and ``check_with_inference`` asks ONNX
+name (batch-like names 1, sequence-like 128, spatial 224, a waveform's samples 16000),
+else 1. ``check_specs`` validates everything before anything runs and ``check_with_inference`` asks ONNX
 shape inference whether the model can take those shapes, so a wrong size is a message
 naming the input rather than a runtime error from deep inside a kernel.
 """
@@ -47,6 +47,9 @@ _NAME_DEFAULTS: tuple[tuple[tuple[str, ...], int], ...] = (
     (("seq", "sequence", "seq_len", "sequence_length", "seqlen", "length", "len", "t", "time",
       "tokens", "num_tokens", "past_sequence_length", "total_sequence_length"), 128),
     (("h", "w", "height", "width", "image_height", "image_width", "img_h", "img_w"), 224),
+    # a waveform's length: one second at 16 kHz (HuBERT's `samples` at 1 made its first conv
+    # refuse a window longer than the input)
+    (("samples", "num_samples", "audio_length", "wav_len", "waveform_length"), 16000),
 )
 
 
@@ -90,8 +93,10 @@ class InputSpec:
 def _default_dim(dim_name: str | None, axis: int, info: TensorInfo) -> int:
     if dim_name:
         key = dim_name.strip().lower()
-        for names, value in _NAME_DEFAULTS:
-            if key in names or any(key.startswith(n + "_") for n in names if len(n) > 2):
+        for names, value in _NAME_DEFAULTS:   # exporters prefix and suffix the names they
+            # share: optimum's `encoder_sequence_length`, `sequence_length_out`, `batch_size_0`
+            if key in names or any(key.startswith(n + "_") or key.endswith("_" + n)
+                                   for n in names if len(n) > 2):
                 return value
     rank = len(info.shape or ())
     if rank == 4 and axis in (2, 3) and info.dtype in ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16"):

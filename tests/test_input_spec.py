@@ -83,6 +83,38 @@ def test_a_run_at_a_real_shape_matches_onnxruntime(rng):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def _waveform(dims):
+    """A HuBERT-like front end: [batch, samples] -> Unsqueeze -> Conv1d (kernel 10, stride 5)."""
+    w = numpy_helper.from_array(np.linspace(-1, 1, 40, dtype=np.float32).reshape(4, 1, 10), "w")
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [helper.make_node("Unsqueeze", ["wave", "axes"], ["u"], name="unsqueeze"),
+             helper.make_node("Conv", ["u", "w"], ["y"], name="conv", strides=[5])]
+    x = helper.make_tensor_value_info("wave", TensorProto.FLOAT, dims)
+    return make_model(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                      initializers=[w, axes])
+
+
+@pytest.mark.parametrize("dims, shape", [
+    (["batch_size", "samples"], [1, 16000]),            # HuBERT / wav2vec2 exports
+    (["batch", "num_samples"], [1, 16000]),
+    (["batch_size_0", "encoder_sequence_length"], [1, 128]),   # optimum's prefixes and suffixes
+    (["N", "sequence_length_out"], [1, 128]),
+    (["batch", "xyz"], [1, 1]),                         # an unknown name: 1, as before
+])
+def test_named_dims_take_sizes_a_model_can_run_at(dims, shape, rng):
+    model = _waveform(dims)
+    g = load_model(model.SerializeToString())
+    (spec,) = suggest_specs(g)
+    assert spec.shape == shape and spec.dim_names == dims
+    if shape[1] < 10:
+        return   # shorter than the conv's window: nothing to run
+    feeds = materialize(g, [spec])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with Executor(g) as ex:
+        got = ex.run(feeds).numpy_outputs()["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("spec, message", [
     (InputSpec("image", [1, 3, 8], "FLOAT"), "rank 3"),
     (InputSpec("image", [1, 4, 8, 8], "FLOAT"), "fixes it to 3"),
