@@ -68,9 +68,11 @@ class KernelFailure(RunError):
         return (KernelFailure, (self.node, self.op_type, self.input_shapes, self.cause, self.path))
 
 
-def too_few_outputs(results: Sequence[Any], declared: int) -> RunError:
-    """A kernel returned fewer outputs than its node declares (one message for every step loop)."""
-    return RunError(f"the kernel returned {len(results)} output(s) for {declared} declared")
+def too_few_outputs(results: Sequence[Any], declared: int) -> ValueError:
+    """A kernel returned fewer outputs than its node declares (one message for every step loop).
+    Not a RunError: the step loops' ``named_failure`` wraps it in a KernelFailure naming the node
+    (as a RunError it passed through unnamed: "the kernel returned 0 output(s)" said not whose)."""
+    return ValueError(f"the kernel returned {len(results)} output(s) for {declared} declared")
 
 
 def named_failure(node: Any, args: Sequence[Any], exc: BaseException) -> BaseException:

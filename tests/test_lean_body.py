@@ -83,7 +83,10 @@ def test_a_short_result_is_a_named_run_error() -> None:
         from engine.executor import find_kernel  # noqa: PLC0415
         return (lambda xp, *a, **k: ()) if node.name == "node r" else find_kernel(node, opset)
     with Executor(load_model(model.SerializeToString()), kernels=kernels) as ex:
-        with pytest.raises(RunError, match="returned 0 output"):
+        with pytest.raises(RunError, match=r"'the_if' \(If\) > 'node r' \(\w+\).*returned 0 output"):
+            ex({"c": np.array(True), "x": np.ones(3, np.float32)})
+    with Executor(load_model(model.SerializeToString()), kernels=kernels, plan="nodes") as ex:
+        with pytest.raises(RunError, match=r"'node r' \(\w+\).*returned 0 output"):   # the step loop's
             ex({"c": np.array(True), "x": np.ones(3, np.float32)})
 
 
