@@ -21,6 +21,7 @@ naming the input rather than a runtime error from deep inside a kernel.
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from dataclasses import asdict, dataclass, field
@@ -155,9 +156,17 @@ def suggest_specs(graph: Graph, remembered: Mapping[str, Sequence[int]] | None =
             if source is not None and len(source) == len(declared):
                 shape = [int(d) for d in source]
         low, high = (0.0, 4.0) if _is_integer(info.dtype) else (-1.0, 1.0)
-        specs.append(InputSpec(name, shape, info.dtype or "FLOAT", low=low, high=high, seed=seed,
-                               dim_names=dim_names))
+        spec = InputSpec(name, shape, info.dtype or "FLOAT", low=low, high=high, seed=seed,
+                         dim_names=dim_names)
+        if _is_integer(info.dtype) and math.prod(shape) == 1 and name.strip().lower() in _SAMPLE_RATE_NAMES:
+            spec.fill, spec.value = "constant", 16000.0   # a random rate picks no branch a model has
+        specs.append(spec)
     return specs
+
+
+#: An integer scalar input by one of these names is a sample rate (silero VAD's ``sr``):
+#: prefilled as the constant 16000, where a random value in 0..4 matched none of its branches.
+_SAMPLE_RATE_NAMES = frozenset({"sr", "sample_rate", "sampling_rate", "samplerate", "rate"})
 
 
 def _is_integer(dtype: str | None) -> bool:

@@ -115,6 +115,23 @@ def test_named_dims_take_sizes_a_model_can_run_at(dims, shape, rng):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def test_a_sample_rate_input_is_prefilled_as_16000(rng):
+    """silero VAD's ``sr`` (an int64 scalar) drawn at random from 0..4 took none of the model's
+    branches; named as a rate, it is the constant 16000, and materialises so."""
+    add = helper.make_node("Add", ["x", "c"], ["y"], name="add")
+    for name, constant in (("sr", True), ("Sample_Rate", True), ("step", False)):
+        model = make_model([helper.make_node("Cast", [name], ["c"], name="cast", to=TensorProto.FLOAT), add],
+                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+                            helper.make_tensor_value_info(name, TensorProto.INT64, [])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+        g = load_model(model.SerializeToString())
+        specs = {s.name: s for s in suggest_specs(g)}
+        assert specs["x"].fill == "random"
+        feeds = materialize(g, list(specs.values()))
+        assert (specs[name].fill == "constant") == constant
+        assert (int(feeds[name]) == 16000) == constant and feeds[name].dtype == np.int64
+
+
 @pytest.mark.parametrize("spec, message", [
     (InputSpec("image", [1, 3, 8], "FLOAT"), "rank 3"),
     (InputSpec("image", [1, 4, 8, 8], "FLOAT"), "fixes it to 3"),
