@@ -158,15 +158,31 @@ def suggest_specs(graph: Graph, remembered: Mapping[str, Sequence[int]] | None =
         low, high = (0.0, 4.0) if _is_integer(info.dtype) else (-1.0, 1.0)
         spec = InputSpec(name, shape, info.dtype or "FLOAT", low=low, high=high, seed=seed,
                          dim_names=dim_names)
-        if _is_integer(info.dtype) and math.prod(shape) == 1 and name.strip().lower() in _SAMPLE_RATE_NAMES:
-            spec.fill, spec.value = "constant", 16000.0   # a random rate picks no branch a model has
+        spec.fill, spec.value = _fill_by_name(name, info.dtype, shape) or (spec.fill, spec.value)
         specs.append(spec)
     return specs
 
 
-#: An integer scalar input by one of these names is a sample rate (silero VAD's ``sr``):
-#: prefilled as the constant 16000, where a random value in 0..4 matched none of its branches.
+#: An integer scalar input by one of these names is a sample rate (silero VAD's ``sr``).
 _SAMPLE_RATE_NAMES = frozenset({"sr", "sample_rate", "sampling_rate", "samplerate", "rate"})
+
+
+def _fill_by_name(name: str, dtype: str | None, shape: Sequence[int]) -> tuple[str, float] | None:
+    """Integer inputs whose name says what their values mean, where random 0..3 is wrong:
+    a sample rate (silero VAD's ``sr``: no branch of the model takes 0..3) is 16000; an
+    attention mask is all ones (no padding: random values 2 and 3 make an exporter's
+    ``(1 - mask) * min`` a huge positive bias); token type / segment ids are zeros (BERT's
+    table has 2 rows: 2 and 3 are out of range, and onnxruntime refused the run)."""
+    if not (_is_integer(dtype) or dtype == "BOOL"):
+        return None
+    key = name.strip().lower()
+    if key in _SAMPLE_RATE_NAMES and math.prod(shape) == 1 and dtype != "BOOL":
+        return "constant", 16000.0
+    if "mask" in key:
+        return "ones", 0.0
+    if "token_type" in key or key in ("segment_ids", "type_ids", "token_types"):
+        return "zeros", 0.0
+    return None
 
 
 def _is_integer(dtype: str | None) -> bool:

@@ -132,6 +132,41 @@ def test_a_sample_rate_input_is_prefilled_as_16000(rng):
         assert (int(feeds[name]) == 16000) == constant and feeds[name].dtype == np.int64
 
 
+def _bert_inputs():
+    """BERT's three inputs: ids into a 10-row table, token types into a 2-row one, and a mask
+    turned into an additive bias as exporters write it, (1 - mask) * -10000."""
+    tables = [numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "words"),
+              numpy_helper.from_array(np.array([[0.5] * 4, [-0.5] * 4], np.float32), "types"),
+              numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+              numpy_helper.from_array(np.array(-10000.0, np.float32), "big")]
+    nodes = [helper.make_node("Gather", ["words", "input_ids"], ["w"], name="words"),
+             helper.make_node("Gather", ["types", "token_type_ids"], ["t"], name="types"),
+             helper.make_node("Cast", ["attention_mask"], ["m"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Sub", ["one", "m"], ["inv"], name="invert"),
+             helper.make_node("Mul", ["inv", "big"], ["bias"], name="bias"),
+             helper.make_node("Add", ["w", "t"], ["y"], name="sum")]
+    ins = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
+           for n in ("input_ids", "token_type_ids", "attention_mask")]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "bias")]
+    return make_model(nodes, ins, outs, initializers=tables)
+
+
+def test_masks_and_token_types_are_prefilled_with_values_the_model_takes(rng):
+    """Random 0..3 made BERT's token types index past its 2-row table (onnxruntime refused
+    the run) and a mask of 2s and 3s a huge positive bias; ids stay random."""
+    model = _bert_inputs()
+    g = load_model(model.SerializeToString())
+    specs = {s.name: s for s in suggest_specs(g)}
+    assert [specs[n].fill for n in ("input_ids", "token_type_ids", "attention_mask")] == \
+        ["random", "zeros", "ones"]
+    feeds = materialize(g, list(specs.values()))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert not want[1].any()                       # no position masked: no bias
+    with Executor(g) as ex:
+        got = ex.run(feeds).numpy_outputs()
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-6)
+
+
 @pytest.mark.parametrize("spec, message", [
     (InputSpec("image", [1, 3, 8], "FLOAT"), "rank 3"),
     (InputSpec("image", [1, 4, 8, 8], "FLOAT"), "fixes it to 3"),
