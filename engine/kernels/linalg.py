@@ -63,4 +63,12 @@ def matmul_integer(xp: Any, a: Any, b: Any, a_zero: Any = None, b_zero: Any = No
         b32 = b32 - (bz.reshape(bz.shape[:-1] + (1, bz.shape[-1])) if bz.ndim else bz)
     if a_zero is not None and a_zero.ndim == 1 and a_zero.size > 1:
         a32 = a.astype(np.int32) - a_zero.astype(np.int32).reshape(-1, 1)
-    return xp.matmul(a32, b32).astype(np.int32)
+    return exact_integer_matmul(xp, a32, b32)
+
+
+def exact_integer_matmul(xp: Any, a: Any, b: Any) -> Any:
+    """``a @ b`` of (zero-point shifted) 8-bit integers, exactly, as int32. numpy has no
+    integer BLAS: an int32 matmul is a plain loop (a dynamically quantized BERT-mini ran
+    887 ms against onnxruntime's 11). In float64 every product (|.| <= 255 * 255) and sum
+    stays an exact integer while K < 2^37, so BLAS's float64 GEMM gives the exact result."""
+    return xp.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int32)

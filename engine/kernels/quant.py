@@ -122,7 +122,8 @@ def conv_integer(xp: Any, x: Any, w: Any, x_zp: Any = None, w_zp: Any = None, **
     if w_zp is not None:
         fw = fw - (w_zp.astype(np.int32).reshape((-1,) + (1,) * (w.ndim - 1)) if w_zp.size > 1
                    else w_zp.astype(np.int32))
-    return conv(xp, fx.astype(np.int64), fw.astype(np.int64), **attrs).astype(np.int32)
+    # float64: exact for 8-bit operands (see linalg.exact_integer_matmul), and BLAS's speed
+    return conv(xp, fx.astype(np.float64), fw.astype(np.float64), **attrs).astype(np.int32)
 
 
 __all__ = ["matmul_integer"]
