@@ -38,6 +38,7 @@ from partition.ir import Graph
 
 from .budget import check_memory_budget
 from .executor import Executor, to_numpy
+from .isolate import isolate
 from .measure import Measurement, NodeTimeline, measure
 from .ort_fallback import LABEL, OrtFallback
 from .rss import PeakRSS
@@ -113,6 +114,8 @@ class Comparison:
             d = self.first_divergent_node
             lines.append(f"  first node out of tolerance (engine run, topological order): "
                          f"{d['node']} ({d['op_type']}), output {d['tensor']}")
+            if (d.get("isolated") or {}).get("finding"):
+                lines.append(f"    alone: {d['isolated']['finding']}")
         if self.subgraphs:
             lines += ["", "subgraph boundaries (partitioned vs onnxruntime):"]
             for sg in self.subgraphs:
@@ -223,8 +226,10 @@ def _run_ort(model: onnx.ModelProto, extra: list[str], device: str, feeds: Mappi
 
 def first_node_out_of_tolerance(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
                                 ours: Mapping[str, Any], tol: Tolerance,
-                                device: str = "cpu") -> dict[str, Any] | None:
-    """The first node, in topological order, one of whose outputs leaves tolerance.
+                                device: str = "cpu", kernels: Any = None) -> dict[str, Any] | None:
+    """The first node, in topological order, one of whose outputs leaves tolerance, and
+    (``isolated``, ``engine/isolate.py``) what it gives alone on onnxruntime's own inputs:
+    whether the difference came in through its inputs or which kernel departs.
 
     ``ours`` holds every intermediate of our engine's run; onnxruntime is run once
     more with every top-level node output exposed. Nodes inside If/Loop bodies are
@@ -237,8 +242,19 @@ def first_node_out_of_tolerance(graph: Graph, model: onnx.ModelProto, feeds: Map
             if t and t in ours and t in ref:
                 e = errors(ours[t], ref[t], tol)
                 if not e["match"]:
-                    return {"node": node.name, "op_type": node.op_type, "tensor": t, **e}
+                    return {"node": node.name, "op_type": node.op_type, "tensor": t, **e,
+                            "isolated": _isolated(graph, node, feeds, ref, kernels, tol)}
     return None
+
+
+def _isolated(graph: Graph, node: Any, feeds: Mapping[str, np.ndarray], ref: Mapping[str, Any],
+              kernels: Any, tol: Tolerance) -> dict[str, Any] | None:
+    values = {**{t: graph.initializers[t].value for t in node.inputs if t in graph.initializers},
+              **feeds, **ref}
+    try:
+        return isolate(node, graph.opset, values, kernels, tol)
+    except Exception as exc:  # noqa: BLE001 - a bonus on a finished comparison: said, never raised
+        return {"finding": f"could not run this node alone: {type(exc).__name__}: {exc}"}
 
 
 def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *,
@@ -322,7 +338,8 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
             with Executor(graph, device=device, subgraph_runtime="engine", engine_name=engine_name,
                           kernels=kernels) as ex:
                 eng_values = ex.run(feeds, keep_intermediates=True).values
-            first_node = first_node_out_of_tolerance(graph, model, feeds, eng_values, tol, device)
+            first_node = first_node_out_of_tolerance(graph, model, feeds, eng_values, tol, device,
+                                                     kernels)
         except Exception as exc:  # diagnosis is a bonus: never lose the comparison over it
             notes.append(f"could not locate the first differing node: {type(exc).__name__}: {exc}")
     subgraphs, first = [], None

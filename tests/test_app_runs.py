@@ -207,7 +207,9 @@ def test_run_uses_the_shapes_tolerance_and_remembers_them(real_app):
     assert run["inputs_used"]["specs"][0]["shape"] == [2, 3, 40, 56] and run["model_present"] is True
     for name in ("onnxruntime", "engine", "partitioned"):
         t = comp["timings"][name]
-        assert t["repeat"] == 5 and t["warmup"] == 1 and len(t["all_seconds"]) == 5
+        assert t["repeat"] == 5 and len(t["all_seconds"]) == 5
+        # ours warms up past its executor's trial runs (engine.measure): up to 4 more
+        assert t["warmup"] == 1 if name == "onnxruntime" else 1 <= t["warmup"] <= 5
         assert t["p10"] <= t["seconds"] <= t["p90"]
     # the verdict is right: onnxruntime on the same stored inputs agrees with our engine
     used = _load_inputs(real_app.instance_path, run["id"])

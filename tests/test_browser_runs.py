@@ -16,6 +16,7 @@ Screenshots land in ``test-artifacts/runs_*.png``.
 
 from __future__ import annotations
 
+import re
 import numpy as np
 import onnx
 import pytest
@@ -80,7 +81,9 @@ def _check_report(page, shape: str) -> dict[str, tuple[float, float, float]]:
         row = page.locator(f'#run-plots table.run-timings tr[data-run="{run}"]')
         median = float(row.locator(".t-median").inner_text())
         low, high = (float(x) for x in row.locator(".t-spread").inner_text().split("–"))
-        assert "7 (+1 warm-up)" == row.locator(".t-repeats").inner_text()
+        # ours warms up past its executor's trial runs of parallel against serial (up to 4 more)
+        warm = re.fullmatch(r"7 \(\+(\d) warm-up\)", row.locator(".t-repeats").inner_text())
+        assert warm and (int(warm[1]) == 1 if run == "onnxruntime" else 1 <= int(warm[1]) <= 5), warm
         assert 0 < low <= median <= high, (run, low, median, high)
         spreads[run] = (low, median, high)
     # a spread over 7 runs: the band is not a single point for at least one run

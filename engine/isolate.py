@@ -1,0 +1,107 @@
+"""Whose kernel departs: the first node out of tolerance, run alone on onnxruntime's own inputs.
+
+``compare`` names the first node (topological order) whose output leaves tolerance, but a node can
+be first without being wrong: its inputs differ a little from onnxruntime's (rounding upstream, all
+within tolerance) and it amplifies that -- a QuantizeLinear moving a value across a rounding step,
+a Softmax over large logits. And where the node itself differs, the reference is not always right:
+onnxruntime's u8s8 integer kernels on CPUs without VNNI saturate 16-bit pair sums, so a quantized
+BERT's MatMulInteger gave -11623 where the exact sum is -11626 (found on a dynamically quantized
+BERT-mini in the eighth stop).
+
+``isolate(node, values, kernels)`` answers it the way one would by hand:
+
+1. feed the node, alone, onnxruntime's own values of its inputs, run it with our kernel and
+   compare with onnxruntime's output. Equal: the difference came in through the inputs.
+2. Still different: run the same one-node model on ONNX's reference evaluator (an independent
+   oracle) and say which of the two it agrees with.
+
+Control-flow nodes (their bodies read the enclosing scope) are not isolated. Anything that fails
+here is reported as a note, never raised: the comparison itself is already complete.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from partition.dtypes import from_numpy
+from partition.ir import Graph, Node, TensorInfo
+
+from .tolerance import Tolerance, compare_arrays
+
+
+def isolate(node: Node, opset: Mapping[str, int], values: Mapping[str, Any],
+            kernels: Callable[..., Any] | None, tol: Tolerance) -> dict[str, Any] | None:
+    """The node alone on ``values`` (onnxruntime's, every input and the node's outputs); None
+    when it cannot be isolated (a control-flow node, an input value missing)."""
+    if node.subgraphs or node.is_subgraph:
+        return None
+    feeds = {t: np.asarray(values[t]) for t in dict.fromkeys(node.inputs) if t}
+    outputs = [t for t in node.outputs if t]
+    if any(t not in values for t in outputs) or len(feeds) != len({t for t in node.inputs if t}):
+        return None
+    graph = _one_node_graph(node, opset, feeds, outputs)
+    ours = _run_ours(graph, feeds, kernels)
+    vs_ort = {t: compare_arrays(ours[t], values[t], tol) for t in outputs}
+    result: dict[str, Any] = {"ours_vs_onnxruntime": vs_ort, "reference": None}
+    if all(e["match"] and e["max_abs"] == 0 for e in vs_ort.values()):
+        result["finding"] = ("fed onnxruntime's own inputs, this node gives exactly onnxruntime's "
+                             "output: the difference came in through its inputs (within tolerance "
+                             "there, amplified here, e.g. rounded across a quantization step)")
+        return result
+    if all(e["match"] for e in vs_ort.values()):
+        result["finding"] = ("fed onnxruntime's own inputs, this node matches onnxruntime within "
+                             "tolerance: the difference came in through its inputs and grew here")
+        return result
+    ref = _run_reference(graph, feeds)
+    if ref is None:
+        result["finding"] = ("fed onnxruntime's own inputs, this node still differs from onnxruntime "
+                             "(ONNX's reference evaluator could not run it to say which is right)")
+        return result
+    result["reference"] = {
+        "vs_ours": {t: compare_arrays(ours[t], ref[t], tol) for t in outputs},
+        "vs_onnxruntime": {t: compare_arrays(np.asarray(values[t]), ref[t], tol) for t in outputs}}
+    result["finding"] = _verdict(result["reference"])
+    return result
+
+
+def _verdict(ref: Mapping[str, Mapping[str, Any]]) -> str:
+    ours_ok = all(e["match"] for e in ref["vs_ours"].values())
+    ort_ok = all(e["match"] for e in ref["vs_onnxruntime"].values())
+    head = "fed onnxruntime's own inputs, this node still differs from onnxruntime; "
+    if ours_ok and not ort_ok:
+        return head + ("ONNX's reference evaluator agrees with ours: onnxruntime's kernel departs "
+                       "from the operator's definition here (e.g. its u8s8 integer kernels saturate "
+                       "on CPUs without VNNI)")
+    if ort_ok and not ours_ok:
+        return head + ("ONNX's reference evaluator agrees with onnxruntime: our kernel is wrong "
+                       "here -- please report it with this model")
+    if ours_ok and ort_ok:
+        return head + "ONNX's reference evaluator is within tolerance of both"
+    return head + "ONNX's reference evaluator agrees with neither"
+
+
+def _one_node_graph(node: Node, opset: Mapping[str, int], feeds: Mapping[str, np.ndarray],
+                    outputs: list[str]) -> Graph:
+    tensors = {t: TensorInfo(t, from_numpy(v.dtype), list(v.shape)) for t, v in feeds.items()}
+    ops = dict(opset)
+    ops.setdefault(node.domain or "", 1)
+    return Graph(f"isolated_{node.name}", [node], list(feeds), outputs, tensors, opset=ops)
+
+
+def _run_ours(graph: Graph, feeds: Mapping[str, np.ndarray], kernels: Any) -> dict[str, Any]:
+    from .executor import Executor  # noqa: PLC0415 - the executor imports the comparison's modules
+    with Executor(graph, kernels=kernels, engine_name="naive") as ex:
+        return ex.run(feeds).numpy_outputs()
+
+
+def _run_reference(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415 - only when kernels disagree
+
+    from partition.onnx_io import to_model_proto  # noqa: PLC0415
+    try:
+        got = ReferenceEvaluator(to_model_proto(graph)).run(None, dict(feeds))
+    except Exception:  # noqa: BLE001 - an op the reference lacks: no oracle, said as such
+        return None
+    return dict(zip(graph.outputs, (np.asarray(v) for v in got)))
