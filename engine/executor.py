@@ -543,6 +543,8 @@ class Executor:
             outputs.update(self._host_out_folded)
         if self.timing and run.node_events:  # one host wait per stream (engine/gpu.py)
             run.node_seconds.update(gpu.elapsed_seconds(run.node_events))
+        if self._fused and run.node_seconds:
+            _share_fused_times(run.node_seconds, self._fused)
         if run.subgraph_spans:  # subgraph operators' device times, read now that the run is done
             spans = {str(i): (a, b) for i, (_, a, b) in enumerate(run.subgraph_spans)}
             for (record, _, _), seconds in zip(run.subgraph_spans, gpu.elapsed_seconds(spans).values()):
@@ -826,3 +828,15 @@ _CPU = Context.cpu(0)
 #: Below this wall time a run's graph runs as one function on the calling thread
 #: (hand-offs to workers cost ~10-50 us each on a shared 2-CPU machine).
 SERIAL_BELOW_S = 1e-3
+
+
+def _share_fused_times(seconds: dict[str, float], fused: Mapping[str, Fused]) -> None:
+    """Per-node times name the graph's own nodes: a fused step's time is shared equally by the
+    nodes it replaced (the app colours and sums the model's nodes by time; a step named
+    ``...+silu`` or ``...+gelu`` matched none, and a YOLO layer's sum lost its SiLUs)."""
+    for name, f in fused.items():
+        t = seconds.pop(name, None)
+        if t is not None:
+            share = t / len(f.parts)
+            for part in f.parts:
+                seconds[part.name] = share

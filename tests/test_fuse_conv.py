@@ -156,14 +156,15 @@ def test_a_failure_names_the_node_that_failed(rng: np.random.Generator) -> None:
     assert "'add' (Add)" in str(info.value)
 
 
-def test_per_node_times_give_the_chain_to_the_conv(rng: np.random.Generator) -> None:
-    """The fused step carries the conv's name: per-node times (the app's time colouring)
-    name real nodes only."""
+def test_per_node_times_share_the_chain_among_its_nodes(rng: np.random.Generator) -> None:
+    """Per-node times (the app's time colouring) name the graph's own nodes, every one of
+    them: the fused step's time shared equally by the conv, the add and the relu."""
     model, feeds = _model((1, 4, 12, 12), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 12, 12),
                           rng=rng, pads=[1, 1, 1, 1])
     with Executor(from_model_proto(model)) as ex:
         seconds = ex.run(feeds).node_seconds
-    assert set(seconds) == {"conv"}
+    assert set(seconds) == {"conv", "add", "relu"}
+    assert seconds["conv"] == seconds["add"] == seconds["relu"] > 0
 
 
 def test_fused_chain_on_the_fake_device(monkeypatch: pytest.MonkeyPatch,
