@@ -30,7 +30,11 @@ that Q/DQ pair, which is how a TensorRT user keeps a tensor out of INT8 (explici
 quantization: TensorRT runs INT8 exactly where the Q/DQ nodes say).
 
 Statistics (``stats=True``): per reduced node, how many elements overflowed to inf and
-how many nonzero values flushed to zero in its rounding (inputs and outputs).
+how many nonzero values flushed to zero in its rounding (inputs and outputs). A float32
+value beyond ``INFINITY_STAND_IN`` that rounds to an infinity of its own sign is not
+counted: exporters write ``torch.finfo(float32).min`` as a mask's minus infinity, and it
+stays one in FP16 (Llama's causal mask: 2016 "overflows" per layer made every mask Add and
+its Softmax a suspect, and the suspects-first search spent its first run pinning them).
 """
 
 from __future__ import annotations
@@ -96,6 +100,10 @@ ROUNDERS: dict[str, Callable[[Any, Any], Any]] = {"fp16": round_fp16, "bf16": ro
 def _is_float32(v: Any) -> bool:
     dtype = getattr(v, "dtype", None)
     return dtype is not None and getattr(v, "ndim", None) is not None and dtype == np.float32
+
+
+#: Float32 magnitudes from here on are infinities written as numbers (masks), not values.
+INFINITY_STAND_IN = 1e30
 
 
 @dataclass
@@ -247,7 +255,7 @@ class PrecisionRunner:
     def _round(xp: Any, v: Any, rounder: Callable[[Any, Any], Any], counts: NodeCounts | None) -> Any:
         r = rounder(xp, v)
         if counts is not None:
-            counts.overflow += int(xp.count_nonzero(xp.isinf(r) & xp.isfinite(v)))
+            counts.overflow += int(xp.count_nonzero(xp.isinf(r) & (xp.abs(v) < INFINITY_STAND_IN)))
             counts.underflow += int(xp.count_nonzero((r == 0) & (v != 0)))
             counts.elements += int(v.size)
         return r

@@ -100,6 +100,33 @@ def test_overflow_counts_name_the_attention_logits(transformer):
     assert all(c.overflow == 0 for c in quiet.values())
 
 
+def test_a_mask_of_float32_min_is_an_infinity_not_an_overflow(tmp_path, rng):
+    """transformers writes torch.finfo(float32).min as a mask's minus infinity: in FP16 it is
+    -inf and the Softmax gives the same zeros, so neither the mask Add nor the Softmax is an
+    overflow; a real activation past 65504 still is."""
+    big = numpy_helper.from_array(np.array([0, 0, 0, np.finfo(np.float32).min], np.float32), "mask")
+    scale = numpy_helper.from_array(np.array(5.0e4, np.float32), "scale")
+    nodes = [helper.make_node("Add", ["x", "mask"], ["s"], name="mask_add"),
+             helper.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1),
+             helper.make_node("Mul", ["x", "scale"], ["big"], name="too_big")]
+    g = helper.make_graph(nodes, "masked", [helper.make_tensor_value_info("x", 1, [2, 4])],
+                          [helper.make_tensor_value_info("p", 1, [2, 4]),
+                           helper.make_tensor_value_info("big", 1, [2, 4])], [big, scale])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "masked.onnx"
+    onnx.save(model, path)
+    graph = load_model(str(path))
+    feeds = {"x": (rng.uniform(2.0, 3.0, (2, 4))).astype(np.float32)}
+    with PrecisionRunner(graph, "fp16") as runner:
+        out, counts = runner.run(feeds, runner.candidates, stats=True)
+    assert counts["mask_add"].overflow == 0 and counts["softmax"].overflow == 0
+    assert counts["too_big"].overflow == 8                  # 5e4 x 2..3: past FP16's 65504
+    want = _ort(model, feeds)["p"]
+    np.testing.assert_allclose(out["p"], want, atol=2e-3)   # the masked column is 0 either way
+    assert not out["p"][:, 3].any()
+
+
 def test_ddmin_finds_a_one_minimal_set_deterministically():
     items = tuple("abcdefghij")
     seen: list[tuple[str, ...]] = []
