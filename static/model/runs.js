@@ -83,7 +83,7 @@
       h("div", { class: "row tolerance" }, "tolerance: atol ", atol, " rtol ", rtol,
         h("span", { class: "muted" }, " match when |ours − ref| ≤ atol + rtol·|ref| for every element (defaults " +
           data.tolerance.atol + ", " + data.tolerance.rtol + ")")),
-      h("div", { class: "row" }, "measured repeats ", repeat, h("span", { class: "muted" }, " (+1 warm-up, excluded)")));
+      h("div", { class: "row" }, "measured repeats ", repeat, h("span", { class: "muted" }, " (after 1 warm-up, excluded; our engine's goes on while it still tries parallel against serial runs)")));
   };
 
   function collect() {
