@@ -467,7 +467,10 @@ class TRTRules:
         if dtype in self.types_meta.get("io_only", ("UINT8",)):
             return (f"{op} on {dtype}: TensorRT allows {dtype} only as a network input or output; Cast it first "
                     f"(input {index} '{t}')", self.types_meta.get("io_only_doc", rule.cite))
-        return (f"{op} on {dtype}: type not supported (input {index} '{t}'; {op} takes {_names(allowed)})",
+        hint = ("; an INT32 bias behind DequantizeLinear is what onnxruntime's quantizer writes: "
+                "extra_options={'QuantizeBias': False} keeps biases float"
+                if op == "DequantizeLinear" and dtype == "INT32" else "")
+        return (f"{op} on {dtype}: type not supported (input {index} '{t}'; {op} takes {_names(allowed)}){hint}",
                 rule.row.get("types_cite", rule.cite))
 
     def _inputs(self, scope: Scope, rule: _OpRule, node: Node) -> tuple[str, str] | None:

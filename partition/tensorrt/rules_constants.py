@@ -142,7 +142,8 @@ def _check_value(scope: Scope, node: Node, t: str, label: str, spec: Mapping[str
         return f"{op}: {label} is {int(flat.max())}; TensorRT takes less than {spec['less_than']}", cite
     if spec.get("all_zero") and flat.dtype.kind in "iuf" and np.any(flat != 0):
         return (f"{op}: {label} is not all zeros; TensorRT supports only symmetric quantization "
-                "(zero point 0)", cite)
+                "(zero point 0): quantize symmetrically (onnxruntime's quantize_static: "
+                "extra_options={'ActivationSymmetric': True, 'WeightSymmetric': True})", cite)
     if spec.get("positive") and flat.dtype.kind == "f" and not np.all(flat > 0):
         return f"{op}: {label} has a coefficient <= 0; the scale must be positive", cite
     return None
