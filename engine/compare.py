@@ -16,9 +16,10 @@ Each graph output and each subgraph boundary tensor is judged elementwise,
 abs, max rel, mean abs error and cosine similarity. A subgraph whose inputs all
 match but whose outputs do not *introduced* the difference: ``first_divergent``
 names it when an output differs (a boundary difference under matching outputs is
-reported apart, see ``engine.verdict``, which also words the headline). When the unpartitioned engine run differs, one diagnosis run names the
-first node in topological order whose output leaves tolerance
-(``first_divergent_node``). Timings are the median and p10-p90 of ``repeat``
+reported apart, see ``engine.verdict``, which also words the headline). When the
+unpartitioned engine run differs, one diagnosis run names the first node in topological
+order whose output leaves tolerance (``first_divergent_node``), and that node is run alone
+on onnxruntime's own inputs (``engine/isolate.py``) to say where the difference came from. Timings are the median and p10-p90 of ``repeat``
 measured runs after ``warmup`` unmeasured ones; memory is both the live tensors
 our executor held and, for every run alike, the rise of the process's peak RSS.
 """
