@@ -204,7 +204,7 @@ def clip_text() -> tuple[Any, dict]:
 
 
 def swin() -> tuple[Any, dict]:
-    """Swin-T's layout at a quarter of its width: shifted windows (Roll), patch merging."""
+    """Swin-T's layout at half its width and two blocks a stage: shifted windows (Roll), patch merging."""
     return _hf("SwinConfig", "SwinModel", ("pixel_values",), embed_dim=48, depths=[2, 2, 2, 2],
                num_heads=[3, 6, 12, 24]), _image(15)
 
@@ -240,7 +240,10 @@ def efficientnet() -> tuple[Any, dict]:
     """EfficientNet-B0: SiLU, squeeze-and-excitation, depthwise convs (He-initialised, BatchNorm
     calibrated on the input: see _calibrated)."""
     image = _image(17)
-    return _calibrated(_he_init(_hf("EfficientNetConfig", "EfficientNetModel", ("pixel_values",))), image), image
+    # B0's coefficients: transformers' defaults are B7's (width 2.0, depth 3.1, 600 px)
+    model = _hf("EfficientNetConfig", "EfficientNetModel", ("pixel_values",), width_coefficient=1.0,
+                depth_coefficient=1.0, image_size=IMAGE, hidden_dim=1280)
+    return _calibrated(_he_init(model), image), image
 
 
 def mobilevit() -> tuple[Any, dict]:
