@@ -375,7 +375,12 @@ def specs_from_options(graph: Graph, *, dims: Mapping[str, int] | None = None,
                          f"{graph_inputs(graph)}")
     specs = suggest_specs(graph, seed=seed)
     for spec in specs:
-        spec.fill = fill
+        if fill != "random" or spec.fill == "random":
+            spec.fill = fill   # an explicit --fill wins; by default a name's prefill stays
+        elif notes is not None:
+            what = f"the constant {spec.value:g}" if spec.fill == "constant" else spec.fill
+            notes.append(f"input '{spec.name}': {what}, by its name (set with --const "
+                         f"{spec.name}=VALUE or --fill)")
         if value_range is not None:
             spec.low, spec.high = value_range
         if spec.name in shapes:

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from engine.executor import Executor
 from engine.input_spec import (METADATA_KEY, InputSpec, check_with_inference, materialize,
-                               suggest_specs)
+                               specs_from_options, suggest_specs)
 from engine.run_errors import InputError
 from partition import load_model
 
@@ -130,6 +130,23 @@ def test_a_sample_rate_input_is_prefilled_as_16000(rng):
         feeds = materialize(g, list(specs.values()))
         assert (specs[name].fill == "constant") == constant
         assert (int(feeds[name]) == 16000) == constant and feeds[name].dtype == np.int64
+
+
+def test_the_command_line_keeps_a_prefill_by_name_unless_told_otherwise():
+    """`sglens compare silero_vad.onnx --shape input=1,512` drew `sr` at random again (the CLI's
+    default --fill overwrote the prefill) and ran the 8 kHz branch into an LSTM error."""
+    model = make_model([helper.make_node("Cast", ["sr"], ["c"], name="cast", to=TensorProto.FLOAT),
+                        helper.make_node("Add", ["x", "c"], ["y"], name="add")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+                        helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    g = load_model(model.SerializeToString())
+    notes: list[str] = []
+    specs = {s.name: s for s in specs_from_options(g, notes=notes)}
+    assert (specs["sr"].fill, specs["sr"].value, specs["x"].fill) == ("constant", 16000.0, "random")
+    assert any("'sr': the constant 16000, by its name" in n for n in notes), notes
+    told = {s.name: s for s in specs_from_options(g, fill="zeros")}
+    assert told["sr"].fill == told["x"].fill == "zeros"
 
 
 def _bert_inputs():
