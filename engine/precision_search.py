@@ -50,10 +50,11 @@ class Verdict:
     max_abs: float | None          # None: an output is NaN/inf where the reference is finite
     mismatched: int
     worst_output: str
+    weak: tuple[str, ...] = ()     # outputs whose reference is mostly at or below atol
 
     def to_json(self) -> dict[str, Any]:
         return {"match": self.match, "max_abs": self.max_abs, "mismatched": self.mismatched,
-                "worst_output": self.worst_output}
+                "worst_output": self.worst_output, "weak": list(self.weak)}
 
 
 @dataclass
@@ -88,15 +89,17 @@ class _Capped(Exception):
 
 def judge(ours: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], tol: Tolerance) -> Verdict:
     """All outputs within ``tol`` of the reference? Also the worst output's max abs error."""
-    match, worst, worst_name, mismatched = True, 0.0, "", 0
+    match, worst, worst_name, mismatched, weak = True, 0.0, "", 0, []
     for name, r in ref.items():
         c = compare_arrays(ours[name], r, tol)
         match = match and c["match"]
+        if c.get("weak"):
+            weak.append(name)
         mismatched += c["mismatched"] or 0
         err = c["max_abs"] if c["max_abs"] is not None else float("inf")
         if err > worst or not worst_name:
             worst, worst_name = err, name
-    return Verdict(match, worst if np.isfinite(worst) else None, mismatched, worst_name)
+    return Verdict(match, worst if np.isfinite(worst) else None, mismatched, worst_name, tuple(weak))
 
 
 def ddmin(items: Sequence[str], passes: Callable[[tuple[str, ...]], bool]) -> tuple[str, ...]:

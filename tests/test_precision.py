@@ -127,6 +127,27 @@ def test_a_mask_of_float32_min_is_an_infinity_not_an_overflow(tmp_path, rng):
     assert not out["p"][:, 3].any()
 
 
+def test_an_answer_on_outputs_below_atol_says_it_proves_little(tmp_path, rng):
+    """An untrained MobileViT's outputs are ~1e-41: "no pins needed" held for any run. The
+    report now says so; the same graph with outputs of real size does not."""
+    for scale, weak in ((1e-6, True), (1.0, False)):
+        s = numpy_helper.from_array(np.array(scale, np.float32), "s")
+        nodes = [helper.make_node("Mul", ["x", "s"], ["m"], name="scale"),
+                 helper.make_node("Tanh", ["m"], ["y"], name="tanh")]
+        g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", 1, [4, 8])],
+                              [helper.make_tensor_value_info("y", 1, [4, 8])], [s])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        path = tmp_path / f"tiny_{weak}.onnx"
+        onnx.save(model, path)
+        feeds = {"x": rng.standard_normal((4, 8)).astype(np.float32)}
+        report = investigate(load_model(str(path)), feeds, PrecisionRequest(selection=None))
+        said = [n for n in report["notes"] if "proves little" in n]
+        assert bool(said) == weak and report["baseline"]["weak"] == (["y"] if weak else []), report["notes"]
+        if weak:
+            assert report["no_pins_needed"]   # any run passes: the answer the note qualifies
+
+
 def test_ddmin_finds_a_one_minimal_set_deterministically():
     items = tuple("abcdefghij")
     seen: list[tuple[str, ...]] = []
