@@ -68,6 +68,7 @@ from engine.kernels import native  # noqa: E402
 from engine.executor import Executor, missing_ops  # noqa: E402
 from engine.inputs import random_inputs  # noqa: E402
 from engine.measure import measure  # noqa: E402
+from engine.plan import CALIBRATION_RUNS  # noqa: E402
 from partition import load_model  # noqa: E402
 from partition.runner import partition  # noqa: E402
 from sample_models.generate import build_all  # noqa: E402
@@ -113,7 +114,7 @@ def paired_latency(model, graph, feeds, repeat, warmup, block=5, pause=0.05,
         for _ in range(warmup):
             sess.run(None, feeds)
             ex.run(feeds)
-        for _ in range(4):   # and past the executor's trial runs, as engine.measure warms up
+        for _ in range(2 * CALIBRATION_RUNS):   # and past its trial runs, as engine.measure does
             if not ex.calibrating:
                 break
             ex.run(feeds)

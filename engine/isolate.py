@@ -37,10 +37,11 @@ def isolate(node: Node, opset: Mapping[str, int], values: Mapping[str, Any],
     when it cannot be isolated (a control-flow node, an input value missing)."""
     if node.subgraphs or node.is_subgraph:
         return None
-    feeds = {t: np.asarray(values[t]) for t in dict.fromkeys(node.inputs) if t}
+    inputs = [t for t in dict.fromkeys(node.inputs) if t]
     outputs = [t for t in node.outputs if t]
-    if any(t not in values for t in outputs) or len(feeds) != len({t for t in node.inputs if t}):
+    if any(t not in values for t in (*inputs, *outputs)):
         return None
+    feeds = {t: np.asarray(values[t]) for t in inputs}
     graph = _one_node_graph(node, opset, feeds, outputs)
     ours = _run_ours(graph, feeds, kernels)
     vs_ort = {t: compare_arrays(ours[t], values[t], tol) for t in outputs}

@@ -178,14 +178,12 @@ class ThreadedEngine(Engine):
                 else:
                     v._writing = True
             block.wait = wait  # the push is whole: from here grants may start it
-            run_here = False
-            if wait:
-                pass
-            elif not (inline and block.ctx.device_type == "cpu"):
-                self._dispatch_locked(block)
-            else:
+            run_here = not wait and inline and block.ctx.device_type == "cpu"
+            if run_here:
                 self._running[block.seq] = block
-                block.inline = run_here = True
+                block.inline = True
+            elif not wait:
+                self._dispatch_locked(block)
         finally:
             lock.release()
         if run_here:

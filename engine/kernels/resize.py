@@ -114,18 +114,22 @@ def _axis_weights(coeffs: Coeffs, n_out: int, scale: float, n_in: int, ct_mode: 
 @functools.lru_cache(maxsize=256)
 def _axis_plan(kind: tuple, n_out: int, scale: float, n_in: int, ct_mode: str,
                roi: tuple[float, float] | None, exclude_outside: bool) -> tuple:
-    """``(taps, weights, extrapolated, nearest source)`` of one axis, computed once per
+    """``(tap columns, extrapolated, nearest source)`` of one axis, computed once per
     geometry (a Python loop over output positions: ~1 ms for a 640-wide map) and kept
-    read-only; ``nearest source`` (nearest mode) is the one tap each output copies."""
+    read-only. ``tap columns``: per tap, its source index and float64 weight over the
+    output positions (contiguous: ``_resize_axis`` gathers and weighs one tap at a time);
+    ``nearest source`` (nearest mode) is the one tap each output copies."""
     coeffs = (_nearest(kind[1]) if kind[0] == "nearest" else _linear(kind[1]) if kind[0] == "linear"
               else _cubic(kind[1], kind[2]))
     idx, w, extrapolated = _axis_weights(coeffs, n_out, scale, n_in, ct_mode,
                                          None if roi is None else list(roi), exclude_outside)
     src = idx[np.arange(n_out), w.argmax(axis=1)] if kind[0] == "nearest" else None
-    for a in (idx, w, extrapolated, src):
+    columns = tuple((np.ascontiguousarray(idx[:, k]), np.ascontiguousarray(w[:, k]))
+                    for k in range(idx.shape[1]))
+    for a in (extrapolated, src, *(a for col in columns for a in col)):
         if a is not None:
             a.flags.writeable = False
-    return idx, w, extrapolated, src
+    return columns, extrapolated, src
 
 
 def _resize_axis(xp: Any, data: Any, axis: int, n_out: int, plan: tuple, extrapolation: float) -> Any:
@@ -133,7 +137,7 @@ def _resize_axis(xp: Any, data: Any, axis: int, n_out: int, plan: tuple, extrapo
         shape = list(data.shape)
         shape[axis] = 0
         return xp.zeros(shape, dtype=data.dtype)
-    idx, w, extrapolated, src = plan
+    columns, extrapolated, src = plan
     if src is not None:  # nearest: a copy of one tap, in the input's own dtype
         return xp.take(data, resident(xp, src), axis=axis)
     # One gather and one multiply-add per tap (2 for linear, 4 for cubic), in the data's
@@ -141,9 +145,9 @@ def _resize_axis(xp: Any, data: Any, axis: int, n_out: int, plan: tuple, extrapo
     # strided float64 reduction, 50 ms for one of SegFormer's 256x16x16 -> 64x64 upsamplings.
     wshape = (1,) * axis + (n_out,) + (1,) * (data.ndim - axis - 1)
     out = None
-    for taps, weights in _tap_columns(idx, w, data.dtype):
+    for taps, weights in columns:
         part = xp.take(data, resident(xp, taps), axis=axis)
-        part *= resident(xp, weights).reshape(wshape)
+        part *= resident(xp, weights).astype(data.dtype, copy=False).reshape(wshape)
         out = part if out is None else xp.add(out, part, out=out)
     if extrapolated is not None and extrapolated.any():
         mshape = (1,) * axis + (n_out,) + (1,) * (data.ndim - axis - 1)
@@ -151,24 +155,6 @@ def _resize_axis(xp: Any, data: Any, axis: int, n_out: int, plan: tuple, extrapo
     return out
 
 
-def _tap_columns(idx: np.ndarray, w: np.ndarray, dtype: Any) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per tap, its source index and weight over the output positions (contiguous, read-only),
-    kept with the axis plan they come from: computed once per geometry and dtype."""
-    key = (id(idx), id(w), np.dtype(dtype).str)
-    hit = _TAP_COLUMNS.get(key)
-    if hit is None or hit[0] is not idx or hit[1] is not w:
-        cols = []
-        for k in range(idx.shape[1]):
-            taps, weights = np.ascontiguousarray(idx[:, k]), w[:, k].astype(dtype)
-            taps.flags.writeable = weights.flags.writeable = False
-            cols.append((taps, weights))
-        if len(_TAP_COLUMNS) > 512:
-            _TAP_COLUMNS.clear()
-        hit = _TAP_COLUMNS[key] = (idx, w, cols)   # idx and w kept: their ids stay theirs
-    return hit[2]
-
-
-_TAP_COLUMNS: dict[tuple, tuple] = {}
 _OWN_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -207,12 +193,12 @@ def resize_nd(xp: Any, x: Any, scales: list[float] | None, sizes: list[int] | No
     # Nearest without weights to apply (no excluded taps, nothing extrapolated) copies
     # input values: no float64 round trip (ppocr-det's 6 upsamplings: 147 -> ~10 ms).
     copies = mode == "nearest" and not exclude_outside and \
-        all(p[2] is None or not p[2].any() for _, p in plans)
+        all(p[1] is None or not p[1].any() for _, p in plans)
     # float32 and float64 data are weighted in their own type (as onnxruntime does); integer
     # and half data in float64, rounded and saturated back at the end
     y = x if copies or x.dtype in _OWN_FLOAT else x.astype(np.float64)
     for a, plan in plans:
-        y = _resize_axis(xp, y, a, out_shape[a], plan if copies else plan[:3] + (None,),
+        y = _resize_axis(xp, y, a, out_shape[a], plan if copies else plan[:2] + (None,),
                          extrapolation_value)
     return y if copies or y.dtype == x.dtype else _saturate(xp, y, x.dtype)
 
