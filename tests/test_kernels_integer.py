@@ -42,3 +42,82 @@ def test_conv_integer_is_exact(xp: Any, rng: np.random.Generator) -> None:
     w = _s8(rng, (8, 16, 3, 3))
     check("ConvInteger", {"x": x, "w": w, "x_zp": np.array(rng.integers(0, 256), np.uint8)}, xp=xp,
           rtol=0, atol=0, pads=[1, 1, 1, 1])
+
+
+@xp_param
+def test_matmul_integer_is_exact_where_every_product_is_largest(xp: Any, rng: np.random.Generator) -> None:
+    # |a - a_zp| = |b - b_zp| = 255 everywhere: every K-chunk's sum is 256 * 255**2, the largest a
+    # float32 chunk holds (a chunk of 259 would round); K not a multiple of the chunk.
+    k = int(rng.integers(1000, 1300))
+    a = np.full((3, 5, k), 255, np.uint8)
+    b = np.full((k, 7), 255, np.uint8)
+    b[:, 3] = 0                             # a column of -255 after its zero point
+    b_zp = np.array([0, 0, 0, 255, 0, 0, 0], np.uint8)
+    got = check("MatMulInteger", {"a": a, "b": b, "a_zp": np.array(0, np.uint8), "b_zp": b_zp},
+                xp=xp, rtol=0, atol=0)[0]
+    assert int(got[0, 0, 0]) == k * 255 * 255 and int(got[0, 0, 3]) == -k * 255 * 255
+
+
+@xp_param
+def test_matmul_integer_stacked_rows_and_per_row_zero_points(xp: Any, rng: np.random.Generator) -> None:
+    # (rows, 1, K) x (K, N), the shape of a sequence model's quantized Gemm; then per-row a_zp.
+    k, n = int(rng.integers(300, 700)), int(rng.integers(20, 60))
+    a = _u8(rng, (int(rng.integers(5, 30)), 1, k))
+    check("MatMulInteger", {"a": a, "b": _u8(rng, (k, n)), "a_zp": np.array(rng.integers(0, 256), np.uint8),
+                            "b_zp": np.array(rng.integers(0, 256), np.uint8)}, xp=xp, rtol=0, atol=0)
+    # Per-row a_zp: ONNX's reference evaluator broadcasts it along the last axis (a bug), so
+    # the oracle here is the integer product itself.
+    from test_kernels_harness import node_model, run_ours
+    m = int(rng.integers(2, 9))
+    a2, b2, a_zp = _s8(rng, (m, k)), _s8(rng, (k, n)), _s8(rng, (m,))
+    feeds = {"a": a2, "b": b2, "a_zp": a_zp}
+    got = run_ours(node_model("MatMulInteger", feeds, 1, 17), feeds, xp)[0]
+    assert np.array_equal(got, (a2.astype(np.int64) - a_zp.astype(np.int64)[:, None]) @ b2.astype(np.int64))
+
+
+@xp_param
+@pytest.mark.parametrize("channels,kernel,group", [(48, 3, 1), (300, 1, 1), (64, 3, 2), (2, 17, 1)])
+def test_conv_integer_is_exact_past_one_chunk(channels: int, kernel: int, group: int, xp: Any,
+                                              rng: np.random.Generator) -> None:
+    # channels * taps past 256: input channels in chunks (group 1), float64 otherwise (grouped, or
+    # a 17x17 filter); operands at their extremes in a corner so the sums are large.
+    x = _u8(rng, (1, channels, kernel + 6, kernel + 5))
+    w = _s8(rng, (8, channels // group, kernel, kernel))
+    x[0, :, :kernel, :kernel] = 255
+    w[0] = -128
+    check("ConvInteger", {"x": x, "w": w, "x_zp": np.array(rng.integers(0, 256), np.uint8),
+                          "w_zp": np.array(rng.integers(-128, 128), np.int8)},
+          xp=xp, rtol=0, atol=0, pads=[1, 1, 1, 1], group=group, strides=[1, 2])
+
+
+def test_integer_products_refuse_operands_wider_than_8_bits(rng: np.random.Generator) -> None:
+    from engine.kernels.integer import matmul_integer
+    with pytest.raises(ValueError, match="int8 or uint8.*int16"):
+        matmul_integer(np, rng.integers(0, 9, (2, 3)).astype(np.int16), _u8(rng, (3, 2)))
+
+
+def test_a_weight_is_shifted_once_and_the_form_dies_with_it(rng: np.random.Generator) -> None:
+    import gc
+
+    from engine.kernels import integer, prepared
+    a, b, b_zp = _u8(rng, (4, 300)), _u8(rng, (300, 6)), np.array(7, np.uint8)
+    built: list[int] = []
+    real = integer._shifted
+
+    def counting(*args: Any) -> Any:
+        built.append(args[1].shape[0])
+        return real(*args)
+    integer._shifted = counting
+    try:
+        first = integer.matmul_integer(np, a, b, None, b_zp)
+        again = integer.matmul_integer(np, a, b, None, b_zp)
+    finally:
+        integer._shifted = real
+    assert built == [4, 300, 4]             # a each call, b once
+    assert np.array_equal(first, again)
+    assert np.array_equal(first, a.astype(np.int64) @ (b.astype(np.int64) - 7))
+    keys = [k for k in prepared._CACHE if k[0] == "matmul-integer-b" and k[1] == id(b)]
+    assert keys
+    del b
+    gc.collect()
+    assert not any(k in prepared._CACHE for k in keys)

@@ -12,7 +12,7 @@ from .registry import (CONTROL_FLOW_OPS, KernelError, KernelNotFound, graph_opse
                        host_ints, is_control_flow, kernel_attrs, kernel_for, lookup, missing_kernels, register,
                        register_control_flow, registered_ops, to_host)
 from . import (activations, control_flow, elementwise, indexing, linalg, nn, norm,  # noqa: F401
-               quant, reduce, resize, rnn, detection, attention, ml, sampling, sequence, signal, strings, tensor, training, functions)
+               quant, integer, reduce, resize, rnn, detection, attention, ml, sampling, sequence, signal, strings, tensor, training, functions)
 
 __all__ = [
     "CONTROL_FLOW_OPS", "KernelError", "KernelNotFound", "graph_opset", "has_kernel", "host_ints",

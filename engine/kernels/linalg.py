@@ -1,4 +1,4 @@
-"""Linear algebra kernels: MatMul, Gemm, Einsum, Det, MatMulInteger."""
+"""Linear algebra kernels: MatMul, Gemm, Einsum, Det (MatMulInteger: ``integer.py``)."""
 
 from __future__ import annotations
 
@@ -51,24 +51,3 @@ def einsum(xp: Any, *xs: Any, equation: str) -> Any:
 @register("Det", since=11)
 def det(xp: Any, x: Any) -> Any:
     return same(xp, xp.linalg.det(x), x)
-
-
-@register("MatMulInteger", since=10)
-def matmul_integer(xp: Any, a: Any, b: Any, a_zero: Any = None, b_zero: Any = None) -> Any:
-    a32 = a.astype(np.int32) - (0 if a_zero is None else a_zero.astype(np.int32))
-    b32 = b.astype(np.int32)
-    if b_zero is not None:
-        bz = b_zero.astype(np.int32)
-        # A per-column zero point of B broadcasts along its rows.
-        b32 = b32 - (bz.reshape(bz.shape[:-1] + (1, bz.shape[-1])) if bz.ndim else bz)
-    if a_zero is not None and a_zero.ndim == 1 and a_zero.size > 1:
-        a32 = a.astype(np.int32) - a_zero.astype(np.int32).reshape(-1, 1)
-    return exact_integer_matmul(xp, a32, b32)
-
-
-def exact_integer_matmul(xp: Any, a: Any, b: Any) -> Any:
-    """``a @ b`` of (zero-point shifted) 8-bit integers, exactly, as int32. numpy has no
-    integer BLAS: an int32 matmul is a plain loop (a dynamically quantized BERT-mini ran
-    887 ms against onnxruntime's 11). In float64 every product (|.| <= 255 * 255) and sum
-    stays an exact integer while K < 2^37, so BLAS's float64 GEMM gives the exact result."""
-    return xp.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int32)

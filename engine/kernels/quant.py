@@ -1,4 +1,5 @@
-"""Quantisation kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinear*, *Integer."""
+"""Quantisation kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinear* (the
+*Integer products: ``integer.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from .dtypes import np_dtype
-from .linalg import matmul_integer
 from .nn import conv
 from .registry import register
 
@@ -113,17 +113,3 @@ def qlinear_conv(xp: Any, x: Any, x_scale: Any, x_zp: Any, w: Any, w_scale: Any,
     fb = None if b is None else b.astype(np.float64) * (x_scale.astype(np.float64) * ws.reshape(-1))
     y = conv(xp, fx, fw, fb, **attrs)
     return quantize_linear(xp, y.astype(np.float32), y_scale, y_zp)
-
-
-@register("ConvInteger", since=10)
-def conv_integer(xp: Any, x: Any, w: Any, x_zp: Any = None, w_zp: Any = None, **attrs: Any) -> Any:
-    fx = x.astype(np.int32) - (0 if x_zp is None else x_zp.astype(np.int32))
-    fw = w.astype(np.int32)
-    if w_zp is not None:
-        fw = fw - (w_zp.astype(np.int32).reshape((-1,) + (1,) * (w.ndim - 1)) if w_zp.size > 1
-                   else w_zp.astype(np.int32))
-    # float64: exact for 8-bit operands (see linalg.exact_integer_matmul), and BLAS's speed
-    return conv(xp, fx.astype(np.float64), fw.astype(np.float64), **attrs).astype(np.int32)
-
-
-__all__ = ["matmul_integer"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable
 
 import numpy as np
 
 from . import device, gemm, geometry, native
+from .prepared import prepared
 from .registry import register, to_host
 
 Act = Callable[[Any], Any]
@@ -483,33 +483,7 @@ def _compiled_weights(op: str, w: np.ndarray, r: np.ndarray, b: np.ndarray | Non
             rbh = np.ascontiguousarray(bb[:, gw + 2 * hs:])
         rt = np.ascontiguousarray(np.swapaxes(r, 1, 2))
         return wt, bias.reshape(-1), rt, rbh
-    return _cached(f"compiled-{op}-{lbr}", (w, r, b), build)
-
-
-#: ids of weight arrays -> (weak references to them, what was prepared from them). An
-#: executor hands an LSTM node the same weight arrays on every run (weights are
-#: replaced, never written in place), so a transposed, pre-scaled copy -- a strided
-#: 1 MB copy costs ~0.3 ms, more than a streaming step -- is made once per weight.
-_CACHE: dict[tuple, tuple[tuple, Any]] = {}
-_CACHE_MAX = 64
-
-
-def _cached(kind: str, objs: tuple, build: Callable[[], Any]) -> Any:
-    """``build()``, remembered while every array of ``objs`` (None allowed) lives."""
-    key = (kind, *(id(o) for o in objs))
-    hit = _CACHE.get(key)
-    if hit is not None and all(ref() is o for ref, o in zip(hit[0], objs) if ref is not None):
-        return hit[1]
-    value = build()
-    try:
-        refs = tuple(None if o is None else
-                     weakref.ref(o, lambda _ref, key=key: _CACHE.pop(key, None)) for o in objs)
-    except TypeError:  # an array type without weak references: no cache
-        return value
-    if len(_CACHE) >= _CACHE_MAX:
-        _CACHE.clear()
-    _CACHE[key] = (refs, value)
-    return value
+    return prepared(f"compiled-{op}-{lbr}", (w, r, b), build)
 
 
 def _scaled_rt(xp: Any, r: Any, hs: int, half: Any) -> Any:
@@ -518,7 +492,7 @@ def _scaled_rt(xp: Any, r: Any, hs: int, half: Any) -> Any:
         rt = xp.swapaxes(r, 1, 2).copy()  # C order, always our own: scaled in place
         rt[..., :3 * hs] *= half
         return rt
-    return _cached("rt", (r,), build)
+    return prepared("rt", (r,), build)
 
 
 def _step_weights(xp: Any, w: Any, r: Any, b: Any, hs: int, half: Any) -> tuple[Any, Any]:
@@ -532,7 +506,7 @@ def _step_weights(xp: Any, w: Any, r: Any, b: Any, hs: int, half: Any) -> tuple[
         wr[:, :3 * hs] *= half
         bias[:3 * hs] *= half
         return wr, bias
-    return _cached("step", (w, r, b), build)
+    return prepared("step", (w, r, b), build)
 
 
 def _lstm_step(xp: Any, x: Any, w: Any, r: Any, b: Any, h: Any, c: Any,
