@@ -27,9 +27,9 @@ import numpy as np
 
 from partition.ir import Graph, Node
 
-from .fuse_attention import attention_chains
+from .fuse_attention import as_written, attention_chains
 from .kernels import device, elementwise, native
-from .kernels.nn import conv as nn_conv, conv_fused
+from .kernels.nn import HardSwishAct, conv as nn_conv, conv_fused
 from .kernels.registry import kernel_attrs
 from .kernels.tensor import _pad as pad_zeros
 from .run_errors import named_failure
@@ -188,7 +188,13 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
     silu_fused: list[Fused] = []
     if host:
         out, silu_fused = _fuse_silu(graph, out)
-    out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of)
+    # On the host a hard swish after a conv joins its chain (read on the host each run); on a
+    # device engine/fuse_elementwise.py makes such tails one kernel.
+    swishes = {f.node.name: f for f in swish_fused} if host else None
+    out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of, swishes)
+    if swishes:
+        kept = {n.name for n in out}
+        swish_fused = [f for f in swish_fused if f.node.name in kept]
     out, attention_fused = _fuse_attention(graph, out, kernel_of)
     return out, fused + swish_fused + silu_fused + conv_fused + attention_fused
 
@@ -306,10 +312,10 @@ def _sole_reader(graph: Graph, nodes: Sequence[Node]) -> Callable[[str, str], in
             readers.setdefault(t, []).append(i)
     outputs = set(graph.outputs)
 
-    def sole(t: str, op: str) -> int | None:
+    def sole(t: str, op: str, domains: Sequence[str] = _DEFAULT_DOMAINS) -> int | None:
         r = readers.get(t, [])
         if len(r) == 1 and t not in outputs and nodes[r[0]].op_type == op \
-                and nodes[r[0]].domain in _DEFAULT_DOMAINS:
+                and nodes[r[0]].domain in domains:
             return r[0]
         return None
     return sole
@@ -322,10 +328,13 @@ def _spliced(nodes: Sequence[Node], drop: set[int], replace: dict[int, Node]) ->
 
 # ------------------------------------------------------------ Conv chains --
 def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], Any],
-                      kernel_of: Callable[[Node], Any]) -> tuple[list[Node], list[Fused]]:
+                      kernel_of: Callable[[Node], Any],
+                      swishes: dict[str, Fused] | None = None) -> tuple[list[Node], list[Fused]]:
     """``Conv -> Relu``, ``Conv -> Add -> Relu`` and ``Conv -> Add`` (a ResNet's
     residual), and the same with a ``Clip`` of constant bounds in the Relu's place
-    (Relu6), as one step each: the Add and the activation run in place on the conv's
+    (Relu6) or, given ``swishes`` (the hard swishes fused before, by node name), a hard
+    swish (ONNX's HardSwish, or Paddle's Add-Clip-Mul-Div: PP-OCR, PP-LCNet, MobileNetV3),
+    as one step each: the Add and the activation run in place on the conv's
     output -- no new tensor for either.
     Only 2-D convs (4-D weight): 1-D convs are a streaming model's small convs,
     which ``engine/specialize.py`` plans per shape and which gain nothing here."""
@@ -365,11 +374,18 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
             j = sole(y, "Clip")   # Relu6 and the like: MobileNet's, PP-OCR's
             if j is not None and not (nodes[j].inputs[0] == y and _clip_bounds_constant(nodes[j], const)):
                 j = None
+        swish = None
+        if j is None and swishes is not None:
+            j, swish = _hard_swish_reader(sole, y, nodes, swishes)
         if j is not None and j not in drop:
             chain.append(j)
+        else:
+            swish = None
         if len(chain) == 1:
             continue
-        parts = tuple(nodes[k] for k in chain)
+        # a Paddle hard swish is one fused step already: the chain takes its nodes
+        parts = tuple(p for k in chain for p in (swish.parts if swish is not None and k == j
+                                                 else (nodes[k],)))
         kernels = [kernel_of(p) for p in parts]
         if getattr(kernels[1 if pad else 0], "__wrapped__", None) is not nn_conv \
                 or any(k is None for k in kernels):  # a caller's own Conv kernel runs as it is
@@ -378,15 +394,18 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
         ins += tuple(t for t in conv.inputs[int(pad is not None):] if t) + ((residual,) if residual else ())
         if bn is not None:   # its parameters stay inputs too
             ins += tuple(bn.inputs[1:5])
-        if parts[-1].op_type == "Clip":   # its bounds stay inputs: read each run (set_weight)
+        if parts[-1].op_type == "Clip" and swish is None:   # its bounds stay inputs: read each run (set_weight)
             ins += tuple(t for t in parts[-1].inputs[1:] if t)
+        if swish is not None and swish.node.domain == FUSED_DOMAIN:   # shift, bounds (, scale) likewise
+            ins += swish.node.inputs[1:]
         if pad is not None:   # its amounts and value too: checked against the bound ones
             ins += tuple(t for t in pad.inputs[1:] if t)
         # Named after the conv: per-node times (the app's "time" colouring) give the
         # chain's time to the conv, which is nearly all of it, under a real node's name.
         node = Node(conv.name, "+".join(p.op_type for p in parts), ins,
                     (parts[-1].outputs[0],), FUSED_DOMAIN)
-        fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual), bn, folded)))
+        fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual), bn, folded,
+                                                           swish, ins)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: the residual is ready there
     return _spliced(nodes, drop, replace), fused
@@ -400,12 +419,31 @@ def _is_2d(conv: Node, const: Callable[[str], Any]) -> bool:
     return w is not None and getattr(w, "ndim", 0) == 4
 
 
+def _hard_swish_reader(sole: Callable[..., int | None], y: str, nodes: list[Node],
+                       swishes: dict[str, Fused]) -> tuple[int | None, Fused | None]:
+    """The hard swish that alone reads ``y``: its position and its fusion (ONNX's HardSwish
+    op as a fusion of itself), or ``(None, None)``."""
+    j = sole(y, "HardSwish")
+    if j is not None:
+        return j, Fused(nodes[j], (nodes[j],), None)  # type: ignore[arg-type]
+    j = sole(y, "HardSwish", (FUSED_DOMAIN,))
+    if j is not None and nodes[j].name in swishes and nodes[j].inputs[0] == y:
+        return j, swishes[nodes[j].name]
+    return None, None
+
+
+#: ONNX's HardSwish: y * max(0, min(1, y / 6 + 1/2)).
+_ONNX_HARD_SWISH = HardSwishAct(1 / 6, 0.5, 0.0, 1.0)
+
+
 def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual: bool,
-                       bn: Node | None = None, folded: tuple | None = None) -> Callable[..., tuple]:
+                       bn: Node | None = None, folded: tuple | None = None,
+                       swish: Fused | None = None, ins: tuple[str, ...] = ()) -> Callable[..., tuple]:
     """The fused step: ``(xp, x, w[, b][, residual][, bn params][, clip bounds][, pad
-    inputs]) -> (y,)``. A residual of another shape or dtype (broadcasting), or any
-    failure, runs the nodes as written instead, so results and errors are those of the
-    graph (a failure names the node that failed, inside the fused step).
+    inputs][, hard swish constants]) -> (y,)`` (``ins``: their names). A residual of
+    another shape or dtype (broadcasting), or any failure, runs the nodes as written
+    instead, so results and errors are those of the graph (a failure names the node that
+    failed, inside the fused step).
     ``folded``: ``(pads, values, amounts)`` of a zero Pad before the conv (``parts[0]``), its pads
     added to the conv's own (``_zero_pad_into``) and ``values`` the Pad's other inputs as
     bound; should a run bring others (``set_weight``), the nodes run as written."""
@@ -422,7 +460,10 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     # a GPU, like the rest of the device path).
     lopsided = folded is not None and folded[0][:2] != folded[0][2:]
     last = parts[-1]
-    clip = last if last.op_type == "Clip" else None
+    clip = last if last.op_type == "Clip" and swish is None else None
+    # Paddle's hard swish: its shift, bounds and scale are inputs after the Clip's place
+    paddle = swish is not None and swish.node.domain == FUSED_DOMAIN
+    post = swish.parts[-1].op_type if paddle and len(swish.node.inputs) == 5 else ""
     n_conv = sum(1 for t in conv.inputs if t)
     n_bn = n_conv + int(has_residual)
     n_fixed = n_bn + (4 if bn is not None else 0)
@@ -447,7 +488,8 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         residual = args[n_conv] if has_residual else None
         norm = args[n_bn:n_fixed]
         bounds = _with_omitted(clip.inputs[1:], args[n_fixed:n_clip]) if clip is not None else []
-        pad_args = args[n_clip:]
+        n_swish = n_clip + (len(swish.node.inputs) - 1 if paddle else 0)
+        pad_args = args[n_swish:]
         try:
             use = attrs
             if pad is not None and (x.ndim != 4 or any(a is not c for a, c in zip(pad_args, bound))):
@@ -455,11 +497,16 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
             if lopsided and xp is not np:  # the amounts as bound, on the host: no device read
                 x = pad_zeros(xp, x, folded[2], "constant", 0.0, None)
                 use = own
-            act = _clip_pair(clip, bounds) if clip is not None else last.op_type == "Relu"
+            if paddle:
+                shift, lo, hi, *scale = (float(v.reshape(())) for v in args[n_clip:n_swish])
+                act: Any = HardSwishAct(1.0, shift, lo, hi, post, scale[0] if scale else 1.0)
+            elif swish is not None:
+                act = _ONNX_HARD_SWISH
+            else:
+                act = _clip_pair(clip, bounds) if clip is not None else last.op_type == "Relu"
             return (conv_fused(xp, x, w, b, residual, act, affine=affine_of(xp, norm), **use),)
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
-            return _as_written(xp, parts, kernels, conv_args, residual, bounds, norm,
-                               _with_omitted(pad.inputs[1:], pad_args) if pad is not None else ())
+            return as_written(xp, parts, kernels, dict(zip(ins, args)))
     return run
 
 
@@ -525,32 +572,6 @@ def _clip_pair(clip: Node, bounds: list) -> tuple:
         lo, hi = (bounds + [None, None])[:2]
         return (None if lo is None else lo.reshape(()), None if hi is None else hi.reshape(()))
     return clip.attrs.get("min"), clip.attrs.get("max")
-
-
-def _as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any], conv_args: tuple,
-                residual: Any, bounds: list, norm: tuple = (), pad_args: Sequence = ()) -> tuple:
-    value = None
-    for k, (part, kernel) in enumerate(zip(parts, kernels)):
-        if part.op_type == "Pad":
-            args = [conv_args[0], *pad_args]
-        elif part.op_type == "Conv":
-            args = _with_omitted(part.inputs, conv_args)  # an omitted bias ("") keeps its place
-            if k:  # after a Pad: the padded value
-                args[0] = value
-        elif part.op_type == "Add":
-            args = [value, residual] if part.inputs[0] == parts[k - 1].outputs[0] \
-                else [residual, value]
-        elif part.op_type == "Clip":
-            args = [value, *bounds]
-        elif part.op_type == "BatchNormalization":
-            args = [value, *norm]
-        else:
-            args = [value]
-        try:
-            value = kernel(xp, *args, **kernel_attrs(part))[0]
-        except Exception as exc:  # noqa: BLE001 -- re-raised, naming the node
-            raise named_failure(part, args, exc) from exc
-    return (value,)
 
 
 def _with_omitted(inputs: Sequence[str], present: tuple) -> list:

@@ -143,13 +143,15 @@ def _kernel(parts: tuple[Node, ...], kernels: list[Any], inputs: tuple[str, ...]
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
             y = None
         if y is None:
-            return _as_written(xp, parts, kernels, dict(zip(inputs, args)))
+            return as_written(xp, parts, kernels, dict(zip(inputs, args)))
         return (y,)
     return run
 
 
-def _as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any],
-                values: dict[str, Any]) -> tuple:
+def as_written(xp: Any, parts: tuple[Node, ...], kernels: list[Any],
+               values: dict[str, Any]) -> tuple:
+    """A fused chain's nodes run one by one as the graph has them, from ``values`` (its
+    inputs by tensor name): their result, or the failing node's error naming it."""
     for part, kernel in zip(parts, kernels):
         args = [values[t] if t else None for t in part.inputs]
         try:

@@ -69,8 +69,8 @@ def _attention_model(batch: int, heads: int, seq: int, d: int, mask: str, scale:
 def as_written(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the fused steps that fell back to the nodes as written."""
     calls: list[int] = []
-    real = fuse_attention._as_written
-    monkeypatch.setattr(fuse_attention, "_as_written",
+    real = fuse_attention.as_written
+    monkeypatch.setattr(fuse_attention, "as_written",
                         lambda *a: (calls.append(1), real(*a))[1])
     return calls
 

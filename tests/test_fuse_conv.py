@@ -355,7 +355,7 @@ def test_a_zero_pad_before_a_conv_folds_into_its_pads(amounts, group, then_clip,
 
     def never(*_args, **_kw):
         raise AssertionError("the fused step fell back to the nodes as written")
-    monkeypatch.setattr(fuse_module, "_as_written", never)
+    monkeypatch.setattr(fuse_module, "as_written", never)
     model, feeds = _pad_model(amounts, group=group, then_clip=then_clip, rng=rng)
     ex = _check(model, feeds, fused=True)
     kinds = [s.node.op_type for s in ex._steps]
@@ -419,7 +419,7 @@ def test_on_a_device_an_asymmetric_folded_pad_keeps_cudnns_symmetric_pads(rng, m
 
     def never(*_args, **_kw):
         raise AssertionError("the fused step fell back to the nodes as written")
-    monkeypatch.setattr(fuse_module, "_as_written", never)
+    monkeypatch.setattr(fuse_module, "as_written", never)
     model, feeds = _pad_model([0, 0, 0, 0, 0, 0, 1, 1], conv_pads=(0, 0, 0, 0), then_clip=True, rng=rng)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     with Executor(from_model_proto(model), device="gpu") as ex:

@@ -20,6 +20,7 @@ from engine.kernels import blas
 from engine.executor import Executor
 from engine.fuse import _silu, gelu_kernel
 from engine.kernels import native
+from engine.kernels.nn import HardSwishAct
 from engine.kernels.elementwise import erf, sigmoid
 from partition import load_model
 from test_kernels_harness import check
@@ -319,6 +320,36 @@ def test_compiled_channel_epilogue_refuses_what_does_not_agree() -> None:
         native._lib.channel_epilogue_f32(np.zeros((2, 3, 4)), None, None, None, 0.0, 1.0)
     with pytest.raises(ValueError, match="3-D"):
         native._lib.channel_epilogue_f32(np.zeros((2, 3), np.float32), None, None, None, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("act", [HardSwishAct(1 / 6, 0.5, 0.0, 1.0),
+                                 HardSwishAct(1.0, 3.0, 0.0, 6.0, "Div", 6.0),
+                                 HardSwishAct(1.0, 3.0, 0.0, 6.0, "Mul", 1 / 6)],
+                         ids=["onnx", "div", "mul"])
+def test_the_compiled_epilogue_hard_swish_is_numpys_with_nan_and_infinities(act, rng):
+    """A hard swish in the clamp's place (``nn.HardSwishAct``, engine/fuse.py's conv chains):
+    the one C pass against ``HardSwishAct.apply``'s numpy passes."""
+    _compiled_only()
+    y = (rng.standard_normal((2, 5, 33)) * 5).astype(np.float32)
+    y[0, 0, :4] = [np.nan, np.inf, -np.inf, -3.0]
+    scale, shift = rng.uniform(0.5, 2, 5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    ours = y.copy()
+    assert native.channel_epilogue(ours, scale, shift, None, -np.inf, np.inf, act.compiled())
+    ref = y * scale[None, :, None] + shift[None, :, None]
+    ref = act.apply(np, ref)
+    np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-5)   # NaN where numpy has NaN
+    assert np.isnan(ours[0, 0, 0]) and np.isnan(ours[0, 0, 2]) and ours[0, 0, 1] == np.inf
+
+
+def test_the_compiled_epilogue_refuses_bad_hard_swish_parameters():
+    _compiled_only()
+    y = np.ones((1, 2, 3), np.float32)
+    with pytest.raises(ValueError, match="hard swish"):
+        native._lib.channel_epilogue_f32(y, None, None, None, -np.inf, np.inf, (1.0, 3.0, np.nan, 6.0, 1, 6.0))
+    with pytest.raises(ValueError, match="hard swish"):
+        native._lib.channel_epilogue_f32(y, None, None, None, -np.inf, np.inf, (1.0, 3.0, 0.0, 6.0, 7, 6.0))
+    with pytest.raises(TypeError):
+        native._lib.channel_epilogue_f32(y, None, None, None, -np.inf, np.inf, (1.0, 3.0))
 
 
 def _threads() -> int:

@@ -555,12 +555,20 @@ done:
 
 /* ------------------------------------------------------ channel epilogue --
  * A conv's epilogue in one pass over its output, while engine/fuse.py's chains
- * (Conv -> BatchNormalization -> Add -> Relu / Clip) once took up to five: per output
- * channel k, y = y * scale[k] + shift[k] (either absent), then + residual, then
- * clamped to [lo, hi] as ONNX's Clip computes it (min(max(y, lo), hi): NaN stays NaN,
- * lo > hi gives hi). */
+ * (Conv -> BatchNormalization -> Add -> Relu / Clip / HardSwish) once took up to five: per
+ * output channel k, y = y * scale[k] + shift[k] (either absent), then + residual, then
+ * either clamped to [lo, hi] as ONNX's Clip computes it (min(max(y, lo), hi): NaN stays
+ * NaN, lo > hi gives hi) or, with a hard swish, y * clip(y * a + b, lo, hi), then divided
+ * or multiplied by c (post 1 or 2) -- ONNX's HardSwish is a = 1/6, b = 1/2 on [0, 1],
+ * Paddle's x * clip(x + 3, 0, 6) / 6 is a = 1, b = 3 on [0, 6], post 1, c = 6: the
+ * graph's own operations in its order (x * 1 is exact). */
+typedef struct {
+    float a, b, lo, hi, c;
+    int post;  /* 0: nothing after the product; 1: / c; 2: * c */
+} HardSwish;
+
 CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s, float t,
-                                int affine, float lo, float hi)
+                                int affine, float lo, float hi, const HardSwish *hs)
 {
     if (affine)
 #pragma omp simd
@@ -570,6 +578,25 @@ CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s,
 #pragma omp simd
         for (Py_ssize_t i = 0; i < n; i++)
             y[i] += r[i];
+    if (hs) {
+        const float a = hs->a, b = hs->b, hlo = hs->lo, hhi = hs->hi, c = hs->c;
+#pragma omp simd
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float v = y[i] * a + b;  /* NaN stays NaN through the clamp and the product */
+            v = v < hlo ? hlo : v;
+            v = v > hhi ? hhi : v;
+            y[i] = y[i] * v;
+        }
+        if (hs->post == 1)
+#pragma omp simd
+            for (Py_ssize_t i = 0; i < n; i++)
+                y[i] /= c;
+        else if (hs->post == 2)
+#pragma omp simd
+            for (Py_ssize_t i = 0; i < n; i++)
+                y[i] *= c;
+        return;
+    }
 #pragma omp simd
     for (Py_ssize_t i = 0; i < n; i++) {
         float v = y[i] < lo ? lo : y[i];
@@ -577,14 +604,28 @@ CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s,
     }
 }
 
-/* channel_epilogue_f32(y, scale, shift, residual, lo, hi): y (N, M, P) written in place;
- * scale, shift (M) or None; residual (N, M, P) or None; all float32 C-contiguous. */
+/* channel_epilogue_f32(y, scale, shift, residual, lo, hi[, swish]): y (N, M, P) written in
+ * place; scale, shift (M) or None; residual (N, M, P) or None; all float32 C-contiguous;
+ * swish None, or (a, b, lo, hi, post, c) of a hard swish in the clamp's place. */
 PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args)
 {
-    PyObject *oy, *os, *ot, *orr;
+    PyObject *oy, *os, *ot, *orr, *osw = Py_None;
     double lo, hi;
-    if (!PyArg_ParseTuple(args, "OOOOdd", &oy, &os, &ot, &orr, &lo, &hi))
+    if (!PyArg_ParseTuple(args, "OOOOdd|O", &oy, &os, &ot, &orr, &lo, &hi, &osw))
         return NULL;
+    HardSwish hs_value, *hs = NULL;
+    if (osw != Py_None) {
+        double a, b, slo, shi, c;
+        if (!PyArg_ParseTuple(osw, "ddddid", &a, &b, &slo, &shi, &hs_value.post, &c))
+            return NULL;
+        if (isnan(slo) || isnan(shi) || hs_value.post < 0 || hs_value.post > 2) {
+            PyErr_SetString(PyExc_ValueError, "channel_epilogue_f32: bad hard swish parameters");
+            return NULL;
+        }
+        hs_value.a = (float)a, hs_value.b = (float)b, hs_value.lo = (float)slo;
+        hs_value.hi = (float)shi, hs_value.c = (float)c;
+        hs = &hs_value;
+    }
     NativeBuffers bs = {.held = 0};
     Py_buffer *y, *s = NULL, *t = NULL, *r = NULL;
     int ok = 0;
@@ -610,7 +651,7 @@ PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args)
         for (Py_ssize_t k = 0; k < m; k++) {
             const Py_ssize_t at = (img * m + k) * p;  /* < y->len / 4: no overflow */
             epilogue_row(yb + at, rb ? rb + at : NULL, p, sb ? sb[k] : 1.0f, tb ? tb[k] : 0.0f,
-                         sb != NULL || tb != NULL, flo, fhi);
+                         sb != NULL || tb != NULL, flo, fhi, hs);
         }
     Py_END_ALLOW_THREADS
     ok = 1;

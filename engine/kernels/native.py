@@ -174,10 +174,12 @@ def depthwise_conv2d(xp: Any, x: Any, w: Any, b: Any, kernel: tuple, strides: tu
 
 
 def channel_epilogue(y: np.ndarray, scale: Any, shift: Any, residual: Any,
-                     lo: float, hi: float) -> bool:
+                     lo: float, hi: float, swish: tuple | None = None) -> bool:
     """``y`` (N, M, ...) float32, in place, in one pass: ``y * scale + shift`` per channel
-    (either None), ``+ residual``, clamped to ``[lo, hi]`` as ONNX's Clip (no NaN bound);
-    False (nothing written) where the compiled module does not apply."""
+    (either None), ``+ residual``, clamped to ``[lo, hi]`` as ONNX's Clip (no NaN bound) or,
+    with ``swish`` ``(a, b, lo, hi, post, c)``, ``y * clip(y * a + b, lo, hi)`` then ``/ c``
+    (post 1) or ``* c`` (post 2); False (nothing written) where the compiled module does
+    not apply."""
     if not (applies(np, y, scale, shift, residual) and y.ndim >= 2 and y.flags.c_contiguous
             and y.flags.writeable and y.size):
         return False
@@ -186,7 +188,7 @@ def channel_epilogue(y: np.ndarray, scale: Any, shift: Any, residual: Any,
                               None if scale is None else np.ascontiguousarray(scale).reshape(m),
                               None if shift is None else np.ascontiguousarray(shift).reshape(m),
                               None if residual is None else np.ascontiguousarray(residual).reshape(n, m, -1),
-                              lo, hi)
+                              lo, hi, swish)
     return True
 
 

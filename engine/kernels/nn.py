@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -77,6 +78,40 @@ def _make_gather_index(xp: Any, kernel: Sequence[int], dilations: Sequence[int],
     return tuple(index)
 
 
+@dataclass(frozen=True)
+class HardSwishAct:
+    """A hard swish as a conv chain's activation (``engine/fuse.py``): ``y * clip(y * a + b,
+    lo, hi)``, then ``/ c`` (post ``Div``), ``* c`` (post ``Mul``) or nothing (post ``""``).
+    ONNX's HardSwish is ``a = 1/6, b = 1/2`` on ``[0, 1]``; Paddle writes ``x * clip(x + 3,
+    0, 6) / 6``: ``a = 1, b = 3`` on ``[0, 6]``, post ``Div``, ``c = 6`` -- the graph's
+    operations in its order (``y * 1`` is exact)."""
+
+    a: float
+    b: float
+    lo: float
+    hi: float
+    post: str = ""
+    c: float = 1.0
+
+    def compiled(self) -> tuple | None:
+        """The compiled epilogue's parameters; None for a NaN bound (numpy's passes then)."""
+        if math.isnan(self.lo) or math.isnan(self.hi):
+            return None
+        return (self.a, self.b, self.lo, self.hi, {"": 0, "Div": 1, "Mul": 2}[self.post], self.c)
+
+    def apply(self, xp: Any, y: Any) -> Any:
+        """In place on ``y`` (the conv's own output)."""
+        t = y * y.dtype.type(self.a) if self.a != 1 else y.copy()
+        t += y.dtype.type(self.b)
+        xp.clip(t, y.dtype.type(self.lo), y.dtype.type(self.hi), out=t)
+        xp.multiply(y, t, out=y)
+        if self.post == "Div":
+            y /= y.dtype.type(self.c)
+        elif self.post == "Mul":
+            y *= y.dtype.type(self.c)
+        return y
+
+
 class Unfusable(Exception):
     """A fused Conv epilogue cannot apply to this call (the residual's shape or dtype
     differs from the conv's output): the caller runs the nodes as written."""
@@ -96,7 +131,8 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
     """Conv, then ``* s + t`` per output channel when ``affine`` is ``(s, t)`` (a
     BatchNormalization folded in), then ``+ residual`` (same shape and dtype as the output, else ``Unfusable``)
     and the activation ``relu`` asks for: True ``max(., 0)`` (Relu), a ``(lo, hi)`` pair
-    ``min(max(., lo), hi)`` (Clip; either bound None for none), False nothing. The
+    ``min(max(., lo), hi)`` (Clip; either bound None for none), a ``HardSwishAct``, False
+    nothing. The
     epilogue of ``engine/fuse.py``'s Conv chains, in place on the conv's own output.
     Never writes into ``residual``."""
     g = geometry.conv(x.shape, w.shape, None if b is None else b.shape, kernel_shape=kernel_shape,
@@ -169,7 +205,8 @@ def _finish(xp: Any, acc: Any, x: Any, b: Any, residual: Any, relu: Any, affine:
     if xp is not np:
         y = same(xp, acc.reshape(out_shape), x)
         bounds = (0, None) if relu is True else relu if isinstance(relu, tuple) else (None, None)
-        if device.conv_epilogue(xp, y, b, affine, residual, bounds):
+        # the generated device epilogue clamps; a hard swish takes the passes below
+        if not isinstance(relu, HardSwishAct) and device.conv_epilogue(xp, y, b, affine, residual, bounds):
             return y
     per_channel = (1, acc.shape[1], acc.shape[2], 1)
     if b is not None and acc.dtype == b.dtype:
@@ -191,9 +228,12 @@ def _epilogue(xp: Any, y: Any, residual: Any, relu: Any, affine: Any = None) -> 
 
 def _activation(xp: Any, y: Any, act: Any) -> Any:
     """``conv_fused``'s activation, in place: True Relu, ``(lo, hi)`` Clip (as ONNX's
-    Clip computes it, ``min(max(y, lo), hi)``, so ``lo > hi`` gives ``hi``), else none."""
+    Clip computes it, ``min(max(y, lo), hi)``, so ``lo > hi`` gives ``hi``), a
+    ``HardSwishAct``, else none."""
     if act is True:
         xp.maximum(y, 0, out=y)
+    elif isinstance(act, HardSwishAct):
+        act.apply(xp, y)
     elif isinstance(act, tuple):
         lo, hi = act
         if lo is not None:
@@ -208,12 +248,14 @@ def _epilogue_compiled(y: np.ndarray, bias: Any, residual: Any, relu: Any, affin
     the ``bias`` its GEMM left out folded into the per-channel shift, ``(y + b) * s + t ==
     y * s + (b * s + t)``; numpy's passes where that does not apply (a NaN bound)."""
     bounds = _clip_bounds(relu)
-    if bounds is not None:
+    swish = relu.compiled() if isinstance(relu, HardSwishAct) else None
+    if bounds is not None and (swish is not None or not isinstance(relu, HardSwishAct)):
         scale, shift = affine if affine is not None else (None, None)
         if bias is not None:
             shift = bias if scale is None else bias * scale + shift
-        if (scale is None and shift is None and residual is None and bounds == (-math.inf, math.inf)) \
-                or native.channel_epilogue(y, scale, shift, residual, *bounds):
+        if (scale is None and shift is None and residual is None and swish is None
+                and bounds == (-math.inf, math.inf)) \
+                or native.channel_epilogue(y, scale, shift, residual, *bounds, swish):
             return y
     if bias is not None:
         y += bias.reshape((1, -1) + (1,) * (y.ndim - 2))
