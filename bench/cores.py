@@ -70,7 +70,7 @@ def feeds_for(name: str, graph) -> dict[str, np.ndarray]:
 def bench_one(name: str, model: onnx.ModelProto, args) -> dict:
     graph = load_model(model.SerializeToString())
     feeds = feeds_for(name, graph)
-    t_ort, t_eng, _ = paired_latency(model, graph, feeds, args.repeat, args.warmup, block=args.block)
+    t_ort, t_eng, _, _ = paired_latency(model, graph, feeds, args.repeat, args.warmup, block=args.block)
     return {"model": name, "ort_ms": t_ort * 1e3, "engine_ms": t_eng * 1e3, "ratio": t_eng / t_ort,
             "us_per_node": t_eng * 1e6 / max(1, executed_nodes(graph))}
 

@@ -1,6 +1,6 @@
 """Our engine beside onnxruntime on real models the project did not build (CPU, unpartitioned).
 
-    python bench/real_engine.py [--models a,b | --families f,g] [--repeat 10] [--warmup 2]
+    python bench/real_engine.py [--models a,b | --families f,g] [--repeat 10] [--min-seconds 0.25] [--warmup 2]
                                 [--block 5] [--pause 0.05] [--json OUT.json] [--chart OUT.html]
                                 [--nodes] [--cpu] [--profile [N]] [--list]
 
@@ -17,7 +17,9 @@ graph, CPU, default options; a node without a kernel of ours runs on onnxruntime
 the same process, on the same inputs, after ``--warmup`` runs each, interleaved in blocks
 (``bench/run.py``'s ``paired_latency``: onnxruntime's threads spin after a run, so the sides
 alternate in blocks of ``--block`` after a ``--pause``); the times are the medians of
-``--repeat`` runs. A row gives the family, the nodes one run executed (counted on a separate
+``--repeat`` runs -- more for a fast model: blocks of at least 20 ms until each side's timed runs
+add up to ``--min-seconds`` (at most 400 runs; a sub-millisecond model's median of 10 swung 2x from
+one benchmark run to the next). A row gives the family, the nodes one run executed (counted on a separate
 profiled run: control-flow bodies' nodes included, the branch an If did not take excluded),
 both medians, the ratio ours/onnxruntime, our µs per executed node, and the largest absolute and
 relative difference of the outputs against onnxruntime under ``engine/tolerance.py``'s rule.
@@ -66,6 +68,8 @@ import torch_models  # noqa: E402
 from run import cpu_times, ort_session, paired_latency, profile_model  # noqa: E402
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+#: Default --min-seconds: timed seconds per side at the least (sub-millisecond models).
+MIN_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -243,7 +247,8 @@ def output_difference(ours: dict[str, np.ndarray], ref: list[np.ndarray], names:
 
 
 def bench_model(name: str, family: str, model_bytes: bytes, inputs: dict[str, np.ndarray], *,
-                repeat: int = 10, warmup: int = 2, block: int = 5, pause: float = 0.05) -> dict:
+                repeat: int = 10, warmup: int = 2, block: int = 5, pause: float = 0.05,
+                min_seconds: float = 0.0) -> dict:
     """Time one model on our engine and on onnxruntime, interleaved, and compare their outputs."""
     model = onnx.load_from_string(model_bytes)
     feeds = graph_feeds(model, inputs)
@@ -251,8 +256,8 @@ def bench_model(name: str, family: str, model_bytes: bytes, inputs: dict[str, np
     shape = node_profile(model, graph, feeds, runs=1)
     fallback = OrtFallback()
     fallback.check(graph)
-    t_ort, t_ours, _peak = paired_latency(model, graph, feeds, repeat, warmup, block=block, pause=pause,
-                                          kernels=fallback)
+    t_ort, t_ours, _peak, runs = paired_latency(model, graph, feeds, repeat, warmup, block=block, pause=pause,
+                                                min_seconds=min_seconds, kernels=fallback)
     sess = ort_session(model)
     names = [o.name for o in sess.get_outputs()]
     ref = sess.run(names, feeds)
@@ -262,7 +267,7 @@ def bench_model(name: str, family: str, model_bytes: bytes, inputs: dict[str, np
     return {"model": name, "family": family, "nodes": len(model.graph.node), "executed_nodes": executed,
             "ort_ms": t_ort * 1e3, "ours_ms": t_ours * 1e3, "ratio": ratio(t_ours, t_ort),
             "us_per_node": t_ours * 1e6 / max(executed, 1), "fallback_nodes": len(fallback.nodes),
-            "repeat": repeat, "warmup": warmup} | output_difference(ours, ref, names)
+            "repeat": runs, "warmup": warmup} | output_difference(ours, ref, names)
 
 
 # ------------------------------------------------------------------ report --
@@ -270,13 +275,14 @@ def reproduce(models: list[str], args: argparse.Namespace) -> str:
     flags = [f"--models {','.join(models)}", f"--repeat {args.repeat}", f"--warmup {args.warmup}"]
     flags += [f"--block {args.block}"] if args.block != 5 else []
     flags += [f"--pause {args.pause:g}"] if args.pause != 0.05 else []
+    flags += [f"--min-seconds {args.min_seconds:g}"] if args.min_seconds != MIN_SECONDS else []
     flags += ["--cpu"] if args.cpu else []
     return "PYTHONPATH=. .venv/bin/python bench/real_engine.py " + " ".join(flags)
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'model':<25}{'family':<19}{'nodes':>6}{'ort ms':>9}{'ours ms':>10}{'ratio':>7}{'us/node':>9}"
-          f"{'max abs':>10}{'max rel':>10}  match")
+    print(f"{'model':<25}{'family':<19}{'nodes':>6}{'ort ms':>9}{'ours ms':>10}{'ratio':>7}{'runs':>5}"
+          f"{'us/node':>9}{'max abs':>10}{'max rel':>10}  match")
     for r in rows:
         if "ratio" not in r:
             print(f"{r['model']:<25}{r['family']:<19}  skipped: {r['skipped']}")
@@ -286,7 +292,8 @@ def print_table(rows: list[dict]) -> None:
         note += (f"  cpu: ort 1 thread {r['ort1_cpu_ms']:.3f} ms, ours {r['ours_cpu_ms']:.3f} ms = "
                  f"{r['cpu_ratio']:.2f}x" if "cpu_ratio" in r else "")
         print(f"{r['model']:<25}{r['family']:<19}{r['executed_nodes']:>6}{r['ort_ms']:>9.3f}{r['ours_ms']:>10.3f}"
-              f"{r['ratio']:>7.2f}{r['us_per_node']:>9.1f}{r['max_abs']:>10.2e}{r['max_rel']:>10.2e}  "
+              f"{r['ratio']:>7.2f}{r.get('repeat', 0):>5}{r['us_per_node']:>9.1f}{r['max_abs']:>10.2e}"
+              f"{r['max_rel']:>10.2e}  "
               f"{'yes' if r['match'] else 'NO'}{note}")
 
 
@@ -354,6 +361,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2, help="untimed runs per side first")
     p.add_argument("--block", type=int, default=5, help="timed runs per side before switching")
     p.add_argument("--pause", type=float, default=0.05, help="seconds of rest before each block")
+    p.add_argument("--min-seconds", type=float, default=MIN_SECONDS,
+                   help="past --repeat, more runs (blocks of at least 20 ms, at most 400 runs) until each "
+                        "side's timed runs add up to this (a sub-millisecond model's median of 10 swings)")
     p.add_argument("--json", metavar="OUT.json", help="write the rows and the summary here")
     p.add_argument("--chart", metavar="OUT.html", help="write a bar chart of the ratios here (plotly)")
     p.add_argument("--nodes", action="store_true", help="also where our time goes, per op type")
@@ -363,8 +373,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="cProfile N extra runs per model, top 25 functions by own time")
     p.add_argument("--list", action="store_true", help="print the models and exit")
     args = p.parse_args(argv)
-    if args.repeat < 1 or args.warmup < 0 or args.block < 1 or not 0 <= args.pause <= 10:
-        p.error("--repeat and --block must be >= 1, --warmup >= 0, --pause in [0, 10] s")
+    if args.repeat < 1 or args.warmup < 0 or args.block < 1 or not 0 <= args.pause <= 10 \
+            or not 0 <= args.min_seconds <= 60:
+        p.error("--repeat and --block must be >= 1, --warmup >= 0, --pause in [0, 10] s, "
+                "--min-seconds in [0, 60]")
     return args
 
 
@@ -374,7 +386,7 @@ def run_one(entry: Entry, args: argparse.Namespace) -> dict:
     except Skip as exc:
         return {"model": entry.name, "family": entry.family, "skipped": str(exc)}
     row = bench_model(entry.name, entry.family, model_bytes, inputs, repeat=args.repeat,
-                      warmup=args.warmup, block=args.block, pause=args.pause)
+                      warmup=args.warmup, block=args.block, pause=args.pause, min_seconds=args.min_seconds)
     row["source"] = entry.source
     if args.cpu:
         model = onnx.load_from_string(model_bytes)
@@ -405,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     names = choose(reg, args)
     load_start = os.getloadavg()
     print(f"{len(names)} models; onnxruntime {ort.__version__} (default threads), numpy {np.__version__}, "
-          f"{os.cpu_count()} CPUs, load average {load_start[0]:.1f}; median of {args.repeat} after "
-          f"{args.warmup} warm-up runs, interleaved in blocks of {args.block}", flush=True)
+          f"{os.cpu_count()} CPUs, load average {load_start[0]:.1f}; median of {args.repeat} runs (more, "
+          f"up to 400, until {args.min_seconds:g} s a side) after {args.warmup} warm-up runs, interleaved "
+          f"in blocks of {args.block} (or 20 ms)", flush=True)
     rows = []
     for i, name in enumerate(names, 1):
         print(f"[{i}/{len(names)}] {name} ...", file=sys.stderr, flush=True)

@@ -97,8 +97,8 @@ def ort_latency(model, feeds, repeat, warmup) -> float:
     return statistics.median(times)
 
 
-def paired_latency(model, graph, feeds, repeat, warmup, block=5, pause=0.05,
-                   **kw) -> tuple[float, float, int]:
+def paired_latency(model, graph, feeds, repeat, warmup, block=5, pause=0.05, min_seconds=0.0,
+                   max_repeat=400, **kw) -> tuple[float, float, int, int]:
     """Medians of onnxruntime and our engine run in *alternating blocks* on the same
     inputs: ``block`` timed runs of one side (after a ``pause`` and one untimed run),
     then of the other, until each has ``repeat``. Load that comes and goes still hits
@@ -108,7 +108,12 @@ def paired_latency(model, graph, feeds, repeat, warmup, block=5, pause=0.05,
     whatever ran next -- run-by-run alternation measured both sides of a 2-core
     machine slower than either alone (onnxruntime's ResNet-18 27 ms instead of 13).
     Our engine's helper threads block instead of spinning. ``block=1, pause=0`` is
-    the old run-by-run pairing."""
+    the old run-by-run pairing.
+
+    ``min_seconds``: past ``repeat`` runs each, blocks go on (up to ``max_repeat`` runs a
+    side) until each side's timed runs add up to that much, and a block then lasts at least
+    20 ms: a sub-millisecond model's median of 10 runs, taken right after each pause, swung
+    by 2x from run to run. Returns both medians, the peak bytes and the runs per side."""
     sess = ort_session(model)
     with Executor(graph, **kw) as ex:
         for _ in range(warmup):
@@ -119,8 +124,16 @@ def paired_latency(model, graph, feeds, repeat, warmup, block=5, pause=0.05,
                 break
             ex.run(feeds)
         t_ort, t_eng, peak = [], [], 0
-        while len(t_eng) < repeat:
-            n = min(block, repeat - len(t_eng))
+
+        def more() -> int:
+            """Runs each side times next: 0 when done."""
+            if len(t_eng) < repeat:
+                return min(block, repeat - len(t_eng))
+            if len(t_eng) >= max_repeat or min(sum(t_ort), sum(t_eng)) >= min_seconds:
+                return 0
+            longest = max(statistics.median(t_ort), statistics.median(t_eng))
+            return min(max(block, math.ceil(0.02 / max(longest, 1e-6))), max_repeat - len(t_eng))
+        while n := more():
             time.sleep(pause)
             sess.run(None, feeds)  # untimed: wakes onnxruntime's pool after our block
             for _ in range(n):
@@ -134,7 +147,7 @@ def paired_latency(model, graph, feeds, repeat, warmup, block=5, pause=0.05,
                 res = ex.run(feeds)
                 t_eng.append(time.perf_counter() - t0)
                 peak = max(peak, res.peak_bytes)
-    return statistics.median(t_ort), statistics.median(t_eng), peak
+    return statistics.median(t_ort), statistics.median(t_eng), peak, len(t_eng)
 
 
 def engine_latency(graph, feeds, repeat, warmup, **kw):
@@ -247,7 +260,7 @@ def bench_model(name, model, args, feeds=None) -> dict:
         row["engine_ms"] = None
         row["skipped"] = f"no kernel for {missing}"
     else:
-        t_ort, t_eng, peak = paired_latency(model, graph, feeds, args.repeat, args.warmup,
+        t_ort, t_eng, peak, _runs = paired_latency(model, graph, feeds, args.repeat, args.warmup,
                                             block=args.block, pause=args.pause, **opts)
         row["ort_ms"], row["engine_ms"] = t_ort * 1e3, t_eng * 1e3
         row["ratio"] = t_eng / t_ort

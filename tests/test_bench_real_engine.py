@@ -88,6 +88,18 @@ def test_a_tiny_model_runs_through_the_harness_against_onnxruntime():
     assert math.isfinite(row["max_rel"])
 
 
+def test_a_fast_model_gets_runs_until_the_minimum_time():
+    """Past --repeat, a sub-millisecond model runs on (blocks of at least 20 ms) until each
+    side's timed runs add up to --min-seconds; the row says how many ran, at most 400."""
+    x = np.random.default_rng(1).standard_normal((1, 8)).astype(np.float32)
+    row = real_engine.bench_model("tiny", "test", _tiny_model(), {"x": x, "unused": x},
+                                  repeat=3, warmup=1, block=2, pause=0.0, min_seconds=0.05)
+    assert 3 < row["repeat"] <= 400
+    plain = real_engine.bench_model("tiny", "test", _tiny_model(), {"x": x, "unused": x},
+                                    repeat=3, warmup=1, block=2, pause=0.0)
+    assert plain["repeat"] == 3
+
+
 def test_a_wrong_output_is_reported_as_a_mismatch():
     ref = [np.array([[1.0, 2.0, 3.0]], np.float32)]
     diff = real_engine.output_difference({"y": ref[0] * 1.01}, ref, ["y"])
