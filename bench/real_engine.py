@@ -325,23 +325,36 @@ def summary(rows: list[dict], args: argparse.Namespace) -> dict:
     return out
 
 
-def write_chart(rows: list[dict], path: str) -> None:
-    """A bar per model, ours/onnxruntime on a log axis, coloured by family, with the targets drawn."""
+def chart_figure(rows: list[dict]) -> Any:
+    """A bar per model, ours/onnxruntime on a log axis, a colour per family, the targets drawn."""
     import plotly.graph_objects as go
+    from plotly.colors import qualitative
     timed = sorted((r for r in rows if "ratio" in r), key=lambda r: r["ratio"])
+    families = sorted({r["family"] for r in timed})
+    # Alphabet's 26 colours: plotly's default ten repeat past ten families (the benchmark has 20)
+    palette = qualitative.Alphabet if len(families) > len(qualitative.Plotly) else qualitative.Plotly
     fig = go.Figure()
-    for fam in sorted({r["family"] for r in timed}):
+    for k, fam in enumerate(families):
         mine = [r for r in timed if r["family"] == fam]
         fig.add_bar(name=fam, x=[r["model"] for r in mine], y=[r["ratio"] for r in mine],
+                    marker_color=palette[k % len(palette)],
                     customdata=[[r["ort_ms"], r["ours_ms"], r["us_per_node"]] for r in mine],
                     hovertemplate="%{x}: %{y:.2f}x<br>onnxruntime %{customdata[0]:.3f} ms, ours "
                                   "%{customdata[1]:.3f} ms<br>%{customdata[2]:.1f} µs per node<extra></extra>")
     for y, label in ((2, "geomean target 2x"), (4, "worst-model target 4x")):
-        fig.add_hline(y=y, line_dash="dash", annotation_text=label)
+        fig.add_hline(y=y, line_dash="dash")
+        # On a log axis an annotation's y is the exponent (add_hline's own label landed at 10^2 and
+        # 10^4, and stretched the axis to 10k): placed by hand.
+        fig.add_annotation(x=1, xref="paper", xanchor="right", y=math.log10(y), yref="y",
+                           yanchor="bottom", text=label, showarrow=False)
     fig.update_layout(title="our engine / onnxruntime, wall time (median)", yaxis_type="log",
                       yaxis_title="ratio (log)", xaxis={"categoryorder": "array",
                                                          "categoryarray": [r["model"] for r in timed]})
-    fig.write_html(path, include_plotlyjs=True)
+    return fig
+
+
+def write_chart(rows: list[dict], path: str) -> None:
+    chart_figure(rows).write_html(path, include_plotlyjs=True)
 
 
 def choose(reg: dict[str, Entry], args: argparse.Namespace) -> list[str]:

@@ -136,3 +136,15 @@ def test_the_chart_has_one_bar_per_timed_model(tmp_path):
     real_engine.write_chart(rows, str(out))
     html = out.read_text()
     assert '"m_a"' in html and '"m_b"' in html and '"m_c"' not in html
+
+
+def test_the_charts_targets_sit_at_2x_and_4x_and_families_keep_their_colours():
+    rows = [{"model": f"m{k}", "family": f"f{k}", "ratio": 1 + k / 10, "ort_ms": 1.0, "ours_ms": 1.0,
+             "us_per_node": 1.0} for k in range(20)]
+    fig = real_engine.chart_figure(rows)
+    labels = {a.text: a.y for a in fig.layout.annotations}
+    # a log axis places annotations by exponent: 10 ** y is where the label shows
+    assert 10 ** labels["geomean target 2x"] == pytest.approx(2)
+    assert 10 ** labels["worst-model target 4x"] == pytest.approx(4)
+    colours = [bar.marker.color for bar in fig.data]
+    assert len(colours) == 20 and len(set(colours)) == 20
