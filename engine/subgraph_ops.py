@@ -224,8 +224,11 @@ class _EngineImpl(_Impl):
             | frozenset(self.small_weights)
         # The outputs the enclosing plan made host facts (gpu_plan._body_host_outputs) stay there.
         self.host_out = frozenset(t for t in op.body.outputs if t in plan.host_tensors)
+        # On the host, the body binds on the enclosing graph's weights it is fed (fusions and
+        # specialisations as in the whole graph's run); a device plan keeps its own host facts.
+        inherited = frozenset(op.weight_inputs) if parent.xp is np else frozenset()
         self.child = parent.child(op.body, op.label, host_fed=fed, host_out=self.host_out,
-                                  subgraph_runtime="engine")
+                                  inherited=inherited, subgraph_runtime="engine")
         # The body's plan keeps on the host only what no device kernel of it wants as data:
         # the rest goes up, a host fact once per value (kernels/device.py:resident), a weight as is.
         kept = self.child.device_plan.host_inputs

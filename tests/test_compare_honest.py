@@ -208,3 +208,27 @@ def test_measured_runs_come_after_the_executor_settles(monkeypatch, rng):
     assert c.ok and c.timings["engine"]["warmup"] == 2 * CALIBRATION_RUNS
     assert c.timings["onnxruntime"]["warmup"] == 1
     assert any("engine: 4 warm-up runs, not 1" in n for n in c.notes), c.notes
+
+
+def test_a_partitioned_run_is_measured_after_its_subgraph_settles(monkeypatch, rng):
+    """A subgraph run on our engine is a nested executor with trials of its own (parallel
+    against serial): the partitioned side's warm-up goes on past them, as the whole graph's."""
+    import engine.executor as executor_module
+    from engine.plan import CALIBRATION_RUNS
+    from partition import partition
+    monkeypatch.setattr(executor_module, "SERIAL_BELOW_S", 0.0)
+    model = _fork_model()
+    g = load_model(model.SerializeToString())
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32)}
+    part = partition(g, "default", ops=["Relu", "Neg", "Add"])   # the whole fork: one subgraph
+    assert len(part.graph.nodes) == 1
+    c = compare(g, model, feeds, partitioned=part, executor="engine", repeat=2, warmup=1)
+    assert c.ok and c.timings["partitioned"]["warmup"] == 2 * CALIBRATION_RUNS
+    with executor_module.Executor(part.graph, subgraph_runtime="engine") as ex:
+        assert not ex.calibrating            # nothing ran: no trial has begun anywhere
+        ex.run(feeds)
+        assert ex.calibrating and not ex._trials_pending(started=False)   # the subgraph's, not its own
+        for _ in range(2 * CALIBRATION_RUNS - 1):
+            ex.run(feeds)
+        assert not ex.calibrating
+

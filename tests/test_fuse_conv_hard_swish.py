@@ -126,3 +126,27 @@ def test_on_a_device_the_swish_stays_out_of_the_chain(monkeypatch, rng):
         got = ex.run(feeds).outputs["y"].get()
     assert kinds and not any("HardSwish" in k for k in kinds)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_subgraph_on_our_engine_fuses_as_the_whole_graph_does(rng, never_as_written):
+    """A subgraph body's weights are its inputs, fed from the enclosing graph's weights: its
+    chains fuse on them all the same (a partitioned PP-LCNet fused 5 steps of 32), and a
+    weight replaced on the enclosing executor reaches the fused step inside."""
+    from partition import partition
+    model, feeds = _swish_model("paddle_div", rng, residual=(2, 6, 9, 8))
+    g = from_model_proto(model)
+    part = partition(g, "default", ops=["Conv", "BatchNormalization", "Add", "Clip", "Mul", "Div"])
+    assert [n.is_subgraph for n in part.graph.nodes] == [True]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(part.graph, subgraph_runtime="engine") as ex:
+        got = ex.run(feeds).outputs["y"]
+        (child,) = ex._descendants()
+        kinds = [s.node.op_type for s in child._steps if s.node.domain == FUSED_DOMAIN]
+        assert kinds == ["Conv+BatchNormalization+Add+Add+Clip+Mul+Div"]
+        np.testing.assert_allclose(got, sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+        ex.set_weight("three", np.array(100.0, np.float32))   # clip(a + 100, 0, 6) = 6: y = a
+        again = ex.run(feeds).outputs["y"]
+    model.graph.initializer[[i.name for i in model.graph.initializer].index("three")].CopyFrom(
+        numpy_helper.from_array(np.array(100.0, np.float32), "three"))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
