@@ -223,6 +223,7 @@ def test_a_partitioned_run_is_measured_after_its_subgraph_settles(monkeypatch, r
     part = partition(g, "default", ops=["Relu", "Neg", "Add"])   # the whole fork: one subgraph
     assert len(part.graph.nodes) == 1
     c = compare(g, model, feeds, partitioned=part, executor="engine", repeat=2, warmup=1)
+    # the first warm-up keeps every tensor (the boundaries): the subgraph's first trial all the same
     assert c.ok and c.timings["partitioned"]["warmup"] == 2 * CALIBRATION_RUNS
     with executor_module.Executor(part.graph, subgraph_runtime="engine") as ex:
         assert not ex.calibrating            # nothing ran: no trial has begun anywhere
@@ -231,4 +232,23 @@ def test_a_partitioned_run_is_measured_after_its_subgraph_settles(monkeypatch, r
         for _ in range(2 * CALIBRATION_RUNS - 1):
             ex.run(feeds)
         assert not ex.calibrating
+
+
+def test_the_run_that_keeps_every_tensor_is_not_the_only_warm_up(monkeypatch, rng):
+    """A run keeping every tensor (the boundaries a compare judges) takes the step loop, not the
+    generated code: as the only warm-up it left code generation to the first measured run."""
+    from engine.executor import Executor
+    from engine.measure import measure
+    g = load_model(_fork_model().SerializeToString())
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32)}
+    with Executor(g) as ex:
+        keeps: list[bool] = []
+        real_run = ex.run
+        monkeypatch.setattr(ex, "run", lambda f, keep_intermediates=None, **k: (
+            keeps.append(bool(keep_intermediates)), real_run(f, keep_intermediates=keep_intermediates, **k))[1])
+        m = measure(ex, feeds, repeat=2, warmup=1, first_keeps=True)
+    # one run keeps every tensor, first; at least one warm-up takes the measured runs' path (more
+    # while the executor still tries parallel against serial); the kept run counts as a warm-up
+    assert keeps[0] and not any(keeps[1:]) and len(keeps) == m.warmup + 2 and m.warmup >= 2
+    assert {"a", "b", "y"} <= set(m.values)
 
