@@ -142,7 +142,6 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
     n, c = x.shape[:2]
     m = w.shape[0]
     npos = math.prod(out_sp)  # (np.prod on a list costs more than a small conv's matmul)
-    offsets = list(itertools.product(*(range(k) for k in kernel)))
     if residual is not None and (tuple(residual.shape) != (n, m, *out_sp)
                                  or residual.dtype != x.dtype):
         raise Unfusable(f"residual {tuple(residual.shape)} {residual.dtype}")
@@ -156,6 +155,7 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
     if y is not None:  # cuDNN (kernels/device.py): the bias is in, the epilogue follows
         return _epilogue(xp, y, residual, relu, affine)
     cg, mg = c // group, m // group
+    offsets = list(itertools.product(*(range(k) for k in kernel)))  # (the compiled path needs none)
     one_by_one = len(offsets) == 1 and not any(offsets[0])
     cols_fit = n * c * len(offsets) * npos * x.dtype.itemsize <= _IM2COL_BYTES
     cols = None if xp is np or one_by_one or not cols_fit else \
