@@ -318,7 +318,7 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
                 values = m.values
                 if keep and not m.warmup:   # no warm-up to keep them: one more run, not measured
                     values = ex.run(feeds, keep_intermediates=True).values
-        if m.warmup > warmup + int(keep and warmup > 0):   # the run that kept every tensor is not news
+        if m.settling:
             notes.append(f"{name}: {m.warmup} warm-up runs, not {warmup}: our executor first times "
                          "its parallel branches against one serial function and keeps the faster; "
                          "the measured runs are the one it kept")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -396,8 +396,8 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
             ins += tuple(bn.inputs[1:5])
         if parts[-1].op_type == "Clip" and swish is None:   # its bounds stay inputs: read each run (set_weight)
             ins += tuple(t for t in parts[-1].inputs[1:] if t)
-        if swish is not None and swish.node.domain == FUSED_DOMAIN:   # shift, bounds (, scale) likewise
-            ins += swish.node.inputs[1:]
+        if swish is not None:   # a Paddle hard swish's shift, bounds (, scale) likewise
+            ins += swish.consts
         if pad is not None:   # its amounts and value too: checked against the bound ones
             ins += tuple(t for t in pad.inputs[1:] if t)
         # Named after the conv: per-node times (the app's "time" colouring) give the
@@ -419,16 +419,24 @@ def _is_2d(conv: Node, const: Callable[[str], Any]) -> bool:
     return w is not None and getattr(w, "ndim", 0) == 4
 
 
+class _Swish(NamedTuple):
+    """A hard swish a conv chain takes: the graph's nodes it is, and the names of its constant
+    inputs (Paddle's shift, bounds and scale; none for ONNX's HardSwish op)."""
+    parts: tuple[Node, ...]
+    consts: tuple[str, ...]
+
+
 def _hard_swish_reader(sole: Callable[..., int | None], y: str, nodes: list[Node],
-                       swishes: dict[str, Fused]) -> tuple[int | None, Fused | None]:
-    """The hard swish that alone reads ``y``: its position and its fusion (ONNX's HardSwish
-    op as a fusion of itself), or ``(None, None)``."""
+                       swishes: dict[str, Fused]) -> tuple[int | None, _Swish | None]:
+    """The hard swish that alone reads ``y`` (ONNX's op, or one of ``swishes``, Paddle's form
+    fused before): its position and what the chain takes of it, or ``(None, None)``."""
     j = sole(y, "HardSwish")
     if j is not None:
-        return j, Fused(nodes[j], (nodes[j],), None)  # type: ignore[arg-type]
+        return j, _Swish((nodes[j],), ())
     j = sole(y, "HardSwish", (FUSED_DOMAIN,))
     if j is not None and nodes[j].name in swishes and nodes[j].inputs[0] == y:
-        return j, swishes[nodes[j].name]
+        fused = swishes[nodes[j].name]
+        return j, _Swish(fused.parts, fused.node.inputs[1:])
     return None, None
 
 
@@ -438,7 +446,7 @@ _ONNX_HARD_SWISH = HardSwishAct(1 / 6, 0.5, 0.0, 1.0)
 
 def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual: bool,
                        bn: Node | None = None, folded: tuple | None = None,
-                       swish: Fused | None = None, ins: tuple[str, ...] = ()) -> Callable[..., tuple]:
+                       swish: _Swish | None = None, ins: tuple[str, ...] = ()) -> Callable[..., tuple]:
     """The fused step: ``(xp, x, w[, b][, residual][, bn params][, clip bounds][, pad
     inputs][, hard swish constants]) -> (y,)`` (``ins``: their names). A residual of
     another shape or dtype (broadcasting), or any failure, runs the nodes as written
@@ -462,8 +470,8 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     last = parts[-1]
     clip = last if last.op_type == "Clip" and swish is None else None
     # Paddle's hard swish: its shift, bounds and scale are inputs after the Clip's place
-    paddle = swish is not None and swish.node.domain == FUSED_DOMAIN
-    post = swish.parts[-1].op_type if paddle and len(swish.node.inputs) == 5 else ""
+    n_consts = len(swish.consts) if swish is not None else 0
+    post = swish.parts[-1].op_type if n_consts == 4 else ""
     n_conv = sum(1 for t in conv.inputs if t)
     n_bn = n_conv + int(has_residual)
     n_fixed = n_bn + (4 if bn is not None else 0)
@@ -488,7 +496,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         residual = args[n_conv] if has_residual else None
         norm = args[n_bn:n_fixed]
         bounds = _with_omitted(clip.inputs[1:], args[n_fixed:n_clip]) if clip is not None else []
-        n_swish = n_clip + (len(swish.node.inputs) - 1 if paddle else 0)
+        n_swish = n_clip + n_consts
         pad_args = args[n_swish:]
         try:
             use = attrs
@@ -497,7 +505,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
             if lopsided and xp is not np:  # the amounts as bound, on the host: no device read
                 x = pad_zeros(xp, x, folded[2], "constant", 0.0, None)
                 use = own
-            if paddle:
+            if n_consts:
                 shift, lo, hi, *scale = (float(v.reshape(())) for v in args[n_clip:n_swish])
                 act: Any = HardSwishAct(1.0, shift, lo, hi, post, scale[0] if scale else 1.0)
             elif swish is not None:

@@ -47,6 +47,7 @@ class Measurement:
     outputs: dict[str, Any] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)   # every tensor of a run before the warm-up (first_keeps)
     cuda_graph: dict[str, Any] | None = None        # GPU: the run as CUDA Graph replays (gpu_graphs.py)
+    settling: int = 0   # of the warm-ups, those past the ones asked for: the executor still tried modes
 
     def to_json(self, timeline: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -118,6 +119,7 @@ def measure(executor: Executor, feeds: Mapping[str, Any], *, repeat: int = 5, wa
         graph = measure_replays(executor, feeds, repeat, last.outputs)
     return Measurement(
         label=label, device=executor.device, repeat=repeat, warmup=warm,
+        settling=max(0, warm - warmup - extra),
         seconds=statistics.median(walls), all_seconds=walls,
         node_seconds=_median_per_key([r.node_seconds for r in results]),
         subgraphs=_subgraph_summary(results),

@@ -150,3 +150,18 @@ def test_a_subgraph_on_our_engine_fuses_as_the_whole_graph_does(rng, never_as_wr
         numpy_helper.from_array(np.array(100.0, np.float32), "three"))
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_hard_swish_with_a_nan_bound_takes_numpys_passes(compiled, rng):
+    """The compiled epilogue refuses NaN bounds: such a swish runs as numpy's passes, with
+    numpy's NaN (never a clamp-free pass that skips the swish)."""
+    from engine.kernels.nn import HardSwishAct, conv_fused
+    x = rng.standard_normal((1, 3, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    plain = conv_fused(np, x, w, None, None, False, pads=[1, 1, 1, 1])
+    act = HardSwishAct(1.0, 3.0, float("nan"), 6.0, "Div", 6.0)
+    got = conv_fused(np, x, w, None, None, act, pads=[1, 1, 1, 1])
+    with np.errstate(invalid="ignore"):
+        want = act.apply(np, plain.copy())
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got).all()

@@ -97,7 +97,7 @@ class HardSwishAct:
         """The compiled epilogue's parameters; None for a NaN bound (numpy's passes then)."""
         if math.isnan(self.lo) or math.isnan(self.hi):
             return None
-        return (self.a, self.b, self.lo, self.hi, {"": 0, "Div": 1, "Mul": 2}[self.post], self.c)
+        return (self.a, self.b, self.lo, self.hi, _POST[self.post], self.c)
 
     def apply(self, xp: Any, y: Any) -> Any:
         """In place on ``y`` (the conv's own output)."""
@@ -110,6 +110,10 @@ class HardSwishAct:
         elif self.post == "Mul":
             y *= y.dtype.type(self.c)
         return y
+
+
+#: ``HardSwishAct.post`` as the compiled epilogue numbers it.
+_POST = {"": 0, "Div": 1, "Mul": 2}
 
 
 class Unfusable(Exception):
@@ -248,8 +252,8 @@ def _epilogue_compiled(y: np.ndarray, bias: Any, residual: Any, relu: Any, affin
     the ``bias`` its GEMM left out folded into the per-channel shift, ``(y + b) * s + t ==
     y * s + (b * s + t)``; numpy's passes where that does not apply (a NaN bound)."""
     bounds = _clip_bounds(relu)
-    swish = relu.compiled() if isinstance(relu, HardSwishAct) else None
-    if bounds is not None and (swish is not None or not isinstance(relu, HardSwishAct)):
+    if bounds is not None:
+        swish = relu.compiled() if isinstance(relu, HardSwishAct) else None
         scale, shift = affine if affine is not None else (None, None)
         if bias is not None:
             shift = bias if scale is None else bias * scale + shift
@@ -263,9 +267,12 @@ def _epilogue_compiled(y: np.ndarray, bias: Any, residual: Any, relu: Any, affin
 
 
 def _clip_bounds(act: Any) -> tuple[float, float] | None:
-    """``_activation``'s ``act`` as the ``[lo, hi]`` it clamps to; None for a NaN bound."""
+    """``_activation``'s ``act`` as the ``[lo, hi]`` it clamps to; None for a NaN bound (a hard
+    swish clamps nothing: its own bounds go to the epilogue with it, ``HardSwishAct.compiled``)."""
     if act is True:
         return 0.0, math.inf
+    if isinstance(act, HardSwishAct):
+        return None if act.compiled() is None else (-math.inf, math.inf)
     if not isinstance(act, tuple):
         return -math.inf, math.inf
     lo, hi = (-math.inf if act[0] is None else float(act[0]), math.inf if act[1] is None else float(act[1]))
