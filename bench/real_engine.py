@@ -415,8 +415,10 @@ def run_one(entry: Entry, args: argparse.Namespace) -> dict:
         if args.nodes:
             row["profile"] = node_profile(model, graph, feeds)
         if args.profile:
+            fallback = OrtFallback()
+            fallback.check(graph)
             profile_model(entry.name, graph, feeds, SimpleNamespace(
-                engine=None, workers=None, blas_threads=None, profile=args.profile))
+                engine=None, workers=None, blas_threads=None, profile=args.profile), kernels=fallback)
     return row
 
 

@@ -218,9 +218,10 @@ def _fmt_load(load: tuple[float, float, float]) -> str:
     return ", ".join(f"{x:.1f}" for x in load)
 
 
-def profile_model(name, graph, feeds, args) -> None:
+def profile_model(name, graph, feeds, args, kernels=None) -> None:
     """cProfile over every thread: the engine's workers start after the hook is set,
-    and each enables a profile of its own on its first profiled call."""
+    and each enables a profile of its own on its first profiled call. ``kernels``: the
+    executor's kernel lookup (a model with onnxruntime-fallback nodes passes its ``OrtFallback``)."""
     profiles: list[cProfile.Profile] = []
 
     def start_thread_profile(*_: object) -> None:
@@ -232,7 +233,7 @@ def profile_model(name, graph, feeds, args) -> None:
     threading.setprofile(start_thread_profile)
     try:
         with Executor(graph, engine_name=args.engine, workers=args.workers,
-                      blas_threads=args.blas_threads) as ex:
+                      blas_threads=args.blas_threads, kernels=kernels) as ex:
             ex.run(feeds)
             main.enable()
             for _ in range(args.profile):

@@ -591,6 +591,10 @@ class Executor:
 
     def _kernel_call(self, node: Node) -> Callable[[_Run, list, RunContext], tuple]:
         kernel = self.find_kernel(node, self.graph.opset)
+        if hasattr(kernel, "with_constants"):  # e.g. onnxruntime's session for one node
+            kernel = kernel.with_constants(
+                {i: self._visible[t] for i, t in enumerate(node.inputs)
+                 if t and t in self._visible and t not in self._produced_names})
         attrs = kernel_attrs(node)  # attributes, plus the output count for the ops that need it
         xp = self.xp
         host = self._host_inputs(node)

@@ -8,7 +8,11 @@ not handed over (their bodies must run on our engine to see outer-scope values);
 their bodies' nodes are, one by one.
 
 Each session is built once per node and input dtypes and cached. Inputs are typed but
-shapeless, so one session serves every shape. On a GPU the values make a host round
+shapeless, so one session serves every shape. The node's constant inputs (weights), which
+the executor names at bind time (``with_constants``), are the session's initializers, as
+in the deployed model: onnxruntime then prepares them once (a quantized LSTM packs its
+8-bit matrices) instead of on every call -- ddddocr's ``DynamicQuantizeLSTM`` took
+6.5 ms a call fed its weights, 1.8 ms holding them. On a GPU the values make a host round
 trip (onnxruntime's CPU provider): correct, not fast, and said so in the report.
 """
 
@@ -20,7 +24,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from partition.dtypes import from_numpy
-from partition.ir import Graph, Node, TensorInfo
+from partition.ir import Graph, Initializer, Node, TensorInfo
 
 from .executor import find_kernel, to_numpy
 from .run_errors import RunError
@@ -97,17 +101,26 @@ class _SingleNodeKernel:
 
     runs_on = LABEL
 
-    def __init__(self, node: Node, opset: dict[str, int]) -> None:
+    def __init__(self, node: Node, opset: dict[str, int],
+                 constants: Mapping[int, Any] | None = None) -> None:
         self.node = node
         self.opset = opset
+        #: input position -> the weight array the executor passes there on every run
+        self.constants: dict[int, Any] = dict(constants or {})
         self._sessions: dict[tuple[str, ...], Any] = {}
         self._lock = threading.Lock()
 
+    def with_constants(self, constants: Mapping[int, Any]) -> "_SingleNodeKernel":
+        """This kernel, its session holding ``constants`` (input position -> weight array)
+        as initializers; the executor calls it once, at bind time."""
+        return _SingleNodeKernel(self.node, self.opset, constants)
+
     def __call__(self, xp: Any, *args: Any, **_attrs: Any) -> tuple:
-        host = [None if a is None else np.asarray(to_numpy(a)) for a in args]
-        names = [t for t in self.node.inputs]
-        feeds = {t: v for t, v in zip(names, host) if t and v is not None}
-        session = self._session(feeds)
+        # A weight replaced since bind time (``Executor.set_weight``) is fed like any input.
+        held = {i for i, v in self.constants.items() if i < len(args) and args[i] is v}
+        host = [None if a is None or i in held else np.asarray(to_numpy(a)) for i, a in enumerate(args)]
+        feeds = {t: v for t, v in zip(self.node.inputs, host) if t and v is not None}
+        session = self._session(feeds, frozenset(held))
         try:
             out = session.run([t for t in self.node.outputs if t], feeds)
         except Exception as exc:  # noqa: BLE001  onnxruntime raises its own types
@@ -116,26 +129,37 @@ class _SingleNodeKernel:
         values = iter(out)
         return tuple(xp.asarray(next(values)) if t else None for t in self.node.outputs)
 
-    def _session(self, feeds: Mapping[str, np.ndarray]) -> Any:
-        key = tuple(f"{t}:{v.dtype.str}" for t, v in feeds.items())
+    def _session(self, feeds: Mapping[str, np.ndarray], held: frozenset[int]) -> Any:
+        key = (*(f"{t}:{v.dtype.str}" for t, v in feeds.items()), *sorted(held))
         with self._lock:
             session = self._sessions.get(key)
             if session is None:
-                session = self._sessions[key] = self._build(feeds)
+                session = self._sessions[key] = self._build(feeds, held)
         return session
 
-    def _build(self, feeds: Mapping[str, np.ndarray]) -> Any:
+    def _build(self, feeds: Mapping[str, np.ndarray], held: frozenset[int]) -> Any:
         import onnxruntime as ort
 
         from partition.onnx_io import to_model_proto
         tensors = {t: TensorInfo(t, from_numpy(v.dtype), None) for t, v in feeds.items()}
+        weights = {}
+        for i in held:
+            t, v = self.node.inputs[i], np.asarray(to_numpy(self.constants[i]))
+            weights[t] = Initializer.from_array(t, v)
+            tensors[t] = TensorInfo(t, from_numpy(v.dtype), tuple(v.shape))
         outputs = [t for t in self.node.outputs if t]
         opset = dict(self.opset)
         opset.setdefault(self.node.domain or "", 1)
         graph = Graph(f"fallback_{self.node.name}", [self.node], list(feeds), outputs, tensors,
-                      opset=opset)
+                      initializers=weights, opset=opset)
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
+        # One node inside our run: it computes on the engine worker that calls it, as our own
+        # kernels do. With onnxruntime's default intra-op pool, whose idle threads spin, that
+        # pool kept a core busy all run long beside the engine and BLAS: ddddocr's quantized CRNN
+        # (one fallback node of 292) ran 66-105 ms; without the pool 34-41 ms (not spinning,
+        # but with the pool: 37-40).
+        opts.intra_op_num_threads = 1
         try:
             return ort.InferenceSession(to_model_proto(graph).SerializeToString(), opts,
                                         providers=["CPUExecutionProvider"])

@@ -148,3 +148,40 @@ def test_nodes_with_our_kernels_keep_their_bind_time_plans_beside_the_fallback(r
         plain_calls = {s.node.name: s.call.__qualname__ for s in plain._steps}
         assert calls["reshape"] == plain_calls["reshape"] and "_kernel_call" not in calls["reshape"]
         assert "_kernel_call" in calls["erf"]
+
+
+def _weighted_model(w: np.ndarray):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    return make_model(nodes, [x], [y], initializers=[helper.make_tensor(
+        "w", TensorProto.FLOAT, list(w.shape), w.ravel())])
+
+
+def _without_matmul(node, opset):
+    return None if node.op_type == "MatMul" else find_kernel(node, opset)
+
+
+def _oracle(w, feeds):
+    model = _weighted_model(w)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def test_a_fallback_node_holds_its_weights_as_initializers_and_runs_on_the_callers_thread(rng):
+    """onnxruntime prepares an initializer once (a quantized LSTM packs its matrices); fed
+    as an input on every call, it is prepared on every call. The session is one thread:
+    an intra-op pool that spins beside the engine took a core for the whole run."""
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    g = load_model(_weighted_model(w).SerializeToString())
+    feeds = {"x": rng.standard_normal((5, 4)).astype(np.float32)}
+    with Executor(g, kernels=OrtFallback(_without_matmul)) as ex:
+        np.testing.assert_allclose(ex.run(feeds).numpy_outputs()["y"], _oracle(w, feeds), rtol=1e-5, atol=1e-6)
+        kernel = next(s.call for s in ex._steps if s.node.name == "mm").direct[0]
+        (session,) = kernel._sessions.values()
+        assert [i.name for i in session.get_inputs()] == ["x"]
+        assert session.get_session_options().intra_op_num_threads == 1
+        # A weight replaced after bind time is fed, not the one the session holds.
+        w2 = rng.standard_normal((4, 3)).astype(np.float32)
+        ex.set_weight("w", w2)
+        np.testing.assert_allclose(ex.run(feeds).numpy_outputs()["y"], _oracle(w2, feeds), rtol=1e-5, atol=1e-6)
