@@ -192,7 +192,12 @@ def kinds():
 # ------------------------------------------------------------------ models --
 @bp.get("/models")
 def models():
-    return jsonify({"models": [serialize.model_summary(e) for e in lens().models.list()]})
+    return jsonify({"models": [_summary(e) for e in lens().models.list()]})
+
+
+def _summary(entry: Any) -> dict[str, Any]:
+    """A model's library card; a stored model's facts as stored (no model parsed to list them)."""
+    return serialize.model_summary(entry, lens().models.card(entry, serialize.graph_card, serialize.CARD_VERSION))
 
 
 @bp.post("/models")
@@ -212,13 +217,12 @@ def upload():
     from .quota import model_bytes_estimate
     from .security import client_id
     lens().graphs.put(entry.id, entry.id, client_id(), model_bytes_estimate(entry.graph))
-    data = serialize.model_summary(entry)
-    return jsonify(data), 201
+    return jsonify(_summary(entry)), 201
 
 
 @bp.get("/models/<mid>")
 def model(mid: str):
-    return jsonify(serialize.model_summary(lens().models.get(mid)))
+    return jsonify(_summary(lens().models.get(mid)))
 
 
 @bp.delete("/models/<mid>")

@@ -88,11 +88,27 @@ class FiniteJSONProvider(DefaultJSONProvider):
             return super().dumps(_finite(obj), **kwargs)
 
 
-def model_summary(entry: Any) -> dict[str, Any]:
-    """The library card of a model (``entry`` is a ``store.ModelEntry``)."""
-    g: Graph = entry.graph
+#: What ``graph_card`` returns, by version: a stored card of another version is made again.
+CARD_VERSION = 1
+
+
+def model_summary(entry: Any, card: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The library card of a model (``entry`` is a ``store.ModelEntry``): who it is, and
+    ``card`` (``graph_card`` of its graph, as the store keeps it; made here when None)."""
+    facts = card if card is not None else graph_card(entry.graph)
+    data: dict[str, Any] = {"id": entry.id, "name": entry.name, "source": entry.source, "size": entry.size,
+                            **_NO_GRAPH}   # the fields a card of an unreadable model lacks
+    data.update((k, v) for k, v in facts.items() if k != "version")
+    return data
+
+
+_NO_GRAPH: dict[str, Any] = {"nodes": 0, "graph_name": "", "opset": {}, "op_counts": {}, "inputs": [],
+                             "outputs": [], "initializers": 0, "control_flow": [], "metadata": {}}
+
+
+def graph_card(g: Graph) -> dict[str, Any]:
+    """What a library card shows of a graph: nodes, opsets, op counts, inputs and outputs."""
     data: dict[str, Any] = {
-        "id": entry.id, "name": entry.name, "source": entry.source, "size": entry.size,
         "nodes": len(g.nodes), "graph_name": g.name,
         "opset": dict(list(g.opset.items())[:MAX_LIST]),
     }

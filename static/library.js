@@ -17,6 +17,7 @@
       h("h3", null, h("a", { href: "/models/" + encodeURIComponent(m.id) }, m.name), del),
       h("div", { class: "meta" }, m.source + " · " + m.nodes + " nodes · opset " + opset + " · " + SG.bytes(m.size) +
         (m.control_flow.length ? " · " + m.control_flow.join(", ") : "")),
+      m.error ? h("p", { class: "error" }, m.error) : null,
       h("table", null, SG.row("inputs", io(m.inputs)), SG.row("outputs", io(m.outputs))),
       h("div", { class: "chips" }, ops));
   }

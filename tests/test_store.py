@@ -168,6 +168,37 @@ def test_a_first_release_database_is_migrated_and_its_runs_kept(tmp_path):
     assert db.execute("SELECT summary FROM runs WHERE id = 'old'").fetchone()[0] is not None
 
 
+def test_the_library_lists_stored_models_from_their_cards_without_parsing_them(tmp_path):
+    """Listing the library parsed every stored model (4 s for 28 on a fresh server, minutes
+    beside an upload, the page saying "loading..."). A stored model's card is kept with it:
+    a restarted server lists it from the card alone -- here with the model's file gone, which
+    parsing would trip on -- and a card of another version is made again from the model."""
+    inst = tmp_path / "inst"
+    c = create_app({"SGLENS_INSTANCE": str(inst)}).test_client()
+    posted = c.post("/api/models", data={"file": (io.BytesIO(model_bytes()), "kept.onnx")}).get_json()
+    db = sqlite3.connect(inst / "runs.sqlite3")
+    (card,) = db.execute("SELECT card FROM models WHERE id = ?", (posted["id"],)).fetchone()
+    assert json.loads(card)["nodes"] == posted["nodes"] == 4
+    # an older card: made again from the model on the next listing, and stored
+    db.execute("UPDATE models SET card = ? WHERE id = ?", (json.dumps({"version": 0, "nodes": -1}), posted["id"]))
+    db.commit()
+    (again,) = create_app({"SGLENS_INSTANCE": str(inst)}).test_client().get("/api/models").get_json()["models"]
+    assert again == posted
+    assert json.loads(db.execute("SELECT card FROM models").fetchone()[0])["nodes"] == 4
+    (path,) = (inst / "uploads").iterdir()
+    path.unlink()
+    (listed,) = create_app({"SGLENS_INSTANCE": str(inst)}).test_client().get("/api/models").get_json()["models"]
+    assert listed == posted
+    # a model stored before cards (none kept) whose file is gone: listed, saying so, beside the others
+    db.execute("UPDATE models SET card = NULL")
+    db.commit()
+    c = create_app({"SGLENS_INSTANCE": str(inst)}).test_client()
+    other = c.post("/api/models", data={"file": (io.BytesIO(model_bytes("mlp.onnx")), "other.onnx")}).get_json()
+    models = {m["id"]: m for m in c.get("/api/models").get_json()["models"]}
+    assert models[other["id"]] == other and "error" not in other
+    assert "cannot be read" in models[posted["id"]]["error"] and models[posted["id"]]["nodes"] == 0
+
+
 def test_two_servers_on_one_store_see_each_others_uploads(tmp_path):
     a = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")}).test_client()
     b = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")}).test_client()
