@@ -124,12 +124,23 @@ class Lens:
         self.run_time_limit: float | None = float(time_limit) if time_limit else None
         self.jobs = make_job_manager(self, cfg)
         self.models.on_delete.append(self.jobs.cancel_model)
+        self.models.on_load.append(self._charge_graph)
         self.flat_limit = int(cfg["SGLENS_FLAT_LIMIT"])
         self.layouts = LayoutCache()
         #: this app's backends: the built-ins plus its own plugins, never another app's
         self.registry = builtin_registry()
         self.plugins: dict[str, list[str]] = {}
         self.plugin_errors: dict[str, str] = {}
+
+
+    def _charge_graph(self, mid: str, graph: Any) -> None:
+        """A stored model read back from disk is held like an upload: charged to the client that
+        asked for it (outside a request, to the server itself), evicted past the quota."""
+        from flask import has_request_context
+
+        from .quota import model_bytes_estimate
+        from .security import client_id
+        self.graphs.put(mid, mid, client_id() if has_request_context() else "server", model_bytes_estimate(graph))
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:

@@ -262,6 +262,7 @@ class ModelStore:
             migrate(self.db)
         self.store_limit = store_limit
         self.on_delete: list[Callable[[str], None]] = []   # called with the id of a deleted model
+        self.on_load: list[Callable[[str, Graph], None]] = []   # a stored model's graph read from disk
         self._memory: dict[str, ModelEntry] = {}
         self._graphs: dict[str, Graph] = {}                 # uploads parsed so far, by id
         self._lock = threading.Lock()
@@ -298,6 +299,16 @@ class ModelStore:
         mid = secrets.token_hex(8)
         self._add(mid, name, graph, "memory", data)
         return self.get(mid)
+
+    def _loaded(self, mid: str, graph: Graph) -> Graph:
+        """A stored model's graph read back from disk: kept, and told to ``on_load`` (the app
+        charges it to its memory quota, which evicts through ``forget_graph``; uncharged, every
+        model opened since a restart stayed in memory)."""
+        with self._lock:
+            self._graphs[mid] = graph
+        for listener in self.on_load:
+            listener(mid, graph)
+        return graph
 
     def forget_graph(self, mid: str) -> None:
         """Drop an uploaded model's imported graph from memory (its client's quota is full); it is
@@ -415,9 +426,7 @@ class ModelStore:
             if cached is not None:
                 return cached
             graph = load_model(model_file, max_bytes=self.max_bytes, data_root=model_file.parent)
-            with self._lock:
-                self._graphs[mid] = graph
-            return graph
+            return self._loaded(mid, graph)
 
         def model_bytes() -> bytes:
             from partition.onnx_io import read_model_proto
@@ -443,9 +452,7 @@ class ModelStore:
                 return cached
             with open(path, "rb") as f:
                 graph = load_model(f.read(), max_bytes=self.max_bytes)
-            with self._lock:
-                self._graphs[mid] = graph
-            return graph
+            return self._loaded(mid, graph)
         with self._lock:
             graph = self._graphs.get(mid)
         return ModelEntry(mid, row["name"], row["source"], int(row["size"]), path=path,

@@ -37,3 +37,22 @@ def test_a_clients_graphs_are_charged_by_their_objects(tmp_path):
     assert mallory.get(f"/api/models/{theirs[0]}/inputs").status_code == 200   # imported again from disk
     assert mallory.delete(f"/api/models/{theirs[-1]}").status_code == 200
     assert theirs[-1] not in lens.graphs
+
+
+def test_models_read_back_from_disk_after_a_restart_are_charged_too(tmp_path):
+    """After a restart no upload charged anything: each model a client opened was read back
+    from disk and stayed in memory, uncharged, however many were opened."""
+    data = sec_models.tiny_weights(2000)
+    first = create_app({"SGLENS_INSTANCE": str(tmp_path)}).test_client()
+    ids = [first.post("/api/models", data={"file": (io.BytesIO(data), f"t{i}.onnx")}).get_json()["id"]
+           for i in range(4)]
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path), "SGLENS_CLIENT_CACHE_BYTES": 6_000_000,
+                      "SGLENS_CACHE_BYTES": 100_000_000})
+    client, lens = app.test_client(), app.extensions["sglens"]
+    assert len(client.get("/api/models").get_json()["models"]) == 4   # listing reads no model
+    assert not lens.models._graphs
+    for mid in ids:
+        assert client.get(f"/api/models/{mid}/inputs").status_code == 200
+    assert max(lens.graphs.usage().values()) <= 6_000_000
+    assert set(lens.models._graphs) == {ids[2], ids[3]}   # the oldest two left memory
+    assert client.get(f"/api/models/{ids[0]}/inputs").status_code == 200   # read again when used
