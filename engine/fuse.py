@@ -29,7 +29,7 @@ from partition.ir import Graph, Node
 
 from .fuse_attention import as_written, attention_chains
 from .kernels import device, elementwise, native
-from .kernels.nn import HardSwishAct, conv as nn_conv, conv_fused
+from .kernels.nn import HardSwishAct, conv as nn_conv, conv_fused, conv_fused_plan
 from .kernels.registry import kernel_attrs
 from .kernels.tensor import _pad as pad_zeros
 from .run_errors import named_failure
@@ -440,6 +440,8 @@ def _hard_swish_reader(sole: Callable[..., int | None], y: str, nodes: list[Node
     return None, None
 
 
+_F32 = np.dtype(np.float32)
+
 #: ONNX's HardSwish: y * max(0, min(1, y / 6 + 1/2)).
 _ONNX_HARD_SWISH = HardSwishAct(1 / 6, 0.5, 0.0, 1.0)
 
@@ -489,30 +491,56 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         seen[0] = (tuple(norm), affine)
         return affine
 
+    def activation(args: tuple) -> Any:
+        if n_consts:
+            shift, lo, hi, *scale = (float(v.reshape(())) for v in args[n_clip:n_clip + n_consts])
+            return HardSwishAct(1.0, shift, lo, hi, post, scale[0] if scale else 1.0)
+        if swish is not None:
+            return _ONNX_HARD_SWISH
+        if clip is not None:
+            return _clip_pair(clip, _with_omitted(clip.inputs[1:], args[n_fixed:n_clip]))
+        return last.op_type == "Relu"
+
+    # The host plan of the last call (nn.conv_fused_plan): (x's shape, every input but x and the
+    # residual, the plan or None). A call with the same shape and the very same other inputs
+    # (weights; set_weight replaces them) runs it: nothing re-derived, about half a small
+    # conv's Python cost.
+    planned: list[Any] = [None]
+
+    def host_plan(x: Any, args: tuple) -> Any:
+        consts = args[1:n_conv] + args[n_bn:]
+        last_plan = planned[0]
+        if last_plan is not None and last_plan[0] == x.shape and len(last_plan[1]) == len(consts) \
+                and all(a is b for a, b in zip(last_plan[1], consts)):
+            return last_plan[2]
+        try:
+            plan = conv_fused_plan(x.shape, args[1], args[2] if n_conv > 2 else None, activation(args),
+                                   affine_of(np, args[n_bn:n_fixed]), **attrs)
+        except Exception:  # noqa: BLE001 -- conv_fused below meets it again and says what it is
+            plan = None
+        planned[0] = (x.shape, consts, plan)
+        return plan
+
     def run(xp: Any, *args: Any) -> tuple:
         conv_args = args[:n_conv]
         x, w = conv_args[0], conv_args[1]
         b = conv_args[2] if n_conv > 2 else None
         residual = args[n_conv] if has_residual else None
         norm = args[n_bn:n_fixed]
-        bounds = _with_omitted(clip.inputs[1:], args[n_fixed:n_clip]) if clip is not None else []
-        n_swish = n_clip + n_consts
-        pad_args = args[n_swish:]
+        pad_args = args[n_clip + n_consts:]
         try:
             use = attrs
             if pad is not None and (x.ndim != 4 or any(a is not c for a, c in zip(pad_args, bound))):
                 raise ValueError("not the Pad planned at bind time")
+            if xp is np and x.dtype == _F32 and x.__class__ is np.ndarray:
+                plan = host_plan(x, args)
+                y = None if plan is None else plan(x, residual)
+                if y is not None:
+                    return (y,)
             if lopsided and xp is not np:  # the amounts as bound, on the host: no device read
                 x = pad_zeros(xp, x, folded[2], "constant", 0.0, None)
                 use = own
-            if n_consts:
-                shift, lo, hi, *scale = (float(v.reshape(())) for v in args[n_clip:n_swish])
-                act: Any = HardSwishAct(1.0, shift, lo, hi, post, scale[0] if scale else 1.0)
-            elif swish is not None:
-                act = _ONNX_HARD_SWISH
-            else:
-                act = _clip_pair(clip, bounds) if clip is not None else last.op_type == "Relu"
-            return (conv_fused(xp, x, w, b, residual, act, affine=affine_of(xp, norm), **use),)
+            return (conv_fused(xp, x, w, b, residual, activation(args), affine=affine_of(xp, norm), **use),)
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
             return as_written(xp, parts, kernels, dict(zip(ins, args)))
     return run

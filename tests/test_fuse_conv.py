@@ -499,3 +499,48 @@ def test_the_row_columns_entry_refuses_what_does_not_agree():
                               (np.zeros((17, 10), np.float32), 0, 0, 2)]:   # a K that is not C kh kw
         with pytest.raises(ValueError, match="do not agree"):
             native._lib.im2col_rows_f32(x, cols, geometry, img, r0, r1)
+
+
+def test_a_chain_is_planned_once_per_input_shape_and_weight_version(rng, monkeypatch):
+    """On the host a fused chain's call is decided once (``nn.conv_fused_plan``) and then
+    runs as planned: a new input shape or a weight ``set_weight`` replaced plans again, and
+    every result matches onnxruntime with the weights of its time."""
+    import engine.fuse as fuse
+    if not native.available():
+        pytest.skip("extension not built")
+    made: list[tuple] = []
+    real = fuse.conv_fused_plan
+
+    def counted(x_shape, *args, **kwargs):
+        made.append(x_shape)
+        return real(x_shape, *args, **kwargs)
+    monkeypatch.setattr(fuse, "conv_fused_plan", counted)
+    model, _ = _model((1, 4, 9, 9), (6, 4, 3, 3), "add_relu", res_shape=(1, 6, 9, 9), rng=rng, pads=[1, 1, 1, 1])
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "h"   # a dynamic height
+    model.graph.input[1].type.tensor_type.shape.dim[2].dim_param = "h"
+
+    def oracle(feeds, w=None):
+        if w is not None:
+            for init in model.graph.initializer:
+                if init.name == "w":
+                    init.CopyFrom(numpy_helper.from_array(w, "w"))
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)[0]
+
+    def feeds(h):
+        return {"x": rng.standard_normal((1, 4, h, 9)).astype(np.float32),
+                "r": rng.standard_normal((1, 6, h, 9)).astype(np.float32)}
+    with Executor(from_model_proto(model)) as ex:
+        assert any(s.node.domain == FUSED_DOMAIN for s in ex._steps)
+        for h in (9, 9, 9):
+            f = feeds(h)
+            np.testing.assert_allclose(ex.run(f).outputs["y"], oracle(f), rtol=1e-4, atol=1e-4)
+        assert made == [(1, 4, 9, 9)]
+        f = feeds(5)
+        np.testing.assert_allclose(ex.run(f).outputs["y"], oracle(f), rtol=1e-4, atol=1e-4)
+        assert made == [(1, 4, 9, 9), (1, 4, 5, 9)]
+        w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+        ex.set_weight("w", w)
+        f = feeds(5)
+        np.testing.assert_allclose(ex.run(f).outputs["y"], oracle(f, w), rtol=1e-4, atol=1e-4)
+        assert made == [(1, 4, 9, 9), (1, 4, 5, 9), (1, 4, 5, 9)]

@@ -7,9 +7,10 @@ slower), so a checkout built without a compiler loses speed, not results.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -137,12 +138,25 @@ def im2col(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pad
     (N, C * kh * kw, OH * OW), C major, kernel positions minor (the weight's
     (M, C / group, kh, kw) flattened per group), padding as zeros; None when the
     compiled module does not apply."""
-    if not (applies(xp, x) and x.ndim == 4 and len(kernel) == 2 and x.size):
+    plan = im2col_plan(x.shape, kernel, strides, dilations, pads, out_sp) if applies(xp, x) else None
+    return None if plan is None else plan(x)
+
+
+def im2col_plan(x_shape: tuple, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple,
+                out_sp: tuple) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``im2col`` decided once for float32 inputs of shape ``x_shape``: ``cols(x)``; None when
+    the compiled module does not apply. The caller passes float32 arrays of that shape (the C
+    kernel refuses others by their sizes)."""
+    if not (_lib is not None and len(x_shape) == 4 and len(kernel) == 2 and math.prod(x_shape)):
         return None
-    n, c = x.shape[:2]
-    cols = np.empty((n, c * kernel[0] * kernel[1], out_sp[0] * out_sp[1]), dtype=_F32)
-    _lib.im2col_f32(np.ascontiguousarray(x), cols,
-                    _conv_geometry(kernel, strides, dilations, pads, out_sp))
+    n, c = x_shape[:2]
+    shape = (n, c * kernel[0] * kernel[1], out_sp[0] * out_sp[1])
+    geometry = _conv_geometry(kernel, strides, dilations, pads, out_sp)
+
+    def cols(x: np.ndarray) -> np.ndarray:
+        out = np.empty(shape, dtype=_F32)
+        _lib.im2col_f32(np.ascontiguousarray(x), out, geometry)
+        return out
     return cols
 
 
@@ -165,20 +179,35 @@ def depthwise_conv2d(xp: Any, x: Any, w: Any, b: Any, kernel: tuple, strides: tu
     """A 2-D conv whose every group reads one input channel (``group == C``; W is
     (M, 1, kh, kw), M a multiple of C), bias added: (N, M, OH, OW) float32, or None
     when the compiled module does not apply."""
-    if not (applies(xp, x, w, b) and x.ndim == 4 and len(kernel) == 2 and x.size and w.size):
+    plan = depthwise_plan(x.shape, w, b, kernel, strides, dilations, pads, out_sp) \
+        if applies(xp, x) else None
+    return None if plan is None else plan(x)
+
+
+def depthwise_plan(x_shape: tuple, w: Any, b: Any, kernel: tuple, strides: tuple, dilations: tuple,
+                   pads: tuple, out_sp: tuple) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``depthwise_conv2d`` decided once for float32 inputs of shape ``x_shape`` and this weight
+    and bias (reshaped here, once): ``conv(x)``; None when the compiled module does not apply."""
+    if not (applies(np, w, b) and len(x_shape) == 4 and len(kernel) == 2 and math.prod(x_shape)
+            and w.size):
         return None
     # the kernel's padded copy of a plane: rows and columns its windows read (huge strides
     # or pads around a small input would make it far larger than the planes: numpy's path)
     hp = (out_sp[0] - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1
     wp = (out_sp[1] - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1
-    if hp * wp > _DW_MAX_PADDED * (x.shape[2] * x.shape[3] + out_sp[0] * out_sp[1]) + 65536:
+    if hp * wp > _DW_MAX_PADDED * (x_shape[2] * x_shape[3] + out_sp[0] * out_sp[1]) + 65536:
         return None
-    n, m = x.shape[0], w.shape[0]
-    out = np.empty((n, m, out_sp[0] * out_sp[1]), dtype=_F32)
-    _lib.depthwise_conv2d_f32(np.ascontiguousarray(x), np.ascontiguousarray(w).reshape(m, -1), out,
-                              None if b is None else np.ascontiguousarray(b).reshape(m),
-                              _conv_geometry(kernel, strides, dilations, pads, out_sp))
-    return out.reshape(n, m, *out_sp)
+    n, m = x_shape[0], w.shape[0]
+    flat, shape = (n, m, out_sp[0] * out_sp[1]), (n, m, *out_sp)
+    weight = np.ascontiguousarray(w).reshape(m, -1)
+    bias = None if b is None else np.ascontiguousarray(b).reshape(m)
+    geometry = _conv_geometry(kernel, strides, dilations, pads, out_sp)
+
+    def conv(x: np.ndarray) -> np.ndarray:
+        out = np.empty(flat, dtype=_F32)
+        _lib.depthwise_conv2d_f32(np.ascontiguousarray(x), weight, out, bias, geometry)
+        return out.reshape(shape)
+    return conv
 
 
 def channel_epilogue(y: np.ndarray, scale: Any, shift: Any, residual: Any,
@@ -188,16 +217,32 @@ def channel_epilogue(y: np.ndarray, scale: Any, shift: Any, residual: Any,
     with ``swish`` ``(a, b, lo, hi, post, c)``, ``y * clip(y * a + b, lo, hi)`` then ``/ c``
     (post 1) or ``* c`` (post 2); False (nothing written) where the compiled module does
     not apply."""
-    if not (applies(np, y, scale, shift, residual) and y.ndim >= 2 and y.flags.c_contiguous
-            and y.flags.writeable and y.size):
+    if not (applies(np, y) and y.flags.c_contiguous and y.flags.writeable):
         return False
-    n, m = y.shape[:2]
-    _lib.channel_epilogue_f32(y.reshape(n, m, -1),
-                              None if scale is None else np.ascontiguousarray(scale).reshape(m),
-                              None if shift is None else np.ascontiguousarray(shift).reshape(m),
-                              None if residual is None else np.ascontiguousarray(residual).reshape(n, m, -1),
-                              lo, hi, swish)
-    return True
+    plan = epilogue_plan(y.shape, scale, shift, lo, hi, swish)
+    return plan is not None and plan(y, residual)
+
+
+def epilogue_plan(y_shape: tuple, scale: Any, shift: Any, lo: float, hi: float,
+                  swish: tuple | None = None) -> Callable[[np.ndarray, Any], bool] | None:
+    """``channel_epilogue`` decided once for outputs of shape ``y_shape`` and these per-channel
+    constants: ``apply(y, residual)`` (False, nothing written, for a residual that is not
+    float32); None when the compiled module does not apply. ``y``: a fresh C-contiguous float32
+    array of that shape (a conv's own output)."""
+    if not (applies(np, scale, shift) and len(y_shape) >= 2 and math.prod(y_shape)):
+        return None
+    n, m = y_shape[:2]
+    scale = None if scale is None else np.ascontiguousarray(scale).reshape(m)
+    shift = None if shift is None else np.ascontiguousarray(shift).reshape(m)
+
+    def apply(y: np.ndarray, residual: Any) -> bool:
+        if residual is not None:
+            if not applies(np, residual):
+                return False
+            residual = np.ascontiguousarray(residual).reshape(n, m, -1)
+        _lib.channel_epilogue_f32(y.reshape(n, m, -1), scale, shift, residual, lo, hi, swish)
+        return True
+    return apply
 
 
 def max_pool2d(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple,

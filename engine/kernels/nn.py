@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -248,22 +248,33 @@ def _activation(xp: Any, y: Any, act: Any) -> Any:
 
 
 def _epilogue_compiled(y: np.ndarray, bias: Any, residual: Any, relu: Any, affine: Any) -> np.ndarray:
-    """The compiled conv's epilogue in one pass over ``y`` (``native.channel_epilogue``):
-    the ``bias`` its GEMM left out folded into the per-channel shift, ``(y + b) * s + t ==
-    y * s + (b * s + t)``; numpy's passes where that does not apply (a NaN bound)."""
-    bounds = _clip_bounds(relu)
-    if bounds is not None:
-        swish = relu.compiled() if isinstance(relu, HardSwishAct) else None
-        scale, shift = affine if affine is not None else (None, None)
-        if bias is not None:
-            shift = bias if scale is None else bias * scale + shift
-        if (scale is None and shift is None and residual is None and swish is None
-                and bounds == (-math.inf, math.inf)) \
-                or native.channel_epilogue(y, scale, shift, residual, *bounds, swish):
-            return y
+    """The compiled conv's epilogue in one pass over ``y`` (``_epilogue_plan``); numpy's passes
+    where that does not apply (a NaN bound)."""
+    plan = _epilogue_plan(y.shape, bias, relu, affine)
+    if plan is not None and plan(y, residual):
+        return y
     if bias is not None:
         y += bias.reshape((1, -1) + (1,) * (y.ndim - 2))
     return _epilogue(np, y, residual, relu, affine)
+
+
+def _epilogue_plan(y_shape: tuple, bias: Any, act: Any, affine: Any) -> Callable[[np.ndarray, Any], bool] | None:
+    """The compiled epilogue (``native.epilogue_plan``) of a conv's own float32 output of shape
+    ``y_shape``, decided once: ``apply(y, residual)``. The ``bias`` its GEMM left out is folded
+    into the per-channel shift, ``(y + b) * s + t == y * s + (b * s + t)``. None where it does not
+    apply (a NaN bound: numpy's passes)."""
+    bounds = _clip_bounds(act)
+    if bounds is None:
+        return None
+    swish = act.compiled() if isinstance(act, HardSwishAct) else None
+    scale, shift = affine if affine is not None else (None, None)
+    if bias is not None:
+        shift = bias if scale is None else bias * scale + shift
+    if scale is None and shift is None and swish is None and bounds == (-math.inf, math.inf):
+        def nothing_but_residual(y: np.ndarray, residual: Any) -> bool:
+            return residual is None or native.channel_epilogue(y, None, None, residual, *bounds)
+        return nothing_but_residual
+    return native.epilogue_plan(y_shape, scale, shift, *bounds, swish)
 
 
 def _clip_bounds(act: Any) -> tuple[float, float] | None:
@@ -282,50 +293,107 @@ def _clip_bounds(act: Any) -> tuple[float, float] | None:
 def _conv_compiled(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int,
                    kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
                    pads: Sequence[int], out_sp: Sequence[int]) -> tuple[np.ndarray, Any] | None:
-    """A 1-D or 2-D float32 conv through the compiled kernels (``_native_conv.c``), as
-    ``(y, bias still to add)``: depthwise (each group one input channel) in one C pass,
-    bias included; any other group count as the C im2col columns times the weight in
-    one numpy matmul, whose BLAS spreads it over the cores, its bias left to the
-    epilogue's one pass. None where the compiled module does not apply (the
-    caller's numpy path runs). A 1-D depthwise conv runs as a 2-D one of height 1; other
-    1-D convs gained nothing measurable from the compiled columns (docs/kernels.md)."""
+    """A 1-D or 2-D float32 conv through the compiled kernels (``_compiled_plan``), as
+    ``(y, bias still to add)``; None where the compiled module does not apply."""
+    if not native.applies(np, x):
+        return None
+    plan = _compiled_plan(tuple(x.shape), w, b, group, tuple(kernel), tuple(strides), tuple(dilations),
+                          tuple(pads), tuple(out_sp))
+    return None if plan is None else (plan[0](x), plan[1])
+
+
+def _compiled_plan(x_shape: tuple, w: np.ndarray, b: np.ndarray | None, group: int, kernel: tuple,
+                   strides: tuple, dilations: tuple, pads: tuple,
+                   out_sp: tuple) -> tuple[Callable[[np.ndarray], np.ndarray], Any] | None:
+    """The compiled conv (``_native_conv.c``) decided once for float32 inputs of shape ``x_shape``
+    and these weights: ``(conv, bias still to add)``, ``conv(x) -> y``. Depthwise (each group one input
+    channel) in one C pass, bias included; any other group count as the C im2col columns times
+    the weight in one numpy matmul, whose BLAS spreads it over the cores, its bias left to the
+    epilogue's one pass. None where the compiled module does not apply (the caller's numpy path
+    runs). A 1-D depthwise conv runs as a 2-D one of height 1; other 1-D convs gained nothing
+    measurable from the compiled columns (docs/kernels.md)."""
     if len(kernel) == 1:  # (N, C, L) as (N, C, 1, L): pads (begin, end) -> (0, begin, 0, end)
-        if not (w.shape[1] == 1 and group == x.shape[1] > 1):
+        if not (w.shape[1] == 1 and group == x_shape[1] > 1):
             return None
-        got = _conv_compiled(x[:, :, None], w[:, :, None], b, group, (1, *kernel), (1, *strides),
-                             (1, *dilations), (0, pads[0], 0, pads[1]), (1, *out_sp))
-        return None if got is None else (got[0].reshape(got[0].shape[:2] + tuple(out_sp)), got[1])
-    n, c = x.shape[:2]
+        inner = _compiled_plan((*x_shape[:2], 1, x_shape[2]), w[:, :, None], b, group, (1, *kernel),
+                               (1, *strides), (1, *dilations), (0, pads[0], 0, pads[1]), (1, *out_sp))
+        return _reshaped(inner, lambda x: x[:, :, None], (x_shape[0], w.shape[0], *out_sp))
+    n, c = x_shape[:2]
     m, cg = w.shape[0], w.shape[1]
-    if x.shape[3] == 1 and kernel[1] == 1 and out_sp[1] == 1 and kernel[0] > 1 and pads[1] == pads[3] == 0:
+    if x_shape[3] == 1 and kernel[1] == 1 and out_sp[1] == 1 and kernel[0] > 1 and pads[1] == pads[3] == 0:
         # a column map and kernel (Magika's 5x1 over 512x1): the same conv along a row,
         # H and W swapped by reshapes alone -- the columns come out alike, 40x faster
         # (the compiled im2col walks rows: 5.5 ms -> 0.13 ms for Magika's)
-        got = _conv_compiled(x.reshape(n, c, 1, x.shape[2]), w.reshape(m, cg, 1, kernel[0]), b, group,
-                             (1, kernel[0]), (1, strides[0]), (1, dilations[0]), (0, pads[0], 0, pads[2]),
-                             (1, out_sp[0]))
-        return None if got is None else (got[0].reshape(n, m, out_sp[0], 1), got[1])
-    geometry_ = (tuple(kernel), tuple(strides), tuple(dilations), tuple(pads), tuple(out_sp))
+        inner = _compiled_plan((n, c, 1, x_shape[2]), w.reshape(m, cg, 1, kernel[0]), b, group,
+                               (1, kernel[0]), (1, strides[0]), (1, dilations[0]), (0, pads[0], 0, pads[2]),
+                               (1, out_sp[0]))
+        return _reshaped(inner, lambda x: x.reshape(n, c, 1, x_shape[2]), (n, m, out_sp[0], 1))
+    geometry_ = (kernel, strides, dilations, pads, out_sp)
     if cg == 1 and group == c and group > 1:
-        y = native.depthwise_conv2d(np, x, w, b, *geometry_)
-        return None if y is None else (y, None)
+        depthwise = native.depthwise_plan(x_shape, w, b, *geometry_)
+        return None if depthwise is None else (depthwise, None)
     npos = out_sp[0] * out_sp[1]
-    if not native.applies(np, x, w, b) or n * c * math.prod(kernel) * npos * 4 > _IM2COL_BYTES:
+    if not native.applies(np, w, b) or n * c * math.prod(kernel) * npos * 4 > _IM2COL_BYTES:
         return None
     mg, k = m // group, cg * kernel[0] * kernel[1]
-    pointwise = tuple(kernel) == (1, 1) and tuple(strides) == (1, 1) and not any(pads)
+    pointwise = kernel == (1, 1) and strides == (1, 1) and not any(pads)
     if not pointwise and c * math.prod(kernel) * npos * 4 > _BAND_BYTES and out_sp[0] > 1:
-        return _conv_banded(x, w, geometry_, (n, c, m, group, mg, k)), b
-    if pointwise:
-        cols = x.reshape(n, c, npos)  # the input rows are the columns: no copy
-    else:
-        cols = native.im2col(np, x, *geometry_)
-        if cols is None:
-            return None
-    out = np.empty((n, group, mg, npos), dtype=np.float32)
-    np.matmul(w.reshape(group, mg, k), cols.reshape(n, group, k, npos), out=out)
-    return out.reshape(n, m, *out_sp), b
+        return (lambda x: _conv_banded(x, w, geometry_, (n, c, m, group, mg, k))), b
+    columns = None if pointwise else native.im2col_plan(x_shape, *geometry_)
+    if columns is None and not pointwise:
+        return None
+    weight, flat, shape = w.reshape(group, mg, k), (n, group, k, npos), (n, m, *out_sp)
 
+    def conv(x: np.ndarray) -> np.ndarray:
+        cols = x if columns is None else columns(x)  # pointwise: the input rows are the columns
+        out = np.empty((n, group, mg, npos), dtype=np.float32)
+        np.matmul(weight, cols.reshape(flat), out=out)
+        return out.reshape(shape)
+    return conv, b
+
+
+def _reshaped(inner: tuple | None, to_inner: Callable[[np.ndarray], np.ndarray],
+              shape: tuple) -> tuple[Callable[[np.ndarray], np.ndarray], Any] | None:
+    """``inner``, a plan for a reshaped view of the input, with its output reshaped to ``shape``."""
+    if inner is None:
+        return None
+    conv, bias = inner
+    return (lambda x: conv(to_inner(x)).reshape(shape)), bias
+
+
+def conv_fused_plan(x_shape: tuple, w: Any, b: Any, act: Any, affine: Any, *, auto_pad: str = "NOTSET",
+                    dilations: Any = None, group: int = 1, kernel_shape: Any = None, pads: Any = None,
+                    strides: Any = None) -> Callable[[np.ndarray, Any], np.ndarray | None] | None:
+    """``conv_fused`` on the host decided once for float32 inputs of shape ``x_shape`` and these
+    constants (weight, bias, activation, folded normalisation): ``run(x, residual)``, the
+    compiled conv and epilogue with nothing re-derived per call (a fused chain calls it; about
+    half a small conv's Python cost). ``run`` answers None for a call it does not take (a
+    residual of another shape or dtype: the caller calls ``conv_fused``); None where the
+    compiled path does not apply. Malformed geometry raises as ``conv_fused`` does."""
+    g = geometry.conv(x_shape, w.shape, None if b is None else b.shape, kernel_shape=kernel_shape,
+                      strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad, group=group)
+    out_shape = (x_shape[0], w.shape[0], *g.out_sp)
+    if len(g.kernel) > 2 or math.prod(x_shape) == 0 or math.prod(out_shape) == 0 or w.size == 0:
+        return None
+    planned = _compiled_plan(tuple(x_shape), w, b, int(group), g.kernel, g.strides, g.dilations, g.pads,
+                             g.out_sp)
+    if planned is None:
+        return None
+    conv, bias_left = planned
+    epilogue = _epilogue_plan(out_shape, bias_left, act, affine)
+    if epilogue is None:
+        return None
+
+    def run(x: np.ndarray, residual: Any) -> np.ndarray | None:
+        if residual is not None and (residual.shape != out_shape or residual.dtype != _F32):
+            return None
+        y = conv(x)
+        epilogue(y, residual)
+        return y
+    return run
+
+
+_F32 = np.dtype(np.float32)
 
 #: Columns larger than this are made and multiplied a band of output rows at a time, so
 #: each band is still in cache when its GEMM reads it (PP-OCR det's 3x3 convs over
