@@ -501,6 +501,7 @@ def test_the_row_columns_entry_refuses_what_does_not_agree():
             native._lib.im2col_rows_f32(x, cols, geometry, img, r0, r1)
 
 
+@pytest.mark.cpu_only("the host plan: a device runs conv_fused's device path")
 def test_a_chain_is_planned_once_per_input_shape_and_weight_version(rng, monkeypatch):
     """On the host a fused chain's call is decided once (``nn.conv_fused_plan``) and then
     runs as planned: a new input shape or a weight ``set_weight`` replaced plans again, and
