@@ -374,6 +374,12 @@ def specs_from_options(graph: Graph, *, dims: Mapping[str, int] | None = None,
         raise InputError(f"--shape names {unknown}, which are not graph inputs; the inputs are "
                          f"{graph_inputs(graph)}")
     specs = suggest_specs(graph, seed=seed)
+    named = {d for spec in specs for d in spec.dim_names if d}
+    stray = sorted(set(dims) - named)
+    if stray:   # a mistyped --dim once left the axis at its guess without a word
+        raise InputError(f"--dim names {stray}, which no graph input has as a symbolic axis; "
+                         + (f"the symbolic axes are {sorted(named)}" if named else "no input has a named axis")
+                         + " (or set a whole input with --shape INPUT=DIMS)")
     for spec in specs:
         if fill != "random" or spec.fill == "random":
             spec.fill = fill   # an explicit --fill wins; by default a name's prefill stays

@@ -20,10 +20,11 @@ Errors are ``LensError``: the CLI prints one line and exits 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from partition.runner import partition
 from partition.selection import add_selection_options, selection_from_args
@@ -32,7 +33,7 @@ from . import gpu_plan
 from .input_spec import FILLS
 from .ort_fallback import LABEL as FALLBACK_LABEL
 from .ort_fallback import OrtFallback
-from .run_errors import InputError
+from .run_errors import InputError, KernelFailure, RunError
 from .host_regions import HOST_PROPERTY, HOST_RUNTIMES, host_regions
 from .subgraph_ops import EXECUTORS
 from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL
@@ -187,6 +188,20 @@ def _prepare(args: argparse.Namespace):
     return graph, model, feeds, notes
 
 
+@contextlib.contextmanager
+def _inputs_named_on_failure(notes: list[str]) -> Iterator[None]:
+    """A node that fails on inputs the user did not give says what was assumed of them (the notes
+    of ``_prepare``, printed only after a run): silero-VAD's STFT conv needs 512 samples, and the
+    error alone ("the padded input has only 192") did not say that 192 was our guess."""
+    given = list(notes)
+    try:
+        yield
+    except KernelFailure as exc:
+        if not given:
+            raise
+        raise RunError(f"{exc}. The inputs were not all given: {'; '.join(given)}") from None
+
+
 def default_memory_limit() -> int | None:
     """A quarter of the machine's memory (the default of ``sglens serve --run-memory-limit``)."""
     try:
@@ -240,7 +255,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     fallback.check(graph)
     with Executor(graph, device=args.device, subgraph_runtime=args.subgraph_runtime, engine_name=args.engine,
                   workers=args.workers, node_times=profiler, kernels=fallback,
-                  runtime_by_property=by_property) as ex:
+                  runtime_by_property=by_property) as ex, _inputs_named_on_failure(notes):
         m = measure(ex, feeds, repeat=args.repeat, warmup=1, profiler=profiler,
                     label=f"{args.model}")
         notes.extend(gpu_plan.device_read_notes(ex))  # GPU: the syncs the plan could not avoid
@@ -356,7 +371,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         def progress(stage: str, at: float, message: str) -> None:
             bar.set_description(f"compare: {message}")
             bar.update(max(0.0, at - bar.n))
-        report = run(spec, graph, model, properties, progress=progress)
+        with _inputs_named_on_failure(notes):
+            report = run(spec, graph, model, properties, progress=progress)
     c = report.comparison
     c.notes = notes + c.notes
     if args.json:

@@ -61,6 +61,11 @@ def files(tmp_path_factory) -> dict[str, str]:
                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
     custom.opset_import.append(helper.make_opsetid("x.y", 1))
     onnx.save_model(custom, str(d / "custom.onnx"))
+    w = onnx.numpy_helper.from_array(np.ones((1, 1, 300), np.float32), "w")   # longer than any guessed length
+    short = make_model([helper.make_node("Conv", ["x", "w"], ["y"], name="long_kernel")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "L"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    onnx.save_model(short, str(d / "short.onnx"))
     (d / "empty.onnx").write_bytes(b"")
     (d / "trunc.onnx").write_bytes((d / "one.onnx").read_bytes()[:40])
     (d / "text.onnx").write_text("this is not a model\n")
@@ -81,7 +86,7 @@ def files(tmp_path_factory) -> dict[str, str]:
         "class P(SubgraphProperty):\n    property_name = 'late_exit'\n"
         "    def create_subgraph_selector(self):\n        return S()\n"
         "register_subgraph_property('late_exit', P())\n")
-    return {k: str(d / k) for k in ("one.onnx", "two.onnx", "ident.onnx", "custom.onnx", "empty.onnx", "trunc.onnx", "text.onnx",
+    return {k: str(d / k) for k in ("one.onnx", "two.onnx", "ident.onnx", "short.onnx", "custom.onnx", "empty.onnx", "trunc.onnx", "text.onnx",
                                     "folder.onnx", "empty.npz", "junk.npz", "wrongkey.npz", "i64.npz",
                                     "f64.npz", "badshape.npz", "one.npy", "exit0.py", "exit3.py",
                                     "boom.py", "late_exit.py")} | {"dir": str(d)}
@@ -103,6 +108,10 @@ CASES = [
     (["compare", "{one.onnx}", "--ops", "Relu", "--repeat", "0"], "--repeat 0: needs at least 1"),
     (["run", "{one.onnx}", "--memory-limit", "lots"], "expected a number with an optional unit"),
     (["run", "{one.onnx}", "--dim", "N=four"], "is not an integer"),
+    (["run", "{one.onnx}", "--dim", "M=4"],
+     "--dim names ['M'], which no graph input has as a symbolic axis; the symbolic axes are ['N']"),
+    # a node that fails on inputs the user did not give says what was assumed of them
+    (["run", "{short.onnx}"], "no output position. The inputs were not all given: input 'x': shape [1, 1, "),
     # argparse's own errors are one line too
     (["run", "{one.onnx}", "--seed", "abc"], "invalid int value: 'abc'"),
     (["run", "{one.onnx}", "--engine", "foo"], "invalid choice: 'foo'"),
