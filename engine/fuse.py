@@ -29,7 +29,9 @@ from partition.ir import Graph, Node
 
 from .fuse_attention import as_written, attention_chains
 from .kernels import device, elementwise, native
-from .kernels.nn import HardSwishAct, conv as nn_conv, conv_fused, conv_fused_plan
+from .kernels.conv_epilogue import HardSwishAct
+from .kernels.nn import conv as nn_conv, conv_fused, conv_fused_plan
+from .kernels.prepared import LastPlan
 from .kernels.registry import kernel_attrs
 from .kernels.tensor import _pad as pad_zeros
 from .run_errors import named_failure
@@ -501,25 +503,10 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
             return _clip_pair(clip, _with_omitted(clip.inputs[1:], args[n_fixed:n_clip]))
         return last.op_type == "Relu"
 
-    # The host plan of the last call (nn.conv_fused_plan): (x's shape, every input but x and the
-    # residual, the plan or None). A call with the same shape and the very same other inputs
-    # (weights; set_weight replaces them) runs it: nothing re-derived, about half a small
-    # conv's Python cost.
-    planned: list[Any] = [None]
-
-    def host_plan(x: Any, args: tuple) -> Any:
-        consts = args[1:n_conv] + args[n_bn:]
-        last_plan = planned[0]
-        if last_plan is not None and last_plan[0] == x.shape and len(last_plan[1]) == len(consts) \
-                and all(a is b for a, b in zip(last_plan[1], consts)):
-            return last_plan[2]
-        try:
-            plan = conv_fused_plan(x.shape, args[1], args[2] if n_conv > 2 else None, activation(args),
-                                   affine_of(np, args[n_bn:n_fixed]), **attrs)
-        except Exception:  # noqa: BLE001 -- conv_fused below meets it again and says what it is
-            plan = None
-        planned[0] = (x.shape, consts, plan)
-        return plan
+    def make_plan(x: Any, args: tuple) -> Any:
+        return conv_fused_plan(x.shape, args[1], args[2] if n_conv > 2 else None, activation(args),
+                               affine_of(np, args[n_bn:n_fixed]), **attrs)
+    host_plan = LastPlan(lambda args: args[1:n_conv] + args[n_bn:], make_plan)
 
     def run(xp: Any, *args: Any) -> tuple:
         conv_args = args[:n_conv]

@@ -6,6 +6,9 @@ alone -- an LSTM's transposed, pre-scaled matrices (``rnn.py``), an 8-bit weight
 its zero point in float32 (``integer.py``) -- is built on the first call and found again by
 the arrays' identities. Each entry holds weak references to its arrays: when one dies its
 entry goes with it, so an id reused by a new array never finds a stale form.
+
+``LastPlan`` is the per-step form of the same idea: the plan of a step's last call, found again
+while its input shape and its weights are the same objects.
 """
 
 from __future__ import annotations
@@ -34,3 +37,30 @@ def prepared(kind: str, objs: tuple, build: Callable[[], Any]) -> Any:
         _CACHE.clear()
     _CACHE[key] = (refs, value)
     return value
+
+
+class LastPlan:
+    """A plan for a step's last call (``engine/fuse.py``'s conv chains: ``nn.conv_fused_plan``),
+    reused while the input's shape and the arguments ``constants(args)`` picks (weights, which
+    ``set_weight`` replaces: a new one plans again) are the same objects -- nothing re-derived
+    (about half a small conv's Python cost). ``None`` where no plan applies, or where making it
+    raised: the step's general path meets the same error and says what it is. One tuple holds
+    the last plan, so a call never sees half of one."""
+
+    __slots__ = ("constants", "make", "last")
+
+    def __init__(self, constants: Callable[[tuple], tuple], make: Callable[[Any, tuple], Any]) -> None:
+        self.constants, self.make = constants, make
+        self.last: tuple = (None, (), None)   # (input shape, the constants, the plan)
+
+    def __call__(self, x: Any, args: tuple) -> Any:
+        shape, held, plan = self.last
+        now = self.constants(args)
+        if x.shape == shape and len(now) == len(held) and all(a is b for a, b in zip(now, held)):
+            return plan
+        try:
+            plan = self.make(x, args)
+        except Exception:  # noqa: BLE001 -- see the class text
+            plan = None
+        self.last = (x.shape, now, plan)
+        return plan

@@ -1,0 +1,124 @@
+"""A conv's epilogue: per output channel ``* s + t`` (a folded BatchNormalization, the GEMM's
+bias folded into ``t``), ``+ residual``, then the activation (Relu, a Clip's bounds, a hard
+swish), in place on the conv's own output -- in one compiled pass over a float32 numpy output
+(``native.epilogue_plan``), else numpy's or cupy's passes through ``xp``. ``nn.conv_fused`` and
+its plans (``nn.conv_fused_plan``) apply it; ``engine/fuse.py``'s conv chains choose it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from . import native
+
+
+@dataclass(frozen=True)
+class HardSwishAct:
+    """A hard swish as a conv chain's activation (``engine/fuse.py``): ``y * clip(y * a + b,
+    lo, hi)``, then ``/ c`` (post ``Div``), ``* c`` (post ``Mul``) or nothing (post ``""``).
+    ONNX's HardSwish is ``a = 1/6, b = 1/2`` on ``[0, 1]``; Paddle writes ``x * clip(x + 3,
+    0, 6) / 6``: ``a = 1, b = 3`` on ``[0, 6]``, post ``Div``, ``c = 6`` -- the graph's
+    operations in its order (``y * 1`` is exact)."""
+
+    a: float
+    b: float
+    lo: float
+    hi: float
+    post: str = ""
+    c: float = 1.0
+
+    def compiled(self) -> tuple | None:
+        """The compiled epilogue's parameters; None for a NaN bound (numpy's passes then)."""
+        if math.isnan(self.lo) or math.isnan(self.hi):
+            return None
+        return (self.a, self.b, self.lo, self.hi, _POST[self.post], self.c)
+
+    def apply(self, xp: Any, y: Any) -> Any:
+        """In place on ``y`` (the conv's own output)."""
+        t = y * y.dtype.type(self.a) if self.a != 1 else y.copy()
+        t += y.dtype.type(self.b)
+        xp.clip(t, y.dtype.type(self.lo), y.dtype.type(self.hi), out=t)
+        xp.multiply(y, t, out=y)
+        if self.post == "Div":
+            y /= y.dtype.type(self.c)
+        elif self.post == "Mul":
+            y *= y.dtype.type(self.c)
+        return y
+
+
+#: ``HardSwishAct.post`` as the compiled epilogue numbers it.
+_POST = {"": 0, "Div": 1, "Mul": 2}
+
+
+def epilogue(xp: Any, y: Any, residual: Any, relu: Any, affine: Any = None) -> Any:
+    """``y`` (a conv's own output) through the epilogue in numpy's or cupy's passes."""
+    if affine is not None:  # per output channel (axis 1): a BatchNormalization's scale and shift
+        per_channel = (1, -1) + (1,) * (y.ndim - 2)
+        xp.multiply(y, affine[0].reshape(per_channel), out=y)
+        xp.add(y, affine[1].reshape(per_channel), out=y)
+    if residual is not None:
+        xp.add(y, residual, out=y)  # y is this call's own array (a matmul's, or its cast)
+    return activation(xp, y, relu)
+
+
+def activation(xp: Any, y: Any, act: Any) -> Any:
+    """``conv_fused``'s activation, in place: True Relu, ``(lo, hi)`` Clip (as ONNX's
+    Clip computes it, ``min(max(y, lo), hi)``, so ``lo > hi`` gives ``hi``), a
+    ``HardSwishAct``, else none."""
+    if act is True:
+        xp.maximum(y, 0, out=y)
+    elif isinstance(act, HardSwishAct):
+        act.apply(xp, y)
+    elif isinstance(act, tuple):
+        lo, hi = act
+        if lo is not None:
+            xp.maximum(y, lo, out=y)
+        if hi is not None:
+            xp.minimum(y, hi, out=y)
+    return y
+
+
+def epilogue_compiled(y: np.ndarray, bias: Any, residual: Any, relu: Any, affine: Any) -> np.ndarray:
+    """The compiled conv's epilogue in one pass over ``y`` (``epilogue_plan``); numpy's passes
+    where that does not apply (a NaN bound)."""
+    plan = epilogue_plan(y.shape, bias, relu, affine)
+    if plan is not None and plan(y, residual):
+        return y
+    if bias is not None:
+        y += bias.reshape((1, -1) + (1,) * (y.ndim - 2))
+    return epilogue(np, y, residual, relu, affine)
+
+
+def epilogue_plan(y_shape: tuple, bias: Any, act: Any, affine: Any) -> Callable[[np.ndarray, Any], bool] | None:
+    """The compiled epilogue (``native.epilogue_plan``) of a conv's own float32 output of shape
+    ``y_shape``, decided once: ``apply(y, residual)``. The ``bias`` its GEMM left out is folded
+    into the per-channel shift, ``(y + b) * s + t == y * s + (b * s + t)``. None where it does not
+    apply (a NaN bound: numpy's passes)."""
+    bounds = clip_bounds(act)
+    if bounds is None:
+        return None
+    swish = act.compiled() if isinstance(act, HardSwishAct) else None
+    scale, shift = affine if affine is not None else (None, None)
+    if bias is not None:
+        shift = bias if scale is None else bias * scale + shift
+    if scale is None and shift is None and swish is None and bounds == (-math.inf, math.inf):
+        def nothing_but_residual(y: np.ndarray, residual: Any) -> bool:
+            return residual is None or native.channelepilogue(y, None, None, residual, *bounds)
+        return nothing_but_residual
+    return native.epilogue_plan(y_shape, scale, shift, *bounds, swish)
+
+
+def clip_bounds(act: Any) -> tuple[float, float] | None:
+    """``activation``'s ``act`` as the ``[lo, hi]`` it clamps to; None for a NaN bound (a hard
+    swish clamps nothing: its own bounds go to the epilogue with it, ``HardSwishAct.compiled``)."""
+    if act is True:
+        return 0.0, math.inf
+    if isinstance(act, HardSwishAct):
+        return None if act.compiled() is None else (-math.inf, math.inf)
+    if not isinstance(act, tuple):
+        return -math.inf, math.inf
+    lo, hi = (-math.inf if act[0] is None else float(act[0]), math.inf if act[1] is None else float(act[1]))
+    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
