@@ -61,7 +61,8 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
         if first and partitioned_differs:
             details.append(f"first subgraph introducing a difference: {first} "
                            "(its inputs match onnxruntime, its outputs do not)")
-        return Verdict(DIFFER, headline, tuple(details + _rel_details(outputs)),
+        return Verdict(DIFFER, headline, tuple(details + _sensitivity_details(outputs, names)
+                                               + _rel_details(outputs)),
                        first if partitioned_differs else None, None)
     weak = [(name, e) for name, per in outputs.items() for e in per.values() if e.get("weak")]
     inner = first
@@ -107,6 +108,31 @@ def _rel_details(outputs: Mapping[str, Mapping[str, dict[str, Any]]],
         return []
     limited = sorted(notes)
     return [f"max rel of {_listing(limited)}: {notes[limited[0]]}"]
+
+
+def _sensitivity_details(outputs: Mapping[str, Mapping[str, dict[str, Any]]],
+                         names: Sequence[str]) -> list[str]:
+    """Per differing output whose reference sensitivity was measured (``compare``'s
+    ``ref_sensitivity``): our difference beside how far onnxruntime's own output moves when its
+    float inputs move by a few ulp. About as far: the model amplifies rounding (re-quantized
+    activations, thresholds) and its values cannot agree closer; much further: more than rounding."""
+    lines = []
+    for name in names[:4]:
+        per = outputs[name]
+        moved = next((e["ref_sensitivity"] for e in per.values() if "ref_sensitivity" in e), None)
+        ours = max((float(e.get("max_abs") or 0.0) for e in per.values() if not e["match"]), default=0.0)
+        if moved is None:
+            continue
+        own = (f"onnxruntime's own {name} moves by up to {moved:.3g} when its float inputs move by "
+               "a few units in the last place")
+        if ours <= 2 * moved:
+            lines.append(f"{own}; ours differs by {ours:.3g}, "
+                         f"{'less than that' if ours <= moved else 'about as much'}: this model amplifies "
+                         "rounding-level differences (re-quantized activations, thresholds), so its "
+                         "values cannot agree closer -- judge what the output decides (e.g. its argmax)")
+        else:
+            lines.append(f"{own}; ours differs by {ours:.3g}, more than rounding explains")
+    return lines
 
 
 def _listing(names: Sequence[str], most: int = 4) -> str:

@@ -148,3 +148,48 @@ def test_a_boundary_difference_at_float32_rounding_level_is_called_rounding(rng)
     assert c.ok and sg["introduces_difference"]
     assert sg["difference_scale"] == pytest.approx(2e-6, rel=0.05)
     assert any("float32 rounding" in d for d in c.verdict.details), c.verdict.details
+
+
+def _fraction_model():
+    """y = x * 1e4 - Floor(x * 1e4): the fractional part, which a rounding-level change of x
+    moves by ~5e-3 everywhere and by ~1 where it wraps -- a model that amplifies rounding."""
+    big = numpy_helper.from_array(np.array(1e4, dtype=np.float32), "big")
+    nodes = [helper.make_node("Mul", ["x", "big"], ["m"], name="mul"),
+             helper.make_node("Floor", ["m"], ["f"], name="floor"),
+             helper.make_node("Sub", ["m", "f"], ["y"], name="frac")]
+    return make_model(nodes, [vi("x", [32, 32])], [vi("y", [32, 32])], initializers=[big])
+
+
+def _nudged_mul(scale: float):
+    def find(node, opset):
+        if node.op_type == "Mul":
+            return lambda xp, a, b, **_: ((a * b) * np.float32(scale),)
+        return KERNELS.get(node.op_type)
+    return find
+
+
+def test_a_difference_is_set_beside_onnxruntimes_own_sensitivity(rng):
+    """A model that amplifies rounding (the quantized OCR's re-quantizations; here a fractional
+    part) differs from onnxruntime under any rounding-level change, onnxruntime's own included:
+    the verdict says ours moved no more than onnxruntime's output does when its inputs move by a
+    few ulp. A wrong kernel on a tame model is said to be more than rounding explains."""
+    model = _fraction_model()
+    feeds = {"x": rng.uniform(0.2, 0.8, (32, 32)).astype(np.float32)}
+    g = load_model(model.SerializeToString())
+    c = compare(g, model, feeds, executor="engine", kernels=_nudged_mul(1 + 4e-7), repeat=1)
+    e = c.outputs["y"]["engine"]
+    assert not e["match"] and e["max_abs"] <= e["ref_sensitivity"] * 2
+    # the oracle: onnxruntime itself on inputs moved by the same few ulp
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    moved = (feeds["x"] * (1 + 8 * np.finfo(np.float32).eps)).astype(np.float32)
+    own = np.max(np.abs(sess.run(None, {"x": moved})[0] - sess.run(None, feeds)[0]))
+    assert e["ref_sensitivity"] == pytest.approx(float(own))
+    detail = next(d for d in c.verdict.details if "own y moves" in d)
+    assert "rounding-level differences" in detail and "more than rounding" not in detail
+    tame, tame_feeds = _scaled_model(1.0, True), {"x": rng.standard_normal((8, 16)).astype(np.float32)}
+    wrong = compare(load_model(tame.SerializeToString()), tame, tame_feeds, executor="engine",
+                    kernels=_kernels(True), repeat=1)
+    assert any("more than rounding explains" in d for d in wrong.verdict.details)
+    right = compare(load_model(tame.SerializeToString()), tame, tame_feeds, executor="engine",
+                    kernels=_kernels(False), repeat=1)
+    assert right.ok and "ref_sensitivity" not in right.outputs["y"]["engine"]   # measured only for a difference
