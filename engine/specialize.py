@@ -265,14 +265,50 @@ def _pad(pads: list[int] | None, value: Any, axes: list[int] | None, mode: str) 
     return _planned(plan, apply)
 
 
+#: Conv's attributes, as ``nn.conv_fused_plan`` takes them.
+_CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
 def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
+    """A Conv with constant weights, planned once per input shape: small ones as
+    ``_small_conv`` plans them; on the host any other float32 1-D or 2-D conv as its
+    compiled kernel decided once (``nn.conv_fused_plan``: geometry, reshaped weights, the
+    kernel chosen -- a conv outside a fused chain, such as every conv before a SiLU in
+    EfficientNet and YOLO, had re-derived them on every call). Else the registry kernel."""
+    small = _small_conv(w, b, attrs)
+    compiled = isinstance(w, np.ndarray) and w.dtype == np.float32 and w.ndim in (3, 4)
+    if small is None and not compiled:
+        return None
+    conv_attrs = {k: v for k, v in attrs.items() if k in _CONV_ATTRS}
+
+    def plan(shape: tuple, xp: Any) -> Any:
+        if small is not None:
+            p = small[0](shape, xp)
+            if p is not None:
+                return small[1], p
+        if compiled and xp is np:
+            run = nn.conv_fused_plan(shape, w, b, False, None, **conv_attrs)
+            if run is not None:
+                return _run_compiled, run
+        return None
+    return _planned(plan, lambda xp, x, p: p[0](xp, x, p[1]))
+
+
+def _run_compiled(xp: Any, x: Any, run: Any) -> Any:
+    if x.__class__ is not np.ndarray or x.dtype != np.float32:
+        return _GENERIC
+    y = run(x, None)
+    return _GENERIC if y is None else y
+
+
+def _small_conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> tuple | None:
     """Small convolutions (a streaming step's: at most ``nn._GATHER_PER_COPY`` input
     elements) with constant weights: the geometry, padding and column gather index
     are planned once per input shape, the weight reshaped once; a call is a pad,
     one gather, one matmul and the bias -- on numpy one ``take`` of the flattened
     input with a zero appended for the taps in the padding (``_flat_taps``), no
-    padded copy: 45.7 -> 35.6 us for the VAD's five convs. Larger convs keep the
-    registry kernel."""
+    padded copy: 45.7 -> 35.6 us for the VAD's five convs. ``(plan, apply)``, or None for
+    a grouped conv."""
     if int(attrs.get("group", 1)) != 1 or w.ndim < 3:
         return None
     kernel = [int(k) for k in (attrs.get("kernel_shape") or w.shape[2:])]
@@ -332,7 +368,7 @@ def _conv(w: Any, b: Any, attrs: Mapping[str, Any]) -> Body | None:
         if bias is not None:
             acc += bias
         return acc.reshape(out_shape)
-    return _planned(plan, apply)
+    return plan, apply
 
 
 def _flat_taps(shape: tuple, kernel: list[int], dil: Any, strides: Any, pads: Any,

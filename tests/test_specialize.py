@@ -95,6 +95,10 @@ CASES: list[tuple[str, list, dict, list[tuple]]] = [
     ("Conv", [_w(2, 2, 2, 3, 2)], {"pads": [1, 0, 1, 1, 2, 0], "strides": [1, 2, 1]},
      [(1, 2, 3, 4, 3), (2, 2, 2, 3, 2)]),
     ("Conv", [_w(5, 4, 2, 2), _w(5)], {"strides": [1, 2]}, [(2, 4, 3, 6)]),
+    # past the small-conv plan: the compiled kernel, decided once per shape (nn.conv_fused_plan)
+    ("Conv", [_w(8, 4, 3, 3), _w(8)], {"pads": [1, 1, 1, 1]}, [(1, 4, 20, 20), (2, 4, 9, 13)]),
+    ("Conv", [_w(6, 1, 3, 3)], {"group": 6, "strides": [2, 2], "pads": [1, 0, 1, 1]}, [(1, 6, 20, 17)]),
+    ("Conv", [_w(16, 8, 1, 1), _w(16)], {}, [(1, 8, 30, 30)]),
 ]
 REDUCE_ATTR_OPSET = {"ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}  # attributes at 17
 
@@ -175,3 +179,25 @@ def test_integer_reductions_and_float16_use_the_registry_kernel(rng: np.random.G
         want = _ort(model, x)
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3)
+
+
+def test_a_conv_outside_a_chain_runs_its_compiled_plan_and_honours_a_new_weight(rng) -> None:
+    """A conv no chain takes (EfficientNet's and YOLO's, each before a SiLU) is planned once per
+    shape on its compiled kernel; a weight ``set_weight`` replaces is the one the next run uses."""
+    from engine import specialize
+    from engine.kernels import native
+    if not native.available():
+        pytest.skip("extension not built")
+    model = _model("Conv", (1, 4, 20, 20), [_w(8, 4, 3, 3), _w(8)], False, pads=[1, 1, 1, 1])
+    x = rng.standard_normal((1, 4, 20, 20)).astype(np.float32)
+    with Executor(load_model(model.SerializeToString())) as ex:
+        np.testing.assert_allclose(ex({"x": x})["y"], _ort(model, x), rtol=1e-5, atol=1e-5)
+        step = ex._steps[-1]
+        plans = _cell(step.call, "plans") if "plans" in step.call.__code__.co_freevars \
+            else _cell(_cell(step.call, "body"), "plans")
+        assert plans[x.shape][0] is specialize._run_compiled
+        w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+        ex.set_weight("c0", w)
+        got = ex({"x": x})["y"]
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(w, "c0"))
+    np.testing.assert_allclose(got, _ort(model, x), rtol=1e-5, atol=1e-5)
