@@ -95,7 +95,10 @@ CASES: list[tuple[str, list, dict, list[tuple]]] = [
     ("Conv", [_w(2, 2, 2, 3, 2)], {"pads": [1, 0, 1, 1, 2, 0], "strides": [1, 2, 1]},
      [(1, 2, 3, 4, 3), (2, 2, 2, 3, 2)]),
     ("Conv", [_w(5, 4, 2, 2), _w(5)], {"strides": [1, 2]}, [(2, 4, 3, 6)]),
-    # past the small-conv plan: the compiled kernel, decided once per shape (nn.conv_fused_plan)
+]
+#: Convs past the small-conv plan: on the host their compiled kernel is decided once per shape
+#: (``nn.conv_fused_plan``); a device runs the registry kernel.
+COMPILED_CASES: list[tuple[str, list, dict, list[tuple]]] = [
     ("Conv", [_w(8, 4, 3, 3), _w(8)], {"pads": [1, 1, 1, 1]}, [(1, 4, 20, 20), (2, 4, 9, 13)]),
     ("Conv", [_w(6, 1, 3, 3)], {"group": 6, "strides": [2, 2], "pads": [1, 0, 1, 1]}, [(1, 6, 20, 17)]),
     ("Conv", [_w(16, 8, 1, 1), _w(16)], {}, [(1, 8, 30, 30)]),
@@ -123,7 +126,17 @@ def _ort(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("as_nodes", [False, True])
 def test_specialised_nodes_match_onnxruntime(case: int, as_nodes: bool,
                                              rng: np.random.Generator) -> None:
-    op, consts, attrs, shapes = CASES[case]
+    _check_planned(*CASES[case], as_nodes, rng)
+
+
+@pytest.mark.cpu_only("the host's compiled conv plans: a device runs the registry kernel")
+@pytest.mark.parametrize("case", range(len(COMPILED_CASES)))
+def test_convs_past_the_small_plan_are_planned_on_the_host(case: int, rng: np.random.Generator) -> None:
+    _check_planned(*COMPILED_CASES[case], False, rng)
+
+
+def _check_planned(op: str, consts: list, attrs: dict, shapes: list, as_nodes: bool,
+                   rng: np.random.Generator) -> None:
     model = _build(op, consts, attrs, shapes[0], as_nodes)
     with Executor(load_model(model.SerializeToString())) as ex:
         step = ex._steps[-1]
@@ -140,11 +153,11 @@ def test_specialised_nodes_match_onnxruntime(case: int, as_nodes: bool,
         assert plans.get(shapes[0]) is not None, "the first shape was not planned: generic kernel ran"
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("case", range(len(CASES) + len(COMPILED_CASES)))
 def test_specialised_nodes_on_the_fake_device(case: int, monkeypatch: pytest.MonkeyPatch,
                                               rng: np.random.Generator) -> None:
     install(monkeypatch)
-    op, consts, attrs, shapes = CASES[case]
+    op, consts, attrs, shapes = (CASES + COMPILED_CASES)[case]
     model = _build(op, consts, attrs, shapes[0], False)
     with Executor(load_model(model.SerializeToString()), device="gpu") as ex:
         for shape in shapes:
@@ -181,6 +194,7 @@ def test_integer_reductions_and_float16_use_the_registry_kernel(rng: np.random.G
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3)
 
 
+@pytest.mark.cpu_only("the host's compiled conv plans: a device runs the registry kernel")
 def test_a_conv_outside_a_chain_runs_its_compiled_plan_and_honours_a_new_weight(rng) -> None:
     """A conv no chain takes (EfficientNet's and YOLO's, each before a SiLU) is planned once per
     shape on its compiled kernel; a weight ``set_weight`` replaces is the one the next run uses."""
