@@ -545,3 +545,23 @@ def test_a_chain_is_planned_once_per_input_shape_and_weight_version(rng, monkeyp
         f = feeds(5)
         np.testing.assert_allclose(ex.run(f).outputs["y"], oracle(f, w), rtol=1e-4, atol=1e-4)
         assert made == [(1, 4, 9, 9), (1, 4, 5, 9), (1, 4, 5, 9)]
+
+
+def test_a_conv_without_bias_then_add_takes_the_compiled_epilogue(rng, monkeypatch):
+    """A conv without a bias, then Add, has nothing per channel to apply: its epilogue is the
+    residual alone, in the compiled pass -- not a failure that sends the chain back to the nodes
+    as written (a misspelt call did that once, silently: the results were still right)."""
+    import engine.fuse as fuse
+    if not native.available():
+        pytest.skip("extension not built")
+    written: list[str] = []
+    real = fuse.as_written
+
+    def counted(xp, parts, *args):
+        written.append(parts[0].name)
+        return real(xp, parts, *args)
+    monkeypatch.setattr(fuse, "as_written", counted)
+    model, feeds = _model((1, 6, 12, 12), (6, 6, 3, 3), "add", bias=False, res_shape=(1, 6, 12, 12),
+                          rng=rng, pads=[1, 1, 1, 1])
+    _check(model, feeds, fused=True)
+    assert written == []

@@ -104,11 +104,11 @@ def epilogue_plan(y_shape: tuple, bias: Any, act: Any, affine: Any) -> Callable[
     scale, shift = affine if affine is not None else (None, None)
     if bias is not None:
         shift = bias if scale is None else bias * scale + shift
+    compiled = native.epilogue_plan(y_shape, scale, shift, *bounds, swish)
     if scale is None and shift is None and swish is None and bounds == (-math.inf, math.inf):
-        def nothing_but_residual(y: np.ndarray, residual: Any) -> bool:
-            return residual is None or native.channelepilogue(y, None, None, residual, *bounds)
-        return nothing_but_residual
-    return native.epilogue_plan(y_shape, scale, shift, *bounds, swish)
+        # nothing per channel and no clamp: a pass over y only for a residual to add
+        return lambda y, residual: residual is None or (compiled is not None and compiled(y, residual))
+    return compiled
 
 
 def clip_bounds(act: Any) -> tuple[float, float] | None:
