@@ -132,7 +132,6 @@ class Lens:
         self.plugins: dict[str, list[str]] = {}
         self.plugin_errors: dict[str, str] = {}
 
-
     def _charge_graph(self, mid: str, graph: Any) -> None:
         """A stored model read back from disk is held like an upload: charged to the client that
         asked for it (outside a request, to the server itself), evicted past the quota."""

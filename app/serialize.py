@@ -92,13 +92,12 @@ class FiniteJSONProvider(DefaultJSONProvider):
 CARD_VERSION = 1
 
 
-def model_summary(entry: Any, card: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def model_summary(entry: Any, card: Mapping[str, Any]) -> dict[str, Any]:
     """The library card of a model (``entry`` is a ``store.ModelEntry``): who it is, and
-    ``card`` (``graph_card`` of its graph, as the store keeps it; made here when None)."""
-    facts = card if card is not None else graph_card(entry.graph)
+    ``card``, ``graph_card`` of its graph as the store keeps it (``ModelStore.card``)."""
     data: dict[str, Any] = {"id": entry.id, "name": entry.name, "source": entry.source, "size": entry.size,
                             **_NO_GRAPH}   # the fields a card of an unreadable model lacks
-    data.update((k, v) for k, v in facts.items() if k != "version")
+    data.update((k, v) for k, v in card.items() if k != "version")
     return data
 
 
