@@ -1,7 +1,7 @@
 """The verdict of a comparison, in words a person can check: one headline and its reasons.
 
 ``engine.tolerance`` judges one tensor; this module judges the run from those
-judgements and says what the judgement is worth. Three things used to make the
+judgements and says what the judgement is worth. Four things used to make the
 report contradict itself or claim too much:
 
 - a **weak match**: when most of a reference output is at or below ``atol``,
@@ -12,6 +12,10 @@ report contradict itself or claim too much:
   way out). The run is still a match; "first subgraph introducing a difference"
   is named only when an output differs, and the inner difference is a separate,
   clearly worded detail;
+- an **output that ignores the inputs**: onnxruntime gives it bit for bit again on
+  other inputs (``compare.inputs_independent``), e.g. a model whose weights are a
+  constant fill. A match then checks only what the model computes from its weights;
+  the verdict is ``weak`` when no output depends on the inputs, and says which do not;
 - **relative errors near zero**: ``max_rel`` is taken only where ``|ref|`` is
   well above atol (``engine.tolerance``); the detail says so when it was limited.
 
@@ -66,7 +70,14 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
                        first if partitioned_differs else None, None)
     weak = [(name, e) for name, per in outputs.items() for e in per.values() if e.get("weak")]
     inner = first
-    if weak:
+    fixed = [name for name, per in outputs.items() if any(e.get("inputs_independent") for e in per.values())]
+    every_fixed = bool(fixed) and len(fixed) == len(outputs)
+    if every_fixed:
+        headline = ("✔ outputs match onnxruntime, but the check proves little: no output changes "
+                    "with the inputs")
+        details.append(_independence_detail(fixed, every=True))
+        status = WEAK
+    elif weak:
         name, e = weak[0]
         share = 100.0 * e.get("ref_below_atol", 0.0)
         headline = ("✔ outputs match onnxruntime, but the check proves little: "
@@ -81,6 +92,8 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
     else:
         headline = "✔ outputs match onnxruntime"
         status = MATCH
+    if fixed and not every_fixed:
+        details.append(_independence_detail(fixed, every=False))
     if inner:
         headline += " (a tensor inside the partitioned graph differs: see below)"
         scale = introducing[0].get("difference_scale")
@@ -91,6 +104,16 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
                        "beyond tolerance while its inputs match; the graph's outputs still match, so the "
                        "difference does not reach them." + rounding)
     return Verdict(status, headline, tuple(details + _rel_details(outputs, only_missing=True)), None, inner)
+
+
+def _independence_detail(names: Sequence[str], every: bool) -> str:
+    """Outputs onnxruntime gave bit for bit again on other inputs (``compare.inputs_independent``)."""
+    which = "every output" if every else _listing(names)
+    return (f"onnxruntime gave {which} bit for bit again on other inputs (these ones resampled): "
+            f"{'they do' if every or len(names) > 1 else 'it does'} not depend on the inputs, so the "
+            "match checks only what the model computes from its weights -- placeholder weights (a "
+            "constant fill) or inputs the model ignores do this. Feed real inputs, or the model with "
+            "its trained weights, to make the check mean something")
 
 
 def _rel_details(outputs: Mapping[str, Mapping[str, dict[str, Any]]],

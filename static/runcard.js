@@ -60,13 +60,15 @@
     for (const [name, per] of Object.entries(c.outputs)) {
       for (const [run, e] of Object.entries(per)) {
         const below = e.ref_below_atol == null ? "n/a" : (100 * e.ref_below_atol).toFixed(1) + "%";
-        rows.push(h("tr", { class: e.match ? (e.weak ? "ok weak" : "ok") : "bad", "data-output": name, "data-run": run },
+        const weak = e.weak || e.inputs_independent;  // near zero, or the same for other inputs
+        rows.push(h("tr", { class: e.match ? (weak ? "ok weak" : "ok") : "bad", "data-output": name, "data-run": run },
           [h("td", null, h("code", null, name)), h("td", null, run), h("td", null, num(e.max_abs)),
             h("td", { class: "max-rel", title: e.rel_note || null }, num(e.max_rel) + (e.rel_note ? " *" : "")),
             h("td", null, num(e.mean_abs)), h("td", null, e.cosine == null ? "n/a" : typeof e.cosine === "string" ? e.cosine : e.cosine.toFixed(6)),
             h("td", null, e.mismatched == null ? (e.note || "n/a") : String(e.mismatched)),
             h("td", { class: "below-atol" }, below),
-            h("td", null, e.match ? (e.weak ? "✔ match (weak)" : "✔ match") : "✘ differs")]));
+            h("td", null, e.match ? (e.inputs_independent ? "✔ match (ignores inputs)"
+              : e.weak ? "✔ match (weak)" : "✔ match") : "✘ differs")]));
       }
     }
     return h("table", { class: "grid run-errors" },

@@ -193,3 +193,81 @@ def test_a_difference_is_set_beside_onnxruntimes_own_sensitivity(rng):
     right = compare(load_model(tame.SerializeToString()), tame, tame_feeds, executor="engine",
                     kernels=_kernels(False), repeat=1)
     assert right.ok and "ref_sensitivity" not in right.outputs["y"]["engine"]   # measured only for a difference
+
+
+def _light_model_path():
+    """A model-zoo SqueezeNet as the onnx wheel ships it for its own test suite (opset 9, IR 3):
+    every conv weight a ConstantOfShape filled with 0.02 -- a third-party file every user of
+    this project has installed."""
+    import onnx
+    from pathlib import Path
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
+    if not path.is_file():
+        pytest.skip(f"this onnx wheel ships no {path.name}")
+    return path
+
+
+def test_a_model_whose_outputs_ignore_the_inputs_gets_a_weak_verdict(rng):
+    path = _light_model_path()
+    model = __import__("onnx").load(str(path))
+    g = load_model(path.read_bytes())
+    (name,) = g.inputs
+    draw = lambda: {name: rng.uniform(0, 1, (1, 3, 224, 224)).astype(np.float32)}  # noqa: E731
+    first, second = draw(), draw()
+    # the oracle: onnxruntime itself gives the same output for two independent images
+    assert np.array_equal(_ort(model, first), _ort(model, second))
+    c = compare(g, model, first, repeat=1, warmup=0)
+    v = c.verdict
+    assert c.ok and v.status == "weak"
+    assert "no output changes with the inputs" in v.headline
+    assert any("every output bit for bit again on other inputs" in d for d in v.details)
+    assert c.to_json()["verdict"]["status"] == "weak"       # the web card reads the same verdict
+
+
+def test_only_the_outputs_that_ignore_the_inputs_are_named(rng):
+    """y depends on x; z = x * 0 + c does not. The run is a match, not weak, and the detail
+    names z alone; each claim is checked against onnxruntime on other inputs."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu"),
+             helper.make_node("Mul", ["x", "zero"], ["m"], name="mul"),
+             helper.make_node("Add", ["m", "c"], ["z"], name="add")]
+    init = [numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero"),
+            numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "c")]
+    model = make_model(nodes, [vi("x", [8, 16])], [vi("y", [8, 16]), vi("z", [8, 16])], initializers=init)
+    feeds = {"x": rng.standard_normal((8, 16)).astype(np.float32)}
+    other = {"x": rng.standard_normal((8, 16)).astype(np.float32)}
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y1, z1), (y2, z2) = sess.run(None, feeds), sess.run(None, other)
+    assert np.array_equal(z1, z2) and not np.array_equal(y1, y2)   # the oracle's view
+    c = compare(load_model(model.SerializeToString()), model, feeds, kernels=_kernels(False),
+                repeat=1, warmup=0)
+    v = c.verdict
+    assert c.ok and v.status == "match"
+    (line,) = [d for d in v.details if "bit for bit again" in d]
+    assert line.startswith("onnxruntime gave z bit for bit again") and "it does not depend" in line
+    assert c.outputs["z"]["engine"].get("inputs_independent") and \
+        not c.outputs["y"]["engine"].get("inputs_independent")
+
+
+def test_inputs_holding_one_value_are_not_redrawn_and_the_check_says_so(rng):
+    """An input of one value (a sample rate, a zero state) keeps it: redrawing it would leave the
+    model's domain. With no other input the check cannot be made, and the notes say so."""
+    from engine.compare import resampled
+    feeds = {"sr": np.array(16000, np.int64), "state": np.zeros((2, 4), np.float32),
+             "x": rng.standard_normal((3, 5)).astype(np.float32)}
+    other = resampled(feeds)
+    assert other["sr"] is feeds["sr"] and np.array_equal(other["state"], feeds["state"])
+    assert not np.array_equal(other["x"], feeds["x"]) and set(other["x"].ravel()) <= set(feeds["x"].ravel())
+    assert resampled({"sr": feeds["sr"], "state": feeds["state"]}) is None
+    model = _scaled_model(2.0, add_x=False)
+    c = compare(load_model(model.SerializeToString()), model, {"x": np.full((8, 16), 0.5, np.float32)},
+                kernels=_kernels(False), repeat=1, warmup=0)
+    assert any("depend on the inputs was not checked" in n for n in c.notes)
+    assert c.verdict.status == "match"
+
+
+def test_the_cli_marks_an_output_that_ignores_the_inputs(tmp_path, capsys):
+    path = _light_model_path()
+    assert main(["compare", str(path), "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "the check proves little: no output changes with the inputs" in out
+    assert "<- the same for other inputs" in out
