@@ -28,6 +28,7 @@ import numpy as np
 from partition.ir import Graph, Node
 
 from .fuse_attention import as_written, attention_chains
+from .fuse_channel import fuse_channel_affine
 from .kernels import device, elementwise, native
 from .kernels.conv_epilogue import HardSwishAct
 from .kernels.nn import conv as nn_conv, conv_fused, conv_fused_plan
@@ -193,12 +194,13 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
     # On the host a hard swish after a conv joins its chain (read on the host each run); on a
     # device engine/fuse_elementwise.py makes such tails one kernel.
     swishes = {f.node.name: f for f in swish_fused} if host else None
+    out, affine_fused = fuse_channel_affine(graph, out, kernel_of, _sole_reader(graph, out))
     out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of, swishes)
     if swishes:
         kept = {n.name for n in out}
         swish_fused = [f for f in swish_fused if f.node.name in kept]
     out, attention_fused = _fuse_attention(graph, out, kernel_of)
-    return out, fused + swish_fused + silu_fused + conv_fused + attention_fused
+    return out, fused + swish_fused + silu_fused + affine_fused + conv_fused + attention_fused
 
 
 # ------------------------------------------------------------------ SiLU --

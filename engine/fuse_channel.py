@@ -1,0 +1,173 @@
+"""Per-channel affine chains fused at bind time (``plan="segments"``): a BatchNormalization, the
+per-channel Mul and Add nodes after it, and a Relu, as one step.
+
+Caffe2 exported every spatial BatchNormalization followed by a "scale" layer, a Mul and an Add
+by per-channel vectors (read through Unsqueeze); DenseNet and Inception v2 (the ONNX model zoo's,
+which the onnx package ships) carry 120 and 69 of them, DenseNet's before its convs, where no
+conv chain (``engine/fuse.py``) can take them. As written that is four passes over a large tensor
+and four new arrays; ~35% of DenseNet-121's run. Fused: the parameters fold into one scale and
+one shift per channel, ``y = relu(x * s + t)``, one new array and one pass (the compiled channel
+epilogue on float32 numpy arrays, ``xp``'s in-place ufuncs elsewhere).
+
+The vectors and the BatchNormalization's parameters stay inputs of the step, read on every run
+(``set_weight`` reaches them); the fold is kept while they are the same objects. A vector that is
+not per-channel for this input (a shape that broadcasts otherwise), BatchNormalization parameters
+that are not vectors of the channel count, or any failure runs the nodes as written, so the results
+and errors are the graph's. A caller's own kernel for any of the nodes leaves the chain as written.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from partition.ir import Graph, Node
+
+from .fuse_attention import as_written
+from .kernels import native
+from .kernels.registry import kernel_for
+
+FUSED_DOMAIN = "sglens.fused"
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[Node], Any],
+                        sole: Callable[..., int | None]) -> tuple[list[Node], list[Any]]:
+    """``nodes`` with each BatchNormalization -> (Mul | Add by another tensor)* -> Relu? chain of
+    at least two nodes replaced by one fused node (``sole``: ``engine/fuse.py``'s sole-reader
+    lookup over ``nodes``); the fusions made, as ``engine/fuse.py``'s ``Fused``."""
+    from .fuse import Fused, _other, _spliced  # the shared chain helpers (fuse imports this module)
+    opsets = {("" if d in _DEFAULT_DOMAINS else d): int(v) for d, v in graph.opset.items()}
+    conv_outputs = {n.outputs[0] for n in nodes if n.op_type == "Conv" and n.domain in _DEFAULT_DOMAINS
+                    and n.outputs}
+    fused: list[Fused] = []
+    drop: set[int] = set()
+    replace: dict[int, Node] = {}
+    for i, bn in enumerate(nodes):
+        if not _inference_bn(bn) or i in drop:
+            continue
+        chain, ops, vectors, y = [i], [], [], bn.outputs[0]
+        while True:
+            j = sole(y, "Mul")
+            if j is None:
+                j = sole(y, "Add")
+            other = _other(nodes[j], y) if j is not None and len(nodes[j].inputs) == 2 else None
+            if j is None or j in drop or not other or not _may_be_per_channel(graph, other):
+                break
+            chain.append(j)
+            ops.append(nodes[j].op_type == "Mul")
+            vectors.append(other)
+            y = nodes[j].outputs[0]
+        j = sole(y, "Relu")
+        relu = j is not None and j not in drop
+        if relu:
+            chain.append(j)
+        if len(chain) < 2 or (bn.inputs[0] in conv_outputs and not (ops and ops[0])):
+            # Conv -> BatchNormalization -> Add / Relu / a hard swish is the conv chain's (its
+            # epilogue, engine/fuse.py); a per-channel Mul after it ends that chain, so it is ours
+            continue
+        parts = tuple(nodes[k] for k in chain)
+        kernels = [kernel_of(p) for p in parts]
+        if any(k is None or k is not _registered(p, opsets) for p, k in zip(parts, kernels)):
+            continue
+        ins = tuple(bn.inputs) + tuple(vectors)
+        node = Node(bn.name, "+".join(p.op_type for p in parts), ins, (parts[-1].outputs[0],), FUSED_DOMAIN)
+        fused.append(Fused(node, parts, channel_affine_kernel(parts, kernels, tuple(ops), relu, ins)))
+        drop.update(chain)
+        replace[chain[-1]] = node
+    return _spliced(nodes, drop, replace), fused
+
+
+def _inference_bn(bn: Node) -> bool:
+    return (bn.op_type == "BatchNormalization" and bn.domain in _DEFAULT_DOMAINS and len(bn.inputs) == 5
+            and all(bn.inputs) and not any(bn.outputs[1:]) and not bn.attrs.get("training_mode", 0)
+            and bn.attrs.get("spatial", 1) == 1)
+
+
+def _may_be_per_channel(graph: Graph, t: str) -> bool:
+    """False when ``t``'s inferred shape (``graph.tensors``) already says it varies along an axis
+    other than the channels (a residual, a spatial map): the chain ends before it. Unknown
+    shapes pass; the step checks the values on every run."""
+    info = graph.initializers.get(t) or graph.tensors.get(t)
+    shape = info.shape if info is not None else None
+    if shape is None:
+        return True
+    return all(d == 1 for k, d in enumerate(shape) if k != len(shape) - 3) if len(shape) >= 3 else \
+        all(d == 1 for d in shape) if len(shape) != 1 else True
+
+
+def _registered(node: Node, opsets: dict[str, int]) -> Any:
+    try:
+        return kernel_for(node.op_type, node.domain, opsets)
+    except Exception:  # noqa: BLE001 - no kernel of ours: the chain stays as written
+        return None
+
+
+def channel_axis_vector(v: Any, ndim: int, channels: int) -> Any:
+    """``v`` as a vector of ``channels`` values when, broadcast against an ``ndim``-D NCHW tensor
+    of that many channels, it varies along the channel axis only (or not at all); else None."""
+    shape = tuple(getattr(v, "shape", ()))
+    if len(shape) > ndim or ndim < 2:
+        return None
+    full = (1,) * (ndim - len(shape)) + shape
+    if any(d != 1 for k, d in enumerate(full) if k != 1) or full[1] not in (1, channels):
+        return None
+    return v.reshape(full[1])
+
+
+def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tuple[bool, ...],
+                          relu: bool, ins: tuple[str, ...]) -> Callable[..., tuple]:
+    """The fused step: ``(xp, x, scale, bias, mean, var, *vectors) -> (y,)``; ``ops``: per vector,
+    True for a Mul, False for an Add, in the chain's order."""
+    epsilon = float(parts[0].attrs.get("epsilon", 1e-5))
+    seen: list[Any] = [None]   # (the parameters, (s, t)): replaced whole
+
+    def folded(xp: Any, x: Any, params: tuple) -> tuple | None:
+        last = seen[0]
+        if last is not None and len(last[0]) == len(params) and all(a is b for a, b in zip(last[0], params)):
+            return last[1]
+        c = x.shape[1]
+        scale, bias, mean, var = params[:4]
+        if any(getattr(p, "shape", None) != (c,) or p.dtype != x.dtype for p in params[:4]):
+            return None
+        s = scale / xp.sqrt(var + epsilon)
+        t = bias - mean * s
+        for is_mul, v in zip(ops, params[4:]):
+            vec = channel_axis_vector(v, x.ndim, c)
+            if vec is None or vec.dtype != x.dtype:
+                return None
+            if is_mul:
+                s, t = s * vec, t * vec
+            else:
+                t = t + vec
+        st = (xp.ascontiguousarray(s.astype(x.dtype)), xp.ascontiguousarray(t.astype(x.dtype)))
+        seen[0] = (tuple(params), st)
+        return st
+
+    def run(xp: Any, x: Any, *params: Any) -> tuple:
+        try:
+            st = folded(xp, x, params) if x.ndim >= 2 and x.dtype.kind == "f" else None
+            if st is not None:
+                return (_apply(xp, x, st, relu),)
+        except Exception:  # noqa: BLE001 - the nodes as written say what is wrong, naming theirs
+            pass
+        return as_written(xp, parts, kernels, dict(zip(ins, (x, *params))))
+    return run
+
+
+def _apply(xp: Any, x: Any, st: tuple, relu: bool) -> Any:
+    """``relu(x * s + t)`` per channel (axis 1) into a new array: one compiled pass on float32
+    numpy, else ``xp``'s ufuncs in place on the product."""
+    s, t = st
+    if xp is np and x.dtype == np.float32 and x.__class__ is np.ndarray:
+        y = np.array(x, order="C")   # the copy is the step's own output; the epilogue runs on it
+        plan = native.epilogue_plan(y.shape, s, t, 0.0 if relu else -np.inf, np.inf)
+        if plan is not None and plan(y, None):
+            return y
+    per_channel = (1, -1) + (1,) * (x.ndim - 2)
+    y = xp.multiply(x, s.reshape(per_channel))
+    xp.add(y, t.reshape(per_channel), out=y)
+    if relu:
+        xp.maximum(y, 0, out=y)
+    return y
