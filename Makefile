@@ -90,7 +90,7 @@ bench: install
 	$(PY) bench/run.py
 	$(PY) bench/precision.py
 
-# Our engine against onnxruntime on 23 real models (docs/bench.md): PyPI wheels' ONNX files and
+# Our engine against onnxruntime on 46 real models (docs/bench.md): PyPI wheels' ONNX files and
 # torch/transformers exports with random weights, exported once into ~/.cache/sglens-bench/models.
 BENCH_REAL_ARGS ?= --json build/bench-real.json
 bench-real: install

@@ -20,13 +20,13 @@ are kept, and a run that keeps intermediates (the debugger) runs them instead.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from partition.ir import Graph, Node
 
+from .chain_parts import DEFAULT_DOMAINS, FUSED_DOMAIN, Fused, other_input, sole_reader, spliced
 from .fuse_attention import as_written, attention_chains
 from .fuse_channel import fuse_channel_affine
 from .kernels import device, elementwise, native
@@ -35,19 +35,9 @@ from .kernels.nn import conv as nn_conv, conv_fused, conv_fused_plan
 from .kernels.prepared import LastPlan
 from .kernels.registry import kernel_attrs
 from .kernels.tensor import _pad as pad_zeros
-from .run_errors import named_failure
 from .values import to_numpy
 
-FUSED_DOMAIN = "sglens.fused"
-#: The ONNX default domain, as models write it: only its ops are fused.
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 
-
-@dataclass(frozen=True)
-class Fused:
-    node: Node                 # the synthetic node that replaces the chain
-    parts: tuple[Node, ...]    # the chain, in order (run instead when intermediates are kept)
-    kernel: Callable[..., tuple]
 
 
 def _scalar(value: Any) -> float | None:
@@ -55,15 +45,6 @@ def _scalar(value: Any) -> float | None:
         return None
     return float(to_numpy(value).reshape(()))  # a weight may live on the GPU
 
-
-def _other(node: Node, t: str) -> str | None:
-    """The input of a binary node that is not ``t`` (None if both or neither are)."""
-    a, b = (node.inputs + ("", ""))[:2]
-    if a == t and b != t:
-        return b
-    if b == t and a != t:
-        return a
-    return None
 
 
 _AS_P = 0.3275911
@@ -150,12 +131,12 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
     ``kernel_of(node)`` is the executor's kernel lookup (the chain's Erf kernel
     serves the device path). ``host``: the run is numpy's (SiLU is fused only there: on a
     device ``engine/fuse_elementwise.py`` makes the whole elementwise chain one kernel)."""
-    sole = _sole_reader(graph, nodes)
+    sole = sole_reader(graph, nodes)
     fused: list[Fused] = []
     drop: set[int] = set()
     replace: dict[int, Node] = {}
     for i, d in enumerate(nodes):
-        if d.op_type != "Div" or d.domain not in _DEFAULT_DOMAINS or len(d.inputs) != 2 or i in drop:
+        if d.op_type != "Div" or d.domain not in DEFAULT_DOMAINS or len(d.inputs) != 2 or i in drop:
             continue
         x, c_div = d.inputs
         div = _scalar(const(c_div))
@@ -166,16 +147,16 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
         if j is not None:
             chain.append(j)
             j = sole(nodes[j].outputs[0], "Add")
-        one = _scalar(const(_other(nodes[j], nodes[chain[-1]].outputs[0]) or "")) if j is not None else None
+        one = _scalar(const(other_input(nodes[j], nodes[chain[-1]].outputs[0]) or "")) if j is not None else None
         if j is None or one is None:
             continue
         chain.append(j)
         j = sole(nodes[j].outputs[0], "Mul")
-        if j is None or _other(nodes[j], nodes[chain[-1]].outputs[0]) != x:
+        if j is None or other_input(nodes[j], nodes[chain[-1]].outputs[0]) != x:
             continue
         chain.append(j)
         j = sole(nodes[j].outputs[0], "Mul")
-        half = _scalar(const(_other(nodes[j], nodes[chain[-1]].outputs[0]) or "")) if j is not None else None
+        half = _scalar(const(other_input(nodes[j], nodes[chain[-1]].outputs[0]) or "")) if j is not None else None
         if j is None or half is None:
             continue
         chain.append(j)
@@ -187,14 +168,14 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
         fused.append(Fused(node, parts, gelu_kernel(div, one, half, erf_kernel)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: its inputs are ready there
-    out, swish_fused = _fuse_hard_swish(graph, _spliced(nodes, drop, replace), const)
+    out, swish_fused = _fuse_hard_swish(graph, spliced(nodes, drop, replace), const)
     silu_fused: list[Fused] = []
     if host:
         out, silu_fused = _fuse_silu(graph, out)
     # On the host a hard swish after a conv joins its chain (read on the host each run); on a
     # device engine/fuse_elementwise.py makes such tails one kernel.
     swishes = {f.node.name: f for f in swish_fused} if host else None
-    out, affine_fused = fuse_channel_affine(graph, out, kernel_of, _sole_reader(graph, out))
+    out, affine_fused = fuse_channel_affine(graph, out, kernel_of, sole_reader(graph, out))
     out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of, swishes)
     if swishes:
         kept = {n.name for n in out}
@@ -209,21 +190,21 @@ def _fuse_silu(graph: Graph, nodes: list[Node]) -> tuple[list[Node], list[Fused]
     order), as one step: one compiled pass on float32 (``native.sigmoid(..., times_x=True)``)
     instead of numpy's four for the sigmoid and one for the product. EfficientNet,
     MobileViT, YOLOv5/v8 and Llama's MLP gate carry one per activation."""
-    sole = _sole_reader(graph, nodes)
+    sole = sole_reader(graph, nodes)
     fused: list[Fused] = []
     drop: set[int] = set()
     replace: dict[int, Node] = {}
     for i, sig in enumerate(nodes):
-        if sig.op_type != "Sigmoid" or sig.domain not in _DEFAULT_DOMAINS or len(sig.inputs) != 1:
+        if sig.op_type != "Sigmoid" or sig.domain not in DEFAULT_DOMAINS or len(sig.inputs) != 1:
             continue
         j = sole(sig.outputs[0], "Mul")
-        if j is None or j in drop or _other(nodes[j], sig.outputs[0]) != sig.inputs[0]:
+        if j is None or j in drop or other_input(nodes[j], sig.outputs[0]) != sig.inputs[0]:
             continue
         node = Node(f"{sig.name}+silu", "Silu", (sig.inputs[0],), (nodes[j].outputs[0],), FUSED_DOMAIN)
         fused.append(Fused(node, (sig, nodes[j]), _silu))
         drop.update((i, j))
         replace[j] = node
-    return _spliced(nodes, drop, replace), fused
+    return spliced(nodes, drop, replace), fused
 
 
 def _silu(xp: Any, x: Any) -> tuple:
@@ -241,21 +222,21 @@ def _fuse_hard_swish(graph: Graph, nodes: list[Node],
     6)), 6)`` (the Div may be a Mul by a constant, or absent), as one step: one new
     array instead of four, the same float operations in the same order. The constants
     stay the step's inputs (``set_weight`` reaches them); PP-OCR's det has 24 of these."""
-    sole = _sole_reader(graph, nodes)
+    sole = sole_reader(graph, nodes)
     fused: list[Fused] = []
     drop: set[int] = set()
     replace: dict[int, Node] = {}
     for i, add in enumerate(nodes):
-        if add.op_type != "Add" or add.domain not in _DEFAULT_DOMAINS or len(add.inputs) != 2:
+        if add.op_type != "Add" or add.domain not in DEFAULT_DOMAINS or len(add.inputs) != 2:
             continue
         x = next((t for t in add.inputs if _scalar(const(t)) is None), None)
-        shift = _other(add, x) if x else None
+        shift = other_input(add, x) if x else None
         j = sole(add.outputs[0], "Clip") if shift and _scalar(const(shift)) is not None else None
         if j is None or nodes[j].inputs[0] != add.outputs[0] or len(nodes[j].inputs) != 3 \
                 or not _clip_bounds_constant(nodes[j], const) or not all(nodes[j].inputs[1:]):
             continue
         k = sole(nodes[j].outputs[0], "Mul")
-        if k is None or _other(nodes[k], nodes[j].outputs[0]) != x:
+        if k is None or other_input(nodes[k], nodes[j].outputs[0]) != x:
             continue
         chain, scale = [i, j, k], ""
         for op in ("Div", "Mul"):
@@ -273,7 +254,7 @@ def _fuse_hard_swish(graph: Graph, nodes: list[Node],
         fused.append(Fused(node, parts, _hard_swish_kernel(parts[-1].op_type if scale else "")))
         drop.update(chain)
         replace[chain[-1]] = node
-    return _spliced(nodes, drop, replace), fused
+    return spliced(nodes, drop, replace), fused
 
 
 def _hard_swish_kernel(last: str) -> Callable[..., tuple]:
@@ -297,37 +278,13 @@ def _hard_swish_kernel(last: str) -> Callable[..., tuple]:
 def _fuse_attention(graph: Graph, nodes: list[Node],
                     kernel_of: Callable[[Node], Any]) -> tuple[list[Node], list[Fused]]:
     """Attention as one step each: the chains and their kernels are fuse_attention.py's."""
-    found = attention_chains(nodes, _sole_reader(graph, nodes), kernel_of)
+    found = attention_chains(nodes, sole_reader(graph, nodes), kernel_of)
     fused = [Fused(Node(f"{parts[0].name}+attention", "Attention", inputs,
                         (parts[-1].outputs[0],), FUSED_DOMAIN), parts, kernel)
              for _, parts, inputs, kernel in found]
     replace = {chain[-1]: f.node for (chain, *_), f in zip(found, fused)}
-    return _spliced(nodes, {i for chain, *_ in found for i in chain}, replace), fused
+    return spliced(nodes, {i for chain, *_ in found for i in chain}, replace), fused
 
-
-def _sole_reader(graph: Graph, nodes: Sequence[Node]) -> Callable[[str, str], int | None]:
-    """``sole(t, op)``: the position of the one node of ``nodes`` reading tensor ``t``
-    when that node is a default-domain ``op`` and ``t`` is not a graph output (so the
-    tensor can disappear inside a fused step); else None."""
-    readers: dict[str, list[int]] = {}
-    known = graph.node_by_name
-    for i, n in enumerate(nodes):  # a fused or rewritten step is not the graph's: its inputs are its reads
-        for t in dict.fromkeys(graph.reads(n) if known.get(n.name) is n else n.inputs):
-            readers.setdefault(t, []).append(i)
-    outputs = set(graph.outputs)
-
-    def sole(t: str, op: str, domains: Sequence[str] = _DEFAULT_DOMAINS) -> int | None:
-        r = readers.get(t, [])
-        if len(r) == 1 and t not in outputs and nodes[r[0]].op_type == op \
-                and nodes[r[0]].domain in domains:
-            return r[0]
-        return None
-    return sole
-
-
-def _spliced(nodes: Sequence[Node], drop: set[int], replace: dict[int, Node]) -> list[Node]:
-    """``nodes`` without the fused ones, each fused step at its chain's last place."""
-    return [replace.get(i, n) for i, n in enumerate(nodes) if i not in drop or i in replace]
 
 
 # ------------------------------------------------------------ Conv chains --
@@ -335,7 +292,7 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
                       kernel_of: Callable[[Node], Any],
                       swishes: dict[str, Fused] | None = None) -> tuple[list[Node], list[Fused]]:
     """``Conv -> Relu``, ``Conv -> Add -> Relu`` and ``Conv -> Add`` (a ResNet's
-    residual), and the same with a ``Clip`` of constant bounds in the Relu's place
+    residual; a two-input ``Sum`` too), and the same with a ``Clip`` of constant bounds in the Relu's place
     (Relu6) or, given ``swishes`` (the hard swishes fused before, by node name), a hard
     swish (ONNX's HardSwish, or Paddle's Add-Clip-Mul-Div: PP-OCR, PP-LCNet, MobileNetV3),
     as one step each: the Add and the activation run in place on the conv's
@@ -344,13 +301,13 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
     which ``engine/specialize.py`` plans per shape and which gain nothing here."""
     if not any(n.op_type == "Conv" for n in nodes):
         return nodes, []
-    sole = _sole_reader(graph, nodes)
+    sole = sole_reader(graph, nodes)
     producer = {t: k for k, n in enumerate(nodes) for t in n.outputs if t}
     fused: list[Fused] = []
     drop: set[int] = set()
     replace: dict[int, Node] = {}
     for i, conv in enumerate(nodes):
-        if conv.op_type != "Conv" or conv.domain not in _DEFAULT_DOMAINS or i in drop \
+        if conv.op_type != "Conv" or conv.domain not in DEFAULT_DOMAINS or i in drop \
                 or len(conv.outputs) != 1 or not _is_2d(conv, const):
             continue
         chain, residual, bn = [i], "", None
@@ -367,8 +324,10 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
             bn = nodes[j]
             y = bn.outputs[0]
         j = sole(y, "Add")
+        if j is None:
+            j = sole(y, "Sum")   # a two-input Sum is an Add: Caffe2's residuals (the model zoo's ResNet-50)
         if j is not None and j not in drop and len(nodes[j].inputs) == 2:
-            other = _other(nodes[j], y)
+            other = other_input(nodes[j], y)
             if other:
                 chain.append(j)
                 residual = other
@@ -412,7 +371,7 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
                                                            swish, ins)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: the residual is ready there
-    return _spliced(nodes, drop, replace), fused
+    return spliced(nodes, drop, replace), fused
 
 
 def _is_2d(conv: Node, const: Callable[[str], Any]) -> bool:
@@ -542,7 +501,7 @@ def _zero_pad_into(pad: Node, conv: Node, const: Callable[[str], Any]) -> tuple 
     onnxruntime's Pad fusion does: MobileNetV2 exports pad every strided conv this
     way), ``values`` the Pad's other inputs as bound (their identity is checked per
     run). Else None."""
-    if pad.op_type != "Pad" or pad.domain not in _DEFAULT_DOMAINS or len(pad.outputs) != 1 \
+    if pad.op_type != "Pad" or pad.domain not in DEFAULT_DOMAINS or len(pad.outputs) != 1 \
             or conv.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
         return None
     mode = pad.attrs.get("mode", "constant")

@@ -24,12 +24,11 @@ import numpy as np
 
 from partition.ir import Graph, Node
 
+from .chain_parts import DEFAULT_DOMAINS, FUSED_DOMAIN, Fused, other_input, spliced
 from .fuse_attention import as_written
 from .kernels import native
 from .kernels.registry import kernel_for
 
-FUSED_DOMAIN = "sglens.fused"
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[Node], Any],
@@ -37,9 +36,8 @@ def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[No
     """``nodes`` with each BatchNormalization -> (Mul | Add by another tensor)* -> Relu? chain of
     at least two nodes replaced by one fused node (``sole``: ``engine/fuse.py``'s sole-reader
     lookup over ``nodes``); the fusions made, as ``engine/fuse.py``'s ``Fused``."""
-    from .fuse import Fused, _other, _spliced  # the shared chain helpers (fuse imports this module)
-    opsets = {("" if d in _DEFAULT_DOMAINS else d): int(v) for d, v in graph.opset.items()}
-    conv_outputs = {n.outputs[0] for n in nodes if n.op_type == "Conv" and n.domain in _DEFAULT_DOMAINS
+    opsets = {("" if d in DEFAULT_DOMAINS else d): int(v) for d, v in graph.opset.items()}
+    conv_outputs = {n.outputs[0] for n in nodes if n.op_type == "Conv" and n.domain in DEFAULT_DOMAINS
                     and n.outputs}
     fused: list[Fused] = []
     drop: set[int] = set()
@@ -52,7 +50,7 @@ def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[No
             j = sole(y, "Mul")
             if j is None:
                 j = sole(y, "Add")
-            other = _other(nodes[j], y) if j is not None and len(nodes[j].inputs) == 2 else None
+            other = other_input(nodes[j], y) if j is not None and len(nodes[j].inputs) == 2 else None
             if j is None or j in drop or not other or not _may_be_per_channel(graph, other):
                 break
             chain.append(j)
@@ -76,11 +74,11 @@ def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[No
         fused.append(Fused(node, parts, channel_affine_kernel(parts, kernels, tuple(ops), relu, ins)))
         drop.update(chain)
         replace[chain[-1]] = node
-    return _spliced(nodes, drop, replace), fused
+    return spliced(nodes, drop, replace), fused
 
 
 def _inference_bn(bn: Node) -> bool:
-    return (bn.op_type == "BatchNormalization" and bn.domain in _DEFAULT_DOMAINS and len(bn.inputs) == 5
+    return (bn.op_type == "BatchNormalization" and bn.domain in DEFAULT_DOMAINS and len(bn.inputs) == 5
             and all(bn.inputs) and not any(bn.outputs[1:]) and not bn.attrs.get("training_mode", 0)
             and bn.attrs.get("spatial", 1) == 1)
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from partition.ir import Graph, Node
 
-from .fuse import FUSED_DOMAIN, Fused, _DEFAULT_DOMAINS, _sole_reader
+from .chain_parts import DEFAULT_DOMAINS, FUSED_DOMAIN, Fused, sole_reader
 from .kernels import device
 from .kernels.registry import kernel_attrs
 
@@ -46,7 +46,7 @@ _DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def _fusible(node: Node, skip: frozenset[str]) -> bool:
-    return (node.op_type in _EXPRESSIONS and node.domain in _DEFAULT_DOMAINS and not node.subgraphs
+    return (node.op_type in _EXPRESSIONS and node.domain in DEFAULT_DOMAINS and not node.subgraphs
             and node.name not in skip and len(node.outputs) == 1 and bool(node.outputs[0])
             and len(node.inputs) == _ARITY[node.op_type] and all(node.inputs))
 
@@ -56,7 +56,7 @@ def fuse_elementwise(graph: Graph, nodes: Sequence[Node], kernel_of: Callable[[N
     """``nodes`` with each chain of two or more fusible nodes replaced by one fused node
     (at its last node's place: every input is ready there); the fusions made. ``skip``:
     nodes that must stay as they are (the device plan's host nodes)."""
-    sole = _sole_reader(graph, nodes)
+    sole = sole_reader(graph, nodes)
     taken: set[int] = set()
     fused: list[Fused] = []
     replace: dict[int, Node] = {}

@@ -266,8 +266,8 @@ def _bn_model(after: str, rng: np.random.Generator) -> tuple[onnx.ModelProto, di
     g.initializer.extend(numpy_helper.from_array(v.astype(np.float32), k) for k, v in params.items())
     g.node.append(helper.make_node("BatchNormalization", ["c", *params], ["n"], name="bn", epsilon=1e-3))
     last = "n"
-    if after.startswith("add"):
-        g.node.append(helper.make_node("Add", ["n", "r"], ["a"], name="add"))
+    if after.startswith(("add", "sum")):   # a two-input Sum: Caffe2's residual
+        g.node.append(helper.make_node("Sum" if after.startswith("sum") else "Add", ["n", "r"], ["a"], name="add"))
         g.input.append(helper.make_tensor_value_info("r", F, [2, 6, 7, 7]))
         feeds["r"] = rng.standard_normal((2, 6, 7, 7)).astype(np.float32)
         last = "a"
@@ -284,14 +284,17 @@ def _bn_model(after: str, rng: np.random.Generator) -> tuple[onnx.ModelProto, di
     return model, feeds
 
 
-@pytest.mark.parametrize("after", ["", "relu", "add_relu", "clip"])
+@pytest.mark.parametrize("after", ["", "relu", "add_relu", "sum_relu", "clip"])
 def test_a_batch_normalization_after_a_conv_folds_into_its_epilogue(after, compiled, rng):
     """Conv -> BatchNormalization (PP-OCR's 35 in its classifier) runs as one step, the
-    normalisation as ``* s + t`` per channel on the conv's output, then Add / Relu / Clip."""
+    normalisation as ``* s + t`` per channel on the conv's output, then Add (or a two-input
+    Sum, as Caffe2 wrote residuals) / Relu / Clip."""
     model, feeds = _bn_model(after, rng)
     ex = _check(model, feeds, fused=True)
-    assert [s.node.op_type for s in ex._steps if s.node.domain == FUSED_DOMAIN][0].startswith(
-        "Conv+BatchNormalization")
+    (op,) = [s.node.op_type for s in ex._steps if s.node.domain == FUSED_DOMAIN]
+    assert op == {"": "Conv+BatchNormalization", "relu": "Conv+BatchNormalization+Relu",
+                  "add_relu": "Conv+BatchNormalization+Add+Relu", "sum_relu": "Conv+BatchNormalization+Sum+Relu",
+                  "clip": "Conv+BatchNormalization+Clip"}[after]
 
 
 def test_new_normalisation_statistics_reach_the_fused_step(rng):
