@@ -176,10 +176,11 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
     # device engine/fuse_elementwise.py makes such tails one kernel.
     swishes = {f.node.name: f for f in swish_fused} if host else None
     out, affine_fused = fuse_channel_affine(graph, out, kernel_of, sole_reader(graph, out))
-    out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of, swishes)
-    if swishes:
-        kept = {n.name for n in out}
-        swish_fused = [f for f in swish_fused if f.node.name in kept]
+    out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of, swishes,
+                                        {f.node.name: f for f in affine_fused})
+    kept = {n.name for n in out}   # those a conv chain took are its parts now
+    swish_fused = [f for f in swish_fused if f.node.name in kept]
+    affine_fused = [f for f in affine_fused if f.node.name in kept]
     out, attention_fused = _fuse_attention(graph, out, kernel_of)
     return out, fused + swish_fused + silu_fused + affine_fused + conv_fused + attention_fused
 
@@ -289,8 +290,8 @@ def _fuse_attention(graph: Graph, nodes: list[Node],
 
 # ------------------------------------------------------------ Conv chains --
 def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], Any],
-                      kernel_of: Callable[[Node], Any],
-                      swishes: dict[str, Fused] | None = None) -> tuple[list[Node], list[Fused]]:
+                      kernel_of: Callable[[Node], Any], swishes: dict[str, Fused] | None = None,
+                      affines: dict[str, Fused] | None = None) -> tuple[list[Node], list[Fused]]:
     """``Conv -> Relu``, ``Conv -> Add -> Relu`` and ``Conv -> Add`` (a ResNet's
     residual; a two-input ``Sum`` too), and the same with a ``Clip`` of constant bounds in the Relu's place
     (Relu6) or, given ``swishes`` (the hard swishes fused before, by node name), a hard
@@ -298,11 +299,16 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
     as one step each: the Add and the activation run in place on the conv's
     output -- no new tensor for either.
     Only 2-D convs (4-D weight): 1-D convs are a streaming model's small convs,
-    which ``engine/specialize.py`` plans per shape and which gain nothing here."""
+    which ``engine/specialize.py`` plans per shape and which gain nothing here.
+    ``affines``: the per-channel affine chains fused before (``engine/fuse_channel.py``), by node
+    name: one that reads a conv's output alone becomes that conv's epilogue (BN-Inception's
+    BatchNormalization, Mul, Add and Relu after each conv)."""
     if not any(n.op_type == "Conv" for n in nodes):
         return nodes, []
     sole = sole_reader(graph, nodes)
     producer = {t: k for k, n in enumerate(nodes) for t in n.outputs if t}
+    affine_at = {n.inputs[0]: k for k, n in enumerate(nodes) if affines and n.name in affines
+                 and affines[n.name].node is n}
     fused: list[Fused] = []
     drop: set[int] = set()
     replace: dict[int, Node] = {}
@@ -318,7 +324,13 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
         if pad is not None:
             chain.insert(0, k)
         y = conv.outputs[0]
-        j = sole(y, "BatchNormalization")
+        k_affine = affine_at.get(y)
+        affine = None
+        if k_affine is not None and sole(y, nodes[k_affine].op_type, (FUSED_DOMAIN,)) == k_affine:
+            chain.append(k_affine)
+            affine = affines[nodes[k_affine].name]  # type: ignore[index]
+            y = affine.node.outputs[0]
+        j = sole(y, "BatchNormalization") if affine is None else None
         if j is not None and j not in drop and _bn_foldable(nodes[j], y, const):
             chain.append(j)
             bn = nodes[j]
@@ -348,6 +360,7 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
             continue
         # a Paddle hard swish is one fused step already: the chain takes its nodes
         parts = tuple(p for k in chain for p in (swish.parts if swish is not None and k == j
+                                                 else affine.parts if affine is not None and k == k_affine
                                                  else (nodes[k],)))
         kernels = [kernel_of(p) for p in parts]
         if getattr(kernels[1 if pad else 0], "__wrapped__", None) is not nn_conv \
@@ -357,6 +370,8 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
         ins += tuple(t for t in conv.inputs[int(pad is not None):] if t) + ((residual,) if residual else ())
         if bn is not None:   # its parameters stay inputs too
             ins += tuple(bn.inputs[1:5])
+        if affine is not None:   # likewise the affine chain's (its BatchNormalization's, its vectors)
+            ins += affine.node.inputs[1:]
         if parts[-1].op_type == "Clip" and swish is None:   # its bounds stay inputs: read each run (set_weight)
             ins += tuple(t for t in parts[-1].inputs[1:] if t)
         if swish is not None:   # a Paddle hard swish's shift, bounds (, scale) likewise
@@ -368,7 +383,7 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
         node = Node(conv.name, "+".join(p.op_type for p in parts), ins,
                     (parts[-1].outputs[0],), FUSED_DOMAIN)
         fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual), bn, folded,
-                                                           swish, ins)))
+                                                           swish, ins, affine)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: the residual is ready there
     return spliced(nodes, drop, replace), fused
@@ -411,7 +426,8 @@ _ONNX_HARD_SWISH = HardSwishAct(1 / 6, 0.5, 0.0, 1.0)
 
 def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual: bool,
                        bn: Node | None = None, folded: tuple | None = None,
-                       swish: _Swish | None = None, ins: tuple[str, ...] = ()) -> Callable[..., tuple]:
+                       swish: _Swish | None = None, ins: tuple[str, ...] = (),
+                       affine: Fused | None = None) -> Callable[..., tuple]:
     """The fused step: ``(xp, x, w[, b][, residual][, bn params][, clip bounds][, pad
     inputs][, hard swish constants]) -> (y,)`` (``ins``: their names). A residual of
     another shape or dtype (broadcasting), or any failure, runs the nodes as written
@@ -439,10 +455,11 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     post = swish.parts[-1].op_type if n_consts == 4 else ""
     n_conv = sum(1 for t in conv.inputs if t)
     n_bn = n_conv + int(has_residual)
-    n_fixed = n_bn + (4 if bn is not None else 0)
+    n_fixed = n_bn + (4 if bn is not None else len(affine.node.inputs) - 1 if affine is not None else 0)
     n_clip = n_fixed + (sum(1 for t in clip.inputs[1:] if t) if clip is not None else 0)
     epsilon = float(bn.attrs.get("epsilon", 1e-5)) if bn is not None else 0.0
     seen: list[Any] = [None]  # (the parameters, their (s, t)): replaced whole
+    chain_fold = affine.kernel.fold if affine is not None else None  # type: ignore[attr-defined]
 
     def affine_of(xp: Any, norm: tuple) -> tuple | None:
         """``_bn_affine`` once per parameter version (weight preparation, as engine/memo.py:
@@ -450,9 +467,14 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         last = seen[0]
         if last is not None and len(last[0]) == len(norm) and all(a is b for a, b in zip(last[0], norm)):
             return last[1]
-        affine = _bn_affine(xp, norm, epsilon)
-        seen[0] = (tuple(norm), affine)
-        return affine
+        if chain_fold is None:
+            st = _bn_affine(xp, norm, epsilon)
+        else:   # a per-channel affine chain (engine/fuse_channel.py); not per-channel: as written
+            st = chain_fold(xp, norm, 4, norm[0].dtype)
+            if st is None:
+                raise ValueError("the affine chain's vectors are not per-channel")
+        seen[0] = (tuple(norm), st)
+        return st
 
     def activation(args: tuple) -> Any:
         if n_consts:

@@ -114,10 +114,35 @@ def channel_axis_vector(v: Any, ndim: int, channels: int) -> Any:
     return v.reshape(full[1])
 
 
+def channel_fold(xp: Any, params: tuple, ops: tuple[bool, ...], epsilon: float, ndim: int,
+                 dtype: Any) -> tuple | None:
+    """``(s, t)``, one scale and one shift per channel, with ``y * s + t`` what the chain computes
+    on an ``ndim``-D input ``y`` of ``dtype`` from ``params`` (the BatchNormalization's scale,
+    bias, mean and variance, then the chain's vectors; ``ops``: True for a Mul). None when a
+    parameter is not a vector of the channel count or a vector is not per-channel."""
+    scale, bias, mean, var = params[:4]
+    c = getattr(scale, "shape", (0,))[0]
+    if any(getattr(p, "shape", None) != (c,) or p.dtype != dtype for p in params[:4]):
+        return None
+    s = scale / xp.sqrt(var + epsilon)
+    t = bias - mean * s
+    for is_mul, v in zip(ops, params[4:]):
+        vec = channel_axis_vector(v, ndim, c)
+        if vec is None or vec.dtype != dtype:
+            return None
+        if is_mul:
+            s, t = s * vec, t * vec
+        else:
+            t = t + vec
+    return xp.ascontiguousarray(s.astype(dtype)), xp.ascontiguousarray(t.astype(dtype))
+
+
 def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tuple[bool, ...],
                           relu: bool, ins: tuple[str, ...]) -> Callable[..., tuple]:
     """The fused step: ``(xp, x, scale, bias, mean, var, *vectors) -> (y,)``; ``ops``: per vector,
-    True for a Mul, False for an Add, in the chain's order."""
+    True for a Mul, False for an Add, in the chain's order. The step's ``fold(xp, params, ndim,
+    dtype)`` (``channel_fold`` for this chain) lets a conv before it take the whole chain as its
+    epilogue (``engine/fuse.py``)."""
     epsilon = float(parts[0].attrs.get("epsilon", 1e-5))
     seen: list[Any] = [None]   # (the parameters, (s, t)): replaced whole
 
@@ -125,22 +150,11 @@ def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tupl
         last = seen[0]
         if last is not None and len(last[0]) == len(params) and all(a is b for a, b in zip(last[0], params)):
             return last[1]
-        c = x.shape[1]
-        scale, bias, mean, var = params[:4]
-        if any(getattr(p, "shape", None) != (c,) or p.dtype != x.dtype for p in params[:4]):
+        if params[0].shape != (x.shape[1],):
             return None
-        s = scale / xp.sqrt(var + epsilon)
-        t = bias - mean * s
-        for is_mul, v in zip(ops, params[4:]):
-            vec = channel_axis_vector(v, x.ndim, c)
-            if vec is None or vec.dtype != x.dtype:
-                return None
-            if is_mul:
-                s, t = s * vec, t * vec
-            else:
-                t = t + vec
-        st = (xp.ascontiguousarray(s.astype(x.dtype)), xp.ascontiguousarray(t.astype(x.dtype)))
-        seen[0] = (tuple(params), st)
+        st = channel_fold(xp, params, ops, epsilon, x.ndim, x.dtype)
+        if st is not None:
+            seen[0] = (tuple(params), st)
         return st
 
     def run(xp: Any, x: Any, *params: Any) -> tuple:
@@ -151,6 +165,7 @@ def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tupl
         except Exception:  # noqa: BLE001 - the nodes as written say what is wrong, naming theirs
             pass
         return as_written(xp, parts, kernels, dict(zip(ins, (x, *params))))
+    run.fold = lambda xp, params, ndim, dtype: channel_fold(xp, params, ops, epsilon, ndim, dtype)  # type: ignore[attr-defined]
     return run
 
 
