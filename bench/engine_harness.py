@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import threading
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -106,13 +107,27 @@ def futures_runner(shape: str, n: int) -> tuple[float, float]:
 
         def chain() -> None:
             left = [n]
+            here = threading.local()
 
             def next_link(_: Any = None) -> None:
-                if left[0] == 0:
-                    done.set_result(None)
+                # A future already done calls its callback at once, on the registering thread:
+                # chained that way, 10k links recursed past Python's limit (the callback's
+                # RecursionError is only logged, so the run hung). That call just says "again"
+                # and this loop submits the next link.
+                if getattr(here, "registering", False):
+                    here.again = True
                     return
-                left[0] -= 1
-                pool.submit(work).add_done_callback(next_link)
+                while True:
+                    if left[0] == 0:
+                        done.set_result(None)
+                        return
+                    left[0] -= 1
+                    future = pool.submit(work)
+                    here.registering, here.again = True, False
+                    future.add_done_callback(next_link)
+                    here.registering = False
+                    if not here.again:
+                        return
             next_link()
             done.result()
 
