@@ -35,11 +35,12 @@ _ROLES = {("Conv", 1): "weight", ("Gemm", 1): "weight", ("Conv", 2): "bias", ("G
 
 
 def _role(name: str, readers: dict[str, list[tuple[onnx.NodeProto, int]]]) -> str | None:
-    """What the tensor ``name`` is to the nodes that read it (through one Unsqueeze); None
-    when its readers disagree or are none of the above."""
+    """What the tensor ``name`` is to the nodes that read it (through Unsqueeze or Reshape:
+    Inception v1's classifier weight is reshaped before its Gemm); None when its readers
+    disagree or are none of the above."""
     roles = set()
     for node, k in readers.get(name, []):
-        if node.op_type == "Unsqueeze" and k == 0:
+        if node.op_type in ("Unsqueeze", "Reshape") and k == 0:
             roles.add(_role(node.output[0], readers))
         else:
             roles.add(_ROLES.get((node.op_type, k)))
