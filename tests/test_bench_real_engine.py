@@ -86,6 +86,25 @@ def test_a_tiny_model_runs_through_the_harness_against_onnxruntime():
     assert row["us_per_node"] == pytest.approx(row["ours_ms"] * 1e3 / 3)
     assert row["match"] is True and row["max_abs"] < 1e-5 and row["fallback_nodes"] == 0
     assert math.isfinite(row["max_rel"])
+    assert row["input_independent_outputs"] == []
+
+
+def test_an_output_that_ignores_the_inputs_is_named_in_the_row(capsys):
+    """y = x * 0 + b: onnxruntime gives it again on other inputs, so its match checks little --
+    the row says so (the zoo's Inception v1 once kept a constant-fill classifier unseen)."""
+    b = numpy_helper.from_array(np.arange(4, dtype=np.float32), "b")
+    zero = numpy_helper.from_array(np.zeros((8, 4), np.float32), "zero")
+    nodes = [helper.make_node("MatMul", ["x", "zero"], ["h"], name="mm"),
+             helper.make_node("Add", ["h", "b"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "ignores", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [zero, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.random.default_rng(2).standard_normal((1, 8)).astype(np.float32)
+    row = real_engine.bench_model("ignores", "test", model.SerializeToString(), {"x": x},
+                                  repeat=2, warmup=1, block=2, pause=0.0)
+    assert row["match"] is True and row["input_independent_outputs"] == ["y"]
+    real_engine.print_table([row])
+    assert "['y'] the same for other inputs" in capsys.readouterr().out
 
 
 def test_a_fast_model_gets_runs_until_the_minimum_time():
