@@ -38,13 +38,10 @@ from .kernels.tensor import _pad as pad_zeros
 from .values import to_numpy
 
 
-
-
 def _scalar(value: Any) -> float | None:
     if value is None or getattr(value, "size", 0) != 1:
         return None
     return float(to_numpy(value).reshape(()))  # a weight may live on the GPU
-
 
 
 _AS_P = 0.3275911
@@ -285,7 +282,6 @@ def _fuse_attention(graph: Graph, nodes: list[Node],
              for _, parts, inputs, kernel in found]
     replace = {chain[-1]: f.node for (chain, *_), f in zip(found, fused)}
     return spliced(nodes, {i for chain, *_ in found for i in chain}, replace), fused
-
 
 
 # ------------------------------------------------------------ Conv chains --

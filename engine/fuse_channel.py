@@ -18,6 +18,7 @@ and errors are the graph's. A caller's own kernel for any of the nodes leaves th
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -27,8 +28,8 @@ from partition.ir import Graph, Node
 from .chain_parts import DEFAULT_DOMAINS, FUSED_DOMAIN, Fused, other_input, spliced
 from .fuse_attention import as_written
 from .kernels import native
+from .kernels.prepared import LastPlan
 from .kernels.registry import kernel_for
-
 
 
 def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[Node], Any],
@@ -46,12 +47,14 @@ def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[No
         if not _inference_bn(bn) or i in drop:
             continue
         chain, ops, vectors, y = [i], [], [], bn.outputs[0]
+        x_info = graph.tensors.get(bn.inputs[0])
+        ndim = len(x_info.shape) if x_info is not None and x_info.shape is not None else None
         while True:
             j = sole(y, "Mul")
             if j is None:
                 j = sole(y, "Add")
             other = other_input(nodes[j], y) if j is not None and len(nodes[j].inputs) == 2 else None
-            if j is None or j in drop or not other or not _may_be_per_channel(graph, other):
+            if j is None or j in drop or not other or not _may_be_per_channel(graph, other, ndim):
                 break
             chain.append(j)
             ops.append(nodes[j].op_type == "Mul")
@@ -83,16 +86,15 @@ def _inference_bn(bn: Node) -> bool:
             and bn.attrs.get("spatial", 1) == 1)
 
 
-def _may_be_per_channel(graph: Graph, t: str) -> bool:
-    """False when ``t``'s inferred shape (``graph.tensors``) already says it varies along an axis
-    other than the channels (a residual, a spatial map): the chain ends before it. Unknown
-    shapes pass; the step checks the values on every run."""
+def _may_be_per_channel(graph: Graph, t: str, ndim: int | None) -> bool:
+    """False when ``t``'s known shape (a weight's, or inferred: ``graph.tensors``) already says it
+    varies along an axis other than the channels of an ``ndim``-D input (a residual, a spatial
+    map): the chain ends before it. Unknown shapes or rank pass; the step checks every run."""
     info = graph.initializers.get(t) or graph.tensors.get(t)
     shape = info.shape if info is not None else None
-    if shape is None:
+    if shape is None or ndim is None or not all(isinstance(d, int) for d in shape):
         return True
-    return all(d == 1 for k, d in enumerate(shape) if k != len(shape) - 3) if len(shape) >= 3 else \
-        all(d == 1 for d in shape) if len(shape) != 1 else True
+    return _channel_extent(tuple(shape), ndim) is not None
 
 
 def _registered(node: Node, opsets: dict[str, int]) -> Any:
@@ -102,16 +104,20 @@ def _registered(node: Node, opsets: dict[str, int]) -> Any:
         return None
 
 
-def channel_axis_vector(v: Any, ndim: int, channels: int) -> Any:
-    """``v`` as a vector of ``channels`` values when, broadcast against an ``ndim``-D NCHW tensor
-    of that many channels, it varies along the channel axis only (or not at all); else None."""
-    shape = tuple(getattr(v, "shape", ()))
+def _channel_extent(shape: tuple, ndim: int) -> int | None:
+    """The extent along the channel axis (1) of ``shape`` broadcast against an ``ndim``-D NCHW
+    tensor, when every other axis is 1; else None."""
     if len(shape) > ndim or ndim < 2:
         return None
     full = (1,) * (ndim - len(shape)) + shape
-    if any(d != 1 for k, d in enumerate(full) if k != 1) or full[1] not in (1, channels):
-        return None
-    return v.reshape(full[1])
+    return None if any(d != 1 for k, d in enumerate(full) if k != 1) else full[1]
+
+
+def channel_axis_vector(v: Any, ndim: int, channels: int) -> Any:
+    """``v`` as a vector of ``channels`` values when, broadcast against an ``ndim``-D NCHW tensor
+    of that many channels, it varies along the channel axis only (or not at all); else None."""
+    extent = _channel_extent(tuple(getattr(v, "shape", ())), ndim)
+    return None if extent not in (1, channels) else v.reshape(extent)
 
 
 def channel_fold(xp: Any, params: tuple, ops: tuple[bool, ...], epsilon: float, ndim: int,
@@ -144,24 +150,25 @@ def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tupl
     dtype)`` (``channel_fold`` for this chain) lets a conv before it take the whole chain as its
     epilogue (``engine/fuse.py``)."""
     epsilon = float(parts[0].attrs.get("epsilon", 1e-5))
-    seen: list[Any] = [None]   # (the parameters, (s, t)): replaced whole
+    lo = 0.0 if relu else -math.inf
 
-    def folded(xp: Any, x: Any, params: tuple) -> tuple | None:
-        last = seen[0]
-        if last is not None and len(last[0]) == len(params) and all(a is b for a, b in zip(last[0], params)):
-            return last[1]
+    def make(x: Any, args: tuple) -> tuple | None:
+        """``((s, t), compiled pass or None)`` for this input shape and these parameters."""
+        xp, params = args[0], args[1:]
         if params[0].shape != (x.shape[1],):
             return None
         st = channel_fold(xp, params, ops, epsilon, x.ndim, x.dtype)
-        if st is not None:
-            seen[0] = (tuple(params), st)
-        return st
+        if st is None:
+            return None
+        return st, native.epilogue_plan(x.shape, *st, lo, math.inf) if xp is np else None
+    # kept while the parameters are the same objects (set_weight installs new ones)
+    plans = LastPlan(lambda args: args[1:], make)
 
     def run(xp: Any, x: Any, *params: Any) -> tuple:
         try:
-            st = folded(xp, x, params) if x.ndim >= 2 and x.dtype.kind == "f" else None
-            if st is not None:
-                return (_apply(xp, x, st, relu),)
+            plan = plans(x, (xp, *params)) if x.ndim >= 2 and x.dtype.kind == "f" else None
+            if plan is not None:
+                return (_apply(xp, x, *plan, relu),)
         except Exception:  # noqa: BLE001 - the nodes as written say what is wrong, naming theirs
             pass
         return as_written(xp, parts, kernels, dict(zip(ins, (x, *params))))
@@ -169,14 +176,13 @@ def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tupl
     return run
 
 
-def _apply(xp: Any, x: Any, st: tuple, relu: bool) -> Any:
-    """``relu(x * s + t)`` per channel (axis 1) into a new array: one compiled pass on float32
-    numpy, else ``xp``'s ufuncs in place on the product."""
+def _apply(xp: Any, x: Any, st: tuple, compiled: Any, relu: bool) -> Any:
+    """``relu(x * s + t)`` per channel (axis 1) into a new array: the ``compiled`` pass (float32
+    numpy) on a copy of ``x``, else ``xp``'s ufuncs in place on the product."""
     s, t = st
-    if xp is np and x.dtype == np.float32 and x.__class__ is np.ndarray:
+    if compiled is not None and x.__class__ is np.ndarray:
         y = np.array(x, order="C")   # the copy is the step's own output; the epilogue runs on it
-        plan = native.epilogue_plan(y.shape, s, t, 0.0 if relu else -np.inf, np.inf)
-        if plan is not None and plan(y, None):
+        if compiled(y, None):
             return y
     per_channel = (1, -1) + (1,) * (x.ndim - 2)
     y = xp.multiply(x, s.reshape(per_channel))
