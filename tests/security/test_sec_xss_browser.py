@@ -18,13 +18,19 @@ sync_api = playwright_or_skip()
 
 
 def runnable_model() -> bytes:
-    """Runs on every executor, yet names, dims and metadata carry the payload (plot labels, run lists)."""
+    """Runs on every executor, yet names, dims and metadata carry the payload (plot labels, run lists).
+    A second output ignores the input (x * 0 + c), so the verdict names it in a detail line too."""
     p = PAYLOAD
     x = helper.make_tensor_value_info(f"in{p}", TensorProto.FLOAT, [f"n{p}", 3])
     y = helper.make_tensor_value_info(f"out{p}", TensorProto.FLOAT, [f"n{p}", 3])
+    z = helper.make_tensor_value_info(f"const{p}", TensorProto.FLOAT, [f"n{p}", 3])
     nodes = [helper.make_node("Relu", [x.name], [f"r{p}"], name=f"relu{p}"),
-             helper.make_node("Sigmoid", [f"r{p}"], [y.name], name=f"sig{p}")]
-    m = sec_models.model(nodes, [x], [y], name=f"g{p}")
+             helper.make_node("Sigmoid", [f"r{p}"], [y.name], name=f"sig{p}"),
+             helper.make_node("Mul", [x.name, f"zero{p}"], [f"m{p}"], name=f"mul{p}"),
+             helper.make_node("Add", [f"m{p}", f"c{p}"], [z.name], name=f"add{p}")]
+    inits = [helper.make_tensor(f"zero{p}", TensorProto.FLOAT, [], [0.0]),
+             helper.make_tensor(f"c{p}", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])]
+    m = sec_models.model(nodes, [x], [y, z], inits, name=f"g{p}")
     helper.set_model_props(m, {f"k{p}": f"v{p}"})
     return m.SerializeToString()
 
@@ -159,6 +165,7 @@ def test_run_plots_and_compare_page(server, models, page):
     plots = pg.text_content("#run-plots")
     assert "outputs match onnxruntime" in plots
     assert f"relu{PAYLOAD}"[:12] in plots or PAYLOAD in plots                # plotly axis labels, literal
+    assert f"onnxruntime gave const{PAYLOAD} bit for bit again" in plots     # the verdict's detail, literal
     watch.check("run plots")
     rids = [r["id"] for r in server.request("GET", f"/api/runs?model={mid}").json()["runs"] if r["status"] == "done"]
     assert len(rids) >= 2
