@@ -27,10 +27,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from engine.float16 import computes_in_float16
 from engine.inputs import UNREADABLE, array_header, check_declared, npz_headers
 from engine.input_spec import InputSpec, check_specs, check_with_inference, graph_inputs, materialize, suggest_specs
 from engine.run_errors import InputError
-from engine.tolerance import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
+from engine.tolerance import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance, default_tolerance
 from partition.ir import Graph
 
 from .errors import ApiError
@@ -46,14 +47,15 @@ class RunInputs:
 
     specs: list[InputSpec]
     files: dict[str, np.ndarray] = field(default_factory=dict)
-    tolerance: Tolerance = field(default_factory=Tolerance)
+    tolerance: Tolerance | None = None   # None: the model's default (engine.compare decides)
     repeat: int | None = None     # measured repeats per side, kept so Repeat measures alike
 
     def feeds(self, graph: Graph) -> dict[str, np.ndarray]:
         return materialize(graph, self.specs, self.files)
 
     def to_json(self) -> dict[str, Any]:
-        return {"specs": [s.to_json() for s in self.specs], "tolerance": self.tolerance.to_json(),
+        tolerance = None if self.tolerance is None else self.tolerance.to_json()
+        return {"specs": [s.to_json() for s in self.specs], "tolerance": tolerance,
                 "files": sorted(self.files), "repeat": self.repeat}
 
 
@@ -65,14 +67,16 @@ def default_inputs(graph: Graph) -> RunInputs:
 def defaults_json(graph: Graph, remembered: Mapping[str, list[int]] | None) -> dict[str, Any]:
     """``GET /api/models/<id>/inputs``: the prefilled specs and the default tolerance."""
     specs = suggest_specs(graph, remembered)
+    tolerance = default_tolerance(computes_in_float16(graph))   # float16's for a float16 model
     return {"inputs": [s.to_json() for s in specs], "remembered": sorted(remembered or {}),
-            "tolerance": {"atol": DEFAULT_ATOL, "rtol": DEFAULT_RTOL},
-            "rule": Tolerance().describe(), "fills": ["random", "zeros", "ones", "constant", "file"]}
+            "tolerance": tolerance.to_json(),
+            "rule": tolerance.describe(), "fills": ["random", "zeros", "ones", "constant", "file"]}
 
 
-def parse_tolerance(data: Any) -> Tolerance:
+def parse_tolerance(data: Any) -> Tolerance | None:
+    """The request's tolerance, or None (none given: the model's default)."""
     if data in (None, ""):
-        return Tolerance()
+        return None
     if not isinstance(data, dict):
         raise ApiError("'tolerance' must be an object {\"atol\": number, \"rtol\": number}")
     try:

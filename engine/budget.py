@@ -154,6 +154,11 @@ def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
 
 
+#: Bytes per element as a run holds them: float16 is computed in float32 on the host
+#: (``engine/float16.py``); on a GPU that overstates a float16 tensor twice, the safe side of a limit.
+_HOST_ITEM_SIZE = {**ITEM_SIZE, "FLOAT16": 4}
+
+
 def _sizes(g: onnx.GraphProto, into: dict[str, int | None]) -> None:
     for vi in (*g.input, *g.value_info, *g.output):
         into[vi.name] = _vi_bytes(vi)
@@ -163,7 +168,7 @@ def _vi_bytes(vi: onnx.ValueInfoProto) -> int | None:
     tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
     if tt is None or not tt.HasField("shape"):
         return None
-    size = ITEM_SIZE.get(ONNX_TYPE_NAMES.get(tt.elem_type, ""))
+    size = _HOST_ITEM_SIZE.get(ONNX_TYPE_NAMES.get(tt.elem_type, ""))
     if size is None:
         return None
     for d in tt.shape.dim:

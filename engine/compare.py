@@ -39,11 +39,12 @@ from partition.ir import Graph
 
 from .budget import check_memory_budget
 from .executor import Executor, to_numpy
+from .float16 import computes_in_float16
 from .isolate import isolate
 from .measure import Measurement, NodeTimeline, measure
 from .ort_fallback import LABEL, OrtFallback
 from .rss import PeakRSS
-from .tolerance import Tolerance, compare_arrays
+from .tolerance import Tolerance, compare_arrays, default_tolerance
 from .verdict import Verdict, judge
 
 
@@ -338,7 +339,8 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
     else:
         check_memory_budget(graph, feeds, memory_limit)
     step = progress or (lambda stage: None)
-    tol = tolerance or Tolerance()
+    half = computes_in_float16(graph)
+    tol = tolerance or default_tolerance(half)
     # Nodes we have no kernel for run in single-node onnxruntime sessions and are listed.
     fallback = kernels if isinstance(kernels, OrtFallback) else OrtFallback(kernels)
     fallback.check(graph)
@@ -347,6 +349,8 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
         "times: median and p10-p90 of the measured repeats; warm-up runs are excluded",
         "peak RSS: rise of this process's resident memory during the run (set-up, warm-up and "
         "repeats; includes onnxruntime's arenas); tensors: live tensors our executor held (n/a for onnxruntime)"]
+    if half:
+        notes.append(_float16_note(device, tol if tolerance is None else None))
     sg_infos = list(partitioned.subgraphs) if partitioned is not None else []
     weights = set(graph.initializers)
     boundary = list(dict.fromkeys(t for s in sg_infos for t in (*s.inputs, *s.outputs)
@@ -463,6 +467,18 @@ def _add_sensitivity(outputs: dict[str, dict[str, Any]], model: onnx.ModelProto,
     for name, moved in found.items():
         for e in outputs[name].values():
             e["ref_sensitivity"] = moved
+
+
+def _float16_note(device: str, rule: Tolerance | None) -> str:
+    """What a float16 model's comparison means (``engine/float16.py``); ``rule``: the float16
+    match rule, when it is the default and not the user's."""
+    how = ("our engine computes it in float32 on the CPU, rounding where the model casts to float16 "
+           "and at its float16 outputs, as onnxruntime's CPU provider does for the ops it has no "
+           "float16 kernel for" if device == "cpu" else "our engine computes it in float16 on the device")
+    if rule is None:
+        return f"the model computes in float16: {how}"
+    return (f"the model computes in float16: {how}; the match rule is float16's (atol {rule.atol:g}, "
+            f"rtol {rule.rtol:g}): two correct runs round at different places (a tolerance you set replaces it)")
 
 
 def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: Mapping[str, Any],

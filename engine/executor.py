@@ -68,6 +68,7 @@ from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_
 from .plan import PLANS, ModeChooser, segments
 from .kernels.rnn import directions_in_parallel
 from .rewrite import direction_slice, split_bidirectional_lstm
+from .float16 import narrowed, widen, widened
 from .fuse_elementwise import fuse_elementwise
 from .specialize import fold_node, specialized_call
 from .run_errors import InputError, MissingKernelError, RunError, named_failure, too_few_outputs
@@ -116,9 +117,11 @@ class Executor:
                            f"choose one of {list(EXECUTORS)}")
         if opts.plan not in PLANS:
             raise RunError(f"unknown plan {opts.plan!r}; choose one of {list(PLANS)}")
-        self.graph, self.options = graph, opts
         self.device, self.device_id = opts.device, opts.device_id
         self.ctx, self.xp = device_context(opts.device, opts.device_id)
+        if self.xp is np:  # float16 computed in float32 on the host (engine/float16.py)
+            graph = widened(graph)
+        self.graph, self.options = graph, opts
         self.executor = opts.subgraph_runtime
         # per-node times of a measured run: top-level nodes only (a body's nodes are inside its node)
         self._node_times = opts.node_times if parent is None else None
@@ -462,6 +465,8 @@ class Executor:
         subgraph operators that cached a converted copy rebuild it (the subgraph API design)."""
         if name not in self._weight_vars or name in self._derived:
             raise RunError(f"'{name}' is not a weight of graph '{self.graph.name}'")
+        if self.xp is np:
+            value = widen(np.asarray(value))   # as the weights were bound (engine/float16.py)
         new = self._upload(np.asarray(value) if not hasattr(value, "__cuda_array_interface__") else value)
         if self.xp is not np:  # copied on this thread's stream: landed before any worker's stream reads it
             self.xp.cuda.get_current_stream().synchronize()
@@ -555,9 +560,11 @@ class Executor:
         if missing:
             raise InputError(f"graph '{g.name}': no value for input(s) {missing}")
         run = _Run(self, outer or {}, keep)
+        host = self.xp is np
         for name in g.inputs:
             if name in feeds and name not in self._weights:
-                run.put(name, self.device_plan.feed(name, feeds[name], self._upload))
+                value = widen(feeds[name]) if host else feeds[name]
+                run.put(name, self.device_plan.feed(name, value, self._upload))
         return run
 
     def _result(self, run: "_Run", keep: bool, start: float) -> RunResult:
@@ -574,6 +581,8 @@ class Executor:
                 record.device_seconds = seconds
         run.deferred.clear()
         values = {**{t: self._weights[t] for t in self._folded}, **run.values} if keep else {}
+        if self.xp is np and self.parent is None:  # what the model declares float16 leaves as float16
+            outputs, values = narrowed(outputs, self.graph.tensors), narrowed(values, self.graph.tensors)
         return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
                          time.perf_counter() - start, values, self.device, run.pool_peak)
 

@@ -133,13 +133,13 @@ class FixedInputs:
     """``RunSpec.run_inputs`` for arrays already in hand (the CLI): the feeds as they are."""
 
     arrays: Mapping[str, Any]
-    tolerance: Any
+    tolerance: Any   # a Tolerance, or None: the model's default (``compare`` decides)
 
     def feeds(self, graph: Graph) -> dict[str, Any]:
         return dict(self.arrays)
 
     def to_json(self) -> dict[str, Any]:
-        return {"tolerance": self.tolerance.to_json()}
+        return {"tolerance": None if self.tolerance is None else self.tolerance.to_json()}
 
 
 def run(spec: RunSpec, graph: Graph, model: Any, properties: list | None, *,

@@ -36,7 +36,7 @@ from .ort_fallback import OrtFallback
 from .run_errors import InputError, KernelFailure, RunError
 from .host_regions import HOST_PROPERTY, HOST_RUNTIMES, host_regions
 from .subgraph_ops import EXECUTORS
-from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL
+from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL, FLOAT16_ATOL, FLOAT16_RTOL
 
 
 #: ``--time-limit`` default, seconds (docs/running.md says why an hour here and ten minutes in ``serve``).
@@ -137,10 +137,11 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
     _common(p, None)
     p.add_argument("--repeat", type=int, default=3, help="measured runs per side (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured runs before them (default 1)")
-    p.add_argument("--atol", type=float, default=DEFAULT_ATOL,
-                   help=f"absolute tolerance: match when |ours-ref| <= atol + rtol*|ref| (default {DEFAULT_ATOL:g})")
-    p.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
-                   help=f"relative tolerance (default {DEFAULT_RTOL:g})")
+    p.add_argument("--atol", type=float, default=None,
+                   help=f"absolute tolerance: match when |ours-ref| <= atol + rtol*|ref| (default {DEFAULT_ATOL:g}; "
+                   f"{FLOAT16_ATOL:g} for a model computing in float16)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help=f"relative tolerance (default {DEFAULT_RTOL:g}; {FLOAT16_RTOL:g} for a float16 model)")
     p.set_defaults(func=cmd_compare)
     return p
 
@@ -349,8 +350,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from .run import FixedInputs, RunSpec, run
     from .tolerance import Tolerance
-    try:
-        tolerance = Tolerance(atol=args.atol, rtol=args.rtol)
+    try:  # neither given: the model's default (float16's for a float16 model; compare decides)
+        tolerance = None if args.atol is None and args.rtol is None else Tolerance(
+            atol=DEFAULT_ATOL if args.atol is None else args.atol,
+            rtol=DEFAULT_RTOL if args.rtol is None else args.rtol)
     except ValueError as exc:
         raise InputError(f"--atol/--rtol: {exc}") from None
     if args.warmup < 0:

@@ -40,6 +40,7 @@ import numpy as np
 from partition.ir import Initializer, Node
 
 from .context import RunContext
+from .float16 import narrowed, widen
 from .gpu_plan import MAX_HOST_ELEMENTS
 from .kernels.device import resident
 from .run_errors import ExecutorUnavailableError, RunError
@@ -104,7 +105,12 @@ class SubgraphOp:
             assert impl is not None
             if impl.name == "tensorrt" and self.parent.xp is not np:   # host shape facts: device pointers
                 feeds = {t: self.parent._upload(v) if isinstance(v, np.ndarray) else v for t, v in feeds.items()}
+            foreign = impl.name != "engine" and self.parent.xp is np
+            if foreign:  # its declared float16 inputs, not the host's float32 (engine/float16.py)
+                feeds = narrowed(feeds, self.body.tensors)
             outs, peak, inner = impl.run(feeds, run, rctx)
+            if foreign:
+                outs = [widen(v) for v in outs]
         device_s = None  # GPU: read when the run ends (Executor._result), not here: no wait mid-run
         boundary = sum(nbytes(v) for v in args if v is not None) + sum(nbytes(v) for v in outs)
         record = SubgraphRecord(
@@ -267,7 +273,8 @@ class _EngineImpl(_Impl):
 
 def _standalone_bytes(op: SubgraphOp, weights: dict[str, Any]) -> bytes:
     from partition.onnx_io import standalone_model
-    inits = {t: Initializer.from_array(t, to_numpy(v)) for t, v in weights.items()}
+    host = narrowed({t: to_numpy(v) for t, v in weights.items()}, op.body.tensors)  # engine/float16.py
+    inits = {t: Initializer.from_array(t, v) for t, v in host.items()}
     opset = op.parent.graph.opset or op.body.opset
     model = standalone_model(op.body, inits, opset, name=f"subgraph_{op.node.attrs.get('subgraph_id', 0)}")
     return model.SerializeToString()

@@ -326,6 +326,37 @@ def cast(xp: Any, x: Any, *, to: int, saturate: int = 1, round_mode: str = "up")
     return _cast(xp, x, np_dtype(to), saturate, round_mode)
 
 
+#: Ops the executor writes for itself (``engine/float16.py``), never found in a model file.
+HOST_DOMAIN = "sglens.host"
+
+
+@register("RoundToFloat16", domain=HOST_DOMAIN)
+def round_to_float16(xp: Any, x: Any) -> Any:
+    """A model's Cast to float16 where the host computes float16 in float32
+    (``engine/float16.py``): the float16 value, stored as float32."""
+    if xp is not np or x.dtype != np.float32:
+        return _cast(xp, x, np.dtype(np.float16), 1, "up").astype(np.float32)
+    # numpy's float32 -> float16 -> float32 converts element by element (7 ns an element here,
+    # a third of a float16 ViT's run). In the normal range the float16 value is the float32 one
+    # with its mantissa rounded to 10 bits, to nearest even, in the integer bits (~2 ns); zeros
+    # come through. Subnormal, beyond-range, inf and NaN elements take numpy's conversion. Equal
+    # to it on every float16 value, every midpoint between two and their neighbours, and 4M
+    # random bit patterns (tests/test_float16_host.py checks the first three).
+    bits = x.view(np.uint32)
+    rounded = bits >> 13
+    rounded &= 1
+    rounded += 0xFFF
+    rounded += bits
+    rounded &= np.uint32(0xFFFFE000)
+    out = rounded.view(np.float32)
+    a = np.abs(x)
+    special = ~(a <= 65504)
+    special |= (a < 2.0 ** -14) & (a > 0)
+    if special.any():
+        out[special] = x[special].astype(np.float16).astype(np.float32)
+    return out
+
+
 @register("CastLike", since=15)
 def cast_like(xp: Any, x: Any, like: Any, *, saturate: int = 1, round_mode: str = "up") -> Any:
     return _cast(xp, x, np.dtype(like.dtype), saturate, round_mode)
