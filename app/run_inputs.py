@@ -67,9 +67,10 @@ def default_inputs(graph: Graph) -> RunInputs:
 def defaults_json(graph: Graph, remembered: Mapping[str, list[int]] | None) -> dict[str, Any]:
     """``GET /api/models/<id>/inputs``: the prefilled specs and the default tolerance."""
     specs = suggest_specs(graph, remembered)
-    tolerance = default_tolerance(computes_in_float16(graph))   # float16's for a float16 model
+    half = computes_in_float16(graph)
+    tolerance = default_tolerance(half)   # float16's for a float16 model
     return {"inputs": [s.to_json() for s in specs], "remembered": sorted(remembered or {}),
-            "tolerance": tolerance.to_json(),
+            "tolerance": tolerance.to_json(), "float16": half,
             "rule": tolerance.describe(), "fills": ["random", "zeros", "ones", "constant", "file"]}
 
 

@@ -231,9 +231,9 @@ def test_the_web_form_prefills_float16_precision_for_a_float16_model():
     from app.run_inputs import defaults_json, parse_tolerance
     from engine.tolerance import FLOAT16_ATOL, FLOAT16_RTOL
     half = defaults_json(load_model(_fp16_block().SerializeToString()), None)
-    assert half["tolerance"] == {"atol": FLOAT16_ATOL, "rtol": FLOAT16_RTOL}
+    assert half["tolerance"] == {"atol": FLOAT16_ATOL, "rtol": FLOAT16_RTOL} and half["float16"]
     plain = defaults_json(load_model("sample_models/trt_cycle.onnx"), None)
-    assert plain["tolerance"] == Tolerance().to_json()
+    assert plain["tolerance"] == Tolerance().to_json() and not plain["float16"]
     assert parse_tolerance(None) is None   # none sent: the model's own default, decided by compare
 
 

@@ -82,7 +82,8 @@
       blocks.map(b => b.el),
       h("div", { class: "row tolerance" }, "tolerance: atol ", atol, " rtol ", rtol,
         h("span", { class: "muted" }, " match when |ours − ref| ≤ atol + rtol·|ref| for every element (defaults " +
-          data.tolerance.atol + ", " + data.tolerance.rtol + ")")),
+          data.tolerance.atol + ", " + data.tolerance.rtol +
+          (data.float16 ? ": the model computes in float16, whose 11 significant bits two correct runs round differently" : "") + ")")),
       h("div", { class: "row" }, "measured repeats ", repeat, h("span", { class: "muted" }, " (after 1 warm-up, excluded; our engine's goes on while it still tries parallel against serial runs)")));
   };
 
