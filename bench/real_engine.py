@@ -61,7 +61,8 @@ from engine.compare import inputs_independent  # noqa: E402
 from engine.executor import Executor  # noqa: E402
 from engine.ort_fallback import OrtFallback  # noqa: E402
 from engine.profiling import Profiler  # noqa: E402
-from engine.tolerance import Tolerance, compare_arrays  # noqa: E402
+from engine.float16 import computes_in_float16  # noqa: E402
+from engine.tolerance import Tolerance, compare_arrays, default_tolerance  # noqa: E402
 from partition import load_model  # noqa: E402
 
 import pypi_models  # noqa: E402
@@ -163,11 +164,29 @@ def _export_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]
     return load
 
 
+#: Exports also run as float16 models, converted the way a user makes one for a GPU: onnxruntime's
+#: own converter (``onnxruntime.transformers.float16``), inputs and outputs kept float32.
+FLOAT16_OF = ("bert_mini", "vit_tiny", "resnet18")
+
+
+def _float16_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]]]:
+    def load() -> tuple[bytes, dict[str, np.ndarray]]:
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+        data, inputs = _export_loader(name)()
+        half = convert_float_to_float16(onnx.load_from_string(data), keep_io_types=True)
+        return half.SerializeToString(), inputs
+    return load
+
+
 def registry() -> dict[str, Entry]:
     entries = [Entry(m.name, m.family, f"pypi:{m.wheel}", m.about, _wheel_loader(m.name))
                for m in pypi_models.MODELS.values()]
     entries += [Entry(e.name, e.family, "export:torch", e.about, _export_loader(e.name))
                 for e in torch_models.EXPORTS.values()]
+    entries += [Entry(f"{name}_fp16", "float16", "export:torch+ort-float16",
+                      f"{torch_models.EXPORTS[name].about}; weights and arithmetic float16 "
+                      "(onnxruntime's float16 converter, float32 inputs and outputs)", _float16_loader(name))
+                for name in FLOAT16_OF]
     return {e.name: e for e in entries}
 
 
@@ -290,7 +309,7 @@ def bench_model(name: str, family: str, model_bytes: bytes, inputs: dict[str, np
             "ort_ms": t_ort * 1e3, "ours_ms": t_ours * 1e3, "ratio": ratio(t_ours, t_ort),
             "us_per_node": t_ours * 1e6 / max(executed, 1), "fallback_nodes": len(fallback.nodes),
             "repeat": runs, "warmup": warmup, "input_independent_outputs": sorted(fixed or ())} \
-        | output_difference(ours, ref, names)
+        | output_difference(ours, ref, names, default_tolerance(computes_in_float16(graph)))
 
 
 # ------------------------------------------------------------------ report --
