@@ -2,7 +2,9 @@
 
 Binding (``Executor(graph, engine=None, options=None, **changes)``; the options
 are one ``ExecOptions``, ``engine/options.py``) decides everything that does not
-depend on the inputs: the kernel or subgraph operator of every node (specialised
+depend on the inputs: on the host, float16 computed in float32 (``engine/float16.py``:
+float16 feeds widened as a run starts, outputs and kept values the model declares float16
+rounded back as it ends); the kernel or subgraph operator of every node (specialised
 on constant inputs where it pays, ``engine/specialize.py``), Constant nodes
 evaluated once, fused GELU chains (``engine/fuse.py``), the tensors each node
 depends on (``Graph.reads``: its inputs plus the outer-scope tensors its bodies
@@ -271,7 +273,7 @@ class Executor:
             if memoizable(node, self._stable) and self._outputs.isdisjoint(node.outputs):
                 # weight preparation: once per weight version (never a value handed out
                 # of the graph: a caller may write into what a run returns)
-                call = memoized(call)
+                call = memoized(call, node.op_type)
                 self._stable.update(t for t in node.outputs if t)
             self._steps.append(_Step(node, reads, frees, call, weights,
                                      sum(1 for t in node.outputs if t)))

@@ -163,3 +163,35 @@ def test_an_output_of_the_graph_is_never_memoized(rng):
         first[...] = 0.0
         again = ex.run({"x": np.ones(2, np.float32)}).numpy_outputs()["wn"]
     np.testing.assert_array_equal(again, -w)
+
+
+def _qdq_weight_model(wq: np.ndarray, scale: np.ndarray, tile: bool):
+    """y = x @ DequantizeLinear(wq, scale) (per column), as a QDQ-quantized model writes every
+    weight; with ``tile``, the product also reads Tile(w) -- a result larger than its weight."""
+    nodes = [helper.make_node("DequantizeLinear", ["wq", "scale"], ["w"], name="dequantize w", axis=1),
+             helper.make_node("MatMul", ["x", "w"], ["y0"], name="matmul")]
+    inits = [numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(scale, "scale")]
+    if tile:
+        nodes += [helper.make_node("Tile", ["w", "reps"], ["wt"], name="tile w"),
+                  helper.make_node("ReduceSum", ["wt"], ["s"], name="sum", keepdims=0),
+                  helper.make_node("Add", ["y0", "s"], ["y"], name="add")]
+        inits.append(numpy_helper.from_array(np.array([2, 2], np.int64), "reps"))
+    else:
+        nodes[-1] = helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")
+    return make_model(nodes, [vi("x", [2, wq.shape[0]])], [vi("y", None)], initializers=inits)
+
+
+def test_a_dequantized_weight_is_kept_though_larger_than_the_int8_weight(rng):
+    """int8 -> float32 is 4x the bytes and past the 1 MiB floor: kept all the same (memo.WIDENING),
+    where a Tile of the same weight, larger than its argument for no such reason, is not."""
+    wq = rng.integers(-128, 128, (512, 1024), dtype=np.int8)   # 512 KiB; 2 MiB dequantized
+    scale = (rng.random(1024) * 0.01 + 0.001).astype(np.float32)
+    model = _qdq_weight_model(wq, scale, tile=True)
+    counts: dict[str, int] = {}
+    with Executor(load_model(model.SerializeToString()), kernels=_counting(counts)) as ex:
+        for _ in range(3):
+            x = rng.standard_normal((2, 512)).astype(np.float32)
+            np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
+                                       rtol=1e-4, atol=1e-2)
+    assert counts["dequantize w"] == 1 and counts["matmul"] == 3
+    assert counts["tile w"] == 3   # 4x its argument and no widening: recomputed, not held
