@@ -69,7 +69,7 @@ from .kernels.registry import HOST_INPUTS
 from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_ops
 from .plan import PLANS, ModeChooser, segments
 from .kernels.rnn import directions_in_parallel
-from .rewrite import direction_slice, split_bidirectional_lstm
+from .rewrite import Derived, direction_slice, split_bidirectional_lstm
 from .float16 import narrowed, widen, widened
 from .fuse_elementwise import fuse_elementwise
 from .specialize import fold_node, specialized_call
@@ -204,9 +204,12 @@ class Executor:
         # Outputs the enclosing graph reads on the host that folding made weights (on the device).
         self._host_out_folded = {t: to_numpy(self._weights[t]) for t in self._host_out if t in self._folded}
         self._fused: dict[str, Fused] = {}
-        self._derived: dict[str, tuple[str, int, int]] = {}  # weight slices made at bind time
+        self._derived: dict[str, Derived] = {}  # weights made at bind time from others
+        self._dequantized: set[str] = set()   # the model's tensors among them
         made: set[str] = set()
         if self.options.effective_plan() == "segments":  # "nodes" shows every node as written
+            if self.xp is np and self.parent is None:  # before fusing: a Conv sees a float weight
+                nodes = self._dequantize_weights(graph, nodes)
             inherited = self._inherited
             # A subgraph body's weights are its inputs, fed from the enclosing graph's weights on
             # every run: its chains fuse on them as the whole graph's do (a partitioned PP-LCNet on
@@ -289,8 +292,37 @@ class Executor:
         nodes, made = split_bidirectional_lstm(nodes, self._weights, taken, direction_slice,
                                                self._derived)
         for name in self._derived:
-            self._weight_vars[name] = self.engine.new_variable(f"w:{name}")
+            if name not in self._weight_vars:
+                self._weight_vars[name] = self.engine.new_variable(f"w:{name}")
         return nodes, made
+
+    def _dequantize_weights(self, graph: Graph, nodes: list[Node]) -> list[Node]:
+        """A DequantizeLinear of weights only (a QDQ model's, TensorRT's explicit INT8: every
+        Conv and MatMul weight an int8 initializer behind one) evaluated now: its float result
+        is a derived weight that ``set_weight`` of its sources makes again, so the Conv or MatMul
+        reading it plans and fuses on a constant as in the float model (ResNet-18 in QDQ: no
+        conv took its chain's epilogue while its weights arrived at run time)."""
+        left = []
+        for node in nodes:
+            out = node.outputs[0] if len(node.outputs) == 1 else ""
+            if node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx") or not out \
+                    or out in self._outputs or not all(not t or t in self._weights for t in node.inputs) \
+                    or not self._runs_ours(node, graph):
+                left.append(node)
+                continue
+            kernel, attrs, xp = self.find_kernel(node, graph.opset), kernel_attrs(node), self.xp
+
+            def make(weights: Mapping[str, Any], kernel=kernel, attrs=attrs, ins=node.inputs) -> Any:
+                return kernel(xp, *(weights[t] if t else None for t in ins), **attrs)[0]
+            try:
+                self._weights[out] = make(self._weights)
+            except Exception:  # noqa: BLE001 - it runs as written and fails naming itself
+                left.append(node)
+                continue
+            self._derived[out] = (tuple(t for t in node.inputs if t in self._weight_vars), make)
+            self._weight_vars[out] = self.engine.new_variable(f"w:{out}")
+            self._dequantized.add(out)
+        return left
 
     def _bind_operators(self, plan: str) -> None:
         """One engine operator per segment (``engine/plan.py``), made once (the
@@ -477,16 +509,18 @@ class Executor:
             raise RunError(f"weight '{name}' has shape {list(shape_of(old) or [])}; "
                            f"got {list(shape_of(new) or [])}")
 
-        slices = {w: (d, axis) for w, (src, d, axis) in self._derived.items() if src == name}
+        # weights made from this one at bind time: a split LSTM's per-direction slices, a QDQ
+        # model's dequantized weights
+        made = {w: make for w, (sources, make) in self._derived.items() if name in sources}
 
         def write(_rctx: RunContext) -> None:
             self._weights[name] = new
             self.weights_epoch += 1
-            for w, (d, axis) in slices.items():  # the per-direction slices a split LSTM reads
-                self._weights[w] = direction_slice(new, d, axis)
+            for w, make in made.items():
+                self._weights[w] = make(self._weights)
             self._refresh_host_copies(name, new)
         var = self._weight_vars[name]
-        self.engine.push_sync(write, self.ctx, [], [var, *(self._weight_vars[w] for w in slices)],
+        self.engine.push_sync(write, self.ctx, [], [var, *(self._weight_vars[w] for w in made)],
                               name=f"set_weight({name})")
         self.engine.wait_for_var(var)
 
@@ -582,7 +616,8 @@ class Executor:
             for (record, _, _), seconds in zip(run.subgraph_spans, gpu.elapsed_seconds(spans).values()):
                 record.device_seconds = seconds
         run.deferred.clear()
-        values = {**{t: self._weights[t] for t in self._folded}, **run.values} if keep else {}
+        values = {**{t: self._weights[t] for t in (*self._folded, *self._dequantized)}, **run.values} \
+            if keep else {}
         if self.xp is np and self.parent is None:  # what the model declares float16 leaves as float16
             outputs, values = narrowed(outputs, self.graph.tensors), narrowed(values, self.graph.tensors)
         return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,

@@ -18,9 +18,14 @@ keeps intermediates) also sees the two halves' outputs.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Callable, Mapping
 
 from partition.ir import Node
+
+#: A weight made at bind time from others: (its source weights, how to make it from the weights);
+#: ``Executor.set_weight`` of a source makes it again.
+Derived = tuple[tuple[str, ...], Callable[[Mapping[str, Any]], Any]]
 
 #: LSTM inputs that hold one slice per direction (X and sequence_lens do not); the
 #: initial states (5, 6) hold it on axis 1 under layout 1, the others on axis 0.
@@ -30,10 +35,10 @@ _STATES = (5, 6)
 
 def split_bidirectional_lstm(nodes: list[Node], weights: dict[str, Any], taken: set[str],
                              slice_dir: Callable[[Any, int, int], Any],
-                             derived: dict[str, tuple[str, int, int]]) -> tuple[list[Node], set[str]]:
+                             derived: dict[str, Derived]) -> tuple[list[Node], set[str]]:
     """``nodes`` with each plain bidirectional LSTM split in two directions plus
     Concats; new weights (one slice per direction) are added to ``weights`` and
-    to ``derived`` (new name -> (weight, direction, axis)). ``taken``: tensor and node
+    to ``derived`` (new name -> (its source weight, how it is made from the weights)). ``taken``: tensor and node
     names in use (new names avoid them). Returns the nodes and the names of the
     nodes made here."""
     out: list[Node] = []
@@ -59,7 +64,7 @@ def _fresh(base: str, taken: set[str]) -> str:
 
 def _split(node: Node, weights: dict[str, Any], taken: set[str],
            slice_dir: Callable[[Any, int, int], Any],
-           derived: dict[str, tuple[str, int, int]]) -> list[Node] | None:
+           derived: dict[str, Derived]) -> list[Node] | None:
     a = node.attrs
     if node.op_type != "LSTM" or node.domain not in ("", "ai.onnx") \
             or a.get("direction") != "bidirectional" or node.subgraphs \
@@ -78,7 +83,7 @@ def _split(node: Node, weights: dict[str, Any], taken: set[str],
                 w = _fresh(f"{ins[i]}/{direction}", taken)
                 axis = layout if i in _STATES else 0
                 weights[w] = slice_dir(weights[ins[i]], d, axis)
-                derived[w] = (ins[i], d, axis)
+                derived[w] = ((ins[i],), partial(_direction_of, slice_dir, ins[i], d, axis))
                 d_ins[i] = w
         while d_ins and not d_ins[-1]:
             d_ins.pop()
@@ -95,6 +100,11 @@ def _split(node: Node, weights: dict[str, Any], taken: set[str],
             concats.append(Node(_fresh(f"{node.name}/concat{k}", taken), "Concat",
                                 (outs[0][k], outs[1][k]), (t,), "", {"axis": axis}))
     return [*halves, *concats]
+
+
+def _direction_of(slice_dir: Callable[[Any, int, int], Any], source: str, d: int, axis: int,
+                  weights: Mapping[str, Any]) -> Any:
+    return slice_dir(weights[source], d, axis)
 
 
 def direction_slice(w: Any, d: int, axis: int) -> Any:

@@ -37,6 +37,17 @@ def _ort(model, feeds):
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
+def _reference(model, feeds):
+    """ONNX's reference evaluator, at opset 19 (it has no DequantizeLinear-13 but 19's, which
+    reads int8 the same way); the model itself stays at opset 17."""
+    from onnx import ModelProto
+    from onnx.reference import ReferenceEvaluator
+    at19 = ModelProto()
+    at19.CopyFrom(model)
+    at19.opset_import[0].version = 19
+    return ReferenceEvaluator(at19).run(None, feeds)[0]
+
+
 def _prepared_weight_model(w: np.ndarray):
     """y = x @ Transpose(Slice(w)) -- the weight preparation exporters write."""
     nodes = [helper.make_node("Slice", ["w", "starts", "ends"], ["ws"], name="slice w"),
@@ -195,3 +206,27 @@ def test_a_dequantized_weight_is_kept_though_larger_than_the_int8_weight(rng):
                                        rtol=1e-4, atol=1e-2)
     assert counts["dequantize w"] == 1 and counts["matmul"] == 3
     assert counts["tile w"] == 3   # 4x its argument and no widening: recomputed, not held
+
+
+def test_a_qdq_models_weight_is_dequantized_at_bind_time_and_again_after_set_weight(rng):
+    """Executor._dequantize_weights: the float weight is a derived weight, so the product reads a
+    constant (planned and fused as in the float model); set_weight of the int8 source remakes it."""
+    wq = rng.integers(-128, 128, (16, 8), dtype=np.int8)
+    scale = (rng.random(8) * 0.01 + 0.001).astype(np.float32)
+    model = _qdq_weight_model(wq, scale, tile=False)
+    x = rng.standard_normal((2, 16)).astype(np.float32)
+    with Executor(load_model(model.SerializeToString()), keep_intermediates=True) as ex:
+        assert "dequantize w" not in [s.node.name for s in ex._steps]   # evaluated, not run
+        result = ex.run({"x": x})
+        # ONNX's evaluator: onnxruntime quantizes x on the fly for an int8 weight (1e-3 off)
+        np.testing.assert_allclose(result.numpy_outputs()["y"], _reference(model, {"x": x}),
+                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(result.values["w"], wq.astype(np.float32) * scale)  # the debugger's
+        new = rng.integers(-128, 128, (16, 8), dtype=np.int8)
+        ex.set_weight("wq", new)
+        changed = _qdq_weight_model(new, scale, tile=False)
+        np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _reference(changed, {"x": x}),
+                                   rtol=1e-5, atol=1e-5)
+    for kept in ({"plan": "nodes"}, {"kernels": _counting({})}):   # every node as written; their kernels
+        with Executor(load_model(model.SerializeToString()), **kept) as ex:
+            assert "dequantize w" in [s.node.name for s in ex._steps]
