@@ -28,6 +28,7 @@ from partition.ir import Graph, Node
 
 from .chain_parts import DEFAULT_DOMAINS, FUSED_DOMAIN, Fused, other_input, sole_reader, spliced
 from .fuse_attention import as_written, attention_chains
+from .fuse_qdq import fuse_fake_quant
 from .fuse_channel import fuse_channel_affine
 from .kernels import device, elementwise, native
 from .kernels.conv_epilogue import HardSwishAct
@@ -179,7 +180,8 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
     swish_fused = [f for f in swish_fused if f.node.name in kept]
     affine_fused = [f for f in affine_fused if f.node.name in kept]
     out, attention_fused = _fuse_attention(graph, out, kernel_of)
-    return out, fused + swish_fused + silu_fused + affine_fused + conv_fused + attention_fused
+    out, quant_fused = fuse_fake_quant(graph, out, const)
+    return out, fused + swish_fused + silu_fused + affine_fused + conv_fused + attention_fused + quant_fused
 
 
 # ------------------------------------------------------------------ SiLU --

@@ -82,6 +82,25 @@ def dequantize_linear(xp: Any, x: Any, scale: Any, zero_point: Any = None, *, ax
     return v.astype(out_dtype, copy=False)
 
 
+def fake_quantize(xp: Any, x: Any, scale: Any, zero_point: Any, *, axis: int, low: float,
+                  high: float) -> Any:
+    """``DequantizeLinear(QuantizeLinear(x, scale, zp), scale, zp)`` for an integer zero point:
+    the same float32 steps on one array in place, no integer array between (``engine/fuse_qdq.py``)."""
+    s = _broadcast_param(scale, x, axis, 0).astype(np.float32, copy=False)
+    z = _broadcast_param(zero_point, x, axis, 0).astype(np.float32)
+    if x.dtype.kind in "fiu":
+        v = xp.divide(x, s, dtype=np.float32)
+    else:
+        v = x.astype(np.float32)
+        v /= s
+    xp.rint(v, out=v)
+    v = xp.add(v, z, out=v)
+    v = xp.clip(v, np.float32(low), np.float32(high), out=v)
+    v = xp.subtract(v, z, out=v)
+    v = xp.multiply(v, s, out=v)
+    return v.astype(scale.dtype, copy=False)
+
+
 @register("DynamicQuantizeLinear", since=11)
 def dynamic_quantize_linear(xp: Any, x: Any) -> tuple:
     lo = xp.minimum(xp.min(x), 0)
