@@ -65,6 +65,7 @@ from engine.float16 import computes_in_float16  # noqa: E402
 from engine.tolerance import Tolerance, compare_arrays, default_tolerance  # noqa: E402
 from partition import load_model  # noqa: E402
 
+import converted  # noqa: E402
 import pypi_models  # noqa: E402
 import torch_models  # noqa: E402
 import zoo_weights  # noqa: E402
@@ -164,17 +165,10 @@ def _export_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]
     return load
 
 
-#: Exports also run as float16 models, converted the way a user makes one for a GPU: onnxruntime's
-#: own converter (``onnxruntime.transformers.float16``), inputs and outputs kept float32.
-FLOAT16_OF = ("bert_mini", "vit_tiny", "resnet18")
-
-
-def _float16_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]]]:
+def _converted_loader(name: str, how: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]]]:
     def load() -> tuple[bytes, dict[str, np.ndarray]]:
-        from onnxruntime.transformers.float16 import convert_float_to_float16
         data, inputs = _export_loader(name)()
-        half = convert_float_to_float16(onnx.load_from_string(data), keep_io_types=True)
-        return half.SerializeToString(), inputs
+        return (converted.float16(data) if how == "fp16" else converted.qdq_int8(data, inputs)), inputs
     return load
 
 
@@ -185,8 +179,12 @@ def registry() -> dict[str, Entry]:
                 for e in torch_models.EXPORTS.values()]
     entries += [Entry(f"{name}_fp16", "float16", "export:torch+ort-float16",
                       f"{torch_models.EXPORTS[name].about}; weights and arithmetic float16 "
-                      "(onnxruntime's float16 converter, float32 inputs and outputs)", _float16_loader(name))
-                for name in FLOAT16_OF]
+                      "(onnxruntime's float16 converter, float32 inputs and outputs)",
+                      _converted_loader(name, "fp16")) for name in converted.FLOAT16_OF]
+    entries += [Entry(f"{name}_qdq", "qdq-int8", "export:torch+ort-quantize_static",
+                      f"{torch_models.EXPORTS[name].about}; statically quantized to int8 in QDQ form "
+                      "(onnxruntime's quantize_static, per-channel weights, MinMax on 4 batches)",
+                      _converted_loader(name, "qdq")) for name in converted.QDQ_OF]
     return {e.name: e for e in entries}
 
 
