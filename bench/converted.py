@@ -25,11 +25,16 @@ def float16(data: bytes) -> bytes:
     return convert_float_to_float16(onnx.load_from_string(data), keep_io_types=True).SerializeToString()
 
 
+#: What TensorRT's explicit quantization takes (``sglens gains --backend tensorrt`` names both
+#: when they are missing): zero points of 0, and biases left float rather than int32 behind a DQ.
+TENSORRT_OPTIONS = {"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False}
+
+
 def qdq_int8(data: bytes, inputs: dict[str, np.ndarray]) -> bytes:
-    """The model statically quantized to int8 in QDQ form: per-channel int8 weights behind
-    DequantizeLinear, each activation through QuantizeLinear/DequantizeLinear, scales calibrated
-    (MinMax) on four random batches shaped like ``inputs`` (integer inputs, token ids and masks,
-    kept as given)."""
+    """The model statically quantized to int8 in QDQ form, as TensorRT takes it: per-channel
+    symmetric int8 weights behind DequantizeLinear, each activation through a symmetric
+    QuantizeLinear/DequantizeLinear pair, float biases; scales calibrated (MinMax) on four random
+    batches shaped like ``inputs`` (integer inputs, token ids and masks, kept as given)."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -49,5 +54,6 @@ def qdq_int8(data: bytes, inputs: dict[str, np.ndarray]) -> bytes:
         src.write_bytes(data)
         quant_pre_process(str(src), str(pre))   # shape inference and folding, as the docs ask
         quantize_static(str(pre), str(out), Batches(), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True)
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
+                        extra_options=TENSORRT_OPTIONS)
         return out.read_bytes()
