@@ -27,6 +27,15 @@ def _broadcast_param(p: Any, x: Any, axis: int, block_size: int) -> Any:
 _SMALL_INTS = ("int4", "uint4", "int2", "uint2")
 
 
+def _divided(xp: Any, x: Any, s: Any) -> Any:
+    """``x / s`` as a new float32 array (the caller's to work in, in place)."""
+    if x.dtype.kind in "fiu":
+        return xp.divide(x, s, dtype=np.float32)
+    v = x.astype(np.float32)   # bfloat16 and friends (ml_dtypes) have no divide loop into float32
+    v /= s
+    return v
+
+
 def _saturate_to(xp: Any, v: Any, dtype: np.dtype, saturate: int = 1) -> Any:
     """``v`` (float32, this call's own array: clipped in place) as ``dtype``; integer kinds
     arrive rounded already."""
@@ -58,11 +67,7 @@ def quantize_linear(xp: Any, x: Any, scale: Any, zero_point: Any = None, *, axis
     s = _broadcast_param(scale, x, axis, block_size).astype(np.float32, copy=False)
     # One new float32 array, then every step in place: a QDQ model quantizes each activation
     # (BERT-mini in QDQ: 146 QuantizeLinear, a third of its run when each step made an array).
-    if x.dtype.kind in "fiu":
-        v = xp.divide(x, s, dtype=np.float32)
-    else:   # bfloat16 and friends (ml_dtypes) have no divide loop into float32
-        v = x.astype(np.float32)
-        v /= s
+    v = _divided(xp, x, s)
     if dtype.kind in "iu" or dtype.name in _SMALL_INTS:
         xp.rint(v, out=v)
     if zero_point is not None:
@@ -88,11 +93,7 @@ def fake_quantize(xp: Any, x: Any, scale: Any, zero_point: Any, *, axis: int, lo
     the same float32 steps on one array in place, no integer array between (``engine/fuse_qdq.py``)."""
     s = _broadcast_param(scale, x, axis, 0).astype(np.float32, copy=False)
     z = _broadcast_param(zero_point, x, axis, 0).astype(np.float32)
-    if x.dtype.kind in "fiu":
-        v = xp.divide(x, s, dtype=np.float32)
-    else:
-        v = x.astype(np.float32)
-        v /= s
+    v = _divided(xp, x, s)
     xp.rint(v, out=v)
     v = xp.add(v, z, out=v)
     v = xp.clip(v, np.float32(low), np.float32(high), out=v)
