@@ -90,8 +90,9 @@ bench: install
 	$(PY) bench/run.py
 	$(PY) bench/precision.py
 
-# Our engine against onnxruntime on 46 real models (docs/bench.md): PyPI wheels' ONNX files and
-# torch/transformers exports with random weights, exported once into ~/.cache/sglens-bench/models.
+# Our engine against onnxruntime on 51 real models (docs/bench.md): PyPI wheels' ONNX files,
+# torch/transformers exports with random weights (exported once into ~/.cache/sglens-bench/models)
+# and float16 and QDQ int8 conversions of some of them by onnxruntime's own tools (bench/converted.py).
 BENCH_REAL_ARGS ?= --json build/bench-real.json
 bench-real: install
 	$(PY) -m pip install -q -e '.[bench]'
