@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import sys
+from dataclasses import replace
 from typing import Any, Iterator
 
 from partition.runner import partition
@@ -348,12 +349,12 @@ def _run_text(args, m, result, outputs) -> str:
 def cmd_compare(args: argparse.Namespace) -> int:
     from partition.registry import current_registry
 
+    from .float16 import computes_in_float16
     from .run import FixedInputs, RunSpec, run
-    from .tolerance import Tolerance
-    try:  # neither given: the model's default (float16's for a float16 model; compare decides)
-        tolerance = None if args.atol is None and args.rtol is None else Tolerance(
-            atol=DEFAULT_ATOL if args.atol is None else args.atol,
-            rtol=DEFAULT_RTOL if args.rtol is None else args.rtol)
+    from .tolerance import Tolerance, default_tolerance
+    given = {k: v for k, v in (("atol", args.atol), ("rtol", args.rtol)) if v is not None}
+    try:
+        Tolerance(**given)   # a bad value is refused before the model loads
     except ValueError as exc:
         raise InputError(f"--atol/--rtol: {exc}") from None
     if args.warmup < 0:
@@ -362,6 +363,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InputError(f"--repeat {args.repeat}: needs at least 1")
     _start_time_limit(args, "compare")
     graph, model, feeds, notes = _prepare(args)
+    # neither given: the model's default, which compare decides and says; one given: the other
+    # is the model's default (float16's for a model computing in float16)
+    tolerance = replace(default_tolerance(computes_in_float16(graph)), **given) if given else None
     selection = selection_from_args(args)
     spec = RunSpec(id="cli", label=args.model, selection=selection, device=args.device,
                    subgraph_runtime=args.subgraph_runtime, host_runtime=args.host_runtime,
