@@ -70,7 +70,7 @@ from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_
 from .plan import PLANS, ModeChooser, segments
 from .kernels.rnn import directions_in_parallel
 from .rewrite import Derived, direction_slice, split_bidirectional_lstm
-from .float16 import narrowed, widen, widened
+from .float16 import float16_tensors, narrowed, widen, widened
 from .fuse_elementwise import fuse_elementwise
 from .specialize import fold_node, specialized_call
 from .run_errors import InputError, MissingKernelError, RunError, named_failure, too_few_outputs
@@ -124,6 +124,9 @@ class Executor:
         if self.xp is np:  # float16 computed in float32 on the host (engine/float16.py)
             graph = widened(graph)
         self.graph, self.options = graph, opts
+        # what the model declares float16 leaves a host run as float16 (outputs, kept values)
+        self._float16_out = float16_tensors(graph.tensors) if self.xp is np and parent is None \
+            else frozenset()
         self.executor = opts.subgraph_runtime
         # per-node times of a measured run: top-level nodes only (a body's nodes are inside its node)
         self._node_times = opts.node_times if parent is None else None
@@ -618,8 +621,8 @@ class Executor:
         run.deferred.clear()
         values = {**{t: self._weights[t] for t in (*self._folded, *self._dequantized)}, **run.values} \
             if keep else {}
-        if self.xp is np and self.parent is None:  # what the model declares float16 leaves as float16
-            outputs, values = narrowed(outputs, self.graph.tensors), narrowed(values, self.graph.tensors)
+        if self._float16_out:
+            outputs, values = narrowed(outputs, self._float16_out), narrowed(values, self._float16_out)
         return RunResult(outputs, run.node_seconds, run.subgraphs, run.peak, self.weight_bytes,
                          time.perf_counter() - start, values, self.device, run.pool_peak)
 

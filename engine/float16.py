@@ -38,9 +38,11 @@ import numpy as np
 
 from partition.ir import Graph, Initializer, Node
 
+from partition.dtypes import ONNX_TYPE_CODES
+
 from .kernels.elementwise import HOST_DOMAIN
 
-_FLOAT, _FLOAT16 = 1, 10
+_FLOAT, _FLOAT16 = ONNX_TYPE_CODES["FLOAT"], ONNX_TYPE_CODES["FLOAT16"]
 #: Ops whose output type is an attribute (ONNX data type code), and the attribute's name.
 _DTYPE_ATTRS = {
     "EyeLike": "dtype", "RandomNormal": "dtype", "RandomUniform": "dtype",
@@ -69,21 +71,29 @@ def _widened_weight(init: Initializer) -> Initializer:
     return Initializer(init.name, "FLOAT", init.shape, lambda: init.value.astype(np.float32))
 
 
-def _widened_node(node: Node) -> Node:
+def _makes_float16(node: Node) -> bool:
+    """Whether ``node`` is a float16 source: a Cast to it, a float16 constant, a dtype attribute."""
     if node.domain not in ("", "ai.onnx"):
-        return node
+        return False
     op, attrs = node.op_type, node.attrs
-    if op == "Cast" and attrs.get("to") == _FLOAT16:
-        return replace(node, op_type="RoundToFloat16", domain=HOST_DOMAIN, attrs={})
+    if op == "Cast":
+        return attrs.get("to") == _FLOAT16
     if op in ("Constant", "ConstantOfShape"):
         value = attrs.get("value")
-        if isinstance(value, np.ndarray) and value.dtype == np.float16:
-            return replace(node, attrs={**attrs, "value": value.astype(np.float32)})
-        return node
+        return isinstance(value, np.ndarray) and value.dtype == np.float16
     key = _DTYPE_ATTRS.get(op)
-    if key is not None and attrs.get(key) == _FLOAT16:
-        return replace(node, attrs={**attrs, key: _FLOAT})
-    return node
+    return key is not None and attrs.get(key) == _FLOAT16
+
+
+def _widened_node(node: Node) -> Node:
+    if not _makes_float16(node):
+        return node
+    op, attrs = node.op_type, node.attrs
+    if op == "Cast":
+        return replace(node, op_type="RoundToFloat16", domain=HOST_DOMAIN, attrs={})
+    if op in ("Constant", "ConstantOfShape"):
+        return replace(node, attrs={**attrs, "value": attrs["value"].astype(np.float32)})
+    return replace(node, attrs={**attrs, _DTYPE_ATTRS[op]: _FLOAT})
 
 
 def computes_in_float16(graph: Graph) -> bool:
@@ -94,7 +104,7 @@ def computes_in_float16(graph: Graph) -> bool:
         g = todo.pop()
         if any(i.dtype == "FLOAT16" for i in g.initializers.values()) or \
                 any(t.dtype == "FLOAT16" for t in g.tensors.values()) or \
-                any(_widened_node(n) is not n for n in g.nodes):
+                any(_makes_float16(n) for n in g.nodes):
             return True
         todo.extend(body for n in g.nodes for body in n.subgraphs.values())
     return False
@@ -105,12 +115,17 @@ def widen(value: Any) -> Any:
     return value.astype(np.float32) if getattr(value, "dtype", None) == np.float16 else value
 
 
-def narrowed(values: Mapping[str, Any], declared: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with the float32 arrays that ``declared`` (tensor name -> ``TensorInfo``)
-    types float16 rounded back to float16: what leaves a host run is what the model says."""
+def float16_tensors(declared: Mapping[str, Any]) -> frozenset[str]:
+    """The names ``declared`` (tensor name -> ``TensorInfo``) types float16; found once, at bind
+    time, so a run of a model without any pays nothing at its edges."""
+    return frozenset(name for name, info in declared.items() if info.dtype == "FLOAT16")
+
+
+def narrowed(values: Mapping[str, Any], float16: frozenset[str]) -> dict[str, Any]:
+    """``values`` with the float32 arrays named in ``float16`` (``float16_tensors``) rounded back
+    to float16: what leaves a host run is what the model says."""
     out = dict(values)
-    for name, value in values.items():
-        info = declared.get(name)
-        if info is not None and info.dtype == "FLOAT16" and getattr(value, "dtype", None) == np.float32:
-            out[name] = value.astype(np.float16)
+    for name in float16.intersection(values):
+        if getattr(values[name], "dtype", None) == np.float32:
+            out[name] = values[name].astype(np.float16)
     return out

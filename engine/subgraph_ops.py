@@ -40,7 +40,7 @@ import numpy as np
 from partition.ir import Initializer, Node
 
 from .context import RunContext
-from .float16 import narrowed, widen
+from .float16 import float16_tensors, narrowed, widen
 from .gpu_plan import MAX_HOST_ELEMENTS
 from .kernels.device import resident
 from .run_errors import ExecutorUnavailableError, RunError
@@ -92,6 +92,9 @@ class SubgraphOp:
         self._versions: dict[str, int] | None = None
         self._lock = threading.Lock()
         self.builds = 0  # how many times weights were converted (tests read it)
+        # the body's declared float16 tensors: onnxruntime and TensorRT get them as float16 from
+        # a host that computes in float32 (engine/float16.py)
+        self.float16 = float16_tensors(self.body.tensors) if parent.xp is np else frozenset()
 
     # called from the executor's pushed function
     def call(self, run: "_Run", args: list, rctx: "RunContext") -> tuple:
@@ -106,8 +109,8 @@ class SubgraphOp:
             if impl.name == "tensorrt" and self.parent.xp is not np:   # host shape facts: device pointers
                 feeds = {t: self.parent._upload(v) if isinstance(v, np.ndarray) else v for t, v in feeds.items()}
             foreign = impl.name != "engine" and self.parent.xp is np
-            if foreign:  # its declared float16 inputs, not the host's float32 (engine/float16.py)
-                feeds = narrowed(feeds, self.body.tensors)
+            if foreign and self.float16:  # its declared float16 inputs, not the host's float32
+                feeds = narrowed(feeds, self.float16)
             outs, peak, inner = impl.run(feeds, run, rctx)
             if foreign:
                 outs = [widen(v) for v in outs]
@@ -273,7 +276,7 @@ class _EngineImpl(_Impl):
 
 def _standalone_bytes(op: SubgraphOp, weights: dict[str, Any]) -> bytes:
     from partition.onnx_io import standalone_model
-    host = narrowed({t: to_numpy(v) for t, v in weights.items()}, op.body.tensors)  # engine/float16.py
+    host = narrowed({t: to_numpy(v) for t, v in weights.items()}, op.float16)  # engine/float16.py
     inits = {t: Initializer.from_array(t, v) for t, v in host.items()}
     opset = op.parent.graph.opset or op.body.opset
     model = standalone_model(op.body, inits, opset, name=f"subgraph_{op.node.attrs.get('subgraph_id', 0)}")

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from engine.executor import Executor, find_kernel
-from engine.float16 import narrowed, widen, widened
+from engine.float16 import float16_tensors, narrowed, widen, widened
 from engine.kernels.registry import lookup
 from engine.tolerance import Tolerance, compare_arrays
 from partition.ir import TensorInfo
@@ -163,7 +163,7 @@ def test_a_subgraph_on_another_runtime_gets_its_declared_float16_inputs(rng, run
 def test_narrowed_rounds_only_what_the_model_declares_float16():
     declared = {"a": TensorInfo("a", "FLOAT16"), "b": TensorInfo("b", "FLOAT")}
     values = {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32), "c": np.ones(2, np.float32)}
-    out = narrowed(values, declared)
+    out = narrowed(values, float16_tensors(declared))
     assert [out[k].dtype for k in "abc"] == [np.float16, np.float32, np.float32]
     assert widen(np.ones(2, np.float16)).dtype == np.float32 and widen(3) == 3
 

@@ -36,24 +36,28 @@ def _divided(xp: Any, x: Any, s: Any) -> Any:
     return v
 
 
-def _saturate_to(xp: Any, v: Any, dtype: np.dtype, saturate: int = 1) -> Any:
-    """``v`` (float32, this call's own array: clipped in place) as ``dtype``; integer kinds
-    arrive rounded already."""
+def _integer_range(dtype: np.dtype) -> tuple[int, int] | None:
+    """The range of an integer quantized type (numpy's, or ml_dtypes' int4 / int2), else None."""
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        # float32 bounds: Python ints make clip promote and take a slow loop (2x here)
-        return xp.clip(v, np.float32(info.min), np.float32(info.max), out=v).astype(dtype)
-    try:
-        import ml_dtypes  # noqa: PLC0415 - int4/int2 are not numpy integer kinds; float8 limits
-        if dtype.name in _SMALL_INTS:
-            info = ml_dtypes.iinfo(dtype)
-            return xp.clip(v, np.float32(info.min), np.float32(info.max), out=v).astype(dtype)
-        if saturate and dtype.name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"):
-            limit = float(ml_dtypes.finfo(dtype).max)  # ONNX's saturate: out of range -> largest finite
-            return xp.clip(v, -limit, limit).astype(dtype)
-    except ImportError:  # pragma: no cover
-        pass
-    return v.astype(dtype)
+    elif dtype.name in _SMALL_INTS:
+        import ml_dtypes  # noqa: PLC0415 - int4/int2 are not numpy integer kinds
+        info = ml_dtypes.iinfo(dtype)
+    else:
+        return None
+    return int(info.min), int(info.max)
+
+
+def _quantized(xp: Any, x: Any, s: Any, z: Any, low: int, high: int) -> Any:
+    """``rint(x / s) + z`` clipped to ``[low, high]``: one new float32 array, every step in
+    place (a QDQ model quantizes each activation: BERT-mini in QDQ has 146 QuantizeLinear, a
+    third of its run when each step made an array)."""
+    v = _divided(xp, x, s)
+    xp.rint(v, out=v)
+    if z is not None:
+        v = xp.add(v, z, out=v)
+    # float32 bounds: Python ints make clip promote and take a slow loop (2x here)
+    return xp.clip(v, np.float32(low), np.float32(high), out=v)
 
 
 @register("QuantizeLinear", since=10)
@@ -65,14 +69,18 @@ def quantize_linear(xp: Any, x: Any, scale: Any, zero_point: Any = None, *, axis
     else:
         dtype = np_dtype(output_dtype) if output_dtype else np.dtype(np.uint8)
     s = _broadcast_param(scale, x, axis, block_size).astype(np.float32, copy=False)
-    # One new float32 array, then every step in place: a QDQ model quantizes each activation
-    # (BERT-mini in QDQ: 146 QuantizeLinear, a third of its run when each step made an array).
-    v = _divided(xp, x, s)
-    if dtype.kind in "iu" or dtype.name in _SMALL_INTS:
-        xp.rint(v, out=v)
-    if zero_point is not None:
-        v = xp.add(v, _broadcast_param(zero_point, x, axis, block_size).astype(np.float32), out=v)
-    return _saturate_to(xp, v, dtype, saturate)
+    z = None if zero_point is None else _broadcast_param(zero_point, x, axis, block_size).astype(np.float32)
+    bounds = _integer_range(dtype)
+    if bounds is not None:
+        return _quantized(xp, x, s, z, *bounds).astype(dtype)
+    v = _divided(xp, x, s)   # float8: not rounded here; the cast rounds
+    if z is not None:
+        v = xp.add(v, z, out=v)
+    if saturate and dtype.name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"):
+        import ml_dtypes  # noqa: PLC0415 - float8 limits
+        limit = float(ml_dtypes.finfo(dtype).max)  # ONNX's saturate: out of range -> largest finite
+        v = xp.clip(v, -limit, limit, out=v)
+    return v.astype(dtype)
 
 
 @register("DequantizeLinear", since=10)
@@ -93,10 +101,7 @@ def fake_quantize(xp: Any, x: Any, scale: Any, zero_point: Any, *, axis: int, lo
     the same float32 steps on one array in place, no integer array between (``engine/fuse_qdq.py``)."""
     s = _broadcast_param(scale, x, axis, 0).astype(np.float32, copy=False)
     z = _broadcast_param(zero_point, x, axis, 0).astype(np.float32)
-    v = _divided(xp, x, s)
-    xp.rint(v, out=v)
-    v = xp.add(v, z, out=v)
-    v = xp.clip(v, np.float32(low), np.float32(high), out=v)
+    v = _quantized(xp, x, s, z, low, high)
     v = xp.subtract(v, z, out=v)
     v = xp.multiply(v, s, out=v)
     return v.astype(scale.dtype, copy=False)
