@@ -40,7 +40,7 @@ from partition.ir import Graph
 from .budget import check_memory_budget
 from .executor import Executor, to_numpy
 from .float16 import computes_in_float16
-from .isolate import isolate
+from .isolate import isolate, local_check
 from .measure import Measurement, NodeTimeline, measure
 from .ort_fallback import LABEL, OrtFallback
 from .rss import PeakRSS
@@ -87,7 +87,8 @@ class Comparison:
     @property
     def verdict(self) -> Verdict:
         """The headline and its reasons (``engine.verdict``): weak matches and inner differences said."""
-        return judge(self.outputs, self.subgraphs, self.tolerance)
+        return judge(self.outputs, self.subgraphs, self.tolerance,
+                     (self.first_divergent_node or {}).get("local"))
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "backend": self.backend, "executor": self.executor,
@@ -103,8 +104,9 @@ class Comparison:
         verdict = self.verdict
         what = (f"backend {self.backend}, subgraph runtime {self.executor}" if self.backend
                 else "unpartitioned (our engine against onnxruntime)")
-        lines = [f"compare {self.model}: {what}, device {self.device}  ->  {'OK' if self.ok else 'DIFFERENT'}",
-                 verdict.headline.replace("✔", "OK:").replace("✘", "DIFFERENT:"),
+        word = {"match": "OK", "weak": "OK", "rounding": "ROUNDING ONLY"}.get(verdict.status, "DIFFERENT")
+        lines = [f"compare {self.model}: {what}, device {self.device}  ->  {word}",
+                 verdict.headline.replace("✔", "OK:").replace("✘", "DIFFERENT:").replace("≈", "ROUNDING ONLY:"),
                  *(f"  - {d}" for d in verdict.details),
                  f"match rule: {self.tolerance.describe()}; max rel only where |ref| > 10·atol",
                  "", "outputs (vs onnxruntime):",
@@ -281,7 +283,8 @@ def first_node_out_of_tolerance(graph: Graph, model: onnx.ModelProto, feeds: Map
                                 device: str = "cpu", kernels: Any = None) -> dict[str, Any] | None:
     """The first node, in topological order, one of whose outputs leaves tolerance, and
     (``isolated``, ``engine/isolate.py``) what it gives alone on onnxruntime's own inputs:
-    whether the difference came in through its inputs or which kernel departs.
+    whether the difference came in through its inputs or which kernel departs; ``local``
+    (``isolate.local_check``): the same for every node out of tolerance.
 
     ``ours`` holds every intermediate of our engine's run; onnxruntime is run once
     more with every top-level node output exposed. Nodes inside If/Loop bodies are
@@ -289,20 +292,27 @@ def first_node_out_of_tolerance(graph: Graph, model: onnx.ModelProto, feeds: Map
     """
     names = [t for n in graph.nodes for t in n.outputs if t]
     ref, _, _ = _run_ort(model, names, device, feeds, repeat=1, warmup=0)
+    differing: list[tuple[Any, str, dict[str, Any]]] = []   # (node, its first tensor out, errors)
     for node in graph.nodes:
-        for t in node.outputs:
-            if t and t in ours and t in ref:
-                e = errors(ours[t], ref[t], tol)
-                if not e["match"]:
-                    return {"node": node.name, "op_type": node.op_type, "tensor": t, **e,
-                            "isolated": _isolated(graph, node, feeds, ref, kernels, tol)}
-    return None
+        e = next(((t, e) for t in node.outputs if t and t in ours and t in ref
+                  for e in (errors(ours[t], ref[t], tol),) if not e["match"]), None)
+        if e is not None:
+            differing.append((node, *e))
+    if not differing:
+        return None
+    node, t, e = differing[0]
+    values = {**{w: graph.initializers[w].value for n, _, _ in differing for w in n.inputs
+                 if w in graph.initializers}, **feeds, **ref}
+    first = _isolated(graph, node, values, kernels, tol)
+    # every node out of tolerance alone (engine/isolate.py): a difference no kernel makes is carried
+    local = local_check([n for n, _, _ in differing], graph.opset, values, kernels, tol,
+                        known={node.name: first})
+    return {"node": node.name, "op_type": node.op_type, "tensor": t, **e, "isolated": first,
+            "local": local}
 
 
-def _isolated(graph: Graph, node: Any, feeds: Mapping[str, np.ndarray], ref: Mapping[str, Any],
-              kernels: Any, tol: Tolerance) -> dict[str, Any] | None:
-    values = {**{t: graph.initializers[t].value for t in node.inputs if t in graph.initializers},
-              **feeds, **ref}
+def _isolated(graph: Graph, node: Any, values: Mapping[str, Any], kernels: Any,
+              tol: Tolerance) -> dict[str, Any] | None:
     try:
         return isolate(node, graph.opset, values, kernels, tol)
     except Exception as exc:  # noqa: BLE001 - a bonus on a finished comparison: said, never raised
@@ -408,6 +418,9 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
         subgraphs = _boundaries(sg_infos, part.subgraphs, values, ref_values, weights, tol)
         # named only when an output differs: a boundary difference under a match is a detail
         first = judge(outputs, subgraphs, tol).first_divergent
+        if ((first_node or {}).get("local") or {}).get("complete") and \
+                not all(outputs[o]["partitioned"]["match"] for o in graph.outputs):
+            _subgraphs_alone(subgraphs, run_graph, ref_values, kernels, tol)
     _add_sensitivity(outputs, model, feeds, device, ref, notes)
     for name in unchanged or ():
         for e in outputs[name].values():
@@ -506,6 +519,27 @@ def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: 
                                             if not e["match"])
         subgraphs.append(entry)
     return subgraphs
+
+
+def _subgraphs_alone(subgraphs: list[dict[str, Any]], run_graph: Graph, ref_values: Mapping[str, Any],
+                     kernels: Any, tol: Tolerance) -> None:
+    """Each subgraph whose outputs differ, run alone on onnxruntime's values of its inputs by the
+    runtime that ran it (``alone_matches``: True, False, or None where it could not be run alone):
+    with the engine run's nodes checked alone (``isolate.local_check``), a partitioned run's
+    difference that no subgraph makes is carried too (``verdict.judge``)."""
+    nodes = {n.name: n for n in run_graph.nodes}
+    for sg in subgraphs:
+        node = nodes.get(sg["node"])
+        if node is None or all(e["match"] for e in sg["outputs"].values()):
+            continue
+        values = {**{t: run_graph.initializers[t].value for t in node.inputs if t in run_graph.initializers},
+                  **ref_values}
+        try:
+            got = isolate(node, run_graph.opset, values, kernels, tol, sg["executor"])
+        except Exception:  # noqa: BLE001 - not checked, so never called carried
+            got = None
+        sg["alone_matches"] = None if not got or "ours_vs_onnxruntime" not in got else \
+            all(e["match"] for e in got["ours_vs_onnxruntime"].values())
 
 
 def _scale_of_difference(e: Mapping[str, Any]) -> float:

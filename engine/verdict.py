@@ -17,7 +17,14 @@ report contradict itself or claim too much:
   constant fill. A match then checks only what the model computes from its weights;
   the verdict is ``weak`` when no output depends on the inputs, and says which do not;
 - **relative errors near zero**: ``max_rel`` is taken only where ``|ref|`` is
-  well above atol (``engine.tolerance``); the detail says so when it was limited.
+  well above atol (``engine.tolerance``); the detail says so when it was limited;
+- **rounding carried, not a kernel that departs**: in a quantized (QDQ) model, a float
+  difference at rounding level moves a value across a QuantizeLinear's rounding boundary, and
+  the whole step travels to the outputs, so correct kernels give outputs out of any float
+  tolerance. Where every node out of tolerance, run alone on onnxruntime's own inputs, gives
+  onnxruntime's output (``isolate.local_check``) and our kernels ran every differing run, the
+  verdict is ``rounding``, not ``differ``: no kernel of ours departs. One node that still
+  differs alone, or one that could not be run alone, keeps it ``differ``.
 
 The same text is the CLI's (``sglens compare``) and the web run card's.
 """
@@ -29,12 +36,12 @@ from typing import Any, Mapping, Sequence
 
 from .tolerance import Tolerance
 
-MATCH, WEAK, DIFFER = "match", "weak", "differ"
+MATCH, WEAK, ROUNDING, DIFFER = "match", "weak", "rounding", "differ"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str                      # MATCH, WEAK or DIFFER
+    status: str                      # MATCH, WEAK, ROUNDING or DIFFER
     headline: str
     details: tuple[str, ...] = ()
     first_divergent: str | None = None   # a subgraph, named only when an output differs
@@ -50,8 +57,9 @@ ROUNDING_SCALE = 1e-5
 
 
 def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequence[Mapping[str, Any]],
-          tol: Tolerance) -> Verdict:
-    """``outputs``: output -> run -> ``compare_arrays`` result; ``subgraphs``: the boundary records."""
+          tol: Tolerance, local: Mapping[str, Any] | None = None) -> Verdict:
+    """``outputs``: output -> run -> ``compare_arrays`` result; ``subgraphs``: the boundary records;
+    ``local``: the engine run's nodes out of tolerance, each run alone (``isolate.local_check``)."""
     differing = [(name, run) for name, per in outputs.items() for run, e in per.items() if not e["match"]]
     introducing = [sg for sg in subgraphs if sg.get("introduces_difference")]
     first = f"#{introducing[0]['id']} {introducing[0]['node']}" if introducing else None
@@ -60,13 +68,16 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
     if differing:
         runs = sorted({run for _, run in differing})
         names = sorted({name for name, _ in differing})
-        headline = (f"✘ outputs differ from onnxruntime: {_listing(names)} "
-                    f"({' and '.join(runs)} run{'s' if len(runs) > 1 else ''})")
+        which = f"{_listing(names)} ({' and '.join(runs)} run{'s' if len(runs) > 1 else ''})"
+        carried = _carried(runs, subgraphs, local)
+        headline = (f"≈ outputs differ from onnxruntime by rounding carried through the model, not by a "
+                    f"kernel: {which}" if carried else f"✘ outputs differ from onnxruntime: {which}")
         if first and partitioned_differs:
             details.append(f"first subgraph introducing a difference: {first} "
                            "(its inputs match onnxruntime, its outputs do not)")
-        return Verdict(DIFFER, headline, tuple(details + _sensitivity_details(outputs, names)
-                                               + _rel_details(outputs)),
+        return Verdict(ROUNDING if carried else DIFFER, headline,
+                       tuple(_local_details(local, carried) + _alone_details(subgraphs) + details
+                             + _sensitivity_details(outputs, names) + _rel_details(outputs)),
                        first if partitioned_differs else None, None)
     weak = [(name, e) for name, per in outputs.items() for e in per.values() if e.get("weak")]
     inner = first
@@ -104,6 +115,64 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
                        "beyond tolerance while its inputs match; the graph's outputs still match, so the "
                        "difference does not reach them." + rounding)
     return Verdict(status, headline, tuple(details + _rel_details(outputs, only_missing=True)), None, inner)
+
+
+def _carried(runs: Sequence[str], subgraphs: Sequence[Mapping[str, Any]],
+             local: Mapping[str, Any] | None) -> bool:
+    """Whether every differing run's difference is carried, not made: each node out of tolerance
+    gives onnxruntime's output alone on onnxruntime's inputs (``local``, checked on the engine
+    run's nodes), and, if the partitioned run differs, so does each of its subgraphs whose outputs
+    differ, run alone by the runtime that ran it (``alone_matches``, ``compare._subgraphs_alone``)."""
+    if not local or not local.get("complete"):
+        return False
+    made = [sg for sg in subgraphs if not all(e["match"] for e in sg.get("outputs", {}).values())]
+    alone = all(sg.get("alone_matches") is True for sg in made)
+    return all(run == "engine" or (run == "partitioned" and alone) for run in runs)
+
+
+def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
+    """What running each node out of tolerance alone found (``isolate.local_check``)."""
+    if not local or not local.get("differing"):
+        return []
+    n = local["differing"]
+    if carried:
+        return [f"each of the {n} node{'s' if n > 1 else ''} out of tolerance (engine run), run alone on "
+                "onnxruntime's own inputs, gives onnxruntime's output: no kernel of ours departs. The "
+                "difference is rounding carried through the model -- in a quantized model a value next "
+                "to a QuantizeLinear's rounding boundary goes to the neighbouring step, and the step "
+                "travels on; judge what the output decides (e.g. its argmax)"]
+    lines = []
+    if local.get("n_departing"):
+        lines.append(f"run alone on onnxruntime's own inputs, {local['n_departing']} of the {n} node(s) out "
+                     f"of tolerance still differ: {_listing(local['departing'])} (where the difference is "
+                     "made, not carried)")
+    if local.get("n_unchecked"):
+        lines.append(f"{local['n_unchecked']} node(s) out of tolerance could not be run alone (control "
+                     f"flow, or a value onnxruntime did not expose): {_listing(local['unchecked'])}")
+    if n > local.get("checked", 0) + local.get("n_unchecked", 0):
+        lines.append(f"{n} nodes are out of tolerance; only the first {local['checked'] + local['n_unchecked']} "
+                     "were run alone")
+    return lines
+
+
+def _alone_details(subgraphs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What running each subgraph whose outputs differ alone found (``alone_matches``)."""
+    made = [sg for sg in subgraphs if "alone_matches" in sg]
+    if not made:
+        return []
+    ids = {k: [f"#{sg['id']}" for sg in made if sg["alone_matches"] is k] for k in (True, False, None)}
+    lines = []
+    if ids[True]:
+        lines.append(f"subgraph{'s' if len(ids[True]) > 1 else ''} {_listing(ids[True])} of the partitioned run "
+                     "differ at their outputs, yet run alone on onnxruntime's own inputs by the runtime that "
+                     "ran them, give onnxruntime's output: the difference came in through their inputs")
+    if ids[False]:
+        lines.append(f"run alone on onnxruntime's own inputs, subgraph{'s' if len(ids[False]) > 1 else ''} "
+                     f"{_listing(ids[False])} still differ: the difference is made there")
+    if ids[None]:
+        lines.append(f"subgraph{'s' if len(ids[None]) > 1 else ''} {_listing(ids[None])} could not be run alone "
+                     "(their runtime is not available here, or a value onnxruntime did not expose)")
+    return lines
 
 
 def _independence_detail(names: Sequence[str], every: bool) -> str:

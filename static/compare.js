@@ -5,7 +5,7 @@
 (function () {
   const h = SG.h;
   const params = new URLSearchParams(location.search);
-  const verdictWord = r => ({ match: "✔ match", weak: "✔ weak match", differ: "✘ differs" })[((r.summary || {}).verdict || {}).status] || r.status;
+  const verdictWord = r => SG.verdictWord(((r.summary || {}).verdict || {}).status) || r.status;
   const label = r => r.model_name + " · " + r.backend + " · " + r.executor + " + rest on " + SG.hostRuntimeName(SG.hostRuntime(r)) +
     "/" + r.device + " · " + verdictWord(r) +
     " · " + new Date(r.created * 1000).toLocaleString() + " (" + r.id + ")";

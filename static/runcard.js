@@ -10,6 +10,11 @@
   const num = x => (x == null ? "n/a" : typeof x === "string" ? x : (x === 0 ? "0" : Math.abs(x) >= 1e-3 && Math.abs(x) < 1e4 ? Number(x.toPrecision(4)).toString() : x.toExponential(2)));
   const ms = s => (s == null ? "n/a" : (s * 1e3).toFixed(3));
 
+  /* A verdict's status in a word or two (the run history, the compare page's run labels). */
+  SG.verdictWord = function (status) {
+    return ({ match: "✔ match", weak: "✔ weak match", rounding: "≈ rounding only", differ: "✘ differs" })[status] || "";
+  };
+
   /* The verdict of a stored run: the server's words, or (runs stored before verdicts had words) ok. */
   SG.runVerdict = function (c) {
     if (c.verdict) return c.verdict;

@@ -235,7 +235,7 @@
           Object.entries(s.runtime_reasons || {}).map(([k, why]) => why.length ? h("div", { class: "muted h-why" }, k + ": " + why.join("; ")) : null)),
         h("td", { class: "h-status" }, statusCell(r)),
         h("td", { class: "h-verdict verdict-" + (v ? v.status : "none"), title: v ? v.headline : null },
-          v ? (v.status === "match" ? "✔ match" : v.status === "weak" ? "✔ weak match" : "✘ differs") : ""),
+          v ? SG.verdictWord(v.status) : ""),
         h("td", { class: "h-shapes" }, shapes),
         h("td", { class: "h-tolerance" }, tol ? "atol " + fmt(tol.atol) + ", rtol " + fmt(tol.rtol) : ""),
         h("td", { class: "h-median" }, s.median_seconds != null ? (s.median_seconds * 1e3).toFixed(3) : ""),
