@@ -65,7 +65,7 @@ from .fuse import FUSED_DOMAIN, Fused, fuse
 from .inplace import bind_in_place
 from .memo import memoizable, memoized
 from .kernels import kernel_attrs
-from .kernels.registry import HOST_INPUTS
+from .kernels.registry import HOST_INPUTS, is_control_flow
 from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_ops
 from .plan import PLANS, ModeChooser, segments
 from .kernels.rnn import directions_in_parallel
@@ -269,7 +269,9 @@ class Executor:
             elif node.is_subgraph:
                 op = self.subgraph_ops[node.name] = SubgraphOp(node, self)
                 call = op.call
-            elif node.subgraphs:
+            elif node.subgraphs or is_control_flow(node.op_type, node.domain):
+                # (a FlexAttention without its optional score_mod / prob_mod bodies still
+                # takes the control-flow kernel's arguments)
                 call = self._control_flow_call(node)
             else:
                 call = self._kernel_call(node)
@@ -875,8 +877,16 @@ class Executor:
     # --- helpers ------------------------------------------------------------
 
     def _upload(self, value: Any) -> Any:
+        """A fed value as the run holds it: an array of the device's module; a sequence (a
+        list: ONNX's sequence type) element by element, an absent optional (None) as None."""
+        if value is None:
+            return None
+        if isinstance(value, list):
+            return [self._upload(v) for v in value]
         if self.xp is np:
             return np.asarray(value)
+        if isinstance(value, np.ndarray) and value.dtype == object:
+            return value   # strings: a device has no string arrays, their kernels run on the host
         return self.xp.asarray(value)
 
     def _gpu_event(self, stream: Any, timing: bool = False) -> Any:

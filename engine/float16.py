@@ -111,7 +111,10 @@ def computes_in_float16(graph: Graph) -> bool:
 
 
 def widen(value: Any) -> Any:
-    """A float16 array as float32 (a value entering a host run); anything else as it is."""
+    """A float16 array as float32 (a value entering a host run), a sequence's elements likewise;
+    anything else as it is."""
+    if isinstance(value, list):
+        return [widen(v) for v in value]
     return value.astype(np.float32) if getattr(value, "dtype", None) == np.float16 else value
 
 

@@ -14,9 +14,14 @@ import numpy as np
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    """A host copy of a numpy or cupy array."""
+    """A host copy of a numpy or cupy array; of a sequence (a list), element by element; an
+    absent optional (None) stays None."""
     if isinstance(value, np.ndarray):
         return value
+    if isinstance(value, list):
+        return [to_numpy(v) for v in value]  # type: ignore[return-value]
+    if value is None:
+        return None  # type: ignore[return-value]
     get = getattr(value, "get", None)  # cupy.ndarray.get() copies to the host
     return np.asarray(get() if callable(get) else value)
 

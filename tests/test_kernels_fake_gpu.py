@@ -49,9 +49,10 @@ def test_fake_refuses_implicit_conversions() -> None:
 # --- every ONNX node case on the stand-in --------------------------------------
 
 @pytest.mark.slow
-def test_node_suite_passes_the_same_cases_on_the_fake_device() -> None:
+def test_node_suite_passes_the_same_cases_on_the_fake_device(monkeypatch: pytest.MonkeyPatch) -> None:
     on_numpy = run_node_suite()
-    on_fake = run_node_suite(xp=FakeCupy())
+    install(monkeypatch)
+    on_fake = run_node_suite(device="gpu")   # the executor's GPU path, over the stand-in
     lost = sorted(set(on_numpy.passed) - set(on_fake.passed))
     assert not lost, f"{len(lost)} cases pass on numpy but not on the cupy stand-in: " + \
         "; ".join(f"{n}: {on_fake.failed.get(n, '?')}" for n in lost[:10])

@@ -1,4 +1,5 @@
-"""ONNX's own backend test suite (node cases, CPU) through engine.onnx_backend.
+"""ONNX's own backend test suite (node cases, CPU) through engine.onnx_backend: each case on our
+executor, as a user's model runs.
 
 The floor is the measured pass count: the suite is deterministic, so any newly failing case fails the
 test (every remaining failure and its reason is listed in docs/kernels_conformance.md).
@@ -12,9 +13,11 @@ from onnx import TensorProto, helper
 
 from engine.onnx_backend import LensBackend, failure_reason, run_node_suite
 
-#: Measured 1,864 of 1,884 node cases (onnx 1.23.2, numpy 2); see docs/kernels_conformance.md.
-MEASURED = 1864
-FLOOR = 1864
+#: Measured 1,863 of 1,884 node cases (onnx 1.23.2, numpy 2); see docs/kernels_conformance.md.
+#: (1,864 through the kernel-by-kernel interpreter it ran on before: the one case between is float16
+#: computed in float32 on the host, a documented choice.)
+MEASURED = 1863
+FLOOR = 1863
 
 
 @pytest.mark.slow
