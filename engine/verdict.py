@@ -149,6 +149,10 @@ def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
     if local.get("n_unchecked"):
         lines.append(f"{local['n_unchecked']} node(s) out of tolerance could not be run alone (control "
                      f"flow, or a value onnxruntime did not expose): {_listing(local['unchecked'])}")
+    if local.get("fused_differs"):
+        lines.append("the run checked node by node (fused chains as written, to keep every tensor) and "
+                     f"the measured run (chains fused) differ at {_listing(local['fused_differs'])}: a fused "
+                     "kernel adds a difference no node shows alone")
     if n > local.get("checked", 0) + local.get("n_unchecked", 0):
         lines.append(f"{n} nodes are out of tolerance; only the first {local['checked'] + local['n_unchecked']} "
                      "were run alone")

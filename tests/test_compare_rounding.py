@@ -175,3 +175,21 @@ def test_a_partitioned_runs_subgraphs_are_run_alone_by_their_runtime(rng):
     wrong = compare(graph, model, {"x": x}, partitioned=part, executor="onnxruntime",
                     kernels=_nudged_convs(1.01), repeat=1, warmup=0)
     assert wrong.verdict.status == "differ" and wrong.first_divergent_node["local"]["departing"] == ["conv"]
+
+
+def test_a_fused_kernel_that_departs_is_not_excused_by_the_nodes_alone(rng, monkeypatch):
+    """The nodes checked alone are those of the run that keeps every tensor, where a fused
+    Q->DQ pair runs as written; the measured run fuses it (engine/fuse_qdq.py). A fused kernel 1%
+    off while every node alone is right: the two runs part, so the verdict stays ``differ``."""
+    import engine.fuse_qdq
+    real = engine.fuse_qdq.fake_quantize
+    monkeypatch.setattr(engine.fuse_qdq, "fake_quantize",
+                        lambda xp, x, *a, **kw: real(xp, x, *a, **kw) * np.float32(1.01))
+    model = _boundary_model()
+    graph = load_model(model.SerializeToString())
+    x = (rng.integers(-40, 40, (1, 4, 8, 8)) + 0.5).astype(np.float32)
+    c = compare(graph, model, {"x": x}, executor="engine", kernels=_nudged_convs(1 + 1e-6), repeat=1, warmup=0)
+    local = c.first_divergent_node["local"]
+    assert local["n_departing"] == 0 and local["fused_differs"] == ["y"] and not local["complete"]
+    assert c.verdict.status == "differ"
+    assert any("a fused kernel adds a difference" in d for d in c.verdict.details), c.verdict.details
