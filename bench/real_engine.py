@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from engine.compare import first_node_out_of_tolerance, inputs_independent  # noqa: E402
+from engine.compare import diagnose, inputs_independent  # noqa: E402
 from engine.executor import Executor  # noqa: E402
 from engine.ort_fallback import OrtFallback  # noqa: E402
 from engine.profiling import Profiler  # noqa: E402
@@ -310,19 +310,21 @@ def bench_model(name: str, family: str, model_bytes: bytes, inputs: dict[str, np
            "repeat": runs, "warmup": warmup, "input_independent_outputs": sorted(fixed or ())} \
         | output_difference(ours, ref, names, tol)
     if not row["match"]:
-        row["carried"] = carried_rounding(graph, model, feeds, tol, fallback)
+        row["carried"] = carried_rounding(graph, model, feeds, tol, fallback, ours)
     return row
 
 
 def carried_rounding(graph: Any, model: onnx.ModelProto, feeds: dict[str, np.ndarray], tol: Tolerance,
-                     kernels: Any) -> bool:
+                     kernels: Any, measured: dict[str, np.ndarray]) -> bool:
     """Whether outputs out of tolerance are rounding carried through the model, as ``sglens
     compare`` judges it: every node out of tolerance gives onnxruntime's output when run alone on
-    onnxruntime's inputs (``engine/isolate.py``; a quantized model's steps)."""
+    onnxruntime's inputs (``engine/isolate.py``; a quantized model's steps), and the run checked
+    node by node gives the ``measured`` (fused) run's outputs."""
     with Executor(graph, kernels=kernels) as ex:
         values = ex.run(feeds, keep_intermediates=True).values
-    found = first_node_out_of_tolerance(graph, model, feeds, values, tol, kernels=kernels)
-    return bool(found and found["local"]["complete"])
+    _, local = diagnose(graph, model, feeds, values, tol, kernels=kernels)
+    return bool(local["complete"]) and all(
+        compare_arrays(np.asarray(v), np.asarray(values[o]), tol)["match"] for o, v in measured.items())
 
 
 # ------------------------------------------------------------------ report --

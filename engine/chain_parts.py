@@ -6,7 +6,7 @@ replaced by its step."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from partition.ir import Graph, Node
 
@@ -20,6 +20,20 @@ class Fused:
     node: Node                 # the synthetic node that replaces the chain
     parts: tuple[Node, ...]    # the chain, in order (run instead when intermediates are kept)
     kernel: Callable[..., tuple]
+
+
+def scalar_safe(kernel: Callable[..., tuple]) -> Callable[..., tuple]:
+    """``kernel`` (a fused chain's, on numpy) taking 0-d inputs too. numpy turns a ufunc's result
+    on 0-d arrays into a scalar, which the chains' in-place steps (``out=``) refuse: a 0-d tensor
+    through a Paddle hard swish failed its run. So when every input is 0-d the chain runs on
+    shape (1,) and its results go back to 0-d (elementwise: the same values); a chain with a
+    larger input broadcasts (1,) as it would ()."""
+    def run(xp: Any, *args: Any) -> tuple:
+        if not args or getattr(args[0], "ndim", 1) or any(getattr(a, "ndim", 0) for a in args[1:]):
+            return kernel(xp, *args)
+        out = kernel(xp, *(a.reshape(1) if hasattr(a, "reshape") else a for a in args))
+        return tuple(r.reshape(()) if getattr(r, "shape", None) == (1,) else r for r in out)
+    return run
 
 
 def other_input(node: Node, t: str) -> str | None:

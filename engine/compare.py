@@ -79,6 +79,8 @@ class Comparison:
     fallback_nodes: list[dict[str, str]] = field(default_factory=list)  # ran on onnxruntime, one by one
     #: our runs' measurements ("engine", "partitioned"): per-node times, subgraph records (not in JSON)
     measurements: dict[str, Measurement] = field(default_factory=dict, repr=False)
+    #: where the engine run differs: its nodes out of tolerance, each run alone (``diagnose``)
+    local_check: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -87,8 +89,7 @@ class Comparison:
     @property
     def verdict(self) -> Verdict:
         """The headline and its reasons (``engine.verdict``): weak matches and inner differences said."""
-        return judge(self.outputs, self.subgraphs, self.tolerance,
-                     (self.first_divergent_node or {}).get("local"))
+        return judge(self.outputs, self.subgraphs, self.tolerance, self.local_check)
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "backend": self.backend, "executor": self.executor,
@@ -96,7 +97,7 @@ class Comparison:
                 "tolerance": self.tolerance.to_json(),
                 "outputs": self.outputs, "subgraphs": self.subgraphs,
                 "first_divergent": self.first_divergent,
-                "first_divergent_node": self.first_divergent_node,
+                "first_divergent_node": self.first_divergent_node, "local_check": self.local_check,
                 "fallback_nodes": self.fallback_nodes,
                 "timings": self.timings, "notes": self.notes}
 
@@ -278,13 +279,13 @@ def inputs_independent(session: Any, outputs: Sequence[str], feeds: Mapping[str,
     return same
 
 
-def first_node_out_of_tolerance(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
-                                ours: Mapping[str, Any], tol: Tolerance,
-                                device: str = "cpu", kernels: Any = None) -> dict[str, Any] | None:
-    """The first node, in topological order, one of whose outputs leaves tolerance, and
-    (``isolated``, ``engine/isolate.py``) what it gives alone on onnxruntime's own inputs:
-    whether the difference came in through its inputs or which kernel departs; ``local``
-    (``isolate.local_check``): the same for every node out of tolerance.
+def diagnose(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+             ours: Mapping[str, Any], tol: Tolerance, device: str = "cpu",
+             kernels: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The first node, in topological order, one of whose outputs leaves tolerance (None when
+    none does), with (``isolated``, ``engine/isolate.py``) what it gives alone on onnxruntime's own
+    inputs: whether the difference came in through its inputs or which kernel departs; and the
+    same for every node out of tolerance (``isolate.local_check``).
 
     ``ours`` holds every intermediate of our engine's run; onnxruntime is run once
     more with every top-level node output exposed. Nodes inside If/Loop bodies are
@@ -298,8 +299,8 @@ def first_node_out_of_tolerance(graph: Graph, model: onnx.ModelProto, feeds: Map
                   for e in (errors(ours[t], ref[t], tol),) if not e["match"]), None)
         if e is not None:
             differing.append((node, *e))
-    if not differing:
-        return None
+    if not differing:   # every tensor as onnxruntime computes the ops as written (none fused)
+        return None, local_check([], graph.opset, {}, kernels, tol)
     node, t, e = differing[0]
     values = {**{w: graph.initializers[w].value for n, _, _ in differing for w in n.inputs
                  if w in graph.initializers}, **feeds, **ref}
@@ -307,8 +308,7 @@ def first_node_out_of_tolerance(graph: Graph, model: onnx.ModelProto, feeds: Map
     # every node out of tolerance alone (engine/isolate.py): a difference no kernel makes is carried
     local = local_check([n for n, _, _ in differing], graph.opset, values, kernels, tol,
                         known={node.name: first})
-    return {"node": node.name, "op_type": node.op_type, "tensor": t, **e, "isolated": first,
-            "local": local}
+    return {"node": node.name, "op_type": node.op_type, "tensor": t, **e, "isolated": first}, local
 
 
 def _isolated(graph: Graph, node: Any, values: Mapping[str, Any], kernels: Any,
@@ -397,17 +397,15 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
     eng, _ = run_ours(graph, "engine", False, "engine", timeline if partitioned is None else None)
     outputs: dict[str, dict[str, Any]] = {o: {"engine": errors(eng.outputs[o], ref[o], tol)}
                                           for o in graph.outputs}
-    first_node = None
+    first_node, local = None, None
     if not all(per["engine"]["match"] for per in outputs.values()):
         step("diagnosis")
         try:
             with Executor(graph, device=device, subgraph_runtime="engine", engine_name=engine_name,
                           kernels=kernels) as ex:
                 eng_values = ex.run(feeds, keep_intermediates=True).values
-            first_node = first_node_out_of_tolerance(graph, model, feeds, eng_values, tol, device,
-                                                     kernels)
-            if first_node and first_node.get("local"):
-                _same_as_measured(first_node["local"], eng.outputs, eng_values, tol)
+            first_node, local = diagnose(graph, model, feeds, eng_values, tol, device, kernels)
+            _same_as_measured(local, eng.outputs, eng_values, tol)
         except Exception as exc:  # diagnosis is a bonus: never lose the comparison over it
             notes.append(f"could not locate the first differing node: {type(exc).__name__}: {exc}")
     subgraphs, first = [], None
@@ -420,7 +418,7 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
         subgraphs = _boundaries(sg_infos, part.subgraphs, values, ref_values, weights, tol)
         # named only when an output differs: a boundary difference under a match is a detail
         first = judge(outputs, subgraphs, tol).first_divergent
-        if ((first_node or {}).get("local") or {}).get("complete") and \
+        if (local or {}).get("complete") and \
                 not all(outputs[o]["partitioned"]["match"] for o in graph.outputs):
             _subgraphs_alone(subgraphs, run_graph, ref_values, kernels, tol)
     _add_sensitivity(outputs, model, feeds, device, ref, notes)
@@ -435,7 +433,7 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
                      + ", ".join(f"{n} ({op})" for n, op in list(fallback.nodes.items())[:20]))
     return Comparison(label, partitioned.backend if partitioned is not None else None,
                       executor, device, outputs, subgraphs, timings, first, first_node, tol, notes,
-                      fallback.report(), measurements)
+                      fallback.report(), measurements, local)
 
 
 #: How far the reference's float inputs move to measure its own sensitivity: this many units in

@@ -59,6 +59,7 @@ from .kernels import blas
 from .body import compile_body
 from . import codegen
 from .codegen import code_steps, generate
+from .chain_parts import scalar_safe
 from .context import Context, RunContext
 from .core import Engine, Var
 from .fuse import FUSED_DOMAIN, Fused, fuse
@@ -681,6 +682,8 @@ class Executor:
 
     def _fused_call(self, fused: Fused) -> Callable[[_Run, list, RunContext], tuple]:
         kernel, xp, out = fused.kernel, self.xp, fused.node.outputs[0]
+        if xp is np:
+            kernel = scalar_safe(kernel)
         parts = [_Step(p, tuple(t for t in p.inputs if t), (), self._kernel_call(p), (), 1)
                  for p in fused.parts]
 

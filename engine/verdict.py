@@ -132,9 +132,15 @@ def _carried(runs: Sequence[str], subgraphs: Sequence[Mapping[str, Any]],
 
 def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
     """What running each node out of tolerance alone found (``isolate.local_check``)."""
-    if not local or not local.get("differing"):
+    if not local:
         return []
     n = local["differing"]
+    if carried and not n:
+        return ["compared tensor by tensor with onnxruntime's run of the ops as the model writes them "
+                "(every tensor exposed, so nothing fused), no node of ours is out of tolerance: the outputs "
+                "differ only from onnxruntime's default run, whose fused kernels (a QDQ model's QLinearConv "
+                "and the like) round differently from the ops the model writes; judge what the output "
+                "decides (e.g. its argmax)"]
     if carried:
         return [f"each of the {n} node{'s' if n > 1 else ''} out of tolerance (engine run), run alone on "
                 "onnxruntime's own inputs, gives onnxruntime's output: no kernel of ours departs. The "
@@ -142,6 +148,8 @@ def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
                 "to a QuantizeLinear's rounding boundary goes to the neighbouring step, and the step "
                 "travels on; judge what the output decides (e.g. its argmax)"]
     lines = []
+    if not n and not local.get("fused_differs"):
+        return []
     if local.get("n_departing"):
         lines.append(f"run alone on onnxruntime's own inputs, {local['n_departing']} of the {n} node(s) out "
                      f"of tolerance still differ: {_listing(local['departing'])} (where the difference is "

@@ -102,7 +102,7 @@ def test_a_qdq_models_steps_are_called_rounding_when_no_kernel_departs(rng):
     # the premise, by construction: the nudge moves every half that rounds to even toward zero
     moved = int(np.sum(np.rint(x.astype(np.float64) * (1 + 1e-6)) != np.rint(x)))
     assert not c.ok and e["mismatched"] == moved > 0 and e["max_abs"] == 1.0
-    local = c.first_divergent_node["local"]
+    local = c.local_check
     assert local["complete"] and local["n_departing"] == 0 and local["checked"] == local["differing"] > 0
     v = c.verdict
     assert v.status == "rounding" and v.headline.startswith("≈") and "not by a kernel" in v.headline
@@ -118,7 +118,7 @@ def test_a_kernel_that_departs_keeps_the_difference_and_is_named(tmp_path, rng):
     graph = load_model(model.SerializeToString())
     feeds = {"x": rng.standard_normal((1, 3, 24, 24)).astype(np.float32)}
     c = compare(graph, model, feeds, executor="engine", kernels=_nudged_convs(1.01), repeat=1, warmup=0)
-    local = c.first_divergent_node["local"]
+    local = c.local_check
     convs = {n.name for n in graph.nodes if n.op_type == "Conv"}
     assert not local["complete"] and set(local["departing"]) <= convs and local["n_departing"] >= 1
     v = c.verdict
@@ -174,7 +174,7 @@ def test_a_partitioned_runs_subgraphs_are_run_alone_by_their_runtime(rng):
     assert any("came in through their inputs" in d for d in c.verdict.details), c.verdict.details
     wrong = compare(graph, model, {"x": x}, partitioned=part, executor="onnxruntime",
                     kernels=_nudged_convs(1.01), repeat=1, warmup=0)
-    assert wrong.verdict.status == "differ" and wrong.first_divergent_node["local"]["departing"] == ["conv"]
+    assert wrong.verdict.status == "differ" and wrong.local_check["departing"] == ["conv"]
 
 
 def test_a_fused_kernel_that_departs_is_not_excused_by_the_nodes_alone(rng, monkeypatch):
@@ -189,7 +189,28 @@ def test_a_fused_kernel_that_departs_is_not_excused_by_the_nodes_alone(rng, monk
     graph = load_model(model.SerializeToString())
     x = (rng.integers(-40, 40, (1, 4, 8, 8)) + 0.5).astype(np.float32)
     c = compare(graph, model, {"x": x}, executor="engine", kernels=_nudged_convs(1 + 1e-6), repeat=1, warmup=0)
-    local = c.first_divergent_node["local"]
+    local = c.local_check
     assert local["n_departing"] == 0 and local["fused_differs"] == ["y"] and not local["complete"]
     assert c.verdict.status == "differ"
     assert any("a fused kernel adds a difference" in d for d in c.verdict.details), c.verdict.details
+
+
+def test_no_node_out_of_tolerance_against_onnxruntimes_unfused_run_is_rounding(rng):
+    """A run whose every tensor is within tolerance of onnxruntime's run of the ops as written
+    (every tensor exposed, nothing fused) differs at the outputs only from onnxruntime's fused
+    default run: ``diagnose`` finds no node and a complete check, the verdict says so."""
+    from engine.compare import diagnose
+    import onnxruntime as ort
+    model = _boundary_model()
+    graph = load_model(model.SerializeToString())
+    x = (rng.integers(-40, 40, (1, 4, 8, 8)) + 0.5).astype(np.float32)
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(model)
+    names = [t for n in model.graph.node for t in n.output]
+    exposed.graph.output.extend(onnx.ValueInfoProto(name=t) for t in names if t != "y")
+    sess = ort.InferenceSession(exposed.SerializeToString(), providers=["CPUExecutionProvider"])
+    theirs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"x": x})))
+    first, local = diagnose(graph, model, {"x": x}, theirs, Tolerance())   # ours = onnxruntime's own
+    assert first is None and local["differing"] == 0 and local["complete"]
+    v = judge(_differing("engine"), [], Tolerance(), local)
+    assert v.status == "rounding" and any("no node of ours is out of tolerance" in d for d in v.details)

@@ -68,3 +68,22 @@ def test_the_debugger_sees_the_integer_tensor(rng):
     with Executor(load_model(model.SerializeToString()), keep_intermediates=True) as ex:
         values = ex.run({"x": x}).values
     assert values["q"].dtype == np.int8 and values["dq"].dtype == np.float32
+
+
+def test_a_scalar_runs_as_a_pair_and_as_written(rng):
+    """A 0-d tensor quantized (PP-OCR's scalar Constants, once onnxruntime's quantizer puts them in
+    QDQ): numpy's divide of two 0-d arrays is a scalar, which the in-place steps refused, so the
+    quantized PP-OCR models failed to run. Oracle: onnxruntime."""
+    scale, zp = np.array(0.05, np.float32), np.array(3, np.int8)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quantize"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dequantize")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [])], [helper.make_tensor_value_info("y", F, [])],
+                       initializers=[numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")])
+    x = np.array(rng.standard_normal() * 3, np.float32)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    graph = load_model(model.SerializeToString())
+    for plan in ("segments", "nodes"):   # fused into one step, and as written
+        with Executor(graph, plan=plan) as ex:
+            got = ex.run({"x": x}).numpy_outputs()["y"]
+        assert got.shape == () and got.dtype == np.float32
+        np.testing.assert_allclose(got, ref, rtol=0, atol=float(scale) * 1.001)

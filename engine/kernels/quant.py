@@ -30,7 +30,10 @@ _SMALL_INTS = ("int4", "uint4", "int2", "uint2")
 def _divided(xp: Any, x: Any, s: Any) -> Any:
     """``x / s`` as a new float32 array (the caller's to work in, in place)."""
     if x.dtype.kind in "fiu":
-        return xp.divide(x, s, dtype=np.float32)
+        v = xp.divide(x, s, dtype=np.float32)
+        # a 0-d x (a quantized scalar Constant: PP-OCR's in QDQ) gives a numpy scalar, which no
+        # ``out=`` takes: the steps after this work in place
+        return np.array(v) if isinstance(v, np.generic) else v
     v = x.astype(np.float32)   # bfloat16 and friends (ml_dtypes) have no divide loop into float32
     v /= s
     return v
