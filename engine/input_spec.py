@@ -293,6 +293,13 @@ def check_with_inference(model: Any, feeds: Mapping[str, np.ndarray]) -> None:
             del dims.dim[:]
             for d in np.shape(feeds[vi.name]):
                 dims.dim.add().dim_value = int(d)
+    # A negative size is an exporter's "unknown" (Paddle writes -1 for the batch, and onnxruntime's
+    # quantizer copies it into every tensor it annotates): unknown it is, or strict inference
+    # refuses every real batch size against it.
+    for vi in (*m.graph.value_info, *m.graph.output):
+        for d in vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else ():
+            if d.HasField("dim_value") and d.dim_value < 0:
+                d.Clear()
     try:
         # No data_prop: it materialises ConstantOfShape values, so a 130-byte model asking for a
         # 1.3 GB constant made this check itself exhaust memory (std::bad_alloc, or the OOM killer).

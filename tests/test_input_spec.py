@@ -240,6 +240,22 @@ def test_shape_inference_refuses_a_shape_the_model_cannot_take(rng):
         check_with_inference(model, materialize(g, [InputSpec("x", [2, 15], "FLOAT")]))
 
 
+def test_a_negative_size_in_the_models_annotations_is_unknown_not_a_refusal(rng):
+    """Paddle writes -1 for the batch, and onnxruntime's quantizer copies it into the value_info
+    of every tensor it annotates (229 of them in PP-OCR's classifier): strict inference refused
+    every real batch against it. -1 means unknown; a shape the model cannot take is still refused."""
+    w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, "features"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 8])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    model = make_model(nodes, [x], [y], [w])
+    model.graph.value_info.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, [-1, 8]))
+    g = load_model(model.SerializeToString())
+    check_with_inference(model, materialize(g, [InputSpec("x", [3, 16], "FLOAT")]))
+    with pytest.raises(InputError, match="cannot take these input shapes"):
+        check_with_inference(model, materialize(g, [InputSpec("x", [3, 15], "FLOAT")]))
+
+
 @pytest.mark.parametrize("builder, shapes", [
     ("cnn_dynamic", [[1, 3, 96, 128], [2, 3, 64, 40]]),
     ("transformer_dynamic", [[1, 32], [3, 7]]),

@@ -87,3 +87,34 @@ def test_zipped_external_data_bundle_runs(server, models):
     run = run_real(server, bundle["id"], "tensorrt", {"x": [1, 3, 48, 64]}, feeds)
     check_report(run)
     independent_check(server, run, real_model("ppocr_rec"), feeds)
+
+
+def test_a_real_model_quantized_for_tensorrt_runs_and_is_judged(server, tmp_path):
+    """PP-OCR's direction classifier quantized as TensorRT takes a QDQ model (onnxruntime's own
+    quantize_static, symmetric, float biases), uploaded and run with the tensorrt backend. Its
+    scalar Constants are quantized too: a fused Q->DQ pair on a 0-d tensor failed every run of it
+    before. Judged "match" or, where onnxruntime's fused integer kernels round apart from the ops
+    the model writes, "rounding" -- never "differ", which would say one of our kernels departs."""
+    quant = pytest.importorskip("onnxruntime.quantization")
+    shape = [1, 3, 48, 192]
+
+    class Batches(quant.CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(2)
+            self.items = iter([{"x": rng.uniform(-1, 1, shape).astype(np.float32)} for _ in range(3)])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    out = tmp_path / "ppocr_cls_qdq.onnx"
+    quant.quantize_static(str(real_model("ppocr_cls")), str(out), Batches(), quant_format=quant.QuantFormat.QDQ,
+                          activation_type=quant.QuantType.QInt8, weight_type=quant.QuantType.QInt8,
+                          per_channel=True, extra_options={"ActivationSymmetric": True,
+                                                           "WeightSymmetric": True, "QuantizeBias": False})
+    model = upload(server, out)
+    feeds = {"x": np.random.default_rng(5).uniform(-1, 1, shape).astype(np.float32)}
+    run = run_real(server, model["id"], "tensorrt", {"x": shape}, feeds)
+    assert run["status"] == "done", f"run {run['id']} {run['status']}: {run.get('error')}"
+    verdict = run["result"]["comparison"]["verdict"]
+    assert verdict["status"] in ("match", "weak", "rounding"), verdict
+    assert run["result"]["partition"]["subgraphs"], "TensorRT took no subgraph of the QDQ model"
