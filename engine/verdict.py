@@ -163,7 +163,7 @@ def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
                      "kernel adds a difference no node shows alone")
     if n > local.get("checked", 0) + local.get("n_unchecked", 0):
         lines.append(f"{n} nodes are out of tolerance; only the first {local['checked'] + local['n_unchecked']} "
-                     "were run alone")
+                     "were run alone in the time the check has")
     return lines
 
 

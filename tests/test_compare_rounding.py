@@ -214,3 +214,17 @@ def test_no_node_out_of_tolerance_against_onnxruntimes_unfused_run_is_rounding(r
     assert first is None and local["differing"] == 0 and local["complete"]
     v = judge(_differing("engine"), [], Tolerance(), local)
     assert v.status == "rounding" and any("no node of ours is out of tolerance" in d for d in v.details)
+
+
+def test_a_check_out_of_time_judges_nothing(rng, monkeypatch):
+    """The local check has a time budget (a large quantized model has hundreds of nodes out of
+    tolerance); nodes it had no time to run alone leave the difference unexplained: ``differ``."""
+    import engine.isolate
+    monkeypatch.setattr(engine.isolate, "LOCAL_SECONDS", -1.0)
+    model = _boundary_model()
+    graph = load_model(model.SerializeToString())
+    x = (rng.integers(-40, 40, (1, 4, 8, 8)) + 0.5).astype(np.float32)
+    c = compare(graph, model, {"x": x}, executor="engine", kernels=_nudged_convs(1 + 1e-6), repeat=1, warmup=0)
+    assert c.local_check["checked"] == 0 < c.local_check["differing"] and not c.local_check["complete"]
+    assert c.verdict.status == "differ"
+    assert any("in the time the check has" in d for d in c.verdict.details), c.verdict.details
