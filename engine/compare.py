@@ -44,7 +44,7 @@ from .isolate import isolate, local_check
 from .measure import Measurement, NodeTimeline, measure
 from .ort_fallback import LABEL, OrtFallback
 from .rss import PeakRSS
-from .tolerance import Tolerance, compare_arrays, default_tolerance
+from .tolerance import Tolerance, compare_arrays, default_tolerance, within_rounding
 from .verdict import Verdict, judge
 
 
@@ -551,7 +551,7 @@ def _subgraphs_alone(subgraphs: list[dict[str, Any]], run_graph: Graph, ref_valu
         except Exception:  # noqa: BLE001 - not checked, so never called carried
             got = None
         sg["alone_matches"] = None if not got or "ours_vs_onnxruntime" not in got else \
-            all(e["match"] for e in got["ours_vs_onnxruntime"].values())
+            all(within_rounding(e) for e in got["ours_vs_onnxruntime"].values())
 
 
 def _scale_of_difference(e: Mapping[str, Any]) -> float:

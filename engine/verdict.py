@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .tolerance import Tolerance
+from .tolerance import ROUNDING_SCALE, Tolerance
 
 MATCH, WEAK, ROUNDING, DIFFER = "match", "weak", "rounding", "differ"
 
@@ -52,8 +52,6 @@ class Verdict:
                 "first_divergent": self.first_divergent, "inner_difference": self.inner_difference}
 
 
-#: A difference at most this fraction of a tensor's largest value is float32 rounding.
-ROUNDING_SCALE = 1e-5
 
 
 def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequence[Mapping[str, Any]],
@@ -70,8 +68,12 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
         names = sorted({name for name, _ in differing})
         which = f"{_listing(names)} ({' and '.join(runs)} run{'s' if len(runs) > 1 else ''})"
         carried = _carried(runs, subgraphs, local)
+        theirs = bool(local) and 0 < local.get("n_departing", 0) == local.get("n_theirs", 0)
         headline = (f"≈ outputs differ from onnxruntime by rounding carried through the model, not by a "
-                    f"kernel: {which}" if carried else f"✘ outputs differ from onnxruntime: {which}")
+                    f"kernel: {which}" if carried else
+                    f"✘ outputs differ from onnxruntime, whose own kernels depart from the operators' "
+                    f"definition (ONNX's reference evaluator agrees with ours): {which}" if theirs else
+                    f"✘ outputs differ from onnxruntime: {which}")
         if first and partitioned_differs:
             details.append(f"first subgraph introducing a difference: {first} "
                            "(its inputs match onnxruntime, its outputs do not)")
@@ -143,7 +145,8 @@ def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
                 "decides (e.g. its argmax)"]
     if carried:
         return [f"each of the {n} node{'s' if n > 1 else ''} out of tolerance (engine run), run alone on "
-                "onnxruntime's own inputs, gives onnxruntime's output: no kernel of ours departs. The "
+                "onnxruntime's own inputs, gives onnxruntime's output (within tolerance, or within float32 "
+                "rounding of its largest value where terms cancel): no kernel of ours departs. The "
                 "difference is rounding carried through the model -- in a quantized model a value next "
                 "to a QuantizeLinear's rounding boundary goes to the neighbouring step, and the step "
                 "travels on; judge what the output decides (e.g. its argmax)"]
@@ -151,9 +154,14 @@ def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
     if not n and not local.get("fused_differs"):
         return []
     if local.get("n_departing"):
+        theirs = local.get("n_theirs", 0)
+        whose = ("; at every one ONNX's reference evaluator agrees with ours: onnxruntime's kernel departs "
+                 "there, not ours" if theirs == local["n_departing"] else
+                 f"; at {theirs} of them ONNX's reference evaluator agrees with ours (onnxruntime's kernel "
+                 "departs there)" if theirs else "")
         lines.append(f"run alone on onnxruntime's own inputs, {local['n_departing']} of the {n} node(s) out "
                      f"of tolerance still differ: {_listing(local['departing'])} (where the difference is "
-                     "made, not carried)")
+                     f"made, not carried){whose}")
     if local.get("n_unchecked"):
         lines.append(f"{local['n_unchecked']} node(s) out of tolerance could not be run alone (control "
                      f"flow, or a value onnxruntime did not expose): {_listing(local['unchecked'])}")

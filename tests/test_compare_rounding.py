@@ -228,3 +228,40 @@ def test_a_check_out_of_time_judges_nothing(rng, monkeypatch):
     assert c.local_check["checked"] == 0 < c.local_check["differing"] and not c.local_check["complete"]
     assert c.verdict.status == "differ"
     assert any("in the time the check has" in d for d in c.verdict.details), c.verdict.details
+
+
+def test_where_onnxruntime_departs_the_headline_says_so():
+    """Nodes that still differ alone, where ONNX's reference evaluator sides with ours (a QDQ
+    YOLOv8n's Convs: onnxruntime 7.7e-3 off on values of 228, ours exact): still ``differ`` --
+    the outputs do differ -- but the headline says whose kernel departs; one of ours among them
+    and it does not."""
+    from engine.isolate import _theirs
+    ok, off = {"match": True}, {"match": False}
+    assert _theirs({"vs_ours": {"t": ok}, "vs_onnxruntime": {"t": off}})
+    assert not _theirs({"vs_ours": {"t": off}, "vs_onnxruntime": {"t": ok}}) and not _theirs(None)
+    tol = Tolerance()
+    theirs = {**COMPLETE, "departing": ["conv"], "n_departing": 1, "n_theirs": 1, "complete": False}
+    v = judge(_differing("engine"), [], tol, theirs)
+    assert v.status == "differ" and "whose own kernels depart" in v.headline
+    assert any("onnxruntime's kernel departs there, not ours" in d for d in v.details)
+    mixed = {**theirs, "departing": ["conv", "add"], "n_departing": 2}
+    v = judge(_differing("engine"), [], tol, mixed)
+    assert v.status == "differ" and "whose own kernels depart" not in v.headline
+    assert any("at 1 of them ONNX's reference evaluator agrees with ours" in d for d in v.details)
+
+
+def test_within_rounding_is_a_tolerance_miss_at_float32_rounding_of_the_largest_value(rng):
+    """A conv whose terms of +-90 cancel to near zero differs by ~1e-4 between two correct
+    summation orders: out of tolerance there, yet 1e-6 of the tensor's largest value."""
+    from engine.tolerance import compare_arrays, within_rounding
+    ref = rng.standard_normal(1000).astype(np.float32) * 90
+    ref[:10] = 1e-6                                   # near-zero results of large terms
+    near = ref.copy()
+    near[:10] += 2e-4                                 # 2.2e-6 of max |ref|: rounding where terms cancel
+    e = compare_arrays(near, ref)
+    assert not e["match"] and within_rounding(e)
+    far = ref.copy()
+    far[:10] += 0.05                                  # 5.6e-4 of max |ref|: not rounding
+    e = compare_arrays(far, ref)
+    assert not e["match"] and not within_rounding(e)
+    assert within_rounding(compare_arrays(ref, ref))
