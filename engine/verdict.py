@@ -64,23 +64,7 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
     partitioned_differs = any(run == "partitioned" for _, run in differing)
     details: list[str] = []
     if differing:
-        runs = sorted({run for _, run in differing})
-        names = sorted({name for name, _ in differing})
-        which = f"{_listing(names)} ({' and '.join(runs)} run{'s' if len(runs) > 1 else ''})"
-        carried = _carried(runs, subgraphs, local)
-        theirs = bool(local) and 0 < local.get("n_departing", 0) == local.get("n_theirs", 0)
-        headline = (f"≈ outputs differ from onnxruntime by rounding carried through the model, not by a "
-                    f"kernel: {which}" if carried else
-                    f"✘ outputs differ from onnxruntime, whose own kernels depart from the operators' "
-                    f"definition (ONNX's reference evaluator agrees with ours): {which}" if theirs else
-                    f"✘ outputs differ from onnxruntime: {which}")
-        if first and partitioned_differs:
-            details.append(f"first subgraph introducing a difference: {first} "
-                           "(its inputs match onnxruntime, its outputs do not)")
-        return Verdict(ROUNDING if carried else DIFFER, headline,
-                       tuple(_local_details(local, carried) + _alone_details(subgraphs) + details
-                             + _sensitivity_details(outputs, names) + _rel_details(outputs)),
-                       first if partitioned_differs else None, None)
+        return _difference(outputs, subgraphs, differing, local, first if partitioned_differs else None)
     weak = [(name, e) for name, per in outputs.items() for e in per.values() if e.get("weak")]
     inner = first
     fixed = [name for name, per in outputs.items() if any(e.get("inputs_independent") for e in per.values())]
@@ -117,6 +101,28 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
                        "beyond tolerance while its inputs match; the graph's outputs still match, so the "
                        "difference does not reach them." + rounding)
     return Verdict(status, headline, tuple(details + _rel_details(outputs, only_missing=True)), None, inner)
+
+
+def _difference(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequence[Mapping[str, Any]],
+                differing: Sequence[tuple[str, str]], local: Mapping[str, Any] | None,
+                first: str | None) -> Verdict:
+    """The verdict where an output differs: ``rounding`` when the difference is carried, not made
+    (``_carried``), else ``differ``, saying whose kernel departs where that is known."""
+    runs = sorted({run for _, run in differing})
+    names = sorted({name for name, _ in differing})
+    which = f"{_listing(names)} ({' and '.join(runs)} run{'s' if len(runs) > 1 else ''})"
+    carried = _carried(runs, subgraphs, local)
+    theirs = bool(local) and 0 < local.get("n_departing", 0) == local.get("n_theirs", 0)
+    headline = (f"≈ outputs differ from onnxruntime by rounding carried through the model, not by a "
+                f"kernel: {which}" if carried else
+                f"✘ outputs differ from onnxruntime, whose own kernels depart from the operators' "
+                f"definition (ONNX's reference evaluator agrees with ours): {which}" if theirs else
+                f"✘ outputs differ from onnxruntime: {which}")
+    details = [f"first subgraph introducing a difference: {first} (its inputs match onnxruntime, its "
+               "outputs do not)"] if first else []
+    return Verdict(ROUNDING if carried else DIFFER, headline,
+                   tuple(_local_details(local, carried) + _alone_details(subgraphs) + details
+                         + _sensitivity_details(outputs, names) + _rel_details(outputs)), first, None)
 
 
 def _carried(runs: Sequence[str], subgraphs: Sequence[Mapping[str, Any]],
