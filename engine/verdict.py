@@ -151,11 +151,13 @@ def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
                 "decides (e.g. its argmax)"]
     if carried:
         return [f"each of the {n} node{'s' if n > 1 else ''} out of tolerance (engine run), run alone on "
-                "onnxruntime's own inputs, gives onnxruntime's output (within tolerance, or within float32 "
-                "rounding of its largest value where terms cancel): no kernel of ours departs. The "
-                "difference is rounding carried through the model -- in a quantized model a value next "
-                "to a QuantizeLinear's rounding boundary goes to the neighbouring step, and the step "
-                "travels on; judge what the output decides (e.g. its argmax)"]
+                "onnxruntime's own inputs, gives onnxruntime's output (within tolerance, or within "
+                "rounding of its largest value where terms cancel: float32's, float16's for a float16 "
+                "tensor): no kernel of ours departs. The difference is rounding carried through the model "
+                "-- in a quantized model a value next to a QuantizeLinear's rounding boundary goes to the "
+                "neighbouring step; in a float16 one onnxruntime rounds to float16 after each op where we "
+                "round at the model's casts -- and it travels on; judge what the output decides (e.g. "
+                "its argmax)"]
     lines = []
     if not n and not local.get("fused_differs"):
         return []

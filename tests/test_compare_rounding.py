@@ -18,6 +18,8 @@ from engine.tolerance import Tolerance
 from engine.verdict import judge
 from partition import load_model
 
+from conftest import make_model
+
 ort_quant = pytest.importorskip("onnxruntime.quantization")
 
 
@@ -265,3 +267,33 @@ def test_within_rounding_is_a_tolerance_miss_at_float32_rounding_of_the_largest_
     e = compare_arrays(far, ref)
     assert not e["match"] and not within_rounding(e)
     assert within_rounding(compare_arrays(ref, ref))
+    # a float16 tensor (onnxruntime computes it in float16, we in float32): its own last place
+    half = ref.astype(np.float16)
+    off = half.copy()
+    off[:10] += np.float16(0.05)                       # 1e-3 of max |ref|: float16 rounding where terms cancel
+    e = compare_arrays(off, half, Tolerance(1e-3, 1e-2))
+    assert not e["match"] and within_rounding(e, np.float16) and not within_rounding(e)
+
+
+def test_the_local_check_judges_a_float16_tensor_by_float16_rounding(rng):
+    """A float16 node whose output, run alone, is a float16 last place of its largest value off
+    (onnxruntime computes it in float16, we in float32): not a departure; 1% off: a departure."""
+    from engine.isolate import local_check
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    f16 = TensorProto.FLOAT16
+    model = make_model(nodes, [helper.make_tensor_value_info(t, f16, [64]) for t in "ab"],
+                       [helper.make_tensor_value_info("y", f16, [64])])
+    graph = load_model(model.SerializeToString())
+    a = (rng.standard_normal(64) * 30).astype(np.float16)
+    b = (rng.standard_normal(64) * 0.01).astype(np.float16)
+    b[:4] = -a[:4] + b[:4]                           # where the terms cancel: near zero among values of ~30
+    y = (a.astype(np.float32) + b.astype(np.float32)).astype(np.float16)
+    tol = Tolerance(1e-3, 1e-2)
+    rounded = y.copy()
+    rounded[:4] += np.float16(0.03)                  # ~1e-3 of max |a|: float16 rounding of the terms
+    got = local_check(graph.nodes, graph.opset, {"a": a, "b": b, "y": rounded}, None, tol)
+    assert got["complete"] and got["n_departing"] == 0
+    wrong = y.copy()
+    wrong[:4] += np.float16(5.0)
+    got = local_check(graph.nodes, graph.opset, {"a": a, "b": b, "y": wrong}, None, tol)
+    assert got["departing"] == ["add"] and not got["complete"]
