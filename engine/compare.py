@@ -50,8 +50,24 @@ from .verdict import Verdict, judge
 
 
 def errors(ours: Any, ref: Any, tol: Tolerance | None = None) -> dict[str, Any]:
-    """Metrics and verdict of ``ours`` against ``ref`` (see ``engine.tolerance``)."""
-    return compare_arrays(np.asarray(to_numpy(ours)), np.asarray(to_numpy(ref)), tol or Tolerance())
+    """Metrics and verdict of ``ours`` against ``ref`` (see ``engine.tolerance``); two sequences
+    (ONNX's sequence type: lists) element by element, end to end, once their shapes agree."""
+    ours, ref = to_numpy(ours), to_numpy(ref)
+    if isinstance(ours, list) or isinstance(ref, list):
+        mine, theirs = _element_shapes(ours), _element_shapes(ref)
+        if mine != theirs:
+            return {"shape": mine, "ref_shape": theirs, "max_abs": None, "max_rel": None,
+                    "mean_abs": None, "cosine": None, "mismatched": None, "match": False,
+                    "note": "sequences differ in length or element shapes"}
+        ours, ref = (np.concatenate([np.ravel(e) for e in v]) if v else np.zeros(0) for v in (ours, ref))
+    return compare_arrays(np.asarray(ours), np.asarray(ref), tol or Tolerance())
+
+
+def _element_shapes(value: Any) -> list[list[int]] | list[int]:
+    """A sequence's element shapes, or a tensor's shape."""
+    if isinstance(value, list):
+        return [list(np.shape(e)) for e in value]
+    return list(np.shape(value))
 
 
 def spread(times: list[float], warmup: int) -> dict[str, Any]:
@@ -273,10 +289,15 @@ def inputs_independent(session: Any, outputs: Sequence[str], feeds: Mapping[str,
         return None
     same = set()
     for name in outputs:
-        a, b = np.asarray(got[name]), np.asarray(ref[name])
-        if a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"):
+        pairs = list(zip(got[name], ref[name])) if isinstance(ref[name], list) and \
+            isinstance(got[name], list) and len(got[name]) == len(ref[name]) else [(got[name], ref[name])]
+        if all(_identical(np.asarray(a), np.asarray(b)) for a, b in pairs):   # a sequence: every element
             same.add(name)
     return same
+
+
+def _identical(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
 
 
 def diagnose(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],

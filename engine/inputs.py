@@ -303,13 +303,18 @@ def _conform_dtype(info: TensorInfo, value: np.ndarray, label: str) -> np.ndarra
 
 
 def save_outputs(path: str | os.PathLike, outputs: Mapping[str, np.ndarray]) -> None:
-    """Every output under its own name, as ``np.load`` reads it back.
+    """Every output under its own name, as ``np.load`` reads it back; a sequence output's
+    elements as ``name[0]``, ``name[1]``, ...; an absent optional output is left out.
 
     Written member by member: tensor names are arbitrary strings, which
     ``np.savez(**outputs)`` would refuse for names like ``file``.
     """
     import zipfile
+    members = [(f"{name}[{i}]", v) for name, value in outputs.items() if isinstance(value, list)
+               for i, v in enumerate(value)]
+    members += [(name, value) for name, value in outputs.items()
+                if value is not None and not isinstance(value, list)]
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
-        for name, value in outputs.items():
+        for name, value in members:
             with zf.open(name + ".npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)

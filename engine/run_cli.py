@@ -299,13 +299,36 @@ def _report(args, m, result, outputs, notes, timeline: bool = True) -> dict[str,
     data = {"model": args.model, "backend": args.backend, "subgraph_runtime": args.subgraph_runtime,
             "executor": args.subgraph_runtime, "host_runtime": args.host_runtime,
             "device": args.device, "notes": notes,
-            "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in outputs.items()},
+            "outputs": {k: _output_json(v) for k, v in outputs.items()},
             "measurement": m.to_json(timeline=timeline)}
     if result is not None:
         data["partition"] = {"subgraphs": len(result.subgraphs),
                              "nodes_in_subgraphs": sum(len(s.nodes) for s in result.subgraphs),
                              "nodes": len(result.original.nodes)}
     return data
+
+
+def _output_json(v: Any) -> dict[str, Any]:
+    """An output's shape and dtype; a sequence's per element (ONNX's sequence type); None: absent."""
+    if v is None:
+        return {"absent": True}
+    if isinstance(v, list):
+        return {"sequence": [_output_json(e) for e in v]}
+    return {"shape": list(v.shape), "dtype": str(v.dtype)}
+
+
+def _output_text(v: Any) -> str:
+    """One output in a line: shape, dtype and value range; a sequence by its elements' shapes."""
+    if v is None:
+        return "absent (an optional without a value)"
+    if isinstance(v, list):
+        shown = ", ".join(f"{list(e.shape)} {e.dtype}" for e in v[:4])
+        return f"sequence of {len(v)} tensor(s): {shown}{' ...' if len(v) > 4 else ''}"
+    stats = ""
+    if v.size and v.dtype.kind in "fiub":
+        f = v.astype("float64")
+        stats = f"  min {f.min():.4g}  max {f.max():.4g}  mean {f.mean():.4g}"
+    return f"{list(v.shape)} {v.dtype}{stats}"
 
 
 def _cuda_graph_line(m) -> str:
@@ -329,11 +352,7 @@ def _run_text(args, m, result, outputs) -> str:
         lines.append(_cuda_graph_line(m))
     lines.append("outputs:")
     for k, v in outputs.items():
-        stats = ""
-        if v.size and v.dtype.kind in "fiub":
-            f = v.astype("float64")
-            stats = f"  min {f.min():.4g}  max {f.max():.4g}  mean {f.mean():.4g}"
-        lines.append(f"  {k}: {list(v.shape)} {v.dtype}{stats}")
+        lines.append(f"  {k}: {_output_text(v)}")
     if m.subgraphs:
         lines.append("subgraphs:")
         for s in m.subgraphs:

@@ -6,6 +6,7 @@ ran on the executor). Oracle: ONNX's reference evaluator, on fresh random inputs
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
@@ -53,3 +54,37 @@ def test_an_absent_optional_is_fed_as_none(rng):
         with Executor(graph) as ex:
             got = ex.run({"o": value}).numpy_outputs()["has"]
         assert bool(got) == bool(want) == (value is not None)
+
+
+def _split_model(sizes: list[int]) -> onnx.ModelProto:
+    """x (4, 3) -> SplitToSequence by ``sizes`` on axis 0 -> seq (a sequence output)."""
+    nodes = [helper.make_node("SplitToSequence", ["x", "sizes"], ["seq"], name="split", axis=0)]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
+                      [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None)],
+                      initializers=[onnx.numpy_helper.from_array(np.array(sizes, np.int64), "sizes")])
+
+
+def test_sglens_run_and_compare_take_a_sequence_output(tmp_path, capsys):
+    """``sglens run`` described every output by ``.size`` and crashed on a sequence; ``compare``
+    stacked one and crashed where its elements' shapes differ (here 1 and 3 rows)."""
+    from sglens.cli import main
+    path = tmp_path / "split.onnx"
+    onnx.save(_split_model([1, 3]), path)
+    assert main(["run", str(path), "--save-outputs", str(tmp_path / "out.npz")]) == 0
+    text = capsys.readouterr().out
+    assert "seq: sequence of 2 tensor(s): [1, 3] float32, [3, 3] float32" in text
+    saved = np.load(tmp_path / "out.npz")
+    assert sorted(saved.files) == ["seq[0]", "seq[1]"] and saved["seq[1]"].shape == (3, 3)
+    assert main(["compare", str(path), "--repeat", "1", "--warmup", "0"]) == 0
+    assert "->  OK" in capsys.readouterr().out
+
+
+def test_sequences_of_other_shapes_differ():
+    from engine.compare import errors
+    a, b = np.ones((1, 3), np.float32), np.ones((3, 3), np.float32)
+    assert errors([a, b], [a, b])["match"]
+    e = errors([a, b], [b, a])
+    assert not e["match"] and e["note"] == "sequences differ in length or element shapes"
+    assert not errors([a], [a, b])["match"]
+    near = errors([a, b], [a, b + np.float32(1e-2)])
+    assert not near["match"] and near["max_abs"] == pytest.approx(1e-2, rel=1e-3)
