@@ -633,3 +633,27 @@ def test_depthwise_refuses_a_padded_plane_far_larger_than_its_planes() -> None:
     with pytest.raises(ValueError, match="do not agree"):
         native._lib.depthwise_conv2d_f32(x, w.reshape(2, 9), np.zeros((1, 2, 9), np.float32), None,
                                          (3, 3, big, big, 1, 1, big, big, 3, 3))
+
+
+def test_compiled_fake_quantize_is_the_numpy_path_bit_for_bit(rng, monkeypatch):
+    """One pass for a per-tensor Q -> DQ pair (PP-OCRv4 rec in QDQ has 610 a run): the same
+    float32 division, round-half-even, clip and product as numpy's path, ties, NaN, infinities
+    and values past the integer range included; onnxruntime within one quantization step."""
+    if not native.available():
+        pytest.skip("extension not built")
+    from engine.kernels import quant
+    x = (rng.standard_normal((3, 5, 7, 11)) * 20).astype(np.float32)
+    s = np.array(rng.uniform(0.01, 0.5), np.float32)
+    x.flat[:6] = [np.nan, np.inf, -np.inf, 0.5 * s, 1.5 * s, -2.5 * s]   # ties round to even
+    for zp in (np.array(0, np.int8), np.array(-7, np.int8), np.array(128, np.uint8)):
+        info = np.iinfo(zp.dtype)
+        got = quant.fake_quantize(np, x, s, zp, axis=1, low=info.min, high=info.max)
+        with monkeypatch.context() as m:
+            m.setattr(native, "fake_quantize", lambda *a, **k: None)     # numpy's path
+            want = quant.fake_quantize(np, x, s, zp, axis=1, low=info.min, high=info.max)
+        assert got.dtype == want.dtype == np.float32 and got.shape == x.shape
+        np.testing.assert_array_equal(got, want)    # NaN where NaN, bit for bit elsewhere
+    with pytest.raises(ValueError, match="float32 arrays of one size"):
+        native._lib.fake_quantize_f32(np.zeros(4, np.float32), np.zeros(5, np.float32), 0.1, 0.0, -128.0, 127.0)
+    per_channel = np.full(5, 0.1, np.float32)
+    assert native.fake_quantize(np, x, per_channel, np.zeros(5, np.int8), -128, 127) is None   # numpy's path

@@ -90,6 +90,19 @@ def gelu(xp: Any, x: Any, div: float, one: float, half: float) -> np.ndarray | N
     return out
 
 
+def fake_quantize(xp: Any, x: Any, scale: Any, zero_point: Any, low: float,
+                  high: float) -> np.ndarray | None:
+    """``(clip(rint(x / s) + z, low, high) - z) * s`` of a float32 numpy array in one pass, for one
+    float32 scale and one zero point (a per-tensor Q -> DQ pair); None otherwise."""
+    if not applies(xp, x, scale) or scale.size != 1 or zero_point.size != 1:
+        return None
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    _lib.fake_quantize_f32(x, out, float(scale.reshape(())), float(zero_point.reshape(())),
+                           float(low), float(high))
+    return out
+
+
 def softmax_last(xp: Any, x: Any) -> np.ndarray | None:
     """Softmax over the last axis of a float32 numpy array, row by row in cache."""
     if not applies(xp, x) or x.ndim == 0 or x.shape[-1] == 0:

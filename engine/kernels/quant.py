@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from . import native
 from .dtypes import np_dtype
 from .nn import conv
 from .registry import register
@@ -101,7 +102,11 @@ def dequantize_linear(xp: Any, x: Any, scale: Any, zero_point: Any = None, *, ax
 def fake_quantize(xp: Any, x: Any, scale: Any, zero_point: Any, *, axis: int, low: float,
                   high: float) -> Any:
     """``DequantizeLinear(QuantizeLinear(x, scale, zp), scale, zp)`` for an integer zero point:
-    the same float32 steps on one array in place, no integer array between (``engine/fuse_qdq.py``)."""
+    the same float32 steps on one array in place, no integer array between (``engine/fuse_qdq.py``);
+    per tensor on numpy, the compiled one-pass form (``native.fake_quantize``), bit for bit."""
+    y = native.fake_quantize(xp, x, scale, zero_point, low, high)
+    if y is not None:
+        return y
     s = _broadcast_param(scale, x, axis, 0).astype(np.float32, copy=False)
     z = _broadcast_param(zero_point, x, axis, 0).astype(np.float32)
     v = _quantized(xp, x, s, z, low, high)
