@@ -185,7 +185,18 @@ def registry() -> dict[str, Entry]:
                       f"{torch_models.EXPORTS[name].about}; statically quantized to int8 in QDQ form "
                       "(onnxruntime's quantize_static, per-channel weights, MinMax on 4 batches)",
                       _converted_loader(name, "qdq")) for name in converted.QDQ_OF]
+    entries += [Entry(f"{name}_qdq", "qdq-int8", f"pypi:{pypi_models.MODELS[name].wheel}+ort-quantize_static",
+                      f"{pypi_models.MODELS[name].about}; statically quantized to int8 in QDQ form as for "
+                      "TensorRT (onnxruntime's quantize_static, symmetric, per-channel weights)",
+                      _wheel_converted_loader(name)) for name in converted.WHEEL_QDQ_OF]
     return {e.name: e for e in entries}
+
+
+def _wheel_converted_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]]]:
+    def load() -> tuple[bytes, dict[str, np.ndarray]]:
+        data, inputs = _wheel_loader(name)()
+        return converted.qdq_int8(data, inputs), inputs
+    return load
 
 
 # ------------------------------------------------------------------ maths --
@@ -315,16 +326,20 @@ def bench_model(name: str, family: str, model_bytes: bytes, inputs: dict[str, np
 
 
 def carried_rounding(graph: Any, model: onnx.ModelProto, feeds: dict[str, np.ndarray], tol: Tolerance,
-                     kernels: Any, measured: dict[str, np.ndarray]) -> bool:
+                     kernels: Any, measured: dict[str, np.ndarray]) -> str:
     """Whether outputs out of tolerance are rounding carried through the model, as ``sglens
     compare`` judges it: every node out of tolerance gives onnxruntime's output when run alone on
     onnxruntime's inputs (``engine/isolate.py``; a quantized model's steps), and the run checked
-    node by node gives the ``measured`` (fused) run's outputs."""
+    node by node gives the ``measured`` (fused) run's outputs: ``"rounding"``; ``"theirs"`` where
+    the nodes that still differ alone all have ONNX's reference evaluator on our side (onnxruntime's
+    kernel departs); else ``""``."""
     with Executor(graph, kernels=kernels) as ex:
         values = ex.run(feeds, keep_intermediates=True).values
     _, local = diagnose(graph, model, feeds, values, tol, kernels=kernels)
-    return bool(local["complete"]) and all(
-        compare_arrays(np.asarray(v), np.asarray(values[o]), tol)["match"] for o, v in measured.items())
+    same = all(compare_arrays(np.asarray(v), np.asarray(values[o]), tol)["match"] for o, v in measured.items())
+    theirs = same and 0 < local["n_departing"] == local["n_theirs"] and not local["n_unchecked"] \
+        and local["checked"] == local["differing"]
+    return "rounding" if bool(local["complete"]) and same else "theirs" if theirs else ""
 
 
 # ------------------------------------------------------------------ report --
@@ -353,7 +368,7 @@ def print_table(rows: list[dict]) -> None:
         print(f"{r['model']:<25}{r['family']:<19}{r['executed_nodes']:>6}{r['ort_ms']:>9.3f}{r['ours_ms']:>10.3f}"
               f"{r['ratio']:>7.2f}{r.get('repeat', 0):>5}{r['us_per_node']:>9.1f}{r['max_abs']:>10.2e}"
               f"{r['max_rel']:>10.2e}  "
-              f"{'yes' if r['match'] else 'rounding' if r.get('carried') else 'NO'}{note}")
+              f"{'yes' if r['match'] else {'rounding': 'rounding', 'theirs': 'NO (ort departs)'}.get(r.get('carried'), 'NO')}{note}")
 
 
 def print_profile(row: dict) -> None:
@@ -372,8 +387,10 @@ def _outputs_verdict(summ: dict) -> str:
     carried = (f"; {', '.join(summ['carried'])} out of it by rounding carried through the model only "
                "(every node out of tolerance, run alone on onnxruntime's inputs, gives its output)"
                if summ["carried"] else "")
+    theirs = (f"; {', '.join(summ['theirs'])} out of it where onnxruntime's own kernels depart (ONNX's "
+              "reference evaluator agrees with ours)" if summ["theirs"] else "")
     departing = f"; NOT within it: {', '.join(summ['departing'])}" if summ["departing"] else ""
-    return "outputs within tolerance" + carried + departing
+    return "outputs within tolerance" + carried + theirs + departing
 
 
 def summary(rows: list[dict], args: argparse.Namespace) -> dict:
@@ -385,7 +402,8 @@ def summary(rows: list[dict], args: argparse.Namespace) -> dict:
            "geomean_ratio": geomean([r["ratio"] for r in timed]), "worst": bad["model"],
            "worst_ratio": bad["ratio"], "worst_reproduce": reproduce([bad["model"]], args),
            "all_match": all(r["match"] for r in timed),
-           "carried": [r["model"] for r in timed if r.get("carried")],
+           "carried": [r["model"] for r in timed if r.get("carried") == "rounding"],
+           "theirs": [r["model"] for r in timed if r.get("carried") == "theirs"],
            "departing": [r["model"] for r in timed if not r["match"] and not r.get("carried")],
            "reproduce": reproduce([r["model"] for r in rows], args)}
     cpu = [r for r in timed if "cpu_ratio" in r]
