@@ -143,13 +143,22 @@ def test_a_subgraph_on_our_engine_fuses_as_the_whole_graph_does(rng, never_as_wr
         (child,) = ex._descendants()
         kinds = [s.node.op_type for s in child._steps if s.node.domain == FUSED_DOMAIN]
         assert kinds == ["Conv+BatchNormalization+Add+Add+Clip+Mul+Div"]
-        np.testing.assert_allclose(got, sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+        _close_to_rounding(got, sess.run(None, feeds)[0])
         ex.set_weight("three", np.array(100.0, np.float32))   # clip(a + 100, 0, 6) = 6: y = a
         again = ex.run(feeds).outputs["y"]
     model.graph.initializer[[i.name for i in model.graph.initializer].index("three")].CopyFrom(
         numpy_helper.from_array(np.array(100.0, np.float32), "three"))
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
+    _close_to_rounding(again, want)
+
+
+def _close_to_rounding(got: np.ndarray, want: np.ndarray) -> None:
+    """rtol 1e-4, and an atol of float32 rounding of the largest value (engine.tolerance's
+    ROUNDING_SCALE) beside 1e-4: a BatchNormalization folded into the conv's weights scales its
+    terms up to 6x, and where they cancel near zero among outputs of 90 one element was 3.8e-4
+    off onnxruntime (4e-6 of the largest; a CI seed found it)."""
+    from engine.tolerance import ROUNDING_SCALE
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 + ROUNDING_SCALE * float(np.abs(want).max()))
 
 
 def test_a_hard_swish_with_a_nan_bound_takes_numpys_passes(compiled, rng):
