@@ -7,6 +7,7 @@ batches drawn with seed 1 from the export's own inputs' shapes and dtypes).
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -55,10 +56,14 @@ def qdq_int8(data: bytes, inputs: dict[str, np.ndarray]) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         src, pre, out = Path(tmp, "src.onnx"), Path(tmp, "pre.onnx"), Path(tmp, "qdq.onnx")
         src.write_bytes(data)
+        here = os.getcwd()
+        os.chdir(tmp)   # its symbolic shape inference writes sym_shape_infer_temp.onnx where it runs
         try:
             quant_pre_process(str(src), str(pre))   # shape inference and folding, as the docs ask
         except Exception:  # noqa: BLE001 - its symbolic shape inference gives up on PP-OCR: as is, then
             pre.write_bytes(data)
+        finally:
+            os.chdir(here)
         quantize_static(str(pre), str(out), Batches(), quant_format=QuantFormat.QDQ,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
                         extra_options=TENSORRT_OPTIONS)
