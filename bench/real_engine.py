@@ -57,7 +57,8 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from engine.compare import diagnose, inputs_independent  # noqa: E402
+from engine.compare import diagnose, inputs_independent, same_as_measured  # noqa: E402
+from engine.verdict import onnxruntime_departs  # noqa: E402
 from engine.executor import Executor  # noqa: E402
 from engine.ort_fallback import OrtFallback  # noqa: E402
 from engine.profiling import Profiler  # noqa: E402
@@ -336,10 +337,8 @@ def carried_rounding(graph: Any, model: onnx.ModelProto, feeds: dict[str, np.nda
     with Executor(graph, kernels=kernels) as ex:
         values = ex.run(feeds, keep_intermediates=True).values
     _, local = diagnose(graph, model, feeds, values, tol, kernels=kernels)
-    same = all(compare_arrays(np.asarray(v), np.asarray(values[o]), tol)["match"] for o, v in measured.items())
-    theirs = same and 0 < local["n_departing"] == local["n_theirs"] and not local["n_unchecked"] \
-        and local["checked"] == local["differing"]
-    return "rounding" if bool(local["complete"]) and same else "theirs" if theirs else ""
+    same_as_measured(local, measured, values, tol)
+    return "rounding" if local["complete"] else "theirs" if onnxruntime_departs(local) else ""
 
 
 # ------------------------------------------------------------------ report --

@@ -44,7 +44,7 @@ from .isolate import isolate, local_check
 from .measure import Measurement, NodeTimeline, measure
 from .ort_fallback import LABEL, OrtFallback
 from .rss import PeakRSS
-from .tolerance import Tolerance, compare_arrays, default_tolerance, within_rounding
+from .tolerance import Tolerance, compare_arrays, default_tolerance
 from .verdict import Verdict, judge
 
 
@@ -426,7 +426,7 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
                           kernels=kernels) as ex:
                 eng_values = ex.run(feeds, keep_intermediates=True).values
             first_node, local = diagnose(graph, model, feeds, eng_values, tol, device, kernels)
-            _same_as_measured(local, eng.outputs, eng_values, tol)
+            same_as_measured(local, eng.outputs, eng_values, tol)
         except Exception as exc:  # diagnosis is a bonus: never lose the comparison over it
             notes.append(f"could not locate the first differing node: {type(exc).__name__}: {exc}")
     subgraphs, first = [], None
@@ -542,7 +542,7 @@ def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: 
     return subgraphs
 
 
-def _same_as_measured(local: dict[str, Any], measured: Mapping[str, Any], checked: Mapping[str, Any],
+def same_as_measured(local: dict[str, Any], measured: Mapping[str, Any], checked: Mapping[str, Any],
                       tol: Tolerance) -> None:
     """The nodes checked alone are those of a run that keeps every tensor, where fused chains run
     node by node; the measured run fuses them. Where the two runs' outputs part beyond tolerance,
@@ -557,8 +557,8 @@ def _same_as_measured(local: dict[str, Any], measured: Mapping[str, Any], checke
 def _subgraphs_alone(subgraphs: list[dict[str, Any]], run_graph: Graph, ref_values: Mapping[str, Any],
                      kernels: Any, tol: Tolerance) -> None:
     """Each subgraph whose outputs differ, run alone on onnxruntime's values of its inputs by the
-    runtime that ran it (``alone_matches``: True, False, or None where it could not be run alone):
-    with the engine run's nodes checked alone (``isolate.local_check``), a partitioned run's
+    runtime that ran it (``isolate.local_check``; ``alone_matches``: True, False, or None where it
+    could not be run alone): with the engine run's nodes checked alone, a partitioned run's
     difference that no subgraph makes is carried too (``verdict.judge``)."""
     nodes = {n.name: n for n in run_graph.nodes}
     for sg in subgraphs:
@@ -567,12 +567,8 @@ def _subgraphs_alone(subgraphs: list[dict[str, Any]], run_graph: Graph, ref_valu
             continue
         values = {**{t: run_graph.initializers[t].value for t in node.inputs if t in run_graph.initializers},
                   **ref_values}
-        try:
-            got = isolate(node, run_graph.opset, values, kernels, tol, sg["executor"])
-        except Exception:  # noqa: BLE001 - not checked, so never called carried
-            got = None
-        sg["alone_matches"] = None if not got or "ours_vs_onnxruntime" not in got else \
-            all(within_rounding(e) for e in got["ours_vs_onnxruntime"].values())
+        alone = local_check([node], run_graph.opset, values, kernels, tol, runtimes={node.name: sg["executor"]})
+        sg["alone_matches"] = None if alone["n_unchecked"] else alone["complete"]
 
 
 def _scale_of_difference(e: Mapping[str, Any]) -> float:

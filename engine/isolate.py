@@ -122,15 +122,19 @@ def local_check(nodes: Sequence[Node], opset: Mapping[str, int], values: Mapping
             "complete": ran == len(nodes) and not unchecked and not departing}
 
 
+def _sides(ref: Mapping[str, Mapping[str, Any]]) -> tuple[bool, bool]:
+    """Whether ONNX's reference evaluator agrees with ours, and with onnxruntime."""
+    return (all(e["match"] for e in ref["vs_ours"].values()),
+            all(e["match"] for e in ref["vs_onnxruntime"].values()))
+
+
 def _theirs(ref: Mapping[str, Mapping[str, Any]] | None) -> bool:
     """Whether ONNX's reference evaluator sides with ours against onnxruntime's kernel."""
-    return bool(ref) and all(e["match"] for e in ref["vs_ours"].values()) and \
-        not all(e["match"] for e in ref["vs_onnxruntime"].values())
+    return bool(ref) and _sides(ref) == (True, False)
 
 
 def _verdict(ref: Mapping[str, Mapping[str, Any]]) -> str:
-    ours_ok = all(e["match"] for e in ref["vs_ours"].values())
-    ort_ok = all(e["match"] for e in ref["vs_onnxruntime"].values())
+    ours_ok, ort_ok = _sides(ref)
     head = "fed onnxruntime's own inputs, this node still differs from onnxruntime; "
     if ours_ok and not ort_ok:
         return head + ("ONNX's reference evaluator agrees with ours: onnxruntime's kernel departs "

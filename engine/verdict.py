@@ -22,9 +22,10 @@ report contradict itself or claim too much:
   difference at rounding level moves a value across a QuantizeLinear's rounding boundary, and
   the whole step travels to the outputs, so correct kernels give outputs out of any float
   tolerance. Where every node out of tolerance, run alone on onnxruntime's own inputs, gives
-  onnxruntime's output (``isolate.local_check``) and our kernels ran every differing run, the
-  verdict is ``rounding``, not ``differ``: no kernel of ours departs. One node that still
-  differs alone, or one that could not be run alone, keeps it ``differ``.
+  onnxruntime's output (``isolate.local_check``; in a partitioned run that differs, each
+  differing subgraph too, run by the runtime that ran it), the verdict is ``rounding``, not
+  ``differ``: no kernel departs. One node that still differs alone, or one that could not be
+  run alone, keeps it ``differ``.
 
 The same text is the CLI's (``sglens compare``) and the web run card's.
 """
@@ -112,7 +113,7 @@ def _difference(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: 
     names = sorted({name for name, _ in differing})
     which = f"{_listing(names)} ({' and '.join(runs)} run{'s' if len(runs) > 1 else ''})"
     carried = _carried(runs, subgraphs, local)
-    theirs = bool(local) and 0 < local.get("n_departing", 0) == local.get("n_theirs", 0)
+    theirs = onnxruntime_departs(local)
     headline = (f"≈ outputs differ from onnxruntime by rounding carried through the model, not by a "
                 f"kernel: {which}" if carried else
                 f"✘ outputs differ from onnxruntime, whose own kernels depart from the operators' "
@@ -123,6 +124,11 @@ def _difference(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: 
     return Verdict(ROUNDING if carried else DIFFER, headline,
                    tuple(_local_details(local, carried) + _alone_details(subgraphs) + details
                          + _sensitivity_details(outputs, names) + _rel_details(outputs)), first, None)
+
+
+def onnxruntime_departs(local: Mapping[str, Any] | None) -> bool:
+    """Whether every node that still differs alone has ONNX's reference evaluator on our side."""
+    return bool(local) and 0 < local.get("n_departing", 0) == local.get("n_theirs", 0)
 
 
 def _carried(runs: Sequence[str], subgraphs: Sequence[Mapping[str, Any]],

@@ -297,3 +297,31 @@ def test_the_local_check_judges_a_float16_tensor_by_float16_rounding(rng):
     wrong[:4] += np.float16(5.0)
     got = local_check(graph.nodes, graph.opset, {"a": a, "b": b, "y": wrong}, None, tol)
     assert got["departing"] == ["add"] and not got["complete"]
+
+
+def test_each_differing_subgraph_is_run_alone_by_its_runtime(rng):
+    """``alone_matches``: onnxruntime's inputs through the subgraph alone give onnxruntime's output
+    (True), or not (False: a value that is not what the subgraph computes), or it cannot be run
+    alone (None: an input value missing)."""
+    import onnxruntime as ort
+    from engine.compare import _subgraphs_alone
+    from partition.runner import partition
+    model = _boundary_model()
+    graph = load_model(model.SerializeToString())
+    part = partition(graph, "default", ops=["QuantizeLinear", "DequantizeLinear"])
+    sg_node = next(n for n in part.graph.nodes if n.is_subgraph and "x" in n.inputs)
+    x = (rng.integers(-40, 40, (1, 4, 8, 8)) + 0.5).astype(np.float32)
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(model)
+    exposed.graph.output.extend(onnx.ValueInfoProto(name=t) for t in sg_node.outputs)
+    sess = ort.InferenceSession(exposed.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = {"x": x, **dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"x": x})))}
+    out = sg_node.outputs[0]
+
+    def alone(values):
+        record = {"node": sg_node.name, "executor": "engine", "outputs": {out: {"match": False}}}
+        _subgraphs_alone([record], part.graph, values, None, Tolerance())
+        return record["alone_matches"]
+    assert alone(ref) is True
+    assert alone({**ref, out: ref[out] + np.float32(1.0)}) is False
+    assert alone({k: v for k, v in ref.items() if k != "x"}) is None
