@@ -36,9 +36,11 @@ import numpy as np
 import onnx
 
 from partition.ir import Graph
+from partition.onnx_io import to_model_proto
 
 from .budget import check_memory_budget
 from .executor import Executor, to_numpy
+from .flatten_branches import flatten_taken_branches
 from .float16 import computes_in_float16
 from .isolate import isolate, local_check
 from .measure import Measurement, NodeTimeline, measure
@@ -300,6 +302,11 @@ def _identical(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
 
 
+#: Passes of ``flatten_taken_branches`` the diagnosis makes at most: each exposes the ``If``s
+#: nested one level deeper.
+FLATTEN_ROUNDS = 4
+
+
 def diagnose(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
              ours: Mapping[str, Any], tol: Tolerance, device: str = "cpu",
              kernels: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -309,9 +316,37 @@ def diagnose(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarra
     same for every node out of tolerance (``isolate.local_check``).
 
     ``ours`` holds every intermediate of our engine's run; onnxruntime is run once
-    more with every top-level node output exposed. Nodes inside If/Loop bodies are
-    judged through the control-flow node that holds them.
+    more with every top-level node output exposed. Where an ``If`` could not be run alone, its
+    taken branch replaces it (``engine/flatten_branches.py``) and both runtimes run the flattened
+    graph, so the branch's nodes are checked one by one (``local["flattened"]``: those ``If``s);
+    nodes inside Loop/Scan bodies are judged through the node that holds them.
     """
+    first, local, ref = _diagnose_graph(graph, model, feeds, ours, tol, device, kernels)
+    flattened: list[str] = []
+    flat_ours = ours
+    for _ in range(FLATTEN_ROUNDS):
+        if not local["n_unchecked"]:
+            break
+        graph, names = flatten_taken_branches(graph, {**feeds, **ref})
+        if not names:
+            break
+        flattened += names
+        with Executor(graph, device=device, subgraph_runtime="engine", kernels=kernels) as ex:
+            flat_ours = ex.run(feeds, keep_intermediates=True).values
+        first, local, ref = _diagnose_graph(graph, to_model_proto(graph), feeds, flat_ours, tol, device,
+                                            kernels)
+    if flattened:
+        local["flattened"] = flattened
+        # the flattened run stands for the run with the Ifs: where their outputs part, it does not
+        same_as_measured(local, {o: ours[o] for o in graph.outputs if o in ours}, flat_ours, tol,
+                         key="flattened_differs")
+    return first, local
+
+
+def _diagnose_graph(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+                    ours: Mapping[str, Any], tol: Tolerance, device: str, kernels: Any
+                    ) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
+    """``diagnose`` on one graph as it stands, and onnxruntime's values of its tensors."""
     names = [t for n in graph.nodes for t in n.outputs if t]
     ref, _, _ = _run_ort(model, names, device, feeds, repeat=1, warmup=0)
     differing: list[tuple[Any, str, dict[str, Any]]] = []   # (node, its first tensor out, errors)
@@ -321,7 +356,7 @@ def diagnose(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarra
         if e is not None:
             differing.append((node, *e))
     if not differing:   # every tensor as onnxruntime computes the ops as written (none fused)
-        return None, local_check([], graph.opset, {}, kernels, tol)
+        return None, local_check([], graph.opset, {}, kernels, tol), ref
     node, t, e = differing[0]
     values = {**{w: graph.initializers[w].value for n, _, _ in differing for w in n.inputs
                  if w in graph.initializers}, **feeds, **ref}
@@ -329,7 +364,7 @@ def diagnose(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarra
     # every node out of tolerance alone (engine/isolate.py): a difference no kernel makes is carried
     local = local_check([n for n, _, _ in differing], graph.opset, values, kernels, tol,
                         known={node.name: first})
-    return {"node": node.name, "op_type": node.op_type, "tensor": t, **e, "isolated": first}, local
+    return {"node": node.name, "op_type": node.op_type, "tensor": t, **e, "isolated": first}, local, ref
 
 
 def _isolated(graph: Graph, node: Any, values: Mapping[str, Any], kernels: Any,
@@ -442,7 +477,7 @@ def compare(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
         if (local or {}).get("complete") and \
                 not all(outputs[o]["partitioned"]["match"] for o in graph.outputs):
             _subgraphs_alone(subgraphs, run_graph, ref_values, kernels, tol)
-    _add_sensitivity(outputs, model, feeds, device, ref, notes)
+    _add_sensitivity(outputs, model, feeds, device, ref, notes, half)
     for name in unchanged or ():
         for e in outputs[name].values():
             e["inputs_independent"] = True   # the verdict words it (engine/verdict.py)
@@ -463,11 +498,17 @@ SENSITIVITY_ULPS = 8
 
 
 def reference_sensitivity(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], device: str,
-                          names: Sequence[str], ref: Mapping[str, Any]) -> dict[str, float]:
+                          names: Sequence[str], ref: Mapping[str, Any],
+                          float16: bool = False) -> dict[str, float]:
     """Per output of ``names``: the largest change of onnxruntime's own output when its float
     inputs are scaled by ``1 + SENSITIVITY_ULPS`` ulp -- what rounding-level input changes do to
-    this model. Empty when no input is a float tensor."""
-    moved = {k: (v * (1 + SENSITIVITY_ULPS * np.finfo(v.dtype).eps)).astype(v.dtype)
+    this model. Empty when no input is a float tensor. ``float16``: the model computes in float16,
+    so the ulp is float16's even for a float32 input (a model that casts its float32 input to
+    float16 rounds float32 ulps away: onnxruntime's output did not move at all, and the verdict
+    read that as "more than rounding explains")."""
+    def ulp(dtype: np.dtype) -> float:
+        return float(np.finfo(np.float16).eps) if float16 else float(np.finfo(dtype).eps)
+    moved = {k: (v * (1 + SENSITIVITY_ULPS * ulp(v.dtype))).astype(v.dtype)
              if np.issubdtype(np.asarray(v).dtype, np.floating) else v for k, v in feeds.items()}
     if all(moved[k] is feeds[k] for k in feeds):
         return {}
@@ -485,7 +526,7 @@ def reference_sensitivity(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray
 
 def _add_sensitivity(outputs: dict[str, dict[str, Any]], model: onnx.ModelProto,
                      feeds: Mapping[str, np.ndarray], device: str, ref: Mapping[str, Any],
-                     notes: list[str]) -> None:
+                     notes: list[str], float16: bool) -> None:
     """Where an output differs, how much onnxruntime's own output moves under rounding-level
     input changes (``ref_sensitivity`` on each of its runs' errors, which the verdict words):
     a dynamically quantized OCR differed by 0.19 while onnxruntime moved 0.3 by itself, and the
@@ -494,7 +535,7 @@ def _add_sensitivity(outputs: dict[str, dict[str, Any]], model: onnx.ModelProto,
     if not differing:
         return
     try:
-        found = reference_sensitivity(model, feeds, device, differing, ref)
+        found = reference_sensitivity(model, feeds, device, differing, ref, float16)
     except Exception as exc:  # noqa: BLE001 - a bonus, like the diagnosis: never lose the comparison
         notes.append(f"could not measure onnxruntime's own sensitivity: {type(exc).__name__}: {exc}")
         return
@@ -543,14 +584,14 @@ def _boundaries(sg_infos: list[Any], ran_records: list[dict[str, Any]], values: 
 
 
 def same_as_measured(local: dict[str, Any], measured: Mapping[str, Any], checked: Mapping[str, Any],
-                      tol: Tolerance) -> None:
+                      tol: Tolerance, key: str = "fused_differs") -> None:
     """The nodes checked alone are those of a run that keeps every tensor, where fused chains run
     node by node; the measured run fuses them. Where the two runs' outputs part beyond tolerance,
     a fused kernel adds a difference no node shows alone: the check does not cover the measured
-    run, so it is not complete (``fused_differs`` names the outputs)."""
+    run, so it is not complete (``key``, ``fused_differs`` unless told, names the outputs)."""
     parted = [o for o, v in measured.items() if o in checked and not errors(v, checked[o], tol)["match"]]
     if parted:
-        local["fused_differs"] = parted
+        local[key] = parted
         local["complete"] = False
 
 

@@ -123,7 +123,7 @@ def _difference(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: 
                "outputs do not)"] if first else []
     return Verdict(ROUNDING if carried else DIFFER, headline,
                    tuple(_local_details(local, carried) + _alone_details(subgraphs) + details
-                         + _sensitivity_details(outputs, names) + _rel_details(outputs)), first, None)
+                         + _sensitivity_details(outputs, names, carried) + _rel_details(outputs)), first, None)
 
 
 def onnxruntime_departs(local: Mapping[str, Any] | None) -> bool:
@@ -145,9 +145,22 @@ def _carried(runs: Sequence[str], subgraphs: Sequence[Mapping[str, Any]],
 
 
 def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
-    """What running each node out of tolerance alone found (``isolate.local_check``)."""
+    """What running each node out of tolerance alone found (``isolate.local_check``), after how the
+    graph was flattened for it, if it was."""
     if not local:
         return []
+    return _flattened_detail(local) + _local_findings(local, carried)
+
+
+def _flattened_detail(local: Mapping[str, Any]) -> list[str]:
+    ifs = local.get("flattened")
+    if not ifs:
+        return []
+    return [f"each If was replaced by the branch it took on these inputs ({_listing(ifs)}), and both "
+            "runtimes ran that graph, so the nodes inside are checked one by one"]
+
+
+def _local_findings(local: Mapping[str, Any], carried: bool) -> list[str]:
     n = local["differing"]
     if carried and not n:
         return ["compared tensor by tensor with onnxruntime's run of the ops as the model writes them "
@@ -165,7 +178,7 @@ def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
                 "round at the model's casts -- and it travels on; judge what the output decides (e.g. "
                 "its argmax)"]
     lines = []
-    if not n and not local.get("fused_differs"):
+    if not n and not local.get("fused_differs") and not local.get("flattened_differs"):
         return []
     if local.get("n_departing"):
         theirs = local.get("n_theirs", 0)
@@ -179,6 +192,10 @@ def _local_details(local: Mapping[str, Any] | None, carried: bool) -> list[str]:
     if local.get("n_unchecked"):
         lines.append(f"{local['n_unchecked']} node(s) out of tolerance could not be run alone (control "
                      f"flow, or a value onnxruntime did not expose): {_listing(local['unchecked'])}")
+    if local.get("flattened_differs"):
+        lines.append(f"with each If replaced by the branch it took ({_listing(local['flattened'])}, to check "
+                     f"its nodes one by one), our run's {_listing(local['flattened_differs'])} part from the run "
+                     "with the If: the check does not stand for it")
     if local.get("fused_differs"):
         lines.append("the run checked node by node (fused chains as written, to keep every tensor) and "
                      f"the measured run (chains fused) differ at {_listing(local['fused_differs'])}: a fused "
@@ -230,14 +247,14 @@ def _rel_details(outputs: Mapping[str, Mapping[str, dict[str, Any]]],
         for e in per.values():
             if e.get("rel_note") and (not only_missing or e.get("max_rel") is None):
                 notes.setdefault(name, e["rel_note"])
-    if not notes:
-        return []
-    limited = sorted(notes)
-    return [f"max rel of {_listing(limited)}: {notes[limited[0]]}"]
+    by_note: dict[str, list[str]] = {}   # one line a note: outputs' notes differ (none near zero / some)
+    for name in sorted(notes):
+        by_note.setdefault(notes[name], []).append(name)
+    return [f"max rel of {_listing(names)}: {note}" for note, names in by_note.items()]
 
 
 def _sensitivity_details(outputs: Mapping[str, Mapping[str, dict[str, Any]]],
-                         names: Sequence[str]) -> list[str]:
+                         names: Sequence[str], carried: bool = False) -> list[str]:
     """Per differing output whose reference sensitivity was measured (``compare``'s
     ``ref_sensitivity``): our difference beside how far onnxruntime's own output moves when its
     float inputs move by a few ulp. About as far: the model amplifies rounding (re-quantized
@@ -247,7 +264,7 @@ def _sensitivity_details(outputs: Mapping[str, Mapping[str, dict[str, Any]]],
         per = outputs[name]
         moved = next((e["ref_sensitivity"] for e in per.values() if "ref_sensitivity" in e), None)
         ours = max((float(e.get("max_abs") or 0.0) for e in per.values() if not e["match"]), default=0.0)
-        if moved is None:
+        if not moved:   # not measured, or onnxruntime's output did not move: the probe says nothing
             continue
         own = (f"onnxruntime's own {name} moves by up to {moved:.3g} when its float inputs move by "
                "a few units in the last place")
@@ -256,7 +273,7 @@ def _sensitivity_details(outputs: Mapping[str, Mapping[str, dict[str, Any]]],
                          f"{'less than that' if ours <= moved else 'about as much'}: this model amplifies "
                          "rounding-level differences (re-quantized activations, thresholds), so its "
                          "values cannot agree closer -- judge what the output decides (e.g. its argmax)")
-        else:
+        elif not carried:   # every node checked alone outweighs a probe that moves only the inputs
             lines.append(f"{own}; ours differs by {ours:.3g}, more than rounding explains")
     return lines
 

@@ -195,6 +195,63 @@ def test_a_difference_is_set_beside_onnxruntimes_own_sensitivity(rng):
     assert right.ok and "ref_sensitivity" not in right.outputs["y"]["engine"]   # measured only for a difference
 
 
+def _float16_fraction_model():
+    """The fractional-part model computing in float16 behind a float32 input and output (as
+    onnxruntime's float16 converter leaves a model's interface): y = f - Floor(f), f = x16 * 64."""
+    from onnx import TensorProto
+    big = numpy_helper.from_array(np.array(64.0, dtype=np.float16), "big")
+    nodes = [helper.make_node("Cast", ["x"], ["x16"], name="to16", to=TensorProto.FLOAT16),
+             helper.make_node("Mul", ["x16", "big"], ["m"], name="mul"),
+             helper.make_node("Floor", ["m"], ["f"], name="floor"),
+             helper.make_node("Sub", ["m", "f"], ["y16"], name="frac"),
+             helper.make_node("Cast", ["y16"], ["y"], name="to32", to=TensorProto.FLOAT)]
+    return make_model(nodes, [vi("x", [32, 32])], [vi("y", [32, 32])], initializers=[big])
+
+
+def test_a_float16_models_sensitivity_is_probed_at_float16s_last_place(rng):
+    """A model that casts its float32 input to float16 rounds a float32 ulp away: probed at float32's
+    last place, onnxruntime's output did not move at all and the verdict said ours was "more than
+    rounding explains" on that. Probed at float16's, onnxruntime's own output moves, measured
+    against onnxruntime itself on inputs moved by as many float16 ulps; a probe that moves nothing
+    says nothing."""
+    from engine.verdict import judge
+    model = _float16_fraction_model()
+    feeds = {"x": rng.uniform(0.2, 0.8, (32, 32)).astype(np.float32)}
+    g = load_model(model.SerializeToString())
+    from engine.options import find_kernel
+
+    def nudged(node, opset):   # the float16 rounding steps are the engine's own host nodes
+        kernel = find_kernel(node, opset)
+        return (lambda xp, a, b, **_: ((a * b) * np.float32(1 + 2e-3),)) if node.op_type == "Mul" else kernel
+    c = compare(g, model, feeds, executor="engine", kernels=nudged, repeat=1)
+    e = c.outputs["y"]["engine"]
+    assert not e["match"] and e["ref_sensitivity"] > 0
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    moved = (feeds["x"] * (1 + 8 * np.finfo(np.float16).eps)).astype(np.float32)
+    own = np.max(np.abs(sess.run(None, {"x": moved})[0] - sess.run(None, feeds)[0]))
+    assert own > 0 and e["ref_sensitivity"] == pytest.approx(float(own))
+    still = {"y": {"engine": {**e, "ref_sensitivity": 0.0}}}
+    assert not any("moves by up to" in d for d in judge(still, [], c.tolerance, None).details)
+    # where every node out of tolerance was checked alone (carried), a probe of the inputs alone
+    # does not contradict it with "more than rounding explains"
+    small = {"y": {"engine": {**e, "ref_sensitivity": e["max_abs"] / 10}}}
+    assert any("more than rounding explains" in d for d in judge(small, [], c.tolerance, None).details)
+    carried = {"differing": 1, "checked": 1, "departing": [], "n_departing": 0, "unchecked": [],
+               "n_unchecked": 0, "complete": True}
+    v = judge(small, [], c.tolerance, carried)
+    assert v.status == "rounding" and not any("more than rounding explains" in d for d in v.details)
+
+
+def test_each_max_rel_note_is_said_of_its_own_outputs():
+    """One output with no element far from zero, another with some: two lines, each naming its own."""
+    from engine.verdict import judge
+    none_far = {"match": False, "max_abs": 0.1, "rel_note": "no element has |ref| > 0.001"}
+    some_far = {"match": False, "max_abs": 0.1, "rel_note": "max rel over the 3 of 9 elements"}
+    details = judge({"a": {"engine": none_far}, "b": {"engine": some_far}}, [], Tolerance(), None).details
+    assert "max rel of a: no element has |ref| > 0.001" in details
+    assert "max rel of b: max rel over the 3 of 9 elements" in details
+
+
 def _light_model_path():
     """A model-zoo SqueezeNet as the onnx wheel ships it for its own test suite (opset 9, IR 3):
     every conv weight a ConstantOfShape filled with 0.02 -- a third-party file every user of

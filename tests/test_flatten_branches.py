@@ -1,0 +1,161 @@
+"""An If replaced by the branch it took (``engine/flatten_branches.py``), and what that gives the
+comparison's local check: a difference made inside an If (a float16 silero-VAD keeps its whole
+network in one) is checked node by node instead of leaving the If unchecked. Real onnxruntime,
+fresh random inputs; the rounding case is the QDQ boundary model of test_compare_rounding inside
+two nested Ifs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from engine.compare import compare
+from engine.executor import Executor
+from engine.flatten_branches import flatten_taken_branches
+from partition import load_model
+from partition.ir import Node
+from partition.onnx_io import to_model_proto
+
+from conftest import make_model
+from test_compare_rounding import _nudged_convs
+
+C = 4
+
+
+def _branch(name: str, nodes: list, outputs: list[str], inits: list | None = None) -> onnx.GraphProto:
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                                               for o in outputs], inits or [])
+
+
+def _nested_boundary_model() -> onnx.ModelProto:
+    """``if gate: (if inner: QDQ -> identity Conv -> QDQ) else: x * 2``, the Conv's weights and the
+    quantization parameters inside the branches. Fed half-integers, the Conv gives them exactly and
+    the last QuantizeLinear rounds each half to even: a rounding-level change of the Conv moves
+    every even one a whole step (test_compare_rounding's boundary model)."""
+    eye = np.eye(C, dtype=np.int8).reshape(C, C, 1, 1)
+    inner_inits = [numpy_helper.from_array(np.array(0.5, np.float32), "sx"),
+                   numpy_helper.from_array(np.array(1.0, np.float32), "sy"),
+                   numpy_helper.from_array(np.array(0, np.int8), "z"),
+                   numpy_helper.from_array(eye, "wq"), numpy_helper.from_array(np.ones(C, np.float32), "sw"),
+                   numpy_helper.from_array(np.zeros(C, np.int8), "zw")]
+    inner_then = _branch("inner_then", [
+        helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"], name="quantize_x"),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xd"], name="dequantize_x"),
+        helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["w"], name="dequantize_w", axis=0),
+        helper.make_node("Conv", ["xd", "w"], ["c"], name="conv"),
+        helper.make_node("QuantizeLinear", ["c", "sy", "z"], ["cq"], name="quantize_c"),
+        helper.make_node("DequantizeLinear", ["cq", "sy", "z"], ["q"], name="dequantize_c")], ["q"], inner_inits)
+    inner_else = _branch("inner_else", [helper.make_node("Neg", ["x"], ["n"], name="neg")], ["n"])
+    outer_then = _branch("outer_then", [
+        helper.make_node("If", ["inner"], ["r"], name="inner_if", then_branch=inner_then, else_branch=inner_else),
+        helper.make_node("Relu", ["r"], ["t"], name="relu")], ["t"])
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    outer_else = _branch("outer_else", [helper.make_node("Mul", ["x", "two"], ["e"], name="double")], ["e"], [two])
+    nodes = [helper.make_node("If", ["gate"], ["y"], name="gate_if", then_branch=outer_then, else_branch=outer_else)]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 8, 8]),
+                              helper.make_tensor_value_info("gate", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("inner", TensorProto.BOOL, [])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C, 8, 8])])
+
+
+def _feeds(rng, gate: bool = True, inner: bool = True) -> dict[str, np.ndarray]:
+    return {"x": (rng.integers(-40, 40, (1, C, 8, 8)) + 0.5).astype(np.float32),
+            "gate": np.array(gate), "inner": np.array(inner)}
+
+
+def test_the_taken_branch_replaces_the_if_and_computes_the_same(rng):
+    """Both branches of both Ifs, flattened round by round on the conditions' values: the graph
+    has no If left, its nodes carry the If's name, and onnxruntime gives the original's outputs."""
+    model = _nested_boundary_model()
+    graph = load_model(model.SerializeToString())
+    for gate, inner in ((True, True), (True, False), (False, True)):
+        feeds = _feeds(rng, gate, inner)
+        flat, first = flatten_taken_branches(graph, feeds)
+        assert first == ["gate_if"]
+        flat, second = flatten_taken_branches(flat, feeds)
+        assert second == (["gate_if/inner_if"] if gate else [])
+        assert not any(n.op_type == "If" for n in flat.nodes)
+        names = {n.name for n in flat.nodes}
+        assert ("gate_if/inner_if/conv" in names) == (gate and inner)
+        assert ("gate_if/double" in names) == (not gate)
+        want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        got = ort.InferenceSession(to_model_proto(flat).SerializeToString(),
+                                   providers=["CPUExecutionProvider"]).run(None, feeds)
+        np.testing.assert_array_equal(got[0], want[0])
+        with Executor(flat) as ex:
+            np.testing.assert_array_equal(ex.run(feeds).numpy_outputs()["y"], want[0])
+
+
+def test_an_unknown_condition_or_a_branch_that_redefines_a_name_stays():
+    """No condition value: nothing changes. A branch whose node writes a name the graph already has
+    (ONNX's scoping forbids it; such a file is left as it is rather than made ambiguous)."""
+    graph = load_model(_nested_boundary_model().SerializeToString())
+    assert flatten_taken_branches(graph, {}) == (graph, [])
+    gate_if = graph.nodes[0]
+    then = gate_if.subgraphs["then_branch"]
+    relu = then.nodes[1]
+    clash = then.replace(nodes=[then.nodes[0], Node.trusted(relu.name, "Relu", relu.inputs, ("gate",), "", {}, {})],
+                         outputs=("gate",))
+    node = Node.trusted(gate_if.name, "If", gate_if.inputs, gate_if.outputs, "", gate_if.attrs,
+                        {**gate_if.subgraphs, "then_branch": clash})
+    graph = graph.replace(nodes=[node])
+    assert flatten_taken_branches(graph, {"gate": np.array(True)}) == (graph, [])
+    assert flatten_taken_branches(graph, {"gate": np.array(False)})[1] == ["gate_if"]
+
+
+def test_a_difference_carried_inside_nested_ifs_is_rounding(rng):
+    """Our Conv a rounding-level 1e-6 off, two Ifs deep: without flattening the If is one node
+    that cannot be run alone and the verdict stays ``differ``; flattened, each node out of
+    tolerance gives onnxruntime's output alone: ``rounding``, and the detail names the Ifs."""
+    model = _nested_boundary_model()
+    graph = load_model(model.SerializeToString())
+    feeds = _feeds(rng)
+    c = compare(graph, model, feeds, executor="engine", kernels=_nudged_convs(1 + 1e-6), repeat=1, warmup=0)
+    assert not c.outputs["y"]["engine"]["match"]          # the premise: whole steps moved
+    local = c.local_check
+    assert local["flattened"] == ["gate_if", "gate_if/inner_if"]
+    assert local["complete"] and local["n_unchecked"] == 0 and local["checked"] == local["differing"] > 0
+    assert c.first_divergent_node["node"].startswith("gate_if/inner_if/")
+    v = c.verdict
+    assert v.status == "rounding", v.details
+    assert any("replaced by the branch it took" in d and "gate_if" in d for d in v.details), v.details
+
+
+def test_without_flattening_the_if_is_unchecked_and_the_verdict_differs(rng, monkeypatch):
+    import engine.compare
+    monkeypatch.setattr(engine.compare, "FLATTEN_ROUNDS", 0)
+    model = _nested_boundary_model()
+    graph = load_model(model.SerializeToString())
+    c = compare(graph, model, _feeds(rng), executor="engine", kernels=_nudged_convs(1 + 1e-6), repeat=1, warmup=0)
+    assert c.local_check["unchecked"] == ["gate_if"] and "flattened" not in c.local_check
+    assert c.verdict.status == "differ"
+
+
+def test_a_flattened_graph_that_computes_otherwise_is_not_believed(rng, monkeypatch):
+    """The check stands for the run with the Ifs only where the flattened run gives its outputs: a
+    flattening that took the wrong branch (forced here) parts from it, and the verdict stays
+    ``differ`` with the outputs named."""
+    import engine.compare
+    real = engine.compare.flatten_taken_branches
+    flipped = {"gate": np.array(True), "inner": np.array(False)}
+    monkeypatch.setattr(engine.compare, "flatten_taken_branches", lambda g, values: real(g, {**values, **flipped}))
+    model = _nested_boundary_model()
+    graph = load_model(model.SerializeToString())
+    c = compare(graph, model, _feeds(rng), executor="engine", kernels=_nudged_convs(1 + 1e-6), repeat=1, warmup=0)
+    assert c.local_check["flattened_differs"] == ["y"] and not c.local_check["complete"]
+    assert c.verdict.status == "differ"
+    assert any("part from the run with the If" in d for d in c.verdict.details), c.verdict.details
+
+
+def test_a_kernel_that_departs_inside_an_if_is_named(rng):
+    """The same model with the Conv 1% off: flattened, the Conv inside still differs alone on
+    onnxruntime's inputs; the verdict is ``differ`` and names it by its If."""
+    model = _nested_boundary_model()
+    graph = load_model(model.SerializeToString())
+    c = compare(graph, model, _feeds(rng), executor="engine", kernels=_nudged_convs(1.01), repeat=1, warmup=0)
+    local = c.local_check
+    assert not local["complete"] and local["departing"] == ["gate_if/inner_if/conv"]
+    assert c.verdict.status == "differ"
+    assert any("still differ" in d and "gate_if/inner_if/conv" in d for d in c.verdict.details)
