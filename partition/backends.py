@@ -115,8 +115,9 @@ _OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
 
 def _default_backend(ops: list[str], min_size: int) -> list[SubgraphProperty]:
     if not ops:
-        raise LensError("backend 'default' needs the op types it supports: pass --ops Conv,Relu,... "
-                        "(or \"ops\": [...] in the API)")
+        raise LensError("backend 'default' needs the op types it supports, e.g. Conv,Relu: in the ops "
+                        "field of the model page's toolbar, --ops on the command line, \"ops\": [...] "
+                        "in the API")
     bad = [o for o in ops if not _OP_NAME.fullmatch(o)]
     if bad:
         raise LensError(f"--ops: {bad} are not op type names; pass them comma-separated, e.g. --ops Conv,Relu")

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from browser_harness import checked_page, chromium, playwright_or_skip, save_screenshot, serving_with_model
-from ui_models import bookkeeping_heavy_model
+from ui_models import bookkeeping_heavy_model, control_flow_top_model
 
 pytestmark = pytest.mark.browser
 
@@ -120,6 +120,26 @@ def test_ops_guess_is_compute_ops(server, browser):
         guess = pg.input_value("#ops").split(",")
         assert set(guess) == {"Mul", "Add", "Relu"}, guess               # not Constant, Identity, Shape
         assert url_selection(pg.evaluate("location.href")) == ("default", {"ops": guess})
+
+
+def test_a_top_level_without_compute_ops_still_runs_on_a_fresh_page(browser, tmp_path_factory):
+    """Casts and an Equal around one If holding the compute: the guess falls back to the most
+    frequent op types (If among them) instead of none, and the first click on "Run comparison"
+    gives a finished run, not "backend 'default' needs the op types"."""
+    from app import create_app
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path_factory.mktemp("inst_cf"))})
+    with serving_with_model(app, control_flow_top_model(), "cf.onnx") as (base, mid):
+        with checked_page(browser, 1440, 900, 60000) as pg:
+            open_page(pg, f"{base}/models/{mid}")
+            guess = pg.input_value("#ops").split(",")
+            assert "If" in guess and "Identity" not in guess, guess
+            pg.click("[data-tab=runs]")
+            pg.wait_for_selector("fieldset.input-spec")
+            pg.click("#run-go")
+            pg.wait_for_selector("#run-plots .run-summary", timeout=120000)
+            assert "match" in pg.inner_text("#run-plots .run-summary")
+            assert pg.is_hidden("#run-error")
+            shot(pg, "control_flow_top")
 
 
 def test_constants_folded_with_shapes_on_edges_and_search_position(server, browser):

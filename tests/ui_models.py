@@ -77,3 +77,24 @@ def converging_edges_model(blocks: int = 3):
                       [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["unk__7", 2048, 64])],
                       [oh.make_tensor_value_info(prev, TensorProto.FLOAT, ["unk__7", 2048, 64])])
     return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
+
+
+def control_flow_top_model():
+    """A top level of bookkeeping around one If that holds all the compute (the float16 silero-VAD
+    of onnxruntime's converter: Casts, an Equal on the sample rate, the If, Identities)."""
+    def branch(name, scale):
+        k = numpy_helper.from_array(np.array(scale, np.float32), f"k_{name}")
+        return oh.make_graph([oh.make_node("Mul", ["x32", f"k_{name}"], [f"m_{name}"], name=f"mul_{name}"),
+                              oh.make_node("Relu", [f"m_{name}"], [f"r_{name}"], name=f"relu_{name}")],
+                             name, [], [oh.make_tensor_value_info(f"r_{name}", TensorProto.FLOAT, None)], [k])
+    rate = numpy_helper.from_array(np.array(16000, np.int64), "rate")
+    nodes = [oh.make_node("Cast", ["x"], ["x32"], name="cast_in", to=TensorProto.FLOAT),
+             oh.make_node("Equal", ["sr", "rate"], ["is16k"], name="equal_rate"),
+             oh.make_node("If", ["is16k"], ["y_if"], name="if_rate",
+                          then_branch=branch("then", 2.0), else_branch=branch("else", 0.5)),
+             oh.make_node("Identity", ["y_if"], ["y"], name="ident_out")]
+    g = oh.make_graph(nodes, "control_flow_top",
+                      [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8]),
+                       oh.make_tensor_value_info("sr", TensorProto.INT64, [])],
+                      [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])], [rate])
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)

@@ -144,10 +144,15 @@
     "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "GatherElements", "GatherND",
     "Slice", "Concat", "Split", "Expand", "Tile", "Range", "Where", "Equal", "Less", "Greater", "Not",
     "And", "Or", "If", "Loop", "Scan", "NonZero", "Pad", "Dropout", "Unique", "ScatterND", "ScatterElements"]);
-  /* The three most frequent compute op types (Conv, MatMul, Relu…), or none. */
+  /* The three most frequent compute op types (Conv, MatMul, Relu…). A graph whose top level has
+     none (a float16 silero-VAD: Casts around one If holding the whole network) gets its most
+     frequent op types but Constant and Identity: with no ops at all the first run failed ("backend
+     'default' needs the op types") on a page the user had only opened. */
+  const mostFrequent = (opCounts, keep) => Object.entries(opCounts || {}).filter(([op]) => keep(op))
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 3).map(([op]) => op);
   M.computeOps = function (opCounts) {
-    return Object.entries(opCounts || {}).filter(([op]) => !NOT_COMPUTE.has(op))
-      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 3).map(([op]) => op);
+    const compute = mostFrequent(opCounts, op => !NOT_COMPUTE.has(op));
+    return compute.length ? compute : mostFrequent(opCounts, op => op !== "Constant" && op !== "Identity");
   };
   M.initialSelection = function (params, backends, summary) {
     let backend = params.get("backend") || "default";
