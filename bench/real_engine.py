@@ -157,7 +157,8 @@ def _export_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]
         hit = torch_models.cached(name)
         if hit is None:
             try:
-                hit = torch_models.export(name)
+                base = name.removesuffix("_dynamo")
+                hit = torch_models.export_dynamo(base) if base != name else torch_models.export(name)
             except ImportError as exc:
                 raise Skip(f"not cached in {torch_models.cache_dir()} and cannot export here: {exc} "
                            "(pip install '.[bench]')") from None
@@ -178,6 +179,9 @@ def registry() -> dict[str, Entry]:
                for m in pypi_models.MODELS.values()]
     entries += [Entry(e.name, e.family, "export:torch", e.about, _export_loader(e.name))
                 for e in torch_models.EXPORTS.values()]
+    entries += [Entry(f"{name}_dynamo", torch_models.EXPORTS[name].family, "export:torch-dynamo",
+                      f"{torch_models.EXPORTS[name].about}; torch's default (dynamo) exporter: opset 20, IR 10",
+                      _export_loader(f"{name}_dynamo")) for name in torch_models.DYNAMO_OF]
     entries += [Entry(f"{name}_fp16", "float16", "export:torch+ort-float16",
                       f"{torch_models.EXPORTS[name].about}; weights and arithmetic float16 "
                       "(onnxruntime's float16 converter, float32 inputs and outputs)",
@@ -352,11 +356,11 @@ def reproduce(models: list[str], args: argparse.Namespace) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'model':<25}{'family':<19}{'nodes':>6}{'ort ms':>9}{'ours ms':>10}{'ratio':>7}{'runs':>5}"
+    print(f"{'model':<30}{'family':<19}{'nodes':>6}{'ort ms':>9}{'ours ms':>10}{'ratio':>7}{'runs':>5}"
           f"{'us/node':>9}{'max abs':>10}{'max rel':>10}  match")
     for r in rows:
         if "ratio" not in r:
-            print(f"{r['model']:<25}{r['family']:<19}  skipped: {r['skipped']}")
+            print(f"{r['model']:<30}{r['family']:<19}  skipped: {r['skipped']}")
             continue
         note = f"  ({r['fallback_nodes']} node(s) on onnxruntime fallback)" if r["fallback_nodes"] else ""
         note += f"  (weak check: {r['weak_outputs']} mostly below atol)" if r["weak_outputs"] else ""
@@ -364,7 +368,7 @@ def print_table(rows: list[dict]) -> None:
         note += f"  (weak check: {fixed} the same for other inputs)" if fixed else ""
         note += (f"  cpu: ort 1 thread {r['ort1_cpu_ms']:.3f} ms, ours {r['ours_cpu_ms']:.3f} ms = "
                  f"{r['cpu_ratio']:.2f}x" if "cpu_ratio" in r else "")
-        print(f"{r['model']:<25}{r['family']:<19}{r['executed_nodes']:>6}{r['ort_ms']:>9.3f}{r['ours_ms']:>10.3f}"
+        print(f"{r['model']:<30}{r['family']:<19}{r['executed_nodes']:>6}{r['ort_ms']:>9.3f}{r['ours_ms']:>10.3f}"
               f"{r['ratio']:>7.2f}{r.get('repeat', 0):>5}{r['us_per_node']:>9.1f}{r['max_abs']:>10.2e}"
               f"{r['max_rel']:>10.2e}  "
               f"{'yes' if r['match'] else {'rounding': 'rounding', 'theirs': 'NO (ort departs)'}.get(r.get('carried'), 'NO')}{note}")
@@ -515,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     reg = registry()
     if args.list:
         for e in reg.values():
-            print(f"{e.name:<25}{e.family:<19}{e.source:<34}{e.about}")
+            print(f"{e.name:<30}{e.family:<19}{e.source:<34}{e.about}")
         return 0
     names = choose(reg, args)
     load_start = os.getloadavg()

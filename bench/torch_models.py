@@ -10,6 +10,9 @@ inputs (``<name>.npz``, keyed by graph input name) are cached in ``SGLENS_BENCH_
 Nothing here is needed by the tests: torch and transformers are the ``bench`` extra.
 
     python bench/torch_models.py [NAME ...]     # export what is missing, print the cache
+
+``DYNAMO_OF`` names the architectures also exported by torch's default (dynamo) exporter, as
+``<name>_dynamo``: opset 20 and IR 10 as it writes them, weights inlined from its ``.data`` file.
 """
 
 from __future__ import annotations
@@ -323,6 +326,14 @@ EXPORTS: dict[str, Export] = {e.name: e for e in (
 )}
 
 
+#: Architectures also exported with torch's default exporter (``torch.onnx.export`` without
+#: ``dynamo=False``, the default since torch 2.9, needing ``onnxscript``): what a user exporting
+#: today gets -- opset 18 and up (20 with torch 2.14), IR 10, ONNX's own Gelu and
+#: LayerNormalization, the attention masks of ``scaled_dot_product_attention``, and the weights in an
+#: external ``.data`` file (inlined in the cached copy). Cached as ``<name>_dynamo``.
+DYNAMO_OF = ("bert_mini", "whisper_tiny_encoder", "llama", "mobilenet_v2")
+
+
 # ------------------------------------------------------------------- export --
 def paths(name: str) -> tuple[Path, Path]:
     return cache_dir() / f"{name}.onnx", cache_dir() / f"{name}.npz"
@@ -359,9 +370,36 @@ def export(name: str) -> tuple[Path, Path]:
     return onnx_path, npz_path
 
 
+def export_dynamo(name: str) -> tuple[Path, Path]:
+    """The cached export of ``name`` (one of ``DYNAMO_OF``) by torch's default exporter, as it writes
+    it but for the weights, loaded from its ``.data`` file into the one cached file; made now if
+    missing (needs torch, transformers and onnxscript)."""
+    import onnx
+    import torch
+    if (hit := cached(f"{name}_dynamo")) is not None:
+        return hit
+    module, inputs = EXPORTS[name].build()
+    module.eval()   # the default exporter traces the module as it is (the legacy one set eval mode)
+    onnx_path, npz_path = paths(f"{name}_dynamo")
+    onnx_path.parent.mkdir(parents=True, exist_ok=True)
+    args = tuple(torch.from_numpy(v) for v in inputs.values())
+    with tempfile.TemporaryDirectory(dir=onnx_path.parent, prefix=".export-") as tmp:
+        raw = Path(tmp) / "raw.onnx"
+        with torch.no_grad():
+            torch.onnx.export(module, args, str(raw), input_names=list(inputs), output_names=["output"])
+        model = onnx.load(str(raw))   # with its external data, from the export's own folder
+        onnx.save_model(model, str(Path(tmp) / "m.onnx"))
+        np.savez(Path(tmp) / "m.npz", **inputs)
+        os.replace(Path(tmp) / "m.npz", npz_path)
+        os.replace(Path(tmp) / "m.onnx", onnx_path)
+    return onnx_path, npz_path
+
+
 if __name__ == "__main__":
-    for key in sys.argv[1:] or list(EXPORTS):
+    for key in sys.argv[1:] or [*EXPORTS, *(f"{n}_dynamo" for n in DYNAMO_OF)]:
         try:
-            print(f"{export(key)[0]}  {EXPORTS[key].about}", flush=True)
+            base = key.removesuffix("_dynamo")
+            made = export_dynamo(base) if key != base else export(key)
+            print(f"{made[0]}  {EXPORTS[base].about}", flush=True)
         except Exception as exc:  # noqa: BLE001 -- one failed export must not stop the others
             print(f"{key}: export failed: {type(exc).__name__}: {exc}", flush=True)
