@@ -263,7 +263,7 @@ def test_an_annotations_element_type_is_not_an_input_shape_refusal(rng):
     refuse the inputs over it; a size the model cannot take is still refused."""
     w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Relu", ["m"], ["y"], name="relu")]
-    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "features"])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])], [w])
     model.graph.value_info.append(helper.make_tensor_value_info("m", TensorProto.FLOAT16, ["batch", 8]))
     g = load_model(model.SerializeToString())
