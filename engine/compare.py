@@ -323,6 +323,7 @@ def diagnose(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarra
     """
     first, local, ref = _diagnose_graph(graph, model, feeds, ours, tol, device, kernels)
     flattened: list[str] = []
+    top = set(graph.node_by_name)   # the graph's own nodes: what the page can show
     flat_ours = ours
     for _ in range(FLATTEN_ROUNDS):
         if not local["n_unchecked"]:
@@ -337,6 +338,8 @@ def diagnose(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, np.ndarra
                                             kernels)
     if flattened:
         local["flattened"] = flattened
+        if first is not None and first["node"] not in top:   # a node of a branch: the If holding it
+            first["inside"] = next((n for n in flattened if n in top and first["node"].startswith(n + "/")), None)
         # the flattened run stands for the run with the Ifs: where their outputs part, it does not
         same_as_measured(local, {o: ours[o] for o in graph.outputs if o in ours}, flat_ours, tol,
                          key="flattened_differs")

@@ -119,6 +119,7 @@ def test_a_difference_carried_inside_nested_ifs_is_rounding(rng):
     assert local["flattened"] == ["gate_if", "gate_if/inner_if"]
     assert local["complete"] and local["n_unchecked"] == 0 and local["checked"] == local["differing"] > 0
     assert c.first_divergent_node["node"].startswith("gate_if/inner_if/")
+    assert c.first_divergent_node["inside"] == "gate_if"     # what the page links to: a node of the graph
     v = c.verdict
     assert v.status == "rounding", v.details
     assert any("replaced by the branch it took" in d and "gate_if" in d for d in v.details), v.details
