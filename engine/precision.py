@@ -40,6 +40,7 @@ its Softmax a suspect, and the suspects-first search spent its first run pinning
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -60,6 +61,9 @@ TARGETS = ("fp16", "bf16", "int8")
 DATA_MOVEMENT = frozenset({
     "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Concat", "Split",
     "Slice", "Gather", "Expand", "Tile", "Pad", "DepthToSpace", "SpaceToDepth"})
+#: Data movement whose outputs hold only its inputs' elements: with every float input rounded,
+#: its outputs are (Pad is not here: its constant need not be representable).
+KEEPS_ROUNDED = DATA_MOVEMENT - {"Pad"}
 #: Ops that never compute on floats: nothing to round, never a candidate.
 NON_FLOAT_OPS = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "NonZero", "Range"})
 
@@ -122,6 +126,20 @@ class _State:
     reduced: frozenset[str] = frozenset()
     stats: bool = False
     counts: dict[str, NodeCounts] = field(default_factory=dict)
+    #: the outputs reduced nodes rounded this run, id -> weak reference: a reduced consumer reading
+    #: one takes it as it is, rounding being idempotent (whisper-tiny's attention tensors, 13.5M
+    #: elements, were rounded by their producer and again by each consumer)
+    rounded: dict[int, Any] = field(default_factory=dict)
+
+    def is_rounded(self, v: Any) -> bool:
+        ref = self.rounded.get(id(v))
+        return ref is not None and ref() is v   # the same object, not one reusing a freed id
+
+    def mark_rounded(self, v: Any) -> None:
+        try:
+            self.rounded[id(v)] = weakref.ref(v)
+        except TypeError:   # an array type without weak references: rounded again, as before
+            pass
 
 
 class PrecisionRunner:
@@ -217,6 +235,7 @@ class PrecisionRunner:
         if _folds_to_scale(node):
             kernel = _folded_batchnorm(node, rounder)
         name = node.name
+        moves = node.op_type in KEEPS_ROUNDED
         weights = {i for i, t in enumerate(node.inputs) if t and t in self.graph.initializers}
         if _folds_to_scale(node):   # its parameters are folded in FP32, then rounded (below)
             weights = set()
@@ -226,7 +245,7 @@ class PrecisionRunner:
         cache: dict[int, tuple[Any, Any]] = {}   # input position -> (weight, its rounded copy)
 
         def rounded_input(xp: Any, i: int, v: Any, counts: NodeCounts | None) -> Any:
-            if not _is_float32(v) or i in skip:
+            if not _is_float32(v) or i in skip or self._state.is_rounded(v):
                 return v
             if i in weights and counts is None:
                 hit = cache.get(i)
@@ -244,7 +263,11 @@ class PrecisionRunner:
             counts = NodeCounts() if state.stats else None
             args = tuple(rounded_input(xp, i, v, counts) for i, v in enumerate(args))
             outs = kernel(xp, *args, **attrs)
-            outs = tuple(self._round(xp, v, rounder, counts) if _is_float32(v) else v for v in outs)
+            if not moves or counts is not None:   # (a stats run counts every output's elements)
+                outs = tuple(self._round(xp, v, rounder, counts) if _is_float32(v) else v for v in outs)
+            for v in outs:
+                if _is_float32(v):
+                    state.mark_rounded(v)
             if counts is not None:
                 with self._lock:
                     state.counts[name] = counts
