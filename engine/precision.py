@@ -244,8 +244,8 @@ class PrecisionRunner:
             skip = set()
         cache: dict[int, tuple[Any, Any]] = {}   # input position -> (weight, its rounded copy)
 
-        def rounded_input(xp: Any, i: int, v: Any, counts: NodeCounts | None) -> Any:
-            if not _is_float32(v) or i in skip or self._state.is_rounded(v):
+        def rounded_input(xp: Any, i: int, v: Any, state: _State, counts: NodeCounts | None) -> Any:
+            if not _is_float32(v) or i in skip or state.is_rounded(v):
                 return v
             if i in weights and counts is None:
                 hit = cache.get(i)
@@ -261,7 +261,7 @@ class PrecisionRunner:
             if name not in state.reduced:
                 return kernel(xp, *args, **attrs)
             counts = NodeCounts() if state.stats else None
-            args = tuple(rounded_input(xp, i, v, counts) for i, v in enumerate(args))
+            args = tuple(rounded_input(xp, i, v, state, counts) for i, v in enumerate(args))
             outs = kernel(xp, *args, **attrs)
             if not moves or counts is not None:   # (a stats run counts every output's elements)
                 outs = tuple(self._round(xp, v, rounder, counts) if _is_float32(v) else v for v in outs)

@@ -53,8 +53,6 @@ class Verdict:
                 "first_divergent": self.first_divergent, "inner_difference": self.inner_difference}
 
 
-
-
 def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequence[Mapping[str, Any]],
           tol: Tolerance, local: Mapping[str, Any] | None = None) -> Verdict:
     """``outputs``: output -> run -> ``compare_arrays`` result; ``subgraphs``: the boundary records;
@@ -193,9 +191,8 @@ def _local_findings(local: Mapping[str, Any], carried: bool) -> list[str]:
         lines.append(f"{local['n_unchecked']} node(s) out of tolerance could not be run alone (control "
                      f"flow, or a value onnxruntime did not expose): {_listing(local['unchecked'])}")
     if local.get("flattened_differs"):
-        lines.append(f"with each If replaced by the branch it took ({_listing(local['flattened'])}, to check "
-                     f"its nodes one by one), our run's {_listing(local['flattened_differs'])} part from the run "
-                     "with the If: the check does not stand for it")
+        lines.append(f"with the Ifs replaced by their branches, our run's {_listing(local['flattened_differs'])} "
+                     "part from the run with the Ifs: the check does not stand for it")
     if local.get("fused_differs"):
         lines.append("the run checked node by node (fused chains as written, to keep every tensor) and "
                      f"the measured run (chains fused) differ at {_listing(local['fused_differs'])}: a fused "

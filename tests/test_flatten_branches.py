@@ -20,9 +20,9 @@ from partition.ir import Node
 from partition.onnx_io import to_model_proto
 
 from conftest import make_model
-from test_compare_rounding import _nudged_convs
+from test_compare_rounding import _boundary_model, _nudged_convs
 
-C = 4
+C = 4   # _boundary_model's channels
 
 
 def _branch(name: str, nodes: list, outputs: list[str], inits: list | None = None) -> onnx.GraphProto:
@@ -35,19 +35,11 @@ def _nested_boundary_model() -> onnx.ModelProto:
     quantization parameters inside the branches. Fed half-integers, the Conv gives them exactly and
     the last QuantizeLinear rounds each half to even: a rounding-level change of the Conv moves
     every even one a whole step (test_compare_rounding's boundary model)."""
-    eye = np.eye(C, dtype=np.int8).reshape(C, C, 1, 1)
-    inner_inits = [numpy_helper.from_array(np.array(0.5, np.float32), "sx"),
-                   numpy_helper.from_array(np.array(1.0, np.float32), "sy"),
-                   numpy_helper.from_array(np.array(0, np.int8), "z"),
-                   numpy_helper.from_array(eye, "wq"), numpy_helper.from_array(np.ones(C, np.float32), "sw"),
-                   numpy_helper.from_array(np.zeros(C, np.int8), "zw")]
-    inner_then = _branch("inner_then", [
-        helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"], name="quantize_x"),
-        helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xd"], name="dequantize_x"),
-        helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["w"], name="dequantize_w", axis=0),
-        helper.make_node("Conv", ["xd", "w"], ["c"], name="conv"),
-        helper.make_node("QuantizeLinear", ["c", "sy", "z"], ["cq"], name="quantize_c"),
-        helper.make_node("DequantizeLinear", ["cq", "sy", "z"], ["q"], name="dequantize_c")], ["q"], inner_inits)
+    boundary = _boundary_model().graph   # x -> ... -> y, C channels; its y is the branch's q here
+    last = onnx.NodeProto()
+    last.CopyFrom(boundary.node[-1])
+    last.output[0] = "q"
+    inner_then = _branch("inner_then", [*boundary.node[:-1], last], ["q"], list(boundary.initializer))
     inner_else = _branch("inner_else", [helper.make_node("Neg", ["x"], ["n"], name="neg")], ["n"])
     outer_then = _branch("outer_then", [
         helper.make_node("If", ["inner"], ["r"], name="inner_if", then_branch=inner_then, else_branch=inner_else),
