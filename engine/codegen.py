@@ -92,6 +92,7 @@ def generate(plan: Sequence[CodeStep], *, form: str, outputs: Sequence[str] = ()
              frees: Sequence[str] = (), weights: Collection[str] = (), drop: bool = True,
              weight_dict: Mapping[str, Any] | None = None,
              xp: Any = None, fail: Callable[..., Any] | None = None, timed: bool = False,
+             told: Callable[[str, float, float], None] | None = None,
              label: str = "segment") -> Callable[..., Any]:
     """``plan`` as one function (see the module's docstring).
 
@@ -102,9 +103,10 @@ def generate(plan: Sequence[CodeStep], *, form: str, outputs: Sequence[str] = ()
     ``keep``: tensors never deleted early; ``drop``: delete after the last reader
     (off on a device, where a queued kernel may still read them). ``fail(run, node,
     args, exc)`` raises the named error. ``timed`` (segment form): each node's wall
-    time into ``run.node_seconds``, as the step loop records it."""
+    time into ``run.node_seconds``, as the step loop records it, and with ``told`` (the
+    executor's ``node_times``) each node's start and end handed to it too."""
     w = _Writer(plan, form, set(keep) | set(outputs) | set(exports), set(weights), drop,
-                timed and form == "segment")
+                timed and form == "segment", told)
     produced = {t for st in plan for t in st.node.outputs if t}
     if form == "segment":  # outside tensors are released after their last reader here
         w.released = dict(Counter(t for t in frees if t not in produced))
@@ -141,14 +143,15 @@ class _Writer:
     """The lines of one generated function, written step by step."""
 
     def __init__(self, plan: Sequence[CodeStep], form: str, keep: set[str], weights: set[str],
-                 drop: bool, timed: bool) -> None:
+                 drop: bool, timed: bool, told: Callable[[str, float, float], None] | None) -> None:
         self.plan, self.form, self.keep, self.weights, self.drop = plan, form, keep, weights, drop
         self.timed = timed
+        self.told = told if timed else None
         self.keys: dict[str, str] = {}      # outside tensor -> its constant's name
         self.released: dict[str, int] = {}  # outside tensor -> reads the run counts here
         self.local: dict[str, str] = {}      # tensor -> local variable
         self.reads: list[str] = []           # outside tensors read at the start
-        self.consts: dict[str, Any] = {}
+        self.consts: dict[str, Any] = {} if self.told is None else {"told": self.told}
         self.arg_names: list[tuple[str | None, ...]] = []
         self.last = self._last_readers()
         self.peak = form == "segment"
@@ -206,7 +209,10 @@ class _Writer:
             if self.timed:
                 self.consts[f"n{i}"] = st.node.name
                 # one clock read per node: from the previous node's end to this one's
-                lines.append(f"        t1 = clock(); ns[n{i}] = t1 - t0; t0 = t1")
+                # the timeline hook too, where one is given: `sglens run --trace` and the run
+                # card's timeline and memory chart are drawn from it
+                told = f"told(n{i}, t0, t1); " if self.told is not None else ""
+                lines.append(f"        t1 = clock(); ns[n{i}] = t1 - t0; {told}t0 = t1")
             for j, t in enumerate(st.node.outputs):
                 if t:
                     if raw is None:

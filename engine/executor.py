@@ -772,6 +772,7 @@ class Executor:
         frees = [t for s in steps for t in s.frees if t not in produced or t in exports]
         code = generate(plan, form="segment", exports=sorted(exports, key=self._order),
                         frees=frees, xp=self.xp, fail=self._record_failure, timed=self.timing,
+                        told=self._node_times,
                         weights={t for s in steps for t in s.reads
                                  if t in self._weights and t not in self._refcounts},
                         weight_dict=self._weights,

@@ -123,6 +123,26 @@ def test_cli_run_partitioned_with_inputs_outputs_report_and_trace(mlp_path, tmp_
     assert any(e.get("ph") == "X" for e in events)
 
 
+def test_cli_trace_has_every_node_of_a_generated_segment(tmp_path, capsys):
+    """An unpartitioned run's main graph runs as generated code (engine/codegen.py); its
+    nodes are still each on the timeline `--trace` writes (it was empty: the generated
+    code timed nodes for the table but never told the timeline)."""
+    nodes = [helper.make_node("MatMul", ["x", "x"], ["m"], name="matmul"),
+             helper.make_node("Softmax", ["m"], ["s"], name="softmax", axis=-1),
+             helper.make_node("Transpose", ["s"], ["t"], name="transpose", perm=[1, 0]),
+             helper.make_node("ReduceMean", ["t"], ["r"], name="mean", axes=[1], keepdims=1),
+             helper.make_node("Concat", ["r", "t"], ["y"], name="concat", axis=1)]
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(make_model(nodes, [vi("x", [4, 4])], [vi("y", [4, 5])]).SerializeToString())
+    trace = tmp_path / "t.json"
+    assert main(["run", str(path), "--repeat", "2", "--trace", str(trace), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X"]
+    assert [e["name"] for e in sorted(events, key=lambda e: e["ts"])] == [n.name for n in nodes]
+    assert all(e["dur"] >= 0 for e in events)
+    assert set(printed["measurement"]["node_seconds"]) == {n.name for n in nodes}
+
+
 def test_cli_user_errors_exit_2(mlp_path, tmp_path, capsys):
     np.savez(tmp_path / "bad.npz", wrong_name=np.zeros((1, 64), np.float32))
     assert main(["run", str(mlp_path), "--inputs", str(tmp_path / "bad.npz")]) == 2
