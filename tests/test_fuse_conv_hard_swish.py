@@ -113,7 +113,9 @@ def test_a_new_shift_reaches_the_fused_step(rng, never_as_written):
         ex.set_weight("three", np.array(100.0, np.float32))   # mostly clip(n + 100, 0, 6) = 6: y = n
         got = ex.run(feeds, keep_intermediates=False).outputs["y"]
         n = ex.run(feeds, keep_intermediates=True).values["n"]
-    np.testing.assert_allclose(got, n * np.clip(n + np.float32(100), 0, 6) / np.float32(6), rtol=1e-6, atol=1e-5)
+    # n comes from the run that keeps intermediates: the conv alone, its sums in another order
+    # than the fused step's (float32 rounding, 1e-6 relative seen: 3 in 40 fresh seeds)
+    np.testing.assert_allclose(got, n * np.clip(n + np.float32(100), 0, 6) / np.float32(6), rtol=2e-5, atol=1e-5)
 
 
 def test_on_a_device_the_swish_stays_out_of_the_chain(monkeypatch, rng):
