@@ -26,12 +26,13 @@ import numpy as np
 
 from partition.ir import Graph, Node
 
-from .chain_parts import DEFAULT_DOMAINS, FUSED_DOMAIN, Fused, other_input, sole_reader, spliced
+from .chain_parts import (BOUNDS, DEFAULT_DOMAINS, FUSED_DOMAIN, Fused, bound_inputs, bound_pair, bound_reader,
+                          clip_bounds_constant, other_input, sole_reader, spliced)
 from .fuse_attention import as_written, attention_chains
 from .fuse_qdq import fuse_fake_quant
 from .fuse_channel import fuse_channel_affine
 from .kernels import device, elementwise, native
-from .kernels.conv_epilogue import HardSwishAct
+from .kernels.conv_epilogue import HardSwishAct, LeakyReluAct
 from .kernels.nn import conv as nn_conv, conv_fused, conv_fused_plan
 from .kernels.prepared import LastPlan
 from .kernels.registry import kernel_attrs
@@ -233,7 +234,7 @@ def _fuse_hard_swish(graph: Graph, nodes: list[Node],
         shift = other_input(add, x) if x else None
         j = sole(add.outputs[0], "Clip") if shift and _scalar(const(shift)) is not None else None
         if j is None or nodes[j].inputs[0] != add.outputs[0] or len(nodes[j].inputs) != 3 \
-                or not _clip_bounds_constant(nodes[j], const) or not all(nodes[j].inputs[1:]):
+                or not clip_bounds_constant(nodes[j], const) or not all(nodes[j].inputs[1:]):
             continue
         k = sole(nodes[j].outputs[0], "Mul")
         if k is None or other_input(nodes[k], nodes[j].outputs[0]) != x:
@@ -345,13 +346,18 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
         j = sole(y, "Relu")
         if j is None:
             j = sole(y, "Clip")   # Relu6 and the like: MobileNet's, PP-OCR's
-            if j is not None and not (nodes[j].inputs[0] == y and _clip_bounds_constant(nodes[j], const)):
+            if j is not None and not (nodes[j].inputs[0] == y and clip_bounds_constant(nodes[j], const)):
                 j = None
-        swish = None
+        swish, bound = None, None
         if j is None and swishes is not None:
             j, swish = _hard_swish_reader(sole, y, nodes, swishes)
+        if j is None:
+            j = sole(y, "LeakyRelu")
+            bound = bound_reader(sole, nodes[j].outputs[0], nodes, const) if j is not None else None
         if j is not None and j not in drop:
             chain.append(j)
+            if bound is not None and bound not in drop:
+                chain.append(bound)
         else:
             swish = None
         if len(chain) == 1:
@@ -370,8 +376,8 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
             ins += tuple(bn.inputs[1:5])
         if affine is not None:   # likewise the affine chain's (its BatchNormalization's, its vectors)
             ins += affine.node.inputs[1:]
-        if parts[-1].op_type == "Clip" and swish is None:   # its bounds stay inputs: read each run (set_weight)
-            ins += tuple(t for t in parts[-1].inputs[1:] if t)
+        if parts[-1].op_type in BOUNDS and swish is None:   # its bounds stay inputs: read each run (set_weight)
+            ins += bound_inputs(parts[-1], parts[-2].outputs[0])
         if swish is not None:   # a Paddle hard swish's shift, bounds (, scale) likewise
             ins += swish.consts
         if pad is not None:   # its amounts and value too: checked against the bound ones
@@ -447,14 +453,15 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     # a GPU, like the rest of the device path).
     lopsided = folded is not None and folded[0][:2] != folded[0][2:]
     last = parts[-1]
-    clip = last if last.op_type == "Clip" and swish is None else None
+    clip = last if last.op_type in BOUNDS and swish is None else None   # a Clip, or a Max / Min after a LeakyRelu
+    leaky = next((p for p in parts if p.op_type == "LeakyRelu"), None)
     # Paddle's hard swish: its shift, bounds and scale are inputs after the Clip's place
     n_consts = len(swish.consts) if swish is not None else 0
     post = swish.parts[-1].op_type if n_consts == 4 else ""
     n_conv = sum(1 for t in conv.inputs if t)
     n_bn = n_conv + int(has_residual)
     n_fixed = n_bn + (4 if bn is not None else len(affine.node.inputs) - 1 if affine is not None else 0)
-    n_clip = n_fixed + (sum(1 for t in clip.inputs[1:] if t) if clip is not None else 0)
+    n_clip = n_fixed + (len(bound_inputs(clip, parts[-2].outputs[0])) if clip is not None else 0)
     epsilon = float(bn.attrs.get("epsilon", 1e-5)) if bn is not None else 0.0
     seen: list[Any] = [None]  # (the parameters, their (s, t)): replaced whole
     chain_fold = affine.kernel.fold if affine is not None else None  # type: ignore[attr-defined]
@@ -480,9 +487,10 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
             return HardSwishAct(1.0, shift, lo, hi, post, scale[0] if scale else 1.0)
         if swish is not None:
             return _ONNX_HARD_SWISH
-        if clip is not None:
-            return _clip_pair(clip, _with_omitted(clip.inputs[1:], args[n_fixed:n_clip]))
-        return last.op_type == "Relu"
+        bounds = None if clip is None else bound_pair(clip, args[n_fixed:n_clip])
+        if leaky is not None:
+            return LeakyReluAct(float(leaky.attrs.get("alpha", 0.01)), *(bounds or (None, None)))
+        return bounds if bounds is not None else last.op_type == "Relu"
 
     def make_plan(x: Any, args: tuple) -> Any:
         return conv_fused_plan(x.shape, args[1], args[2] if n_conv > 2 else None, activation(args),
@@ -562,22 +570,3 @@ def _bn_affine(xp: Any, norm: tuple, epsilon: float) -> tuple | None:
     scale, bias, mean, var = norm
     s = scale / xp.sqrt(var + epsilon)  # a Python float: the vector's dtype, no upload on a device
     return s, bias - mean * s
-
-
-def _clip_bounds_constant(clip: Node, const: Callable[[str], Any]) -> bool:
-    """Whether a Clip's bounds are attributes (opset < 11) or absent or constant scalars."""
-    return len(clip.outputs) == 1 and all(not t or getattr(const(t), "size", 0) == 1 for t in clip.inputs[1:])
-
-
-def _clip_pair(clip: Node, bounds: list) -> tuple:
-    """``(lo, hi)`` of a Clip: its inputs (opset 11+) as 0-d arrays (on a device they stay
-    there: no read to the host), else its attributes; None for none."""
-    if len(clip.inputs) > 1 or not clip.attrs:
-        lo, hi = (bounds + [None, None])[:2]
-        return (None if lo is None else lo.reshape(()), None if hi is None else hi.reshape(()))
-    return clip.attrs.get("min"), clip.attrs.get("max")
-
-
-def _with_omitted(inputs: Sequence[str], present: tuple) -> list:
-    it = iter(present)
-    return [next(it) if t else None for t in inputs]

@@ -20,7 +20,7 @@ from engine.kernels import blas
 from engine.executor import Executor
 from engine.fuse import _silu, gelu_kernel
 from engine.kernels import native
-from engine.kernels.nn import HardSwishAct
+from engine.kernels.nn import HardSwishAct, LeakyReluAct
 from engine.kernels.elementwise import erf, sigmoid
 from partition import load_model
 from test_kernels_harness import check
@@ -354,6 +354,37 @@ def test_the_compiled_epilogue_refuses_bad_hard_swish_parameters():
         native._lib.channel_epilogue_f32(y, None, None, None, -np.inf, np.inf, (1.0, 3.0, 0.0, 6.0, 7, 6.0))
     with pytest.raises(TypeError):
         native._lib.channel_epilogue_f32(y, None, None, None, -np.inf, np.inf, (1.0, 3.0))
+
+
+@pytest.mark.parametrize("alpha", [0.2, 1.7, -0.5, float("nan")], ids=["below1", "above1", "negative", "nan"])
+def test_the_compiled_epilogue_leaky_relu_is_numpys_with_nan_and_infinities(alpha, rng):
+    """A LeakyRelu before the clamp (``LeakyReluAct``, tf2onnx's Conv -> LeakyRelu -> Max): the
+    one C pass bit for bit against ``LeakyReluAct.apply``'s numpy passes, a residual included."""
+    _compiled_only()
+    y = (rng.standard_normal((2, 5, 33)) * 5).astype(np.float32)
+    y[0, 0, :5] = [np.nan, np.inf, -np.inf, -3.0, -0.0]
+    res = rng.standard_normal((2, 5, 33)).astype(np.float32)
+    scale, shift = rng.uniform(0.5, 2, 5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    act = LeakyReluAct(alpha, np.float32(-0.4), None)
+    ours, plain = y.copy(), y.copy()
+    assert native.channel_epilogue(ours, scale, shift, res, -0.4, np.inf, None, alpha)
+    assert native.channel_epilogue(plain, None, None, res, -0.4, np.inf, None, alpha)
+    with np.errstate(invalid="ignore"):
+        ref = act.apply(np, y * scale[None, :, None] + shift[None, :, None] + res)
+        ref_plain = act.apply(np, y + res)
+    np.testing.assert_array_equal(plain, ref_plain)   # the LeakyRelu and clamp: the same numbers
+    # (* s + t may be one fused multiply-add in C: within rounding, as the hard swish's)
+    np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-5)
+    assert np.isnan(ours[0, 0, 0]) and ours[0, 0, 1] == np.inf
+
+
+def test_the_compiled_epilogue_refuses_a_leaky_relu_with_a_hard_swish_or_not_a_number():
+    _compiled_only()
+    y = np.ones((1, 2, 3), np.float32)
+    with pytest.raises(ValueError, match="LeakyRelu and a hard swish"):
+        native._lib.channel_epilogue_f32(y, None, None, None, -np.inf, np.inf, (1.0, 3.0, 0.0, 6.0, 1, 6.0), 0.2)
+    with pytest.raises(TypeError):
+        native._lib.channel_epilogue_f32(y, None, None, None, -np.inf, np.inf, None, "0.2")
 
 
 def _threads() -> int:

@@ -561,14 +561,17 @@ done:
  * NaN, lo > hi gives hi) or, with a hard swish, y * clip(y * a + b, lo, hi), then divided
  * or multiplied by c (post 1 or 2) -- ONNX's HardSwish is a = 1/6, b = 1/2 on [0, 1],
  * Paddle's x * clip(x + 3, 0, 6) / 6 is a = 1, b = 3 on [0, 6], post 1, c = 6: the
- * graph's own operations in its order (x * 1 is exact). */
+ * graph's own operations in its order (x * 1 is exact). A LeakyRelu may come before the
+ * clamp: y < 0 ? y * alpha : y (NaN stays NaN), as tf2onnx's Keras convs write it, often
+ * with a Max against a constant after it (the clamp's lo). */
 typedef struct {
     float a, b, lo, hi, c;
     int post;  /* 0: nothing after the product; 1: / c; 2: * c */
 } HardSwish;
 
 CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s, float t,
-                                int affine, float lo, float hi, const HardSwish *hs)
+                                int affine, float lo, float hi, const HardSwish *hs,
+                                const float *leaky)
 {
     if (affine)
 #pragma omp simd
@@ -597,6 +600,16 @@ CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s,
                 y[i] *= c;
         return;
     }
+    if (leaky) {
+        const float alpha = *leaky;
+#pragma omp simd
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float v = y[i] < 0.0f ? y[i] * alpha : y[i];
+            v = v < lo ? lo : v;
+            y[i] = v > hi ? hi : v;
+        }
+        return;
+    }
 #pragma omp simd
     for (Py_ssize_t i = 0; i < n; i++) {
         float v = y[i] < lo ? lo : y[i];
@@ -604,15 +617,28 @@ CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s,
     }
 }
 
-/* channel_epilogue_f32(y, scale, shift, residual, lo, hi[, swish]): y (N, M, P) written in
- * place; scale, shift (M) or None; residual (N, M, P) or None; all float32 C-contiguous;
- * swish None, or (a, b, lo, hi, post, c) of a hard swish in the clamp's place. */
+/* channel_epilogue_f32(y, scale, shift, residual, lo, hi[, swish[, leaky]]): y (N, M, P)
+ * written in place; scale, shift (M) or None; residual (N, M, P) or None; all float32
+ * C-contiguous; swish None, or (a, b, lo, hi, post, c) of a hard swish in the clamp's place;
+ * leaky None, or a LeakyRelu's alpha, before the clamp (not with a swish). */
 PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args)
 {
-    PyObject *oy, *os, *ot, *orr, *osw = Py_None;
+    PyObject *oy, *os, *ot, *orr, *osw = Py_None, *olk = Py_None;
     double lo, hi;
-    if (!PyArg_ParseTuple(args, "OOOOdd|O", &oy, &os, &ot, &orr, &lo, &hi, &osw))
+    if (!PyArg_ParseTuple(args, "OOOOdd|OO", &oy, &os, &ot, &orr, &lo, &hi, &osw, &olk))
         return NULL;
+    float leaky_value = 0.0f, *leaky = NULL;
+    if (olk != Py_None) {
+        double alpha = PyFloat_AsDouble(olk);
+        if (alpha == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (osw != Py_None) {
+            PyErr_SetString(PyExc_ValueError, "channel_epilogue_f32: a LeakyRelu and a hard swish at once");
+            return NULL;
+        }
+        leaky_value = (float)alpha;
+        leaky = &leaky_value;
+    }
     HardSwish hs_value, *hs = NULL;
     if (osw != Py_None) {
         double a, b, slo, shi, c;
@@ -651,7 +677,7 @@ PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args)
         for (Py_ssize_t k = 0; k < m; k++) {
             const Py_ssize_t at = (img * m + k) * p;  /* < y->len / 4: no overflow */
             epilogue_row(yb + at, rb ? rb + at : NULL, p, sb ? sb[k] : 1.0f, tb ? tb[k] : 0.0f,
-                         sb != NULL || tb != NULL, flo, fhi, hs);
+                         sb != NULL || tb != NULL, flo, fhi, hs, leaky);
         }
     Py_END_ALLOW_THREADS
     ok = 1;

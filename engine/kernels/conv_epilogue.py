@@ -1,6 +1,6 @@
 """A conv's epilogue: per output channel ``* s + t`` (a folded BatchNormalization, the GEMM's
 bias folded into ``t``), ``+ residual``, then the activation (Relu, a Clip's bounds, a hard
-swish), in place on the conv's own output -- in one compiled pass over a float32 numpy output
+swish, a LeakyRelu and bounds after it), in place on the conv's own output -- in one compiled pass over a float32 numpy output
 (``native.epilogue_plan``), else numpy's or cupy's passes through ``xp``. ``nn.conv_fused`` and
 its plans (``nn.conv_fused_plan``) apply it; ``engine/fuse.py``'s conv chains choose it."""
 
@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import native
+from .activations import leaky_relu_of
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,24 @@ class HardSwishAct:
         return y
 
 
+@dataclass(frozen=True, eq=False)
+class LeakyReluAct:
+    """A LeakyRelu as a conv chain's activation (``engine/fuse.py``), ``y < 0 ? y * alpha : y``,
+    then clamped to ``[lo, hi]`` (either None for none) as a Max or Min against a scalar
+    constant or a Clip after it computes: tf2onnx writes Keras' ``maximum(leaky_relu(conv),
+    c)`` so (openWakeWord's embedding model, 19 times). The bounds are as the graph gives them
+    (0-d arrays on a device, read there without a sync)."""
+
+    alpha: float
+    lo: Any = None
+    hi: Any = None
+
+    def apply(self, xp: Any, y: Any) -> Any:
+        """In place on ``y`` (the conv's own output): the LeakyRelu kernel's numbers."""
+        leaky_relu_of(xp, y, y * self.alpha, self.alpha, out=y)
+        return activation(xp, y, (self.lo, self.hi))
+
+
 #: ``HardSwishAct.post`` as the compiled epilogue numbers it.
 _POST = {"": 0, "Div": 1, "Mul": 2}
 
@@ -67,10 +86,10 @@ def epilogue(xp: Any, y: Any, residual: Any, relu: Any, affine: Any = None) -> A
 def activation(xp: Any, y: Any, act: Any) -> Any:
     """``conv_fused``'s activation, in place: True Relu, ``(lo, hi)`` Clip (as ONNX's
     Clip computes it, ``min(max(y, lo), hi)``, so ``lo > hi`` gives ``hi``), a
-    ``HardSwishAct``, else none."""
+    ``HardSwishAct`` or a ``LeakyReluAct``, else none."""
     if act is True:
         xp.maximum(y, 0, out=y)
-    elif isinstance(act, HardSwishAct):
+    elif isinstance(act, (HardSwishAct, LeakyReluAct)):
         act.apply(xp, y)
     elif isinstance(act, tuple):
         lo, hi = act
@@ -101,11 +120,13 @@ def epilogue_plan(y_shape: tuple, bias: Any, act: Any, affine: Any) -> Callable[
     if bounds is None:
         return None
     swish = act.compiled() if isinstance(act, HardSwishAct) else None
+    leaky = float(act.alpha) if isinstance(act, LeakyReluAct) else None
     scale, shift = affine if affine is not None else (None, None)
     if bias is not None:
         shift = bias if scale is None else bias * scale + shift
-    compiled = native.epilogue_plan(y_shape, scale, shift, *bounds, swish)
-    if scale is None and shift is None and swish is None and bounds == (-math.inf, math.inf):
+    compiled = native.epilogue_plan(y_shape, scale, shift, *bounds, swish, leaky)
+    if scale is None and shift is None and swish is None and leaky is None \
+            and bounds == (-math.inf, math.inf):
         # nothing per channel and no clamp: a pass over y only for a residual to add
         return lambda y, residual: residual is None or (compiled is not None and compiled(y, residual))
     return compiled
@@ -118,6 +139,8 @@ def clip_bounds(act: Any) -> tuple[float, float] | None:
         return 0.0, math.inf
     if isinstance(act, HardSwishAct):
         return None if act.compiled() is None else (-math.inf, math.inf)
+    if isinstance(act, LeakyReluAct):
+        act = (act.lo, act.hi)
     if not isinstance(act, tuple):
         return -math.inf, math.inf
     lo, hi = (-math.inf if act[0] is None else float(act[0]), math.inf if act[1] is None else float(act[1]))

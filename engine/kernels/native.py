@@ -224,20 +224,22 @@ def depthwise_plan(x_shape: tuple, w: Any, b: Any, kernel: tuple, strides: tuple
 
 
 def channel_epilogue(y: np.ndarray, scale: Any, shift: Any, residual: Any,
-                     lo: float, hi: float, swish: tuple | None = None) -> bool:
+                     lo: float, hi: float, swish: tuple | None = None,
+                     leaky: float | None = None) -> bool:
     """``y`` (N, M, ...) float32, in place, in one pass: ``y * scale + shift`` per channel
-    (either None), ``+ residual``, clamped to ``[lo, hi]`` as ONNX's Clip (no NaN bound) or,
-    with ``swish`` ``(a, b, lo, hi, post, c)``, ``y * clip(y * a + b, lo, hi)`` then ``/ c``
-    (post 1) or ``* c`` (post 2); False (nothing written) where the compiled module does
-    not apply."""
+    (either None), ``+ residual``, clamped to ``[lo, hi]`` as ONNX's Clip (no NaN bound), after
+    a LeakyRelu of slope ``leaky`` if given, or, with ``swish`` ``(a, b, lo, hi, post, c)``,
+    ``y * clip(y * a + b, lo, hi)`` then ``/ c`` (post 1) or ``* c`` (post 2); False (nothing
+    written) where the compiled module does not apply."""
     if not (applies(np, y) and y.flags.c_contiguous and y.flags.writeable):
         return False
-    plan = epilogue_plan(y.shape, scale, shift, lo, hi, swish)
+    plan = epilogue_plan(y.shape, scale, shift, lo, hi, swish, leaky)
     return plan is not None and plan(y, residual)
 
 
 def epilogue_plan(y_shape: tuple, scale: Any, shift: Any, lo: float, hi: float,
-                  swish: tuple | None = None) -> Callable[[np.ndarray, Any], bool] | None:
+                  swish: tuple | None = None,
+                  leaky: float | None = None) -> Callable[[np.ndarray, Any], bool] | None:
     """``channel_epilogue`` decided once for outputs of shape ``y_shape`` and these per-channel
     constants: ``apply(y, residual)`` (False, nothing written, for a residual that is not
     float32); None when the compiled module does not apply. ``y``: a fresh C-contiguous float32
@@ -253,7 +255,7 @@ def epilogue_plan(y_shape: tuple, scale: Any, shift: Any, lo: float, hi: float,
             if not applies(np, residual):
                 return False
             residual = np.ascontiguousarray(residual).reshape(n, m, -1)
-        _lib.channel_epilogue_f32(y.reshape(n, m, -1), scale, shift, residual, lo, hi, swish)
+        _lib.channel_epilogue_f32(y.reshape(n, m, -1), scale, shift, residual, lo, hi, swish, leaky)
         return True
     return apply
 
