@@ -98,9 +98,13 @@
     p2.style.height = (150 + 30 * workers.length) + "px";
     Plotly.newPlot(p2, [{ type: "bar", orientation: "h", y: tl.map(x => pt(x.worker || "?")), x: tl.map(x => Math.max(x.dur_us, 0.5) / 1e3),
       base: tl.map(x => x.start_us / 1e3), text: tl.map(x => pt(x.name)), hovertemplate: "%{text}<br>start %{base:.3f} ms<br>%{x:.3f} ms<extra></extra>",
+      // a name only on a bar wide enough for it (uniformtext below hides the rest): with every node
+      // outside the subgraphs on the timeline, small nodes' names overprinted each other
+      textposition: "inside", insidetextanchor: "middle", textangle: 0,
       marker: { color: tl.map(x => SG.palette[Math.abs(hash(x.name)) % SG.palette.length]), line: { width: 0.5, color: "#334155" } } }],
     base("engine timeline, last measured run (a row per worker)", { margin: { l: 150, r: 40, t: 36, b: 48 }, xaxis: axis("ms", { range: pad(ranges.timeline_ms) }),
-      yaxis: axis("worker", { categoryarray: workers.map(pt) }), height: 140 + 26 * workers.length, barmode: "overlay" }), CFG);
+      yaxis: axis("worker", { categoryarray: workers.map(pt) }), height: 140 + 26 * workers.length, barmode: "overlay",
+      uniformtext: { mode: "hide", minsize: 9 } }), CFG);
     const mem = r.memory || { t_us: [], bytes: [] };
     const p3 = tag(box, "plot plot-memory");
     Plotly.newPlot(p3, [

@@ -142,3 +142,23 @@ def test_run_comparison_shows_plots(server, page):
     page.wait_for_timeout(300)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "run_plots.png"), full_page=True)
+
+
+def test_the_timeline_prints_only_names_that_fit(server, page):
+    """With every node outside the subgraphs on the timeline, names of narrow bars overprinted each
+    other into an unreadable strip: a name is printed only where its bar holds it (hover has all)."""
+    page.goto(server + "/models/sample-transformer_block?backend=default&ops=MatMul")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("[data-tab=runs]")
+    page.click("#run-go")
+    page.wait_for_selector(".plot-timeline .main-svg", timeout=60000)
+    bars = page.evaluate("""() => [...document.querySelectorAll('.plot-timeline g.point')].map(g => {
+        const bar = g.querySelector('path').getBBox(), text = g.querySelector('text');
+        const shown = text && text.textContent && getComputedStyle(text).display !== 'none'
+                      && getComputedStyle(text).opacity !== '0';
+        return {bar: bar.width, text: shown ? text.getBBox().width : 0, name: text ? text.textContent : ''};
+    })""")
+    assert len(bars) > 12, bars                           # the host nodes are drawn, each a bar
+    shown = [b for b in bars if b["text"]]
+    assert shown and len(shown) < len(bars)               # some names fit, the narrow bars' do not
+    assert all(b["text"] <= b["bar"] + 1 for b in shown), shown

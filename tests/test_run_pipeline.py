@@ -181,3 +181,31 @@ def test_subgraph_and_host_sessions_do_not_spin_while_idle(rng):
         assert op._impl.name == "onnxruntime"
         spin = op._impl.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
         assert spin == "0", op.node.name
+
+
+@pytest.mark.parametrize("model, ops", [("sample-mlp", ["Det"]), ("sample-transformer_block", ["MatMul"])],
+                         ids=["no-subgraph", "between-subgraphs"])
+def test_the_timeline_holds_the_nodes_outside_the_subgraphs(model, ops, tmp_path):
+    """The run card's timeline and memory chart are drawn from the partitioned run's node times; the
+    nodes left to our engine run as generated code (engine/codegen.py) where a segment holds no
+    subgraph node, and each is on it: a partition that took nothing drew an empty timeline. The
+    server's own kernels, as `make run` has them."""
+    client = create_app({"SGLENS_SAMPLES": True, "SGLENS_INSTANCE": str(tmp_path / "inst"),
+                         "SGLENS_RUN_REPEAT": REPEAT}).test_client()
+    rid = client.post("/api/runs", json={"model": model, "backend": "default", "ops": ops,
+                                         "subgraph_runtime": "onnxruntime"}).get_json()["id"]
+    run = _wait(client, rid)
+    assert run["status"] == "done", run["error"]
+    r = run["result"]
+    names = [t["name"] for t in r["timeline"]]
+    fused = {n for n in names if "+" in n}   # a fused step: one bar, its parts' times shared out
+    assert names and set(names) - fused <= set(r["node_seconds"])
+    assert {s["node"] for s in r["subgraph_times"]} <= set(names)
+    if ops == ["Det"]:   # nothing taken: every node of the model, each once
+        assert not r["subgraph_times"] and sorted(names) == sorted(r["original_node_seconds"])
+    else:
+        host = {"attn/split_shape/shape", "attn/split_shape/gather", "attn/softmax", "attn/scale", "ffn/ln"}
+        assert host <= set(names)
+    assert r["memory"]["peak_bytes"] > 0
+    starts = [t["start_us"] for t in r["timeline"]]
+    assert starts == sorted(starts) and all(t["dur_us"] >= 0 for t in r["timeline"])
