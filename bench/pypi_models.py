@@ -44,6 +44,7 @@ _DDDD = "ddddocr==1.6.1"
 _ONNX = "onnx==1.23.2"
 _VAD_DIR = "silero_vad/data/"
 _OWW, _OWW_DIR = "openwakeword==0.4.0", "openwakeword/resources/models/"
+_ASR, _ASR_DIR = "onnx-asr==0.12.0", "onnx_asr/preprocessors/data/"
 
 MODELS: dict[str, RealModel] = {m.name: m for m in (
     RealModel("ppocr_det", _OCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
@@ -111,6 +112,20 @@ MODELS: dict[str, RealModel] = {m.name: m for m in (
               "785bdf5655863ae47553b23793aa108c7b0152d4823f7869b41f2d2d765912fc", "tf2onnx-lstm",
               "openWakeWord's 'hey mycroft' head: two LSTMs and shape arithmetic as tf2onnx 1.10 writes a "
               "Keras LSTM"),
+
+    # Added in the fifteenth stop too: onnx-asr 0.12.0's feature extractors, written with
+    # onnxscript (opset 17, IR 10) -- STFT over a [batch, samples] signal, which onnxruntime reads
+    # as real and ONNX's shape inference does not; one with Scan and DFT.
+    RealModel("asr_kaldi_fbank", _ASR, _ASR_DIR + "kaldi.onnx",
+              "7d0f04ed3aa0775ac690c5bb3680cdef3e68807ee3ce415f0ca47deeeefc9bce", "audio-frontend",
+              "onnx-asr's Kaldi fbank: STFT of a 2-D signal (512 points, Povey window), 80 mel bins, log"),
+    RealModel("asr_whisper128_mel", _ASR, _ASR_DIR + "whisper128.onnx",
+              "ab730292c17d34ad46cd28b99a30e70b878b602827c29e12d6a87ea4a6698942", "audio-frontend",
+              "onnx-asr's Whisper log-mel (128 bins): STFT of a 400-point Hann window over 30 s of "
+              "padded audio -- onnxruntime's naive float32 DFT for a size not a power of two"),
+    RealModel("asr_wespeaker_fbank", _ASR, _ASR_DIR + "wespeaker.onnx",
+              "4fcc0d9897bf960a304615cdb95ea2831f26dd409fcd1971b4ea831c49256cfd", "audio-frontend",
+              "onnx-asr's WeSpeaker fbank: framing in a Scan, DFT (opset 17), mel bins, log"),
 
     # Added in the eleventh stop: the ONNX model zoo's classic CNNs, as the onnx wheel carries them
     # for its own test suite (Caffe2 exports, opset 9, IR 3), their constant-fill weights drawn

@@ -99,6 +99,11 @@ def _vad_chunk(rng: np.random.Generator, chunks: int = 1) -> dict[str, np.ndarra
             "h": np.zeros((1, 1, 128), np.float32), "c": np.zeros((1, 1, 128), np.float32)}
 
 
+def _waveform(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"waveforms": (0.1 * rng.standard_normal((1, 16000))).astype(np.float32),
+            "waveforms_lens": np.array([16000], np.int64)}
+
+
 def _image(shape: tuple[int, ...]) -> Callable[[np.random.Generator], dict[str, np.ndarray]]:
     return lambda rng: {"x": rng.standard_normal(shape).astype(np.float32)}
 
@@ -127,6 +132,8 @@ WHEEL_INPUTS: dict[str, Callable[[np.random.Generator], dict[str, np.ndarray]]] 
     "oww_melspectrogram": lambda rng: {"input": (0.1 * rng.standard_normal((1, 1760))).astype(np.float32)},
     "oww_embedding": lambda rng: {"input_1": rng.standard_normal((1, 76, 32, 1)).astype(np.float32)},
     "oww_hey_mycroft": lambda rng: {"input_1": rng.standard_normal((1, 16, 96)).astype(np.float32)},
+    # onnx-asr's feature extractors: one second of 16 kHz audio and its length
+    **{name: _waveform for name in ("asr_kaldi_fbank", "asr_whisper128_mel", "asr_wespeaker_fbank")},
     # the model zoo's ImageNet classifiers: one 224x224 image (their first input, by its own name)
     **{name: _image((1, 3, 224, 224)) for name in pypi_models.MODELS if name.startswith("zoo_")},
 }

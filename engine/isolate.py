@@ -65,7 +65,7 @@ def isolate(node: Node, opset: Mapping[str, int], values: Mapping[str, Any],
         result["finding"] = ("fed onnxruntime's own inputs, this node matches onnxruntime within "
                              "tolerance: the difference came in through its inputs and grew here")
         return result
-    ref = None if runtime else _run_reference(graph, feeds)
+    ref = None if runtime else _run_reference(*_spec_form(node, opset, feeds, outputs, graph))
     if ref is None:
         result["finding"] = ("fed onnxruntime's own inputs, this node still differs from onnxruntime "
                              "(ONNX's reference evaluator could not run it to say which is right)")
@@ -154,6 +154,20 @@ def _one_node_graph(node: Node, opset: Mapping[str, int], feeds: Mapping[str, np
     ops = dict(opset)
     ops.setdefault(node.domain or "", 1)
     return Graph(f"isolated_{node.name}", [node], list(feeds), outputs, tensors, opset=ops)
+
+
+def _spec_form(node: Node, opset: Mapping[str, int], feeds: dict[str, np.ndarray], outputs: list[str],
+               graph: Graph) -> tuple[Graph, dict[str, np.ndarray]]:
+    """The one-node model as ONNX's text asks its inputs, for the reference evaluator, where
+    onnxruntime takes another form of the same values: an STFT's real signal given as [batch,
+    samples] instead of [batch, samples, 1] (onnx-asr's whisper preprocessor; onnxruntime's
+    naive float32 DFT of 400 points was then 1e-4 off, ours 2e-7, against float64 -- without
+    the reference to say so the verdict could not tell whose kernel departs)."""
+    signal = node.inputs[0] if node.op_type == "STFT" and node.inputs else ""
+    if signal and signal in feeds and feeds[signal].ndim == 2:
+        feeds = {**feeds, signal: feeds[signal][..., None]}
+        return _one_node_graph(node, opset, feeds, outputs), feeds
+    return graph, feeds
 
 
 def _run_ours(graph: Graph, feeds: Mapping[str, np.ndarray], kernels: Any,

@@ -66,7 +66,10 @@ def stft(xp: Any, signal: Any, frame_step: Any, window: Any = None, frame_length
         length = window.shape[0]
     else:
         raise ValueError("STFT needs a window or a frame_length")
-    z = _complex(xp, signal)  # [batch, samples]
+    # [batch, samples]. ONNX asks for [batch, samples, 1] (real) or [..., 2]; onnxruntime also
+    # reads a 2-D signal as real samples, and exporters rely on it (onnx-asr's whisper and NeMo
+    # preprocessors, written with onnxscript, pass the waveform as it comes)
+    z = signal if signal.ndim == 2 else _complex(xp, signal)
     n_frames = (z.shape[1] - length) // step + 1
     starts = xp.arange(n_frames)[:, None] * step + xp.arange(length)[None, :]
     frames = z[:, starts]  # [batch, frames, length]
