@@ -53,23 +53,36 @@ from .verdict import Verdict, judge
 
 def errors(ours: Any, ref: Any, tol: Tolerance | None = None) -> dict[str, Any]:
     """Metrics and verdict of ``ours`` against ``ref`` (see ``engine.tolerance``); two sequences
-    (ONNX's sequence type: lists) element by element, end to end, once their shapes agree."""
+    (ONNX's sequence type: lists) element by element, end to end, once their shapes agree; a
+    map (a dict, as ZipMap's sequence holds) by its keys, then its values in key order."""
     ours, ref = to_numpy(ours), to_numpy(ref)
-    if isinstance(ours, list) or isinstance(ref, list):
+    if isinstance(ours, (list, dict)) or isinstance(ref, (list, dict)):
         mine, theirs = _element_shapes(ours), _element_shapes(ref)
         if mine != theirs:
             return {"shape": mine, "ref_shape": theirs, "max_abs": None, "max_rel": None,
                     "mean_abs": None, "cosine": None, "mismatched": None, "match": False,
-                    "note": "sequences differ in length or element shapes"}
-        ours, ref = (np.concatenate([np.ravel(e) for e in v]) if v else np.zeros(0) for v in (ours, ref))
+                    "note": "sequences or maps differ in length, keys or element shapes"}
+        ours, ref = (_flat(v) for v in (ours, ref))
     return compare_arrays(np.asarray(ours), np.asarray(ref), tol or Tolerance())
 
 
-def _element_shapes(value: Any) -> list[list[int]] | list[int]:
-    """A sequence's element shapes, or a tensor's shape."""
+def _element_shapes(value: Any) -> Any:
+    """A sequence's element shapes (a map's: its keys), a map's keys, or a tensor's shape."""
+    if isinstance(value, dict):
+        return ["map", sorted(value, key=repr)]
     if isinstance(value, list):
-        return [list(np.shape(e)) for e in value]
+        return [_element_shapes(e) if isinstance(e, dict) else list(np.shape(e)) for e in value]
     return list(np.shape(value))
+
+
+def _flat(value: Any) -> np.ndarray:
+    """A sequence's or map's numbers end to end (a map's in key order), as one vector."""
+    if isinstance(value, dict):
+        value = [value[k] for k in sorted(value, key=repr)]
+    if isinstance(value, list):
+        parts = [_flat(e) if isinstance(e, (list, dict)) else np.ravel(np.asarray(e, dtype=np.float64)) for e in value]
+        return np.concatenate(parts) if parts else np.zeros(0)
+    return np.ravel(value)
 
 
 def spread(times: list[float], warmup: int) -> dict[str, Any]:

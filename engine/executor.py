@@ -882,9 +882,10 @@ class Executor:
 
     def _upload(self, value: Any) -> Any:
         """A fed value as the run holds it: an array of the device's module; a sequence (a
-        list: ONNX's sequence type) element by element, an absent optional (None) as None."""
-        if value is None:
-            return None
+        list: ONNX's sequence type) element by element, an absent optional (None) as None; a
+        map (a dict: ZipMap's elements) as it is (no device holds one)."""
+        if value is None or isinstance(value, dict):
+            return value
         if isinstance(value, list):
             return [self._upload(v) for v in value]
         if self.xp is np:

@@ -304,14 +304,20 @@ def _conform_dtype(info: TensorInfo, value: np.ndarray, label: str) -> np.ndarra
 
 def save_outputs(path: str | os.PathLike, outputs: Mapping[str, np.ndarray]) -> None:
     """Every output under its own name, as ``np.load`` reads it back; a sequence output's
-    elements as ``name[0]``, ``name[1]``, ...; an absent optional output is left out.
+    elements as ``name[0]``, ``name[1]``, ... (a map element as ``name[0].keys`` and
+    ``name[0].values``, in key order); an absent optional output is left out.
 
     Written member by member: tensor names are arbitrary strings, which
     ``np.savez(**outputs)`` would refuse for names like ``file``.
     """
     import zipfile
     members = [(f"{name}[{i}]", v) for name, value in outputs.items() if isinstance(value, list)
-               for i, v in enumerate(value)]
+               for i, v in enumerate(value) if not isinstance(v, dict)]
+    # a map (ZipMap's elements): its keys and its values, in key order, as two arrays
+    members += [(f"{name}[{i}].{part}", arrays) for name, value in outputs.items() if isinstance(value, list)
+                for i, v in enumerate(value) if isinstance(v, dict)
+                for part, arrays in (("keys", np.asarray(sorted(v, key=repr))),
+                                     ("values", np.asarray([v[k] for k in sorted(v, key=repr)])))]
     members += [(name, value) for name, value in outputs.items()
                 if value is not None and not isinstance(value, list)]
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:

@@ -127,7 +127,9 @@ class _SingleNodeKernel:
             raise RunError(f"node '{self.node.name}' ({self.node.op_type}): our engine has no kernel "
                            f"and onnxruntime failed on it: {str(exc).splitlines()[0][:300]}") from None
         values = iter(out)
-        return tuple(xp.asarray(next(values)) if t else None for t in self.node.outputs)
+        # a sequence stays a list (ZipMap's maps made an object array of it)
+        return tuple((v if isinstance(v := next(values), list) else xp.asarray(v)) if t else None
+                     for t in self.node.outputs)
 
     def _session(self, feeds: Mapping[str, np.ndarray], held: frozenset[int]) -> Any:
         key = (*(f"{t}:{v.dtype.str}" for t, v in feeds.items()), *sorted(held))

@@ -314,7 +314,14 @@ def _output_json(v: Any) -> dict[str, Any]:
         return {"absent": True}
     if isinstance(v, list):
         return {"sequence": [_output_json(e) for e in v]}
+    if isinstance(v, dict):   # a map (ZipMap's elements): its keys, as JSON writes them
+        return {"map": {str(k): _output_json(_as_array(e)) for k, e in v.items()}}
     return {"shape": list(v.shape), "dtype": str(v.dtype)}
+
+
+def _as_array(value: Any) -> Any:
+    import numpy as np  # noqa: PLC0415 - the CLI module imports numpy only when a command needs it
+    return np.asarray(value)
 
 
 def _output_text(v: Any) -> str:
@@ -322,6 +329,10 @@ def _output_text(v: Any) -> str:
     if v is None:
         return "absent (an optional without a value)"
     if isinstance(v, list):
+        if v and isinstance(v[0], dict):
+            keys = sorted(v[0], key=repr)
+            return (f"sequence of {len(v)} map(s), keys {keys[:8]}{' ...' if len(keys) > 8 else ''}"
+                    f" (ZipMap's form)")
         shown = ", ".join(f"{list(e.shape)} {e.dtype}" for e in v[:4])
         return f"sequence of {len(v)} tensor(s): {shown}{' ...' if len(v) > 4 else ''}"
     stats = ""

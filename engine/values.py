@@ -14,12 +14,14 @@ import numpy as np
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    """A host copy of a numpy or cupy array; of a sequence (a list), element by element; an
-    absent optional (None) stays None."""
+    """A host copy of a numpy or cupy array; of a sequence (a list), element by element; of a
+    map (a dict: ZipMap's elements), value by value; an absent optional (None) stays None."""
     if isinstance(value, np.ndarray):
         return value
     if isinstance(value, list):
         return [to_numpy(v) for v in value]  # type: ignore[return-value]
+    if isinstance(value, dict):   # (its own .get is not cupy's: onnxruntime's logreg_iris crashed here)
+        return {k: to_numpy(v) for k, v in value.items()}  # type: ignore[return-value]
     if value is None:
         return None  # type: ignore[return-value]
     get = getattr(value, "get", None)  # cupy.ndarray.get() copies to the host
