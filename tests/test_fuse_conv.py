@@ -490,6 +490,23 @@ def test_large_columns_are_made_a_band_of_rows_at_a_time(geom, rng, monkeypatch)
     assert bands, "the banded path did not run"
 
 
+def test_columns_over_the_whole_columns_cap_are_still_banded(rng, monkeypatch):
+    """The cap on whole im2col columns is not the banded path's (a band is all it holds): a conv
+    whose columns would pass it (IS-Net's 1.2 GB, forced here with a tiny cap) is banded, not
+    sent to one numpy matmul per kernel position."""
+    from engine.kernels import nn as nn_kernels
+    if not native.available():
+        pytest.skip("extension not built")
+    monkeypatch.setattr(nn_kernels, "_BAND_BYTES", 2048)
+    monkeypatch.setattr(nn_kernels, "_IM2COL_BYTES", 4096)
+    bands = []
+    real = nn_kernels._conv_banded
+    monkeypatch.setattr(nn_kernels, "_conv_banded", lambda *a: bands.append(1) or real(*a))
+    model, feeds = _model((1, 8, 20, 20), (6, 8, 3, 3), "relu", rng=rng, pads=[1, 1, 1, 1])
+    _check(model, feeds, fused=True)
+    assert bands, "the banded path did not run"
+
+
 def test_the_row_columns_entry_refuses_what_does_not_agree():
     if not native.available():
         pytest.skip("extension not built")
