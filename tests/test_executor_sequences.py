@@ -84,7 +84,7 @@ def test_sequences_of_other_shapes_differ():
     a, b = np.ones((1, 3), np.float32), np.ones((3, 3), np.float32)
     assert errors([a, b], [a, b])["match"]
     e = errors([a, b], [b, a])
-    assert not e["match"] and e["note"] == "sequences differ in length or element shapes"
+    assert not e["match"] and e["note"] == "sequences or maps differ in length, keys or element shapes"
     assert not errors([a], [a, b])["match"]
     near = errors([a, b], [a, b + np.float32(1e-2)])
     assert not near["match"] and near["max_abs"] == pytest.approx(1e-2, rel=1e-3)
