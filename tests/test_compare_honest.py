@@ -8,7 +8,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine.compare import compare, errors
-from engine.rss import PeakRSS
 from engine.tolerance import Tolerance, compare_arrays
 from partition import load_model
 
@@ -112,10 +111,17 @@ def test_peak_rss_counts_every_runtime_the_same_way():
 
 
 def test_peak_rss_context_sees_an_allocation():
-    with PeakRSS() as m:
-        a = np.ones(8 << 20)                          # 64 MiB, touched
-        del a
-    assert m.added_bytes >= (64 << 20) * 0.9 and m.peak_bytes >= m.start_bytes
+    """In a fresh process: in a test worker that earlier tests left with freed but resident
+    memory, the allocation can reuse those pages and the resident size never rises (seen once
+    in a full run: added 0)."""
+    import subprocess
+    import sys
+    code = ("import numpy as np; from engine.rss import PeakRSS\n"
+            "with PeakRSS() as m:\n    a = np.ones(8 << 20)\n    del a\n"   # 64 MiB, touched
+            "print(m.added_bytes, m.peak_bytes, m.start_bytes)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    added, peak, start = (int(v) for v in out.split())
+    assert added >= (64 << 20) * 0.9 and peak >= start
 
 
 def _reflect_pad_model() -> onnx.ModelProto:
