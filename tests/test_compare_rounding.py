@@ -275,26 +275,32 @@ def test_within_rounding_is_a_tolerance_miss_at_float32_rounding_of_the_largest_
     assert not e["match"] and within_rounding(e, np.float16) and not within_rounding(e)
 
 
-def test_the_local_check_judges_a_float16_tensor_by_float16_rounding(rng):
-    """A float16 node whose output, run alone, is a float16 last place of its largest value off
-    (onnxruntime computes it in float16, we in float32): not a departure; 1% off: a departure."""
-    from engine.isolate import local_check
+def _float16_add(rng: np.random.Generator) -> tuple:
+    """A float16 Add whose terms cancel at four places (near zero among values of ~30), its
+    inputs, and onnxruntime's output off by float16 rounding of the terms there (~1e-3 of max
+    |a|: out of tolerance, within rounding) and by 5.0 (a departure)."""
     nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
     f16 = TensorProto.FLOAT16
     model = make_model(nodes, [helper.make_tensor_value_info(t, f16, [64]) for t in "ab"],
                        [helper.make_tensor_value_info("y", f16, [64])])
-    graph = load_model(model.SerializeToString())
     a = (rng.standard_normal(64) * 30).astype(np.float16)
     b = (rng.standard_normal(64) * 0.01).astype(np.float16)
-    b[:4] = -a[:4] + b[:4]                           # where the terms cancel: near zero among values of ~30
+    b[:4] = -a[:4] + b[:4]
     y = (a.astype(np.float32) + b.astype(np.float32)).astype(np.float16)
+    rounded, wrong = y.copy(), y.copy()
+    rounded[:4] += np.float16(0.03)
+    wrong[:4] += np.float16(5.0)
+    return load_model(model.SerializeToString()), a, b, rounded, wrong
+
+
+def test_the_local_check_judges_a_float16_tensor_by_float16_rounding(rng):
+    """A float16 node whose output, run alone, is a float16 last place of its largest value off
+    (onnxruntime computes it in float16, we in float32): not a departure; 1% off: a departure."""
+    from engine.isolate import local_check
+    graph, a, b, rounded, wrong = _float16_add(rng)
     tol = Tolerance(1e-3, 1e-2)
-    rounded = y.copy()
-    rounded[:4] += np.float16(0.03)                  # ~1e-3 of max |a|: float16 rounding of the terms
     got = local_check(graph.nodes, graph.opset, {"a": a, "b": b, "y": rounded}, None, tol)
     assert got["complete"] and got["n_departing"] == 0
-    wrong = y.copy()
-    wrong[:4] += np.float16(5.0)
     got = local_check(graph.nodes, graph.opset, {"a": a, "b": b, "y": wrong}, None, tol)
     assert got["departing"] == ["add"] and not got["complete"]
 
@@ -335,19 +341,8 @@ def test_the_reference_evaluator_is_asked_only_about_nodes_that_depart(rng, monk
     calls = []
     real = isolate_module._run_reference
     monkeypatch.setattr(isolate_module, "_run_reference", lambda *a: calls.append(1) or real(*a))
-    nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
-    f16 = TensorProto.FLOAT16
-    model = make_model(nodes, [helper.make_tensor_value_info(t, f16, [64]) for t in "ab"],
-                       [helper.make_tensor_value_info("y", f16, [64])])
-    graph = load_model(model.SerializeToString())
-    a = (rng.standard_normal(64) * 30).astype(np.float16)
-    b = (rng.standard_normal(64) * 0.01).astype(np.float16)
-    b[:4] = -a[:4] + b[:4]
-    y = (a.astype(np.float32) + b.astype(np.float32)).astype(np.float16)
+    graph, a, b, rounded, wrong = _float16_add(rng)
     tol = Tolerance(1e-3, 1e-2)
-    rounded, wrong = y.copy(), y.copy()
-    rounded[:4] += np.float16(0.03)   # out of tolerance, within float16 rounding of ~30
-    wrong[:4] += np.float16(5.0)
     got = isolate_module.local_check(graph.nodes, graph.opset, {"a": a, "b": b, "y": rounded}, None, tol)
     assert got["complete"] and not calls
     got = isolate_module.local_check(graph.nodes, graph.opset, {"a": a, "b": b, "y": wrong}, None, tol)
