@@ -80,7 +80,7 @@ def _flat(value: Any) -> np.ndarray:
     if isinstance(value, dict):
         value = [value[k] for k in sorted(value, key=repr)]
     if isinstance(value, list):
-        parts = [_flat(e) if isinstance(e, (list, dict)) else np.ravel(np.asarray(e, dtype=np.float64)) for e in value]
+        parts = [_flat(e) if isinstance(e, (list, dict)) else np.ravel(np.asarray(e)) for e in value]
         return np.concatenate(parts) if parts else np.zeros(0)
     return np.ravel(value)
 

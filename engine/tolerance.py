@@ -105,6 +105,12 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, tol: Tolerance = Tolerance()) -
     if a.size == 0:
         return {"shape": list(a.shape), "max_abs": 0.0, "max_rel": 0.0, "mean_abs": 0.0,
                 "cosine": 1.0, "mismatched": 0, "match": True, "ref_below_atol": 0.0, "weak": False}
+    if a.dtype.kind in "USO" or b.dtype.kind in "USO":   # strings (a label, a token): equal or not
+        same = np.asarray(a == b, dtype=bool)
+        mismatched = int(same.size - np.count_nonzero(same))
+        return {"shape": list(a.shape), "max_abs": None, "max_rel": None, "mean_abs": None,
+                "cosine": None, "mismatched": mismatched, "match": mismatched == 0,
+                "note": "strings: compared for equality"}
     exact = a.dtype.kind in "biu" and b.dtype.kind in "biu"
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     both_nan = np.isnan(a64) & np.isnan(b64)

@@ -310,8 +310,11 @@ def _ml_finfo(dtype: np.dtype) -> Any:
 
 
 def _to_str(v: Any) -> str:
+    # Eight significant digits, as onnxruntime writes every float type ("%.8g": '-0.30000001' for
+    # float32's -0.3, '1.2345679e+08'); ONNX's text leaves the form open, and at nine a model
+    # casting to string differed from onnxruntime at every element
     if isinstance(v, (float, np.floating)):
-        return "%.9g" % float(v) if math.isfinite(v) else ("NaN" if math.isnan(v) else
+        return "%.8g" % float(v) if math.isfinite(v) else ("NaN" if math.isnan(v) else
                                                           ("INF" if v > 0 else "-INF"))
     return str(v)
 

@@ -1,7 +1,9 @@
-"""A model whose output is a sequence of maps: onnxruntime's own example ``logreg_iris.onnx``
-(shipped in its wheel: LinearClassifier -> Normalizer -> ZipMap, from scikit-learn). `sglens
-compare` crashed on it (a dict's ``get`` taken for cupy's), `sglens run` could not print or
-save it, and a partitioned run's maps came back as an object array that never matched."""
+"""Outputs that are not numbers. A sequence of maps: onnxruntime's own example
+``logreg_iris.onnx`` (shipped in its wheel: LinearClassifier -> Normalizer -> ZipMap, from
+scikit-learn) -- `sglens compare` crashed on it (a dict's ``get`` taken for cupy's), `sglens
+run` could not print or save it, and a partitioned run's maps came back as an object array that
+never matched. Strings: the comparison crashed converting them to float, and our Cast to
+string wrote nine significant digits where onnxruntime writes eight."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper
 from onnxruntime.datasets import get_example
 
 from app import create_app
@@ -69,3 +72,27 @@ def test_a_partitioned_web_run_matches_on_the_maps(tmp_path):
     per = run["result"]["comparison"]["outputs"]["probabilities"]
     assert per["engine"]["match"] and per["partitioned"]["match"], per
     assert run["result"]["comparison"]["ok"] is True
+
+
+def test_strings_are_compared_for_equality():
+    same = errors([np.array(["cat", "dog"])], [np.array(["cat", "dog"])])
+    assert same["match"] and same["mismatched"] == 0
+    other = errors(np.array(["cat", "dog"], dtype=object), np.array(["cat", "cow"], dtype=object))
+    assert not other["match"] and other["mismatched"] == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_cast_to_string_writes_what_onnxruntime_writes(dtype, tmp_path, capsys):
+    tt = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["s"], to=TensorProto.STRING)], "g",
+                              [helper.make_tensor_value_info("x", tt, [8])],
+                              [helper.make_tensor_value_info("s", TensorProto.STRING, [8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / "cast.onnx"
+    path.write_bytes(model.SerializeToString())
+    x = np.array([np.pi, -0.3, 1e-7, 123456.78, 2.0, np.inf, -np.inf, np.nan], dtype)
+    np.savez(tmp_path / "in.npz", x=x)
+    assert main(["compare", str(path), "--inputs", str(tmp_path / "in.npz"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True, report["outputs"]
+    assert report["outputs"]["s"]["engine"]["mismatched"] == 0
