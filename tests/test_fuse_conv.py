@@ -490,6 +490,7 @@ def test_large_columns_are_made_a_band_of_rows_at_a_time(geom, rng, monkeypatch)
     assert bands, "the banded path did not run"
 
 
+@pytest.mark.cpu_only(reason="the banded columns are the compiled numpy path's")
 def test_columns_over_the_whole_columns_cap_are_still_banded(rng, monkeypatch):
     """The cap on whole im2col columns is not the banded path's (a band is all it holds): a conv
     whose columns would pass it (IS-Net's 1.2 GB, forced here with a tiny cap) is banded, not
