@@ -47,6 +47,7 @@ from .measure import Measurement, NodeTimeline, measure
 from .ort_fallback import LABEL, OrtFallback
 from .rss import PeakRSS
 from .tolerance import Tolerance, compare_arrays, default_tolerance
+from .values import map_keys
 from .verdict import Verdict, judge
 
 
@@ -69,7 +70,7 @@ def errors(ours: Any, ref: Any, tol: Tolerance | None = None) -> dict[str, Any]:
 def _element_shapes(value: Any) -> Any:
     """A sequence's element shapes (a map's: its keys), a map's keys, or a tensor's shape."""
     if isinstance(value, dict):
-        return ["map", sorted(value, key=repr)]
+        return ["map", map_keys(value)]
     if isinstance(value, list):
         return [_element_shapes(e) if isinstance(e, dict) else list(np.shape(e)) for e in value]
     return list(np.shape(value))
@@ -78,7 +79,7 @@ def _element_shapes(value: Any) -> Any:
 def _flat(value: Any) -> np.ndarray:
     """A sequence's or map's numbers end to end (a map's in key order), as one vector."""
     if isinstance(value, dict):
-        value = [value[k] for k in sorted(value, key=repr)]
+        value = [value[k] for k in map_keys(value)]
     if isinstance(value, list):
         parts = [_flat(e) if isinstance(e, (list, dict)) else np.ravel(np.asarray(e)) for e in value]
         return np.concatenate(parts) if parts else np.zeros(0)

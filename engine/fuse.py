@@ -432,7 +432,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
                        bn: Node | None = None, folded: tuple | None = None,
                        swish: _Swish | None = None, ins: tuple[str, ...] = (),
                        affine: Fused | None = None) -> Callable[..., tuple]:
-    """The fused step: ``(xp, x, w[, b][, residual][, bn params][, clip bounds][, pad
+    """The fused step: ``(xp, x, w[, b][, residual][, bn params][, bounds][, pad
     inputs][, hard swish constants]) -> (y,)`` (``ins``: their names). A residual of
     another shape or dtype (broadcasting), or any failure, runs the nodes as written
     instead, so results and errors are those of the graph (a failure names the node that
@@ -453,7 +453,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     # a GPU, like the rest of the device path).
     lopsided = folded is not None and folded[0][:2] != folded[0][2:]
     last = parts[-1]
-    clip = last if last.op_type in BOUNDS and swish is None else None   # a Clip, or a Max / Min after a LeakyRelu
+    bounding = last if last.op_type in BOUNDS and swish is None else None   # a Clip, or a Max / Min after a LeakyRelu
     leaky = next((p for p in parts if p.op_type == "LeakyRelu"), None)
     # Paddle's hard swish: its shift, bounds and scale are inputs after the Clip's place
     n_consts = len(swish.consts) if swish is not None else 0
@@ -461,7 +461,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     n_conv = sum(1 for t in conv.inputs if t)
     n_bn = n_conv + int(has_residual)
     n_fixed = n_bn + (4 if bn is not None else len(affine.node.inputs) - 1 if affine is not None else 0)
-    n_clip = n_fixed + (len(bound_inputs(clip, parts[-2].outputs[0])) if clip is not None else 0)
+    n_bounds = n_fixed + (len(bound_inputs(bounding, parts[-2].outputs[0])) if bounding is not None else 0)
     epsilon = float(bn.attrs.get("epsilon", 1e-5)) if bn is not None else 0.0
     seen: list[Any] = [None]  # (the parameters, their (s, t)): replaced whole
     chain_fold = affine.kernel.fold if affine is not None else None  # type: ignore[attr-defined]
@@ -483,11 +483,11 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
 
     def activation(args: tuple) -> Any:
         if n_consts:
-            shift, lo, hi, *scale = (float(v.reshape(())) for v in args[n_clip:n_clip + n_consts])
+            shift, lo, hi, *scale = (float(v.reshape(())) for v in args[n_bounds:n_bounds + n_consts])
             return HardSwishAct(1.0, shift, lo, hi, post, scale[0] if scale else 1.0)
         if swish is not None:
             return _ONNX_HARD_SWISH
-        bounds = None if clip is None else bound_pair(clip, args[n_fixed:n_clip])
+        bounds = None if bounding is None else bound_pair(bounding, args[n_fixed:n_bounds])
         if leaky is not None:
             return LeakyReluAct(float(leaky.attrs.get("alpha", 0.01)), *(bounds or (None, None)))
         return bounds if bounds is not None else last.op_type == "Relu"
@@ -503,7 +503,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         b = conv_args[2] if n_conv > 2 else None
         residual = args[n_conv] if has_residual else None
         norm = args[n_bn:n_fixed]
-        pad_args = args[n_clip + n_consts:]
+        pad_args = args[n_bounds + n_consts:]
         try:
             use = attrs
             if pad is not None and (x.ndim != 4 or any(a is not c for a, c in zip(pad_args, bound))):

@@ -23,6 +23,7 @@ from partition.dtypes import to_numpy
 from partition.ir import Graph, TensorInfo
 
 from .run_errors import InputError
+from .values import map_keys
 
 #: Integer inputs are drawn from [0, INT_HIGH): small enough to index any table.
 INT_HIGH = 4
@@ -310,16 +311,19 @@ def save_outputs(path: str | os.PathLike, outputs: Mapping[str, np.ndarray]) -> 
     Written member by member: tensor names are arbitrary strings, which
     ``np.savez(**outputs)`` would refuse for names like ``file``.
     """
-    import zipfile
-    members = [(f"{name}[{i}]", v) for name, value in outputs.items() if isinstance(value, list)
-               for i, v in enumerate(value) if not isinstance(v, dict)]
-    # a map (ZipMap's elements): its keys and its values, in key order, as two arrays
-    members += [(f"{name}[{i}].{part}", arrays) for name, value in outputs.items() if isinstance(value, list)
-                for i, v in enumerate(value) if isinstance(v, dict)
-                for part, arrays in (("keys", np.asarray(sorted(v, key=repr))),
-                                     ("values", np.asarray([v[k] for k in sorted(v, key=repr)])))]
-    members += [(name, value) for name, value in outputs.items()
-                if value is not None and not isinstance(value, list)]
+    members = []
+    for name, value in outputs.items():
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            members.append((name, value))
+            continue
+        for i, element in enumerate(value):
+            if isinstance(element, dict):   # a map (ZipMap's elements): its keys, its values
+                keys = map_keys(element)
+                members += [(f"{name}[{i}].keys", keys), (f"{name}[{i}].values", [element[k] for k in keys])]
+            else:
+                members.append((f"{name}[{i}]", element))
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
         for name, value in members:
             with zf.open(name + ".npy", "w", force_zip64=True) as member:

@@ -330,7 +330,8 @@ def _output_text(v: Any) -> str:
         return "absent (an optional without a value)"
     if isinstance(v, list):
         if v and isinstance(v[0], dict):
-            keys = sorted(v[0], key=repr)
+            from .values import map_keys
+            keys = map_keys(v[0])
             return (f"sequence of {len(v)} map(s), keys {keys[:8]}{' ...' if len(keys) > 8 else ''}"
                     f" (ZipMap's form)")
         shown = ", ".join(f"{list(e.shape)} {e.dtype}" for e in v[:4])

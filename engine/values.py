@@ -28,6 +28,12 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.asarray(get() if callable(get) else value)
 
 
+def map_keys(m: Any) -> list:
+    """A map's keys in their order (ONNX gives a map one key type, an integer or a string): the
+    order its values are compared, printed and saved in."""
+    return sorted(m)
+
+
 def nbytes(value: Any) -> int:
     return int(getattr(value, "nbytes", 0) or 0)
 

@@ -96,3 +96,14 @@ def test_cast_to_string_writes_what_onnxruntime_writes(dtype, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is True, report["outputs"]
     assert report["outputs"]["s"]["engine"]["mismatched"] == 0
+
+
+def test_a_maps_keys_are_saved_in_their_own_order(tmp_path):
+    """Twelve classes: keys 0..11 in number order (sorted as text, 10 came before 2)."""
+    from engine.inputs import save_outputs
+    probabilities = [{k: float(k) / 100 for k in reversed(range(12))}]
+    save_outputs(tmp_path / "o.npz", {"probabilities": probabilities, "label": np.array([3])})
+    with np.load(tmp_path / "o.npz") as saved:
+        assert list(saved["probabilities[0].keys"]) == list(range(12))
+        np.testing.assert_allclose(saved["probabilities[0].values"], np.arange(12) / 100)
+        assert list(saved["label"]) == [3]
