@@ -121,3 +121,58 @@ def test_a_weight_is_shifted_once_and_the_form_dies_with_it(rng: np.random.Gener
     del b
     gc.collect()
     assert not any(k in prepared._CACHE for k in keys)
+
+
+def _spy_convs(monkeypatch: pytest.MonkeyPatch) -> list[np.dtype]:
+    """The dtype of each convolution ConvInteger hands to the float kernel."""
+    from engine.kernels import integer
+    seen: list[np.dtype] = []
+    real = integer.conv
+
+    def spy(xp: Any, x: Any, w: Any, *args: Any, **kw: Any) -> Any:
+        seen.append(np.dtype(x.dtype))
+        return real(xp, x, w, *args, **kw)
+    monkeypatch.setattr(integer, "conv", spy)
+    return seen
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_integer_sums_the_whole_filter_in_float32_where_its_weights_allow(
+        group: int, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 64 channels of 3x3 (K = 576 > 256): with |w| <= 40 each output's sum of |w| is at most
+    # 23,040 and 255 times that stays below 2**24, so one float32 convolution is exact -- and
+    # the inputs at their extreme make the sums large (~2.6 million).
+    seen = _spy_convs(monkeypatch)
+    x = np.full((1, 64, 7, 8), 255, np.uint8)
+    x[0, :, 3:] = _u8(rng, (64, 4, 8))
+    w = rng.integers(-40, 41, size=(8, 64 // group, 3, 3)).astype(np.int8)
+    w[0] = 40
+    check("ConvInteger", {"x": x, "w": w, "x_zp": np.array(0, np.uint8)}, rtol=0, atol=0,
+          pads=[1, 1, 1, 1], group=group)
+    assert seen == [np.dtype(np.float32)]               # one convolution, not chunks or float64
+
+
+def test_conv_integer_cuts_the_filter_where_one_float32_sum_could_round(
+        rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    # |w - w_zp| = 255 everywhere: 255 * 255 * 576 is past 2**24, so the channels go in chunks
+    # of 28 (28 * 9 = 252 products) and the result is still exact.
+    seen = _spy_convs(monkeypatch)
+    x = np.full((1, 64, 5, 5), 255, np.uint8)
+    w = np.full((4, 64, 3, 3), -128, np.int8)
+    w[1] = 127
+    check("ConvInteger", {"x": x, "w": w, "x_zp": np.array(0, np.uint8), "w_zp": np.array(127, np.int8)},
+          rtol=0, atol=0)
+    assert len(seen) == -(-64 // 28) and all(d == np.float32 for d in seen)
+
+
+def test_one_product_is_chosen_by_each_outputs_sum_of_weights() -> None:
+    from engine.kernels.integer import FLOAT32_EXACT, SHIFTED_MAX, sums_exactly
+    limit = (FLOAT32_EXACT - 1) // SHIFTED_MAX          # the largest sum of |w| still exact
+    col = np.zeros((1000, 3), np.float32)
+    col[:, 1] = -1
+    col[: limit % 1000, 2] = 1
+    col[:, 2] += limit // 1000                            # column 2 sums to exactly ``limit``
+    assert sums_exactly(np, col, -2)
+    col[0, 2] += 1
+    assert not sums_exactly(np, col, -2)
+    assert sums_exactly(np, np.zeros((0, 4), np.float32), -2)
