@@ -176,3 +176,41 @@ def test_one_product_is_chosen_by_each_outputs_sum_of_weights() -> None:
     col[0, 2] += 1
     assert not sums_exactly(np, col, -2)
     assert sums_exactly(np, np.zeros((0, 4), np.float32), -2)
+
+
+@xp_param
+@pytest.mark.parametrize("sign", ["mixed", "positive", "negative"])
+def test_dynamic_quantize_linear_matches_the_reference(sign: str, xp: Any, rng: np.random.Generator) -> None:
+    # Fresh activations (both signs, or one: the range then includes 0), with values on the
+    # rounding ties x / scale = k + 0.5 that round to even.
+    x = (rng.standard_normal((2, 7, 9, 13)) * rng.uniform(0.1, 30)).astype(np.float32)
+    if sign != "mixed":
+        x = np.abs(x) if sign == "positive" else -np.abs(x)
+    lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    scale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255))
+    x.flat[:4] = np.array([0.5, 1.5, 2.5, -0.5], np.float32) * scale
+    x.flat[:4] = np.clip(x.flat[:4], lo, hi)
+    check("DynamicQuantizeLinear", {"x": x}, xp=xp, n_outputs=3, rtol=0, atol=0)
+
+
+def test_dynamic_quantize_linear_compiled_pass_equals_numpys(rng: np.random.Generator,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.kernels import native, quant
+    if not native.available():
+        pytest.skip("the compiled kernels were not built")
+    for _ in range(5):
+        x = (rng.standard_normal(int(rng.integers(1, 5000))) * rng.uniform(0.01, 100)).astype(np.float32)
+        x[:: max(1, x.size // 7)] = np.round(x[:: max(1, x.size // 7)])   # exact values among them
+        got = quant.dynamic_quantize_linear(np, x)
+        with monkeypatch.context() as m:
+            m.setattr(native, "fake_quantize", lambda *a, **k: None)    # numpy's in-place steps
+            want = quant.dynamic_quantize_linear(np, x)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and np.array_equal(g, w)
+    x = np.array([np.nan, 1.0, -1.0], np.float32)          # NaN: both paths give the same bytes
+    with np.errstate(invalid="ignore"):
+        got = quant.dynamic_quantize_linear(np, x)
+        with monkeypatch.context() as m:
+            m.setattr(native, "fake_quantize", lambda *a, **k: None)
+            want = quant.dynamic_quantize_linear(np, x)
+    assert all(np.array_equal(g, w, equal_nan=g.dtype.kind == "f") for g, w in zip(got, want))

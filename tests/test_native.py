@@ -685,6 +685,6 @@ def test_compiled_fake_quantize_is_the_numpy_path_bit_for_bit(rng, monkeypatch):
         assert got.dtype == want.dtype == np.float32 and got.shape == x.shape
         np.testing.assert_array_equal(got, want)    # NaN where NaN, bit for bit elsewhere
     with pytest.raises(ValueError, match="float32 arrays of one size"):
-        native._lib.fake_quantize_f32(np.zeros(4, np.float32), np.zeros(5, np.float32), 0.1, 0.0, -128.0, 127.0)
+        native._lib.quantize_f32(np.zeros(4, np.float32), np.zeros(5, np.float32), 0.1, 0.0, -128.0, 127.0, True)
     per_channel = np.full(5, 0.1, np.float32)
     assert native.fake_quantize(np, x, per_channel, np.zeros(5, np.int8), -128, 127) is None   # numpy's path

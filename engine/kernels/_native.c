@@ -125,35 +125,51 @@ static PyObject *gelu_f32(PyObject *self, PyObject *args)
     return native_finish(&bs, 1);
 }
 
-/* --------------------------------------------------------- fake quantize --
- * DequantizeLinear(QuantizeLinear(x)) with one scale s and zero point z (the per-tensor
- * activations of a QDQ model: 610 pairs a run in PP-OCRv4 rec, each six numpy passes): x / s
- * rounded to nearest even, plus z, clipped to [lo, hi], minus z, times s, in one pass. The same
- * float32 operations in the same order as numpy's path (a division, not a product with 1 / s:
- * ties round alike); a NaN stays NaN through the clip, as numpy's clip keeps it. */
+/* ------------------------------------------------------------- quantize --
+ * QuantizeLinear's float steps with one scale s and zero point z: x / s rounded to nearest
+ * even, plus z, clipped to [lo, hi] -- the same float32 operations in the same order as numpy's
+ * path (a division, not a product with 1 / s: ties round alike); a NaN stays NaN through the
+ * clip, as numpy's clip keeps it. Two uses, one pass each:
+ *  - fake quantization, DequantizeLinear(QuantizeLinear(x)) (the per-tensor activations of a
+ *    QDQ model: 610 pairs a run in PP-OCRv4 rec, each six numpy passes): then minus z, times s;
+ *  - DynamicQuantizeLinear's quantized values (before numpy's cast to uint8): five numpy
+ *    passes and four temporaries before. */
+static inline float quantized(float x, float s, float z, float lo, float hi)
+{
+    float q = rintf(x / s) + z;
+    return q < lo ? lo : (q > hi ? hi : q);
+}
+
 CLONES static void fake_quantize_loop(const float *x, float *y, Py_ssize_t n, float s, float z,
                                       float lo, float hi)
 {
 #pragma omp simd
-    for (Py_ssize_t i = 0; i < n; i++) {
-        float q = rintf(x[i] / s) + z;
-        q = q < lo ? lo : (q > hi ? hi : q);
-        y[i] = (q - z) * s;
-    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        y[i] = (quantized(x[i], s, z, lo, hi) - z) * s;
 }
 
-static PyObject *fake_quantize_f32(PyObject *self, PyObject *args)
+CLONES static void quantize_loop(const float *x, float *y, Py_ssize_t n, float s, float z,
+                                 float lo, float hi)
+{
+#pragma omp simd
+    for (Py_ssize_t i = 0; i < n; i++)
+        y[i] = quantized(x[i], s, z, lo, hi);
+}
+
+static PyObject *quantize_f32(PyObject *self, PyObject *args)
 {
     PyObject *ox, *oy;
     float s, z, lo, hi;
+    int dequantize;
     NativeBuffers bs = {.held = 0};
     Py_buffer *x, *y;
-    if (!PyArg_ParseTuple(args, "OOffff", &ox, &oy, &s, &z, &lo, &hi))
+    if (!PyArg_ParseTuple(args, "OOffffp", &ox, &oy, &s, &z, &lo, &hi, &dequantize))
         return NULL;
     if (take_pair(&bs, ox, oy, &x, &y) < 0)
         return native_finish(&bs, 0);
     Py_BEGIN_ALLOW_THREADS
-    fake_quantize_loop((const float *)x->buf, (float *)y->buf, x->len / 4, s, z, lo, hi);
+    (dequantize ? fake_quantize_loop : quantize_loop)((const float *)x->buf, (float *)y->buf,
+                                                      x->len / 4, s, z, lo, hi);
     Py_END_ALLOW_THREADS
     return native_finish(&bs, 1);
 }
@@ -312,8 +328,9 @@ static PyMethodDef methods[] = {
     {"erf_f32", erf_f32, METH_VARARGS, "erf_f32(x, out): out = erf(x), float32, C-contiguous."},
     {"sigmoid_f32", sigmoid_f32, METH_VARARGS,
      "sigmoid_f32(x, out, times_x): out = 1 / (1 + exp(-x)), times x if times_x; float32."},
-    {"fake_quantize_f32", fake_quantize_f32, METH_VARARGS,
-     "fake_quantize_f32(x, out, s, z, lo, hi): out = (clip(rint(x / s) + z, lo, hi) - z) * s, float32."},
+    {"quantize_f32", quantize_f32, METH_VARARGS,
+     "quantize_f32(x, out, s, z, lo, hi, dequantize): out = clip(rint(x / s) + z, lo, hi), then "
+     "(out - z) * s if dequantize; float32."},
     {"gelu_f32", gelu_f32, METH_VARARGS,
      "gelu_f32(x, out, div, one, half): out = half * x * (one + erf(x / div)), float32."},
     NATIVE_RNN_METHODS

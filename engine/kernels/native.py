@@ -91,15 +91,16 @@ def gelu(xp: Any, x: Any, div: float, one: float, half: float) -> np.ndarray | N
 
 
 def fake_quantize(xp: Any, x: Any, scale: Any, zero_point: Any, low: float,
-                  high: float) -> np.ndarray | None:
+                  high: float, dequantize: bool = True) -> np.ndarray | None:
     """``(clip(rint(x / s) + z, low, high) - z) * s`` of a float32 numpy array in one pass, for one
-    float32 scale and one zero point (a per-tensor Q -> DQ pair); None otherwise."""
+    float32 scale and one zero point (a per-tensor Q -> DQ pair); with ``dequantize=False`` the
+    quantized values ``clip(rint(x / s) + z, low, high)``, still float32; None otherwise."""
     if not applies(xp, x, scale) or scale.size != 1 or zero_point.size != 1:
         return None
     x = np.ascontiguousarray(x)
     out = np.empty_like(x)
-    _lib.fake_quantize_f32(x, out, float(scale.reshape(())), float(zero_point.reshape(())),
-                           float(low), float(high))
+    _lib.quantize_f32(x, out, float(scale.reshape(())), float(zero_point.reshape(())),
+                      float(low), float(high), dequantize)
     return out
 
 

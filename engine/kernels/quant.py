@@ -121,8 +121,17 @@ def dynamic_quantize_linear(xp: Any, x: Any) -> tuple:
     hi = xp.maximum(xp.max(x), 0)
     scale = ((hi - lo) / 255).astype(np.float32)
     zp = xp.clip(xp.rint(0 - lo / scale), 0, 255).astype(np.uint8)
-    y = xp.clip(xp.rint(x / scale) + zp, 0, 255).astype(np.uint8)
-    return y, scale.reshape(()), zp.reshape(())
+    # The quantized values in one compiled pass on float32 numpy (native.fake_quantize), else
+    # the same steps in place on one temporary; then the cast to uint8. A dynamically quantized
+    # model quantizes every activation before each ConvInteger / MatMulInteger (ddddocr's CRNN:
+    # 22 a run, 5.4 ms of 40 in numpy's seven passes and four temporaries).
+    q = native.fake_quantize(xp, x, scale, zp, 0, 255, dequantize=False)
+    if q is None:
+        q = xp.divide(x, scale)
+        q = xp.rint(q, out=q)
+        q += zp.astype(q.dtype)
+        q = xp.clip(q, 0, 255, out=q)
+    return q.astype(np.uint8), scale.reshape(()), zp.reshape(())
 
 
 def _dequant_rows(xp: Any, q: Any, scale: Any, zp: Any, axis: int) -> Any:
