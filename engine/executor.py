@@ -64,7 +64,7 @@ from .context import Context, RunContext
 from .core import Engine, Var
 from .fuse import FUSED_DOMAIN, Fused, fuse
 from .inplace import bind_in_place
-from .memo import memoizable, memoized
+from .memo import memoizable, memoized, shape_memoizable, shape_memoized
 from .kernels import kernel_attrs
 from .kernels.registry import HOST_INPUTS, is_control_flow
 from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_ops
@@ -279,10 +279,14 @@ class Executor:
             if self.device_plan is not gpu_plan.EMPTY:
                 call = gpu_plan.bind_call(self.device_plan, node, call,
                                           self.find_kernel(node, graph.opset), self.xp)
-            if memoizable(node, self._stable) and self._outputs.isdisjoint(node.outputs):
-                # weight preparation: once per weight version (never a value handed out
-                # of the graph: a caller may write into what a run returns)
+            if not self._outputs.isdisjoint(node.outputs):
+                pass  # never a value handed out of the graph: a caller may write into it
+            elif memoizable(node, self._stable):
+                # weight preparation: once per weight version
                 call = memoized(call, node.op_type)
+                self._stable.update(t for t in node.outputs if t)
+            elif shape_memoizable(node):  # shape arithmetic: once per input shape
+                call = shape_memoized(call)
                 self._stable.update(t for t in node.outputs if t)
             self._steps.append(_Step(node, reads, frees, call, weights,
                                      sum(1 for t in node.outputs if t)))

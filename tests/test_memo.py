@@ -231,3 +231,85 @@ def test_a_qdq_models_weight_is_dequantized_at_bind_time_and_again_after_set_wei
     for kept in ({"plan": "nodes"}, {"kernels": _counting({})}):   # every node as written; their kernels
         with Executor(load_model(model.SerializeToString()), **kept) as ex:
             assert "dequantize w" in [s.node.name for s in ex._steps]
+
+
+def _shape_arithmetic_model():
+    """y = Reshape(Relu(x), [shape(x)[0] * shape(x)[1], -1]) and z = the zero state
+    ConstantOfShape([1, size(x)]) + 1: a target and a state computed from shapes at run time,
+    as exporters write them (Shape with start/end; Size)."""
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Shape", ["r"], ["lead"], name="shape", start=0, end=2),
+             helper.make_node("ReduceProd", ["lead"], ["rows"], name="rows", keepdims=1),
+             helper.make_node("Concat", ["rows", "minus1"], ["target"], name="target", axis=0),
+             helper.make_node("Reshape", ["r", "target"], ["y"], name="reshape"),
+             helper.make_node("Size", ["x"], ["n"], name="size"),
+             helper.make_node("Unsqueeze", ["n", "axis0"], ["n1"], name="n1"),
+             helper.make_node("Concat", ["one", "n1"], ["state_shape"], name="state shape", axis=0),
+             helper.make_node("ConstantOfShape", ["state_shape"], ["zeros"], name="zeros"),
+             helper.make_node("Add", ["zeros", "bias"], ["z"], name="state")]
+    inits = [i64("minus1", [-1]), i64("axis0", [0]), i64("one", [1]),
+             numpy_helper.from_array(np.array(1.0, np.float32), "bias")]
+    return make_model(nodes, [vi("x", None)], [vi("y", None), vi("z", None)], initializers=inits)
+
+
+@pytest.mark.parametrize("plan", ["segments", "nodes"])
+def test_shape_arithmetic_runs_once_per_input_shape(rng, plan):
+    model = _shape_arithmetic_model()
+    counts: dict[str, int] = {}
+    arithmetic = ("shape", "rows", "target", "size", "n1", "state shape", "zeros")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(load_model(model.SerializeToString()), kernels=_counting(counts), plan=plan) as ex:
+        # A, A, B, B, A: the arithmetic runs for each shape unlike the last run's (one result is
+        # kept), so after each run 1, 1, 2, 2, 3 times; the Relu and the Reshape every run.
+        for runs, (shape, computed) in enumerate([((2, 3, 4), 1), ((2, 3, 4), 1), ((3, 3, 4), 2),
+                                                  ((3, 3, 4), 2), ((2, 3, 4), 3)], start=1):
+            x = rng.standard_normal(shape).astype(np.float32)
+            got = ex.run({"x": x}).numpy_outputs()
+            y, z = sess.run(None, {"x": x})
+            np.testing.assert_array_equal(got["y"], y)
+            np.testing.assert_array_equal(got["z"], z)
+            assert [counts[n] for n in arithmetic] == [computed] * len(arithmetic), counts
+            assert counts["relu"] == counts["reshape"] == counts["state"] == runs
+        assert all(counts[n] == 3 for n in arithmetic), counts
+
+
+def test_a_shape_handed_out_of_the_graph_is_computed_anew(rng):
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    model = make_model(nodes, [vi("x", None)],
+                       [helper.make_tensor_value_info("s", TensorProto.INT64, None), vi("y", None)])
+    with Executor(load_model(model.SerializeToString())) as ex:
+        first = ex.run({"x": np.ones((2, 5), np.float32)}).numpy_outputs()["s"]
+        first[...] = 0
+        again = ex.run({"x": np.ones((2, 5), np.float32)}).numpy_outputs()["s"]
+    np.testing.assert_array_equal(again, [2, 5])
+
+
+def test_a_loop_body_whose_shapes_change_each_iteration(rng):
+    """Each iteration doubles the carried tensor: the body's Shape sees a new shape every
+    time, and what it feeds (a ConstantOfShape) follows it."""
+    body = helper.make_graph(
+        [helper.make_node("Shape", ["v"], ["s"], name="body shape"),
+         helper.make_node("ConstantOfShape", ["s"], ["ones"], name="body ones",
+                          value=numpy_helper.from_array(np.array([1.0], np.float32))),
+         helper.make_node("Concat", ["v", "ones"], ["v_next"], name="body concat", axis=0),
+         helper.make_node("ReduceSum", ["v_next"], ["total"], name="body sum", keepdims=0),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body cond")],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []), vi("v", None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), vi("v_next", None),
+         vi("total", None)])
+    nodes = [helper.make_node("Loop", ["trips", "keep_going", "x"], ["v_last", "totals"], name="loop",
+                              body=body)]
+    inits = [numpy_helper.from_array(np.array(4, np.int64), "trips"),
+             numpy_helper.from_array(np.array(True), "keep_going")]
+    model = make_model(nodes, [vi("x", None)], [vi("v_last", None), vi("totals", None)],
+                       initializers=inits)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(load_model(model.SerializeToString())) as ex:
+        for n in (3, 3, 2):
+            x = rng.standard_normal((n, 2)).astype(np.float32)
+            got = ex.run({"x": x}).numpy_outputs()
+            for name, want in zip(("v_last", "totals"), sess.run(None, {"x": x})):
+                np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-5)
