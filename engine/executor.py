@@ -888,6 +888,8 @@ class Executor:
         """A fed value as the run holds it: an array of the device's module; a sequence (a
         list: ONNX's sequence type) element by element, an absent optional (None) as None; a
         map (a dict: ZipMap's elements) as it is (no device holds one)."""
+        if value.__class__ is np.ndarray and self.xp is np:  # the common case: a body's inputs
+            return value
         if value is None or isinstance(value, dict):
             return value
         if isinstance(value, list):

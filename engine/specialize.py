@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .kernels import device, elementwise, gemm, geometry, kernel_attrs, nn
+from .kernels.reduce import REDUCTIONS
 from .kernels.dtypes import np_dtype
 from .kernels.tensor import _slice_index
 
@@ -197,11 +198,15 @@ def _reduce(kind: str, axes: list[int] | None, keepdims: int, noop: int) -> Body
         if x.dtype != np.float32 and x.dtype != np.float64:
             return _GENERIC  # float16 means accumulate wider; integers sum to int64
         norm, count, out = p
-        if count == 1:  # over axes of length 1 (a streaming step's one frame): a reshape
+        if count == 1 and kind in _OF_ONE:  # over axes of length 1 (a streaming step's one frame): a reshape
             return x.reshape(out if out is not None else x.shape)
         # The array's own methods: xp.sum & co. add ~1 us of dispatch on a small tensor.
-        s = x.sum(axis=norm, keepdims=True) if kind == "sum" or kind == "mean" \
-            else (x.max if kind == "max" else x.min)(axis=norm, keepdims=True)
+        if kind == "sum" or kind == "mean":
+            s = x.sum(axis=norm, keepdims=True)
+        elif kind == "max" or kind == "min":
+            s = (x.max if kind == "max" else x.min)(axis=norm, keepdims=True)
+        else:  # the registry's own reduction (ReduceSumSquare, ReduceL2, ...) on the planned axes
+            s = REDUCTIONS[kind](xp, x, norm)
         if kind == "mean":
             s /= x.dtype.type(count)
         return s if out is None else s.reshape(out)
@@ -397,7 +402,12 @@ def _flat_taps(shape: tuple, kernel: list[int], dil: Any, strides: Any, pads: An
     return taps.reshape(c * k_size, npos), not bool(inside.all())
 
 
-_REDUCE_KINDS = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}
+#: Each reduction's kind: the four with an array method, the others by their op (their registry
+#: function, ``kernels.reduce.REDUCTIONS``: ReduceSumSquare in skl2onnx's kNN Scan body).
+_REDUCE_KINDS = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min",
+                 **{op: op for op in REDUCTIONS if op not in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin")}}
+#: Kinds whose reduction over one element is that element (the others square, root or log it).
+_OF_ONE = ("sum", "mean", "max", "min", "ReduceProd")
 # The input position of the constants each op reads, by op (opset 13+ forms).
 _CONST_INPUTS = {"Unsqueeze": (1,), "Squeeze": (1,), "Reshape": (1,), "Slice": (1, 2, 3, 4),
                  "Gather": (1,), "Pad": (1, 2, 3), "Conv": (1, 2), **{op: (1,) for op in _REDUCE_KINDS}}

@@ -83,6 +83,14 @@ CASES: list[tuple[str, list, dict, list[tuple]]] = [
     ("ReduceMean", [_i(0, 2)], {}, [(1, 4, 1), (2, 4, 3)]),
     ("ReduceSum", [_i(1)], {"keepdims": 0}, [(3, 1), (3, 2)]),
     ("ReduceMax", [_i(0, 1)], {"keepdims": 0}, [(1, 1), (2, 3)]),
+    # The other reductions by their registry function on planned axes (skl2onnx's kNN Scan body
+    # runs a ReduceSumSquare per training row); over length-1 axes they still square, root or log.
+    ("ReduceSumSquare", [_i(-1)], {"keepdims": 0}, [(3, 5), (2, 3, 1)]),
+    ("ReduceSumSquare", [], {}, [(3, 5), (1, 1)]),
+    ("ReduceL2", [_i(0, 2)], {}, [(3, 5, 2), (1, 4, 1)]),
+    ("ReduceL1", [_i(1)], {"keepdims": 0}, [(3, 5), (2, 1, 4)]),
+    ("ReduceLogSumExp", [_i(-1)], {}, [(3, 5), (2, 3, 1)]),
+    ("ReduceProd", [_i(0)], {"keepdims": 0}, [(3, 5), (1, 4)]),
     ("Conv", [_w(6, 4, 3), _w(6)], {"pads": [1, 1], "strides": [2]}, [(1, 4, 9), (2, 4, 5)]),
     ("Conv", [_w(5, 3, 3, 2)], {"pads": [1, 0, 2, 1], "dilations": [2, 1]}, [(1, 3, 6, 5)]),
     ("Conv", [_w(4, 2, 3, 3), _w(4)], {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
@@ -103,7 +111,8 @@ COMPILED_CASES: list[tuple[str, list, dict, list[tuple]]] = [
     ("Conv", [_w(6, 1, 3, 3)], {"group": 6, "strides": [2, 2], "pads": [1, 0, 1, 1]}, [(1, 6, 20, 17)]),
     ("Conv", [_w(16, 8, 1, 1), _w(16)], {}, [(1, 8, 30, 30)]),
 ]
-REDUCE_ATTR_OPSET = {"ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}  # attributes at 17
+REDUCE_ATTR_OPSET = {op: 18 for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL2",
+                                        "ReduceL1", "ReduceLogSumExp", "ReduceProd")}  # attributes at 17
 
 
 def _build(op: str, consts: list, attrs: dict, shape: tuple, as_nodes: bool) -> onnx.ModelProto:

@@ -36,7 +36,7 @@ def _sum(xp: Any, x: Any, ax: tuple) -> Any:
         for i in range(1, n):
             out += x[..., i:i + 1]
         return out
-    return xp.sum(x, axis=ax, keepdims=True)
+    return x.sum(axis=ax, keepdims=True)  # the array's method: xp.sum adds numpy's Python wrapper
 
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -53,6 +53,10 @@ _OPS: dict[str, tuple[str, Callable[[Any, Any, tuple], Any]]] = {
     "ReduceLogSum": ("logsum", lambda xp, x, ax: xp.log(_sum(xp, x, ax))),
     "ReduceLogSumExp": ("logsumexp", lambda xp, x, ax: _logsumexp(xp, x, ax)),
 }
+
+
+#: Each reduction op's function ``(xp, x, axes) -> kept-dims result`` (the specialised path's too).
+REDUCTIONS = {op: fn for op, (_, fn) in _OPS.items()}
 
 
 def mean_keepdims(xp: Any, x: Any, ax: tuple) -> Any:
