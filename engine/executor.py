@@ -166,6 +166,7 @@ class Executor:
         order = {t: i for i, t in enumerate(self._produced)}
         self._order = lambda t: order.get(t, -1)
         self._body_fn = None
+        self._host_rctx: RunContext | None = None   # run_body's context on the host, made once
         self._bind_operators(opts.effective_plan())
         # Bodies (run inline by their control-flow node): one generated function (engine/body.py).
         # Under "nodes" a body runs as a graph (``run``) instead.
@@ -475,7 +476,12 @@ class Executor:
         for name, value in zip(g.inputs, values):
             if name not in self._weights:
                 env[name] = self._upload(value)
-        return self._body_fn(env, self._weights, RunContext(self.ctx, stream))
+        rctx = self._host_rctx if stream is None else None
+        if rctx is None:
+            rctx = RunContext(self.ctx, stream)
+            if stream is None:
+                self._host_rctx = rctx  # read, never written: one per body on the host
+        return self._body_fn(env, self._weights, rctx)
 
     @property
     def calibrating(self) -> bool:
@@ -711,18 +717,22 @@ class Executor:
         bodies: dict[int, Executor] = {}   # id(body) -> its executor, looked up once
 
         def call(run: _Run, args: list, rctx: RunContext) -> tuple:
-            scope_cache: dict[int, dict[str, Any]] = {}
+            # id(body) -> (its executor, its outer scope, its input count): one lookup a
+            # call (a Scan or Loop calls its body once an iteration)
+            found: dict[int, tuple[Executor, dict[str, Any], int]] = {}
 
             def run_graph(body: Graph, values: Sequence[Any]) -> list:
-                scope = scope_cache.get(id(body))
-                if scope is None:
-                    scope = scope_cache[id(body)] = {t: run.get(t) for t in body.free_tensors}
-                if len(values) != len(body.inputs):
-                    raise RunError(f"{label}: body '{body.name}' takes {len(body.inputs)} inputs, "
+                hit = found.get(id(body))
+                if hit is None:
+                    child = bodies.get(id(body))
+                    if child is None:
+                        child = bodies[id(body)] = self.body_child(node, body)
+                    hit = found[id(body)] = (child, {t: run.get(t) for t in body.free_tensors},
+                                             len(body.inputs))
+                child, scope, n_inputs = hit
+                if len(values) != n_inputs:
+                    raise RunError(f"{label}: body '{body.name}' takes {n_inputs} inputs, "
                                    f"got {len(values)}")
-                child = bodies.get(id(body))
-                if child is None:
-                    child = bodies[id(body)] = self.body_child(node, body)
                 if inline:
                     return child.run_body(values, scope, rctx.stream)
                 result = child.run(dict(zip(body.inputs, values)), outer=scope)

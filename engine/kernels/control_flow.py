@@ -78,8 +78,11 @@ def scan(xp: Any, *inputs: Any, subgraphs: dict[str, Graph], run_graph: RunGraph
     steps = seqs[0].shape[in_axes[0]] if seqs else 0
     n_out = len(graph.outputs) - n_state
     collected: list[list[Any]] = [[] for _ in range(n_out)]
+    # Each step's slice is a view (basic indexing, no copy: a kernel never writes into its
+    # inputs); its index tuple is made once per sequence.
+    leads = [(slice(None),) * a for a in in_axes]
     for t in range(steps):
-        slices = [xp.take(s, steps - 1 - t if d else t, axis=a) for s, a, d in zip(seqs, in_axes, in_dirs)]
+        slices = [s[lead + (steps - 1 - t if d else t,)] for s, lead, d in zip(seqs, leads, in_dirs)]
         values = run_graph(graph, state + slices)
         state = list(values[:n_state])
         for k, v in enumerate(values[n_state:]):
