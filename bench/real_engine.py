@@ -57,17 +57,18 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from engine.compare import diagnose, inputs_independent, same_as_measured  # noqa: E402
+from engine.compare import diagnose, errors, inputs_independent, same_as_measured  # noqa: E402
 from engine.verdict import onnxruntime_departs  # noqa: E402
 from engine.executor import Executor  # noqa: E402
 from engine.ort_fallback import OrtFallback  # noqa: E402
 from engine.profiling import Profiler  # noqa: E402
 from engine.float16 import computes_in_float16  # noqa: E402
-from engine.tolerance import Tolerance, compare_arrays, default_tolerance  # noqa: E402
+from engine.tolerance import Tolerance, default_tolerance  # noqa: E402
 from partition import load_model  # noqa: E402
 
 import converted  # noqa: E402
 import pypi_models  # noqa: E402
+import sklearn_models  # noqa: E402
 import torch_models  # noqa: E402
 import zoo_weights  # noqa: E402
 from run import cpu_times, ort_session, paired_latency, profile_model  # noqa: E402
@@ -179,6 +180,18 @@ def _export_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]
     return load
 
 
+def _sklearn_loader(name: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]]]:
+    def load() -> tuple[bytes, dict[str, np.ndarray]]:
+        try:
+            onnx_path, npz_path = sklearn_models.convert(name)
+        except ImportError as exc:
+            raise Skip(f"not cached in {torch_models.cache_dir()} and cannot convert here: {exc} "
+                       "(pip install '.[bench]')") from None
+        with np.load(npz_path) as npz:
+            return onnx_path.read_bytes(), {k: npz[k] for k in npz.files}
+    return load
+
+
 def _converted_loader(name: str, how: str) -> Callable[[], tuple[bytes, dict[str, np.ndarray]]]:
     def load() -> tuple[bytes, dict[str, np.ndarray]]:
         data, inputs = _export_loader(name)()
@@ -206,6 +219,8 @@ def registry() -> dict[str, Entry]:
                       f"{pypi_models.MODELS[name].about}; statically quantized to int8 in QDQ form as for "
                       "TensorRT (onnxruntime's quantize_static, symmetric, per-channel weights)",
                       _wheel_converted_loader(name)) for name in converted.WHEEL_QDQ_OF]
+    entries += [Entry(m.name, "classical-ml", "export:skl2onnx", m.about, _sklearn_loader(m.name))
+                for m in sklearn_models.MODELS.values()]
     return {e.name: e for e in entries}
 
 
@@ -300,9 +315,10 @@ def output_difference(ours: dict[str, np.ndarray], ref: list[np.ndarray], names:
     """Largest absolute and relative difference over all outputs, and whether all match."""
     max_abs, max_rel, match, weak = 0.0, 0.0, True, []
     for name, want in zip(names, ref):
-        c = compare_arrays(np.asarray(ours[name]), np.asarray(want), tol)
+        c = errors(ours[name], want, tol)   # as sglens compare: maps and sequences too
         match = match and c["match"]
-        max_abs = max(max_abs, c["max_abs"] if c["max_abs"] is not None else math.inf)
+        if c["max_abs"] is not None or not c["match"]:   # None: strings, equal or not
+            max_abs = max(max_abs, c["max_abs"] if c["max_abs"] is not None else math.inf)
         max_rel = max(max_rel, c.get("max_rel") or 0.0)
         if c.get("weak"):
             weak.append(name)

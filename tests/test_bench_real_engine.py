@@ -170,3 +170,29 @@ def test_the_charts_targets_sit_at_2x_and_4x_and_families_keep_their_colours():
     assert 10 ** labels["worst-model target 4x"] == pytest.approx(4)
     colours = [bar.marker.color for bar in fig.data]
     assert len(colours) == 20 and len(set(colours)) == 20
+
+
+def test_a_conversion_not_cached_is_skipped_without_scikit_learn(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLENS_BENCH_MODELS", str(tmp_path / "models"))
+    monkeypatch.setitem(sys.modules, "sklearn", None)   # CI has neither scikit-learn nor skl2onnx
+    monkeypatch.setitem(sys.modules, "skl2onnx", None)
+    entry = real_engine.registry()["sk_knn"]
+    assert entry.family == "classical-ml" and entry.source == "export:skl2onnx"
+    row = real_engine.run_one(entry, real_engine.parse([]))
+    assert row["model"] == "sk_knn" and "cannot convert here" in row["skipped"] and "ratio" not in row
+    assert not (tmp_path / "models").exists()
+
+
+def test_maps_and_labels_are_compared_as_sglens_compare_does():
+    """A classifier's outputs: string labels and ZipMap's list of maps (what onnxruntime returns)."""
+    ref = [np.array(["cat", "dog"], object), [{"cat": 0.25, "dog": 0.75}, {"cat": 0.5, "dog": 0.5}]]
+    same = real_engine.output_difference({"label": ref[0].copy(), "p": [dict(m) for m in ref[1]]},
+                                         ref, ["label", "p"])
+    assert same["match"] is True and same["max_abs"] == 0.0
+    off = real_engine.output_difference({"label": ref[0].copy(),
+                                         "p": [{"cat": 0.25, "dog": 0.75}, {"cat": 0.4, "dog": 0.6}]},
+                                        ref, ["label", "p"])
+    assert off["match"] is False and off["max_abs"] == pytest.approx(0.1)
+    wrong_label = real_engine.output_difference({"label": np.array(["cat", "cat"], object), "p": ref[1]},
+                                                ref, ["label", "p"])
+    assert wrong_label["match"] is False and wrong_label["max_abs"] == float("inf")
