@@ -29,8 +29,9 @@ Memoized results are nobody's scratch space: ``engine/inplace.py`` never writes 
 them (``MEMOIZED`` marks the call).
 
 Shapes are stable too, while the inputs' shapes are. Exporters compute a Reshape's target,
-an LSTM's zero state or a Slice's end from ``Shape`` at run time (silero-VAD: 51 of the 97
-nodes a chunk runs; openWakeWord's LSTM head: 17 of 37). A ``Shape`` or ``Size`` node is
+an LSTM's zero state or a Slice's end from ``Shape`` at run time (openWakeWord's LSTM head:
+17 of its 37 steps; Swin 658 of 1,160 more steps memoized than by weights alone, MobileViT 180
+of 620, DETR 85 of 611, silero-VAD 17 of 90). A ``Shape`` or ``Size`` node is
 bound *shape-memoized*: it returns its last result while its input has the same shape, so
 its output is the same object run after run, and every node computing from it and from
 weights alone is memoized by the rule above and hits all along. A new input shape makes a
