@@ -160,7 +160,57 @@ def suggest_specs(graph: Graph, remembered: Mapping[str, Sequence[int]] | None =
                          dim_names=dim_names)
         spec.fill, spec.value = _fill_by_name(name, info.dtype, shape) or (spec.fill, spec.value)
         specs.append(spec)
+    fill_lengths(graph, specs)
     return specs
+
+
+#: Name parts that make an integer input a length (onnx-asr's ``waveforms_lens``, NeMo's
+#: ``length``, ``input_lengths``, ``seq_lens``).
+_LENGTH_PARTS = frozenset({"len", "lens", "length", "lengths"})
+
+
+def _reads_as_lengths(name: str) -> bool:
+    return bool(_LENGTH_PARTS & set(re.split(r"[^a-z0-9]+", name.lower())))
+
+
+def fill_lengths(graph: Graph, specs: Sequence[InputSpec], notes: list[str] | None = None,
+                 only: set[str] | None = None) -> None:
+    """An integer input of rank 0 or 1 whose name says it holds lengths, beside one float input
+    of rank 2 or more that shares its batch axis, is filled with that input's length: the size
+    of its first variable axis after the batch (random 0..3 told a speech front end its
+    16,000 samples were 2 long, and every output came out the same whatever the samples).
+    Left random where the partner is not clear; ``notes`` says what was filled. ``only``: the
+    inputs that may be filled (the others were set by the user)."""
+    for spec in specs:
+        allowed = spec.fill == "random" if only is None else spec.name in only
+        if not (allowed and _is_integer(spec.dtype) and len(spec.shape) <= 1 and _reads_as_lengths(spec.name)):
+            continue
+        found = _length_of(graph, spec, specs)
+        if found is None:
+            continue
+        partner, axis = found
+        spec.fill, spec.value = "constant", float(partner.shape[axis])
+        if notes is not None:
+            notes.append(f"input '{spec.name}': {partner.shape[axis]}, the size of '{partner.name}' "
+                         f"axis {axis}, as it reads as lengths (set with --const {spec.name}=VALUE)")
+
+
+def _length_of(graph: Graph, spec: InputSpec, specs: Sequence[InputSpec]) -> tuple[InputSpec, int] | None:
+    """The input ``spec`` gives the lengths of, and the axis: one float input of rank 2 or more
+    with the same batch size, the one whose name starts like ``spec``'s where several are."""
+    batch = spec.shape[0] if spec.shape else 1
+    candidates = [s for s in specs if s is not spec and len(s.shape) >= 2 and s.shape[0] == batch
+                  and not _is_integer(s.dtype) and s.dtype != "BOOL"]
+    stem = re.split(r"[^a-z0-9]+", spec.name.lower())[0]
+    named = [s for s in candidates if s.name.lower().startswith(stem)] if stem else []
+    chosen = named if len(named) == 1 else candidates
+    if len(chosen) != 1:
+        return None
+    partner = chosen[0]
+    declared = list(graph.info(partner.name).shape or ())
+    variable = [a for a in range(1, len(partner.shape))
+                if a >= len(declared) or not (isinstance(declared[a], int) and declared[a] >= 0)]
+    return (partner, variable[0]) if variable else None
 
 
 #: An integer scalar input by one of these names is a sample rate (silero VAD's ``sr``).
@@ -394,19 +444,26 @@ def parse_constant(text: str) -> tuple[str, float]:
 def specs_from_options(graph: Graph, *, dims: Mapping[str, int] | None = None,
                        shapes: Mapping[str, Sequence[int]] | None = None, fill: str = "random",
                        value_range: tuple[float, float] | None = None, seed: int = 0,
+                       constants: Mapping[str, float] | None = None,
                        notes: list[str] | None = None) -> list[InputSpec]:
     """Specs from command-line style options on top of ``suggest_specs``.
 
     ``dims`` sets symbolic dims by name (``--dim batch=4``), ``shapes`` whole inputs
-    (``--shape images=1x3x640x640``). Every axis that kept a suggested size is listed
-    in ``notes`` so the user sees what was assumed and how to change it.
+    (``--shape images=1x3x640x640``), ``constants`` an input's every value
+    (``--const sr=8000``). Every axis that kept a suggested size is listed in ``notes`` so
+    the user sees what was assumed and how to change it, and so is a length filled from
+    another input's size (``fill_lengths``).
     """
-    dims, shapes = dict(dims or {}), dict(shapes or {})
-    unknown = sorted(set(shapes) - set(graph_inputs(graph)))
-    if unknown:
-        raise InputError(f"--shape names {unknown}, which are not graph inputs; the inputs are "
-                         f"{graph_inputs(graph)}")
+    dims, shapes, constants = dict(dims or {}), dict(shapes or {}), dict(constants or {})
+    for option, names in (("--shape", shapes), ("--const", constants)):
+        unknown = sorted(set(names) - set(graph_inputs(graph)))
+        if unknown:
+            raise InputError(f"{option} names {unknown}, which are not graph inputs; the inputs are "
+                             f"{graph_inputs(graph)}")
     specs = suggest_specs(graph, seed=seed)
+    # lengths prefilled from the suggested shapes: made again from the final ones below
+    by_length = {s.name for s in specs if s.fill == "constant" and _reads_as_lengths(s.name)
+                 and s.name not in constants} if fill == "random" else set()
     named = {d for spec in specs for d in spec.dim_names if d}
     stray = sorted(set(dims) - named)
     if stray:   # a mistyped --dim once left the axis at its guess without a word
@@ -414,9 +471,11 @@ def specs_from_options(graph: Graph, *, dims: Mapping[str, int] | None = None,
                          + (f"the symbolic axes are {sorted(named)}" if named else "no input has a named axis")
                          + " (or set a whole input with --shape INPUT=DIMS)")
     for spec in specs:
-        if fill != "random" or spec.fill == "random":
+        if spec.name in constants:
+            spec.fill, spec.value = "constant", float(constants[spec.name])
+        elif fill != "random" or spec.fill == "random":
             spec.fill = fill   # an explicit --fill wins; by default a name's prefill stays
-        elif notes is not None:
+        elif notes is not None and spec.name not in by_length:
             what = f"the constant {spec.value:g}" if spec.fill == "constant" else spec.fill
             notes.append(f"input '{spec.name}': {what}, by its name (set with --const "
                          f"{spec.name}=VALUE or --fill)")
@@ -437,4 +496,6 @@ def specs_from_options(graph: Graph, *, dims: Mapping[str, int] | None = None,
         if guessed and notes is not None:
             notes.append(f"input '{spec.name}': shape {spec.shape} ({', '.join(guessed)} assumed; "
                          f"set with --dim NAME=VALUE or --shape {spec.name}=DIMS)")
+    fill_lengths(graph, specs, notes, only=by_length | {s.name for s in specs
+                                                       if s.fill == "random" and s.name not in constants})
     return specs

@@ -173,15 +173,7 @@ def _prepare(args: argparse.Namespace):
     else:
         specs = specs_from_options(graph, dims=dims, shapes=dict(parse_shape(t) for t in args.shape),
                                    fill=args.fill, value_range=_parse_range(args.range), seed=args.seed,
-                                   notes=notes)
-        constants = dict(parse_constant(t) for t in args.const)
-        unknown = sorted(set(constants) - {s.name for s in specs})
-        if unknown:
-            raise InputError(f"--const names {unknown}, which are not graph inputs; the inputs are "
-                             f"{[s.name for s in specs]}")
-        for spec in specs:
-            if spec.name in constants:
-                spec.fill, spec.value = "constant", constants[spec.name]
+                                   constants=dict(parse_constant(t) for t in args.const), notes=notes)
         check_specs(graph, specs, {})
         # The budget is checked on the shapes, before the values are made.
         check_memory_budget(graph, {s.name: tuple(s.shape) for s in specs}, limit, hint=CLI_HINT)
