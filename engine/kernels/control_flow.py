@@ -15,6 +15,8 @@ RunGraph = Callable[[Graph, list], list]
 
 
 def _truth(xp: Any, v: Any) -> bool:
+    if v.__class__ is np.ndarray and v.size == 1:  # a host array (a Loop's condition, each step)
+        return bool(v)
     return bool(to_host(xp, v).reshape(-1)[0])
 
 
@@ -36,17 +38,21 @@ def loop(xp: Any, max_trip: Any = None, cond: Any = None, *carried: Any, subgrap
     trips = None if max_trip is None else int(to_host(xp, max_trip).reshape(-1)[0])
     keep_going = True if cond is None else _truth(xp, cond)
     state = list(carried)
-    n_scan = len(graph.outputs) - 1 - len(state)
+    n_state = len(state)
+    n_scan = len(graph.outputs) - 1 - n_state
     scans: list[list[Any]] = [[] for _ in range(n_scan)]
+    # The condition fed in is true on every step that runs: one array for all of them (a
+    # body never writes into its inputs); the counter is a new one each step.
+    going = xp.asarray(np.array(True))
     i = 0
     while keep_going and (trips is None or i < trips):
-        values = run_graph(graph, [xp.asarray(np.array(i, dtype=np.int64)),
-                                   xp.asarray(np.array(keep_going)), *state])
+        values = run_graph(graph, [xp.asarray(np.array(i, dtype=np.int64)), going, *state])
         keep_going = _truth(xp, values[0])
-        state = list(values[1:1 + len(state)])
-        for k, v in enumerate(values[1 + len(state):]):
-            scans[k].append(v)
+        state = values[1:1 + n_state]
+        for k in range(n_scan):
+            scans[k].append(values[1 + n_state + k])
         i += 1
+    state = list(state)
     outs = [_stack(xp, s) if s else _empty_scan(xp, graph, 1 + len(state) + k)
             for k, s in enumerate(scans)]
     return tuple(state + outs)

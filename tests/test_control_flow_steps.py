@@ -1,0 +1,91 @@
+"""The steps of Scan and Loop against onnxruntime (engine/kernels/control_flow.py). Scan: inputs
+scanned along other axes and backwards, outputs stacked along other axes and backwards, with a
+carried state -- each step's slice is a view of its sequence, which must pick the right element.
+Loop: a condition the body computes ends it early, and the counter and the condition fed in are
+scan outputs -- the condition is one array shared by the steps, the counter a new one each step."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import make_model
+from engine.executor import Executor
+from partition import load_model
+
+F = TensorProto.FLOAT
+
+
+def _scan_model(steps: int):
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "a_t"], ["acc_out"], name="accumulate"),
+         helper.make_node("Mul", ["acc_out", "b_t"], ["y_t"], name="scale"),
+         helper.make_node("ReduceSumSquare", ["b_t"], ["z_t"], name="norm", keepdims=0)],
+        "body", [helper.make_tensor_value_info("acc_in", F, [3]), helper.make_tensor_value_info("a_t", F, [3]),
+                 helper.make_tensor_value_info("b_t", F, [3])],
+        [helper.make_tensor_value_info("acc_out", F, [3]), helper.make_tensor_value_info("y_t", F, [3]),
+         helper.make_tensor_value_info("z_t", F, [])])
+    scan = helper.make_node("Scan", ["acc0", "a", "b"], ["acc", "y", "z"], name="scan", body=body,
+                            num_scan_inputs=2, scan_input_axes=[1, 0], scan_input_directions=[1, 0],
+                            scan_output_axes=[1, 0], scan_output_directions=[1, 0])
+    return make_model([scan], [helper.make_tensor_value_info("acc0", F, [3]),
+                               helper.make_tensor_value_info("a", F, [3, steps]),
+                               helper.make_tensor_value_info("b", F, [steps, 3])],
+                      [helper.make_tensor_value_info(n, F, None) for n in ("acc", "y", "z")])
+
+
+@pytest.mark.parametrize("plan", ["segments", "nodes"])
+def test_scan_axes_and_directions_match_onnxruntime(plan: str, rng: np.random.Generator) -> None:
+    steps = int(rng.integers(2, 9))
+    model = _scan_model(steps)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(load_model(model.SerializeToString()), plan=plan) as ex:
+        for _ in range(3):
+            feeds = {"acc0": rng.standard_normal(3).astype(np.float32),
+                     "a": rng.standard_normal((3, steps)).astype(np.float32),
+                     "b": rng.standard_normal((steps, 3)).astype(np.float32)}
+            got = ex.run(feeds).numpy_outputs()
+            for name, want in zip(("acc", "y", "z"), sess.run(None, feeds)):
+                assert got[name].shape == want.shape, name
+                np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def _loop_model():
+    i64, b = TensorProto.INT64, TensorProto.BOOL
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x"], ["s_out"], name="accumulate"),
+         helper.make_node("ReduceSum", ["s_out"], ["total"], name="total", keepdims=0),
+         helper.make_node("Less", ["total", "limit"], ["cond_out"], name="going on"),
+         helper.make_node("Identity", ["i"], ["i_out"], name="counter"),
+         helper.make_node("Identity", ["cond_in"], ["cond_seen"], name="condition")],
+        "body", [helper.make_tensor_value_info("i", i64, []), helper.make_tensor_value_info("cond_in", b, []),
+                 helper.make_tensor_value_info("s_in", F, [3])],
+        [helper.make_tensor_value_info("cond_out", b, []), helper.make_tensor_value_info("s_out", F, [3]),
+         helper.make_tensor_value_info("i_out", i64, []), helper.make_tensor_value_info("cond_seen", b, [])])
+    loop = helper.make_node("Loop", ["trips", "start", "s0"], ["s", "counters", "conditions"], name="loop",
+                            body=body)
+    return make_model([loop], [helper.make_tensor_value_info("trips", i64, []),
+                               helper.make_tensor_value_info("start", b, []),
+                               helper.make_tensor_value_info("s0", F, [3]), helper.make_tensor_value_info("x", F, [3]),
+                               helper.make_tensor_value_info("limit", F, [])],
+                      [helper.make_tensor_value_info("s", F, None), helper.make_tensor_value_info("counters", i64, None),
+                       helper.make_tensor_value_info("conditions", b, None)])
+
+
+@pytest.mark.parametrize("plan", ["segments", "nodes"])
+def test_loop_counter_condition_and_an_early_end_match_onnxruntime(plan: str, rng: np.random.Generator) -> None:
+    model = _loop_model()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(load_model(model.SerializeToString()), plan=plan) as ex:
+        for trips, limit in ((6, 1e9), (50, 10.0), (0, 1e9)):
+            feeds = {"trips": np.array(trips, np.int64), "start": np.array(True),
+                     "s0": np.zeros(3, np.float32), "x": rng.uniform(0.5, 1.0, 3).astype(np.float32),
+                     "limit": np.array(limit, np.float32)}
+            got = ex.run(feeds).numpy_outputs()
+            for name, want in zip(("s", "counters", "conditions"), sess.run(None, feeds)):
+                assert got[name].shape == want.shape, (name, trips)
+                np.testing.assert_allclose(got[name], want, rtol=1e-6, err_msg=name)
+            if trips == 50:   # ended by its condition, well before 50 steps
+                assert 0 < len(got["counters"]) < 50 and list(got["counters"]) == list(range(len(got["counters"])))
