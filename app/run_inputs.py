@@ -29,7 +29,8 @@ import numpy as np
 
 from engine.float16 import computes_in_float16
 from engine.inputs import UNREADABLE, array_header, check_declared, npz_headers
-from engine.input_spec import InputSpec, check_specs, check_with_inference, graph_inputs, materialize, suggest_specs
+from engine.input_spec import (InputSpec, check_specs, check_with_inference, graph_inputs, length_links, materialize,
+                               suggest_specs)
 from engine.run_errors import InputError
 from engine.tolerance import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance, default_tolerance
 from partition.ir import Graph
@@ -69,7 +70,8 @@ def defaults_json(graph: Graph, remembered: Mapping[str, list[int]] | None) -> d
     specs = suggest_specs(graph, remembered)
     half = computes_in_float16(graph)
     tolerance = default_tolerance(half)   # float16's for a float16 model
-    return {"inputs": [s.to_json() for s in specs], "remembered": sorted(remembered or {}),
+    return {"inputs": [s.to_json() for s in specs], "lengths": length_links(graph, specs),
+            "remembered": sorted(remembered or {}),
             "tolerance": tolerance.to_json(), "float16": half,
             "rule": tolerance.describe(), "fills": ["random", "zeros", "ones", "constant", "file"]}
 

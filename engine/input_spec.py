@@ -195,6 +195,19 @@ def fill_lengths(graph: Graph, specs: Sequence[InputSpec], notes: list[str] | No
                          f"axis {axis}, as it reads as lengths (set with --const {spec.name}=VALUE)")
 
 
+def length_links(graph: Graph, specs: Sequence[InputSpec]) -> dict[str, dict[str, Any]]:
+    """Each input filled as lengths -> the input and axis it measures (``{"input", "axis"}``):
+    the web form keeps the lengths in step with that axis until the user sets them."""
+    links = {}
+    for spec in specs:
+        if spec.fill == "constant" and _is_integer(spec.dtype) and len(spec.shape) <= 1 \
+                and _reads_as_lengths(spec.name):
+            found = _length_of(graph, spec, specs)
+            if found is not None and float(found[0].shape[found[1]]) == spec.value:
+                links[spec.name] = {"input": found[0].name, "axis": found[1]}
+    return links
+
+
 def _length_of(graph: Graph, spec: InputSpec, specs: Sequence[InputSpec]) -> tuple[InputSpec, int] | None:
     """The input ``spec`` gives the lengths of, and the axis: one float input of rank 2 or more
     with the same batch size, the one whose name starts like ``spec``'s where several are."""

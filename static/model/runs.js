@@ -69,6 +69,17 @@
     let data;
     try { data = await SG.api("GET", M.api("/inputs")); } catch (e) { SG.fill(box, SG.errorBox(e)); return; }
     const blocks = data.inputs.map(inputBlock);
+    // Lengths prefilled from another input's axis (waveforms_lens: the waveform's samples)
+    // follow that axis while the user changes it, until the user types lengths of their own.
+    for (const [name, link] of Object.entries(data.lengths || {})) {
+      const lens = blocks.find(b => b.spec.name === name), src = blocks.find(b => b.spec.name === link.input);
+      const axis = src && src.dims[link.axis];
+      if (!lens || !axis) continue;
+      let follows = true;
+      lens.value.addEventListener("input", () => { follows = false; });
+      axis.addEventListener("input", () => { if (follows && lens.fill.value === "constant") lens.value.value = axis.value; });
+      lens.value.title = "the length of " + link.input + " axis " + link.axis + ": follows it until you change this value";
+    }
     // what the user set stays after a run: tolerance and repeats are not the server's to reset
     const kept = form ? { atol: form.atol.value, rtol: form.rtol.value, repeat: form.repeat.value } :
       { atol: data.tolerance.atol, rtol: data.tolerance.rtol, repeat: 5 };
