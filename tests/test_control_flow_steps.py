@@ -89,3 +89,43 @@ def test_loop_counter_condition_and_an_early_end_match_onnxruntime(plan: str, rn
                 np.testing.assert_allclose(got[name], want, rtol=1e-6, err_msg=name)
             if trips == 50:   # ended by its condition, well before 50 steps
                 assert 0 < len(got["counters"]) < 50 and list(got["counters"]) == list(range(len(got["counters"])))
+
+
+def _if_model():
+    """y = If(sum(x) > 0) then Squeeze(x) * w else If(max(x) > 1) then Neg(x) else x - w,
+    reading the outer x and the weight w: branches that change from run to run, one nested."""
+    inner = helper.make_node(
+        "If", ["big"], ["inner_y"], name="inner if",
+        then_branch=helper.make_graph([helper.make_node("Neg", ["x"], ["n"], name="negate")], "inner_then", [],
+                                      [helper.make_tensor_value_info("n", F, None)]),
+        else_branch=helper.make_graph([helper.make_node("Sub", ["x", "w"], ["d"], name="minus w")], "inner_else", [],
+                                      [helper.make_tensor_value_info("d", F, None)]))
+    outer_else = helper.make_graph(
+        [helper.make_node("ReduceMax", ["x"], ["m"], name="max", keepdims=0),
+         helper.make_node("Greater", ["m", "one"], ["big"], name="big"), inner],
+        "outer_else", [], [helper.make_tensor_value_info("inner_y", F, None)])
+    outer_then = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["p"], name="times w")], "outer_then", [],
+        [helper.make_tensor_value_info("p", F, None)])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
+             helper.make_node("If", ["c"], ["y"], name="outer if", then_branch=outer_then, else_branch=outer_else)]
+    from onnx import numpy_helper
+    inits = [numpy_helper.from_array(np.array([0.5, 2.0, -1.0], np.float32), "w"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "one")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", F, [3])], [helper.make_tensor_value_info("y", F, None)],
+                      initializers=inits)
+
+
+@pytest.mark.parametrize("plan", ["segments", "nodes"])
+def test_if_branches_taken_in_turn_match_onnxruntime(plan: str) -> None:
+    model = _if_model()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(load_model(model.SerializeToString()), plan=plan) as ex:
+        if plan == "segments":   # bound once as an If, not the generic control-flow call
+            assert "_if_call" in next(s.call for s in ex._steps if s.node.name == "outer if").__qualname__
+        for x in ([1.0, 2.0, 3.0], [-1.0, -2.0, 1.5], [-3.0, -2.0, 0.5], [4.0, 0.0, 0.0], [-1.0, -1.0, -1.0]):
+            feeds = {"x": np.array(x, np.float32)}
+            np.testing.assert_allclose(ex.run(feeds).numpy_outputs()["y"], sess.run(None, feeds)[0],
+                                       rtol=1e-6, err_msg=str(x))

@@ -14,7 +14,8 @@ from .registry import register_control_flow, to_host
 RunGraph = Callable[[Graph, list], list]
 
 
-def _truth(xp: Any, v: Any) -> bool:
+def truth(xp: Any, v: Any) -> bool:
+    """A condition tensor's one value as a bool."""
     if v.__class__ is np.ndarray and v.size == 1:  # a host array (a Loop's condition, each step)
         return bool(v)
     return bool(to_host(xp, v).reshape(-1)[0])
@@ -23,7 +24,7 @@ def _truth(xp: Any, v: Any) -> bool:
 @register_control_flow("If")
 def if_(xp: Any, cond: Any, *, subgraphs: dict[str, Graph], run_graph: RunGraph,
         then_branch: Any = None, else_branch: Any = None) -> tuple:
-    branch = subgraphs["then_branch" if _truth(xp, cond) else "else_branch"]
+    branch = subgraphs["then_branch" if truth(xp, cond) else "else_branch"]
     return tuple(run_graph(branch, []))
 
 
@@ -36,7 +37,7 @@ def loop(xp: Any, max_trip: Any = None, cond: Any = None, *carried: Any, subgrap
          run_graph: RunGraph, body: Any = None) -> tuple:
     graph = subgraphs["body"]
     trips = None if max_trip is None else int(to_host(xp, max_trip).reshape(-1)[0])
-    keep_going = True if cond is None else _truth(xp, cond)
+    keep_going = True if cond is None else truth(xp, cond)
     state = list(carried)
     n_state = len(state)
     n_scan = len(graph.outputs) - 1 - n_state
@@ -47,7 +48,7 @@ def loop(xp: Any, max_trip: Any = None, cond: Any = None, *carried: Any, subgrap
     i = 0
     while keep_going and (trips is None or i < trips):
         values = run_graph(graph, [xp.asarray(np.array(i, dtype=np.int64)), going, *state])
-        keep_going = _truth(xp, values[0])
+        keep_going = truth(xp, values[0])
         state = values[1:1 + n_state]
         for k in range(n_scan):
             scans[k].append(values[1 + n_state + k])
