@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .kernels import device, elementwise, gemm, geometry, kernel_attrs, nn
-from .kernels.reduce import REDUCTIONS
+from .kernels.reduce import REDUCTIONS, sum_keepdims
 from .kernels.dtypes import np_dtype
 from .kernels.tensor import _slice_index
 
@@ -174,7 +174,7 @@ def _gather(indices: Any, axis: int) -> Body | None:
     return _planned(plan, apply)
 
 
-def _reduce(kind: str, axes: list[int] | None, keepdims: int, noop: int) -> Body | None:
+def _reduce(op: str, axes: list[int] | None, keepdims: int, noop: int) -> Body | None:
     if not axes and noop:
         return None
 
@@ -198,17 +198,18 @@ def _reduce(kind: str, axes: list[int] | None, keepdims: int, noop: int) -> Body
         if x.dtype != np.float32 and x.dtype != np.float64:
             return _GENERIC  # float16 means accumulate wider; integers sum to int64
         norm, count, out = p
-        if count == 1 and kind in _OF_ONE:  # over axes of length 1 (a streaming step's one frame): a reshape
+        if count == 1 and op in _OF_ONE:  # over axes of length 1 (a streaming step's one frame): a reshape
             return x.reshape(out if out is not None else x.shape)
-        # The array's own methods: xp.sum & co. add ~1 us of dispatch on a small tensor.
-        if kind == "sum" or kind == "mean":
-            s = x.sum(axis=norm, keepdims=True)
-        elif kind == "max" or kind == "min":
-            s = (x.max if kind == "max" else x.min)(axis=norm, keepdims=True)
-        else:  # the registry's own reduction (ReduceSumSquare, ReduceL2, ...) on the planned axes
-            s = REDUCTIONS[kind](xp, x, norm)
-        if kind == "mean":
-            s /= x.dtype.type(count)
+        # The array's own methods (xp.max & co. add ~1 us of dispatch on a small tensor), the
+        # registry's sum (its short-axis form included), or the registry's reduction itself.
+        if op == "ReduceSum" or op == "ReduceMean":
+            s = sum_keepdims(xp, x, norm)
+            if op == "ReduceMean":
+                s /= x.dtype.type(count)
+        elif op == "ReduceMax" or op == "ReduceMin":
+            s = (x.max if op == "ReduceMax" else x.min)(axis=norm, keepdims=True)
+        else:   # ReduceSumSquare, ReduceL2, ... on the planned axes
+            s = REDUCTIONS[op](xp, x, norm)
         return s if out is None else s.reshape(out)
     return _planned(plan, apply)
 
@@ -402,15 +403,11 @@ def _flat_taps(shape: tuple, kernel: list[int], dil: Any, strides: Any, pads: An
     return taps.reshape(c * k_size, npos), not bool(inside.all())
 
 
-#: Each reduction's kind: the four with an array method, the others by their op (their registry
-#: function, ``kernels.reduce.REDUCTIONS``: ReduceSumSquare in skl2onnx's kNN Scan body).
-_REDUCE_KINDS = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min",
-                 **{op: op for op in REDUCTIONS if op not in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin")}}
-#: Kinds whose reduction over one element is that element (the others square, root or log it).
-_OF_ONE = ("sum", "mean", "max", "min", "ReduceProd")
+#: Reductions over one element that give that element (the others square, root or log it).
+_OF_ONE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
 # The input position of the constants each op reads, by op (opset 13+ forms).
 _CONST_INPUTS = {"Unsqueeze": (1,), "Squeeze": (1,), "Reshape": (1,), "Slice": (1, 2, 3, 4),
-                 "Gather": (1,), "Pad": (1, 2, 3), "Conv": (1, 2), **{op: (1,) for op in _REDUCE_KINDS}}
+                 "Gather": (1,), "Pad": (1, 2, 3), "Conv": (1, 2), **{op: (1,) for op in REDUCTIONS}}
 
 
 def _body(op: str, attrs: Mapping[str, Any], const: Mapping[int, Any], n_in: int) -> Body | None:
@@ -427,9 +424,9 @@ def _body(op: str, attrs: Mapping[str, Any], const: Mapping[int, Any], n_in: int
         return _gather(c[1], int(attrs.get("axis", 0)))
     if op == "Pad" and n_in > 1:
         return _pad(_ints(c[1]), c[2], _ints(c[3]), str(attrs.get("mode", "constant")))
-    if op in _REDUCE_KINDS:
+    if op in REDUCTIONS:
         axes = _ints(c[1]) if n_in > 1 else _ints(attrs.get("axes"))
-        return _reduce(_REDUCE_KINDS[op], axes, int(attrs.get("keepdims", 1)),
+        return _reduce(op, axes, int(attrs.get("keepdims", 1)),
                        int(attrs.get("noop_with_empty_axes", 0)))
     return None
 

@@ -57,6 +57,34 @@ def test_a_small_or_integer_or_other_axis_reduction_is_numpys(rng):
         np.testing.assert_array_equal(got, np.sum(x, axis=tuple(axes), keepdims=True))
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_a_reduction_planned_on_constant_axes_sums_the_same_way(op, rng, monkeypatch):
+    """The executor's specialised call (axes a constant: ``engine/specialize.py``) takes the
+    registry's sum, slice form included: the same numbers, bit for bit."""
+    from engine.executor import Executor
+    from engine.kernels import reduce
+    from onnx import numpy_helper
+    from partition import load_model
+    x = (rng.standard_normal((3, 40, 17, 2)) * 3).astype(np.float32)
+    if op == "ReduceLogSum":
+        x = np.abs(x)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node(op, ["x", "axes"], ["y"], keepdims=1, name="reduce")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([-1], np.int64), "axes")]),
+        opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    short: list[tuple] = []
+    real = reduce.sum_keepdims
+    monkeypatch.setattr(reduce, "sum_keepdims", lambda xp, v, ax: short.append(v.shape) or real(xp, v, ax))
+    import engine.specialize as specialize
+    monkeypatch.setattr(specialize, "sum_keepdims", reduce.sum_keepdims)
+    with Executor(load_model(model.SerializeToString())) as ex:
+        got = ex.run({"x": x}).numpy_outputs()["y"]
+    np.testing.assert_array_equal(got, PLAIN[op](x))
+    assert short, "the reduction did not sum through kernels.reduce.sum_keepdims"
+
+
 def _plain_pair(z, dtype):
     return np.stack([np.real(z), np.imag(z)], axis=-1).astype(dtype)
 

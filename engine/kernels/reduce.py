@@ -24,7 +24,7 @@ def _identity(dtype: Any, kind: str) -> Any:
     return 1 if kind == "prod" else 0
 
 
-def _sum(xp: Any, x: Any, ax: tuple) -> Any:
+def sum_keepdims(xp: Any, x: Any, ax: tuple) -> Any:
     """``xp.sum(x, axis=ax, keepdims=True)``. Over a short last axis (2 to 7 long: a complex
     pair's power after an STFT, a point's xyz) as slice adds: numpy's reduction there runs
     its inner loop once per output element, 12x slower on onnx-asr's Kaldi fbank power (25k
@@ -42,15 +42,15 @@ def _sum(xp: Any, x: Any, ax: tuple) -> Any:
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 _OPS: dict[str, tuple[str, Callable[[Any, Any, tuple], Any]]] = {
-    "ReduceSum": ("sum", lambda xp, x, ax: _sum(xp, x, ax)),
+    "ReduceSum": ("sum", sum_keepdims),
     "ReduceMean": ("mean", lambda xp, x, ax: mean_keepdims(xp, x, ax)),
     "ReduceMax": ("max", lambda xp, x, ax: xp.max(x, axis=ax, keepdims=True)),
     "ReduceMin": ("min", lambda xp, x, ax: xp.min(x, axis=ax, keepdims=True)),
     "ReduceProd": ("prod", lambda xp, x, ax: xp.prod(x, axis=ax, keepdims=True)),
-    "ReduceL1": ("sum", lambda xp, x, ax: _sum(xp, xp.abs(x), ax)),
-    "ReduceL2": ("sum", lambda xp, x, ax: xp.sqrt(_sum(xp, x * x, ax))),
-    "ReduceSumSquare": ("sum", lambda xp, x, ax: _sum(xp, x * x, ax)),
-    "ReduceLogSum": ("logsum", lambda xp, x, ax: xp.log(_sum(xp, x, ax))),
+    "ReduceL1": ("sum", lambda xp, x, ax: sum_keepdims(xp, xp.abs(x), ax)),
+    "ReduceL2": ("sum", lambda xp, x, ax: xp.sqrt(sum_keepdims(xp, x * x, ax))),
+    "ReduceSumSquare": ("sum", lambda xp, x, ax: sum_keepdims(xp, x * x, ax)),
+    "ReduceLogSum": ("logsum", lambda xp, x, ax: xp.log(sum_keepdims(xp, x, ax))),
     "ReduceLogSumExp": ("logsumexp", lambda xp, x, ax: _logsumexp(xp, x, ax)),
 }
 
@@ -64,7 +64,7 @@ def mean_keepdims(xp: Any, x: Any, ax: tuple) -> Any:
     the same float32/float64 result without its ~5 us of Python around them."""
     if x.dtype not in (np.float32, np.float64):
         return xp.mean(x, axis=ax, keepdims=True)
-    s = _sum(xp, x, ax)
+    s = sum_keepdims(xp, x, ax)
     count = 1
     for a in ax:
         count *= x.shape[a]
