@@ -23,20 +23,22 @@ from partition.ir import Node
 from .codegen import body_fail, code_steps, generate
 from .context import RunContext
 
-BodyFn = Callable[[dict, Mapping[str, Any], RunContext], list]
+BodyFn = Callable[..., list]
 
 
-def compile_body(steps: Sequence[Any], outputs: Sequence[str], keep: Collection[str],
-                 weights: Collection[str], free: bool, xp: Any,
+def compile_body(steps: Sequence[Any], inputs: Sequence[str], outputs: Sequence[str],
+                 keep: Collection[str], weights: Collection[str], free: bool, xp: Any,
                  named: Callable[[Node, list, BaseException], BaseException],
                  label: str = "body") -> BodyFn | None:
-    """``steps`` (the executor's ``_Step``s) as ``fn(env, w, rctx) -> [outputs]``, or
-    None when one of them runs a subgraph node. ``keep``: tensors never released
-    (what the body does not own); ``free``: release after the last reader; ``w``
-    holds the tensors named in ``weights`` (the executor's own dict, read at each
-    call: a replaced weight is seen), ``env`` the others from outside."""
+    """``steps`` (the executor's ``_Step``s) as ``fn(env, w, rctx, *inputs) -> [outputs]``,
+    or None when one of them runs a subgraph node. The body's ``inputs`` come positionally
+    (a Scan or Loop step is one call, no dict of them); ``keep``: tensors never released
+    (what the body does not own); ``free``: release after the last reader; ``w`` holds
+    the tensors named in ``weights`` (the executor's own dict, read at each call: a
+    replaced weight is seen; an input that is one is read there too), ``env`` the
+    outer scope."""
     plan = code_steps(steps)
     if plan is None:
         return None
-    return generate(plan, form="body", outputs=outputs, keep=keep, weights=weights, drop=free,
-                    xp=xp, fail=body_fail(named), label=label)
+    return generate(plan, form="body", inputs=inputs, outputs=outputs, keep=keep, weights=weights,
+                    drop=free, xp=xp, fail=body_fail(named), label=label)

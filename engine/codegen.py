@@ -10,6 +10,8 @@ whose source is written here:
 - every tensor the segment produces is a local variable (``v0``, ``v1``, ...);
   tensors from outside (weights, graph inputs, other segments, the outer scope
   of a body) are read once, into locals, when the function starts;
+- the registry's Identity is an assignment (``v4 = v1``: the object its kernel returns),
+  no call -- exporters write one between each body input and output they pass through;
 - a plain kernel is called directly with its attributes bound once as constants
   (``f3(xp, v1, v2, **a3)``; for a one-output node, the registry's kernel function
   itself, without the wrapper that makes a tuple of its result); specialised, fused and in-place calls
@@ -22,7 +24,8 @@ whose source is written here:
 
 Two forms share the generator: ``segment(run, rctx)`` for the main graph (reads and
 publishes through ``_Run``, tracks the segment's live bytes for the peak) and
-``body(env, w, rctx) -> [outputs]`` for If/Loop/Scan bodies (``engine/body.py``).
+``body(env, w, rctx, *inputs) -> [outputs]`` for If/Loop/Scan bodies (``engine/body.py``:
+the body's inputs by position, its outer scope in ``env``).
 Only generated identifiers and integer indices enter the source; tensor names,
 kernels, attributes and nodes are passed in as constants, so no string from a
 model becomes code. ``source`` on the function is what runs (``Executor.code()``).
@@ -39,12 +42,15 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 from partition.ir import Node
 
+from .kernels.elementwise import identity
 from .run_errors import too_few_outputs
 
 #: Read when a top-level executor binds (its bodies follow it): False binds the step
 #: loop and runs nodes of constants per call, as before this module
 #: (``bench/dispatch.py`` measures both).
 ENABLED = True
+#: ``_raw_call``'s answer for the registry's Identity: an assignment, no call.
+_IDENTITY = "identity"
 #: Functions generated in this process (a test counts that bodies are planned once).
 _built = [0]
 
@@ -88,7 +94,7 @@ def code_steps(steps: Sequence[Any]) -> list[CodeStep] | None:
 
 
 def generate(plan: Sequence[CodeStep], *, form: str, outputs: Sequence[str] = (),
-             keep: Collection[str] = (), exports: Collection[str] = (),
+             inputs: Sequence[str] = (), keep: Collection[str] = (), exports: Collection[str] = (),
              frees: Sequence[str] = (), weights: Collection[str] = (), drop: bool = True,
              weight_dict: Mapping[str, Any] | None = None,
              xp: Any = None, fail: Callable[..., Any] | None = None, timed: bool = False,
@@ -96,8 +102,9 @@ def generate(plan: Sequence[CodeStep], *, form: str, outputs: Sequence[str] = ()
              label: str = "segment") -> Callable[..., Any]:
     """``plan`` as one function (see the module's docstring).
 
-    ``form``: ``"body"`` -> ``fn(env, w, rctx) -> [outputs]`` (``w`` the weights named
-    in ``weights``, ``env`` the rest from outside); ``"segment"`` -> ``fn(run, rctx)``
+    ``form``: ``"body"`` -> ``fn(env, w, rctx, *inputs) -> [outputs]`` (the body's
+    ``inputs`` positional, in order, except those named in ``weights``, read from ``w`` like
+    the other weights -- their argument is ignored; ``env`` the outer scope); ``"segment"`` -> ``fn(run, rctx)``
     (reads ``weights`` from ``weight_dict``, the rest through ``run.get``, then
     ``run.publish(exports, values, frees, peak)``).
     ``keep``: tensors never deleted early; ``drop``: delete after the last reader
@@ -107,13 +114,14 @@ def generate(plan: Sequence[CodeStep], *, form: str, outputs: Sequence[str] = ()
     executor's ``node_times``) each node's start and end handed to it too."""
     w = _Writer(plan, form, set(keep) | set(outputs) | set(exports), set(weights), drop,
                 timed and form == "segment", told)
+    params = "".join(f", {w.param(t, j)}" for j, t in enumerate(inputs)) if form == "body" else ""
     produced = {t for st in plan for t in st.node.outputs if t}
     if form == "segment":  # outside tensors are released after their last reader here
         w.released = dict(Counter(t for t in frees if t not in produced))
     body = w.steps()
     if form == "body":
         tail = [f"    return [{', '.join(w.ref(t) for t in outputs)}]"]
-        head = "def body(env, w, rctx):"
+        head = f"def body(env, w, rctx{params}):"
     else:
         names = [t for t in dict.fromkeys(exports) if t in w.local]
         tail = [f"    run.publish(X, ({''.join(w.local[t] + ', ' for t in names)}), FREES, "
@@ -172,6 +180,13 @@ class _Writer:
             by_step.setdefault(i, []).append(t)
         return by_step
 
+    def param(self, t: str, j: int) -> str:
+        """The body's ``j``-th input as a parameter ``i<j>``; one that is a weight is read
+        from ``w`` where it is used, like the others (its parameter stays unread)."""
+        if t and t not in self.weights and t not in self.local:
+            self.local[t] = f"i{j}"
+        return f"i{j}"
+
     def _key(self, t: str) -> str:
         return self.keys[t]
 
@@ -199,7 +214,10 @@ class _Writer:
             self.arg_names.append(tuple(None if a == "None" else a for a in args))
             lines.append(f"        k = {i}")
             raw = self._raw_call(i, st, args)
-            if raw is not None:  # one array back, as the registry's kernel function returns it
+            if raw is _IDENTITY:  # the same object, as the kernel returns it, without a call
+                v = self.local[st.node.outputs[0]] = f"v{len(self.local)}"
+                lines.append(f"        {v} = {args[0]}")
+            elif raw is not None:  # one array back, as the registry's kernel function returns it
                 v = self.local[st.node.outputs[0]] = f"v{len(self.local)}"
                 lines.append(f"        {v} = {raw}")
                 lines.append(f"        if isinstance({v}, tuple): {v} = first({v})")
@@ -236,6 +254,8 @@ class _Writer:
         if raw is None or st.scope or st.n_outputs != 1 or len(st.node.outputs) != 1 \
                 or not st.node.outputs[0]:
             return None
+        if raw is identity and len(args) == 1 and not direct[1]:
+            return _IDENTITY  # exporters write Identity between a body's inputs and outputs
         self.consts[f"f{i}"] = raw
         listed = "".join(", " + a for a in args)
         if direct[1]:

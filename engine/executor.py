@@ -48,6 +48,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
@@ -172,7 +173,7 @@ class Executor:
         # Under "nodes" a body runs as a graph (``run``) instead.
         if parent is not None and opts.effective_plan() == "segments" and self._codegen:
             self._body_fn = compile_body(
-                self._steps, graph.outputs, {*self._weights, *graph.free_tensors},
+                self._steps, graph.inputs, graph.outputs, {*self._weights, *graph.free_tensors},
                 set(self._weights), self.xp is np, self.xp, named_failure)
 
     def _fold_constants(self, graph: Graph) -> list[Node]:
@@ -466,22 +467,32 @@ class Executor:
         return self._result(run, False, start)
 
     def run_body(self, values: Sequence[Any], outer: Mapping[str, Any], stream: Any = None) -> list:
-        """The outputs of this body on ``values`` (its inputs, in order): its generated
-        function (``engine/body.py``) where it applies, else ``run_inline``."""
-        g = self.graph
-        if self._body_fn is None:
-            result = self.run_inline(dict(zip(g.inputs, values)), outer, stream)
-            return [result.outputs[t] for t in g.outputs]
-        env = dict(outer)  # the weights are read from their own dict
-        for name, value in zip(g.inputs, values):
-            if name not in self._weights:
-                env[name] = self._upload(value)
-        rctx = self._host_rctx if stream is None else None
-        if rctx is None:
-            rctx = RunContext(self.ctx, stream)
-            if stream is None:
-                self._host_rctx = rctx  # read, never written: one per body on the host
-        return self._body_fn(env, self._weights, rctx)
+        """The outputs of this body on ``values`` (its inputs, in order)."""
+        return self.body_step(outer, stream)(*values)
+
+    def body_step(self, outer: Mapping[str, Any], stream: Any = None) -> Callable[..., list]:
+        """``step(*inputs) -> [outputs]``: this body with its outer scope ``outer`` bound,
+        for a control-flow node's calls in one run (a Scan or Loop calls it once a step).
+        Its generated function (``engine/body.py``) where it applies, called straight on
+        the host (the inputs are kernel results or views of them: the run's own values),
+        each input uploaded first on a device; else ``run_inline``."""
+        fn = self._body_fn
+        if fn is None:
+            g = self.graph
+
+            def step_inline(*values: Any) -> list:
+                result = self.run_inline(dict(zip(g.inputs, values)), outer, stream)
+                return [result.outputs[t] for t in g.outputs]
+            return step_inline
+        if stream is not None or self.xp is not np:
+            rctx, upload, w = RunContext(self.ctx, stream), self._upload, self._weights
+
+            def step_uploaded(*values: Any) -> list:
+                return fn(outer, w, rctx, *[upload(v) for v in values])
+            return step_uploaded
+        if self._host_rctx is None:
+            self._host_rctx = RunContext(self.ctx, None)  # read, never written: one per body
+        return partial(fn, outer, self._weights, self._host_rctx)
 
     @property
     def calibrating(self) -> bool:
@@ -719,26 +730,27 @@ class Executor:
         bodies: dict[int, Executor] = {}   # id(body) -> its executor, looked up once
 
         def call(run: _Run, args: list, rctx: RunContext) -> tuple:
-            # id(body) -> (its executor, its outer scope, its input count): one lookup a
-            # call (a Scan or Loop calls its body once an iteration)
-            found: dict[int, tuple[Executor, dict[str, Any], int]] = {}
+            # id(body) -> its step function (outer scope bound), made once a call: a Scan or
+            # Loop binds its body once (control_flow.body_step) and calls it each iteration
+            found: dict[int, Callable[..., list]] = {}
 
-            def run_graph(body: Graph, values: Sequence[Any]) -> list:
-                hit = found.get(id(body))
-                if hit is None:
+            def bind(body: Graph) -> Callable[..., list]:
+                step = found.get(id(body))
+                if step is None:
                     child = bodies.get(id(body))
                     if child is None:
                         child = bodies[id(body)] = self.body_child(node, body)
-                    hit = found[id(body)] = (child, {t: run.get(t) for t in body.free_tensors},
-                                             len(body.inputs))
-                child, scope, n_inputs = hit
-                if len(values) != n_inputs:
-                    raise RunError(f"{label}: body '{body.name}' takes {n_inputs} inputs, "
+                    scope = {t: run.get(t) for t in body.free_tensors}
+                    step = found[id(body)] = child.body_step(scope, rctx.stream) if inline \
+                        else _graph_step(child, scope)
+                return step
+
+            def run_graph(body: Graph, values: Sequence[Any]) -> list:
+                if len(values) != len(body.inputs):
+                    raise RunError(f"{label}: body '{body.name}' takes {len(body.inputs)} inputs, "
                                    f"got {len(values)}")
-                if inline:
-                    return child.run_body(values, scope, rctx.stream)
-                result = child.run(dict(zip(body.inputs, values)), outer=scope)
-                return [result.outputs[t] for t in body.outputs]
+                return bind(body)(*values)
+            run_graph.bind = bind  # type: ignore[attr-defined]
             return kernel(xp, *args, subgraphs=subgraphs, run_graph=run_graph, **attrs)
         return call
 
@@ -956,6 +968,16 @@ _CPU = Context.cpu(0)
 #: Below this wall time a run's graph runs as one function on the calling thread
 #: (hand-offs to workers cost ~10-50 us each on a shared 2-CPU machine).
 SERIAL_BELOW_S = 1e-3
+
+
+def _graph_step(child: Executor, scope: Mapping[str, Any]) -> Callable[..., list]:
+    """A body's step under the ``nodes`` plan: a full run of its executor."""
+    g = child.graph
+
+    def step(*values: Any) -> list:
+        result = child.run(dict(zip(g.inputs, values)), outer=scope)
+        return [result.outputs[t] for t in g.outputs]
+    return step
 
 
 def _share_fused_times(seconds: dict[str, float], fused: Mapping[str, Fused]) -> None:

@@ -6,6 +6,8 @@ scan outputs -- the condition is one array shared by the steps, the counter a ne
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -13,6 +15,7 @@ from onnx import TensorProto, helper
 
 from conftest import make_model
 from engine.executor import Executor
+from engine.run_errors import RunError
 from partition import load_model
 
 F = TensorProto.FLOAT
@@ -129,3 +132,65 @@ def test_if_branches_taken_in_turn_match_onnxruntime(plan: str) -> None:
             feeds = {"x": np.array(x, np.float32)}
             np.testing.assert_allclose(ex.run(feeds).numpy_outputs()["y"], sess.run(None, feeds)[0],
                                        rtol=1e-6, err_msg=str(x))
+
+
+def _distance_scan_model(body_inputs: int = 2):
+    """skl2onnx's kNN form: the queries carried through unchanged (Identity), each training row
+    a step, a Sub and a ReduceSumSquare a step, the distances out through an Identity."""
+    ins = [helper.make_tensor_value_info("q_in", F, ["N", 4]), helper.make_tensor_value_info("row", F, [4])]
+    ins += [helper.make_tensor_value_info(f"extra{k}", F, [4]) for k in range(body_inputs - 2)]
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["q_in"], ["q_out"], name="carry"),
+         helper.make_node("Sub", ["q_in", "row"], ["d"], name="difference"),
+         helper.make_node("ReduceSumSquare", ["d"], ["d2"], name="squared", axes=[1], keepdims=0),
+         helper.make_node("Identity", ["d2"], ["dist"], name="out")],
+        "body", ins, [helper.make_tensor_value_info("q_out", F, ["N", 4]),
+                      helper.make_tensor_value_info("dist", F, ["N"])])
+    scan = helper.make_node("Scan", ["q", "train"], ["q_last", "dists"], name="distances", body=body,
+                            num_scan_inputs=1)
+    return make_model([scan], [helper.make_tensor_value_info("q", F, ["N", 4]),
+                               helper.make_tensor_value_info("train", F, ["T", 4])],
+                      [helper.make_tensor_value_info(n, F, None) for n in ("q_last", "dists")])
+
+
+def test_a_scan_body_is_one_call_taking_its_inputs_by_position(rng: np.random.Generator) -> None:
+    """The body's generated function takes its inputs as parameters (no dict of them a step)
+    and assigns its Identities without a call; the distances match onnxruntime."""
+    model = _distance_scan_model()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with Executor(load_model(model.SerializeToString())) as ex:
+        for n, t in ((3, 7), (5, 2)):
+            feeds = {"q": rng.standard_normal((n, 4)).astype(np.float32),
+                     "train": rng.standard_normal((t, 4)).astype(np.float32)}
+            got = ex.run(feeds).numpy_outputs()
+            for name, want in zip(("q_last", "dists"), sess.run(None, feeds)):
+                np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6, err_msg=name)
+        (body,) = ex._children.values()
+        source = body._body_fn.source
+    assert source.startswith("def body(env, w, rctx, i0, i1):"), source
+    assert "env[" not in source, source            # nothing read from the outer scope by name
+    calls = [line for line in source.splitlines() if "(xp" in line or "rctx)" in line]
+    assert len(calls) == 2, source                  # the Sub and the ReduceSumSquare; no Identity call
+    assert any(re.fullmatch(r"        v\d+ = i0", line) for line in source.splitlines()), source
+
+
+@pytest.mark.parametrize("plan", ["segments", "nodes"])
+def test_a_scan_whose_body_takes_another_input_count_fails_naming_it(plan: str) -> None:
+    model = _distance_scan_model(body_inputs=3)
+    feeds = {"q": np.ones((2, 4), np.float32), "train": np.ones((3, 4), np.float32)}
+    with Executor(load_model(model.SerializeToString()), plan=plan) as ex:
+        with pytest.raises(RunError, match=r"'distances' \(Scan\).*body 'body' takes 3 inputs, got 2"):
+            ex.run(feeds)
+
+
+def test_scan_sequences_of_different_lengths_fail_naming_the_scan() -> None:
+    body = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["c"], name="add")], "body",
+        [helper.make_tensor_value_info("a", F, [2]), helper.make_tensor_value_info("b", F, [2])],
+        [helper.make_tensor_value_info("c", F, [2])])
+    model = make_model([helper.make_node("Scan", ["x", "y"], ["z"], name="pairs", body=body, num_scan_inputs=2)],
+                       [helper.make_tensor_value_info("x", F, ["T", 2]), helper.make_tensor_value_info("y", F, ["U", 2])],
+                       [helper.make_tensor_value_info("z", F, None)])
+    with Executor(load_model(model.SerializeToString())) as ex:
+        with pytest.raises(RunError, match=r"'pairs' \(Scan\).*differ in length.*\[3, 4\]"):
+            ex.run({"x": np.ones((3, 2), np.float32), "y": np.ones((4, 2), np.float32)})

@@ -97,7 +97,7 @@ def test_the_compiled_function_releases_tensors_after_their_last_reader() -> Non
     with Executor(load_model(model.SerializeToString())) as ex:
         ex({"c": np.array(True), "x": np.ones(3, np.float32)})
         then = next(c for c in ex._children.values() if c.graph.name == "then")
-        fn = compile_body(then._steps, then.graph.outputs,
+        fn = compile_body(then._steps, then.graph.inputs, then.graph.outputs,
                           {*then._weights, *then.graph.free_tensors}, set(then._weights), True, np,
                           lambda n, a, e: e)
     released = [line.split()[1] for line in fn.source.splitlines() if line.strip().startswith("del ")]
