@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .kernels import device, elementwise, gemm, geometry, kernel_attrs, nn
-from .kernels.reduce import REDUCTIONS, sum_keepdims
+from .kernels.reduce import REDUCTIONS, sum_for
 from .kernels.dtypes import np_dtype
 from .kernels.tensor import _slice_index
 
@@ -178,7 +178,7 @@ def _reduce(op: str, axes: list[int] | None, keepdims: int, noop: int) -> Body |
     if not axes and noop:
         return None
 
-    def plan(shape: tuple, xp: Any) -> tuple | None:
+    def plan(shape: tuple, xp: Any) -> Callable[[Any], Any] | None:
         rank = len(shape)
         if not rank:
             return None
@@ -188,30 +188,48 @@ def _reduce(op: str, axes: list[int] | None, keepdims: int, noop: int) -> Body |
         norm = tuple(sorted({a % rank for a in ax}))
         if any(shape[a] == 0 for a in norm):
             return None  # empty reduction: the registry kernel's identity element
-        count = 1
-        for a in norm:
-            count *= shape[a]
-        out = None if keepdims else tuple(d for i, d in enumerate(shape) if i not in norm)
-        return norm, count, out
+        return _reduction_of_shape(op, xp, shape, norm, bool(keepdims))
 
-    def apply(xp: Any, x: Any, p: tuple) -> Any:
+    def apply(xp: Any, x: Any, reduce: Callable[[Any], Any]) -> Any:
         if x.dtype != np.float32 and x.dtype != np.float64:
             return _GENERIC  # float16 means accumulate wider; integers sum to int64
-        norm, count, out = p
-        if count == 1 and op in _OF_ONE:  # over axes of length 1 (a streaming step's one frame): a reshape
-            return x.reshape(out if out is not None else x.shape)
-        # The array's own methods (xp.max & co. add ~1 us of dispatch on a small tensor), the
-        # registry's sum (its short-axis form included), or the registry's reduction itself.
-        if op == "ReduceSum" or op == "ReduceMean":
-            s = sum_keepdims(xp, x, norm)
-            if op == "ReduceMean":
-                s /= x.dtype.type(count)
-        elif op == "ReduceMax" or op == "ReduceMin":
-            s = (x.max if op == "ReduceMax" else x.min)(axis=norm, keepdims=True)
-        else:   # ReduceSumSquare, ReduceL2, ... on the planned axes
-            s = REDUCTIONS[op](xp, x, norm)
-        return s if out is None else s.reshape(out)
+        return reduce(x)
     return _planned(plan, apply)
+
+
+def _reduction_of_shape(op: str, xp: Any, shape: tuple, norm: tuple,
+                        keepdims: bool) -> Callable[[Any], Any]:
+    """``op`` over the axes ``norm`` of a float array of ``shape``, as one call chosen at
+    planning: a reshape over axes of length 1 (a streaming step's one frame); the registry's
+    sum (``kernels.reduce.sum_for``: its short-axis form, or numpy's ``add.reduce`` itself)
+    under ReduceSum, ReduceMean and ReduceSumSquare; the array's own max/min (``xp.max``
+    adds ~1 us of dispatch on a small tensor); else the registry's reduction itself."""
+    count = 1
+    for a in norm:
+        count *= shape[a]
+    out = shape if keepdims else tuple(d for i, d in enumerate(shape) if i not in norm)
+    if count == 1 and op in _OF_ONE:
+        return lambda x: x.reshape(out)
+    if op == "ReduceSum" or op == "ReduceSumSquare" or op == "ReduceMean":
+        total = sum_for(xp, shape, norm, keepdims)
+        if op == "ReduceSum":
+            return total
+        if op == "ReduceSumSquare":
+            return lambda x: total(x * x)
+
+        def mean(x: Any) -> Any:
+            s = total(x)
+            s /= x.dtype.type(count)
+            return s
+        return mean
+    if op == "ReduceMax":
+        return lambda x: x.max(axis=norm, keepdims=keepdims)
+    if op == "ReduceMin":
+        return lambda x: x.min(axis=norm, keepdims=keepdims)
+    reduction = REDUCTIONS[op]
+    if keepdims:
+        return lambda x: reduction(xp, x, norm)
+    return lambda x: reduction(xp, x, norm).reshape(out)
 
 
 def _pad_indices(dim: int, b: int, e: int, mode: str) -> np.ndarray | None:

@@ -57,10 +57,12 @@ def test_a_small_or_integer_or_other_axis_reduction_is_numpys(rng):
         np.testing.assert_array_equal(got, np.sum(x, axis=tuple(axes), keepdims=True))
 
 
+@pytest.mark.parametrize("keepdims", [1, 0])
 @pytest.mark.parametrize("op", OPS)
-def test_a_reduction_planned_on_constant_axes_sums_the_same_way(op, rng, monkeypatch):
-    """The executor's specialised call (axes a constant: ``engine/specialize.py``) takes the
-    registry's sum, slice form included: the same numbers, bit for bit."""
+def test_a_reduction_planned_on_constant_axes_sums_the_same_way(op, keepdims, rng, monkeypatch):
+    """The executor's specialised call (axes a constant: ``engine/specialize.py``, its sum
+    chosen per shape by ``kernels.reduce.sum_for``) takes the registry's short-axis form:
+    the same numbers, bit for bit, kept axis or not."""
     from engine.executor import Executor
     from engine.kernels import reduce
     from onnx import numpy_helper
@@ -69,20 +71,20 @@ def test_a_reduction_planned_on_constant_axes_sums_the_same_way(op, rng, monkeyp
     if op == "ReduceLogSum":
         x = np.abs(x)
     model = helper.make_model(helper.make_graph(
-        [helper.make_node(op, ["x", "axes"], ["y"], keepdims=1, name="reduce")], "g",
+        [helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims, name="reduce")], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(np.array([-1], np.int64), "axes")]),
         opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     short: list[tuple] = []
-    real = reduce.sum_keepdims
-    monkeypatch.setattr(reduce, "sum_keepdims", lambda xp, v, ax: short.append(v.shape) or real(xp, v, ax))
-    import engine.specialize as specialize
-    monkeypatch.setattr(specialize, "sum_keepdims", reduce.sum_keepdims)
+    real = reduce._slice_sum
+    monkeypatch.setattr(reduce, "_slice_sum", lambda v: short.append(v.shape) or real(v))
     with Executor(load_model(model.SerializeToString())) as ex:
-        got = ex.run({"x": x}).numpy_outputs()["y"]
-    np.testing.assert_array_equal(got, PLAIN[op](x))
-    assert short, "the reduction did not sum through kernels.reduce.sum_keepdims"
+        for _ in range(2):  # planned at the first run, the plan's call at the second
+            got = ex.run({"x": x}).numpy_outputs()["y"]
+            want = PLAIN[op](x)
+            np.testing.assert_array_equal(got, want if keepdims else want[..., 0])
+    assert len(short) == 2, "the reduction did not sum through the registry's short-axis form"
 
 
 def _plain_pair(z, dtype):
