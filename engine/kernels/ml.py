@@ -1,6 +1,10 @@
-"""A few ai.onnx.ml ops: Binarizer, ArrayFeatureExtractor, LabelEncoder, TreeEnsemble.
+"""A few ai.onnx.ml ops: Binarizer, ArrayFeatureExtractor, Scaler, ZipMap, LabelEncoder,
+TreeEnsemble.
 
-Binarizer and ArrayFeatureExtractor are plain ``xp`` code. LabelEncoder maps keys to values
+Binarizer, ArrayFeatureExtractor and Scaler are plain ``xp`` code. ZipMap makes ONNX's
+sequence of maps (a list of dicts, as onnxruntime hands it out) on the host: skl2onnx ends
+every classifier with one, and Scaler starts most pipelines (each was an onnxruntime
+session of its own, ~20-40 us a run, on skl2onnx's models). LabelEncoder maps keys to values
 through a python dict: it runs on the host (a documented round trip through
 ``registry.to_host``) and moves numeric results back to ``xp``; string results stay on the
 host as all ONNX strings do.
@@ -28,6 +32,38 @@ def array_feature_extractor(xp: Any, x: Any, indices: Any) -> Any:
     if x.ndim == 1:
         return xp.take(x, idx).reshape(1, -1)
     return xp.take(x, idx, axis=-1)
+
+
+@register("Scaler", domain=ML)
+def scaler(xp: Any, x: Any, *, offset: Any = None, scale: Any = None) -> Any:
+    """``(x - offset) * scale`` along the last axis (one value, or one per feature), in float32:
+    ONNX's Scaler always outputs float."""
+    c = x.shape[-1] if x.ndim else 1
+    off = np.asarray(offset if offset is not None else [0.0], np.float32).reshape(-1)
+    mul = np.asarray(scale if scale is not None else [1.0], np.float32).reshape(-1)
+    for name, v in (("offset", off), ("scale", mul)):
+        if v.size not in (1, c):
+            raise ValueError(f"Scaler's {name} has {v.size} values; the input has {c} features (give 1 or {c})")
+    y = xp.asarray(x, dtype=np.float32) - xp.asarray(off)
+    y *= xp.asarray(mul)
+    return y
+
+
+@register("ZipMap", domain=ML)
+def zip_map(xp: Any, x: Any, *, classlabels_int64s: Any = None, classlabels_strings: Any = None) -> Any:
+    """One ``{label: probability}`` dict per row of ``x`` ([N, C] or [C]): a list, ONNX's
+    sequence of maps, on the host; each map's keys in order, as onnxruntime's (a sorted map)."""
+    if (classlabels_int64s is None) == (classlabels_strings is None):
+        raise ValueError("ZipMap needs exactly one of classlabels_int64s and classlabels_strings")
+    labels = [int(v) for v in classlabels_int64s] if classlabels_int64s is not None else \
+        [v.decode() if isinstance(v, bytes) else str(v) for v in classlabels_strings]
+    host = to_host(xp, x)
+    if host.ndim not in (1, 2) or host.shape[-1] != len(labels):
+        raise ValueError(f"ZipMap takes [N, {len(labels)}] or [{len(labels)}] (one column a label); "
+                         f"got shape {list(host.shape)}")
+    order = sorted(range(len(labels)), key=labels.__getitem__)
+    keys = [labels[i] for i in order]
+    return [dict(zip(keys, row)) for row in host.reshape(-1, len(labels))[:, order].tolist()]
 
 
 def _pick(attrs: dict[str, Any], stem: str) -> Any:
