@@ -82,3 +82,17 @@ def test_zipmap_of_another_width_is_refused_naming_it():
     with Executor(load_model(model.SerializeToString())) as ex:
         with pytest.raises(RunError, match=r"'zip' \(ZipMap\).*takes \[N, 2\] or \[2\].*got shape \[4, 3\]"):
             ex.run({"x": np.ones((4, 3), np.float32)})
+
+
+def test_scaler_attributes_converted_once_never_confused(rng):
+    """A node's attribute lists are converted once (kept by identity); fresh lists of other
+    values -- whose ids Python may hand out again once the old ones die -- never find a
+    stale conversion."""
+    from engine.kernels import ml
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    for _ in range(200):   # beyond the cache's size: it starts over and ids come back
+        offset, scale = rng.standard_normal(4).tolist(), rng.standard_normal(4).tolist()
+        np.testing.assert_allclose(ml.scaler(np, x, offset=offset, scale=scale),
+                                   (x - np.float32(offset)) * np.float32(scale), rtol=1e-6)
+    kept = rng.standard_normal(4).tolist()
+    assert ml._float32s(kept, 0.0) is ml._float32s(kept, 0.0)

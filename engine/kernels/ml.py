@@ -34,16 +34,38 @@ def array_feature_extractor(xp: Any, x: Any, indices: Any) -> Any:
     return xp.take(x, idx, axis=-1)
 
 
+#: id(attribute list) -> (the list, its float32 array): a node's attributes are the same
+#: objects on every call, so each is converted once (the entry holds the list: its id is not
+#: reused while cached); at most _ARRAYS_MAX entries, then start over.
+_ARRAYS: dict[int, tuple[Any, np.ndarray]] = {}
+_ARRAYS_MAX = 64
+
+
+def _float32s(values: Any, default: float) -> np.ndarray:
+    """An attribute's floats as a flat float32 array, converted once per attribute object."""
+    hit = _ARRAYS.get(id(values))
+    if hit is not None and hit[0] is values:
+        return hit[1]
+    array = np.asarray(values if values is not None else [default], np.float32).reshape(-1)
+    if len(_ARRAYS) >= _ARRAYS_MAX:
+        _ARRAYS.clear()
+    _ARRAYS[id(values)] = (values, array)
+    return array
+
+
 @register("Scaler", domain=ML)
 def scaler(xp: Any, x: Any, *, offset: Any = None, scale: Any = None) -> Any:
     """``(x - offset) * scale`` along the last axis (one value, or one per feature), in float32:
     ONNX's Scaler always outputs float."""
     c = x.shape[-1] if x.ndim else 1
-    off = np.asarray(offset if offset is not None else [0.0], np.float32).reshape(-1)
-    mul = np.asarray(scale if scale is not None else [1.0], np.float32).reshape(-1)
-    for name, v in (("offset", off), ("scale", mul)):
-        if v.size not in (1, c):
-            raise ValueError(f"Scaler's {name} has {v.size} values; the input has {c} features (give 1 or {c})")
+    off, mul = _float32s(offset, 0.0), _float32s(scale, 1.0)
+    if off.size not in (1, c) or mul.size not in (1, c):
+        name, v = ("offset", off) if off.size not in (1, c) else ("scale", mul)
+        raise ValueError(f"Scaler's {name} has {v.size} values; the input has {c} features (give 1 or {c})")
+    if xp is np:
+        y = np.subtract(x, off, dtype=np.float32)
+        y *= mul
+        return y
     y = xp.asarray(x, dtype=np.float32) - xp.asarray(off)
     y *= xp.asarray(mul)
     return y
@@ -61,9 +83,11 @@ def zip_map(xp: Any, x: Any, *, classlabels_int64s: Any = None, classlabels_stri
     if host.ndim not in (1, 2) or host.shape[-1] != len(labels):
         raise ValueError(f"ZipMap takes [N, {len(labels)}] or [{len(labels)}] (one column a label); "
                          f"got shape {list(host.shape)}")
-    order = sorted(range(len(labels)), key=labels.__getitem__)
-    keys = [labels[i] for i in order]
-    return [dict(zip(keys, row)) for row in host.reshape(-1, len(labels))[:, order].tolist()]
+    rows = host.reshape(-1, len(labels))
+    keys = sorted(labels)
+    if keys != labels:   # columns in label order (skl2onnx writes them sorted already)
+        rows = rows[:, sorted(range(len(labels)), key=labels.__getitem__)]
+    return [dict(zip(keys, row)) for row in rows.tolist()]
 
 
 def _pick(attrs: dict[str, Any], stem: str) -> Any:
