@@ -3,7 +3,7 @@
     python bench/cores_kernels.py [--repeat 30] [--one-thread]
 
 Layer shapes of the models ``bench/cores.py`` runs (MobileNetV2 and PP-OCR's
-depthwise 3x3 / 5x5, ConvNeXt's depthwise 7x7, ResNet's 3x3, a grouped 3x3, a 1-D
+depthwise 3x3 / 5x5, ConvNeXt's depthwise 7x7, EfficientNet-B0's depthwise 5x5 on narrow planes, ResNet's 3x3, a grouped 3x3, a 1-D
 STFT-like conv, ResNet's 3x3 MaxPool). Per layer, interleaved run by run on the
 same input: our kernel with the compiled module, the same kernel on its numpy
 path (the compiled module switched off), onnxruntime's one-node model (its default
@@ -37,6 +37,9 @@ LAYERS = [
     ("mobilenet dw3x3 7x7", "Conv", (1, 960, 7, 7), (960, 1, 3, 3), dict(group=960, pads=[1] * 4)),
     ("ppocr dw5x5 s1", "Conv", (1, 120, 40, 40), (120, 1, 5, 5), dict(group=120, pads=[2] * 4)),
     ("convnext dw7x7", "Conv", (1, 96, 56, 56), (96, 1, 7, 7), dict(group=96, pads=[3] * 4)),
+    ("efficientnet dw5x5 28x28", "Conv", (1, 240, 28, 28), (240, 1, 5, 5), dict(group=240, pads=[2] * 4)),
+    ("efficientnet dw5x5 14x14", "Conv", (1, 672, 14, 14), (672, 1, 5, 5), dict(group=672, pads=[2] * 4)),
+    ("efficientnet dw5x5 7x7", "Conv", (1, 1152, 7, 7), (1152, 1, 5, 5), dict(group=1152, pads=[2] * 4)),
     ("grouped 3x3 g=8", "Conv", (1, 128, 28, 28), (128, 16, 3, 3), dict(group=8, pads=[1] * 4)),
     ("resnet 3x3", "Conv", (1, 64, 56, 56), (64, 64, 3, 3), dict(pads=[1] * 4)),
     ("resnet stem 7x7 s2", "Conv", (1, 3, 224, 224), (64, 3, 7, 7), dict(pads=[3] * 4, strides=[2, 2])),

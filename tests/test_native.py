@@ -258,6 +258,39 @@ def test_compiled_conv_random_geometry(seed: int, kind: str, monkeypatch: pytest
         assert len(ran) >= 2 and all(ran), f"the conv did not run {path}"
 
 
+@pytest.mark.parametrize("k", [3, 5, 7])
+@pytest.mark.parametrize("width", [3, 7, 14, 64, 65])
+def test_depthwise_narrow_planes_at_stride_one_match_onnxruntime(k: int, width: int, rng) -> None:
+    """Stride-1 square kernels on planes up to 64 wide take the flat form (the whole padded
+    plane as one row, the wrapped columns dropped), wider ones the row form: both against
+    onnxruntime, with dilations, uneven pads, a channel multiplier and a batch -- the flat
+    form's last window reads the padded plane's last float (the sanitizer build runs this)."""
+    _compiled_only()
+    dil = int(rng.integers(1, 3))
+    c, mult = int(rng.integers(1, 9)), int(rng.integers(1, 3))
+    height = int(rng.integers(max(1, (k - 1) * dil - 3), 12))
+    pads = [int(v) for v in rng.integers(0, k, 4)]
+    if height + pads[0] + pads[2] < (k - 1) * dil + 1:   # at least one output row
+        pads[2] += (k - 1) * dil + 1 - (height + pads[0] + pads[2])
+    if width + pads[1] + pads[3] < (k - 1) * dil + 1:
+        pads[3] += (k - 1) * dil + 1 - (width + pads[1] + pads[3])
+    arrays = {"x": rng.standard_normal((2, c, height, width)).astype(np.float32),
+              "w": rng.standard_normal((c * mult, 1, k, k)).astype(np.float32),
+              "b": rng.standard_normal(c * mult).astype(np.float32)}
+    ran: list[bool] = []
+    real = native.depthwise_plan
+
+    def spy(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        ran.append(plan is not None)
+        return plan
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native, "depthwise_plan", spy)
+        check("Conv", arrays, rtol=1e-4, atol=1e-4, oracle="onnxruntime", kernel_shape=[k, k],
+              strides=[1, 1], dilations=[dil, dil], pads=pads, group=c)
+    assert (ran and all(ran)) or c == 1, "the compiled depthwise kernel did not run"
+
+
 def test_compiled_conv_epilogue_matches_onnxruntime(rng: np.random.Generator) -> None:
     """Conv + Add + Relu (a ResNet block's tail), fused: bias, residual and Relu on the
     compiled conv's output, for one group and depthwise."""
