@@ -447,6 +447,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     own = dict(attrs)
     if folded is not None:
         attrs["pads"] = folded[0]
+        attrs.pop("auto_pad", None)   # VALID's zero pads are in the sum; the sum is explicit
     bound = folded[1] if folded is not None else ()
     # cuDNN (kernels/device.py) takes symmetric pads only: on a device an asymmetric sum
     # is padded as written first, then convolved with the conv's own pads (unverified on
@@ -529,8 +530,12 @@ def _zero_pad_into(pad: Node, conv: Node, const: Callable[[str], Any]) -> tuple 
     onnxruntime's Pad fusion does: MobileNetV2 exports pad every strided conv this
     way), ``values`` the Pad's other inputs as bound (their identity is checked per
     run). Else None."""
+    auto = conv.attrs.get("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    # VALID pads nothing: the conv's own pads are zeros (transformers' EfficientNet pads
+    # every strided depthwise conv explicitly before a VALID conv); SAME_* depend on the shape
     if pad.op_type != "Pad" or pad.domain not in DEFAULT_DOMAINS or len(pad.outputs) != 1 \
-            or conv.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+            or auto not in ("NOTSET", "VALID") or (auto == "VALID" and "pads" in conv.attrs):
         return None
     mode = pad.attrs.get("mode", "constant")
     if (mode.decode() if isinstance(mode, bytes) else mode) != "constant":

@@ -313,7 +313,7 @@ def test_new_normalisation_statistics_reach_the_fused_step(rng):
 
 
 def _pad_model(amounts: list[int], *, fill: float = 0.0, mode: str = "constant", group: int = 1,
-               conv_pads: tuple = (0, 1, 1, 0), strides: tuple = (2, 2), pads_as: str = "initializer",
+               conv_pads: tuple | str = (0, 1, 1, 0), strides: tuple = (2, 2), pads_as: str = "initializer",
                opset: int = 17, then_clip: bool = True,
                rng: np.random.Generator) -> tuple[onnx.ModelProto, dict]:
     """x -> Pad(amounts, fill) -> Conv(pads=conv_pads) [-> Clip(0, 6)]: MobileNetV2's strided
@@ -334,8 +334,9 @@ def _pad_model(amounts: list[int], *, fill: float = 0.0, mode: str = "constant",
             inits.append(numpy_helper.from_array(value, "amounts"))
         inits.append(numpy_helper.from_array(np.array(fill, np.float32), "fill"))
         pad = helper.make_node("Pad", ["x", "amounts", "fill"], ["p"], name="pad", mode=mode)
+    padding = {"auto_pad": conv_pads} if isinstance(conv_pads, str) else {"pads": list(conv_pads)}
     nodes = [pad, helper.make_node("Conv", ["p", "w"], ["c"], name="conv", group=group,
-                                   pads=list(conv_pads), strides=list(strides))]
+                                   strides=list(strides), **padding)]
     last = "c"
     if then_clip:
         inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"),
@@ -363,6 +364,26 @@ def test_a_zero_pad_before_a_conv_folds_into_its_pads(amounts, group, then_clip,
     ex = _check(model, feeds, fused=True)
     kinds = [s.node.op_type for s in ex._steps]
     assert kinds == ["Pad+Conv+Clip" if then_clip else "Pad+Conv"]
+
+
+@pytest.mark.parametrize("group", [1, 8])
+def test_a_zero_pad_before_a_valid_conv_folds_too(group, compiled, rng, monkeypatch):
+    """transformers' EfficientNet pads each strided depthwise conv explicitly, then convolves
+    with ``auto_pad=VALID`` (no padding of its own): the Pad folds in as the conv's pads."""
+    import engine.fuse as fuse_module
+
+    def never(*_args, **_kw):
+        raise AssertionError("the fused step fell back to the nodes as written")
+    monkeypatch.setattr(fuse_module, "as_written", never)
+    model, feeds = _pad_model([0, 0, 0, 0, 0, 0, 1, 1], group=group, conv_pads="VALID", then_clip=False, rng=rng)
+    ex = _check(model, feeds, fused=True)
+    assert [s.node.op_type for s in ex._steps] == ["Pad+Conv"]
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_a_zero_pad_before_a_same_conv_stays_as_written(auto_pad, rng):
+    model, feeds = _pad_model([0, 0, 0, 0, 0, 0, 1, 1], conv_pads=auto_pad, then_clip=False, rng=rng)
+    _check(model, feeds, fused=False)
 
 
 def test_an_opset_2_pad_with_attribute_amounts_folds_too(rng):
