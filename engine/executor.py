@@ -211,11 +211,11 @@ class Executor:
         self._host_out_folded = {t: to_numpy(self._weights[t]) for t in self._host_out if t in self._folded}
         self._fused: dict[str, Fused] = {}
         self._derived: dict[str, Derived] = {}  # weights made at bind time from others
-        self._dequantized: set[str] = set()   # the model's tensors among them
+        self._bound_weights: set[str] = set()   # the model's tensors among them (_weights_of_weights)
         made: set[str] = set()
         if self.options.effective_plan() == "segments":  # "nodes" shows every node as written
             if self.xp is np and self.parent is None:  # before fusing: a Conv sees a float weight
-                nodes = self._dequantize_weights(graph, nodes)
+                nodes = self._weights_of_weights(graph, nodes)
             inherited = self._inherited
             # A subgraph body's weights are its inputs, fed from the enclosing graph's weights on
             # every run: its chains fuse on them as the whole graph's do (a partitioned PP-LCNet on
@@ -308,16 +308,20 @@ class Executor:
                 self._weight_vars[name] = self.engine.new_variable(f"w:{name}")
         return nodes, made
 
-    def _dequantize_weights(self, graph: Graph, nodes: list[Node]) -> list[Node]:
-        """A DequantizeLinear of weights only (a QDQ model's, TensorRT's explicit INT8: every
-        Conv and MatMul weight an int8 initializer behind one) evaluated now: its float result
-        is a derived weight that ``set_weight`` of its sources makes again, so the Conv or MatMul
-        reading it plans and fuses on a constant as in the float model (ResNet-18 in QDQ: no
-        conv took its chain's epilogue while its weights arrived at run time)."""
+    def _weights_of_weights(self, graph: Graph, nodes: list[Node]) -> list[Node]:
+        """A DequantizeLinear or an Identity of weights only evaluated now: its result is a
+        derived weight that ``set_weight`` of its sources makes again, so the node reading it
+        plans and fuses on a constant as on the weight itself. A DequantizeLinear: a QDQ
+        model's, TensorRT's explicit INT8, every Conv and MatMul weight an int8 initializer
+        behind one (ResNet-18 in QDQ: no conv took its chain's epilogue while its weights
+        arrived at run time). An Identity: torch's exporter writes one for each use of a weight
+        it shares (DETR's backbone reads 140 scales and shifts of its frozen batch norms that
+        way, so none of its 54 convs took its epilogue, and each Identity ran per call)."""
         left = []
         for node in nodes:
             out = node.outputs[0] if len(node.outputs) == 1 else ""
-            if node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx") or not out \
+            if node.op_type not in ("DequantizeLinear", "Identity") or node.domain not in ("", "ai.onnx") \
+                    or not out \
                     or out in self._outputs or not all(not t or t in self._weights for t in node.inputs) \
                     or not self._runs_ours(node, graph):
                 left.append(node)
@@ -333,7 +337,7 @@ class Executor:
                 continue
             self._derived[out] = (tuple(t for t in node.inputs if t in self._weight_vars), make)
             self._weight_vars[out] = self.engine.new_variable(f"w:{out}")
-            self._dequantized.add(out)
+            self._bound_weights.add(out)
         return left
 
     def _bind_operators(self, plan: str) -> None:
@@ -643,7 +647,7 @@ class Executor:
             for (record, _, _), seconds in zip(run.subgraph_spans, gpu.elapsed_seconds(spans).values()):
                 record.device_seconds = seconds
         run.deferred.clear()
-        values = {**{t: self._weights[t] for t in (*self._folded, *self._dequantized)}, **run.values} \
+        values = {**{t: self._weights[t] for t in (*self._folded, *self._bound_weights)}, **run.values} \
             if keep else {}
         if self._float16_out:
             outputs, values = narrowed(outputs, self._float16_out), narrowed(values, self._float16_out)

@@ -174,7 +174,7 @@ def fuse(graph: Graph, nodes: Sequence[Node], const: Callable[[str], Any],
     # On the host a hard swish after a conv joins its chain (read on the host each run); on a
     # device engine/fuse_elementwise.py makes such tails one kernel.
     swishes = {f.node.name: f for f in swish_fused} if host else None
-    out, affine_fused = fuse_channel_affine(graph, out, kernel_of, sole_reader(graph, out))
+    out, affine_fused = fuse_channel_affine(graph, out, kernel_of, sole_reader(graph, out), const)
     out, conv_fused = _fuse_conv_chains(graph, out, const, kernel_of, swishes,
                                         {f.node.name: f for f in affine_fused})
     kept = {n.name for n in out}   # those a conv chain took are its parts now

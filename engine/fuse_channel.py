@@ -1,5 +1,8 @@
 """Per-channel affine chains fused at bind time (``plan="segments"``): a BatchNormalization, the
-per-channel Mul and Add nodes after it, and a Relu, as one step.
+per-channel Mul and Add nodes after it, and a Relu, as one step; or, after a Conv, such Mul and
+Add nodes by constant per-channel vectors without a BatchNormalization -- a frozen batch norm as
+torch exports it (transformers' DETR backbone, torchvision's FrozenBatchNorm2d: ``x * scale +
+shift``), which the conv then takes as its epilogue (``engine/fuse.py``).
 
 Caffe2 exported every spatial BatchNormalization followed by a "scale" layer, a Mul and an Add
 by per-channel vectors (read through Unsqueeze); DenseNet and Inception v2 (the ONNX model zoo's,
@@ -33,18 +36,29 @@ from .kernels.registry import kernel_for
 
 
 def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[Node], Any],
-                        sole: Callable[..., int | None]) -> tuple[list[Node], list[Any]]:
+                        sole: Callable[..., int | None],
+                        const: Callable[[str], Any] | None = None) -> tuple[list[Node], list[Any]]:
     """``nodes`` with each BatchNormalization -> (Mul | Add by another tensor)* -> Relu? chain of
     at least two nodes replaced by one fused node (``sole``: ``engine/fuse.py``'s sole-reader
-    lookup over ``nodes``); the fusions made, as ``engine/fuse.py``'s ``Fused``."""
+    lookup over ``nodes``); given ``const`` (the executor's weights), each Conv -> (Mul | Add by
+    a constant vector of its output channels)+ -> Relu? chain's Mul / Add / Relu nodes too. The
+    fusions made, as ``engine/fuse.py``'s ``Fused``."""
     opsets = {("" if d in DEFAULT_DOMAINS else d): int(v) for d, v in graph.opset.items()}
-    conv_outputs = {n.outputs[0] for n in nodes if n.op_type == "Conv" and n.domain in DEFAULT_DOMAINS
-                    and n.outputs}
+    convs = {n.outputs[0]: n for n in nodes if n.op_type == "Conv" and n.domain in DEFAULT_DOMAINS
+             and n.outputs}
+    conv_outputs = set(convs)
     fused: list[Fused] = []
     drop: set[int] = set()
     replace: dict[int, Node] = {}
     for i, bn in enumerate(nodes):
-        if not _inference_bn(bn) or i in drop:
+        if i in drop:
+            continue
+        if not _inference_bn(bn):
+            head = _frozen_bn_head(bn, i, convs, sole, const)
+            if head is not None:
+                chain, ops, vectors, y, x = _frozen_bn_chain(nodes, i, convs[head], sole, const, drop)
+                _fuse_one(graph, nodes, chain, ops, vectors, x, False, kernel_of, opsets, sole,
+                          fused, drop, replace)
             continue
         chain, ops, vectors, y = [i], [], [], bn.outputs[0]
         x_info = graph.tensors.get(bn.inputs[0])
@@ -60,24 +74,78 @@ def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[No
             ops.append(nodes[j].op_type == "Mul")
             vectors.append(other)
             y = nodes[j].outputs[0]
-        j = sole(y, "Relu")
-        relu = j is not None and j not in drop
-        if relu:
-            chain.append(j)
-        if len(chain) < 2 or (bn.inputs[0] in conv_outputs and not (ops and ops[0])):
+        if bn.inputs[0] in conv_outputs and not (ops and ops[0]):
             # Conv -> BatchNormalization -> Add / Relu / a hard swish is the conv chain's (its
             # epilogue, engine/fuse.py); a per-channel Mul after it ends that chain, so it is ours
             continue
-        parts = tuple(nodes[k] for k in chain)
-        kernels = [kernel_of(p) for p in parts]
-        if any(k is None or k is not _registered(p, opsets) for p, k in zip(parts, kernels)):
-            continue
-        ins = tuple(bn.inputs) + tuple(vectors)
-        node = Node(bn.name, "+".join(p.op_type for p in parts), ins, (parts[-1].outputs[0],), FUSED_DOMAIN)
-        fused.append(Fused(node, parts, channel_affine_kernel(parts, kernels, tuple(ops), relu, ins)))
-        drop.update(chain)
-        replace[chain[-1]] = node
+        _fuse_one(graph, nodes, chain, ops, vectors, bn.inputs[0], True, kernel_of, opsets, sole,
+                  fused, drop, replace)
     return spliced(nodes, drop, replace), fused
+
+
+def _fuse_one(graph: Graph, nodes: list[Node], chain: list[int], ops: list[bool], vectors: list[str],
+              x: str, has_bn: bool, kernel_of: Callable[[Node], Any], opsets: dict[str, int],
+              sole: Callable[..., int | None], fused: list, drop: set[int], replace: dict[int, Node]) -> None:
+    """The chain (its head, Mul / Add nodes) and a Relu after it, if any, as one fused node,
+    where it has at least two nodes and our kernels run them all."""
+    j = sole(nodes[chain[-1]].outputs[0], "Relu")
+    relu = j is not None and j not in drop
+    if relu:
+        chain = [*chain, j]
+    if len(chain) < 2:
+        return
+    parts = tuple(nodes[k] for k in chain)
+    kernels = [kernel_of(p) for p in parts]
+    if any(k is None or k is not _registered(p, opsets) for p, k in zip(parts, kernels)):
+        return
+    ins = (tuple(parts[0].inputs) if has_bn else (x,)) + tuple(vectors)
+    node = Node(parts[0].name, "+".join(p.op_type for p in parts), ins, (parts[-1].outputs[0],), FUSED_DOMAIN)
+    fused.append(Fused(node, parts, channel_affine_kernel(parts, kernels, tuple(ops), relu, ins, has_bn)))
+    drop.update(chain)
+    replace[chain[-1]] = node
+
+
+def _frozen_bn_head(node: Node, i: int, convs: dict[str, Node], sole: Callable[..., int | None],
+                    const: Callable[[str], Any] | None) -> str | None:
+    """The conv output ``node`` (a Mul or Add) scales or shifts by a constant vector of that
+    conv's output channels, as its only reader; else None."""
+    if const is None or node.op_type not in ("Mul", "Add") or node.domain not in DEFAULT_DOMAINS \
+            or len(node.inputs) != 2:
+        return None
+    for y in node.inputs:
+        conv = convs.get(y)
+        if conv is not None and sole(y, node.op_type) == i and _conv_vector(conv, other_input(node, y), const):
+            return y
+    return None
+
+
+def _conv_vector(conv: Node, t: str | None, const: Callable[[str], Any]) -> bool:
+    """Whether ``t`` is a constant that varies along the channels of ``conv``'s 4-D output only,
+    one value per output channel."""
+    v, w = (const(t) if t else None), const(conv.inputs[1]) if len(conv.inputs) > 1 else None
+    shape, w_shape = getattr(v, "shape", None), getattr(w, "shape", None)
+    return shape is not None and w_shape is not None and len(w_shape) == 4 \
+        and _channel_extent(tuple(shape), 4) == w_shape[0] and getattr(v, "dtype", None) == w.dtype
+
+
+def _frozen_bn_chain(nodes: list[Node], i: int, conv: Node, sole: Callable[..., int | None],
+                     const: Callable[[str], Any] | None, drop: set[int]) -> tuple:
+    """From the head at ``i`` (reading ``conv``'s output): the Mul / Add nodes by constant vectors
+    of the conv's channels that follow, each the sole reader of the one before."""
+    head, x = nodes[i], conv.outputs[0]
+    chain, ops, vectors, y = [i], [head.op_type == "Mul"], [other_input(head, x)], head.outputs[0]
+    while True:
+        j = sole(y, "Mul")
+        if j is None:
+            j = sole(y, "Add")
+        other = other_input(nodes[j], y) if j is not None and len(nodes[j].inputs) == 2 else None
+        if j is None or j in drop or not other or not _conv_vector(conv, other, const):
+            break
+        chain.append(j)
+        ops.append(nodes[j].op_type == "Mul")
+        vectors.append(other)
+        y = nodes[j].outputs[0]
+    return chain, ops, vectors, y, x
 
 
 def _inference_bn(bn: Node) -> bool:
@@ -121,18 +189,27 @@ def channel_axis_vector(v: Any, ndim: int, channels: int) -> Any:
 
 
 def channel_fold(xp: Any, params: tuple, ops: tuple[bool, ...], epsilon: float, ndim: int,
-                 dtype: Any) -> tuple | None:
+                 dtype: Any, has_bn: bool = True) -> tuple | None:
     """``(s, t)``, one scale and one shift per channel, with ``y * s + t`` what the chain computes
     on an ``ndim``-D input ``y`` of ``dtype`` from ``params`` (the BatchNormalization's scale,
-    bias, mean and variance, then the chain's vectors; ``ops``: True for a Mul). None when a
-    parameter is not a vector of the channel count or a vector is not per-channel."""
-    scale, bias, mean, var = params[:4]
-    c = getattr(scale, "shape", (0,))[0]
-    if any(getattr(p, "shape", None) != (c,) or p.dtype != dtype for p in params[:4]):
-        return None
-    s = scale / xp.sqrt(var + epsilon)
-    t = bias - mean * s
-    for is_mul, v in zip(ops, params[4:]):
+    bias, mean and variance unless not ``has_bn``, then the chain's vectors; ``ops``: True for a
+    Mul). None when a parameter is not a vector of the channel count or a vector is not
+    per-channel."""
+    if has_bn:
+        scale, bias, mean, var = params[:4]
+        c = getattr(scale, "shape", (0,))[0]
+        if any(getattr(p, "shape", None) != (c,) or p.dtype != dtype for p in params[:4]):
+            return None
+        s = scale / xp.sqrt(var + epsilon)
+        t = bias - mean * s
+        vectors = params[4:]
+    else:   # the vectors' channel count; x * 1 + 0 before the first
+        c = max((_channel_extent(tuple(getattr(v, "shape", ())), ndim) or 0) for v in params) if params else 0
+        if c < 1:
+            return None
+        s, t = xp.ones(c, dtype=dtype), xp.zeros(c, dtype=dtype)
+        vectors = params
+    for is_mul, v in zip(ops, vectors):
         vec = channel_axis_vector(v, ndim, c)
         if vec is None or vec.dtype != dtype:
             return None
@@ -144,20 +221,22 @@ def channel_fold(xp: Any, params: tuple, ops: tuple[bool, ...], epsilon: float, 
 
 
 def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tuple[bool, ...],
-                          relu: bool, ins: tuple[str, ...]) -> Callable[..., tuple]:
-    """The fused step: ``(xp, x, scale, bias, mean, var, *vectors) -> (y,)``; ``ops``: per vector,
-    True for a Mul, False for an Add, in the chain's order. The step's ``fold(xp, params, ndim,
-    dtype)`` (``channel_fold`` for this chain) lets a conv before it take the whole chain as its
-    epilogue (``engine/fuse.py``)."""
-    epsilon = float(parts[0].attrs.get("epsilon", 1e-5))
+                          relu: bool, ins: tuple[str, ...], has_bn: bool = True) -> Callable[..., tuple]:
+    """The fused step: ``(xp, x, scale, bias, mean, var, *vectors) -> (y,)`` (without a
+    BatchNormalization: ``(xp, x, *vectors)``); ``ops``: per vector, True for a Mul, False for
+    an Add, in the chain's order. The step's ``fold(xp, params, ndim, dtype)`` (``channel_fold``
+    for this chain) lets a conv before it take the whole chain as its epilogue (``engine/fuse.py``)."""
+    epsilon = float(parts[0].attrs.get("epsilon", 1e-5)) if has_bn else 0.0
     lo = 0.0 if relu else -math.inf
 
     def make(x: Any, args: tuple) -> tuple | None:
         """``((s, t), compiled pass or None)`` for this input shape and these parameters."""
         xp, params = args[0], args[1:]
-        if params[0].shape != (x.shape[1],):
+        if has_bn and params[0].shape != (x.shape[1],):
             return None
-        st = channel_fold(xp, params, ops, epsilon, x.ndim, x.dtype)
+        st = channel_fold(xp, params, ops, epsilon, x.ndim, x.dtype, has_bn)
+        if st is not None and st[0].shape != (x.shape[1],):
+            return None
         if st is None:
             return None
         return st, native.epilogue_plan(x.shape, *st, lo, math.inf) if xp is np else None
@@ -172,7 +251,8 @@ def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tupl
         except Exception:  # noqa: BLE001 - the nodes as written say what is wrong, naming theirs
             pass
         return as_written(xp, parts, kernels, dict(zip(ins, (x, *params))))
-    run.fold = lambda xp, params, ndim, dtype: channel_fold(xp, params, ops, epsilon, ndim, dtype)  # type: ignore[attr-defined]
+    run.fold = lambda xp, params, ndim, dtype: channel_fold(xp, params, ops, epsilon, ndim, dtype,  # type: ignore[attr-defined]
+                                                            has_bn)
     return run
 
 
