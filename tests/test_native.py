@@ -291,6 +291,35 @@ def test_depthwise_narrow_planes_at_stride_one_match_onnxruntime(k: int, width: 
     assert (ran and all(ran)) or c == 1, "the compiled depthwise kernel did not run"
 
 
+@pytest.mark.parametrize("seed", range(16))
+def test_compiled_average_pool_random_geometry(seed: int) -> None:
+    """AveragePool by the depthwise window sums and per-axis counts (``native.average_pool2d``)
+    against onnxruntime: random kernels, strides, pads up to the kernel, ceil mode, counting
+    the pads or not, batches, channels; and against our own numpy path."""
+    _compiled_only()
+    rng = np.random.default_rng(1000 + seed)
+    k = [int(v) for v in rng.integers(1, 6, 2)]
+    attrs: dict = {"kernel_shape": k, "strides": [int(v) for v in rng.integers(1, 4, 2)],
+                   "pads": [int(rng.integers(0, kk)) for kk in k * 2],
+                   "ceil_mode": int(rng.integers(0, 2)), "count_include_pad": int(rng.integers(0, 2))}
+    sp = [int(rng.integers(kk, kk + 30)) for kk in k]
+    x = rng.standard_normal((int(rng.integers(1, 3)), int(rng.integers(1, 40)), *sp)).astype(np.float32)
+    calls: list[bool] = []
+    real = native.average_pool2d
+
+    def spy(*args, **kwargs):
+        y = real(*args, **kwargs)
+        calls.append(y is not None)
+        return y
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native, "average_pool2d", spy)
+        check("AveragePool", {"x": x}, rtol=1e-5, atol=1e-5, oracle="onnxruntime", **attrs)
+    assert calls and all(calls), "the compiled average pool did not run"
+    with pytest.MonkeyPatch.context() as mp:   # the numpy path agrees
+        mp.setattr(native, "_lib", None)
+        check("AveragePool", {"x": x}, rtol=1e-5, atol=1e-5, oracle="onnxruntime", **attrs)
+
+
 def test_compiled_conv_epilogue_matches_onnxruntime(rng: np.random.Generator) -> None:
     """Conv + Add + Relu (a ResNet block's tail), fused: bias, residual and Relu on the
     compiled conv's output, for one group and depthwise."""

@@ -261,6 +261,38 @@ def epilogue_plan(y_shape: tuple, scale: Any, shift: Any, lo: float, hi: float,
     return apply
 
 
+def average_pool2d(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple,
+                   out_sp: tuple, count_include_pad: int) -> np.ndarray | None:
+    """AveragePool of a 4-D float32 numpy array: the window sums by the depthwise kernel with a
+    weight of ones (zeros where a window leaves the input), divided by each window's count --
+    the taps inside the input, or inside the input and its explicit pads -- made per axis (a
+    window's count is its rows' times its columns'). The numpy path added the kh kw shifted
+    windows one new array at a time, twice (values and counts): Inception v2's 3x3 pools over
+    256-576 channels, ~1.8 ms each, ten a run. None when it does not apply."""
+    if not (applies(xp, x) and x.ndim == 4 and len(kernel) == 2 and x.size):
+        return None
+    c = x.shape[1]
+    plan = depthwise_plan(x.shape, np.ones((c, 1, *kernel), _F32), None, kernel, strides, dilations,
+                          pads, out_sp)
+    if plan is None:
+        return None
+    total = plan(x)
+    counts = [_window_counts(x.shape[2 + i], kernel[i], strides[i], dilations[i], pads[i],
+                             pads[i + 2] if count_include_pad else 0, out_sp[i], count_include_pad)
+              for i in range(2)]
+    total /= np.multiply.outer(*counts).astype(_F32)
+    return total
+
+
+def _window_counts(size: int, k: int, stride: int, dilation: int, pad: int, pad_end: int, out: int,
+                   include_pad: int) -> np.ndarray:
+    """Per output position along one axis, how many of the window's taps a pool counts: those
+    inside [0, size), or inside [-pad, size + pad_end) with ``include_pad``."""
+    lo, hi = (-pad, size + pad_end) if include_pad else (0, size)
+    pos = np.arange(out)[:, None] * stride - pad + np.arange(k)[None, :] * dilation
+    return np.count_nonzero((pos >= lo) & (pos < hi), axis=1)
+
+
 def max_pool2d(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tuple, pads: tuple,
                out_sp: tuple) -> np.ndarray | None:
     """MaxPool values of a 4-D float32 numpy array (positions outside the input

@@ -511,6 +511,9 @@ def average_pool(xp: Any, x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 
     y = device.pool(xp, x, "AveragePool", kernel, strides, dilations, pads, out_sp, count_include_pad)
     if y is not None:   # a device: one generated kernel
         return y
+    y = native.average_pool2d(xp, x, kernel, strides, dilations, pads, out_sp, count_include_pad)
+    if y is not None:   # float32 numpy, 2-D: the compiled window sums
+        return y
     xpad = _padded(xp, x, pads, extra, 0)
     # What a window counts: the input only, or the input and its explicit pads.
     ones = xp.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
