@@ -19,7 +19,9 @@ are kept, and a run that keeps intermediates (the debugger) runs them instead.
 
 from __future__ import annotations
 
+
 import math
+from operator import is_
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -471,7 +473,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         """``_bn_affine`` once per parameter version (weight preparation, as engine/memo.py:
         the same objects give the same (s, t); set_weight installs new ones)."""
         last = seen[0]
-        if last is not None and len(last[0]) == len(norm) and all(a is b for a, b in zip(last[0], norm)):
+        if last is not None and len(last[0]) == len(norm) and all(map(is_, last[0], norm)):
             return last[1]
         if chain_fold is None:
             st = _bn_affine(xp, norm, epsilon)
