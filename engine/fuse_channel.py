@@ -55,25 +55,17 @@ def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[No
             continue
         if not _inference_bn(bn):
             head = _frozen_bn_head(bn, i, convs, sole, const)
-            if head is not None:
-                chain, ops, vectors, y, x = _frozen_bn_chain(nodes, i, convs[head], sole, const, drop)
-                _fuse_one(graph, nodes, chain, ops, vectors, x, False, kernel_of, opsets, sole,
+            if head is not None:   # the Mul / Add by vectors of the conv's channels that follow
+                conv = convs[head]
+                chain, ops, vectors = _mul_add_run(nodes, [i], [bn.op_type == "Mul"], [other_input(bn, head)],
+                                                   sole, drop, lambda t, conv=conv: _conv_vector(conv, t, const))
+                _fuse_one(graph, nodes, chain, ops, vectors, head, False, kernel_of, opsets, sole,
                           fused, drop, replace)
             continue
-        chain, ops, vectors, y = [i], [], [], bn.outputs[0]
         x_info = graph.tensors.get(bn.inputs[0])
         ndim = len(x_info.shape) if x_info is not None and x_info.shape is not None else None
-        while True:
-            j = sole(y, "Mul")
-            if j is None:
-                j = sole(y, "Add")
-            other = other_input(nodes[j], y) if j is not None and len(nodes[j].inputs) == 2 else None
-            if j is None or j in drop or not other or not _may_be_per_channel(graph, other, ndim):
-                break
-            chain.append(j)
-            ops.append(nodes[j].op_type == "Mul")
-            vectors.append(other)
-            y = nodes[j].outputs[0]
+        chain, ops, vectors = _mul_add_run(nodes, [i], [], [], sole, drop,
+                                           lambda t, ndim=ndim: _may_be_per_channel(graph, t, ndim))
         if bn.inputs[0] in conv_outputs and not (ops and ops[0]):
             # Conv -> BatchNormalization -> Add / Relu / a hard swish is the conv chain's (its
             # epilogue, engine/fuse.py); a per-channel Mul after it ends that chain, so it is ours
@@ -128,24 +120,24 @@ def _conv_vector(conv: Node, t: str | None, const: Callable[[str], Any]) -> bool
         and _channel_extent(tuple(shape), 4) == w_shape[0] and getattr(v, "dtype", None) == w.dtype
 
 
-def _frozen_bn_chain(nodes: list[Node], i: int, conv: Node, sole: Callable[..., int | None],
-                     const: Callable[[str], Any] | None, drop: set[int]) -> tuple:
-    """From the head at ``i`` (reading ``conv``'s output): the Mul / Add nodes by constant vectors
-    of the conv's channels that follow, each the sole reader of the one before."""
-    head, x = nodes[i], conv.outputs[0]
-    chain, ops, vectors, y = [i], [head.op_type == "Mul"], [other_input(head, x)], head.outputs[0]
+def _mul_add_run(nodes: list[Node], chain: list[int], ops: list[bool], vectors: list[str],
+                 sole: Callable[..., int | None], drop: set[int],
+                 takes: Callable[[str], bool]) -> tuple[list[int], list[bool], list[str]]:
+    """``chain`` extended by the Mul / Add nodes that follow its last node, each the sole reader
+    of the one before, while ``takes`` their other input (``ops``: True for a Mul; ``vectors``:
+    those other inputs)."""
+    y = nodes[chain[-1]].outputs[0]
     while True:
         j = sole(y, "Mul")
         if j is None:
             j = sole(y, "Add")
         other = other_input(nodes[j], y) if j is not None and len(nodes[j].inputs) == 2 else None
-        if j is None or j in drop or not other or not _conv_vector(conv, other, const):
-            break
+        if j is None or j in drop or not other or not takes(other):
+            return chain, ops, vectors
         chain.append(j)
         ops.append(nodes[j].op_type == "Mul")
         vectors.append(other)
         y = nodes[j].outputs[0]
-    return chain, ops, vectors, y, x
 
 
 def _inference_bn(bn: Node) -> bool:

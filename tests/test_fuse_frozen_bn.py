@@ -8,8 +8,6 @@ weight reaches every reader; vectors that are not per-channel leave the nodes as
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -17,20 +15,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from engine.executor import Executor
 from engine.fuse import FUSED_DOMAIN
-from engine.kernels import native
 from partition.onnx_io import from_model_proto
+from test_fuse_conv import compiled  # noqa: F401 - the fixture: numpy path, then compiled kernels
 
 F = TensorProto.FLOAT
-
-
-@pytest.fixture(params=[False, True], ids=["numpy", "compiled"])
-def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
-    on = bool(request.param)
-    if on and not native.available():
-        pytest.skip("extension not built")
-    if not on:
-        monkeypatch.setattr(native, "_lib", None)
-    yield on
 
 
 def _model(rng: np.random.Generator, *, residual: bool = False, vector_shape: tuple = (1, 8, 1, 1),

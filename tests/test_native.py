@@ -8,9 +8,11 @@ past."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import sysconfig
+from typing import Iterator
 
 import numpy as np
 import onnxruntime as ort
@@ -277,18 +279,25 @@ def test_depthwise_narrow_planes_at_stride_one_match_onnxruntime(k: int, width: 
     arrays = {"x": rng.standard_normal((2, c, height, width)).astype(np.float32),
               "w": rng.standard_normal((c * mult, 1, k, k)).astype(np.float32),
               "b": rng.standard_normal(c * mult).astype(np.float32)}
-    ran: list[bool] = []
-    real = native.depthwise_plan
-
-    def spy(*args, **kwargs):
-        plan = real(*args, **kwargs)
-        ran.append(plan is not None)
-        return plan
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(native, "depthwise_plan", spy)
+    with _answers_of("depthwise_plan") as ran:
         check("Conv", arrays, rtol=1e-4, atol=1e-4, oracle="onnxruntime", kernel_shape=[k, k],
               strides=[1, 1], dilations=[dil, dil], pads=pads, group=c)
     assert (ran and all(ran)) or c == 1, "the compiled depthwise kernel did not run"
+
+
+@contextlib.contextmanager
+def _answers_of(name: str) -> Iterator[list[bool]]:
+    """Within: ``native.<name>`` records, per call, whether it answered (not None)."""
+    answered: list[bool] = []
+    real = getattr(native, name)
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        answered.append(out is not None)
+        return out
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native, name, spy)
+        yield answered
 
 
 @pytest.mark.parametrize("seed", range(16))
@@ -304,15 +313,7 @@ def test_compiled_average_pool_random_geometry(seed: int) -> None:
                    "ceil_mode": int(rng.integers(0, 2)), "count_include_pad": int(rng.integers(0, 2))}
     sp = [int(rng.integers(kk, kk + 30)) for kk in k]
     x = rng.standard_normal((int(rng.integers(1, 3)), int(rng.integers(1, 40)), *sp)).astype(np.float32)
-    calls: list[bool] = []
-    real = native.average_pool2d
-
-    def spy(*args, **kwargs):
-        y = real(*args, **kwargs)
-        calls.append(y is not None)
-        return y
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(native, "average_pool2d", spy)
+    with _answers_of("average_pool2d") as calls:
         check("AveragePool", {"x": x}, rtol=1e-5, atol=1e-5, oracle="onnxruntime", **attrs)
     assert calls and all(calls), "the compiled average pool did not run"
     with pytest.MonkeyPatch.context() as mp:   # the numpy path agrees
