@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 
 from conftest import make_model
 from engine.executor import Executor
+from engine.kernels import control_flow
 from engine.run_errors import RunError
 from partition import load_model
 
@@ -194,3 +195,38 @@ def test_scan_sequences_of_different_lengths_fail_naming_the_scan() -> None:
     with Executor(load_model(model.SerializeToString())) as ex:
         with pytest.raises(RunError, match=r"'pairs' \(Scan\).*differ in length.*\[3, 4\]"):
             ex.run({"x": np.ones((3, 2), np.float32), "y": np.ones((4, 2), np.float32)})
+
+
+@pytest.mark.parametrize("plan", ["segments", "nodes"])
+def test_a_scan_over_a_one_dimensional_sequence_steps_through_0d_tensors(plan: str, rng: np.random.Generator) -> None:
+    """Each step's slice of a [T] sequence is a 0-d tensor (an array: the sequence's own iterator
+    yields numpy scalars), also where the body hands it straight out, against onnxruntime."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "x"], ["s2"], name="accumulate"),
+         helper.make_node("Identity", ["x"], ["x_out"], name="pass"),
+         helper.make_node("Unsqueeze", ["x", "axis0"], ["u"], name="lift")],
+        "body", [helper.make_tensor_value_info("s", F, []), helper.make_tensor_value_info("x", F, [])],
+        [helper.make_tensor_value_info("s2", F, []), helper.make_tensor_value_info("x_out", F, []),
+         helper.make_tensor_value_info("u", F, [1])],
+        [helper.make_tensor("axis0", TensorProto.INT64, [1], [0])])
+    model = make_model([helper.make_node("Scan", ["s0", "xs"], ["s", "xs_out", "us"], name="scan", body=body,
+                                         num_scan_inputs=1)],
+                       [helper.make_tensor_value_info("s0", F, []), helper.make_tensor_value_info("xs", F, ["T"])],
+                       [helper.make_tensor_value_info(n, F, None) for n in ("s", "xs_out", "us")])
+    feeds = {"s0": np.array(rng.standard_normal(), np.float32),
+             "xs": rng.standard_normal(int(rng.integers(1, 9))).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    slices: list[type] = []
+    real_run_graph = control_flow.body_step
+
+    def spying(run_graph, graph, n_inputs):
+        step = real_run_graph(run_graph, graph, n_inputs)
+        return lambda *values: slices.append(type(values[-1])) or step(*values)
+    with Executor(load_model(model.SerializeToString()), plan=plan) as ex, \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setattr(control_flow, "body_step", spying)
+        got = ex.run(feeds).numpy_outputs()
+    for name, w in zip(("s", "xs_out", "us"), want):
+        assert got[name].shape == w.shape, name
+        np.testing.assert_allclose(got[name], w, rtol=1e-6, atol=1e-6, err_msg=name)
+    assert len(slices) == feeds["xs"].size and not any(issubclass(t, np.generic) for t in slices), slices

@@ -109,8 +109,10 @@ def scan(xp: Any, *inputs: Any, subgraphs: dict[str, Graph], run_graph: RunGraph
     # its inputs), with no index tuple built in Python a step.
     views = [xp.moveaxis(s, a, 0) for s, a in zip(seqs, in_axes)]
     views = [v[::-1] if d else v for v, d in zip(views, in_dirs)]
+    # a 1-D sequence's iterator yields numpy scalars: its slices are made 0-d arrays, as tensors
+    steps = [iter(v) if v.ndim > 1 else map(xp.asarray, v) for v in views]
     step = body_step(run_graph, graph, len(inputs))
-    for slices in zip(*views):
+    for slices in zip(*steps):
         values = step(*state, *slices)
         state = values[:n_state]
         for k in range(n_out):
