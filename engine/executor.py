@@ -482,12 +482,7 @@ class Executor:
         each input uploaded first on a device; else ``run_inline``."""
         fn = self._body_fn
         if fn is None:
-            g = self.graph
-
-            def step_inline(*values: Any) -> list:
-                result = self.run_inline(dict(zip(g.inputs, values)), outer, stream)
-                return [result.outputs[t] for t in g.outputs]
-            return step_inline
+            return _graph_step(self.graph, lambda feeds: self.run_inline(feeds, outer, stream))
         if stream is not None or self.xp is not np:
             rctx, upload, w = RunContext(self.ctx, stream), self._upload, self._weights
 
@@ -745,8 +740,8 @@ class Executor:
                     if child is None:
                         child = bodies[id(body)] = self.body_child(node, body)
                     scope = {t: run.get(t) for t in body.free_tensors}
-                    step = found[id(body)] = child.body_step(scope, rctx.stream) if inline \
-                        else _graph_step(child, scope)
+                    step = found[id(body)] = child.body_step(scope, rctx.stream) if inline else _graph_step(
+                        body, lambda feeds, child=child, scope=scope: child.run(feeds, outer=scope))
                 return step
 
             def run_graph(body: Graph, values: Sequence[Any]) -> list:
@@ -974,12 +969,11 @@ _CPU = Context.cpu(0)
 SERIAL_BELOW_S = 1e-3
 
 
-def _graph_step(child: Executor, scope: Mapping[str, Any]) -> Callable[..., list]:
-    """A body's step under the ``nodes`` plan: a full run of its executor."""
-    g = child.graph
-
+def _graph_step(g: Graph, run: Callable[[dict], RunResult]) -> Callable[..., list]:
+    """A body's step as a run of its graph (``run(feeds)``: a full run under the ``nodes``
+    plan, or inline where the body has no generated function): its outputs in order."""
     def step(*values: Any) -> list:
-        result = child.run(dict(zip(g.inputs, values)), outer=scope)
+        result = run(dict(zip(g.inputs, values)))
         return [result.outputs[t] for t in g.outputs]
     return step
 

@@ -19,7 +19,6 @@ are kept, and a run that keeps intermediates (the debugger) runs them instead.
 
 from __future__ import annotations
 
-
 import math
 from operator import is_
 from typing import Any, Callable, NamedTuple, Sequence

@@ -224,12 +224,8 @@ def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tupl
     def make(x: Any, args: tuple) -> tuple | None:
         """``((s, t), compiled pass or None)`` for this input shape and these parameters."""
         xp, params = args[0], args[1:]
-        if has_bn and params[0].shape != (x.shape[1],):
-            return None
         st = channel_fold(xp, params, ops, epsilon, x.ndim, x.dtype, has_bn)
-        if st is not None and st[0].shape != (x.shape[1],):
-            return None
-        if st is None:
+        if st is None or st[0].shape != (x.shape[1],):   # not x's channels
             return None
         return st, native.epilogue_plan(x.shape, *st, lo, math.inf) if xp is np else None
     # kept while the parameters are the same objects (set_weight installs new ones)

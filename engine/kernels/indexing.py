@@ -109,8 +109,7 @@ def _topk(xp: Any, x: Any, k: int, axis: int, largest: int) -> tuple:
     keys = -x if largest and np.dtype(x.dtype).kind != "u" else x
     if largest and np.dtype(x.dtype).kind == "u":
         keys = -(x.astype(np.int64))
-    idx = _smallest_k(keys, k, axis % max(x.ndim, 1)) if xp is np and x.ndim and 0 < 8 * k <= x.shape[axis] \
-        else None
+    idx = _smallest_k(keys, k, axis % x.ndim) if xp is np and x.ndim and 0 < 8 * k <= x.shape[axis] else None
     if idx is None:
         order = xp.argsort(keys, axis=axis, kind="stable")
         idx = xp.take(order, xp.arange(k), axis=axis)

@@ -277,9 +277,8 @@ def average_pool2d(xp: Any, x: Any, kernel: tuple, strides: tuple, dilations: tu
     if plan is None:
         return None
     total = plan(x)
-    counts = [_window_counts(x.shape[2 + i], kernel[i], strides[i], dilations[i], pads[i],
-                             pads[i + 2] if count_include_pad else 0, out_sp[i], count_include_pad)
-              for i in range(2)]
+    counts = [_window_counts(x.shape[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[i + 2],
+                             out_sp[i], count_include_pad) for i in range(2)]
     total /= np.multiply.outer(*counts).astype(_F32)
     return total
 

@@ -31,7 +31,7 @@ def sum_keepdims(xp: Any, x: Any, ax: tuple) -> Any:
     its inner loop once per output element, 12x slower on onnx-asr's Kaldi fbank power (25k
     pairs: 521 -> 43 us). Numpy adds fewer than 8 terms in order, as the slices do: the same
     sums, bit for bit (``tests/test_kernels_reduce_short_axis.py``)."""
-    if x.dtype in _FLOATS and _short_last_axis(xp, x.shape, ax):
+    if x.dtype in WIDE_FLOATS and _short_last_axis(xp, x.shape, ax):
         return _slice_sum(x)
     return x.sum(axis=ax, keepdims=True)  # the array's method: xp.sum adds numpy's Python wrapper
 
@@ -67,7 +67,8 @@ def _slice_sum(x: Any) -> Any:
     return out
 
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+#: The float dtypes summed as they are (float16 accumulates wider, integers to int64).
+WIDE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 _OPS: dict[str, tuple[str, Callable[[Any, Any, tuple], Any]]] = {
     "ReduceSum": ("sum", sum_keepdims),
