@@ -21,7 +21,8 @@ STATE -- the whole of it, all guarded by the engine's one lock ``Engine._lock``
   ``_write_event``  GPU event recorded after the last write, or None (CPU write)
   ``_read_events``  GPU events recorded after each read since the last write
 
-``Block`` (one push of one operator)
+``Block`` (one push of one function; it carries the function, its property and
+its checked variable lists, fixed at push -- the Operator's, or push_sync's own)
   ``wait``          grants still missing; +1 while the push is in progress so a
                     half-pushed block never starts; 0 means ready to run
   ``done``          completed (a second ``on_complete`` is an error)
@@ -96,7 +97,7 @@ class Var:
         with self.engine._lock:
             return {"version": self.version, "error": self.error,
                     "readers": self._readers, "writing": self._writing,
-                    "queued": [(b.op.name, w) for b, w in self._queue],
+                    "queued": [(b.name, w) for b, w in self._queue],
                     "deleted": self._deleted}
 
     def __repr__(self) -> str:
@@ -108,38 +109,14 @@ class Operator:
 
     __slots__ = ("engine", "fn", "const_vars", "mutable_vars", "prop", "_name",
                  "is_async", "deleted")
-    is_wait = False  # True only for the engine's internal wait_for_var blocks
 
     def __init__(self, engine: "Engine", fn: Callable[..., None], const_vars: Iterable[Var],
                  mutable_vars: Iterable[Var], prop: FnProperty, is_async: bool,
                  name: str | None) -> None:
-        if not callable(fn):
-            raise OperatorError(f"engine function must be callable, got {fn!r}")
-        # Made once per push_sync: the common case (no repeats, plain lists) is
-        # kept to a few tuple builds; the rare one dedupes.
-        mutable = tuple(mutable_vars)
-        const = tuple(const_vars)
-        for v in const:
-            if v.__class__ is not Var or v.engine is not engine:
-                _bad_var(engine, v, name, fn)
-        for v in mutable:
-            if v.__class__ is not Var or v.engine is not engine:
-                _bad_var(engine, v, name, fn)
-        if len(mutable) > 1 and len(set(mutable)) != len(mutable):
-            mutable = tuple(dict.fromkeys(mutable))  # dedupe, keep order
-        if len(const) > 1:
-            if len(set(const)) != len(const):
-                const = tuple(dict.fromkeys(const))
-            if mutable and not set(const).isdisjoint(mutable):
-                # A variable in both lists is mutated only: reading it too would make
-                # the push wait for its own write grant (the deadlock the issue forbids).
-                const = tuple(v for v in const if v not in mutable)
-        elif const and const[0] in mutable:
-            const = ()
         self.engine = engine
         self.fn = fn
-        self.const_vars = const
-        self.mutable_vars = mutable
+        self.const_vars, self.mutable_vars = checked_vars(engine, fn, const_vars,
+                                                          mutable_vars, name)
         self.prop = prop if prop.__class__ is FnProperty else FnProperty(prop)
         self._name = name  # the function's name is looked up only when asked for
         self.is_async = is_async
@@ -153,6 +130,36 @@ class Operator:
         return f"<Operator {self.name}>"
 
 
+def checked_vars(engine: "Engine", fn: Callable[..., None], const_vars: Iterable[Var],
+                 mutable_vars: Iterable[Var], name: str | None
+                 ) -> tuple[tuple[Var, ...], tuple[Var, ...]]:
+    """A function's variable lists as tuples, checked to be this engine's, repeats
+    dropped, and a variable in both lists mutated only. Runs once per push_sync, so
+    the common case (no repeats) is kept to a few tuple builds."""
+    if not callable(fn):
+        raise OperatorError(f"engine function must be callable, got {fn!r}")
+    mutable = tuple(mutable_vars)
+    const = tuple(const_vars)
+    for v in const:
+        if v.__class__ is not Var or v.engine is not engine:
+            _bad_var(engine, v, name, fn)
+    for v in mutable:
+        if v.__class__ is not Var or v.engine is not engine:
+            _bad_var(engine, v, name, fn)
+    if len(mutable) > 1 and len(set(mutable)) != len(mutable):
+        mutable = tuple(dict.fromkeys(mutable))  # dedupe, keep order
+    if len(const) > 1:
+        if len(set(const)) != len(const):
+            const = tuple(dict.fromkeys(const))
+        if mutable and not set(const).isdisjoint(mutable):
+            # A variable in both lists is mutated only: reading it too would make
+            # the push wait for its own write grant (the deadlock the issue forbids).
+            const = tuple(v for v in const if v not in mutable)
+    elif const and const[0] in mutable:
+        const = ()
+    return const, mutable
+
+
 def _bad_var(engine: "Engine", v: Any, name: str | None, fn: Callable[..., Any]) -> None:
     if not isinstance(v, Var) or v.engine is not engine:  # else a subclass of Var: fine
         raise VariableError(f"{name or _fn_name(fn)}: {v!r} is not a variable of this engine; "
@@ -160,13 +167,25 @@ def _bad_var(engine: "Engine", v: Any, name: str | None, fn: Callable[..., Any])
 
 
 class Block:
-    """One push of an operator: what the queues hold and the workers run."""
+    """One push of a function: what the queues hold and the workers run. It carries
+    the function and its checked variable lists itself (an Operator's, or
+    ``checked_vars``'s for ``push_sync``), so a push makes one object, not two."""
 
-    __slots__ = ("op", "ctx", "priority", "seq", "wait", "done", "stream",
-                 "record", "finished", "inline")
+    __slots__ = ("engine", "fn", "const_vars", "mutable_vars", "prop", "is_async", "_name",
+                 "ctx", "priority", "seq", "wait", "done", "stream", "record", "finished",
+                 "inline")
+    is_wait = False  # True only for the engine's internal wait_for_var blocks
 
-    def __init__(self, op: Operator, ctx: Context, priority: int, seq: int) -> None:
-        self.op = op
+    def __init__(self, engine: "Engine", fn: Callable[..., None], const_vars: tuple[Var, ...],
+                 mutable_vars: tuple[Var, ...], prop: FnProperty, is_async: bool,
+                 name: str | None, ctx: Context, priority: int, seq: int) -> None:
+        self.engine = engine
+        self.fn = fn
+        self.const_vars = const_vars
+        self.mutable_vars = mutable_vars
+        self.prop = prop
+        self.is_async = is_async
+        self._name = name
         self.ctx = ctx
         self.priority = priority
         self.seq = seq
@@ -176,6 +195,8 @@ class Block:
         self.record: FnRecord | None = None
         self.finished: threading.Event | None = None  # only NaiveEngine waits on it
         self.inline = False
+
+    name = Operator.name
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:
@@ -255,7 +276,7 @@ class _OnComplete:
             # counters; here it is a clear error, raised to the caller *and*
             # recorded, since the caller is often a helper thread nobody joins.
             err = OnCompleteError(
-                f"on_complete of async function {block.op.name!r} was called twice; "
+                f"on_complete of async function {block.name!r} was called twice; "
                 "call it exactly once, when the function's work is finished")
             engine._report(err, block.seq)
             raise err
@@ -308,7 +329,8 @@ class Engine:
             raise OperatorError(f"operator {op.name!r} was deleted; make a new one")
         if not isinstance(ctx, Context):
             raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
-        self._push_block(Block(op, ctx, priority, next(self._seq)), inline)
+        self._push_block(Block(self, op.fn, op.const_vars, op.mutable_vars, op.prop,
+                               op.is_async, op._name, ctx, priority, next(self._seq)), inline)
 
     def push_async(self, fn: AsyncFn, ctx: Context, const_vars: Sequence[Var],
                    mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
@@ -318,11 +340,14 @@ class Engine:
     def push_sync(self, fn: SyncFn, ctx: Context, const_vars: Sequence[Var],
                   mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                   priority: int = 0, *, name: str | None = None) -> None:
-        # The hot path: an operator made just now is ours and not deleted.
-        op = Operator(self, fn, const_vars, mutable_vars, prop, False, name)
+        # The hot path: one Block, no Operator.
+        const, mutable = checked_vars(self, fn, const_vars, mutable_vars, name)
         if ctx.__class__ is not Context and not isinstance(ctx, Context):
-            raise TypeError(f"{op.name}: ctx must be a Context, got {ctx!r}")
-        self._push_block(Block(op, ctx, priority, next(self._seq)))
+            raise TypeError(f"{name or _fn_name(fn)}: ctx must be a Context, got {ctx!r}")
+        if prop.__class__ is not FnProperty:
+            prop = FnProperty(prop)
+        self._push_block(Block(self, fn, const, mutable, prop, False, name, ctx, priority,
+                               next(self._seq)))
 
     def delete_operator(self, op: Operator) -> None:
         """Refuse later pushes of ``op``; pushes already made still run."""
@@ -334,9 +359,10 @@ class Engine:
         ``delete_fn`` runs even if ``var`` holds an error: cleanup must happen, and
         the error itself is still reported by ``wait_for_all``.
         """
-        op = Operator(self, delete_fn, (), (var,), FnProperty.DELETE_VAR, False,
-                      f"delete_variable({var.name})")
-        self._push_block(Block(op, ctx, 0, next(self._seq)))  # marks var deleted
+        name = f"delete_variable({var.name})"
+        const, mutable = checked_vars(self, delete_fn, (), (var,), name)
+        self._push_block(Block(self, delete_fn, const, mutable, DELETE_VAR, False, name, ctx, 0,
+                               next(self._seq)))  # marks var deleted
 
     def wait_for_var(self, var: Var, timeout: float | None = None) -> None:
         raise NotImplementedError
@@ -362,19 +388,19 @@ class Engine:
         """Mark and release the block's variables (engine-specific); lock not held."""
         raise NotImplementedError
 
-    def _admit_locked(self, op: Operator) -> None:
+    def _admit_locked(self, block: Block) -> None:
         """Refuse pushes naming a deleted variable; a delete marks its variable.
         Until the first delete there is nothing to check (the common case)."""
-        if op.prop is not DELETE_VAR and not self._deleted_seen:
+        if block.prop is not DELETE_VAR and not self._deleted_seen:
             return
-        for v in op.const_vars + op.mutable_vars:
+        for v in block.const_vars + block.mutable_vars:
             if v._deleted:
                 raise VariableError(
-                    f"{op.name}: variable {v.name!r} was deleted by delete_variable; "
+                    f"{block.name}: variable {v.name!r} was deleted by delete_variable; "
                     "make a new variable instead of reusing it")
-        if op.prop is DELETE_VAR:
+        if block.prop is DELETE_VAR:
             self._deleted_seen = True
-            for v in op.mutable_vars:
+            for v in block.mutable_vars:
                 v._deleted = True
 
     def _wait_idle_locked(self, timeout: float | None = None) -> bool:
@@ -390,21 +416,19 @@ class Engine:
         if var is not None and (not isinstance(var, Var) or var.engine is not self):
             raise VariableError(f"{what}: {var!r} is not a variable of this engine")
         block: Block | None = getattr(_tls, "block", None)
-        if block is None or block.op.engine is not self:
+        if block is None or block.engine is not self:
             return
-        op = block.op
-        if var is None or var in op.const_vars or var in op.mutable_vars:
+        if var is None or var in block.const_vars or var in block.mutable_vars:
             raise DeadlockError(
-                f"function {op.name!r} called {what} for "
+                f"function {block.name!r} called {what} for "
                 f"{'all work' if var is None else 'variable ' + repr(var.name)}, which "
                 "includes itself, so it would wait forever; wait only for variables "
                 "the function does not list, or return and wait outside the engine")
 
     def _inherited_error(self, block: Block) -> BaseException | None:
-        op = block.op
-        if op.prop in _NO_SKIP:
+        if block.prop in _NO_SKIP:
             return None
-        for v in op.const_vars + op.mutable_vars:
+        for v in block.const_vars + block.mutable_vars:
             if v.error is not None:
                 return v.error
         return None
@@ -415,7 +439,6 @@ class Engine:
         (``_complete(block, None, False)``; a worker, under the lock it takes to
         pop its next block).  Every other block is completed here or by its
         ``on_complete``."""
-        op = block.op
         if self._failed_vars:  # no variable holds an error: nothing can be inherited
             err = self._inherited_error(block)
             if err is not None:  # an input failed: skip, and pass the error on
@@ -435,15 +458,15 @@ class Engine:
             try:
                 if self._gpu_seen:  # only GPU work leaves events to order after
                     self._prepare(block, stream)
-                if op.is_async:
-                    op.fn(run_ctx, _OnComplete(self, block))
+                if block.is_async:
+                    block.fn(run_ctx, _OnComplete(self, block))
                     return False
-                op.fn(run_ctx)
+                block.fn(run_ctx)
             except Exception as exc:  # the function failed: its error, not ours
                 with self._lock:
                     late, block.done = block.done, True
                 if late:  # async, after on_complete: no variable left to mark
-                    self._report(_note(exc, op, "after calling on_complete"), block.seq)
+                    self._report(_note(exc, block, "after calling on_complete"), block.seq)
                 else:
                     self._finish(block, exc, original=True)
                 return False
@@ -457,11 +480,10 @@ class Engine:
 
     def _prepare(self, block: Block, stream: Any) -> None:
         """Order this function after GPU producers of its variables (#18951)."""
-        op = block.op
-        for v in op.const_vars + op.mutable_vars:
+        for v in block.const_vars + block.mutable_vars:
             if v._write_event is not None:
                 _wait_event(stream, v._write_event)
-        for v in op.mutable_vars:
+        for v in block.mutable_vars:
             for e in v._read_events:  # write-after-read: wait for GPU readers too
                 _wait_event(stream, e)
 
@@ -474,7 +496,7 @@ class Engine:
             except Exception as exc:  # a sticky CUDA error surfaces here
                 error, original = exc, True
         if original and error is not None:
-            _note(error, block.op, f"on {block.ctx}")
+            _note(error, block, f"on {block.ctx}")
         if self._hooks is not None:
             self._hook_end(block, error, skipped=error is not None and not original)
         self._complete(block, error, original)
@@ -482,9 +504,9 @@ class Engine:
     def _record_gpu_events(self, block: Block, event: Any) -> None:
         with self._lock:
             self._gpu_seen = True
-            for v in block.op.const_vars:
+            for v in block.const_vars:
                 v._read_events.append(event)
-            for v in block.op.mutable_vars:
+            for v in block.mutable_vars:
                 v._write_event = event
                 v._read_events = []
 
@@ -492,16 +514,16 @@ class Engine:
                           original: bool) -> None:
         if error is not None and original:
             self._errors.append((block.seq, error))
-        if block.op.prop is DELETE_VAR:
-            for v in block.op.mutable_vars:  # a deleted variable reports nothing
+        if block.prop is DELETE_VAR:
+            for v in block.mutable_vars:  # a deleted variable reports nothing
                 v.error = None
                 self._failed_vars.discard(v)
             return
         if error is None and not self._gpu_seen:  # the common case: count the write
-            for v in block.op.mutable_vars:
+            for v in block.mutable_vars:
                 v.version += 1
             return
-        for v in block.op.mutable_vars:
+        for v in block.mutable_vars:
             v.version += 1
             if block.stream is None:  # a CPU write supersedes the GPU events
                 v._write_event = None
@@ -539,7 +561,7 @@ class Engine:
             self._errors.append((seq, error))
 
     def _hook_start(self, block: Block, stream: Any) -> None:
-        rec = FnRecord(block.op.name, block.ctx, block.op.prop, block.priority,
+        rec = FnRecord(block.name, block.ctx, block.prop, block.priority,
                        worker=threading.current_thread().name,
                        stream=None if stream is None else int(getattr(stream, "ptr", 0)))
         if stream is not None:
@@ -554,7 +576,7 @@ class Engine:
     def _hook_end(self, block: Block, error: BaseException | None, skipped: bool) -> None:
         rec = block.record
         if rec is None:  # skipped: never started
-            rec = FnRecord(block.op.name, block.ctx, block.op.prop, block.priority)
+            rec = FnRecord(block.name, block.ctx, block.prop, block.priority)
         rec.end_ns = time.perf_counter_ns()
         if block.stream is not None and not skipped:
             try:
@@ -576,8 +598,8 @@ def _wait_event(stream: Any, event: Any) -> None:
         stream.wait_event(event)
 
 
-def _note(exc: BaseException, op: Operator, where: str) -> BaseException:
-    exc.add_note(f"raised by engine function {op.name!r} {where}")
+def _note(exc: BaseException, block: Block, where: str) -> BaseException:
+    exc.add_note(f"raised by engine function {block.name!r} {where}")
     return exc
 
 

@@ -32,11 +32,10 @@ class NaiveEngine(Engine):
         self._streams: dict[int, Any] = {}
 
     def _push_block(self, block: Block, inline: bool = False) -> None:  # always inline
-        op = block.op
         with self._lock:
-            self._admit_locked(op)
+            self._admit_locked(block)
             self._pending += 1
-        if op.is_async:  # completed by on_complete, maybe from another thread
+        if block.is_async:  # completed by on_complete, maybe from another thread
             block.finished = threading.Event()
         stream = None
         if block.ctx.device_type == "cpu":

@@ -4,14 +4,17 @@ STATE -- beyond the core's (``core.py``), all guarded by ``Engine._lock``:
 
 ``_Pool`` (one per ``(device type, device id, kind)``, made on first use; kind is
 ``normal``, ``prio`` for the *_PRIORITIZED properties, ``copy`` for GPU copies)
-  ``heap``      ``(-priority, seq, Block)`` ready blocks: highest priority first,
-                then push order
+  ``fifo``      ready blocks of priority 0 (nearly all), in the order they became
+                ready (a deque: O(1) where a heap's pop compared tuples log n times)
+  ``heap``      ``(-priority, seq, Block)`` ready blocks of other priorities: a
+                positive one runs before the fifo, a negative one after it; ties
+                in push order
   ``threads``   live worker threads
   ``idle``      workers waiting on ``cond`` and not yet woken (the waker counts
                 them off, so a dispatch sees a woken worker as awake)
   ``blocked``   workers inside a nested wait (see below)
   ``target``    workers wanted running (not blocked)
-  ``closing``   ``shutdown()`` was called: workers leave once ``heap`` is empty
+  ``closing``   ``shutdown()`` was called: workers leave once nothing is ready
 
 ``ThreadedEngine``
   ``_pools``    pool key -> ``_Pool``
@@ -33,7 +36,7 @@ NESTED WAITS (the control-flow design's deadlock: operators waiting for the subg
 pushed while no thread is left to run them).  A worker that blocks in
 ``wait_for_var`` is *compensated*: its pool counts it as blocked and starts a
 spare worker if fewer than ``target`` are left running; surplus workers leave
-when they next find the heap empty.  So with one worker, a function that pushes
+when they next find nothing ready.  So with one worker, a function that pushes
 work and waits for it gets a second thread for the duration.  We rejected
 help-while-waiting (the waiter runs queued work on its own stack): a helped
 function that needs the waiter's own completion can never return to it, so the
@@ -47,6 +50,7 @@ one engine lock.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 import os
 import threading
 import time
@@ -76,11 +80,12 @@ _BACKLOG = 256
 
 
 class _Pool:
-    """Workers of one device and kind, sharing a priority heap."""
+    """Workers of one device and kind, sharing their ready blocks."""
 
     def __init__(self, engine: "ThreadedEngine", key: tuple[str, int, str], target: int) -> None:
         self.engine = engine
         self.key = key
+        self.fifo: deque[Block] = deque()
         self.heap: list[tuple[int, int, Block]] = []
         self.cond = threading.Condition(engine._lock)
         self.threads: set[threading.Thread] = set()
@@ -106,31 +111,32 @@ class _Pool:
 
     def compensate_locked(self) -> None:
         """Keep ``target`` workers running while some are blocked in waits."""
-        if self.heap and self.idle:  # a block left un-notified for this worker
+        if (self.fifo or self.heap) and self.idle:  # a block left un-notified for this worker
             self.wake_locked()
         if not self.closing and len(self.threads) - self.blocked < self.target:
             self.spawn_locked()
 
 
-class _WaitFor:
-    """The operator-like record of one ``wait_for_var`` in a variable's queue."""
+class _WaitFor(Block):
+    """One ``wait_for_var`` in its variable's queue: a block that runs nothing."""
 
-    __slots__ = ("name", "const_vars", "mutable_vars", "prop", "event", "error",
-                 "events", "abandoned")
+    __slots__ = ("event", "error", "events", "abandoned")
     is_wait = True
-    is_async = False
 
-    def __init__(self, var: Var) -> None:
-        self.name = f"wait_for_var({var.name})"
-        self.const_vars: tuple[Var, ...] = ()
+    def __init__(self, engine: "ThreadedEngine", var: Var) -> None:
         # Queued as a write: it waits for every earlier read *and* write of the
         # variable (the seed: "all Fn that involves (use/mutate)" it).
-        self.mutable_vars = (var,)
-        self.prop = FnProperty.NO_SKIP
+        super().__init__(engine, _wait_fn, (), (var,), FnProperty.NO_SKIP, False,
+                         f"wait_for_var({var.name})", _CPU, 0, next(engine._seq))
+        self.wait = 1
         self.event = threading.Event()
         self.error: BaseException | None = None
         self.events: list[Any] = []
         self.abandoned = False
+
+
+def _wait_fn(_rc: Any) -> None:
+    """A wait's function: never called (the grant itself completes the wait)."""
 
 
 class ThreadedEngine(Engine):
@@ -154,24 +160,23 @@ class ThreadedEngine(Engine):
     # --- push and complete (the core's rule, under the lock) ----------------
 
     def _push_block(self, block: Block, inline: bool = False) -> None:
-        op = block.op
         lock = self._lock
         lock.try_acquire(False) or lock.acquire()  # `with lock` would add two Python calls
         try:
             if self._closed:
-                raise EngineClosedError(f"{op.name}: pushed after shutdown(); make a new engine")
-            if op.prop is DELETE_VAR or self._deleted_seen:
-                self._admit_locked(op)
+                raise EngineClosedError(f"{block.name}: pushed after shutdown(); make a new engine")
+            if block.prop is DELETE_VAR or self._deleted_seen:
+                self._admit_locked(block)
             self._pending += 1
             backlog = self._pending
             wait = 0  # append_read / append_write inlined: the hot path of a push
-            for v in op.const_vars:
+            for v in block.const_vars:
                 if v._writing or v._queue:
                     v._queue.append((block, False))
                     wait += 1
                 else:
                     v._readers += 1
-            for v in op.mutable_vars:
+            for v in block.mutable_vars:
                 if v._writing or v._readers or v._queue:
                     v._queue.append((block, True))
                     wait += 1
@@ -200,32 +205,40 @@ class ThreadedEngine(Engine):
             self._release_locked(block, error, original, own)
 
     def _release_locked(self, block: Block, error: BaseException | None, original: bool,
-                        own: _Pool | None) -> None:
+                        own: _Pool | None, take: bool = False) -> Block | None:
         """Count the block's writes, grant its variables to the next in their queues.
         ``own``: the pool of the worker that ran it and pops next, so its first ready
         successor there needs no wake-up (waking an idle peer instead makes a chain
-        ping-pong between threads, measured ~2x slower)."""
-        op = block.op
+        ping-pong between threads, measured ~2x slower).  ``take``: that worker runs
+        the block's only ready successor itself when its pool has nothing queued --
+        returned, not pushed on the heap and popped again."""
         if error is None and not self._gpu_seen:
-            for v in op.mutable_vars:  # _mark_vars_locked's common case
+            for v in block.mutable_vars:  # _mark_vars_locked's common case
                 v.version += 1
         else:
             self._mark_vars_locked(block, error, original)
         del self._running[block.seq]
         ready: list[Block] = []
-        for v in op.const_vars:
+        for v in block.const_vars:
             v._readers -= 1
             if v._readers == 0 and v._queue:
                 _grant_head(v, ready)
-        for v in op.mutable_vars:
+        for v in block.mutable_vars:
             v._writing = False
             if v._queue:
                 _grant_head(v, ready)
-        for b in ready:
-            own = self._dispatch_locked(b, own)
+        successor = None
+        if (take and len(ready) == 1 and not own.fifo and not own.heap and own is self._cpu_pool  # type: ignore[union-attr]
+                and ready[0].prop is NORMAL and ready[0].ctx.device_type == "cpu"):
+            successor = ready[0]
+            self._running[successor.seq] = successor
+        else:
+            for b in ready:
+                own = self._dispatch_locked(b, own)
         self._pending -= 1
         if self._pending == 0 and self._idle_waiters:  # wake wait_for_all
             self._all_done.notify_all()
+        return successor
 
     def _dispatch_locked(self, block: Block, quiet: _Pool | None = None) -> _Pool | None:
         """Hand a ready block to its pool (or finish a wait_for_var in place).
@@ -237,19 +250,21 @@ class ThreadedEngine(Engine):
         a system call and a GIL hand-off (~5-10 us), more than a small function
         costs.  A worker running a function does not count: it may run long.
         """
-        op = block.op
-        if op.is_wait:
+        if block.is_wait:
             self._grant_wait_locked(block)
             return quiet
         pool = self._cpu_pool
-        if pool is None or op.prop is not NORMAL or block.ctx.device_type != "cpu":
-            pool = self._pool_for_locked(op.prop, block.ctx)
-        heap = pool.heap
-        heapq.heappush(heap, (-block.priority, block.seq, block))
+        if pool is None or block.prop is not NORMAL or block.ctx.device_type != "cpu":
+            pool = self._pool_for_locked(block.prop, block.ctx)
+        if block.priority:
+            heapq.heappush(pool.heap, (-block.priority, block.seq, block))
+        else:
+            pool.fifo.append(block)
         self._running[block.seq] = block
         if pool is quiet:
             return None
-        if pool.idle and len(heap) > len(pool.threads) - pool.idle - pool.blocked - pool.busy:
+        if pool.idle and (len(pool.fifo) + len(pool.heap)
+                          > len(pool.threads) - pool.idle - pool.blocked - pool.busy):
             pool.wake_locked()
         return quiet
 
@@ -283,25 +298,32 @@ class ThreadedEngine(Engine):
                 self._streams.append(stream)
         _tls.pool = pool
         me = threading.current_thread()
-        heap, lock = pool.heap, self._lock
+        fifo, heap, lock = pool.fifo, pool.heap, self._lock
         block: Block | None = None
         done = False  # the last block ran and waits for its release (below)
         while True:
             # One critical section finishes the last block and pops the next.
             lock.try_acquire(False) or lock.acquire()
             try:
-                if done:
-                    self._release_locked(block, None, False, pool)  # type: ignore[arg-type]
-                if block is not None:
-                    pool.busy -= 1
-                while not heap:
-                    if pool.closing or len(pool.threads) - pool.blocked > pool.target:
-                        pool.threads.discard(me)
-                        return
-                    pool.idle += 1  # the waker takes it off (wake_locked)
-                    pool.cond.wait()
-                block = heapq.heappop(heap)[2]
-                pool.busy += 1
+                successor = None
+                if done:  # its one ready successor comes straight back (a chain)
+                    successor = self._release_locked(block, None, False, pool, True)  # type: ignore[arg-type]
+                if successor is not None:
+                    block = successor
+                else:
+                    if block is not None:
+                        pool.busy -= 1
+                    while not (fifo or heap):
+                        if pool.closing or len(pool.threads) - pool.blocked > pool.target:
+                            pool.threads.discard(me)
+                            return
+                        pool.idle += 1  # the waker takes it off (wake_locked)
+                        pool.cond.wait()
+                    if heap and (heap[0][0] < 0 or not fifo):  # a priority above 0 first
+                        block = heapq.heappop(heap)[2]
+                    else:
+                        block = fifo.popleft()
+                    pool.busy += 1
             finally:
                 lock.release()
             done = self._execute(block, stream)
@@ -330,10 +352,8 @@ class ThreadedEngine(Engine):
             if var._writing or var._readers or var._queue:
                 # Busy: a waiter queued as a write is granted after every earlier
                 # read and write of the variable (_grant_wait_locked).
-                waiter = _WaitFor(var)
-                block = Block(waiter, _CPU, 0, next(self._seq))  # type: ignore[arg-type]
-                block.wait = 1
-                append_write(var, block)
+                waiter = _WaitFor(self, var)
+                append_write(var, waiter)
             else:
                 # Idle (the common case after inline runs): granted at once, with
                 # no waiter to make and signal (a third of a small run's cost).
@@ -354,7 +374,7 @@ class ThreadedEngine(Engine):
         raise_error(error)
 
     def _grant_wait_locked(self, block: Block) -> None:
-        waiter: _WaitFor = block.op  # type: ignore[assignment]
+        waiter: _WaitFor = block  # type: ignore[assignment]
         var = waiter.mutable_vars[0]
         if not waiter.abandoned:
             waiter.error = self._take_var_error_locked(var)
@@ -385,8 +405,8 @@ class ThreadedEngine(Engine):
     def _running_names(self, var: Var | None) -> list[str]:
         with self._lock:
             blocks = list(self._running.values())
-        return [b.op.name for b in blocks
-                if var is None or var in b.op.const_vars or var in b.op.mutable_vars][:5]
+        return [b.name for b in blocks
+                if var is None or var in b.const_vars or var in b.mutable_vars][:5]
 
     def shutdown(self, wait: bool = True) -> None:
         """Stop the workers (after pending work, if ``wait``); refuse pushes after."""

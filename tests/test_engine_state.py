@@ -9,16 +9,15 @@ import time
 import pytest
 
 from engine import Context, FnProperty, NaiveEngine, ThreadedEngine
-from engine.core import (Block, Operator, append_read, append_write, release_read,
-                         release_write)
+from engine.core import Block, append_read, append_write, release_read, release_write
 
 CPU = Context.cpu()
 pytestmark = pytest.mark.timeout(30)
 
 
 def _blocks(eng: NaiveEngine, n: int) -> list[Block]:
-    op = Operator(eng, lambda rc: None, (), (), FnProperty.NORMAL, False, "b")
-    return [Block(op, CPU, 0, i) for i in range(n)]
+    return [Block(eng, lambda rc: None, (), (), FnProperty.NORMAL, False, "b", CPU, 0, i)
+            for i in range(n)]
 
 
 def test_var_queue_readers_writing_by_hand() -> None:
@@ -79,7 +78,7 @@ def test_threaded_var_state_while_work_runs() -> None:
         st = v.state()
         assert st["readers"] == 2 and not st["writing"]
         assert st["queued"] == [("writer", True), ("reader3", False)]
-        assert eng._pending == 4 and sorted(b.op.name for b in eng._running.values()) == [
+        assert eng._pending == 4 and sorted(b.name for b in eng._running.values()) == [
             "reader1", "reader2"]
         gate.set()
         eng.wait_for_all(timeout=10)
@@ -141,7 +140,72 @@ def test_pool_state_idle_blocked_threads() -> None:
         deadline = time.time() + 5
         while (pool.blocked, len(pool.threads), pool.idle) != (0, 1, 1) and time.time() < deadline:
             time.sleep(0.001)
-        assert (pool.blocked, len(pool.threads), pool.idle, pool.heap) == (0, 1, 1, [])
+        assert (pool.blocked, len(pool.threads), pool.idle, pool.heap, len(pool.fifo)) == (
+            0, 1, 1, [], 0)
     finally:
         eng.shutdown()
     assert pool.closing and pool.threads == set()
+
+
+def _with_worker_held(eng: ThreadedEngine) -> threading.Event:
+    """Occupy the only CPU worker until the returned gate is set."""
+    gate, started = threading.Event(), threading.Event()
+    eng.push_sync(lambda rc: (started.set(), gate.wait(10)), CPU, [], [eng.new_variable()])
+    assert started.wait(10)
+    return gate
+
+
+def test_pool_fifo_and_heap_order_ready_blocks_by_priority() -> None:
+    # Priority 0 goes to the pool's fifo in ready order; others to its heap: a
+    # positive priority runs before the fifo, a negative one after it.
+    eng = ThreadedEngine(num_cpu_workers=1)
+    try:
+        gate, order = _with_worker_held(eng), []
+        for p in (0, -3, 5, 0, 2, -1):
+            eng.push_sync(lambda rc, p=p: order.append(p), CPU, [], [eng.new_variable()],
+                          priority=p, name=f"p{p}")
+        pool = eng._cpu_pool
+        assert [b.name for b in pool.fifo] == ["p0", "p0"]
+        assert [b.name for _, _, b in sorted(pool.heap)] == ["p5", "p2", "p-1", "p-3"]
+        gate.set()
+        eng.wait_for_all(timeout=10)
+        assert order == [5, 2, 0, 0, -1, -3]
+        assert (len(pool.fifo), pool.heap) == (0, [])
+    finally:
+        eng.shutdown()
+
+
+def test_a_chains_successor_is_handed_to_its_worker_not_queued() -> None:
+    # Released with one ready successor and nothing else queued, the worker runs it
+    # next itself: only the chain's first block passes through the pool.
+    eng = ThreadedEngine(num_cpu_workers=1)
+    try:
+        gate = _with_worker_held(eng)
+        queued, dispatch = [], eng._dispatch_locked
+
+        def counting(block, quiet=None):
+            queued.append(block.name)
+            return dispatch(block, quiet)
+
+        eng._dispatch_locked = counting
+        vs = [eng.new_variable() for _ in range(6)]
+        ran: list[int] = []
+        eng.push_sync(lambda rc: ran.append(0), CPU, [], [vs[0]], name="c0")
+        for i in range(1, 6):
+            eng.push_sync(lambda rc, i=i: ran.append(i), CPU, [vs[i - 1]], [vs[i]], name=f"c{i}")
+        gate.set()
+        eng.wait_for_all(timeout=10)
+        assert ran == [0, 1, 2, 3, 4, 5] and [v.version for v in vs] == [1] * 6
+        assert queued == ["c0"] and eng._running == {}
+        # Two successors ready at once: both go through the pool (priorities decide).
+        a, b = eng.new_variable(), eng.new_variable()
+        gate = _with_worker_held(eng)
+        queued.clear()
+        eng.push_sync(lambda rc: None, CPU, [], [a], name="root")
+        eng.push_sync(lambda rc: None, CPU, [a], [b], name="r1")
+        eng.push_sync(lambda rc: None, CPU, [a], [eng.new_variable()], name="r2")
+        gate.set()
+        eng.wait_for_all(timeout=10)
+        assert queued == ["root", "r1", "r2"]
+    finally:
+        eng.shutdown()
