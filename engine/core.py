@@ -196,7 +196,7 @@ class Block:
         self.finished: threading.Event | None = None  # only NaiveEngine waits on it
         self.inline = False
 
-    name = Operator.name
+    name = Operator.name  # the same property: a block has the operator's ``_name`` and ``fn``
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:

@@ -485,7 +485,7 @@ def test_the_engine_gives_blas_the_free_cores(load: float, expect, monkeypatch: 
     def blas_threads() -> set[int]:
         return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
     graph = load_model(build_all()["trt_cycle.onnx"].SerializeToString())
-    monkeypatch.setattr(blas.os, "getloadavg", lambda: (load, load, load))
+    _machine_load(monkeypatch, load)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", blas.SHARE_VAR):
         monkeypatch.delenv(var, raising=False)
     with threadpool_limits(3, user_api="blas"):
@@ -498,20 +498,70 @@ def test_the_engine_gives_blas_the_free_cores(load: float, expect, monkeypatch: 
     blas._applied = None
 
 
-@pytest.mark.parametrize("own,others,expect", [(1.9, 0.0, 2), (1.0, 0.0, 2), (1.0, 1.0, 1), (0.2, 0.4, 2)])
-def test_free_cores_do_not_count_this_processs_own_load(own: float, others: float, expect: int,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The load average includes this process's own threads (BLAS's, an onnxruntime pool
-    beside it): those are given back, so a busy benchmark or server keeps its cores; the
-    threads of other processes are not."""
+def _machine_load(monkeypatch: pytest.MonkeyPatch, load: float) -> None:
+    """The machine as its load average says (no /proc/stat window: ``blas._rates``'s
+    fallback), whatever else runs beside the test."""
     import time
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(blas, "machine_busy_seconds", lambda: None)
+    monkeypatch.setattr(blas, "_sample", [time.monotonic() - 1.0, time.process_time(), None, 1.0, None])
+
+
+def _two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blas.os, "sched_getaffinity", lambda _pid: {0, 1})
     monkeypatch.setattr(blas.os, "cpu_count", lambda: 2)
     monkeypatch.delenv(blas.SHARE_VAR, raising=False)
-    load = max(own, 1.0) + others
+
+
+def _window(monkeypatch: pytest.MonkeyPatch, own: float, others: float, load: float) -> None:
+    """A one-second window in which this process used ``own`` cores and the machine's
+    other processes ``others`` (its busy time: both), the load average reading ``load``."""
+    import time
+    busy0 = 1000.0
     monkeypatch.setattr(blas.os, "getloadavg", lambda: (load, load, load))
-    monkeypatch.setattr(blas, "_own_sample", [time.monotonic(), time.process_time(), own])
+    monkeypatch.setattr(blas, "machine_busy_seconds", lambda: busy0 + own + others)
+    monkeypatch.setattr(blas, "_sample", [time.monotonic() - 1.0, time.process_time() - own, busy0,
+                                          1.0, None])
+
+
+@pytest.mark.parametrize("measured", [False, True])
+@pytest.mark.parametrize("own,others,expect", [(1.9, 0.0, 2), (1.0, 0.0, 2), (1.0, 1.0, 1), (0.2, 0.4, 2)])
+def test_free_cores_do_not_count_this_processs_own_load(own: float, others: float, expect: int,
+                                                        measured: bool,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's own threads (BLAS's, an onnxruntime pool beside it) are given back, so
+    a busy benchmark or server keeps its cores; the threads of other processes are not --
+    measured over one window (the machine's busy time less this process's), or, without
+    /proc/stat, the load average less this process's rate."""
+    import time
+    _two_cores(monkeypatch)
+    load = max(own, 1.0) + others
+    if measured:
+        _window(monkeypatch, own, others, load)
+    else:
+        _machine_load(monkeypatch, load)
+        monkeypatch.setattr(blas, "_sample", [time.monotonic() - 1.0, time.process_time() - own,
+                                              None, 1.0, None])
     assert blas.free_cores() == expect
+
+
+def test_a_lagging_load_average_does_not_take_a_core_from_blas(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Right after this process kept both cores busy, the one-minute load average still
+    # reads 1.6 while the last window saw it use one core and nobody else anything: that
+    # is an idle machine (the load average less the rate had said 0.6 of a core was others'
+    # and given BLAS one thread: a whole benchmark's ResNet-18 on one core).
+    _two_cores(monkeypatch)
+    _window(monkeypatch, own=1.0, others=0.0, load=1.6)
+    assert blas.free_cores() == 2
+    _window(monkeypatch, own=1.0, others=1.6, load=1.6)  # others really busy: one core left
+    assert blas.free_cores() == 1
+
+
+def test_the_machines_busy_time_reads_from_proc_stat() -> None:
+    busy = blas.machine_busy_seconds()
+    if busy is None:
+        pytest.skip("no /proc/stat here")
+    assert busy > 0 and blas.machine_busy_seconds() >= busy
 
 
 def test_compiled_conv_kernels_refuse_bad_arrays() -> None:

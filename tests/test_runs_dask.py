@@ -158,12 +158,15 @@ def test_run_on_a_worker_process_reports_progress_and_result(served):
 def _worker_blas_state() -> tuple:
     from threadpoolctl import threadpool_info
     from engine.kernels import blas
+    import time
     real, os.getloadavg = os.getloadavg, lambda: (0.0, 0.0, 0.0)  # an idle machine
+    busy, blas.machine_busy_seconds = blas.machine_busy_seconds, lambda: None  # as the load says
     try:
         blas._applied = None
+        blas._sample[:] = [time.monotonic() - 1.0, time.process_time(), None, 1.0, None]
         decided = blas.apply(None, 1)  # what an Executor does before a run
     finally:
-        os.getloadavg = real
+        os.getloadavg, blas.machine_busy_seconds = real, busy
     threads = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
     return os.environ.get("SGLENS_CPU_SHARE"), os.environ.get("OPENBLAS_NUM_THREADS"), decided, threads
 

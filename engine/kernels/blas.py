@@ -13,8 +13,9 @@ is built, and only from what the machine says:
 
 - ``None`` (the default): the cores nobody else is using -- this process's cores
   (its share of the machine, ``SGLENS_CPU_SHARE``, when several processes share it:
-  the web app's local Dask workers) less the load other processes put on the machine
-  (the load average less this process's own part, ``free_cores``), at least one.
+  the web app's local Dask workers) less the cores other processes keep busy
+  (``free_cores``: the machine's busy time less this process's, over one window), at
+  least one.
   A BLAS call waits for its slowest thread, and on a machine loaded past its cores
   a thread that lost its core holds up the whole call: MobileNetV2 on a 2-core
   machine at load 14 ran 1912 ms with BLAS on both cores and 370 ms on one
@@ -62,37 +63,67 @@ def cpu_share() -> int:
 _USER_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-#: (monotonic seconds, this process's CPU seconds) when ``own_cpu_rate`` last looked,
-#: and the rate it found then.
-_own_sample: list[float] = [time.monotonic(), time.process_time(), 1.0]
+#: A window longer than this says little of the machine now: the load average decides.
+_RECENT_S = 60.0
 
 
-def own_cpu_rate() -> float:
-    """The cores this process kept busy since ``free_cores`` last looked (at least half a
-    second before; else the rate found then): its own share of the load average."""
-    now, cpu = time.monotonic(), time.process_time()
+def machine_busy_seconds() -> float | None:
+    """CPU seconds the machine's cores have been busy since boot, over all processes
+    (``/proc/stat``'s first line less idle and iowait; steal counts as busy: the hypervisor
+    gave the core to someone else), or None where there is no ``/proc/stat``."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            ticks = [int(t) for t in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    if len(ticks) < 8:
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+#: When ``_rates`` last looked: (monotonic seconds, this process's CPU seconds, the
+#: machine's busy seconds or None), and the rates it found then: (this process's cores,
+#: other processes' cores or None).
+_sample: list = [time.monotonic(), time.process_time(), machine_busy_seconds(), 1.0, None]
+
+
+def _rates() -> tuple[float, float | None]:
+    """The cores this process, and the machine's other processes, kept busy since the last
+    look (at least half a second before; else the rates found then). The others' are the
+    machine's busy time less this process's over the same window; None off Linux or when
+    the window is older than ``_RECENT_S``."""
+    now, cpu, busy = time.monotonic(), time.process_time(), machine_busy_seconds()
     with _lock:
-        then, cpu_then, rate = _own_sample
-        if now - then >= 0.5:
-            rate = (cpu - cpu_then) / (now - then)
-            _own_sample[:] = [now, cpu, rate]
-    return rate
+        then, cpu_then, busy_then, own, others = _sample
+        span = now - then
+        if span >= 0.5:
+            own = (cpu - cpu_then) / span
+            others = None if busy is None or busy_then is None or span > _RECENT_S else \
+                max(0.0, (busy - busy_then) - (cpu - cpu_then)) / span
+            _sample[:] = [now, cpu, busy, own, others]
+    return own, others
 
 
 def free_cores() -> int:
-    """This process's cores less what other processes' threads want of them: the load
-    average less this process's own part of it (at least the caller's running thread;
-    more when its own BLAS threads or an onnxruntime pool beside it kept cores busy --
-    counting those as others' once made a busy benchmark or server shrink BLAS to one
-    thread by its own load: Whisper 900 ms instead of 620), at least 1."""
+    """This process's cores less what other processes keep busy, at least 1.
+
+    What others keep busy is measured, where Linux says it, over the same window as this
+    process's own CPU time: the machine's busy time less this process's (its BLAS threads
+    and an onnxruntime pool beside it are its own). The load average less this process's
+    rate, used before (and still off Linux, or after a long idle), compared a one-minute
+    average with a rate over the last window: right after this process's own busy
+    stretch the average still held it, so a benchmark gave BLAS one thread of an idle
+    2-core machine at random -- ResNet-18 ran 56 ms, its CPU time 55 (one thread), where
+    38.7 with two (``bench/real_engine.py``, the whole benchmark against that model alone)."""
     share = cpu_share()
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # pragma: no cover -- not Unix
-        return share
-    machine = os.cpu_count() or share
-    others = max(0.0, load - max(1.0, own_cpu_rate()))
-    idle = machine - others
+    own, others = _rates()
+    if others is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # pragma: no cover -- not Unix
+            return share
+        others = max(0.0, load - max(1.0, own))
+    idle = (os.cpu_count() or share) - others
     return max(1, min(share, round(idle)))  # a core mostly free is worth a thread
 
 
