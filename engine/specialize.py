@@ -197,6 +197,24 @@ def _reduce(op: str, axes: list[int] | None, keepdims: int, noop: int) -> Body |
     return _planned(plan, apply)
 
 
+#: Rows this long or shorter take ``_OF_DOT``'s forms.
+_DOT_MAX = 1024
+
+
+def _squares_dot(keepdims: bool) -> Callable[[Any], Any]:
+    vecdot = np.vecdot
+    return (lambda x: vecdot(x, x)[..., None]) if keepdims else (lambda x: vecdot(x, x))
+
+
+def _root_of_squares_dot(keepdims: bool) -> Callable[[Any], Any]:
+    squares = _squares_dot(keepdims)
+    return lambda x: np.sqrt(squares(x))
+
+
+#: Reductions over a short last axis computed as a dot of each row with itself.
+_OF_DOT = {"ReduceSumSquare": _squares_dot, "ReduceL2": _root_of_squares_dot}
+
+
 def _reduction_of_shape(op: str, xp: Any, shape: tuple, norm: tuple,
                         keepdims: bool) -> Callable[[Any], Any]:
     """``op`` over the axes ``norm`` of a float array of ``shape``, as one call chosen at
@@ -210,6 +228,14 @@ def _reduction_of_shape(op: str, xp: Any, shape: tuple, norm: tuple,
     out = shape if keepdims else tuple(d for i, d in enumerate(shape) if i not in norm)
     if count == 1 and op in _OF_ONE:
         return lambda x: x.reshape(out)
+    if op in _OF_DOT and xp is np and norm == (len(shape) - 1,) and 8 <= count <= _DOT_MAX \
+            and hasattr(np, "vecdot"):  # (numpy 2)
+        # the squares' sum over the last axis as one dot a row (numpy's vecdot): no squared
+        # copy and no reduction set up -- 2.55 -> 1.6 us over 16x30 floats, skl2onnx's kNN
+        # distance a Scan step. Rows of 8 to _DOT_MAX: shorter ones take the registry's
+        # short-axis adds (a dot a row of 2 costs more than it sums); a long row's dot sums in
+        # the order BLAS's vector lanes take, where add.reduce sums pairwise.
+        return _OF_DOT[op](keepdims)
     if op == "ReduceSum" or op == "ReduceSumSquare" or op == "ReduceMean":
         total = sum_for(xp, shape, norm, keepdims)
         if op == "ReduceSum":

@@ -87,6 +87,9 @@ CASES: list[tuple[str, list, dict, list[tuple]]] = [
     # runs a ReduceSumSquare per training row); over length-1 axes they still square, root or log.
     ("ReduceSumSquare", [_i(-1)], {"keepdims": 0}, [(3, 5), (2, 3, 1)]),
     ("ReduceSumSquare", [], {}, [(3, 5), (1, 1)]),
+    # over the last axis: a dot of each row with itself (the third shape's row too long for it)
+    ("ReduceSumSquare", [_i(-1)], {"keepdims": 1}, [(16, 30), (2, 3, 7), (2, 1500)]),
+    ("ReduceL2", [_i(2)], {"keepdims": 0}, [(2, 3, 5), (4, 1, 9)]),
     ("ReduceL2", [_i(0, 2)], {}, [(3, 5, 2), (1, 4, 1)]),
     ("ReduceL1", [_i(1)], {"keepdims": 0}, [(3, 5), (2, 1, 4)]),
     ("ReduceLogSumExp", [_i(-1)], {}, [(3, 5), (2, 3, 1)]),
@@ -224,3 +227,26 @@ def test_a_conv_outside_a_chain_runs_its_compiled_plan_and_honours_a_new_weight(
         got = ex({"x": x})["y"]
     model.graph.initializer[0].CopyFrom(numpy_helper.from_array(w, "c0"))
     np.testing.assert_allclose(got, _ort(model, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.cpu_only("numpy's vecdot: a device runs the reduction as planned for it")
+@pytest.mark.parametrize("op,keepdims", [("ReduceSumSquare", 0), ("ReduceSumSquare", 1), ("ReduceL2", 1)])
+def test_a_short_last_axis_sum_of_squares_is_one_dot_a_row(op: str, keepdims: int,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            rng: np.random.Generator) -> None:
+    # skl2onnx's kNN Scan step ends in a ReduceSumSquare over 30 features: each row's dot with
+    # itself (no squared copy, no reduction set up); a long row keeps the pairwise sum.
+    if not hasattr(np, "vecdot"):
+        pytest.skip("numpy < 2 has no vecdot")
+    dots: list[tuple] = []
+    real = np.vecdot
+    monkeypatch.setattr(np, "vecdot", lambda a, b: dots.append(a.shape) or real(a, b))
+    model = _build(op, [_i(-1)], {"keepdims": keepdims}, (16, 30), False)
+    with Executor(load_model(model.SerializeToString())) as ex:
+        for shape in ((16, 30), (16, 30), (3, 2000)):
+            x = rng.standard_normal(shape).astype(np.float32)
+            got = ex.run({"x": x}).numpy_outputs()["y"]
+            want = _ort(model, x)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert dots == [(16, 30), (16, 30)]
