@@ -50,10 +50,10 @@ one engine lock.
 from __future__ import annotations
 
 import heapq
-from collections import deque
 import os
 import threading
 import time
+from collections import deque
 from itertools import count
 from typing import Any
 
