@@ -69,3 +69,51 @@ def test_the_lengths_follow_the_samples_until_the_user_sets_them(tmp_path):
         page.fill(lens, "8000")            # the user's own lengths stay when N changes again
         page.fill(samples, "32000")
         assert page.input_value(lens) == "8000"
+
+
+def test_what_the_user_types_while_a_run_ends_is_not_undone(tmp_path):
+    # When a run ended the form was fetched again and re-rendered (the shapes just used as the
+    # prefill): a user typing as the report appeared lost it when the answer came. Any such
+    # fetch is held back here (1.5 s); the user types lengths of their own right after the
+    # report shows, and the form is still theirs, run after run.
+    from app import create_app
+    path = tmp_path / "front_end.onnx"
+    path.write_bytes(_front_end())
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")})
+    with serving(app) as url, chromium(sync_api) as browser, checked_page(browser, 1400, 900, 60000) as page:
+        page.goto(url + "/")
+        page.set_input_files("#upload-file", str(path))
+        page.click("#upload-form button[type=submit]")
+        page.wait_for_selector("#upload-progress a", timeout=60000)
+        page.click("#upload-progress a")
+        page.wait_for_selector("body[data-ready='1']")
+        page.click("[data-tab=runs]")
+        page.wait_for_selector("fieldset.input-spec")
+        lens = 'fieldset[data-input="waveforms_lens"] input.value'
+        samples = 'input.dim[data-input="waveforms"][data-axis="1"]'
+        page.fill(samples, "4000")
+        page.evaluate("""() => {
+            const api = SG.api;
+            window.heldFetches = 0;
+            SG.api = async (method, url, ...rest) => {
+                if (method === "GET" && url.endsWith("/inputs")) {
+                    window.heldFetches++;
+                    await new Promise(r => setTimeout(r, 1500));
+                }
+                return api(method, url, ...rest);
+            };
+        }""")
+        page.click("#run-go")
+        page.wait_for_selector("#run-plots .run-summary", timeout=120000)
+        page.fill(lens, "1000")
+        page.wait_for_timeout(2500)  # past the held fetch, had one started
+        assert page.input_value(lens) == "1000"
+        page.fill(samples, "6000")   # and they are the user's own now: they no longer follow
+        assert page.input_value(lens) == "1000" and page.input_value(samples) == "6000"
+        # A second run on them: the form stays as the user left it (nothing fetched over it).
+        page.click("#run-go")
+        page.wait_for_selector("#run-plots .run-summary", timeout=120000)
+        page.wait_for_timeout(2000)
+        assert page.input_value(samples) == "6000" and page.input_value(lens) == "1000"
+        assert page.evaluate("window.heldFetches") == 0
+        assert "waveforms_lens" in page.inner_text("#run-plots .run-inputs-used")

@@ -63,8 +63,8 @@
     return { spec, el, dims, fill, low, high, seed, value, file };
   }
 
-  M.loadRunForm = async function (force) {
-    if (form && !force) return;
+  M.loadRunForm = async function () {
+    if (form) return;
     const box = formBox();
     let data;
     try { data = await SG.api("GET", M.api("/inputs")); } catch (e) { SG.fill(box, SG.errorBox(e)); return; }
@@ -80,7 +80,7 @@
       axis.addEventListener("input", () => { if (follows && lens.fill.value === "constant") lens.value.value = axis.value; });
       lens.value.title = "the length of " + link.input + " axis " + link.axis + ": follows it until you change this value";
     }
-    // what the user set stays after a run: tolerance and repeats are not the server's to reset
+    // a load that raced another (the tab opened as Run was clicked) keeps the first form's settings
     const kept = form ? { atol: form.atol.value, rtol: form.rtol.value, repeat: form.repeat.value } :
       { atol: data.tolerance.atol, rtol: data.tolerance.rtol, repeat: 5 };
     const atol = num({ id: "run-atol", value: kept.atol, step: "any", min: 0, width: 90 });
@@ -192,7 +192,10 @@
         clearInterval(poll); poll = null; $("run-cancel").hidden = true; $("run-go").disabled = false;
         if (run.status === "done" && run.result) { S.lastRun = run; await SG.renderRun($("run-plots"), run, cardOpts); $("run-plots").dataset.run = run.id; }
         else showError(run.status === "cancelled" ? "the run was cancelled" : ("the run failed: " + (run.error || "unknown error")));
-        M.listRuns(); M.loadRunForm(true);   // the shapes just used are the new prefill
+        // The form already holds what this run used, and what the user typed since: it is not
+        // fetched again over them (a late re-render undid the lengths a user typed as the report
+        // appeared). Made only where there is none (a run followed after a reload).
+        M.listRuns(); M.loadRunForm();
       }
     } catch (e) { clearInterval(poll); poll = null; $("run-go").disabled = false; SG.error(e); }
   }
