@@ -6,6 +6,9 @@ the user types stay theirs. Screenshot: ``test-artifacts/input_lengths.png``."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Any, Iterator
+
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 import numpy as np
@@ -39,8 +42,13 @@ def _front_end() -> bytes:
                        [helper.make_tensor_value_info("features", f, None)], initializers=inits)
     return model.SerializeToString()
 
+LENS = 'fieldset[data-input="waveforms_lens"] input.value'
+SAMPLES = 'input.dim[data-input="waveforms"][data-axis="1"]'
 
-def test_the_lengths_follow_the_samples_until_the_user_sets_them(tmp_path):
+
+@contextmanager
+def _runs_tab(tmp_path) -> Iterator[Any]:
+    """A page on a real server, the front end uploaded and its Runs tab open."""
     from app import create_app
     path = tmp_path / "front_end.onnx"
     path.write_bytes(_front_end())
@@ -54,21 +62,24 @@ def test_the_lengths_follow_the_samples_until_the_user_sets_them(tmp_path):
         page.wait_for_selector("body[data-ready='1']")
         page.click("[data-tab=runs]")
         page.wait_for_selector("fieldset.input-spec")
-        lens = 'fieldset[data-input="waveforms_lens"] input.value'
-        samples = 'input.dim[data-input="waveforms"][data-axis="1"]'
+        yield page
+
+
+def test_the_lengths_follow_the_samples_until_the_user_sets_them(tmp_path):
+    with _runs_tab(tmp_path) as page:
         assert page.input_value('fieldset[data-input="waveforms_lens"] select.fill') == "constant"
-        assert page.input_value(lens) == page.input_value(samples)
-        page.fill(samples, "16000")
-        assert page.input_value(lens) == "16000"
+        assert page.input_value(LENS) == page.input_value(SAMPLES)
+        page.fill(SAMPLES, "16000")
+        assert page.input_value(LENS) == "16000"
         page.click("#run-go")
         page.wait_for_selector("#run-plots .run-summary", timeout=120000)
         text = page.inner_text("#run-plots")
         assert "outputs match onnxruntime" in text, text[:1500]
         assert "waveforms_lens" in page.inner_text("#run-plots .run-inputs-used")
         page.screenshot(path=str(ARTIFACTS / "input_lengths.png"), full_page=True)
-        page.fill(lens, "8000")            # the user's own lengths stay when N changes again
-        page.fill(samples, "32000")
-        assert page.input_value(lens) == "8000"
+        page.fill(LENS, "8000")            # the user's own lengths stay when N changes again
+        page.fill(SAMPLES, "32000")
+        assert page.input_value(LENS) == "8000"
 
 
 def test_what_the_user_types_while_a_run_ends_is_not_undone(tmp_path):
@@ -76,22 +87,8 @@ def test_what_the_user_types_while_a_run_ends_is_not_undone(tmp_path):
     # prefill): a user typing as the report appeared lost it when the answer came. Any such
     # fetch is held back here (1.5 s); the user types lengths of their own right after the
     # report shows, and the form is still theirs, run after run.
-    from app import create_app
-    path = tmp_path / "front_end.onnx"
-    path.write_bytes(_front_end())
-    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")})
-    with serving(app) as url, chromium(sync_api) as browser, checked_page(browser, 1400, 900, 60000) as page:
-        page.goto(url + "/")
-        page.set_input_files("#upload-file", str(path))
-        page.click("#upload-form button[type=submit]")
-        page.wait_for_selector("#upload-progress a", timeout=60000)
-        page.click("#upload-progress a")
-        page.wait_for_selector("body[data-ready='1']")
-        page.click("[data-tab=runs]")
-        page.wait_for_selector("fieldset.input-spec")
-        lens = 'fieldset[data-input="waveforms_lens"] input.value'
-        samples = 'input.dim[data-input="waveforms"][data-axis="1"]'
-        page.fill(samples, "4000")
+    with _runs_tab(tmp_path) as page:
+        page.fill(SAMPLES, "4000")
         page.evaluate("""() => {
             const api = SG.api;
             window.heldFetches = 0;
@@ -105,15 +102,15 @@ def test_what_the_user_types_while_a_run_ends_is_not_undone(tmp_path):
         }""")
         page.click("#run-go")
         page.wait_for_selector("#run-plots .run-summary", timeout=120000)
-        page.fill(lens, "1000")
+        page.fill(LENS, "1000")
         page.wait_for_timeout(2500)  # past the held fetch, had one started
-        assert page.input_value(lens) == "1000"
-        page.fill(samples, "6000")   # and they are the user's own now: they no longer follow
-        assert page.input_value(lens) == "1000" and page.input_value(samples) == "6000"
+        assert page.input_value(LENS) == "1000"
+        page.fill(SAMPLES, "6000")   # and they are the user's own now: they no longer follow
+        assert page.input_value(LENS) == "1000" and page.input_value(SAMPLES) == "6000"
         # A second run on them: the form stays as the user left it (nothing fetched over it).
         page.click("#run-go")
         page.wait_for_selector("#run-plots .run-summary", timeout=120000)
         page.wait_for_timeout(2000)
-        assert page.input_value(samples) == "6000" and page.input_value(lens) == "1000"
+        assert page.input_value(SAMPLES) == "6000" and page.input_value(LENS) == "1000"
         assert page.evaluate("window.heldFetches") == 0
         assert "waveforms_lens" in page.inner_text("#run-plots .run-inputs-used")
