@@ -92,11 +92,12 @@ def _rates() -> tuple[float, float | None]:
     look (at least half a second before; else the rates found then). The others' are the
     machine's busy time less this process's over the same window; None off Linux or when
     the window is older than ``_RECENT_S``."""
-    now, cpu, busy = time.monotonic(), time.process_time(), machine_busy_seconds()
+    now, cpu = time.monotonic(), time.process_time()
     with _lock:
         then, cpu_then, busy_then, own, others = _sample
         span = now - then
-        if span >= 0.5:
+        if span >= 0.5:   # (/proc/stat read only for a window that counts)
+            busy = machine_busy_seconds()
             own = (cpu - cpu_then) / span
             others = None if busy is None or busy_then is None or span > _RECENT_S else \
                 max(0.0, (busy - busy_then) - (cpu - cpu_then)) / span
