@@ -178,13 +178,15 @@ def test_the_float16_silero_vad_users_convert_is_judged_inside_its_ifs(rng):
             feeds = {"input": rng.uniform(-1, 1, (1, 512)).astype(np.float32),
                      "state": rng.uniform(-1, 1, (2, 1, 128)).astype(np.float32), "sr": np.array(16000, np.int64)}
             ours, ref = ex.run(feeds).numpy_outputs(), session.run(None, feeds)
-            if not all(compare_arrays(ours[o.name], r, tol)["match"] for o, r in zip(session.get_outputs(), ref)):
+            if all(compare_arrays(ours[o.name], r, tol)["match"] for o, r in zip(session.get_outputs(), ref)):
+                continue
+            check_with_inference(model, feeds)                       # refused before
+            c = compare(graph, model, feeds, executor="engine", repeat=1, warmup=0)
+            assert not c.ok
+            local = c.local_check
+            assert local["n_unchecked"] == 0, local   # whatever differs is judged, and is rounding
+            assert c.verdict.status == "rounding", c.verdict.details
+            if local.get("flattened"):   # (a rare draw first differs outside the If: no branch to open)
                 break
         else:
-            pytest.fail("none of 60 draws differs from onnxruntime: the premise is gone")
-    check_with_inference(model, feeds)                       # refused before
-    c = compare(graph, model, feeds, executor="engine", repeat=1, warmup=0)
-    assert not c.ok
-    local = c.local_check
-    assert local["flattened"] and local["n_unchecked"] == 0, local
-    assert c.verdict.status == "rounding", c.verdict.details
+            pytest.fail("none of 60 draws differs from onnxruntime inside the If: the premise is gone")
