@@ -401,12 +401,14 @@ def step(sid: str):
             bp_spec = data.get("breakpoint")
             if not isinstance(bp_spec, dict):
                 raise ApiError("'run' needs a 'breakpoint' object: node, op, kind or cycle")
-            target = session.run_until(current, breakpoint_matcher(session.graph, bp_spec))
+            target, hit = session.run_until(current, breakpoint_matcher(session.graph, bp_spec))
         else:
             raise ApiError(f"unknown action '{action}'; one of next, prev, first, last, goto, run")
         session.ensure(target)
         target = max(-1, min(target, len(session.events) - 1))
         state = session.state(target)
+        if action == "run":
+            state["breakpoint_hit"] = hit
     lens().sessions.charge(session)
     if state["error"]:
         state["error"] = f"the selector failed: {state['error']}"

@@ -85,20 +85,22 @@ class DebugSession:
         while len(self.events) <= index and self._pull():
             pass
 
-    def run_until(self, start: int, match: Callable[[TraceEvent], bool]) -> int:
-        """The index of the first event after ``start`` matching ``match``; the last one if none does."""
+    def run_until(self, start: int, match: Callable[[TraceEvent], bool]) -> tuple[int, bool]:
+        """``(index, hit)``: the first event after ``start`` matching ``match`` and True; else the
+        last event reached (the trace's end, or ``MAX_RUN`` events on) and False, so the page can
+        say the breakpoint was not reached instead of showing the last event as if it matched."""
         i = start + 1
         pulled = 0
         while True:
             self.ensure(i)
             if i >= len(self.events):
-                return len(self.events) - 1
+                return len(self.events) - 1, False
             if match(self.events[i]):
-                return i
+                return i, True
             i += 1
             pulled += 1
             if pulled > MAX_RUN:
-                return i - 1
+                return i - 1, False
 
     def original(self, name: str | None) -> list[str]:
         if not name:
@@ -140,6 +142,12 @@ def breakpoint_matcher(graph: Graph, spec: dict[str, Any]) -> Callable[[TraceEve
     if not (node or op or kind or cycle):
         raise ApiError("a breakpoint needs 'node', 'op', 'kind' or 'cycle'")
     by_name = graph.node_by_name
+    # A name or op type the model lacks can never match: refuse it, rather than run to the
+    # end of the trace as if the user had asked for that.
+    if node is not None and node not in by_name:
+        raise ApiError(f"no node named '{node}' in this model; give a node name as the graph shows it")
+    if op is not None and all(n.op_type != op for n in graph.nodes):
+        raise ApiError(f"no node of op type '{op}' in this model (op types are case-sensitive, e.g. 'Conv')")
 
     def op_of(name: str | None) -> str | None:
         n = by_name.get(name or "")

@@ -230,6 +230,11 @@ def test_session_steps_forward_back_first_last(client):
     assert back["index"] == 1 and back["event"] == e1["event"] and back["known"] == 3
     cyc = step(action="run", index=1, breakpoint={"cycle": True})
     assert cyc["event"]["kind"] == "cycle" and cyc["highlight"]["path"] == ["A", "D", "C"]
+    assert cyc["breakpoint_hit"] is True
+    # the model's only cycle is behind: a second run ends on the last event and says it met none
+    again = step(action="run", index=cyc["index"], breakpoint={"cycle": True})
+    assert again["breakpoint_hit"] is False and again["done"] and again["event"]["kind"] == "pass_end"
+    assert again["index"] == again["known"] - 1
     assert "A -> D -> C" in cyc["event"]["text"]
     nxt = step(action="next", index=cyc["index"])
     assert nxt["event"]["kind"] == "exclude" and nxt["event"]["node"] == "C"
@@ -255,6 +260,12 @@ def test_session_errors_and_isolation(client, app):
     _error(client.post(f"/api/sessions/{a['id']}/step", json={"action": "jump"}), 400)
     _error(client.post(f"/api/sessions/{a['id']}/step", json={"action": "run", "breakpoint": {"kind": "x"}}), 400)
     _error(client.post(f"/api/sessions/{a['id']}/step", json={"action": "run", "breakpoint": {}}), 400)
+    # a node or op type the model lacks could never match: refused, naming it, the session unmoved
+    for spec, named in (({"node": "no_such_node"}, "no_such_node"), ({"op": "conv"}, "conv")):
+        err = _error(client.post(f"/api/sessions/{b['id']}/step",
+                                 json={"action": "run", "index": 0, "breakpoint": spec}), 400)
+        assert f"'{named}'" in err and "in this model" in err
+    assert client.get(f"/api/sessions/{b['id']}").get_json()["known"] == 1
     _error(client.post("/api/sessions/not-a-session/step", json={}), 404)
     _error(client.post("/api/sessions", json={"model": "sample-trt_cycle", "backend": "nope"}), 400)
     _error(client.post("/api/sessions", json={}), 400)

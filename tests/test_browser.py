@@ -102,6 +102,14 @@ def test_step_selector_forward_and_back(server, page):
     page.wait_for_selector("#dbg-kind:text('cycle')")
     assert "path" in classes(page, "D") and "A -> D -> C" in page.inner_text("#dbg-text")
     shot(page, "debugger_cycle")
+    assert page.locator("#dbg-nohit").count() == 0                   # that one was hit
+    page.click("#dbg-run")                              # the only cycle is behind: none ahead
+    page.wait_for_selector("#dbg-nohit")
+    assert "not reached" in page.inner_text("#dbg-nohit") and "a cycle found" in page.inner_text("#dbg-nohit")
+    assert page.inner_text("#dbg-kind") == "pass_end"
+    page.click("#dbg-first")
+    page.wait_for_selector("#dbg-status[data-index='0']")
+    assert page.locator("#dbg-nohit").count() == 0                   # a later step drops the notice
     page.click("#dbg-last")
     page.wait_for_selector("#dbg-status:text('trace complete')")
     assert "sg" in classes(page, "C") and "sg" not in classes(page, "D")

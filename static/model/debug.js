@@ -27,6 +27,7 @@
     try {
       const st = await SG.api("POST", sessionUrl("/step"), Object.assign({ action, index: S.index }, extra || {}));
       applyState(st);
+      if (action === "run" && st.breakpoint_hit === false) noHit(st, extra.breakpoint);
       $("dbg-status").dataset.ms = (performance.now() - t0).toFixed(1);   // round trip + drawing
       const cur = st.highlight && st.highlight.node.length ? st.highlight.node[0] : null;
       if (cur && (action === "run" || action === "last" || action === "goto")) { M.reveal(cur); M.view.center(cur); }
@@ -37,6 +38,15 @@
       if (e.status === 404) { S.session = null; $("dbg-status").textContent = e.message; }
     } finally { S.busy = false; }
   };
+
+  /* A run that met no matching event stops at the last event it reached: say so, so that event is
+     not taken for the breakpoint (a pass without cycles ends on pass_end). */
+  function noHit(st, bp) {
+    const what = bp.cycle ? "a cycle found" : bp.kind ? "event kind " + bp.kind : bp.node ? "node " + bp.node : "op type " + bp.op;
+    const where = st.done && st.index >= st.known - 1 ? "before the trace ended; this is its last event"
+      : "in the events searched; Run again to search further";
+    $("dbg-status").appendChild(h("div", { class: "notice", id: "dbg-nohit" }, "Breakpoint not reached: no event matched " + what + " " + where + "."));
+  }
 
   function applyState(st) {
     S.lastState = st; S.index = st.index; S.known = st.known; S.done = st.done;
