@@ -107,7 +107,10 @@ class _SingleNodeKernel:
         self.opset = opset
         #: input position -> the weight array the executor passes there on every run
         self.constants: dict[int, Any] = dict(constants or {})
-        self._sessions: dict[tuple[str, ...], Any] = {}
+        # What a call needs of the node, read once: a call is one session run plus this
+        # wrapping, and a one-node model (a tree ensemble) is little else.
+        self._outputs = [t for t in node.outputs if t]
+        self._sessions: dict[tuple, Any] = {}
         self._lock = threading.Lock()
 
     def with_constants(self, constants: Mapping[int, Any]) -> "_SingleNodeKernel":
@@ -117,12 +120,16 @@ class _SingleNodeKernel:
 
     def __call__(self, xp: Any, *args: Any, **_attrs: Any) -> tuple:
         # A weight replaced since bind time (``Executor.set_weight``) is fed like any input.
-        held = {i for i, v in self.constants.items() if i < len(args) and args[i] is v}
-        host = [None if a is None or i in held else np.asarray(to_numpy(a)) for i, a in enumerate(args)]
-        feeds = {t: v for t, v in zip(self.node.inputs, host) if t and v is not None}
-        session = self._session(feeds, frozenset(held))
+        constants = self.constants
+        held = frozenset(i for i, v in constants.items() if i < len(args) and args[i] is v) \
+            if constants else frozenset()
+        feeds = {}
+        for i, (t, a) in enumerate(zip(self.node.inputs, args)):
+            if t and a is not None and i not in held:
+                feeds[t] = a if a.__class__ is np.ndarray else np.asarray(to_numpy(a))
+        session = self._session(feeds, held)
         try:
-            out = session.run([t for t in self.node.outputs if t], feeds)
+            out = session.run(self._outputs, feeds)
         except Exception as exc:  # noqa: BLE001  onnxruntime raises its own types
             raise RunError(f"node '{self.node.name}' ({self.node.op_type}): our engine has no kernel "
                            f"and onnxruntime failed on it: {str(exc).splitlines()[0][:300]}") from None
@@ -132,11 +139,14 @@ class _SingleNodeKernel:
                      for t in self.node.outputs)
 
     def _session(self, feeds: Mapping[str, np.ndarray], held: frozenset[int]) -> Any:
-        key = (*(f"{t}:{v.dtype.str}" for t, v in feeds.items()), *sorted(held))
-        with self._lock:
-            session = self._sessions.get(key)
-            if session is None:
-                session = self._sessions[key] = self._build(feeds, held)
+        """The session for these inputs' names and dtypes (the inputs are shapeless)."""
+        key = (held, *((t, v.dtype) for t, v in feeds.items()))
+        session = self._sessions.get(key)   # a dict read needs no lock; a build does
+        if session is None:
+            with self._lock:
+                session = self._sessions.get(key)
+                if session is None:
+                    session = self._sessions[key] = self._build(feeds, held)
         return session
 
     def _build(self, feeds: Mapping[str, np.ndarray], held: frozenset[int]) -> Any:

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from engine.executor import Executor, find_kernel
-from engine.ort_fallback import LABEL, OrtFallback
+from engine.ort_fallback import LABEL, OrtFallback, _SingleNodeKernel
 from engine.run_errors import RunError
 from partition import load_model
 
@@ -185,3 +185,15 @@ def test_a_fallback_node_holds_its_weights_as_initializers_and_runs_on_the_calle
         w2 = rng.standard_normal((4, 3)).astype(np.float32)
         ex.set_weight("w", w2)
         np.testing.assert_allclose(ex.run(feeds).numpy_outputs()["y"], _oracle(w2, feeds), rtol=1e-5, atol=1e-6)
+
+
+def test_a_fallback_session_serves_every_shape_of_one_dtype_and_a_new_dtype_gets_its_own(rng):
+    """The sessions are shapeless and typed: kept per input dtype, whatever the shapes."""
+    from partition.ir import Node
+    kernel = _SingleNodeKernel(Node("neg", "Neg", ("x",), ("y",)), {"": 17})
+    for shape, dtype in (((2, 3), np.float32), ((5,), np.float32), ((4, 1), np.float64), ((3,), np.int32)):
+        x = (rng.standard_normal(shape) * 10).astype(dtype)
+        (y,) = kernel(np, x)
+        assert y.dtype == dtype and y.shape == shape
+        np.testing.assert_array_equal(y, -x)
+    assert len(kernel._sessions) == 3
