@@ -11,7 +11,10 @@ A rule is::
 
 ``cmp`` is one of ``== != < <= > >= in not_in exists absent``. A node is
 selectable when its op type is in ``ops`` and every condition naming its op
-(or ``*``) holds. ``rule_property(spec)`` validates the JSON and returns a
+(or ``*``) holds. A comparison reads the attribute as ONNX defines it: a node that
+leaves it out has its schema default (a Conv without ``group`` has group 1, so
+``group == 1`` holds for it); an attribute with no default, left out, fails every
+comparison. ``exists`` / ``absent`` ask whether the node itself sets it. ``rule_property(spec)`` validates the JSON and returns a
 ``SubgraphProperty`` for ``PartitionRun(graph, properties=[...])``.
 """
 
@@ -23,6 +26,7 @@ from typing import Any, Callable
 
 from partition.api import NodeView, SubgraphProperty, SubgraphSelector
 from partition.errors import LensError
+from partition.onnx_io import attribute_default
 
 MAX_OPS = 500
 MAX_CONDITIONS = 100
@@ -58,15 +62,21 @@ class Condition:
     def applies(self, op_type: str) -> bool:
         return self.op in ("*", op_type)
 
-    def holds(self, attrs: Any) -> bool:
+    def holds(self, attrs: Any, default: Callable[[str], tuple[bool, Any]]) -> bool:
+        """Whether the condition holds for a node's ``attrs``; ``default(name)`` gives the
+        schema's value of an attribute the node leaves out, as ``(found, value)``."""
         if self.cmp == "exists":
             return self.attr in attrs
         if self.cmp == "absent":
             return self.attr not in attrs
-        if self.attr not in attrs:
-            return False
+        if self.attr in attrs:
+            value = attrs[self.attr]
+        else:
+            found, value = default(self.attr)
+            if not found:
+                return False
         try:
-            return bool(_CMPS[self.cmp](_plain(attrs[self.attr]), self.value))
+            return bool(_CMPS[self.cmp](_plain(value), self.value))
         except TypeError:
             return False
 
@@ -102,8 +112,12 @@ class RuleProperty(SubgraphProperty):
     def why_not(self, node: NodeView) -> str | None:
         if node.op_type not in self.ops:
             return f"op {node.op_type} is not in the rule's op types"
+        opset = node.graph.opset.get("" if node.domain in ("", "ai.onnx") else node.domain)
+
+        def default(name: str) -> tuple[bool, Any]:
+            return attribute_default(node.op_type, node.domain, opset, name)
         for c in self.conditions:
-            if c.applies(node.op_type) and not c.holds(node.attrs):
+            if c.applies(node.op_type) and not c.holds(node.attrs, default):
                 return f"{node.op_type}: condition '{c.text()}' does not hold"
         return None
 

@@ -16,6 +16,8 @@ names and order (apache/mxnet#14727 lost them).
 
 from __future__ import annotations
 
+import functools
+
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -310,6 +312,34 @@ def _attr_value(a: onnx.AttributeProto) -> Any:
     if a.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
         return list(value)
     return value
+
+
+_NO_DEFAULT = object()
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema_default(op_type: str, domain: str, opset: int | None, name: str) -> Any:
+    try:
+        schema = onnx.defs.get_schema(op_type, opset if opset is not None else onnx.defs.onnx_opset_version(),
+                                      domain)
+    except onnx.defs.SchemaError:  # a custom op, or an op newer than the model's opset
+        return _NO_DEFAULT
+    attr = schema.attributes.get(name)
+    if attr is None or attr.default_value.type == onnx.AttributeProto.UNDEFINED:
+        return _NO_DEFAULT
+    return _attr_value(attr.default_value)
+
+
+def attribute_default(op_type: str, domain: str, opset: int | None, name: str) -> tuple[bool, Any]:
+    """``(True, value)``: the value ONNX's schema gives attribute ``name`` of ``op_type`` (in
+    ``domain`` at ``opset``) when a node leaves it out -- a Conv without ``group`` has group 1;
+    ``(False, None)`` when the schema gives none (a required attribute, an unknown op). A
+    fresh copy each call: a list default is the caller's to keep."""
+    value = _schema_default(op_type, "" if domain == "ai.onnx" else domain, opset, name)
+    if value is _NO_DEFAULT:
+        return False, None
+    return True, (list(value) if isinstance(value, list) else
+                  value.copy() if isinstance(value, np.ndarray) else value)
 
 
 def _tensor_info(vi: onnx.ValueInfoProto, shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] | None = None) -> TensorInfo:

@@ -139,6 +139,43 @@ def test_rule_selector_from_json(client):
         _error(client.post("/api/models/sample-mlp/partition", json={"backend": "rule", "rule": bad}), 400)
 
 
+def _convs_with_and_without_group():
+    """x -> a (Conv, no group attribute: group 1 by ONNX's schema) -> r (Relu) -> b (Conv, group 2)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    from conftest import make_model
+    w1 = numpy_helper.from_array(np.ones((4, 2, 1, 1), np.float32), "w1")
+    w2 = numpy_helper.from_array(np.ones((4, 2, 1, 1), np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="a"),
+             helper.make_node("Relu", ["a"], ["r"], name="r"),
+             helper.make_node("Conv", ["r", "w2"], ["b"], name="b", group=2)]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+                      [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4, 4, 4])], [w1, w2])
+
+
+def test_a_rule_compares_an_attribute_a_node_leaves_out_as_its_onnx_default(client):
+    """A Conv without ``group`` has group 1: ``group == 1`` selects it, as ONNX and every
+    backend read it. ``absent`` still asks whether the node sets it; an attribute with no
+    schema default (``strides``), left out, fails a comparison."""
+    mid = _upload(client, _convs_with_and_without_group().SerializeToString()).get_json()["id"]
+
+    def covered(*conditions):
+        rule = {"ops": ["Conv", "Relu"], "conditions": [dict(zip(("op", "attr", "cmp", "value"), c)) for c in conditions]}
+        got = client.post(f"/api/models/{mid}/partition", json={"backend": "rule", "rule": rule, "min_size": 1})
+        assert got.status_code == 200, got.get_data(as_text=True)
+        data = got.get_json()
+        return {n for sg in data["subgraphs"] for n in sg["nodes"]}, {e["node"]: e["reason"] for e in data["excluded"]}
+
+    nodes, why = covered(("Conv", "group", "==", 1))
+    assert nodes == {"a", "r"} and "condition 'group == 1' does not hold" in why["b"]
+    nodes, _ = covered(("Conv", "group", "in", [2, 3]))
+    assert nodes == {"r", "b"}
+    nodes, _ = covered(("Conv", "group", "absent", None))
+    assert nodes == {"a", "r"}
+    nodes, _ = covered(("Conv", "strides", "==", [1, 1]))
+    assert nodes == {"r"}
+
+
 def test_downloads_run_in_onnxruntime(client):
     q = "backend=tensorrt"
     sub = client.get(f"/api/models/sample-resnet_small/subgraphs/0.onnx?{q}")
