@@ -13,6 +13,7 @@ from flask.json.provider import DefaultJSONProvider
 from partition import report
 from partition.dtypes import ONNX_TYPE_NAMES
 from partition.ir import Graph, Node, TensorInfo
+from partition.onnx_io import attribute_defaults
 from partition.trace import PartitionResult, TraceEvent
 
 MAX_ATTR_ITEMS = 64
@@ -148,6 +149,11 @@ def node_json(graph: Graph, node: Node, offset: int = 0) -> dict[str, Any]:
     # their names ride beside them, so the panel reads "6 (INT32)"
     named = {k: _dtype_name(v) for k, v in data["attrs"].items() if k in DTYPE_ATTRS}
     data["attr_dtypes"] = {k: name for k, name in named.items() if name is not None}
+    # what the node leaves out, as ONNX's schema fills it in (the values a rule condition and
+    # every backend read): a Conv without ``group`` shows "group 1 (default)"
+    opset = graph.opset.get("" if node.domain in ("", "ai.onnx") else node.domain)
+    data["attr_defaults"] = {k: attr_json(v) for k, v in
+                             attribute_defaults(node.op_type, node.domain, opset).items() if k not in node.attrs}
     _capped(data, "inputs", list(node.inputs), offset, "; ask ?offset=N for more")
     data["inputs"] = [dict(tensor_json(graph.info(t)) if t else {"name": "", "dtype": None, "shape": None},
                            weight=t in graph.initializers,

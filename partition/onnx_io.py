@@ -314,32 +314,32 @@ def _attr_value(a: onnx.AttributeProto) -> Any:
     return value
 
 
-_NO_DEFAULT = object()
-
-
-@functools.lru_cache(maxsize=4096)
-def _schema_default(op_type: str, domain: str, opset: int | None, name: str) -> Any:
+@functools.lru_cache(maxsize=1024)
+def _schema_defaults(op_type: str, domain: str, opset: int | None) -> tuple[tuple[str, Any], ...]:
     try:
         schema = onnx.defs.get_schema(op_type, opset if opset is not None else onnx.defs.onnx_opset_version(),
                                       domain)
     except onnx.defs.SchemaError:  # a custom op, or an op newer than the model's opset
-        return _NO_DEFAULT
-    attr = schema.attributes.get(name)
-    if attr is None or attr.default_value.type == onnx.AttributeProto.UNDEFINED:
-        return _NO_DEFAULT
-    return _attr_value(attr.default_value)
+        return ()
+    return tuple((name, _attr_value(a.default_value)) for name, a in sorted(schema.attributes.items())
+                 if a.default_value.type != onnx.AttributeProto.UNDEFINED)
+
+
+def attribute_defaults(op_type: str, domain: str, opset: int | None) -> dict[str, Any]:
+    """The values ONNX's schema gives the attributes of ``op_type`` (in ``domain`` at ``opset``;
+    None: the newest) that a node may leave out -- a Conv without ``group`` has group 1 -- by
+    name; the attributes without a default (required ones, ``kernel_shape``) and unknown ops
+    give none. Fresh copies: a list default is the caller's to keep."""
+    found = _schema_defaults(op_type, "" if domain == "ai.onnx" else domain, opset)
+    return {name: (list(v) if isinstance(v, list) else v.copy() if isinstance(v, np.ndarray) else v)
+            for name, v in found}
 
 
 def attribute_default(op_type: str, domain: str, opset: int | None, name: str) -> tuple[bool, Any]:
-    """``(True, value)``: the value ONNX's schema gives attribute ``name`` of ``op_type`` (in
-    ``domain`` at ``opset``) when a node leaves it out -- a Conv without ``group`` has group 1;
-    ``(False, None)`` when the schema gives none (a required attribute, an unknown op). A
-    fresh copy each call: a list default is the caller's to keep."""
-    value = _schema_default(op_type, "" if domain == "ai.onnx" else domain, opset, name)
-    if value is _NO_DEFAULT:
-        return False, None
-    return True, (list(value) if isinstance(value, list) else
-                  value.copy() if isinstance(value, np.ndarray) else value)
+    """``(True, value)``: attribute ``name``'s schema default (``attribute_defaults``);
+    ``(False, None)`` when the schema gives none."""
+    defaults = attribute_defaults(op_type, domain, opset)
+    return (True, defaults[name]) if name in defaults else (False, None)
 
 
 def _tensor_info(vi: onnx.ValueInfoProto, shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] | None = None) -> TensorInfo:

@@ -174,6 +174,11 @@ def test_a_rule_compares_an_attribute_a_node_leaves_out_as_its_onnx_default(clie
     assert nodes == {"a", "r"}
     nodes, _ = covered(("Conv", "strides", "==", [1, 1]))
     assert nodes == {"r"}
+    # the node panel shows the same reading: what a node leaves out, as its default
+    a = client.get(f"/api/models/{mid}/node?name=a").get_json()
+    b = client.get(f"/api/models/{mid}/node?name=b").get_json()
+    assert "group" not in a["attrs"] and a["attr_defaults"]["group"] == 1 and a["attr_defaults"]["auto_pad"] == "NOTSET"
+    assert b["attrs"]["group"] == 2 and "group" not in b["attr_defaults"] and "strides" not in b["attr_defaults"]
 
 
 def test_downloads_run_in_onnxruntime(client):

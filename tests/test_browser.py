@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
+from conftest import SAMPLE_MODELS as SAMPLES
 
 pytestmark = pytest.mark.browser
 
@@ -175,3 +176,25 @@ def test_the_timeline_prints_only_names_that_fit(server, page):
     shown = [b for b in bars if b["text"]]
     assert len(shown) < len(bars)                         # the narrowest bars print none
     assert all(b["text"] <= b["bar"] + 1 for b in shown), shown
+
+
+def test_the_node_panel_shows_the_attributes_a_node_leaves_out_as_their_defaults(server, page):
+    """resnet_small's convs write no ``group``: the panel says group 1, marked a default, beside
+    what the node sets (the oracle: onnx's own schema for Conv at the model's opset)."""
+    import onnx
+    from partition.onnx_io import attribute_defaults
+    model = onnx.load(str(SAMPLES / "resnet_small.onnx"))
+    conv = next(n for n in model.graph.node if n.name == "stem/conv")
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    left_out = {k: v for k, v in attribute_defaults("Conv", "", opset).items()
+                if k not in {a.name for a in conv.attribute}}
+    assert left_out.get("group") == 1
+    page.goto(server + "/models/sample-resnet_small")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click('g.node[data-id="stem/conv"]')
+    page.wait_for_selector("#tab-node:not([hidden]) #node-title")
+    rows = page.locator("#tab-node table.kv tr").all_inner_texts()
+    defaults = {r.split("\t")[0]: r.split("\t")[1] for r in rows if "(default)" in r}
+    assert {k: v.replace(" (default)", "") for k, v in defaults.items()} == {k: str(v) if not isinstance(v, str) else f'"{v}"' for k, v in left_out.items()}
+    set_here = [r.split("\t")[0] for r in rows if "(default)" not in r]
+    assert sorted(set_here) == sorted(a.name for a in conv.attribute)

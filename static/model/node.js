@@ -36,7 +36,10 @@
   function renderNode(n) {
     const named = n.attr_dtypes || {};   // a data-type enum with its name: "6 (INT32)"
     const attrs = Object.entries(n.attrs).map(([k, v]) => SG.row(k, [h("code", null, JSON.stringify(v).slice(0, 400)),
-      named[k] ? h("span", { class: "muted attr-dtype" }, " (" + named[k] + ")") : null]));
+      named[k] ? h("span", { class: "muted attr-dtype" }, " (" + named[k] + ")") : null]))
+      // left out by the node: ONNX's schema default, which every backend (and a rule) reads
+      .concat(Object.entries(n.attr_defaults || {}).map(([k, v]) => SG.row(h("span", { class: "muted" }, k),
+        [h("code", { class: "muted" }, JSON.stringify(v).slice(0, 400)), h("span", { class: "muted attr-default" }, " (default)")])));
     const bodies = Object.entries(n.bodies).map(([k, b]) => h("button", { "data-body": n.name + ":" + k, onclick: () => {
       S.body = S.body ? S.body + "|" + n.name + ":" + k : n.name + ":" + k; S.expanded.clear(); M.reload();
     } }, "open " + k + " (" + b.nodes + " nodes)"));
