@@ -24,6 +24,7 @@ counts more entries than ``MAX_FILES`` or whose declared sizes add up past the b
 
 from __future__ import annotations
 
+import os
 import shutil
 import tarfile
 import zipfile
@@ -202,14 +203,36 @@ def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> None:
                 _copy(src, dest / _safe_relative(checked.name), budget)
 
 
-def find_model(folder: Path) -> Path:
-    """The one ``.onnx`` file in an unpacked bundle (at any depth)."""
-    found = sorted(p for p in folder.rglob("*.onnx") if p.is_file() and not p.is_symlink())
+#: .onnx files named in the message about a folder holding several
+_NAMED = 10
+
+
+def find_model(folder: Path, advice: str = "upload one model per bundle") -> Path:
+    """The one ``.onnx`` file in an unpacked bundle or a model folder (at any depth).
+
+    The walk is bounded: it stops once it has seen more ``.onnx`` files than the message
+    names, and refuses a folder of more than ``MAX_FILES`` files -- a command line given a
+    home directory had walked all of it. Links are not followed (``os.walk``'s default)."""
+    found: list[Path] = []
+    seen = 0
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()   # a deterministic order: the same folder names the same files
+        for name in sorted(files):
+            seen += 1
+            if seen > MAX_FILES:
+                raise ModelError(f"more than {MAX_FILES} files under the folder; give the model's "
+                                 ".onnx file itself")
+            path = Path(root) / name
+            if name.endswith(".onnx") and path.is_file() and not path.is_symlink():
+                found.append(path)
+        if len(found) > _NAMED:
+            break
     if not found:
         raise ModelError("bundle has no .onnx file; include the model with its data files")
     if len(found) > 1:
-        names = ", ".join(str(p.relative_to(folder)) for p in found[:10])
-        raise ModelError(f"bundle has {len(found)} .onnx files ({names}); upload one model per bundle")
+        names = ", ".join(str(p.relative_to(folder)) for p in found[:_NAMED])
+        count = f"more than {_NAMED}" if len(found) > _NAMED else str(len(found))
+        raise ModelError(f"bundle has {count} .onnx files ({names}); {advice}")
     return found[0]
 
 
@@ -223,7 +246,7 @@ def open_model_path(path: str | Path, max_bytes: int, unpack_to: Path | None = N
     p = Path(path)
     if p.is_dir():
         try:
-            return find_model(p), p
+            return find_model(p, "give the model's .onnx file itself"), p
         except ModelError as exc:
             raise ModelError(f"{p}: is a directory, and a model folder must hold one .onnx file: {exc}") from None
     if is_archive(p.name):

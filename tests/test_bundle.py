@@ -109,6 +109,34 @@ def test_not_an_archive_and_model_count_errors(tmp_path):
         find_model(tmp_path / "empty")
 
 
+def test_a_model_folder_is_searched_within_bounds(tmp_path, monkeypatch):
+    """A folder on the command line is walked only as far as the answer needs: a home folder
+    full of models is named by its first few, and a huge tree is refused, not walked whole."""
+    import partition.bundle as bundle
+    from partition.bundle import open_model_path
+    one = tmp_path / "one"
+    (one / "data").mkdir(parents=True)
+    (one / "m.onnx").write_bytes(b"1")
+    (one / "data" / "w.bin").write_bytes(b"2")
+    assert open_model_path(one, 1 << 20) == (one / "m.onnx", one)
+    many = tmp_path / "many"
+    for i in range(30):
+        (many / f"d{i:02d}").mkdir(parents=True)
+        (many / f"d{i:02d}" / "model.onnx").write_bytes(b"x")
+    with pytest.raises(ModelError) as err:
+        open_model_path(many, 1 << 20)
+    text = str(err.value)
+    assert "more than 10 .onnx files" in text and "give the model's .onnx file itself" in text
+    assert "d00/model.onnx" in text and "d09/model.onnx" in text and "d10/" not in text
+    monkeypatch.setattr(bundle, "MAX_FILES", 25)
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    for i in range(26):
+        (wide / f"f{i:02d}.txt").write_bytes(b"")
+    with pytest.raises(ModelError, match="more than 25 files under the folder"):
+        open_model_path(wide, 1 << 20)
+
+
 def _tar_with_header(tmp_path: Path, kind: str, size: int, chain: int = 1) -> Path:
     """A plain .tar whose model member is preceded by ``chain`` extended headers of ``size`` bytes."""
     blocks = b""
