@@ -199,7 +199,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
 
 
 def cmd_gains(args: argparse.Namespace) -> int:
-    """``sglens gains MODEL --backend tensorrt [...]``: which op or node to support first."""
+    """``sglens gains MODEL [--backend tensorrt] [...]``: which op or node to support first."""
     from .errors import LensError
     from .tensorrt.gains import rank_gains
     if args.backend != "tensorrt":
@@ -212,8 +212,10 @@ def cmd_gains(args: argparse.Namespace) -> int:
         _print_json(report)
         return 0
     base = report["base"]
+    unknown = base.get("boundary_unknown") or 0   # symbolic-shape boundary tensors: no size, never 0 B
     print(f"target {report['target']}: {base['subgraphs']} subgraph(s), {base['covered']} node(s) covered, "
-          f"{base['boundary_bytes']} boundary bytes")
+          f"{base['boundary_bytes']} boundary bytes"
+          + (f" and {unknown} boundary tensor(s) of unknown size (symbolic shapes)" if unknown else ""))
     unit = "loadables" if report["target"] == "dla" else "subgraphs"
     for title, rows, label in (("op types", report["op_types"], "op_type"), ("nodes", report["nodes"], "node")):
         print(f"\n{title} (best first; --assume-supported to try one):")
@@ -241,7 +243,7 @@ def register(sub: Any) -> None:
     add_selection_options(p)
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("gains", help="tensorrt: rank the unsupported ops and nodes by what supporting them would gain")
-    add_selection_options(p)
+    add_selection_options(p, backend_default="tensorrt")   # the only backend it ranks
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_gains)
     p = sub.add_parser("groups", help="a node's incompatibility groups (ancestors / descendants)")

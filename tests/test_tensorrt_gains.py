@@ -84,6 +84,11 @@ def test_cli_gains_json_and_assume_supported(tmp_path):
                           "--trt-target", "dla", "--assume-supported", "Elu", "--json"],
                          capture_output=True, text=True, timeout=120, env=env)
     assert json.loads(out.stdout)["summary"]["dla"]["loadables"] == 1
+    # tensorrt is the backend gains ranks, so it is the default: no --backend gives the same report
+    out = subprocess.run([sys.executable, "-m", "sglens", "gains", str(path), "--trt-target", "dla", "--json"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == report
     out = subprocess.run([sys.executable, "-m", "sglens", "gains", str(path), "--backend", "default", "--ops", "Conv"],
                          capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 2 and "add --backend tensorrt" in out.stderr
@@ -96,3 +101,15 @@ def test_symbolic_boundaries_are_counted_apart_never_as_zero_bytes():
     report = rank_gains(graph, {})
     base = _figures(partition(graph, "tensorrt"))
     assert report["base"] == base and base["boundary_unknown"] > 0
+
+
+def test_the_command_line_says_how_many_boundary_tensors_have_no_size(tmp_path):
+    """The printed base line names the symbolic-shape boundary tensors beside the bytes, as the
+    web panel does: "0 boundary bytes" alone read as no traffic at all."""
+    graph = load_model(str(ROOT / "sample_models" / "cnn_dynamic.onnx"))
+    unknown = _figures(partition(graph, "tensorrt"))["boundary_unknown"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "sglens", "gains", str(ROOT / "sample_models" / "cnn_dynamic.onnx")],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"and {unknown} boundary tensor(s) of unknown size" in out.stdout.splitlines()[0]
