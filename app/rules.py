@@ -14,7 +14,8 @@ selectable when its op type is in ``ops`` and every condition naming its op
 (or ``*``) holds. A comparison reads the attribute as ONNX defines it: a node that
 leaves it out has its schema default (a Conv without ``group`` has group 1, so
 ``group == 1`` holds for it); an attribute with no default, left out, fails every
-comparison. ``exists`` / ``absent`` ask whether the node itself sets it. ``rule_property(spec)`` validates the JSON and returns a
+comparison. ``exists`` / ``absent`` ask whether the node itself sets it. Floats compare as
+ONNX stores them, in float32 (``alpha == 0.01`` holds for an alpha written as 0.01). ``rule_property(spec)`` validates the JSON and returns a
 ``SubgraphProperty`` for ``PartitionRun(graph, properties=[...])``.
 """
 
@@ -23,6 +24,8 @@ from __future__ import annotations
 import operator
 import re
 from typing import Any, Callable
+
+import numpy as np
 
 from partition.api import NodeView, SubgraphProperty, SubgraphSelector
 from partition.errors import LensError
@@ -55,6 +58,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _float32(value: Any) -> Any:
+    """Floats as ONNX stores them (float32), in a number or a list: ``alpha == 0.01`` holds for
+    a LeakyRelu whose alpha is 0.01, stored as 0.009999999776; compared as typed it never did."""
+    if isinstance(value, float):
+        with np.errstate(over="ignore"):   # past float32's range: inf, as ONNX would store it
+            return float(np.float32(value))
+    if isinstance(value, list):
+        return [_float32(v) for v in value]
+    return value
+
+
 class Condition:
     def __init__(self, op: str, attr: str, cmp: str, value: Any) -> None:
         self.op, self.attr, self.cmp, self.value = op, attr, cmp, value
@@ -76,7 +90,7 @@ class Condition:
             if not found:
                 return False
         try:
-            return bool(_CMPS[self.cmp](_plain(value), self.value))
+            return bool(_CMPS[self.cmp](_float32(_plain(value)), _float32(self.value)))
         except TypeError:
             return False
 

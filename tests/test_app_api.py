@@ -181,6 +181,32 @@ def test_a_rule_compares_an_attribute_a_node_leaves_out_as_its_onnx_default(clie
     assert b["attrs"]["group"] == 2 and "group" not in b["attr_defaults"] and "strides" not in b["attr_defaults"]
 
 
+def test_a_rule_compares_float_attributes_as_onnx_stores_them(client):
+    """ONNX keeps float attributes in float32: 0.2 is stored as 0.2000000030, so a condition
+    typed as 0.2 compares in float32 too; the default alpha (0.01) likewise."""
+    import numpy as np
+    from onnx import TensorProto, helper
+    from conftest import make_model
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["a"], name="a", alpha=0.2),
+             helper.make_node("LeakyRelu", ["a"], ["b"], name="b")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                       [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])])
+    mid = _upload(client, model.SerializeToString()).get_json()["id"]
+    assert client.get(f"/api/models/{mid}/node?name=a").get_json()["attrs"]["alpha"] == float(np.float32(0.2)) != 0.2
+
+    def covered(cmp, value):
+        rule = {"ops": ["LeakyRelu"], "conditions": [{"op": "LeakyRelu", "attr": "alpha", "cmp": cmp, "value": value}]}
+        got = client.post(f"/api/models/{mid}/partition", json={"backend": "rule", "rule": rule, "min_size": 1}).get_json()
+        return {n for sg in got["subgraphs"] for n in sg["nodes"]}
+
+    assert covered("==", 0.2) == {"a"}
+    assert covered("==", 0.01) == {"b"}
+    assert covered("in", [0.01, 0.2]) == {"a", "b"}
+    assert covered("!=", 0.2) == {"b"}
+    assert covered("<", 0.1) == {"b"}
+    assert covered(">=", 1e300) == set()     # past float32's range: inf, no error
+
+
 def test_downloads_run_in_onnxruntime(client):
     q = "backend=tensorrt"
     sub = client.get(f"/api/models/sample-resnet_small/subgraphs/0.onnx?{q}")
