@@ -17,7 +17,6 @@ names and order (apache/mxnet#14727 lost them).
 from __future__ import annotations
 
 import functools
-
 import os
 from pathlib import Path
 from typing import Any, Mapping

@@ -75,8 +75,7 @@
     if (!names.length) return null;
     const find = (list, n) => list.find(s => s.node === n);
     // a reason shared by every subgraph of a run (65 times "auto: tensorrt does not import ...") is said once
-    const shared = list => (list.length > 1 && list.every(s => s.reason === list[0].reason) ? list[0].reason || null : null);
-    const common = { a: shared(sa), b: shared(sb) };
+    const common = { a: SG.sharedReason(sa), b: SG.sharedReason(sb) };
     const cell = (s, side) => (s ? [h("b", null, s.executor || "?"),
       s.reason && s.reason !== common[side] ? h("div", { class: "muted why" }, s.reason) : null] : "—");
     const cost = s => (s ? SG.ms(s.seconds) + (s.device_seconds != null ? " (GPU " + SG.ms(s.device_seconds) + ")" : "") + ", peak " + SG.bytes(s.peak_bytes) + SG.poolPeak(s) : "—");

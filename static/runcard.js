@@ -112,18 +112,24 @@
   }
 
   /* Per subgraph: what ran it (auto resolved) and why, its time and peak memory. */
+  /* The reason every subgraph of a run shares (23 rows of "auto: tensorrt does not import ..."
+     on a quantized CRNN), to say once; null when they differ or there is one subgraph. */
+  SG.sharedReason = list => (list.length > 1 && list.every(s => s.reason === list[0].reason) ? list[0].reason || null : null);
+
   SG.subgraphRuntimeTable = function (c, r, opts) {
     const subs = c.subgraphs || [];
     if (!subs.length) return null;
     const members = {};
     for (const s of ((r.partition || {}).subgraphs || [])) members[s.id] = s.nodes || [];
-    return h("table", { class: "grid run-subgraphs" },
-      SG.headRow("subgraph", "property", "ran on", "why", "median ms", "peak memory"),
+    const common = SG.sharedReason(subs);
+    const table = h("table", { class: "grid run-subgraphs" },
+      SG.headRow(...["subgraph", "property", "ran on"].concat(common ? [] : ["why"], ["median ms", "peak memory"])),
       subs.map(s => h("tr", { "data-subgraph": String(s.id), "data-runtime": s.executor || "?" },
         [h("td", null, "#" + s.id + " ", SG.nodeLink(s.node, opts, members[s.id])), h("td", null, s.property || ""),
-          h("td", { class: "ran-on" }, h("b", null, s.executor || "?")), h("td", { class: "why" }, s.reason || ""),
+          h("td", { class: "ran-on" }, h("b", null, s.executor || "?")), common ? null : h("td", { class: "why" }, s.reason || ""),
           h("td", null, ms(s.seconds) + (s.device_seconds != null ? " (GPU " + ms(s.device_seconds) + ")" : "")),
           h("td", { class: "sg-peak" }, SG.bytes(s.peak_bytes) + SG.poolPeak(s))])));
+    return common ? [h("p", { class: "muted why", "data-shared": "run" }, "every subgraph: " + common), table] : table;
   };
 
   /* GPU runs: the cupy pool's high-water mark beside the live-tensor peak ("" elsewhere). */

@@ -283,9 +283,17 @@ def test_history_columns_and_what_differs_between_two_runs(server, page):
     # the card: what ran each subgraph, and why
     rows = page.locator("#run-plots table.run-subgraphs tr[data-runtime]")
     assert rows.count() == 2
+    newest = app.extensions["sglens"].runs.get(app.extensions["sglens"].runs.list()[0]["id"])
+    reasons = [s["reason"] for s in newest["result"]["comparison"]["subgraphs"]]
+    shared = page.locator("#run-plots p[data-shared]")
     for k in range(2):
         assert rows.nth(k).get_attribute("data-runtime") in ("engine", "onnxruntime")
-        assert rows.nth(k).locator(".why").inner_text().strip()
+    if len(set(reasons)) == 1:   # one reason for both: said once above the table, no column
+        assert shared.inner_text() == "every subgraph: " + reasons[0]
+        assert rows.nth(0).locator(".why").count() == 0
+    else:
+        assert shared.count() == 0
+        assert [rows.nth(k).locator(".why").inner_text().strip() for k in range(2)] == reasons
     assert "→ ran on" in page.inner_text("#run-plots .run-setup")
     # ... and what ran the rest of the graph (issue 23): our engine unless asked otherwise
     host = page.locator("#run-plots .run-setup .run-host")
@@ -396,3 +404,28 @@ def test_a_gpu_runs_cuda_graph_column_reads_its_report_as_text(server, page):
     assert cases[2] == "eager: <img src=x onerror=alert(1)>: Loop"
     assert cases[3] == "eager: CaptureUnsupported: int32"
     assert cases[4] == "–"
+
+
+def test_the_card_says_a_reason_every_subgraph_shares_once_and_differing_ones_per_row(server, page):
+    """The card's table of what ran each subgraph, drawn by the page's own code from two
+    results: one where every subgraph ran for the same reason (a CRNN's 23 rows of "auto:
+    tensorrt does not import ...") and one where they differ."""
+    url, _ = server
+    page.goto(url + CYCLE)
+    page.wait_for_selector("body[data-ready='1']")
+    draw = """reasons => {
+        const subs = reasons.map((why, i) => ({ id: i, node: "sg" + i, property: "tensorrt", executor: "onnxruntime",
+                                               reason: why, seconds: 0.001, peak_bytes: 10 }));
+        const box = document.createElement("div");
+        SG.fill(box, SG.subgraphRuntimeTable({ subgraphs: subs }, { partition: { subgraphs: [] } }, {}));
+        return { shared: [...box.querySelectorAll("p[data-shared]")].map(p => p.textContent),
+                 heads: [...box.querySelectorAll("th")].map(t => t.textContent),
+                 whys: [...box.querySelectorAll("td.why")].map(t => t.textContent) };
+    }"""
+    same = page.evaluate(draw, ["no tensorrt here"] * 3)
+    assert same["shared"] == ["every subgraph: no tensorrt here"] and "why" not in same["heads"] and not same["whys"]
+    mixed = page.evaluate(draw, ["no tensorrt here", "refused by onnxruntime", "no tensorrt here"])
+    assert mixed["shared"] == [] and "why" in mixed["heads"]
+    assert mixed["whys"] == ["no tensorrt here", "refused by onnxruntime", "no tensorrt here"]
+    one = page.evaluate(draw, ["no tensorrt here"])           # a single subgraph keeps its row's reason
+    assert one["shared"] == [] and one["whys"] == ["no tensorrt here"]
