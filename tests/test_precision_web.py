@@ -145,6 +145,15 @@ def test_browser_bisection_end_to_end(app):
             page.click("#p-download")
         marked = onnx.load_model_from_string(open(dl.value.path(), "rb").read())
         assert pinned_nodes(marked) == pins
+        # a real exporter's node names are long unbroken paths: the panel wraps them instead of
+        # cutting them off at its edge (BERT's /model/encoder/layer.0/attention/output/LayerNorm/...)
+        page.evaluate("""() => { const c = document.createElement("code"); c.className = "cand";
+            c.textContent = "/model/" + "encoder/layer.0/attention/output/".repeat(8);
+            document.getElementById("p-candidate").appendChild(c);
+            const r = document.getElementById("p-result"); r.textContent += " " + c.textContent; }""")
+        width, shown = page.evaluate("() => { const s = document.querySelector('.precisionpage .side');"
+                                     " return [s.scrollWidth, s.clientWidth]; }")
+        assert width <= shown, (width, shown)
 
 
 def _strict(text: str):
