@@ -15,8 +15,9 @@ selectable when its op type is in ``ops`` and every condition naming its op
 leaves it out has its schema default (a Conv without ``group`` has group 1, so
 ``group == 1`` holds for it); an attribute with no default, left out, fails every
 comparison. ``exists`` / ``absent`` ask whether the node itself sets it. Floats compare as
-ONNX stores them, in float32 (``alpha == 0.01`` holds for an alpha written as 0.01). ``rule_property(spec)`` validates the JSON and returns a
-``SubgraphProperty`` for ``PartitionRun(graph, properties=[...])``.
+ONNX stores them, in float32 (``alpha == 0.01`` holds for an alpha written as 0.01).
+``rule_property(spec)`` validates the JSON and returns a ``SubgraphProperty`` for
+``PartitionRun(graph, properties=[...])``.
 """
 
 from __future__ import annotations

@@ -111,11 +111,12 @@
       used.specs.map(s => SG.row(h("code", null, s.name), "[" + s.shape.join(", ") + "]", s.dtype, SG.fillText(s))));
   }
 
-  /* Per subgraph: what ran it (auto resolved) and why, its time and peak memory. */
   /* The reason every subgraph of a run shares (23 rows of "auto: tensorrt does not import ..."
      on a quantized CRNN), to say once; null when they differ or there is one subgraph. */
   SG.sharedReason = list => (list.length > 1 && list.every(s => s.reason === list[0].reason) ? list[0].reason || null : null);
 
+  /* Per subgraph: what ran it (auto resolved) and why (said once above when all share it), its
+     time and peak memory. */
   SG.subgraphRuntimeTable = function (c, r, opts) {
     const subs = c.subgraphs || [];
     if (!subs.length) return null;
