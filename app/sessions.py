@@ -145,6 +145,10 @@ def breakpoint_matcher(graph: Graph, spec: dict[str, Any]) -> Callable[[TraceEve
     # A name or op type the model lacks can never match: refuse it, rather than run to the
     # end of the trace as if the user had asked for that.
     if node is not None and node not in by_name:
+        holder = _body_holder(graph, node)
+        if holder is not None:   # the selector steps over the top-level graph only
+            raise ApiError(f"node '{node}' is inside the body of '{holder}': the selector steps over the "
+                           f"top-level graph, so break at '{holder}'")
         raise ApiError(f"no node named '{node}' in this model; give a node name as the graph shows it")
     if op is not None and all(n.op_type != op for n in graph.nodes):
         raise ApiError(f"no node of op type '{op}' in this model (op types are case-sensitive, e.g. 'Conv')")
@@ -164,6 +168,19 @@ def breakpoint_matcher(graph: Graph, spec: dict[str, Any]) -> Callable[[TraceEve
             return True
         return False
     return match
+
+
+def _body_holder(graph: Graph, name: str) -> str | None:
+    """The top-level node whose bodies (at any depth) hold a node named ``name``, if any."""
+    for top in graph.nodes:
+        stack = list(top.subgraphs.values())
+        while stack:
+            body = stack.pop()
+            for n in body.nodes:
+                if n.name == name:
+                    return top.name
+                stack.extend(n.subgraphs.values())
+    return None
 
 
 class SessionStore:

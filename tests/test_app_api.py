@@ -334,6 +334,12 @@ def test_session_errors_and_isolation(client, app):
                                  json={"action": "run", "index": 0, "breakpoint": spec}), 400)
         assert f"'{named}'" in err and "in this model" in err
     assert client.get(f"/api/sessions/{b['id']}").get_json()["known"] == 1
+    # a node inside a body is named with the control-flow node that holds it: the one to break at
+    s = client.post("/api/sessions", json={"model": "sample-loop_model", "backend": "default", "ops": "Loop,Mul"})
+    assert s.status_code == 201, s.get_data(as_text=True)
+    err = _error(client.post(f"/api/sessions/{s.get_json()['id']}/step",
+                             json={"action": "run", "index": 0, "breakpoint": {"node": "loop/body/mul_decay"}}), 400)
+    assert "inside the body of 'loop/loop'" in err and "break at 'loop/loop'" in err
     _error(client.post("/api/sessions/not-a-session/step", json={}), 404)
     _error(client.post("/api/sessions", json={"model": "sample-trt_cycle", "backend": "nope"}), 400)
     _error(client.post("/api/sessions", json={}), 400)

@@ -198,3 +198,22 @@ def test_the_node_panel_shows_the_attributes_a_node_leaves_out_as_their_defaults
     assert {k: v.replace(" (default)", "") for k, v in defaults.items()} == {k: str(v) if not isinstance(v, str) else f'"{v}"' for k, v in left_out.items()}
     set_here = [r.split("\t")[0] for r in rows if "(default)" not in r]
     assert sorted(set_here) == sorted(a.name for a in conv.attribute)
+
+
+def test_break_at_a_node_inside_a_body_breaks_at_the_node_holding_it(server, page):
+    """The selector steps over the top-level graph: from a Loop body's node the panel offers the
+    Loop itself, and a top-level node offers itself."""
+    page.goto(server + "/models/sample-loop_model")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click('g.node[data-id="loop/loop"]')
+    page.wait_for_selector("#node-break")
+    assert page.get_attribute("#node-break", "data-target") == "loop/loop"
+    assert page.inner_text("#node-break") == "break at this node"
+    page.click('button[data-body="loop/loop:body"]')
+    page.wait_for_selector('g.node[data-id="loop/body/mul_decay"]')
+    page.click('g.node[data-id="loop/body/mul_decay"]')
+    page.wait_for_selector("#node-title:has-text('loop/body/mul_decay')")
+    assert page.get_attribute("#node-break", "data-target") == "loop/loop"
+    assert "break at loop/loop (holds this body)" == page.inner_text("#node-break")
+    page.click("#node-break")
+    assert page.input_value("#bp-value") == "loop/loop" and page.input_value("#bp-type") == "node"

@@ -44,7 +44,11 @@
       S.body = S.body ? S.body + "|" + n.name + ":" + k : n.name + ":" + k; S.expanded.clear(); M.reload();
     } }, "open " + k + " (" + b.nodes + " nodes)"));
     const groupsBtn = h("button", { id: "node-groups", hidden: !!S.body, onclick: () => M.showGroups(n.name) }, "incompatibility groups");
-    const breakBtn = h("button", { id: "node-break", onclick: () => { $("bp-type").value = "node"; M.syncBp(); $("bp-value").value = n.name; M.showTab("debug"); } }, "break at this node");
+    // the selector steps over the top-level graph: a node inside a body breaks at the node holding it
+    const first = S.body ? S.body.split("|")[0] : "";
+    const target = S.body ? first.slice(0, first.lastIndexOf(":")) : n.name;
+    const breakBtn = h("button", { id: "node-break", "data-target": target, onclick: () => { $("bp-type").value = "node"; M.syncBp(); $("bp-value").value = target; M.showTab("debug"); } },
+      S.body ? "break at " + target + " (holds this body)" : "break at this node");
     SG.fill($("tab-node"),
       h("h3", { id: "node-title" }, n.op_type + " ", h("code", null, n.name)),
       n.domain ? h("p", null, "domain " + n.domain) : null,
