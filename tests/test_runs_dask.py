@@ -178,8 +178,8 @@ def _worker_malloc_environ() -> dict:
 def test_a_local_worker_allocates_as_the_command_line_does(served):
     """Dask's nanny sets MALLOC_TRIM_THRESHOLD_ in its workers, which pins glibc's mmap
     threshold: every tensor above 128 KiB was mapped and page-faulted afresh on each run, and
-    a browser run of a real CNN took 1.5x the command line's time (onnxruntime's arena was
-    unaffected). The app's workers run with glibc's defaults."""
+    a browser run of a real CNN took 1.4x the command line's time on our engine (1.3x on
+    onnxruntime). The app's workers run with glibc's defaults."""
     _, lens = served
     (found,) = lens.jobs.client.run(_worker_malloc_environ).values()
     assert found == {}
