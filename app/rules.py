@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import operator
 import re
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -127,10 +128,7 @@ class RuleProperty(SubgraphProperty):
     def why_not(self, node: NodeView) -> str | None:
         if node.op_type not in self.ops:
             return f"op {node.op_type} is not in the rule's op types"
-        opset = node.graph.opset.get("" if node.domain in ("", "ai.onnx") else node.domain)
-
-        def default(name: str) -> tuple[bool, Any]:
-            return attribute_default(node.op_type, node.domain, opset, name)
+        default = partial(attribute_default, node.op_type, node.domain, node.graph.opset)
         for c in self.conditions:
             if c.applies(node.op_type) and not c.holds(node.attrs, default):
                 return f"{node.op_type}: condition '{c.text()}' does not hold"

@@ -151,9 +151,8 @@ def node_json(graph: Graph, node: Node, offset: int = 0) -> dict[str, Any]:
     data["attr_dtypes"] = {k: name for k, name in named.items() if name is not None}
     # what the node leaves out, as ONNX's schema fills it in (the values a rule condition and
     # every backend read): a Conv without ``group`` shows "group 1 (default)"
-    opset = graph.opset.get("" if node.domain in ("", "ai.onnx") else node.domain)
     data["attr_defaults"] = {k: attr_json(v) for k, v in
-                             attribute_defaults(node.op_type, node.domain, opset).items() if k not in node.attrs}
+                             attribute_defaults(node.op_type, node.domain, graph.opset).items() if k not in node.attrs}
     _capped(data, "inputs", list(node.inputs), offset, "; ask ?offset=N for more")
     data["inputs"] = [dict(tensor_json(graph.info(t)) if t else {"name": "", "dtype": None, "shape": None},
                            weight=t in graph.initializers,

@@ -314,31 +314,42 @@ def _attr_value(a: onnx.AttributeProto) -> Any:
 
 
 @functools.lru_cache(maxsize=1024)
-def _schema_defaults(op_type: str, domain: str, opset: int | None) -> tuple[tuple[str, Any], ...]:
+def _schema_defaults(op_type: str, domain: str, opset: int | None) -> dict[str, Any]:
+    """Cached and shared: read it, hand out copies (``_fresh``)."""
     try:
         schema = onnx.defs.get_schema(op_type, opset if opset is not None else onnx.defs.onnx_opset_version(),
                                       domain)
     except onnx.defs.SchemaError:  # a custom op, or an op newer than the model's opset
-        return ()
-    return tuple((name, _attr_value(a.default_value)) for name, a in sorted(schema.attributes.items())
-                 if a.default_value.type != onnx.AttributeProto.UNDEFINED)
+        return {}
+    return {name: _attr_value(a.default_value) for name, a in sorted(schema.attributes.items())
+            if a.default_value.type != onnx.AttributeProto.UNDEFINED}
 
 
-def attribute_defaults(op_type: str, domain: str, opset: int | None) -> dict[str, Any]:
-    """The values ONNX's schema gives the attributes of ``op_type`` (in ``domain`` at ``opset``;
-    None: the newest) that a node may leave out -- a Conv without ``group`` has group 1 -- by
-    name; the attributes without a default (required ones, ``kernel_shape``) and unknown ops
-    give none. Fresh copies: a list default is the caller's to keep."""
-    found = _schema_defaults(op_type, "" if domain == "ai.onnx" else domain, opset)
-    return {name: (list(v) if isinstance(v, list) else v.copy() if isinstance(v, np.ndarray) else v)
-            for name, v in found}
+def _schema_of(op_type: str, domain: str, opsets: Mapping[str, int]) -> dict[str, Any]:
+    domain = "" if domain in ("", "ai.onnx") else domain
+    version = opsets.get(domain, opsets.get("ai.onnx") if domain == "" else None)
+    return _schema_defaults(op_type, domain, version)
 
 
-def attribute_default(op_type: str, domain: str, opset: int | None, name: str) -> tuple[bool, Any]:
-    """``(True, value)``: attribute ``name``'s schema default (``attribute_defaults``);
-    ``(False, None)`` when the schema gives none."""
-    defaults = attribute_defaults(op_type, domain, opset)
-    return (True, defaults[name]) if name in defaults else (False, None)
+def _fresh(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value.copy() if isinstance(value, np.ndarray) else value
+
+
+def attribute_defaults(op_type: str, domain: str, opsets: Mapping[str, int]) -> dict[str, Any]:
+    """The values ONNX's schema gives the attributes of ``op_type`` in ``domain``, at the version
+    ``opsets`` (a graph's opset imports; none for the domain: the newest) imports, that a node
+    may leave out -- a Conv without ``group`` has group 1 -- by name. The attributes without a
+    default (required ones, ``kernel_shape``) and unknown ops give none. Fresh copies: a list
+    default is the caller's to keep."""
+    return {name: _fresh(v) for name, v in _schema_of(op_type, domain, opsets).items()}
+
+
+def attribute_default(op_type: str, domain: str, opsets: Mapping[str, int], name: str) -> tuple[bool, Any]:
+    """``(True, value)``: attribute ``name``'s schema default (as ``attribute_defaults``);
+    ``(False, None)`` when the schema gives none. Copies that one value only: a rule asks on
+    every selector call of the partitioning."""
+    found = _schema_of(op_type, domain, opsets)
+    return (True, _fresh(found[name])) if name in found else (False, None)
 
 
 def _tensor_info(vi: onnx.ValueInfoProto, shapes: dict[tuple[Dim, ...], tuple[Dim, ...]] | None = None) -> TensorInfo:

@@ -186,7 +186,7 @@ def test_the_node_panel_shows_the_attributes_a_node_leaves_out_as_their_defaults
     model = onnx.load(str(SAMPLES / "resnet_small.onnx"))
     conv = next(n for n in model.graph.node if n.name == "stem/conv")
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    left_out = {k: v for k, v in attribute_defaults("Conv", "", opset).items()
+    left_out = {k: v for k, v in attribute_defaults("Conv", "", {"": opset}).items()
                 if k not in {a.name for a in conv.attribute}}
     assert left_out.get("group") == 1
     page.goto(server + "/models/sample-resnet_small")

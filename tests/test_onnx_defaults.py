@@ -19,12 +19,13 @@ from partition.onnx_io import attribute_default
     ("TreeEnsembleClassifier", "ai.onnx.ml", 3, "post_transform", (True, "NONE")),
 ])
 def test_the_schema_default_or_none(op, domain, opset, name, expected):
-    assert attribute_default(op, domain, opset, name) == expected
+    imports = {"" if domain == "ai.onnx" else domain: opset}   # a graph's opset imports
+    assert attribute_default(op, domain, imports, name) == expected
 
 
 def test_the_default_follows_the_models_opset():
     # LeakyRelu's alpha is 0.01 at every opset; Softmax's axis was 1 before opset 13 and -1 after
-    assert attribute_default("Softmax", "", 11, "axis") == (True, 1)
-    assert attribute_default("Softmax", "", 17, "axis") == (True, -1)
-    found, alpha = attribute_default("LeakyRelu", "", 16, "alpha")
+    assert attribute_default("Softmax", "", {"": 11}, "axis") == (True, 1)
+    assert attribute_default("Softmax", "", {"": 17}, "axis") == (True, -1)
+    found, alpha = attribute_default("LeakyRelu", "", {"": 16}, "alpha")
     assert found and alpha == pytest.approx(0.01)
