@@ -231,15 +231,15 @@ def reference_refused(exc: BaseException, feeds: Mapping[str, np.ndarray]):
     (outermost first: an If or Loop, then the node inside), its innermost message, and the inputs
     it was given. Nearly always the inputs are not what the model expects (a length the model
     cannot pad, a sample rate it does not know), and the inputs are what the user can change."""
-    from .run_errors import RunError
+    from .run_errors import InputsRefused
     text = " ".join(str(exc).split())
     where = " > ".join(f"'{name}' ({op})" for op, name in _ORT_NODE.findall(text))
     said = text.rsplit("Status Message:", 1)[-1].strip() or type(exc).__name__
     given = ", ".join(f"{k} {list(np.shape(v))} {np.asarray(v).dtype}" for k, v in feeds.items())
-    return RunError(f"onnxruntime, the reference, refused these inputs{' at node ' + where if where else ''}: "
-                    f"{said}. Inputs given: {given}. Give the shapes and values the model expects "
-                    "(symbolic axes are 1 unless set; integer inputs such as a sample rate may "
-                    "need a constant)")
+    return InputsRefused(f"onnxruntime, the reference, refused these inputs{' at node ' + where if where else ''}: "
+                         f"{said}. Inputs given: {given}. Give the shapes and values the model expects "
+                         "(a symbolic axis's size is a guess unless set; integer inputs such as a "
+                         "sample rate may need a constant)")
 
 
 def _run_ort(model: onnx.ModelProto, extra: list[str], device: str, feeds: Mapping[str, np.ndarray],

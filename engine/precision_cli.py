@@ -61,7 +61,8 @@ def cmd_precision(args: argparse.Namespace) -> int:
     request = PrecisionRequest(target=args.target, atol=args.atol, rtol=args.rtol,
                                max_runs=args.max_runs, selection=selection_from_args(args), scope=args.scope,
                                analyse=args.analyse)
-    graph, model, feeds, notes = _prepare(args)
+    prepared = _prepare(args)
+    graph, model, feeds, notes = prepared.graph, prepared.model, prepared.feeds, prepared.notes
     with tqdm(desc="precision", unit="run", file=sys.stderr, disable=None, leave=False) as bar:
         def progress(event: dict[str, Any]) -> None:
             bar.set_description(f"precision: {event['stage']}, {event.get('pins', 0)} pinned")

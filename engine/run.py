@@ -35,7 +35,7 @@ from .host_regions import HOST_PROPERTY, HOST_RUNTIMES, host_regions, left_on_en
 from .measure import NodeTimeline, chrome_trace, timeline_json
 from .options import DEVICES
 from .profiling import FnRecord
-from .run_errors import RunError
+from .run_errors import InputsRefused, KernelFailure, RunError
 from .subgraph_ops import EXECUTORS
 
 Progress = Callable[[str, float, str], None]
@@ -166,12 +166,15 @@ def run(spec: RunSpec, graph: Graph, model: Any, properties: list | None, *,
         at, message = stages.get(name, (0.2, name))
         report("compare", at, message)  # also where a cancel takes effect
     timeline = NodeTimeline()
-    c = compare(graph, model, feeds, partitioned=part, partitioned_graph=run_graph,
-                executor=spec.subgraph_runtime, device=spec.device, repeat=spec.repeat, warmup=spec.warmup,
-                label=spec.label, kernels=spec.kernels, progress=stage, tolerance=inputs.tolerance,
-                engine_name=spec.engine_name,
-                memory_limit=spec.memory_limit, memory_hint=spec.memory_hint, timeline=timeline,
-                runtime_by_property=((HOST_PROPERTY, "onnxruntime"),) if host else ())
+    try:
+        c = compare(graph, model, feeds, partitioned=part, partitioned_graph=run_graph,
+                    executor=spec.subgraph_runtime, device=spec.device, repeat=spec.repeat, warmup=spec.warmup,
+                    label=spec.label, kernels=spec.kernels, progress=stage, tolerance=inputs.tolerance,
+                    engine_name=spec.engine_name,
+                    memory_limit=spec.memory_limit, memory_hint=spec.memory_hint, timeline=timeline,
+                    runtime_by_property=((HOST_PROPERTY, "onnxruntime"),) if host else ())
+    except (KernelFailure, InputsRefused) as exc:
+        raise _with_sizes_found(exc, graph, model, inputs, report, check) from None
     report("report", 0.95, "writing the report")
     measured = c.measurements.get("partitioned") or c.measurements["engine"]
     shown = run_graph if run_graph is not None else graph
@@ -186,6 +189,23 @@ def run(spec: RunSpec, graph: Graph, model: Any, properties: list | None, *,
         inputs={**inputs.to_json(),
                 "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in feeds.items()}},
         host=host)
+
+
+def _with_sizes_found(exc: RunError, graph: Graph, model: Any, inputs: Any, report: Progress,
+                      check: Callable[[], None]) -> RunError:
+    """``exc`` saying which sizes of the symbolic axes onnxruntime runs (``size_probe``), where
+    the inputs were made from specs (the web's form) and some axis was left to a guess."""
+    from .size_probe import guessed_axes, probe_sizes
+    specs = getattr(inputs, "specs", None)
+    axes = guessed_axes(graph, specs) if specs else []
+    if not axes:
+        return exc
+    report("compare", 0.9, "the run failed: trying other sizes of the symbolic axes on onnxruntime")
+    probe = probe_sizes(model, graph, specs, axes, files=getattr(inputs, "files", None),
+                        known_refused=isinstance(exc, InputsRefused), check=check)
+    if probe is None:
+        return exc
+    return RunError(f"{str(exc).rstrip('.')}. {probe.sentence()}.")
 
 
 def _partition(spec: RunSpec, graph: Graph, properties: list | None, report: Progress,

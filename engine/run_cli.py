@@ -24,7 +24,7 @@ import contextlib
 import json
 import os
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 from partition.runner import partition
@@ -148,14 +148,27 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------ shared --
-def _prepare(args: argparse.Namespace):
-    """(graph, model proto, feeds, notes) from the parsed arguments."""
+@dataclass
+class Prepared:
+    """A command's model and inputs, and what was guessed of them (for a failure to say)."""
+
+    graph: Any
+    model: Any
+    feeds: dict[str, Any]
+    notes: list[str]                 # what was assumed, said after a run
+    specs: list[Any] = field(default_factory=list)      # empty: the inputs came from a file
+    guessed: list[Any] = field(default_factory=list)    # GuessedAxis: sizes no option set
+
+
+def _prepare(args: argparse.Namespace) -> Prepared:
+    """The graph, model proto, feeds and notes of the parsed arguments."""
     from partition.onnx_io import load_model, read_model_proto
 
     from .budget import CLI_HINT, check_memory_budget, parse_size
     from .input_spec import (check_specs, check_with_inference, materialize, parse_constant, parse_shape,
                              specs_from_options)
     from .inputs import input_file_shapes, load_inputs, parse_dims
+    from .size_probe import guessed_axes
     dims = parse_dims(args.dim)
     limit = parse_size(args.memory_limit) if args.memory_limit is not None else default_memory_limit()
     from partition.bundle import open_model_path
@@ -170,30 +183,43 @@ def _prepare(args: argparse.Namespace):
             check_memory_budget(graph, input_file_shapes(args.inputs, graph), limit, hint=CLI_HINT)
         feeds = load_inputs(args.inputs, graph)
         check_memory_budget(graph, feeds, limit, hint=CLI_HINT)
-    else:
-        specs = specs_from_options(graph, dims=dims, shapes=dict(parse_shape(t) for t in args.shape),
-                                   fill=args.fill, value_range=_parse_range(args.range), seed=args.seed,
-                                   constants=dict(parse_constant(t) for t in args.const), notes=notes)
-        check_specs(graph, specs, {})
-        # The budget is checked on the shapes, before the values are made.
-        check_memory_budget(graph, {s.name: tuple(s.shape) for s in specs}, limit, hint=CLI_HINT)
-        feeds = materialize(graph, specs)
-        check_with_inference(model, feeds)
-    return graph, model, feeds, notes
+        return Prepared(graph, model, feeds, notes)
+    shapes = dict(parse_shape(t) for t in args.shape)
+    specs = specs_from_options(graph, dims=dims, shapes=shapes,
+                               fill=args.fill, value_range=_parse_range(args.range), seed=args.seed,
+                               constants=dict(parse_constant(t) for t in args.const), notes=notes)
+    check_specs(graph, specs, {})
+    # The budget is checked on the shapes, before the values are made.
+    check_memory_budget(graph, {s.name: tuple(s.shape) for s in specs}, limit, hint=CLI_HINT)
+    prepared = Prepared(graph, model, materialize(graph, specs), notes, specs,
+                        guessed_axes(graph, specs, set_inputs=list(shapes), set_dims=list(dims)))
+    with _inputs_named_on_failure(prepared, refused=(InputError,)):
+        check_with_inference(model, prepared.feeds)   # ONNX shape inference refuses the sizes
+    return prepared
 
 
 @contextlib.contextmanager
-def _inputs_named_on_failure(notes: list[str]) -> Iterator[None]:
-    """A node that fails on inputs the user did not give says what was assumed of them (the notes
-    of ``_prepare``, printed only after a run): silero-VAD's STFT conv needs 512 samples, and the
-    error alone ("the padded input has only 192") did not say that 192 was our guess."""
-    given = list(notes)
+def _inputs_named_on_failure(prepared: Prepared, refused: tuple[type, ...] = ()) -> Iterator[None]:
+    """A run that fails on inputs the user did not give says what was assumed of them (the notes
+    of ``_prepare``, printed only after a run): silero-VAD's STFT conv needs more samples, and
+    the error alone ("the padded input has only 192") did not say that 192 was our guess. Where
+    sizes were guessed, it also says which sizes onnxruntime runs (``size_probe``). ``refused``:
+    the errors that mean the inputs were refused (by default a failing node, or onnxruntime's
+    refusal of the reference run)."""
+    from .run_errors import InputsRefused
+    given = list(prepared.notes)
     try:
         yield
-    except KernelFailure as exc:
+    except refused or (KernelFailure, InputsRefused) as exc:
         if not given:
             raise
-        raise RunError(f"{exc}. The inputs were not all given: {'; '.join(given)}") from None
+        found = ""
+        if prepared.guessed:
+            from .size_probe import probe_sizes
+            probe = probe_sizes(prepared.model, prepared.graph, prepared.specs, prepared.guessed,
+                                known_refused=not isinstance(exc, KernelFailure))
+            found = f" {probe.sentence(flags=True)}." if probe else ""
+        raise RunError(f"{str(exc).rstrip('.')}. The inputs were not all given: {'; '.join(given)}.{found}") from None
 
 
 def default_memory_limit() -> int | None:
@@ -235,7 +261,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise RunError(f"--workers {args.workers}: needs at least 1 (or leave it out for the CPU count)")
     _start_time_limit(args, "run")
-    graph, _model, feeds, notes = _prepare(args)
+    prepared = _prepare(args)
+    graph, feeds, notes = prepared.graph, prepared.feeds, prepared.notes
     result = _partition(graph, args)
     by_property: tuple[tuple[str, str], ...] = ()
     if result is not None:
@@ -249,7 +276,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     fallback.check(graph)
     with Executor(graph, device=args.device, subgraph_runtime=args.subgraph_runtime, engine_name=args.engine,
                   workers=args.workers, node_times=profiler, kernels=fallback,
-                  runtime_by_property=by_property) as ex, _inputs_named_on_failure(notes):
+                  runtime_by_property=by_property) as ex, _inputs_named_on_failure(prepared):
         m = measure(ex, feeds, repeat=args.repeat, warmup=1, profiler=profiler,
                     label=f"{args.model}")
         notes.extend(gpu_plan.device_read_notes(ex))  # GPU: the syncs the plan could not avoid
@@ -385,7 +412,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise InputError(f"--repeat {args.repeat}: needs at least 1")
     _start_time_limit(args, "compare")
-    graph, model, feeds, notes = _prepare(args)
+    prepared = _prepare(args)
+    graph, model, feeds, notes = prepared.graph, prepared.model, prepared.feeds, prepared.notes
     # neither given: the model's default, which compare decides and says; one given: the other
     # is the model's default (float16's for a model computing in float16)
     tolerance = replace(default_tolerance(computes_in_float16(graph)), **given) if given else None
@@ -401,7 +429,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         def progress(stage: str, at: float, message: str) -> None:
             bar.set_description(f"compare: {message}")
             bar.update(max(0.0, at - bar.n))
-        with _inputs_named_on_failure(notes):
+        with _inputs_named_on_failure(prepared):
             report = run(spec, graph, model, properties, progress=progress)
     c = report.comparison
     c.notes = notes + c.notes

@@ -22,6 +22,10 @@ class InputError(RunError):
     """Bad inputs: a missing graph input, a wrong shape, an unknown --dim."""
 
 
+class InputsRefused(InputError):
+    """onnxruntime, the reference, refused to run the model on these inputs."""
+
+
 class DeviceError(RunError):
     """The device asked for is not there (no cupy, no CUDA GPU)."""
 

@@ -1,0 +1,131 @@
+"""A run that fails on guessed sizes says which sizes onnxruntime runs (``engine/size_probe.py``):
+the probe itself, the command line (exit 2, one line, the options to give; those options then
+run), and the web's run (the failed run's error names the sizes)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model
+from engine.input_spec import suggest_specs
+from engine.size_probe import LADDER, guessed_axes, probe_sizes
+from partition import load_model
+
+
+def _window_model(window: int) -> onnx.ModelProto:
+    """x [batch, samples] -> a Conv1d of ``window`` taps: needs at least ``window`` samples,
+    like silero-VAD's STFT conv (and ``samples``' name default, 16000, is left out: the axis is
+    named ``n_frames``, which no default knows, so it starts at 1)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((2, 1, window)).astype(np.float32), "w")
+    shape = numpy_helper.from_array(np.array([0, 1, -1], np.int64), "shape3")
+    nodes = [helper.make_node("Reshape", ["x", "shape3"], ["x3"], name="to_channels"),
+             helper.make_node("Conv", ["x3", "w"], ["y"], name="window_conv")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n_frames"])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, shape])
+
+
+def _fixed_size_model(elements: int) -> onnx.ModelProto:
+    """x [1, n] reshaped to [elements]: runs at exactly n == elements."""
+    shape = numpy_helper.from_array(np.array([elements], np.int64), "flat")
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["y"], name="flatten_fixed")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [shape])
+
+
+def _probe(model: onnx.ModelProto, **kw):
+    graph = load_model(model.SerializeToString())
+    specs = suggest_specs(graph)
+    return graph, specs, probe_sizes(model, graph, specs, guessed_axes(graph, specs), **kw)
+
+
+@pytest.mark.parametrize("window", [12, 40, 300])
+def test_the_probe_finds_the_nearest_size_onnxruntime_runs(window, rng):
+    model = _window_model(window)
+    graph, specs, probe = _probe(model)
+    wanted = min(v for v in LADDER if v >= window)       # 1 is the guess: sizes grow from it
+    assert not probe.as_given and probe.shapes == {"x": (1, wanted)}, probe
+    assert [(a.label, a.size, new) for a, new in probe.changed] == [("n_frames", 1, wanted)]
+    assert probe.options() == f"--dim n_frames={wanted}"
+    # the batch axis stays; and the size found runs in our engine too, as onnxruntime computes it
+    assert [a.label for a in guessed_axes(graph, specs)] == ["n_frames"]
+    import onnxruntime as ort
+    from engine.executor import Executor
+    x = rng.standard_normal((1, wanted)).astype(np.float32)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    with Executor(graph) as ex:
+        ours = ex.run({"x": x}).numpy_outputs()["y"]
+    np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_sizes_onnxruntime_runs_as_given_are_said_not_to_be_the_cause():
+    model = _fixed_size_model(1)                 # n = 1, the guess, is the one size it takes
+    _, _, probe = _probe(model)
+    assert probe.as_given and probe.shapes is None and probe.tried == 1
+    assert "not the cause" in probe.sentence()
+
+
+def test_a_model_no_size_of_the_ladder_fits_says_so_within_its_bounds():
+    model = _fixed_size_model(77)               # 77 is on no rung of the ladder
+    _, _, probe = _probe(model, max_trials=5)
+    assert not probe.as_given and probe.shapes is None and probe.tried == 5
+    assert "none of the 5 other sizes" in probe.sentence()
+    # the input elements a trial may make bound it too: nothing past 4x the guess (or 65536)
+    _, _, small = _probe(model, max_elements=8)
+    assert small.tried == 4 and small.shapes is None   # 1 (as given), 2, 4, 8
+
+
+def test_a_model_onnxruntime_cannot_load_is_not_probed():
+    model = _window_model(12)
+    model.graph.node[1].op_type = "NoSuchOp"
+    graph = load_model(_window_model(12).SerializeToString())
+    specs = suggest_specs(graph)
+    assert probe_sizes(model, graph, specs, guessed_axes(graph, specs)) is None
+
+
+def _sglens(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sglens", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_the_cli_names_the_sizes_and_those_options_run(tmp_path):
+    path = tmp_path / "window.onnx"
+    path.write_bytes(_window_model(40).SerializeToString())
+    for command in ("run", "compare"):      # our engine fails first / onnxruntime refuses first
+        done = _sglens(command, str(path))
+        assert done.returncode == 2, done
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "n_frames=1 assumed" in lines[0] and "--dim n_frames=48" in lines[0], lines[0]
+    again = _sglens("compare", str(path), "--dim", "n_frames=48")
+    assert again.returncode == 0 and "outputs match onnxruntime" in again.stdout, again.stderr
+    # a size the user set is not second-guessed: the refusal alone
+    given = _sglens("run", str(path), "--dim", "n_frames=4")
+    assert given.returncode == 2 and "onnxruntime runs the model with" not in given.stderr, given.stderr
+
+
+def test_a_web_run_that_fails_names_the_sizes_onnxruntime_runs(tmp_path):
+    from app import create_app
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst"), "SGLENS_RUN_REPEAT": 1})
+    c = app.test_client()
+    up = c.post("/api/models", data={"file": (io.BytesIO(_window_model(300).SerializeToString()), "w.onnx")},
+                content_type="multipart/form-data")
+    assert up.status_code in (200, 201), up.get_data(as_text=True)
+    model_id = up.get_json()["id"]
+    rid = c.post("/api/runs", json={"model": model_id, "backend": "default", "ops": ["Conv"]}).get_json()["id"]
+    end = time.time() + 120
+    while (run := c.get(f"/api/runs/{rid}").get_json())["status"] not in ("done", "failed", "cancelled"):
+        assert time.time() < end, run
+        time.sleep(0.05)
+    assert run["status"] == "failed", run
+    assert "refused these inputs at node 'window_conv' (Conv)" in run["error"], run["error"]
+    assert "onnxruntime runs the model with n_frames = 320 (not 1), i.e. inputs 'x' [1, 320]" in run["error"]
+    assert "set those sizes in the inputs form" in run["error"]
+    assert c.get("/api/health").get_json() == {"ok": True}
