@@ -396,7 +396,7 @@ class DaskJobManager(BaseJobs):
                 job.worker = out.get("worker") or job.worker
                 self.finish(job, out["status"], None, out.get("result"), out.get("trace"))
             else:
-                self.finish(job, "failed", self._reason(exc))
+                self.finish(job, "failed", self._reason(exc), hint=getattr(exc, "hint", None))
         except Exception as exc:  # noqa: BLE001 - whatever happened, the run gets an end
             traceback.print_exc()
             self.finish(job, "failed", f"{type(exc).__name__}: {exc}")

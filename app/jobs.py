@@ -172,8 +172,9 @@ class BaseJobs:
                 self.cancel(job.id)
 
     def finish(self, job: Job, status: str, error: str | None = None,
-               result: dict[str, Any] | None = None, trace: Any = None) -> None:
-        """Record the end of a run, in memory and in the store (once)."""
+               result: dict[str, Any] | None = None, trace: Any = None, hint: Any = None) -> None:
+        """Record the end of a run, in memory and in the store (once). ``hint``: what a failed
+        run suggests doing (``SizesFound.hint``: sizes onnxruntime runs), shown with its error."""
         with self._lock:
             if job.finishing or not can_move(job.status, status):
                 return      # ended already (the first end wins), or a move the state table forbids
@@ -184,6 +185,8 @@ class BaseJobs:
             job.message = "cancelled by the user"
         else:
             job.message = error or status
+        if hint:
+            job.meta["hint"] = hint
         meta = {**job.meta, "id": job.id, "status": status, "error": error, "finished": time.time(),
                 "stage": job.stage, "progress": job.progress, "message": job.message}
         try:
@@ -231,7 +234,7 @@ class JobManager(BaseJobs):
         except Cancelled:
             self.finish(job, "cancelled")
         except LensError as exc:
-            self.finish(job, "failed", str(exc))
+            self.finish(job, "failed", str(exc), hint=getattr(exc, "hint", None))
         except Exception as exc:  # noqa: BLE001 - a run that fails is reported, the server goes on
             traceback.print_exc()
             self.finish(job, "failed", f"{type(exc).__name__}: {exc}")

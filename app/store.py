@@ -142,8 +142,14 @@ def _v5(db: _Conn) -> None:
     db.execute("ALTER TABLE models ADD COLUMN card TEXT")
 
 
+def _v6(db: _Conn) -> None:
+    # What a failed run suggests (JSON: the sizes onnxruntime runs, engine/size_probe.py), which
+    # the run page offers to run with.
+    db.execute("ALTER TABLE runs ADD COLUMN hint TEXT")
+
+
 #: Schema steps in order; step i brings the store to version i + 1. Append, never edit.
-MIGRATIONS: list[Callable[[_Conn], None]] = [_v1, _v2, _v3, _v4, _v5]
+MIGRATIONS: list[Callable[[_Conn], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 
 
 def migrate(database: Database) -> int:
@@ -555,7 +561,7 @@ def _unlink(path: str) -> None:
 
 # -------------------------------------------------------------------- runs --
 _META = ("id, model_id, model_name, backend, options, device, executor, status, error, created, finished,"
-         " stage, progress, message, repeat_count, inputs, worker, summary")
+         " stage, progress, message, repeat_count, inputs, worker, summary, hint")
 
 
 class RunStore:
@@ -595,9 +601,9 @@ class RunStore:
         with self.db.connect() as db:
             db.execute(
                 "INSERT INTO runs (id, model_id, model_name, backend, options, device, executor, status, error,"
-                " created, finished, result, chrome_trace, stage, progress, message, owner, updated, summary)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET"
-                " options = excluded.options, status = excluded.status, error = excluded.error,"
+                " created, finished, result, chrome_trace, stage, progress, message, owner, updated, summary, hint)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET"
+                " options = excluded.options, status = excluded.status, error = excluded.error, hint = excluded.hint,"
                 " finished = excluded.finished, result = excluded.result, chrome_trace = excluded.chrome_trace,"
                 " stage = excluded.stage, progress = excluded.progress, message = excluded.message,"
                 " updated = excluded.updated, summary = excluded.summary"
@@ -608,7 +614,8 @@ class RunStore:
                  json.dumps(chrome_trace) if chrome_trace is not None else None,
                  run.get("stage", run["status"]), run.get("progress", 1.0 if run["status"] == "done" else 0.0),
                  run.get("message"), owner_id(), time.time(),
-                 json.dumps(summary, default=str) if summary is not None else None, *IN_FLIGHT))
+                 json.dumps(summary, default=str) if summary is not None else None,
+                 json.dumps(run["hint"]) if run.get("hint") else None, *IN_FLIGHT))
 
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
         with self.db.connect() as db:
@@ -662,4 +669,5 @@ class RunStore:
                 "stage": row["stage"] or row["status"], "progress": row["progress"],
                 "message": row["message"] or "", "repeat": row["repeat_count"],
                 "inputs": json.loads(row["inputs"]) if row["inputs"] else None, "worker": row["worker"],
-                "summary": json.loads(row["summary"]) if row["summary"] else None}
+                "summary": json.loads(row["summary"]) if row["summary"] else None,
+                "hint": json.loads(row["hint"]) if row["hint"] else None}

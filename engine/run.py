@@ -35,7 +35,7 @@ from .host_regions import HOST_PROPERTY, HOST_RUNTIMES, host_regions, left_on_en
 from .measure import NodeTimeline, chrome_trace, timeline_json
 from .options import DEVICES
 from .profiling import FnRecord
-from .run_errors import InputsRefused, KernelFailure, RunError
+from .run_errors import InputsRefused, KernelFailure, RunError, SizesFound
 from .subgraph_ops import EXECUTORS
 
 Progress = Callable[[str, float, str], None]
@@ -205,7 +205,10 @@ def _with_sizes_found(exc: RunError, graph: Graph, model: Any, inputs: Any, repo
                         known_refused=isinstance(exc, InputsRefused), check=check)
     if probe is None:
         return exc
-    return RunError(f"{str(exc).rstrip('.')}. {probe.sentence()}.")
+    said = f"{str(exc).rstrip('.')}. {probe.sentence()}."
+    if not probe.shapes:
+        return RunError(said)
+    return SizesFound(said, {"inputs": {k: list(v) for k, v in probe.shapes.items()}})
 
 
 def _partition(spec: RunSpec, graph: Graph, properties: list | None, report: Progress,

@@ -26,6 +26,16 @@ class InputsRefused(InputError):
     """onnxruntime, the reference, refused to run the model on these inputs."""
 
 
+class SizesFound(InputError):
+    """A run failed on its sizes, and onnxruntime runs the model at others (``size_probe``):
+    ``hint`` is ``{"inputs": {input: shape}}``, which the web's run page offers to run with.
+    (Pickled with its ``hint``: an exception's ``__dict__`` crosses from a Dask worker.)"""
+
+    def __init__(self, message: str, hint: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
 class DeviceError(RunError):
     """The device asked for is not there (no cupy, no CUDA GPU)."""
 

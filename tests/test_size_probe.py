@@ -128,4 +128,41 @@ def test_a_web_run_that_fails_names_the_sizes_onnxruntime_runs(tmp_path):
     assert "refused these inputs at node 'window_conv' (Conv)" in run["error"], run["error"]
     assert "onnxruntime runs the model with n_frames = 320 (not 1), i.e. inputs 'x' [1, 320]" in run["error"]
     assert "set those sizes in the inputs form" in run["error"]
+    assert run["hint"] == {"inputs": {"x": [1, 320]}}, run      # what the page offers to run with
+    # kept with the run: a new server on the same folder still offers it
+    again = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")}).test_client()
+    assert again.get(f"/api/runs/{rid}").get_json()["hint"] == {"inputs": {"x": [1, 320]}}
     assert c.get("/api/health").get_json() == {"ok": True}
+
+
+@pytest.mark.browser
+def test_the_run_page_runs_with_the_sizes_found_in_one_click(tmp_path):
+    """In a real browser on a real server: the prefilled size fails, the error offers the size
+    onnxruntime runs, one click sets it in the form and the run then compares."""
+    import browser_harness as bh
+    from app import create_app
+    sync_api = bh.playwright_or_skip()
+    path = tmp_path / "window.onnx"
+    path.write_bytes(_window_model(40).SerializeToString())
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")})
+    frames = 'input.dim[data-input="x"][data-axis="1"]'
+    with bh.serving(app) as url, bh.chromium(sync_api) as browser, bh.checked_page(browser, 1400, 900, 60000) as page:
+        page.goto(url + "/")
+        page.set_input_files("#upload-file", str(path))
+        page.click("#upload-form button[type=submit]")
+        page.wait_for_selector("#upload-progress a", timeout=60000)
+        page.click("#upload-progress a")
+        page.wait_for_selector("body[data-ready='1']")
+        page.click("[data-tab=runs]")
+        page.wait_for_selector("fieldset.input-spec")
+        assert page.input_value(frames) == "1"
+        page.click("#run-go")
+        page.wait_for_selector("#run-with-sizes", timeout=120000)
+        assert page.inner_text("#run-with-sizes") == "Run with x [1, 48]"
+        assert "n_frames = 48 (not 1)" in page.inner_text("#run-error")
+        page.screenshot(path=str(bh.ARTIFACTS / "run_with_sizes.png"), full_page=True)
+        page.click("#run-with-sizes")
+        page.wait_for_selector("#run-plots .run-summary", timeout=120000)
+        assert page.input_value(frames) == "48"
+        assert "outputs match onnxruntime" in page.inner_text("#run-plots")
+        assert page.is_hidden("#run-error")

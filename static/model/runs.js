@@ -98,6 +98,24 @@
       h("div", { class: "row" }, "measured repeats ", repeat, h("span", { class: "muted" }, " (after 1 warm-up, excluded; our engine's goes on while it still tries parallel against serial runs)")));
   };
 
+  /* A run that failed on its sizes names sizes onnxruntime runs (engine/size_probe.py): one
+     click sets them in the form (the lengths that follow an axis follow) and runs again. */
+  function offerSizes(hint) {
+    const shapes = hint && hint.inputs;
+    if (!shapes || !form) return;
+    const shown = Object.entries(shapes).map(([k, v]) => k + " [" + v.join(", ") + "]").join("; ");
+    const go = h("button", { type: "button", id: "run-with-sizes" }, "Run with " + shown);
+    go.onclick = () => {
+      for (const b of form.blocks) {
+        const shape = shapes[b.spec.name];
+        if (!shape || shape.length !== b.dims.length) continue;
+        b.dims.forEach((d, i) => { d.value = shape[i]; d.dispatchEvent(new Event("input")); });
+      }
+      M.startRun();
+    };
+    $("run-error").append(h("div", { class: "row" }, go));
+  }
+
   function collect() {
     const inputs = []; const files = [];
     for (const b of form.blocks) {
@@ -195,7 +213,8 @@
         // The form already holds what this run used, and what the user typed since: it is not
         // fetched again over them (a late re-render undid the lengths a user typed as the report
         // appeared). Made only where there is none (a run followed after a reload).
-        M.listRuns(); M.loadRunForm();
+        M.listRuns(); await M.loadRunForm();
+        if (run.status === "failed") offerSizes(run.hint);
       }
     } catch (e) { clearInterval(poll); poll = null; $("run-go").disabled = false; SG.error(e); }
   }
