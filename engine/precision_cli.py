@@ -55,7 +55,7 @@ def cmd_precision(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .precision_report import PrecisionRequest, investigate
-    from .run_cli import _prepare, _writing
+    from .run_cli import _inputs_named_on_failure, _prepare, _writing
     if (args.backend or "").lower() in ("", "none"):
         args.backend = None   # the whole model as one group
     request = PrecisionRequest(target=args.target, atol=args.atol, rtol=args.rtol,
@@ -68,7 +68,8 @@ def cmd_precision(args: argparse.Namespace) -> int:
             bar.set_description(f"precision: {event['stage']}, {event.get('pins', 0)} pinned")
             bar.n = int(event.get("run") or 0)
             bar.refresh()
-        report = investigate(graph, feeds, request, progress, device=args.device)
+        with _inputs_named_on_failure(prepared):   # what was guessed, and sizes that run
+            report = investigate(graph, feeds, request, progress, device=args.device)
     report["notes"] = notes + report["notes"]
     report["model"] = args.model
     if args.export_onnx:

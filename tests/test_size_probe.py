@@ -98,7 +98,7 @@ def _sglens(*args: str) -> subprocess.CompletedProcess:
 def test_the_cli_names_the_sizes_and_those_options_run(tmp_path):
     path = tmp_path / "window.onnx"
     path.write_bytes(_window_model(40).SerializeToString())
-    for command in ("run", "compare"):      # our engine fails first / onnxruntime refuses first
+    for command in ("run", "compare", "precision"):   # ours fails first / onnxruntime refuses first
         done = _sglens(command, str(path))
         assert done.returncode == 2, done
         lines = [line for line in done.stderr.splitlines() if line.strip()]
