@@ -332,6 +332,13 @@ class Engine:
         self._push_block(Block(self, op.fn, op.const_vars, op.mutable_vars, op.prop,
                                op.is_async, op._name, ctx, priority, next(self._seq)), inline)
 
+    def calls_direct(self) -> bool:
+        """Whether a caller that alone can push on a function's variables (so each would grant
+        at once) may call the function itself instead of pushing it: nothing here would see
+        the difference -- no hooks recording functions, no GPU events to order it after.
+        (``Executor.run``'s one-function runs, under its run lock.)"""
+        return self._hooks is None and not self._gpu_seen
+
     def push_async(self, fn: AsyncFn, ctx: Context, const_vars: Sequence[Var],
                    mutable_vars: Sequence[Var], prop: FnProperty = FnProperty.NORMAL,
                    priority: int = 0, *, name: str | None = None) -> None:
