@@ -17,8 +17,10 @@ engine operator each (made at bind time, as the engine design's ``NewOperator``)
    takes from other segments (and its weights) and writing its own variable
    plus those of the tensors other segments read -- so the engine runs
    independent branches in parallel; a run that is one function (one segment,
-   or the serial function) runs on the calling thread when its inputs are ready
-   (``push(..., inline=True)``) and is waited for through its own variable;
+   or the serial function) runs on the calling thread: on the host called
+   directly (``_call_direct``: the run lock, which ``set_weight`` takes too, leaves
+   no one else to order it against), else pushed ``inline=True`` and waited for
+   through its own variable;
 2. otherwise pushes one barrier reading every segment's variable and waits for it;
 3. after a failure, takes the errors off every variable (``_drain``), so the
    next run and a shared engine start clean.
