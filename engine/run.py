@@ -174,7 +174,7 @@ def run(spec: RunSpec, graph: Graph, model: Any, properties: list | None, *,
                     memory_limit=spec.memory_limit, memory_hint=spec.memory_hint, timeline=timeline,
                     runtime_by_property=((HOST_PROPERTY, "onnxruntime"),) if host else ())
     except (KernelFailure, InputsRefused) as exc:
-        raise _with_sizes_found(exc, graph, model, inputs, report, check) from None
+        raise _with_sizes_found(exc, graph, model, inputs, report, check, spec.memory_limit) from None
     report("report", 0.95, "writing the report")
     measured = c.measurements.get("partitioned") or c.measurements["engine"]
     shown = run_graph if run_graph is not None else graph
@@ -192,7 +192,7 @@ def run(spec: RunSpec, graph: Graph, model: Any, properties: list | None, *,
 
 
 def _with_sizes_found(exc: RunError, graph: Graph, model: Any, inputs: Any, report: Progress,
-                      check: Callable[[], None]) -> RunError:
+                      check: Callable[[], None], memory_limit: int | None) -> RunError:
     """``exc`` saying which sizes of the symbolic axes onnxruntime runs (``size_probe``), where
     the inputs were made from specs (the web's form) and some axis was left to a guess."""
     from .size_probe import guessed_axes, probe_sizes
@@ -202,7 +202,7 @@ def _with_sizes_found(exc: RunError, graph: Graph, model: Any, inputs: Any, repo
         return exc
     report("compare", 0.9, "the run failed: trying other sizes of the symbolic axes on onnxruntime")
     probe = probe_sizes(model, graph, specs, axes, files=getattr(inputs, "files", None),
-                        known_refused=isinstance(exc, InputsRefused), check=check)
+                        known_refused=isinstance(exc, InputsRefused), memory_limit=memory_limit, check=check)
     if probe is None:
         return exc
     said = f"{str(exc).rstrip('.')}. {probe.sentence()}."

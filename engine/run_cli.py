@@ -158,6 +158,7 @@ class Prepared:
     notes: list[str]                 # what was assumed, said after a run
     specs: list[Any] = field(default_factory=list)      # empty: the inputs came from a file
     guessed: list[Any] = field(default_factory=list)    # GuessedAxis: sizes no option set
+    memory_limit: int | None = None  # the run's budget: sizes tried after a failure keep to it
 
 
 def _prepare(args: argparse.Namespace) -> Prepared:
@@ -192,7 +193,7 @@ def _prepare(args: argparse.Namespace) -> Prepared:
     # The budget is checked on the shapes, before the values are made.
     check_memory_budget(graph, {s.name: tuple(s.shape) for s in specs}, limit, hint=CLI_HINT)
     prepared = Prepared(graph, model, materialize(graph, specs), notes, specs,
-                        guessed_axes(graph, specs, set_inputs=list(shapes), set_dims=list(dims)))
+                        guessed_axes(graph, specs, set_inputs=list(shapes), set_dims=list(dims)), limit)
     with _inputs_named_on_failure(prepared, refused=(InputError,)):
         check_with_inference(model, prepared.feeds)   # ONNX shape inference refuses the sizes
     return prepared
@@ -217,7 +218,8 @@ def _inputs_named_on_failure(prepared: Prepared, refused: tuple[type, ...] = ())
         if prepared.guessed:
             from .size_probe import probe_sizes
             probe = probe_sizes(prepared.model, prepared.graph, prepared.specs, prepared.guessed,
-                                known_refused=not isinstance(exc, KernelFailure))
+                                known_refused=not isinstance(exc, KernelFailure),
+                                memory_limit=prepared.memory_limit)
             found = f" {probe.sentence(flags=True)}." if probe else ""
         raise RunError(f"{str(exc).rstrip('.')}. The inputs were not all given: {'; '.join(given)}.{found}") from None
 

@@ -15,7 +15,8 @@ onnxruntime, the reference, which sizes the model takes:
 A named axis moves wherever it appears (``batch_size`` of the waveforms and of their lengths);
 an input that reads as lengths follows the axis it measures. Batch axes (by name, or an unnamed
 axis 0 of an input of rank 2 or more) stay: a model that runs at batch 1 is not helped by 2.
-The search is bounded by ``max_trials``, ``deadline_s`` and the input elements a trial may make;
+The search is bounded by ``max_trials``, ``deadline_s``, the input elements a trial may make and
+the run's memory budget;
 ``check`` runs between trials (a run's time limit and cancel). It only suggests: the failed
 run is not run again, the user sees the sizes and sets them.
 """
@@ -115,9 +116,11 @@ def _is_batch(name: str | None, axis: int, rank: int) -> bool:
 def probe_sizes(model: Any, graph: Graph, specs: Sequence[InputSpec], axes: Sequence[GuessedAxis], *,
                 files: Mapping[str, np.ndarray] | None = None, known_refused: bool = False,
                 max_trials: int = 48, deadline_s: float = 10.0, max_elements: int | None = None,
-                check: Callable[[], None] | None = None) -> SizeProbe | None:
+                memory_limit: int | None = None, check: Callable[[], None] | None = None) -> SizeProbe | None:
     """See the module docstring. ``known_refused``: onnxruntime already refused the sizes as
-    given (skip step 1). None when onnxruntime cannot load the model (nothing to ask)."""
+    given (skip step 1). ``memory_limit``: the run's budget (``engine/budget.py``); sizes whose
+    estimate passes it are not tried (a worker killed for memory would lose the run's own
+    error). None when onnxruntime cannot load the model (nothing to ask)."""
     session = _session(model)
     if session is None:
         return None
@@ -131,7 +134,7 @@ def probe_sizes(model: Any, graph: Graph, specs: Sequence[InputSpec], axes: Sequ
     def runs(choice: Mapping[GuessedAxis, int]) -> dict[str, tuple[int, ...]] | None:
         nonlocal tried
         trial = _resized(specs, choice, links)
-        if sum(math.prod(s.shape) for s in trial) > limit:
+        if sum(math.prod(s.shape) for s in trial) > limit or not _within(graph, trial, memory_limit):
             return None
         tried += 1
         try:
@@ -159,6 +162,15 @@ def probe_sizes(model: Any, graph: Graph, specs: Sequence[InputSpec], axes: Sequ
             changed = tuple((a, v) for a, v in choice.items() if v != a.size)
             return SizeProbe(False, shapes, changed, tried)
     return SizeProbe(False, None, (), tried)
+
+
+def _within(graph: Graph, specs: Sequence[InputSpec], memory_limit: int | None) -> bool:
+    from .budget import MemoryBudgetError, check_memory_budget
+    try:
+        check_memory_budget(graph, {s.name: tuple(s.shape) for s in specs}, memory_limit)
+    except MemoryBudgetError:
+        return False
+    return True
 
 
 def _nearest(size: int) -> list[int]:

@@ -166,3 +166,13 @@ def test_the_run_page_runs_with_the_sizes_found_in_one_click(tmp_path):
         assert page.input_value(frames) == "48"
         assert "outputs match onnxruntime" in page.inner_text("#run-plots")
         assert page.is_hidden("#run-error")
+
+
+def test_sizes_past_the_runs_memory_budget_are_not_tried():
+    """A worker killed for memory would lose the run's own error: the probe keeps to the budget."""
+    model = _window_model(300)
+    _, _, roomy = _probe(model, memory_limit=1 << 20)
+    assert roomy.shapes == {"x": (1, 320)}
+    _, _, tight = _probe(model, memory_limit=600)     # [1, 320] float32 alone is 1,280 bytes
+    assert tight.shapes is None, tight
+    assert 0 < tight.tried < roomy.tried   # the small sizes were tried, the large ones never
