@@ -91,7 +91,7 @@ class InputSpec:
         return spec
 
 
-def _default_dim(dim_name: str | None, axis: int, info: TensorInfo) -> int:
+def default_dim(dim_name: str | None, axis: int, info: TensorInfo) -> int:
     if dim_name:
         key = dim_name.strip().lower()
         for names, value in _NAME_DEFAULTS:   # exporters prefix and suffix the names they
@@ -150,7 +150,7 @@ def suggest_specs(graph: Graph, remembered: Mapping[str, Sequence[int]] | None =
         info = graph.info(name)
         declared = list(info.shape or ())
         dim_names = [d if isinstance(d, str) else None for d in declared]
-        shape = [d if isinstance(d, int) and d >= 0 else _default_dim(n, i, info)
+        shape = [d if isinstance(d, int) and d >= 0 else default_dim(n, i, info)
                  for i, (d, n) in enumerate(zip(declared, dim_names))]
         for source in (_imgsz_shape(graph.metadata, info), examples.get(name), remembered.get(name)):
             if source is not None and len(source) == len(declared):

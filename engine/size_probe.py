@@ -32,11 +32,10 @@ import numpy as np
 
 from partition.ir import Graph, TensorInfo
 
-from .input_spec import InputSpec, _default_dim, length_links, materialize
+from .input_spec import InputSpec, default_dim, length_links, materialize
 
 LADDER = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 800,
           1024, 1280, 1600, 2048, 4000, 8000, 16000)
-_BATCH_NAMES = frozenset({"n", "b", "bs", "num_images"})
 _NO_INFO = TensorInfo("", "FLOAT", None)
 
 
@@ -87,6 +86,7 @@ def guessed_axes(graph: Graph, specs: Sequence[InputSpec], *, set_inputs: Sequen
     or uploaded; ``set_dims``: named dims given), batch axes left out, in input order."""
     groups: dict[tuple, list[tuple[str, int]]] = {}
     sizes: dict[tuple, int] = {}
+    batch: dict[tuple, bool] = {}   # a group is left out when every place of it is a batch
     for spec in specs:
         if spec.name in set_inputs or spec.fill == "file":
             continue
@@ -96,21 +96,22 @@ def guessed_axes(graph: Graph, specs: Sequence[InputSpec], *, set_inputs: Sequen
             if isinstance(d, int) and d >= 0:
                 continue
             name = d if isinstance(d, str) and d.strip("?") else None   # PP-OCR names one "?"
-            if name in set_dims or _is_batch(name, axis, len(spec.shape)):
+            if name in set_dims:
                 continue
             key = (name,) if name else (f"input '{spec.name}' axis {axis}", spec.name, axis)
             groups.setdefault(key, []).append((spec.name, axis))
             sizes.setdefault(key, int(size))
-    return [GuessedAxis(k[0], tuple(v), sizes[k], len(k) == 1) for k, v in groups.items()]
+            batch[key] = batch.get(key, True) and _is_batch(name, axis, len(spec.shape))
+    return [GuessedAxis(k[0], tuple(v), sizes[k], len(k) == 1) for k, v in groups.items() if not batch[k]]
 
 
 def _is_batch(name: str | None, axis: int, rank: int) -> bool:
     """A batch axis: named so (``batch``, ``batch_size``), or axis 0 of an input of rank 2 or
     more whose name does not say otherwise (onnx-asr's ``N`` is samples, on axis 1)."""
-    key = (name or "").strip().lower()
-    if key.startswith("batch"):
+    if (name or "").strip().lower().startswith("batch"):
         return True
-    return axis == 0 and rank >= 2 and (not key or key in _BATCH_NAMES or _default_dim(name, axis, _NO_INFO) == 1)
+    # a name the defaults read as a sequence, a side or samples is not a batch; any other is
+    return axis == 0 and rank >= 2 and default_dim(name, axis, _NO_INFO) == 1
 
 
 def probe_sizes(model: Any, graph: Graph, specs: Sequence[InputSpec], axes: Sequence[GuessedAxis], *,

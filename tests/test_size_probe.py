@@ -176,3 +176,25 @@ def test_sizes_past_the_runs_memory_budget_are_not_tried():
     _, _, tight = _probe(model, memory_limit=600)     # [1, 320] float32 alone is 1,280 bytes
     assert tight.shapes is None, tight
     assert 0 < tight.tried < roomy.tried   # the small sizes were tried, the large ones never
+
+
+def test_the_guessed_axes_leave_batches_out_and_share_named_dims():
+    f = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("wave", f, ["N", "samples"]),           # N on axis 0: a batch
+              helper.make_tensor_value_info("feats", f, ["batch_size", "samples", None]),
+              helper.make_tensor_value_info("frames", f, ["time", "N"]),             # time on axis 0: not one
+              helper.make_tensor_value_info("img", f, [None, 3, "?", None])]         # "?" is unnamed
+    nodes = [helper.make_node("Identity", [i.name], [i.name + "_out"]) for i in inputs]
+    outputs = [helper.make_tensor_value_info(i.name + "_out", f, None) for i in inputs]
+    graph = load_model(make_model(nodes, inputs, outputs).SerializeToString())
+    specs = suggest_specs(graph)
+    axes = {a.label: (a.places, a.named) for a in guessed_axes(graph, specs)}
+    # a named dim moves everywhere it appears (--dim sets them all): N is a batch on 'wave'
+    # but not on 'frames', so both places move
+    assert axes == {"N": ((("wave", 0), ("frames", 1)), True),
+                    "samples": ((("wave", 1), ("feats", 1)), True),
+                    "input 'feats' axis 2": ((("feats", 2),), False), "time": ((("frames", 0),), True),
+                    "input 'img' axis 2": ((("img", 2),), False), "input 'img' axis 3": ((("img", 3),), False)}
+    # what the user set stays set
+    kept = guessed_axes(graph, specs, set_inputs=["img"], set_dims=["samples"])
+    assert [a.label for a in kept] == ["N", "input 'feats' axis 2", "time"]
