@@ -179,6 +179,7 @@ def parse_run_inputs(graph: Graph, model: Any, data: Mapping[str, Any],
     if given is not None and not isinstance(given, list):
         raise ApiError("'inputs' must be a list of input specs (GET /api/models/<id>/inputs gives them)")
     by_name: dict[str, InputSpec] = {s.name: s for s in suggest_specs(graph, remembered)}
+    prefilled = {name: list(s.shape) for name, s in by_name.items()}
     specs: list[InputSpec] = []
     seen: set[str] = set()
     for item in given or []:
@@ -206,7 +207,17 @@ def parse_run_inputs(graph: Graph, model: Any, data: Mapping[str, Any],
         check_run_budget(graph, {s.name: tuple(s.shape) for s in run.specs}, memory_limit)
     feeds = run.feeds(graph)
     if model is not None:
-        check_with_inference(model, feeds)    # a shape the model cannot take, named up front
+        try:
+            check_with_inference(model, feeds)    # a shape the model cannot take, named up front
+        except InputError:
+            # Sizes the user typed are refused here. The form's own prefill is our guess: the
+            # run goes on, and where onnxruntime refuses it too the worker says which sizes it
+            # runs (engine/size_probe.py: a worker, not this process, runs the upload) and the
+            # page offers them (WeSpeaker's fbank at one sample got a 400 and no size to try).
+            guessed = any(not (isinstance(d, int) and d >= 0)
+                          for s in run.specs for d in (graph.info(s.name).shape or ()))
+            if not guessed or any(s.fill == "file" or s.shape != prefilled[s.name] for s in run.specs):
+                raise
     return run
 
 

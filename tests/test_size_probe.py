@@ -198,3 +198,39 @@ def test_the_guessed_axes_leave_batches_out_and_share_named_dims():
     # what the user set stays set
     kept = guessed_axes(graph, specs, set_inputs=["img"], set_dims=["samples"])
     assert [a.label for a in kept] == ["N", "input 'feats' axis 2", "time"]
+
+
+def _declared_then_fixed_model() -> onnx.ModelProto:
+    """x [batch, k] -> Relu (its output declared [1, 4]) -> Reshape to [4]: ONNX shape inference
+    refuses k = 1 (the prefill) at submission, and onnxruntime refuses it at run time."""
+    flat = numpy_helper.from_array(np.array([4], np.int64), "four")
+    model = make_model([helper.make_node("Relu", ["x"], ["a"], name="relu"),
+                        helper.make_node("Reshape", ["a", "four"], ["y"], name="to_four")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "k"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [flat])
+    model.graph.value_info.append(helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4]))
+    return model
+
+
+def test_a_prefill_shape_inference_refuses_goes_to_the_worker_which_finds_sizes(tmp_path):
+    """WeSpeaker's fbank at one sample: refused at submission with no size to try. A size the
+    user typed is still refused there; the form's own guess runs, and the failure names sizes."""
+    from app import create_app
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst"), "SGLENS_RUN_REPEAT": 1})
+    c = app.test_client()
+    up = c.post("/api/models", data={"file": (io.BytesIO(_declared_then_fixed_model().SerializeToString()), "d.onnx")},
+                content_type="multipart/form-data")
+    mid = up.get_json()["id"]
+    assert c.get(f"/api/models/{mid}/inputs").get_json()["inputs"][0]["shape"] == [1, 1]
+    typed = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Relu"],
+                                      "inputs": [{"name": "x", "shape": [1, 3]}]})
+    assert typed.status_code == 400 and "cannot take these input shapes" in typed.get_json()["error"]
+    resp = c.post("/api/runs", json={"model": mid, "backend": "default", "ops": ["Relu"]})
+    assert resp.status_code == 202, resp.get_json()
+    rid = resp.get_json()["id"]
+    end = time.time() + 120
+    while (run := c.get(f"/api/runs/{rid}").get_json())["status"] not in ("done", "failed", "cancelled"):
+        assert time.time() < end, run
+        time.sleep(0.05)
+    assert run["status"] == "failed" and run["hint"] == {"inputs": {"x": [1, 4]}}, run
+    assert "k = 4 (not 1)" in run["error"], run["error"]
