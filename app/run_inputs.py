@@ -214,9 +214,9 @@ def parse_run_inputs(graph: Graph, model: Any, data: Mapping[str, Any],
             # run goes on, and where onnxruntime refuses it too the worker says which sizes it
             # runs (engine/size_probe.py: a worker, not this process, runs the upload) and the
             # page offers them (WeSpeaker's fbank at one sample got a 400 and no size to try).
-            guessed = any(not (isinstance(d, int) and d >= 0)
-                          for s in run.specs for d in (graph.info(s.name).shape or ()))
-            if not guessed or any(s.fill == "file" or s.shape != prefilled[s.name] for s in run.specs):
+            from engine.size_probe import guessed_axes   # the axes the worker would try
+            if not guessed_axes(graph, run.specs) or \
+                    any(s.fill == "file" or s.shape != prefilled[s.name] for s in run.specs):
                 raise
     return run
 

@@ -34,7 +34,7 @@ from . import gpu_plan
 from .input_spec import FILLS
 from .ort_fallback import LABEL as FALLBACK_LABEL
 from .ort_fallback import OrtFallback
-from .run_errors import InputError, KernelFailure, RunError
+from .run_errors import InputError, InputsRefused, KernelFailure, RunError
 from .host_regions import HOST_PROPERTY, HOST_RUNTIMES, host_regions
 from .subgraph_ops import EXECUTORS
 from .tolerance import DEFAULT_ATOL, DEFAULT_RTOL, FLOAT16_ATOL, FLOAT16_RTOL
@@ -200,18 +200,18 @@ def _prepare(args: argparse.Namespace) -> Prepared:
 
 
 @contextlib.contextmanager
-def _inputs_named_on_failure(prepared: Prepared, refused: tuple[type, ...] = ()) -> Iterator[None]:
+def _inputs_named_on_failure(prepared: Prepared,
+                             refused: tuple[type, ...] = (KernelFailure, InputsRefused)) -> Iterator[None]:
     """A run that fails on inputs the user did not give says what was assumed of them (the notes
     of ``_prepare``, printed only after a run): silero-VAD's STFT conv needs more samples, and
     the error alone ("the padded input has only 192") did not say that 192 was our guess. Where
     sizes were guessed, it also says which sizes onnxruntime runs (``size_probe``). ``refused``:
     the errors that mean the inputs were refused (by default a failing node, or onnxruntime's
     refusal of the reference run)."""
-    from .run_errors import InputsRefused
     given = list(prepared.notes)
     try:
         yield
-    except refused or (KernelFailure, InputsRefused) as exc:
+    except refused as exc:
         if not given:
             raise
         found = ""

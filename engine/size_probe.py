@@ -130,6 +130,7 @@ def probe_sizes(model: Any, graph: Graph, specs: Sequence[InputSpec], axes: Sequ
     base = sum(math.prod(s.shape) for s in specs)
     limit = max_elements or max(4 * base, 1 << 16)
     end = time.monotonic() + deadline_s
+    before = {s.name: tuple(s.shape) for s in specs}
     tried = 0
 
     def runs(choice: Mapping[GuessedAxis, int]) -> dict[str, tuple[int, ...]] | None:
@@ -142,7 +143,6 @@ def probe_sizes(model: Any, graph: Graph, specs: Sequence[InputSpec], axes: Sequ
             session.run(names, materialize(graph, trial, files))
         except Exception:  # noqa: BLE001 - a refusal is the answer "not these sizes"
             return None
-        before = {s.name: tuple(s.shape) for s in specs}
         return {s.name: tuple(s.shape) for s in trial if tuple(s.shape) != before[s.name]}
 
     if not known_refused and runs({}) is not None:
@@ -193,6 +193,9 @@ def _resized(specs: Sequence[InputSpec], choice: Mapping[GuessedAxis, int],
 
 
 def _session(model: Any) -> Any:
+    """One onnxruntime session for every trial: on one thread (the probe runs beside a failed
+    run, on its worker) and without ``compare.reference_session``'s copy of the model (it adds
+    outputs; here none are added, and a large model's copy is memory the probe need not take)."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.log_severity_level = 4      # the refusals are the answers, not news for stderr

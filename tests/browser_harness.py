@@ -69,6 +69,19 @@ def serving_with_model(app: Any, model: Any, filename: str) -> Iterator[tuple[st
         yield url, resp.get_json()["id"]
 
 
+def open_runs_tab(page: Any, url: str, model_path: Any) -> None:
+    """Upload ``model_path`` through the home page's form, as a user does, open the model and
+    its Runs tab, and wait for the inputs form."""
+    page.goto(url + "/")
+    page.set_input_files("#upload-file", str(model_path))
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_selector("#upload-progress a", timeout=60000)
+    page.click("#upload-progress a")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("[data-tab=runs]")
+    page.wait_for_selector("fieldset.input-spec")
+
+
 def save_screenshot(page: Any, name: str) -> None:
     """``page`` as ``test-artifacts/screenshots/<name>.png`` (kept by CI, looked at by people)."""
     folder = ARTIFACTS / "screenshots"

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 import numpy as np
 
-from browser_harness import ARTIFACTS, checked_page, chromium, playwright_or_skip, serving
+from browser_harness import ARTIFACTS, checked_page, chromium, open_runs_tab, playwright_or_skip, serving
 from conftest import make_model
 
 pytestmark = pytest.mark.browser
@@ -54,14 +54,7 @@ def _runs_tab(tmp_path) -> Iterator[Any]:
     path.write_bytes(_front_end())
     app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")})
     with serving(app) as url, chromium(sync_api) as browser, checked_page(browser, 1400, 900, 60000) as page:
-        page.goto(url + "/")
-        page.set_input_files("#upload-file", str(path))
-        page.click("#upload-form button[type=submit]")
-        page.wait_for_selector("#upload-progress a", timeout=60000)
-        page.click("#upload-progress a")
-        page.wait_for_selector("body[data-ready='1']")
-        page.click("[data-tab=runs]")
-        page.wait_for_selector("fieldset.input-spec")
+        open_runs_tab(page, url, path)
         yield page
 
 

@@ -147,14 +147,7 @@ def test_the_run_page_runs_with_the_sizes_found_in_one_click(tmp_path):
     app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")})
     frames = 'input.dim[data-input="x"][data-axis="1"]'
     with bh.serving(app) as url, bh.chromium(sync_api) as browser, bh.checked_page(browser, 1400, 900, 60000) as page:
-        page.goto(url + "/")
-        page.set_input_files("#upload-file", str(path))
-        page.click("#upload-form button[type=submit]")
-        page.wait_for_selector("#upload-progress a", timeout=60000)
-        page.click("#upload-progress a")
-        page.wait_for_selector("body[data-ready='1']")
-        page.click("[data-tab=runs]")
-        page.wait_for_selector("fieldset.input-spec")
+        bh.open_runs_tab(page, url, path)
         assert page.input_value(frames) == "1"
         page.click("#run-go")
         page.wait_for_selector("#run-with-sizes", timeout=120000)
