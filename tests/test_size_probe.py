@@ -20,16 +20,16 @@ from engine.size_probe import LADDER, guessed_axes, probe_sizes
 from partition import load_model
 
 
-def _window_model(window: int) -> onnx.ModelProto:
+def _window_model(window: int, name: str = "x") -> onnx.ModelProto:
     """x [batch, samples] -> a Conv1d of ``window`` taps: needs at least ``window`` samples,
     like silero-VAD's STFT conv (and ``samples``' name default, 16000, is left out: the axis is
     named ``n_frames``, which no default knows, so it starts at 1)."""
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((2, 1, window)).astype(np.float32), "w")
     shape = numpy_helper.from_array(np.array([0, 1, -1], np.int64), "shape3")
-    nodes = [helper.make_node("Reshape", ["x", "shape3"], ["x3"], name="to_channels"),
+    nodes = [helper.make_node("Reshape", [name, "shape3"], ["x3"], name="to_channels"),
              helper.make_node("Conv", ["x3", "w"], ["y"], name="window_conv")]
-    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n_frames"])],
+    return make_model(nodes, [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", "n_frames"])],
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, shape])
 
 
@@ -227,3 +227,24 @@ def test_a_prefill_shape_inference_refuses_goes_to_the_worker_which_finds_sizes(
         time.sleep(0.05)
     assert run["status"] == "failed" and run["hint"] == {"inputs": {"x": [1, 4]}}, run
     assert "k = 4 (not 1)" in run["error"], run["error"]
+
+
+@pytest.mark.browser
+def test_an_input_name_in_the_sizes_offered_is_text_never_markup(tmp_path):
+    """The button and the error carry the model's input names: a name that is markup stays text."""
+    import browser_harness as bh
+    from app import create_app
+    sync_api = bh.playwright_or_skip()
+    name = 'x<img src=q onerror="window.pwned=1">'
+    path = tmp_path / "named.onnx"
+    path.write_bytes(_window_model(40, name).SerializeToString())
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst")})
+    with bh.serving(app) as url, bh.chromium(sync_api) as browser, bh.checked_page(browser, 1400, 900, 60000) as page:
+        bh.open_runs_tab(page, url, path)
+        page.click("#run-go")
+        page.wait_for_selector("#run-with-sizes", timeout=120000)
+        assert page.inner_text("#run-with-sizes") == f"Run with {name} [1, 48]"
+        assert page.locator("#run-error img").count() == 0
+        page.click("#run-with-sizes")
+        page.wait_for_selector("#run-plots .run-summary", timeout=120000)
+        assert page.evaluate("window.pwned") is None
