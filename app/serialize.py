@@ -13,6 +13,7 @@ from flask.json.provider import DefaultJSONProvider
 from partition import report
 from partition.dtypes import ONNX_TYPE_NAMES
 from partition.ir import Graph, Node, TensorInfo
+from partition.backends import suggested_ops
 from partition.onnx_io import attribute_defaults
 from partition.trace import PartitionResult, TraceEvent
 
@@ -102,7 +103,7 @@ def model_summary(entry: Any, card: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-_NO_GRAPH: dict[str, Any] = {"nodes": 0, "graph_name": "", "opset": {}, "op_counts": {}, "inputs": [],
+_NO_GRAPH: dict[str, Any] = {"nodes": 0, "graph_name": "", "opset": {}, "op_counts": {}, "suggested_ops": [], "inputs": [],
                              "outputs": [], "initializers": 0, "control_flow": [], "metadata": {}}
 
 
@@ -115,6 +116,7 @@ def graph_card(g: Graph) -> dict[str, Any]:
     counts = sorted(g.op_counts().items(), key=lambda kv: -kv[1])     # most used first when cut
     _capped(data, "op_counts", counts)
     data["op_counts"] = dict(data["op_counts"])
+    data["suggested_ops"] = suggested_ops(g.op_counts())   # the page's first guess for ``ops``
     inputs = [t for t in g.inputs if t not in g.initializers]
     _capped(data, "inputs", inputs)
     data["inputs"] = [tensor_json(g.info(t)) for t in data["inputs"]]

@@ -58,11 +58,11 @@ def cmd_precision(args: argparse.Namespace) -> int:
     from .run_cli import _inputs_named_on_failure, _prepare, _writing
     if (args.backend or "").lower() in ("", "none"):
         args.backend = None   # the whole model as one group
-    request = PrecisionRequest(target=args.target, atol=args.atol, rtol=args.rtol,
-                               max_runs=args.max_runs, selection=selection_from_args(args), scope=args.scope,
-                               analyse=args.analyse)
     prepared = _prepare(args)
     graph, model, feeds, notes = prepared.graph, prepared.model, prepared.feeds, prepared.notes
+    request = PrecisionRequest(target=args.target, atol=args.atol, rtol=args.rtol,
+                               max_runs=args.max_runs, selection=selection_from_args(args, graph),
+                               scope=args.scope, analyse=args.analyse)
     with tqdm(desc="precision", unit="run", file=sys.stderr, disable=None, leave=False) as bar:
         def progress(event: dict[str, Any]) -> None:
             bar.set_description(f"precision: {event['stage']}, {event.get('pins', 0)} pinned")

@@ -244,7 +244,7 @@ def _parse_range(text: str | None) -> tuple[float, float] | None:
 
 def _partition(graph, args: argparse.Namespace):
     """The partition the flags ask for, or None without ``--backend`` (an option without one is an error)."""
-    selection = selection_from_args(args)
+    selection = selection_from_args(args, graph)
     return partition(graph, selection) if selection is not None else None
 
 
@@ -419,7 +419,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # neither given: the model's default, which compare decides and says; one given: the other
     # is the model's default (float16's for a model computing in float16)
     tolerance = replace(default_tolerance(computes_in_float16(graph)), **given) if given else None
-    selection = selection_from_args(args)
+    selection = selection_from_args(args, graph)
     spec = RunSpec(id="cli", label=args.model, selection=selection, device=args.device,
                    subgraph_runtime=args.subgraph_runtime, host_runtime=args.host_runtime,
                    repeat=args.repeat, warmup=args.warmup, run_inputs=FixedInputs(feeds, tolerance),

@@ -25,6 +25,28 @@ DEFAULT_OPTIONS = (
 )
 
 
+# Op types that move or describe data rather than compute: never guessed as the ``default``
+# backend's ``ops``.
+NOT_COMPUTE = frozenset((
+    "Constant", "ConstantOfShape", "Identity", "Shape", "Size", "Cast", "CastLike", "Reshape",
+    "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "GatherElements", "GatherND", "Slice",
+    "Concat", "Split", "Expand", "Tile", "Range", "Where", "Equal", "Less", "Greater", "Not", "And",
+    "Or", "If", "Loop", "Scan", "NonZero", "Pad", "Dropout", "Unique", "ScatterND", "ScatterElements"))
+
+
+def suggested_ops(op_counts: dict[str, int], most: int = 3) -> list[str]:
+    """The ``default`` backend's ops when the user gave none: the model's ``most`` most frequent
+    compute op types (Conv, MatMul, Relu...), ties by name. The model page prefills its ops field
+    with them and the command line uses them, so a first ``sglens partition m.onnx`` or a page
+    only opened partitions something instead of failing with "needs the op types". A graph whose
+    top level computes nothing (a float16 silero-VAD: Casts around one If holding the network)
+    gets its most frequent op types but Constant and Identity."""
+    def top(keep) -> list[str]:
+        ranked = sorted((kv for kv in op_counts.items() if keep(kv[0])), key=lambda kv: (-kv[1], kv[0]))
+        return [op for op, _ in ranked[:most]]
+    return top(lambda op: op not in NOT_COMPUTE) or top(lambda op: op not in ("Constant", "Identity"))
+
+
 def _single_consumer(node: NodeView, consumer: NodeView) -> bool:
     """Fusing is only sound when ``consumer`` is the one reader of ``node``'s output."""
     outs = [t for t in node.node.outputs if t]

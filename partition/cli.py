@@ -57,8 +57,8 @@ class _Progress:
 
 
 def _partition(args: argparse.Namespace):
-    selection = selection_from_args(args)
     graph = _load(args.model)
+    selection = selection_from_args(args, graph)
     with _Progress("partitioning") as bar:
         return partition(graph, selection, progress=bar.update)
 
@@ -74,7 +74,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def _cmd_partition(args: argparse.Namespace) -> int:
     if getattr(args, "check_parser", False):
-        return cli_check_parser(args, selection_from_args(args), _load(args.model))
+        graph = _load(args.model)
+        return cli_check_parser(args, selection_from_args(args, graph), graph)
     result = _partition(args)
     if args.export:
         save_model(result.graph, args.export)
@@ -159,8 +160,8 @@ def _table(result: Any) -> str:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    selection = selection_from_args(args)
     graph = _load(args.model)
+    selection = selection_from_args(args, graph)
     run = PartitionRun(graph, selection, trace=True)
     out = sys.stdout
     for event in run.events():
@@ -186,8 +187,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    selection = selection_from_args(args)
     graph = _load(args.model)
+    selection = selection_from_args(args, graph)
     report = groups_report(graph, args.node, selection)
     if args.json:
         _print_json(report)

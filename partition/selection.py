@@ -18,9 +18,12 @@ it and the valid ones. Every command hands that Selection on unchanged.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
+from .backends import suggested_ops
 from .errors import BackendOptionError
+from .ir import Graph
 from .plugins import load_plugin
 from .registry import DEFAULT_REGISTRY, BackendOption, BackendRegistry, Selection, current_registry
 
@@ -78,10 +81,12 @@ def parse_opt(text: str) -> tuple[str, str]:
     return name.strip(), value
 
 
-def selection_from_args(args: argparse.Namespace) -> Selection | None:
+def selection_from_args(args: argparse.Namespace, graph: Graph | None = None) -> Selection | None:
     """The backend and options given on the command line, validated against ``args.backend``'s
     schema into a ``Selection``; None when neither a backend nor an option was given (``sglens run``
-    unpartitioned); options without ``--backend`` are the ``default`` backend's.
+    unpartitioned); options without ``--backend`` are the ``default`` backend's. The ``default``
+    backend without ``--ops`` takes ``graph``'s most frequent compute op types, as the model page
+    guesses them (``backends.suggested_ops``), and says so on stderr.
 
     Imports the ``--plugin`` files first (they may register the backend).
     """
@@ -96,10 +101,16 @@ def selection_from_args(args: argparse.Namespace) -> Selection | None:
         if name in options and _text(options[name]).lower() != value.lower():
             raise BackendOptionError(f"option {name} is given twice ({options[name]!r} and {value!r})")
         options[name] = value
-    if not args.backend:
-        if not options:
-            return None   # sglens run/compare without a backend: unpartitioned
-        # ``sglens run m.onnx --ops Conv,Relu`` means the default backend with those ops (the flags
-        # belong to it); an option it does not declare is the usual error naming the valid ones
-        return current_registry().select("default", options)
-    return current_registry().select(args.backend, options)
+    if not args.backend and not options:
+        return None   # sglens run/compare without a backend: unpartitioned
+    # ``sglens run m.onnx --ops Conv,Relu`` means the default backend with those ops (the flags
+    # belong to it); an option it does not declare is the usual error naming the valid ones
+    backend, registry = args.backend or "default", current_registry()
+    if backend == "default" and "ops" not in options and graph is not None \
+            and any(o.name == "ops" for o in registry.schema(backend)):
+        guess = suggested_ops(graph.op_counts())
+        if guess:
+            options["ops"] = guess
+            print(f"sglens: backend 'default' without --ops: partitioning the model's most frequent "
+                  f"compute op types {','.join(guess)} (pass --ops to choose)", file=sys.stderr)
+    return registry.select(backend, options)

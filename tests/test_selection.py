@@ -132,3 +132,27 @@ def test_every_consumer_honours_every_tensorrt_option(name: str, monkeypatch, tm
     args = argparse.Namespace(model=str(tmp_path / "m.onnx"), backend="tensorrt", export_dir=None)
     assert real_trt.cli_check_parser(args, sel, graph) == 0
     assert handed == [sel]
+
+
+def test_suggested_ops_are_the_most_frequent_compute_types_ties_by_name() -> None:
+    from partition.backends import suggested_ops
+    counts = {"Constant": 50, "Reshape": 40, "Conv": 9, "Relu": 9, "Add": 9, "Mul": 3, "Clip": 9}
+    assert suggested_ops(counts) == ["Add", "Clip", "Conv"]           # 9 each: by name; no data movement
+    # a top level that computes nothing of its own (Casts around an If holding the network)
+    assert suggested_ops({"Cast": 4, "Constant": 9, "If": 1, "Identity": 7}) == ["Cast", "If"]
+    assert suggested_ops({"Constant": 2, "Identity": 1}) == []         # nothing: the backend's error stands
+
+
+def test_the_default_backend_without_ops_takes_the_graph_guess(capsys) -> None:
+    from partition.ir import Graph, Node
+    parser = argparse.ArgumentParser()
+    add_selection_options(parser)
+    g = Graph(name="g", nodes=[Node("r", "Relu", ["x"], ["a"]), Node("s", "Sigmoid", ["a"], ["b"]),
+                               Node("t", "Transpose", ["b"], ["y"])], inputs=["x"], outputs=["y"])
+    sel = selection_from_args(parser.parse_args(["m.onnx"]), g)
+    assert sel.backend == "default" and sorted(sel.options["ops"]) == ["Relu", "Sigmoid"]
+    assert "Relu,Sigmoid" in capsys.readouterr().err
+    given = selection_from_args(parser.parse_args(["m.onnx", "--ops", "Relu"]), g)
+    assert list(given.options["ops"]) == ["Relu"] and capsys.readouterr().err == ""   # what the user gave stands
+    tensorrt = selection_from_args(parser.parse_args(["m.onnx", "--backend", "tensorrt"]), g)
+    assert "ops" not in tensorrt.options

@@ -138,22 +138,7 @@
     M.setSelection({ backend, options: remembered[backend] || {} });
   };
 
-  /* ---------------- the first selection: the URL's, else a guess of the compute ops ---------------- */
-  /* Op types that move or describe data rather than compute: never the guess for ``ops``. */
-  const NOT_COMPUTE = new Set(["Constant", "ConstantOfShape", "Identity", "Shape", "Size", "Cast", "CastLike",
-    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "GatherElements", "GatherND",
-    "Slice", "Concat", "Split", "Expand", "Tile", "Range", "Where", "Equal", "Less", "Greater", "Not",
-    "And", "Or", "If", "Loop", "Scan", "NonZero", "Pad", "Dropout", "Unique", "ScatterND", "ScatterElements"]);
-  /* The three most frequent compute op types (Conv, MatMul, Relu…). A graph whose top level has
-     none (a float16 silero-VAD: Casts around one If holding the whole network) gets its most
-     frequent op types but Constant and Identity: with no ops at all the first run failed ("backend
-     'default' needs the op types") on a page the user had only opened. */
-  const mostFrequent = (opCounts, keep) => Object.entries(opCounts || {}).filter(([op]) => keep(op))
-    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 3).map(([op]) => op);
-  M.computeOps = function (opCounts) {
-    const compute = mostFrequent(opCounts, op => !NOT_COMPUTE.has(op));
-    return compute.length ? compute : mostFrequent(opCounts, op => op !== "Constant" && op !== "Identity");
-  };
+  /* ---------------- the first selection: the URL's, else the server's guess of the compute ops ---------------- */
   M.initialSelection = function (params, backends, summary) {
     let backend = params.get("backend") || "default";
     if (!backends.includes(backend)) { if (params.get("backend")) SG.error("this link names backend '" + backend + "', which this server does not have; showing 'default'"); backend = "default"; }
@@ -167,7 +152,9 @@
     if (params.get("rule")) { try { rule = JSON.parse(params.get("rule")); } catch (e) { SG.error("the link's rule is not valid JSON"); } }
     const fromLink = params.has("backend") || params.has("options") || params.has("ops");
     if (!fromLink && backend === "default" && (M.schemas.default || []).some(o => o.name === "ops")) {
-      const guess = M.computeOps(summary.op_counts);
+      // the server's guess (partition/backends.py suggested_ops, as the command line's): the
+      // model's most frequent compute op types, so a page only opened partitions something
+      const guess = summary.suggested_ops || [];
       if (guess.length) options.ops = guess;
     }
     return { backend, options, rule };
