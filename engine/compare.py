@@ -141,6 +141,7 @@ class Comparison:
         lines = [f"compare {self.model}: {what}, device {self.device}  ->  {word}",
                  verdict.headline.replace("✔", "OK:").replace("✘", "DIFFERENT:").replace("≈", "ROUNDING ONLY:"),
                  *(f"  - {d}" for d in verdict.details),
+                 *([f"  - run again with --atol {verdict.suggested_atol:g}"] if verdict.suggested_atol else []),
                  f"match rule: {self.tolerance.describe()}; max rel only where |ref| > 10·atol",
                  "", "outputs (vs onnxruntime):",
                  f"  {'output':<28} {'run':<12} {'max abs':>10} {'max rel':>10} {'mean abs':>10} {'cosine':>9}"]

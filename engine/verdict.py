@@ -33,7 +33,7 @@ The same text is the CLI's (``sglens compare``) and the web run card's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .tolerance import ROUNDING_SCALE, Tolerance
 
@@ -47,10 +47,12 @@ class Verdict:
     details: tuple[str, ...] = ()
     first_divergent: str | None = None   # a subgraph, named only when an output differs
     inner_difference: str | None = None  # a subgraph whose outputs differ while the run's outputs match
+    suggested_atol: float | None = None  # a weak match: an atol at which the check means something
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "headline": self.headline, "details": list(self.details),
-                "first_divergent": self.first_divergent, "inner_difference": self.inner_difference}
+                "first_divergent": self.first_divergent, "inner_difference": self.inner_difference,
+                "suggested_atol": self.suggested_atol}
 
 
 def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequence[Mapping[str, Any]],
@@ -65,7 +67,7 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
     if differing:
         return _difference(outputs, subgraphs, differing, local, first if partitioned_differs else None)
     weak = [(name, e) for name, per in outputs.items() for e in per.values() if e.get("weak")]
-    inner = first
+    inner, suggested = first, None
     fixed = [name for name, per in outputs.items() if any(e.get("inputs_independent") for e in per.values())]
     every_fixed = bool(fixed) and len(fixed) == len(outputs)
     if every_fixed:
@@ -78,9 +80,13 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
         share = 100.0 * e.get("ref_below_atol", 0.0)
         headline = ("✔ outputs match onnxruntime, but the check proves little: "
                     f"most of the reference ({share:.1f}% of {name}) is at or below atol {tol.atol:g}")
+        suggested = suggested_atol(e2 for _, e2 in weak)
+        several = len({n for n, _ in weak}) > 1
+        lower = "e.g. to " + (f"{suggested:g}, " if suggested else "") + (
+            "a thousandth of the smallest largest |ref| among them" if several and suggested else "a thousandth of that")
         details.append(f"largest |ref| of {name} is {e.get('ref_max_abs', 0.0):.3g}; near zero almost any "
-                       "answer passes. Lower atol (e.g. to a thousandth of that) or feed inputs that give "
-                       "larger outputs to make the check mean something")
+                       f"answer passes. Lower atol ({lower}) or feed inputs that give larger outputs to "
+                       "make the check mean something")
         others = sorted({n for n, _ in weak} - {name})
         if others:
             details.append(f"also mostly below atol: {_listing(others)}")
@@ -99,7 +105,17 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
         details.append(f"inside the partitioned graph, subgraph {inner}'s outputs differ from onnxruntime "
                        "beyond tolerance while its inputs match; the graph's outputs still match, so the "
                        "difference does not reach them." + rounding)
-    return Verdict(status, headline, tuple(details + _rel_details(outputs, only_missing=True)), None, inner)
+    return Verdict(status, headline, tuple(details + _rel_details(outputs, only_missing=True)), None, inner,
+                   suggested)
+
+
+def suggested_atol(weak: Iterable[Mapping[str, Any]]) -> float | None:
+    """A thousandth of the smallest largest-|ref| of the weakly matched outputs, to one digit: an
+    atol under which each of them is mostly above atol, so a match there checks the values (the
+    web run card offers it as one click). None when every such output is all zeros: no atol helps."""
+    peaks = [float(e.get("ref_max_abs") or 0.0) for e in weak]
+    smallest = min((p for p in peaks if p > 0.0), default=0.0)
+    return float(f"{smallest / 1000:.1g}") if smallest > 0.0 else None
 
 
 def _difference(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequence[Mapping[str, Any]],

@@ -429,3 +429,38 @@ def test_the_card_says_a_reason_every_subgraph_shares_once_and_differing_ones_pe
     assert mixed["whys"] == ["no tensorrt here", "refused by onnxruntime", "no tensorrt here"]
     one = page.evaluate(draw, ["no tensorrt here"])           # a single subgraph keeps its row's reason
     assert one["shared"] == [] and one["whys"] == ["no tensorrt here"]
+
+
+def test_a_weak_match_offers_the_atol_that_makes_the_check_mean_something(server, page, tmp_path):
+    """A model whose outputs are all near zero (x * 1e-6): the first run's match is weak; the card
+    offers "Run again with atol A" (A a thousandth of the largest |ref| onnxruntime gave); one
+    click sets atol and runs again, and that run is a plain match at atol A."""
+    import browser_harness as bh
+    from onnx import TensorProto, helper, numpy_helper
+    from conftest import make_model
+    url, _ = server
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 64])  # noqa: E731
+    tiny = numpy_helper.from_array(np.array(1e-6, dtype=np.float32), "tiny")
+    model = make_model([helper.make_node("Mul", ["x", "tiny"], ["y"], name="scale")], [vi("x")], [vi("y")],
+                       initializers=[tiny])
+    path = tmp_path / "tiny_outputs.onnx"
+    path.write_bytes(model.SerializeToString())
+    bh.open_runs_tab(page, url, path)
+    page.click("#run-go")
+    page.wait_for_selector("#run-plots .run-summary[data-verdict='weak']", timeout=120000)
+    first = page.get_attribute("#run-plots", "data-run")
+    peak = page.evaluate(f"fetch('/api/runs/{first}').then(r => r.json())")["result"]["comparison"][
+        "outputs"]["y"]["engine"]["ref_max_abs"]
+    button = page.wait_for_selector("#run-with-atol")
+    atol = float(button.inner_text().rsplit(" ", 1)[1])
+    assert 0 < peak <= 1e-6 and atol == pytest.approx(peak / 1000, rel=0.5), (atol, peak)
+    page.screenshot(path=str(ARTIFACTS / "runs_weak_match_offers_atol.png"), full_page=True)
+    button.click()
+    for _ in range(600):   # the next run's card (a polled attribute: this page's CSP forbids eval)
+        if page.get_attribute("#run-plots", "data-run") not in (None, first):
+            break
+        page.wait_for_timeout(200)
+    page.wait_for_selector("#run-plots .run-summary[data-verdict='match']", timeout=120000)
+    assert float(page.input_value("#run-atol")) == pytest.approx(atol)
+    assert page.locator("#run-with-atol").count() == 0       # a real match needs no offer
+    assert f"atol {atol:.2e}".replace("e-0", "e-") in page.inner_text("#run-plots .match-rule")

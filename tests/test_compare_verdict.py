@@ -38,11 +38,11 @@ def _kernels(wrong_relu: bool):
     return find
 
 
-def _run(model, feeds, wrong_relu=False):
+def _run(model, feeds, wrong_relu=False, tolerance=None):
     g = load_model(model.SerializeToString())
     part = partition(g, "default", ops=["Relu"])          # the Relu alone is the subgraph
     return compare(g, model, feeds, partitioned=part, executor="engine", kernels=_kernels(wrong_relu),
-                   repeat=1, warmup=0)
+                   repeat=1, warmup=0, tolerance=tolerance)
 
 
 def _ort(model, feeds):
@@ -70,6 +70,29 @@ def test_a_match_on_a_reference_mostly_below_atol_says_it_proves_little(rng):
     plain = _run(big, feeds)
     assert plain.ok and plain.verdict.status == "match"
     assert "proves little" not in plain.text() and plain.verdict.headline == "✔ outputs match onnxruntime"
+
+
+def test_a_weak_match_names_an_atol_under_which_a_wrong_kernel_shows(rng, capsys):
+    """The weak verdict's suggested atol (a thousandth of the largest |ref|, from onnxruntime's
+    output) turns the vacuous check into one that catches a Relu off by 0.5 -- which the default
+    atol passes, scaled by 1e-6 on the way out -- and still passes the right kernel."""
+    model = _scaled_model(1e-6, add_x=False)
+    feeds = {"x": rng.standard_normal((8, 16)).astype(np.float32)}
+    peak = float(np.abs(_ort(model, feeds)).max())
+    wrong = _run(model, feeds, wrong_relu=True)
+    assert wrong.ok and wrong.verdict.status == "weak"      # the default tolerance hides the bug
+    atol = wrong.verdict.suggested_atol
+    assert atol == pytest.approx(peak / 1000, rel=0.5) and f"{atol:g}" in " ".join(wrong.verdict.details)
+    assert wrong.to_json()["verdict"]["suggested_atol"] == atol     # what the web card's button reads
+    assert f"--atol {atol:g}" in wrong.text()
+    tight = Tolerance(atol=atol, rtol=1e-3)
+    caught = _run(model, feeds, wrong_relu=True, tolerance=tight)
+    assert not caught.ok and caught.verdict.status == "differ"
+    right = _run(model, feeds, tolerance=tight)
+    assert right.ok and right.verdict.status == "match" and right.verdict.suggested_atol is None
+    # an all-zero output: no atol makes its check mean something, so none is named
+    zero = _run(_scaled_model(0.0, add_x=False), feeds)
+    assert zero.verdict.status == "weak" and zero.verdict.suggested_atol is None
 
 
 def test_no_difference_is_printed_under_a_match(rng):

@@ -116,6 +116,19 @@
     $("run-error").append(h("div", { class: "row" }, go));
   }
 
+  /* A weak match names an atol at which the check means something (engine/verdict.py
+     suggested_atol: a thousandth of the outputs' largest |ref|): one click sets it in the form and
+     runs again. Only under a run just made: the form then holds what that run used. */
+  function offerTolerance(run) {
+    const v = run.result && run.result.comparison && run.result.comparison.verdict;
+    const atol = v && v.status === "weak" ? v.suggested_atol : null;
+    const box = $("run-plots").querySelector(".run-summary");
+    if (!atol || !form || !box) return;
+    const go = h("button", { type: "button", id: "run-with-atol" }, "Run again with atol " + atol);
+    go.onclick = () => { form.atol.value = atol; form.atol.dispatchEvent(new Event("input")); M.startRun(); };
+    (box.querySelector(".verdict-details") || box.querySelector(".verdict")).after(h("div", { class: "row" }, go));
+  }
+
   function collect() {
     const inputs = []; const files = [];
     for (const b of form.blocks) {
@@ -215,6 +228,7 @@
         // appeared). Made only where there is none (a run followed after a reload).
         M.listRuns(); await M.loadRunForm();
         if (run.status === "failed") offerSizes(run.hint);
+        else if (run.status === "done" && run.result) offerTolerance(run);
       }
     } catch (e) { clearInterval(poll); poll = null; $("run-go").disabled = false; SG.error(e); }
   }
