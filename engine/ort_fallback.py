@@ -165,7 +165,9 @@ class _SingleNodeKernel:
         graph = Graph(f"fallback_{self.node.name}", [self.node], list(feeds), outputs, tensors,
                       initializers=weights, opset=opset)
         opts = ort.SessionOptions()
-        opts.log_severity_level = 3
+        # fatal only: a failing run raises, and the run reports that once; at 3 onnxruntime also
+        # wrote each error to stderr in colour, three more lines beside the CLI's one
+        opts.log_severity_level = 4
         # One node inside our run: it computes on the engine worker that calls it, as our own
         # kernels do. With onnxruntime's default intra-op pool, whose idle threads spin, that
         # pool kept a core busy all run long beside the engine and BLAS: ddddocr's quantized CRNN

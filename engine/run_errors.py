@@ -48,6 +48,11 @@ class ExecutorUnavailableError(RunError):
     """A subgraph executor asked for by name cannot run (not installed, no GPU, build failed)."""
 
 
+#: Input shapes a KernelFailure's message lists (all are kept in ``input_shapes``): silero-VAD's
+#: one subgraph node took 45 inputs, mostly weights, and its one-line error ran to 1,800 characters.
+SHAPES_SHOWN = 12
+
+
 class KernelFailure(RunError):
     """A node failed while running: names the node, its op and its input shapes.
 
@@ -67,7 +72,10 @@ class KernelFailure(RunError):
 
     def _message(self) -> str:
         where = "".join(f"{p} > " for p in self.path)
-        shapes = ", ".join("omitted" if s is None else str(s) for s in self.input_shapes)
+        shown = self.input_shapes[:SHAPES_SHOWN]
+        shapes = ", ".join("omitted" if s is None else str(s) for s in shown)
+        if len(self.input_shapes) > SHAPES_SHOWN:   # a subgraph node takes every weight it reads
+            shapes += f", ... (+{len(self.input_shapes) - SHAPES_SHOWN} more)"
         return (f"node {where}'{self.node}' ({self.op_type}) failed on input shapes [{shapes}]: "
                 f"{type(self.cause).__name__}: {self.cause}")
 

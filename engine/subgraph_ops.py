@@ -298,7 +298,9 @@ class _OrtImpl(_Impl):
         import onnxruntime as ort
         data = _standalone_bytes(self.op, weights)
         opts = ort.SessionOptions()
-        opts.log_severity_level = 3
+        # fatal only: a failing run raises, and the run reports that once; at 3 onnxruntime also
+        # wrote each error to stderr in colour, three more lines beside the CLI's one
+        opts.log_severity_level = 4
         # A graph holds one session per subgraph (and per host region, engine/host_regions.py), each
         # with its own intra-op pool, called in turn from the engine's workers. Pools that spin while
         # idle then take the cores from every other session and from the engine: on a loaded 2-core

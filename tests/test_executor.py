@@ -166,6 +166,24 @@ def test_kernel_failure_names_node_op_and_shapes():
         engine.shutdown()
 
 
+def test_a_node_with_many_inputs_lists_the_first_shapes_and_counts_the_rest():
+    """A subgraph node takes every weight it reads (silero-VAD's: 45 inputs): its one-line error
+    lists the first SHAPES_SHOWN shapes and counts the others; all are kept, and survive pickling."""
+    import pickle
+    from engine.run_errors import SHAPES_SHOWN
+    n = SHAPES_SHOWN + 7
+    xs = [f"x{i}" for i in range(n)]
+    g = graph_of([helper.make_node("Boom", xs, ["y"], name="wide", domain="test")],
+                 [vi(x, [i + 1]) for i, x in enumerate(xs)], [vi("y", [1])])
+    with Executor(g, kernels=kernels) as ex, pytest.raises(KernelFailure) as info:
+        ex.run({x: np.zeros(i + 1, np.float32) for i, x in enumerate(xs)})
+    msg = str(info.value)
+    assert f"[{SHAPES_SHOWN}]" in msg and f"[{SHAPES_SHOWN + 1}]" not in msg and "(+7 more)" in msg, msg
+    assert info.value.input_shapes == [[i + 1] for i in range(n)]
+    again = pickle.loads(pickle.dumps(info.value))
+    assert str(again) == msg and again.input_shapes == info.value.input_shapes
+
+
 def test_failure_on_a_branch_no_output_needs_is_still_reported():
     g = graph_of([helper.make_node("Relu", ["x"], ["y"], name="main"),
                   helper.make_node("Boom", ["x"], ["dead"], name="dead_end", domain="test")],
