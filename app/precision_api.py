@@ -42,9 +42,12 @@ class Cancelled(Exception):
 
 
 class PrecisionJob:
-    def __init__(self, model_id: str, model_name: str, request_: PrecisionRequest) -> None:
+    def __init__(self, model_id: str, model_name: str, request_: PrecisionRequest,
+                 inputs: str = "", inputs_guessed: bool = False) -> None:
         self.id = uuid.uuid4().hex
         self.model_id, self.model_name, self.request = model_id, model_name, request_
+        self.inputs = inputs                  # what the search runs on, in words (_inputs_said)
+        self.inputs_guessed = inputs_guessed  # not given with the request: a failure says how to
         self.status, self.stage, self.runs = "running", "starting", 0
         self.candidate: list[str] = []
         self.history: list[dict[str, Any]] = []
@@ -71,7 +74,12 @@ class PrecisionJob:
 
     def end(self, status: str, error: str | None) -> None:
         """A search that ended without a report; its clock stops with it (under the same lock,
-        so no answer shows the end with a running clock)."""
+        so no answer shows the end with a running clock). A failure on inputs the request did not
+        give says which they were and how to give others: the page has no size fields of its own."""
+        if error is not None and self.inputs_guessed:
+            error += (f". The inputs were {self.inputs}. To search on others, run the model once on "
+                      "its page's Runs tab with sizes that run (after a failure there it offers sizes "
+                      "onnxruntime runs; a search uses the last run's sizes), or give an .npz of inputs")
         with self.lock:
             self.status, self.error, self.ended = status, error, time.time()
             if status == "cancelled":
@@ -82,7 +90,7 @@ class PrecisionJob:
             return {"id": self.id, "model": self.model_id, "status": self.status, "stage": self.stage,
                     "runs": self.runs, "max_runs": self.request.max_runs, "target": self.request.target,
                     "candidate": self.candidate, "history": self.history[-HISTORY_SHOWN:],
-                    "nodes": self.nodes, "report": self.report, "error": self.error,
+                    "nodes": self.nodes, "report": self.report, "error": self.error, "inputs": self.inputs,
                     "seconds": round((self.ended or time.time()) - self.started, 2)}
 
 
@@ -197,11 +205,21 @@ def start(mid: str):
     data, files = _request_fields()
     req = parse_request(data, int(current_app.config.get("SGLENS_PRECISION_MAX_RUNS", DEFAULT_MAX_RUNS)))
     arrays = ri.read_arrays(files, entry.graph)
-    inputs = ri.parse_run_inputs(entry.graph, None, data, arrays, ri.remembered(current_app.instance_path, mid),
-                                 _lens().run_memory_limit)
-    job = PrecisionJob(mid, entry.name, req)
+    last = ri.remembered(current_app.instance_path, mid)
+    inputs = ri.parse_run_inputs(entry.graph, None, data, arrays, last, _lens().run_memory_limit)
+    given = bool(arrays) or bool(data.get("inputs"))
+    job = PrecisionJob(mid, entry.name, req, _inputs_said(inputs, given, bool(last)), not given)
     _jobs().start(job, entry.graph, entry.model_bytes, inputs.feeds(entry.graph))
     return jsonify(job.to_json()), 202
+
+
+def _inputs_said(inputs: Any, given: bool, last_run: bool) -> str:
+    """``input [1, 192], sr [] (the sizes of this model's last run)``: the search's inputs in words."""
+    shapes = ", ".join(f"{s.name} " + ("(a file)" if s.name in inputs.files else str(list(s.shape)))
+                       for s in inputs.specs)
+    source = ("as given" if given else "the sizes of this model's last run" if last_run
+              else "the model's own sizes, symbolic axes guessed")
+    return f"{shapes} ({source})"
 
 
 @bp.get("/api/precision/<jid>")

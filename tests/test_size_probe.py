@@ -138,6 +138,36 @@ def test_a_web_run_that_fails_names_the_sizes_onnxruntime_runs(tmp_path):
     assert c.get("/api/health").get_json() == {"ok": True}
 
 
+def test_a_precision_search_on_guessed_sizes_says_its_inputs_and_takes_the_last_runs(tmp_path):
+    """The precision page has no size fields: a search that fails on the model's guessed sizes
+    says which inputs it ran and how to give others; after a run on the Runs tab at a size that
+    runs, the next search uses that size and finishes."""
+    from app import create_app
+    app = create_app({"SGLENS_INSTANCE": str(tmp_path / "inst"), "SGLENS_RUN_REPEAT": 1})
+    c = app.test_client()
+    up = c.post("/api/models", data={"file": (io.BytesIO(_window_model(40).SerializeToString()), "w.onnx")},
+                content_type="multipart/form-data")
+    mid = up.get_json()["id"]
+
+    def search() -> dict:
+        job = c.post(f"/api/models/{mid}/precision", json={"backend": "none", "target": "fp16"}).get_json()
+        end = time.time() + 120
+        while (st := c.get(f"/api/precision/{job['id']}").get_json())["status"] == "running":
+            assert time.time() < end, st
+            time.sleep(0.05)
+        return st
+    failed = search()
+    assert failed["status"] == "failed", failed
+    assert failed["inputs"] == "x [1, 1] (the model's own sizes, symbolic axes guessed)", failed["inputs"]
+    assert "The inputs were x [1, 1]" in failed["error"] and "Runs tab" in failed["error"], failed["error"]
+    run = c.post("/api/runs", json={"model": mid, "inputs": [{"name": "x", "shape": [1, 48]}]})
+    assert run.status_code == 202, run.get_data(as_text=True)
+    done = search()
+    assert done["status"] == "done" and done["error"] is None, done
+    assert done["inputs"] == "x [1, 48] (the sizes of this model's last run)", done["inputs"]
+    assert c.get("/api/health").get_json() == {"ok": True}
+
+
 @pytest.mark.browser
 def test_the_run_page_runs_with_the_sizes_found_in_one_click(tmp_path):
     """In a real browser on a real server: the prefilled size fails, the error offers the size
