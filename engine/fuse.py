@@ -468,7 +468,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     seen: list[Any] = [None]  # (the parameters, their (s, t)): replaced whole
     chain_fold = affine.kernel.fold if affine is not None else None  # type: ignore[attr-defined]
 
-    def affine_of(xp: Any, norm: tuple) -> tuple | None:
+    def affine_of(xp: Any, norm: tuple, channels: int) -> tuple | None:
         """``_bn_affine`` once per parameter version (weight preparation, as engine/memo.py:
         the same objects give the same (s, t); set_weight installs new ones)."""
         last = seen[0]
@@ -477,7 +477,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         if chain_fold is None:
             st = _bn_affine(xp, norm, epsilon)
         else:   # a per-channel affine chain (engine/fuse_channel.py); not per-channel: as written
-            st = chain_fold(xp, norm, 4, norm[0].dtype)
+            st = chain_fold(xp, norm, 4, norm[0].dtype, channels)
             if st is None:
                 raise ValueError("the affine chain's vectors are not per-channel")
         seen[0] = (tuple(norm), st)
@@ -496,7 +496,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
 
     def make_plan(x: Any, args: tuple) -> Any:
         return conv_fused_plan(x.shape, args[1], args[2] if n_conv > 2 else None, activation(args),
-                               affine_of(np, args[n_bn:n_fixed]), **attrs)
+                               affine_of(np, args[n_bn:n_fixed], args[1].shape[0]), **attrs)
     host_plan = LastPlan(lambda args: args[1:n_conv] + args[n_bn:], make_plan)
 
     def run(xp: Any, *args: Any) -> tuple:
@@ -518,7 +518,8 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
             if lopsided and xp is not np:  # the amounts as bound, on the host: no device read
                 x = pad_zeros(xp, x, folded[2], "constant", 0.0, None)
                 use = own
-            return (conv_fused(xp, x, w, b, residual, activation(args), affine=affine_of(xp, norm), **use),)
+            return (conv_fused(xp, x, w, b, residual, activation(args), affine=affine_of(xp, norm, w.shape[0]),
+                               **use),)
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
             return as_written(xp, parts, kernels, dict(zip(ins, args)))
     return run

@@ -2,7 +2,8 @@
 per-channel Mul and Add nodes after it, and a Relu, as one step; or, after a Conv, such Mul and
 Add nodes by constant per-channel vectors without a BatchNormalization -- a frozen batch norm as
 torch exports it (transformers' DETR backbone, torchvision's FrozenBatchNorm2d: ``x * scale +
-shift``), which the conv then takes as its epilogue (``engine/fuse.py``).
+shift``), or by single values (PP-OCRv4's learnable affine after each conv, ``Mul(w, conv) + b``:
+the same scale on every channel) -- which the conv then takes as its epilogue (``engine/fuse.py``).
 
 Caffe2 exported every spatial BatchNormalization followed by a "scale" layer, a Mul and an Add
 by per-channel vectors (read through Unsqueeze); DenseNet and Inception v2 (the ONNX model zoo's,
@@ -113,11 +114,11 @@ def _frozen_bn_head(node: Node, i: int, convs: dict[str, Node], sole: Callable[.
 
 def _conv_vector(conv: Node, t: str | None, const: Callable[[str], Any]) -> bool:
     """Whether ``t`` is a constant that varies along the channels of ``conv``'s 4-D output only,
-    one value per output channel."""
+    one value per output channel, or is one value (the same on every channel)."""
     v, w = (const(t) if t else None), const(conv.inputs[1]) if len(conv.inputs) > 1 else None
     shape, w_shape = getattr(v, "shape", None), getattr(w, "shape", None)
     return shape is not None and w_shape is not None and len(w_shape) == 4 \
-        and _channel_extent(tuple(shape), 4) == w_shape[0] and getattr(v, "dtype", None) == w.dtype
+        and _channel_extent(tuple(shape), 4) in (1, w_shape[0]) and getattr(v, "dtype", None) == w.dtype
 
 
 def _mul_add_run(nodes: list[Node], chain: list[int], ops: list[bool], vectors: list[str],
@@ -181,7 +182,7 @@ def channel_axis_vector(v: Any, ndim: int, channels: int) -> Any:
 
 
 def channel_fold(xp: Any, params: tuple, ops: tuple[bool, ...], epsilon: float, ndim: int,
-                 dtype: Any, has_bn: bool = True) -> tuple | None:
+                 dtype: Any, has_bn: bool = True, channels: int | None = None) -> tuple | None:
     """``(s, t)``, one scale and one shift per channel, with ``y * s + t`` what the chain computes
     on an ``ndim``-D input ``y`` of ``dtype`` from ``params`` (the BatchNormalization's scale,
     bias, mean and variance unless not ``has_bn``, then the chain's vectors; ``ops``: True for a
@@ -195,8 +196,9 @@ def channel_fold(xp: Any, params: tuple, ops: tuple[bool, ...], epsilon: float, 
         s = scale / xp.sqrt(var + epsilon)
         t = bias - mean * s
         vectors = params[4:]
-    else:   # the vectors' channel count; x * 1 + 0 before the first
-        c = max((_channel_extent(tuple(getattr(v, "shape", ())), ndim) or 0) for v in params) if params else 0
+    else:   # the input's channel count (else the vectors'); x * 1 + 0 before the first
+        c = channels if channels is not None else \
+            max((_channel_extent(tuple(getattr(v, "shape", ())), ndim) or 0) for v in params) if params else 0
         if c < 1:
             return None
         s, t = xp.ones(c, dtype=dtype), xp.zeros(c, dtype=dtype)
@@ -224,7 +226,7 @@ def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tupl
     def make(x: Any, args: tuple) -> tuple | None:
         """``((s, t), compiled pass or None)`` for this input shape and these parameters."""
         xp, params = args[0], args[1:]
-        st = channel_fold(xp, params, ops, epsilon, x.ndim, x.dtype, has_bn)
+        st = channel_fold(xp, params, ops, epsilon, x.ndim, x.dtype, has_bn, x.shape[1])
         if st is None or st[0].shape != (x.shape[1],):   # not x's channels
             return None
         return st, native.epilogue_plan(x.shape, *st, lo, math.inf) if xp is np else None
@@ -239,8 +241,8 @@ def channel_affine_kernel(parts: tuple[Node, ...], kernels: list[Any], ops: tupl
         except Exception:  # noqa: BLE001 - the nodes as written say what is wrong, naming theirs
             pass
         return as_written(xp, parts, kernels, dict(zip(ins, (x, *params))))
-    run.fold = lambda xp, params, ndim, dtype: channel_fold(xp, params, ops, epsilon, ndim, dtype,  # type: ignore[attr-defined]
-                                                            has_bn)
+    run.fold = lambda xp, params, ndim, dtype, channels: channel_fold(  # type: ignore[attr-defined]
+        xp, params, ops, epsilon, ndim, dtype, has_bn, channels)
     return run
 
 

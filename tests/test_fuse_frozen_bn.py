@@ -22,7 +22,7 @@ F = TensorProto.FLOAT
 
 
 def _model(rng: np.random.Generator, *, residual: bool = False, vector_shape: tuple = (1, 8, 1, 1),
-           through_identity: bool = True):
+           through_identity: bool = True, constant_first: bool = False):
     """x -> Conv -> Mul(scale) -> Add(shift) [-> Add(x)] -> Relu, twice, the two convs' scales
     and shifts the same weights (torch's exporter shares them through Identity nodes)."""
     inits = [numpy_helper.from_array((rng.standard_normal((8, 8, 3, 3)) * 0.3).astype(np.float32), "w1"),
@@ -37,8 +37,10 @@ def _model(rng: np.random.Generator, *, residual: bool = False, vector_shape: tu
                       helper.make_node("Identity", ["shift"], [f"shift{k}"], name=f"share shift {k}")]
             scale, shift = f"scale{k}", f"shift{k}"
         nodes += [helper.make_node("Conv", [x, f"w{k}"], [f"c{k}"], name=f"conv{k}", pads=[1, 1, 1, 1]),
-                  helper.make_node("Mul", [f"c{k}", scale], [f"m{k}"], name=f"scale{k}"),
-                  helper.make_node("Add", [f"m{k}", shift], [f"a{k}"], name=f"shift{k}")]
+                  helper.make_node("Mul", [scale, f"c{k}"] if constant_first else [f"c{k}", scale], [f"m{k}"],
+                                   name=f"scale{k}"),
+                  helper.make_node("Add", [shift, f"m{k}"] if constant_first else [f"m{k}", shift], [f"a{k}"],
+                                   name=f"shift{k}")]
         last = f"a{k}"
         if residual:
             nodes.append(helper.make_node("Add", [last, x], [f"r{k}"], name=f"residual{k}"))
@@ -85,10 +87,28 @@ def test_a_shared_weight_replaced_reaches_both_convs(rng):
     np.testing.assert_array_equal(values["scale1"], new_scale)   # the debugger sees the alias too
 
 
-@pytest.mark.parametrize("case", ["spatial", "scalar"])
-def test_vectors_that_are_not_per_channel_stay_as_written(case, rng):
-    shape = (1, 1, 10, 9) if case == "spatial" else (1,)
-    model, out = _model(rng, vector_shape=shape, through_identity=False)
+@pytest.mark.parametrize("shape", [(1,), (1, 1, 1, 1), ()])
+def test_a_scalar_scale_and_shift_become_the_convs_epilogue_too(shape, compiled, rng):
+    """PP-OCRv4's learnable affine after each conv, ``Mul(w, conv) + b`` with ``w`` and ``b`` of
+    one value (the constant first): the same scale and shift on every channel, so the conv's
+    epilogue as a per-channel one is (the PP-OCRv4 detector: 244 -> 164 steps, 101 -> 80 ms)."""
+    model, out = _model(rng, vector_shape=shape, through_identity=False, constant_first=True)
+    feeds = {"x": rng.standard_normal((1, 8, 10, 9)).astype(np.float32)}
+    with Executor(from_model_proto(model)) as ex:
+        kinds = [s.node.op_type for s in ex._steps]
+        np.testing.assert_allclose(ex.run(feeds).numpy_outputs()[out], _reference(model, feeds),
+                                   rtol=1e-4, atol=1e-4)
+        new_shift = np.full(shape, 2.5, np.float32)      # the weights stay inputs: a new shift is read
+        ex.set_weight("shift", new_shift)
+        got = ex.run(feeds).numpy_outputs()[out]
+    assert kinds == ["Conv+Mul+Add+Relu"] * 2, kinds
+    changed = model.__deepcopy__()
+    changed.graph.initializer[3].CopyFrom(numpy_helper.from_array(new_shift, "shift"))
+    np.testing.assert_allclose(got, _reference(changed, feeds), rtol=1e-4, atol=1e-4)
+
+
+def test_vectors_that_are_not_per_channel_stay_as_written(rng):
+    model, out = _model(rng, vector_shape=(1, 1, 10, 9), through_identity=False)   # a spatial map
     feeds = {"x": rng.standard_normal((1, 8, 10, 9)).astype(np.float32)}
     with Executor(from_model_proto(model)) as ex:
         kinds = [s.node.op_type for s in ex._steps]
