@@ -156,15 +156,26 @@ def test_a_failure_names_the_node_that_failed(rng: np.random.Generator) -> None:
     assert "'add' (Add)" in str(info.value)
 
 
-def test_per_node_times_share_the_chain_among_its_nodes(rng: np.random.Generator) -> None:
+def test_per_node_times_give_the_chain_to_its_conv(rng: np.random.Generator) -> None:
     """Per-node times (the app's time colouring) name the graph's own nodes, every one of
-    them: the fused step's time shared equally by the conv, the add and the relu."""
+    them: the fused step's time is the conv's (the add and the relu ride in its pass: 0);
+    a chain named after none of its nodes (a hard swish) shares its time equally."""
     model, feeds = _model((1, 4, 12, 12), (8, 4, 3, 3), "add_relu", res_shape=(1, 8, 12, 12),
                           rng=rng, pads=[1, 1, 1, 1])
     with Executor(from_model_proto(model)) as ex:
-        seconds = ex.run(feeds).node_seconds
+        run = ex.run(feeds)
+        (step,) = ex._steps
+    seconds = run.node_seconds
     assert set(seconds) == {"conv", "add", "relu"}
-    assert seconds["conv"] == seconds["add"] == seconds["relu"] > 0
+    assert seconds["conv"] > 0 and seconds["add"] == seconds["relu"] == 0.0
+    assert step.node.name == "conv" and seconds["conv"] == pytest.approx(sum(seconds.values()))
+    from engine.executor import _share_fused_times
+    from engine.fuse import Fused
+    from partition.ir import Node
+    parts = (Node("a", "Add", ("x", "k"), ("s",)), Node("c", "Clip", ("s",), ("y",)))
+    times = {"a+swish": 0.5}
+    _share_fused_times(times, {"a+swish": Fused(Node("a+swish", "HardSwish", ("x",), ("y",)), parts, None)})
+    assert times == {"a": 0.25, "c": 0.25}
 
 
 def test_fused_chain_on_the_fake_device(monkeypatch: pytest.MonkeyPatch,
