@@ -319,7 +319,10 @@ def _conv_banded(x: np.ndarray, w: np.ndarray, geometry_: tuple, dims: tuple) ->
             r1 = min(oh, r0 + rows)
             cols = flat[:height * (r1 - r0) * ow].reshape(height, -1)
             native.im2col_rows(x, cols, *geometry_, img, r0, r1)
-            out[img, :, :, r0 * ow:r1 * ow] = np.matmul(w3, cols.reshape(group, k, -1))
+            per_group = cols.reshape(group, k, -1)
+            for g in range(group):   # BLAS writes the band's rows of the output itself (a row-strided
+                # C matrix): the product made, then copied in, cost VGG-19 3% (227 -> 219 ms)
+                np.matmul(w3[g], per_group[g], out=out[img, g, :, r0 * ow:r1 * ow])
     return out.reshape(n, m, *out_sp)
 
 
