@@ -116,6 +116,16 @@ def test_step_selector_forward_and_back(server, page):
     assert "sg" in classes(page, "C") and "sg" not in classes(page, "D")
     assert {n: node_box(page, n) for n in "ABCD"} == before      # stepping never moves a node
     assert page.locator("#dbg-log li").count() >= 4
+    # a jump leaves events out of the log: the entry after each gap counts them, and the gaps
+    # and entries together are every event up to the last (the pass's end)
+    logged = page.eval_on_selector_all("#dbg-log li", "ls => ls.map(l => [Number(l.dataset.index), "
+                                       "Number(l.dataset.gap || 0), getComputedStyle(l, '::before').content])")
+    indices = [i for i, _, _ in logged]
+    assert indices == sorted(indices) and indices[0] == 0, logged
+    assert all(gap == (i - p - 1) for (p, _, _), (i, gap, _) in zip(logged, logged[1:])), logged
+    gaps = [(i, gap, shown) for i, gap, shown in logged if gap]
+    assert gaps and all(f"{gap} event(s) run through" in shown for _, gap, shown in gaps), gaps
+    assert len(logged) + sum(g for _, g, _ in gaps) == indices[-1] + 1
 
 
 def test_tensorrt_incompatibility_group(server, page):

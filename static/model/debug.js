@@ -86,6 +86,15 @@
     return [call.slice(0, ans.index) + "-> ", h("span", { class: "ans-" + ans[1].toLowerCase() }, ans[1])];
   }
 
+  /* Events a jump passed over (Run to, Last, a click in the log) are not in the log: the entry
+     after such a gap says how many (CSS draws "⋯ N events run through" above it), so a log
+     reading "1 pass_start, 99 pass_end" does not look like a pass of two events. */
+  function markGap(li) {
+    const prev = li.previousElementSibling;
+    const gap = Number(li.dataset.index) - (prev ? Number(prev.dataset.index) : -1) - 1;
+    if (gap > 0) li.dataset.gap = String(gap); else delete li.dataset.gap;
+  }
+
   function logEntry(index, e) {
     const ol = $("dbg-log");
     ol.querySelectorAll("li.active").forEach(li => li.classList.remove("active"));
@@ -98,6 +107,7 @@
       ol.insertBefore(li, next);
       S.log.set(index, li);
       if (S.log.size > 400) { const k = Math.min(...S.log.keys()); if (k !== index) { S.log.get(k).remove(); S.log.delete(k); } }
+      markGap(li); if (next) markGap(next);
     }
     li.classList.add("active");
     li.scrollIntoView({ block: "nearest" });
