@@ -1,5 +1,6 @@
 """Chains fused at bind time (``plan="segments"`` only): GELU, HardSwish, SiLU, and Conv with a zero Pad
-before it and its BatchNormalization / Add / Relu / Clip epilogue (``_fuse_conv_chains``).
+before it and its BatchNormalization / Add / Relu / Clip epilogue, and a per-channel affine after
+that activation (``_fuse_conv_chains``, ``_affine_after``).
 
 GELU as PyTorch and BERT exporters write it, five nodes over one tensor::
 
@@ -31,9 +32,9 @@ from .chain_parts import (BOUNDS, DEFAULT_DOMAINS, FUSED_DOMAIN, Fused, bound_in
                           clip_bounds_constant, other_input, sole_reader, spliced)
 from .fuse_attention import as_written, attention_chains
 from .fuse_qdq import fuse_fake_quant
-from .fuse_channel import fuse_channel_affine
+from .fuse_channel import channel_fold, conv_vector, fuse_channel_affine, mul_add_run
 from .kernels import device, elementwise, native
-from .kernels.conv_epilogue import HardSwishAct, LeakyReluAct
+from .kernels.conv_epilogue import AffineAfter, HardSwishAct, LeakyReluAct
 from .kernels.nn import conv as nn_conv, conv_fused, conv_fused_plan
 from .kernels.prepared import LastPlan
 from .kernels.registry import kernel_attrs
@@ -355,12 +356,16 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
         if j is None:
             j = sole(y, "LeakyRelu")
             bound = bound_reader(sole, nodes[j].outputs[0], nodes, const) if j is not None else None
-        if j is not None and j not in drop:
+        acted = j is not None and j not in drop
+        if acted:
             chain.append(j)
             if bound is not None and bound not in drop:
                 chain.append(bound)
         else:
             swish = None
+        after = _affine_after(nodes, chain, conv, sole, drop, const) if acted else None
+        if after is not None:
+            chain += after.indices
         if len(chain) == 1:
             continue
         # a Paddle hard swish is one fused step already: the chain takes its nodes
@@ -377,21 +382,51 @@ def _fuse_conv_chains(graph: Graph, nodes: list[Node], const: Callable[[str], An
             ins += tuple(bn.inputs[1:5])
         if affine is not None:   # likewise the affine chain's (its BatchNormalization's, its vectors)
             ins += affine.node.inputs[1:]
-        if parts[-1].op_type in BOUNDS and swish is None:   # its bounds stay inputs: read each run (set_weight)
-            ins += bound_inputs(parts[-1], parts[-2].outputs[0])
+        core = parts[:len(parts) - len(after.indices)] if after is not None else parts   # to the activation
+        if core[-1].op_type in BOUNDS and swish is None:   # its bounds stay inputs: read each run (set_weight)
+            ins += bound_inputs(core[-1], core[-2].outputs[0])
         if swish is not None:   # a Paddle hard swish's shift, bounds (, scale) likewise
             ins += swish.consts
         if pad is not None:   # its amounts and value too: checked against the bound ones
             ins += tuple(t for t in pad.inputs[1:] if t)
+        if after is not None:   # the affine after the activation: its vectors or BatchNormalization's, last
+            ins += after.inputs
         # Named after the conv: per-node times (the app's "time" colouring) give the
         # chain's time to the conv, which is nearly all of it, under a real node's name.
         node = Node(conv.name, "+".join(p.op_type for p in parts), ins,
                     (parts[-1].outputs[0],), FUSED_DOMAIN)
         fused.append(Fused(node, parts, _conv_chain_kernel(parts, kernels, bool(residual), bn, folded,
-                                                           swish, ins, affine)))
+                                                           swish, ins, affine, after)))
         drop.update(chain)
         replace[chain[-1]] = node  # at the last node's place: the residual is ready there
     return spliced(nodes, drop, replace), fused
+
+
+class _After(NamedTuple):
+    """An affine after a conv chain's activation: the nodes (their positions), the inputs the
+    fused step reads for it, and how they fold: a BatchNormalization's (scale, bias, mean, var)
+    with its ``epsilon``, or Mul / Add vectors (``ops``: True for a Mul)."""
+    indices: list[int]
+    inputs: tuple[str, ...]
+    ops: tuple[bool, ...]
+    epsilon: float | None   # None: Mul / Add vectors
+
+
+def _affine_after(nodes: list[Node], chain: list[int], conv: Node, sole: Callable[..., int | None],
+                  drop: set[int], const: Callable[[str], Any]) -> _After | None:
+    """What scales and shifts the activation's output per channel by constants, read by the
+    chain alone: an inference BatchNormalization (Keras' Conv -> Relu -> BatchNormalization), or
+    Mul / Add nodes by vectors of the conv's channels or single values (PP-OCRv4's learnable
+    scale and shift after each hard swish: 24 Mul and Add pairs over the detector's largest maps,
+    read and written in passes of their own)."""
+    y = nodes[chain[-1]].outputs[0]
+    k = sole(y, "BatchNormalization")
+    if k is not None and k not in drop and _bn_foldable(nodes[k], y, const):
+        bn = nodes[k]
+        return _After([k], tuple(bn.inputs[1:5]), (), float(bn.attrs.get("epsilon", 1e-5)))
+    run, ops, vectors = mul_add_run(nodes, [chain[-1]], [], [], sole, drop,
+                                    lambda t: conv_vector(conv, t, const))
+    return _After(run[1:], tuple(vectors), tuple(ops), None) if len(run) > 1 else None
 
 
 def _is_2d(conv: Node, const: Callable[[str], Any]) -> bool:
@@ -432,7 +467,7 @@ _ONNX_HARD_SWISH = HardSwishAct(1 / 6, 0.5, 0.0, 1.0)
 def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual: bool,
                        bn: Node | None = None, folded: tuple | None = None,
                        swish: _Swish | None = None, ins: tuple[str, ...] = (),
-                       affine: Fused | None = None) -> Callable[..., tuple]:
+                       affine: Fused | None = None, after: _After | None = None) -> Callable[..., tuple]:
     """The fused step: ``(xp, x, w[, b][, residual][, bn params][, bounds][, pad
     inputs][, hard swish constants]) -> (y,)`` (``ins``: their names). A residual of
     another shape or dtype (broadcasting), or any failure, runs the nodes as written
@@ -454,7 +489,8 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     # is padded as written first, then convolved with the conv's own pads (unverified on
     # a GPU, like the rest of the device path).
     lopsided = folded is not None and folded[0][:2] != folded[0][2:]
-    last = parts[-1]
+    core = parts[:len(parts) - len(after.indices)] if after is not None else parts   # to the activation
+    last = core[-1]
     bounding = last if last.op_type in BOUNDS and swish is None else None   # a Clip, or a Max / Min after a LeakyRelu
     leaky = next((p for p in parts if p.op_type == "LeakyRelu"), None)
     # Paddle's hard swish: its shift, bounds and scale are inputs after the Clip's place
@@ -463,10 +499,12 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     n_conv = sum(1 for t in conv.inputs if t)
     n_bn = n_conv + int(has_residual)
     n_fixed = n_bn + (4 if bn is not None else len(affine.node.inputs) - 1 if affine is not None else 0)
-    n_bounds = n_fixed + (len(bound_inputs(bounding, parts[-2].outputs[0])) if bounding is not None else 0)
+    n_bounds = n_fixed + (len(bound_inputs(bounding, core[-2].outputs[0])) if bounding is not None else 0)
     epsilon = float(bn.attrs.get("epsilon", 1e-5)) if bn is not None else 0.0
     seen: list[Any] = [None]  # (the parameters, their (s, t)): replaced whole
     chain_fold = affine.kernel.fold if affine is not None else None  # type: ignore[attr-defined]
+    n_post = len(after.inputs) if after is not None else 0
+    post_seen: list[Any] = [None]   # likewise for the affine after the activation
 
     def affine_of(xp: Any, norm: tuple, channels: int) -> tuple | None:
         """``_bn_affine`` once per parameter version (weight preparation, as engine/memo.py:
@@ -483,6 +521,22 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         seen[0] = (tuple(norm), st)
         return st
 
+    def post_of(xp: Any, params: tuple, channels: int) -> tuple:
+        """The affine after the activation as ``(s, t)``, once per parameter version."""
+        last = post_seen[0]
+        if last is not None and all(map(is_, last[0], params)):
+            return last[1]
+        st = _bn_affine(xp, params, after.epsilon) if after.epsilon is not None else \
+            channel_fold(xp, params, after.ops, 0.0, 4, params[0].dtype, False, channels)
+        if st is None:
+            raise ValueError("the affine after the activation is not per-channel")
+        post_seen[0] = (tuple(params), st)
+        return st
+
+    def act_of(xp: Any, args: tuple, channels: int) -> Any:
+        act = activation(args)
+        return act if after is None else AffineAfter(act, *post_of(xp, args[len(args) - n_post:], channels))
+
     def activation(args: tuple) -> Any:
         if n_consts:
             shift, lo, hi, *scale = (float(v.reshape(())) for v in args[n_bounds:n_bounds + n_consts])
@@ -495,7 +549,8 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         return bounds if bounds is not None else last.op_type == "Relu"
 
     def make_plan(x: Any, args: tuple) -> Any:
-        return conv_fused_plan(x.shape, args[1], args[2] if n_conv > 2 else None, activation(args),
+        return conv_fused_plan(x.shape, args[1], args[2] if n_conv > 2 else None,
+                               act_of(np, args, args[1].shape[0]),
                                affine_of(np, args[n_bn:n_fixed], args[1].shape[0]), **attrs)
     host_plan = LastPlan(lambda args: args[1:n_conv] + args[n_bn:], make_plan)
 
@@ -505,7 +560,7 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         b = conv_args[2] if n_conv > 2 else None
         residual = args[n_conv] if has_residual else None
         norm = args[n_bn:n_fixed]
-        pad_args = args[n_bounds + n_consts:]
+        pad_args = args[n_bounds + n_consts:len(args) - n_post]
         try:
             use = attrs
             if pad is not None and (x.ndim != 4 or any(a is not c for a, c in zip(pad_args, bound))):
@@ -518,8 +573,8 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
             if lopsided and xp is not np:  # the amounts as bound, on the host: no device read
                 x = pad_zeros(xp, x, folded[2], "constant", 0.0, None)
                 use = own
-            return (conv_fused(xp, x, w, b, residual, activation(args), affine=affine_of(xp, norm, w.shape[0]),
-                               **use),)
+            return (conv_fused(xp, x, w, b, residual, act_of(xp, args, w.shape[0]),
+                               affine=affine_of(xp, norm, w.shape[0]), **use),)
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
             return as_written(xp, parts, kernels, dict(zip(ins, args)))
     return run

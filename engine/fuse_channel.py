@@ -58,14 +58,14 @@ def fuse_channel_affine(graph: Graph, nodes: list[Node], kernel_of: Callable[[No
             head = _frozen_bn_head(bn, i, convs, sole, const)
             if head is not None:   # the Mul / Add by vectors of the conv's channels that follow
                 conv = convs[head]
-                chain, ops, vectors = _mul_add_run(nodes, [i], [bn.op_type == "Mul"], [other_input(bn, head)],
-                                                   sole, drop, lambda t, conv=conv: _conv_vector(conv, t, const))
+                chain, ops, vectors = mul_add_run(nodes, [i], [bn.op_type == "Mul"], [other_input(bn, head)],
+                                                   sole, drop, lambda t, conv=conv: conv_vector(conv, t, const))
                 _fuse_one(graph, nodes, chain, ops, vectors, head, False, kernel_of, opsets, sole,
                           fused, drop, replace)
             continue
         x_info = graph.tensors.get(bn.inputs[0])
         ndim = len(x_info.shape) if x_info is not None and x_info.shape is not None else None
-        chain, ops, vectors = _mul_add_run(nodes, [i], [], [], sole, drop,
+        chain, ops, vectors = mul_add_run(nodes, [i], [], [], sole, drop,
                                            lambda t, ndim=ndim: _may_be_per_channel(graph, t, ndim))
         if bn.inputs[0] in conv_outputs and not (ops and ops[0]):
             # Conv -> BatchNormalization -> Add / Relu / a hard swish is the conv chain's (its
@@ -107,12 +107,12 @@ def _frozen_bn_head(node: Node, i: int, convs: dict[str, Node], sole: Callable[.
         return None
     for y in node.inputs:
         conv = convs.get(y)
-        if conv is not None and sole(y, node.op_type) == i and _conv_vector(conv, other_input(node, y), const):
+        if conv is not None and sole(y, node.op_type) == i and conv_vector(conv, other_input(node, y), const):
             return y
     return None
 
 
-def _conv_vector(conv: Node, t: str | None, const: Callable[[str], Any]) -> bool:
+def conv_vector(conv: Node, t: str | None, const: Callable[[str], Any]) -> bool:
     """Whether ``t`` is a constant that varies along the channels of ``conv``'s 4-D output only,
     one value per output channel, or is one value (the same on every channel)."""
     v, w = (const(t) if t else None), const(conv.inputs[1]) if len(conv.inputs) > 1 else None
@@ -121,7 +121,7 @@ def _conv_vector(conv: Node, t: str | None, const: Callable[[str], Any]) -> bool
         and _channel_extent(tuple(shape), 4) in (1, w_shape[0]) and getattr(v, "dtype", None) == w.dtype
 
 
-def _mul_add_run(nodes: list[Node], chain: list[int], ops: list[bool], vectors: list[str],
+def mul_add_run(nodes: list[Node], chain: list[int], ops: list[bool], vectors: list[str],
                  sole: Callable[..., int | None], drop: set[int],
                  takes: Callable[[str], bool]) -> tuple[list[int], list[bool], list[str]]:
     """``chain`` extended by the Mul / Add nodes that follow its last node, each the sole reader

@@ -801,3 +801,21 @@ def test_compiled_fake_quantize_is_the_numpy_path_bit_for_bit(rng, monkeypatch):
         native._lib.quantize_f32(np.zeros(4, np.float32), np.zeros(5, np.float32), 0.1, 0.0, -128.0, 127.0, True)
     per_channel = np.full(5, 0.1, np.float32)
     assert native.fake_quantize(np, x, per_channel, np.zeros(5, np.int8), -128, 127) is None   # numpy's path
+
+
+def test_the_epilogue_applies_an_affine_after_the_activation_and_refuses_what_does_not_agree(rng):
+    """``channel_epilogue_f32``'s post scale and shift (``conv_epilogue.AffineAfter``): after the
+    activation, per channel; lengths that disagree with the channels, or one of the two alone, refused."""
+    if not native.available():
+        pytest.skip("extension not built")
+    y = rng.standard_normal((2, 4, 15)).astype(np.float32)
+    scale, shift = (rng.random(4) + 0.5).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    ps, pt = (rng.random(4) + 0.5).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    want = np.maximum(y * scale[:, None] + shift[:, None], 0) * ps[:, None] + pt[:, None]
+    ours = y.copy()
+    assert native.channel_epilogue(ours, scale, shift, None, 0.0, np.inf, post=(ps, pt))
+    np.testing.assert_allclose(ours, want, rtol=1e-6, atol=1e-6)
+    lib = native._lib
+    for bad in [(ps[:3], pt), (ps, pt[:3]), (ps, None), (None, pt)]:   # a length that disagrees; one side only
+        with pytest.raises(ValueError):
+            lib.channel_epilogue_f32(y.copy(), scale, shift, None, 0.0, np.inf, None, None, *bad)

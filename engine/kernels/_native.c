@@ -320,7 +320,7 @@ static PyMethodDef methods[] = {
     {"maxpool2d_f32", native_maxpool2d_f32, METH_VARARGS,
      "maxpool2d_f32(x, out, geometry): 2-D MaxPool values of planes, -inf padding."},
     {"channel_epilogue_f32", native_channel_epilogue_f32, METH_VARARGS,
-     "channel_epilogue_f32(y, scale, shift, residual, lo, hi, swish, leaky): a conv's epilogue in one pass."},
+     "channel_epilogue_f32(y, scale, shift, residual, lo, hi, swish, leaky, post_scale, post_shift): a conv's epilogue in one pass."},
     {"softmax_f32", softmax_f32, METH_VARARGS,
      "softmax_f32(x, out, n): softmax of each row of n, float32, C-contiguous."},
     {"layer_norm_f32", layer_norm_f32, METH_VARARGS,

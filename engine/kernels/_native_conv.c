@@ -630,18 +630,10 @@ typedef struct {
     int post;  /* 0: nothing after the product; 1: / c; 2: * c */
 } HardSwish;
 
-CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s, float t,
-                                int affine, float lo, float hi, const HardSwish *hs,
-                                const float *leaky)
+/* The activation, in place on one row (inlined into each clone of epilogue_row). */
+static inline __attribute__((always_inline)) void activation_row(float *y, Py_ssize_t n, float lo, float hi,
+                                                                 const HardSwish *hs, const float *leaky)
 {
-    if (affine)
-#pragma omp simd
-        for (Py_ssize_t i = 0; i < n; i++)
-            y[i] = y[i] * s + t;
-    if (r)
-#pragma omp simd
-        for (Py_ssize_t i = 0; i < n; i++)
-            y[i] += r[i];
     if (hs) {
         const float a = hs->a, b = hs->b, hlo = hs->lo, hhi = hs->hi, c = hs->c;
 #pragma omp simd
@@ -678,16 +670,42 @@ CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s,
     }
 }
 
-/* channel_epilogue_f32(y, scale, shift, residual, lo, hi[, swish[, leaky]]): y (N, M, P)
- * written in place; scale, shift (M) or None; residual (N, M, P) or None; all float32
- * C-contiguous; swish None, or (a, b, lo, hi, post, c) of a hard swish in the clamp's place;
- * leaky None, or a LeakyRelu's alpha, before the clamp (not with a swish). */
+/* One output row: y * s + t (affine), + r, the activation, then y * ps + pt (post: an affine
+ * after the activation, PP-OCRv4's learnable scale and shift after each hard swish). */
+CLONES static void epilogue_row(float *y, const float *r, Py_ssize_t n, float s, float t,
+                                int affine, float lo, float hi, const HardSwish *hs,
+                                const float *leaky, float ps, float pt, int post)
+{
+    if (affine)
+#pragma omp simd
+        for (Py_ssize_t i = 0; i < n; i++)
+            y[i] = y[i] * s + t;
+    if (r)
+#pragma omp simd
+        for (Py_ssize_t i = 0; i < n; i++)
+            y[i] += r[i];
+    activation_row(y, n, lo, hi, hs, leaky);
+    if (post)
+#pragma omp simd
+        for (Py_ssize_t i = 0; i < n; i++)
+            y[i] = y[i] * ps + pt;
+}
+
+/* channel_epilogue_f32(y, scale, shift, residual, lo, hi[, swish[, leaky[, post_scale,
+ * post_shift]]]): y (N, M, P) written in place; scale, shift (M) or None; residual (N, M, P) or
+ * None; all float32 C-contiguous; swish None, or (a, b, lo, hi, post, c) of a hard swish in the
+ * clamp's place; leaky None, or a LeakyRelu's alpha, before the clamp (not with a swish);
+ * post_scale, post_shift (M, both or neither) an affine after the activation. */
 PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args)
 {
-    PyObject *oy, *os, *ot, *orr, *osw = Py_None, *olk = Py_None;
+    PyObject *oy, *os, *ot, *orr, *osw = Py_None, *olk = Py_None, *ops = Py_None, *opt = Py_None;
     double lo, hi;
-    if (!PyArg_ParseTuple(args, "OOOOdd|OO", &oy, &os, &ot, &orr, &lo, &hi, &osw, &olk))
+    if (!PyArg_ParseTuple(args, "OOOOdd|OOOO", &oy, &os, &ot, &orr, &lo, &hi, &osw, &olk, &ops, &opt))
         return NULL;
+    if ((ops == Py_None) != (opt == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "channel_epilogue_f32: a post scale without a post shift");
+        return NULL;
+    }
     float leaky_value = 0.0f, *leaky = NULL;
     if (olk != Py_None) {
         double alpha = PyFloat_AsDouble(olk);
@@ -714,15 +732,18 @@ PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args)
         hs = &hs_value;
     }
     NativeBuffers bs = {.held = 0};
-    Py_buffer *y, *s = NULL, *t = NULL, *r = NULL;
+    Py_buffer *y, *s = NULL, *t = NULL, *r = NULL, *ps = NULL, *pt = NULL;
     int ok = 0;
     if (!(y = native_take(&bs, oy, 1, NATIVE_C, 3, "y")) ||
         (os != Py_None && !(s = native_take(&bs, os, 0, NATIVE_C, 1, "scale"))) ||
         (ot != Py_None && !(t = native_take(&bs, ot, 0, NATIVE_C, 1, "shift"))) ||
-        (orr != Py_None && !(r = native_take(&bs, orr, 0, NATIVE_C, 3, "residual"))))
+        (orr != Py_None && !(r = native_take(&bs, orr, 0, NATIVE_C, 3, "residual"))) ||
+        (ops != Py_None && !(ps = native_take(&bs, ops, 0, NATIVE_C, 1, "post_scale"))) ||
+        (opt != Py_None && !(pt = native_take(&bs, opt, 0, NATIVE_C, 1, "post_shift"))))
         goto done;
     const Py_ssize_t n = y->shape[0], m = y->shape[1], p = y->shape[2];
     if ((s && s->shape[0] != m) || (t && t->shape[0] != m) ||
+        (ps && ps->shape[0] != m) || (pt && pt->shape[0] != m) ||
         (r && (r->shape[0] != n || r->shape[1] != m || r->shape[2] != p)) ||
         isnan(lo) || isnan(hi)) {
         PyErr_SetString(PyExc_ValueError,
@@ -732,13 +753,15 @@ PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args)
     float *yb = (float *)y->buf;
     const float *sb = s ? (const float *)s->buf : NULL, *tb = t ? (const float *)t->buf : NULL;
     const float *rb = r ? (const float *)r->buf : NULL;
+    const float *psb = ps ? (const float *)ps->buf : NULL, *ptb = pt ? (const float *)pt->buf : NULL;
     const float flo = (float)lo, fhi = (float)hi;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t img = 0; img < n; img++)
         for (Py_ssize_t k = 0; k < m; k++) {
             const Py_ssize_t at = (img * m + k) * p;  /* < y->len / 4: no overflow */
             epilogue_row(yb + at, rb ? rb + at : NULL, p, sb ? sb[k] : 1.0f, tb ? tb[k] : 0.0f,
-                         sb != NULL || tb != NULL, flo, fhi, hs, leaky);
+                         sb != NULL || tb != NULL, flo, fhi, hs, leaky,
+                         psb ? psb[k] : 1.0f, ptb ? ptb[k] : 0.0f, psb != NULL);
         }
     Py_END_ALLOW_THREADS
     ok = 1;

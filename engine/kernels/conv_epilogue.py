@@ -68,6 +68,18 @@ class LeakyReluAct:
         return activation(xp, y, (self.lo, self.hi))
 
 
+@dataclass(frozen=True, eq=False)
+class AffineAfter:
+    """An activation, then ``y * scale + shift`` per output channel (``scale``, ``shift``: one
+    value per channel, of the output's dtype): a conv chain's per-channel Mul / Add by constants,
+    or a BatchNormalization, after its activation (PP-OCRv4's learnable scale and shift after
+    each hard swish, ``engine/fuse.py``), in the same pass."""
+
+    act: Any
+    scale: Any
+    shift: Any
+
+
 #: ``HardSwishAct.post`` as the compiled epilogue numbers it.
 _POST = {"": 0, "Div": 1, "Mul": 2}
 
@@ -87,7 +99,12 @@ def activation(xp: Any, y: Any, act: Any) -> Any:
     """``conv_fused``'s activation, in place: True Relu, ``(lo, hi)`` Clip (as ONNX's
     Clip computes it, ``min(max(y, lo), hi)``, so ``lo > hi`` gives ``hi``), a
     ``HardSwishAct`` or a ``LeakyReluAct``, else none."""
-    if act is True:
+    if isinstance(act, AffineAfter):
+        activation(xp, y, act.act)
+        per_channel = (1, -1) + (1,) * (y.ndim - 2)
+        xp.multiply(y, act.scale.reshape(per_channel), out=y)
+        xp.add(y, act.shift.reshape(per_channel), out=y)
+    elif act is True:
         xp.maximum(y, 0, out=y)
     elif isinstance(act, (HardSwishAct, LeakyReluAct)):
         act.apply(xp, y)
@@ -119,13 +136,15 @@ def epilogue_plan(y_shape: tuple, bias: Any, act: Any, affine: Any) -> Callable[
     bounds = clip_bounds(act)
     if bounds is None:
         return None
+    post = (act.scale, act.shift) if isinstance(act, AffineAfter) else None
+    act = act.act if isinstance(act, AffineAfter) else act
     swish = act.compiled() if isinstance(act, HardSwishAct) else None
     leaky = float(act.alpha) if isinstance(act, LeakyReluAct) else None
     scale, shift = affine if affine is not None else (None, None)
     if bias is not None:
         shift = bias if scale is None else bias * scale + shift
-    compiled = native.epilogue_plan(y_shape, scale, shift, *bounds, swish, leaky)
-    if scale is None and shift is None and swish is None and leaky is None \
+    compiled = native.epilogue_plan(y_shape, scale, shift, *bounds, swish, leaky, post)
+    if scale is None and shift is None and swish is None and leaky is None and post is None \
             and bounds == (-math.inf, math.inf):
         # nothing per channel and no clamp: a pass over y only for a residual to add
         return lambda y, residual: residual is None or (compiled is not None and compiled(y, residual))
@@ -135,6 +154,8 @@ def epilogue_plan(y_shape: tuple, bias: Any, act: Any, affine: Any) -> Callable[
 def clip_bounds(act: Any) -> tuple[float, float] | None:
     """``activation``'s ``act`` as the ``[lo, hi]`` it clamps to; None for a NaN bound (a hard
     swish clamps nothing: its own bounds go to the epilogue with it, ``HardSwishAct.compiled``)."""
+    if isinstance(act, AffineAfter):
+        return clip_bounds(act.act)
     if act is True:
         return 0.0, math.inf
     if isinstance(act, HardSwishAct):

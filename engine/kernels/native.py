@@ -226,37 +226,41 @@ def depthwise_plan(x_shape: tuple, w: Any, b: Any, kernel: tuple, strides: tuple
 
 def channel_epilogue(y: np.ndarray, scale: Any, shift: Any, residual: Any,
                      lo: float, hi: float, swish: tuple | None = None,
-                     leaky: float | None = None) -> bool:
+                     leaky: float | None = None, post: tuple | None = None) -> bool:
     """``y`` (N, M, ...) float32, in place, in one pass: ``y * scale + shift`` per channel
     (either None), ``+ residual``, clamped to ``[lo, hi]`` as ONNX's Clip (no NaN bound), after
     a LeakyRelu of slope ``leaky`` if given, or, with ``swish`` ``(a, b, lo, hi, post, c)``,
-    ``y * clip(y * a + b, lo, hi)`` then ``/ c`` (post 1) or ``* c`` (post 2); False (nothing
+    ``y * clip(y * a + b, lo, hi)`` then ``/ c`` (post 1) or ``* c`` (post 2); then, with
+    ``post`` ``(scale, shift)``, ``y * scale + shift`` per channel again; False (nothing
     written) where the compiled module does not apply."""
     if not (applies(np, y) and y.flags.c_contiguous and y.flags.writeable):
         return False
-    plan = epilogue_plan(y.shape, scale, shift, lo, hi, swish, leaky)
+    plan = epilogue_plan(y.shape, scale, shift, lo, hi, swish, leaky, post)
     return plan is not None and plan(y, residual)
 
 
 def epilogue_plan(y_shape: tuple, scale: Any, shift: Any, lo: float, hi: float,
-                  swish: tuple | None = None,
-                  leaky: float | None = None) -> Callable[[np.ndarray, Any], bool] | None:
+                  swish: tuple | None = None, leaky: float | None = None,
+                  post: tuple | None = None) -> Callable[[np.ndarray, Any], bool] | None:
     """``channel_epilogue`` decided once for outputs of shape ``y_shape`` and these per-channel
     constants: ``apply(y, residual)`` (False, nothing written, for a residual that is not
     float32); None when the compiled module does not apply. ``y``: a fresh C-contiguous float32
     array of that shape (a conv's own output)."""
-    if not (applies(np, scale, shift) and len(y_shape) >= 2 and math.prod(y_shape)):
+    post = post or (None, None)
+    if not (applies(np, scale, shift, *post) and len(y_shape) >= 2 and math.prod(y_shape)):
         return None
     n, m = y_shape[:2]
     scale = None if scale is None else np.ascontiguousarray(scale).reshape(m)
     shift = None if shift is None else np.ascontiguousarray(shift).reshape(m)
+    post_scale, post_shift = (None if v is None else np.ascontiguousarray(v).reshape(m) for v in post)
 
     def apply(y: np.ndarray, residual: Any) -> bool:
         if residual is not None:
             if not applies(np, residual):
                 return False
             residual = np.ascontiguousarray(residual).reshape(n, m, -1)
-        _lib.channel_epilogue_f32(y.reshape(n, m, -1), scale, shift, residual, lo, hi, swish, leaky)
+        _lib.channel_epilogue_f32(y.reshape(n, m, -1), scale, shift, residual, lo, hi, swish, leaky,
+                                  post_scale, post_shift)
         return True
     return apply
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import device, gemm, geometry, native
-from .conv_epilogue import HardSwishAct, LeakyReluAct
+from .conv_epilogue import AffineAfter, HardSwishAct, LeakyReluAct
 from .conv_epilogue import epilogue as _epilogue
 from .conv_epilogue import epilogue_compiled as _epilogue_compiled
 from .conv_epilogue import epilogue_plan as _epilogue_plan
@@ -101,7 +101,7 @@ def conv_fused(xp: Any, x: Any, w: Any, b: Any, residual: Any, relu: Any, *,
     BatchNormalization folded in), then ``+ residual`` (same shape and dtype as the output, else ``Unfusable``)
     and the activation ``relu`` asks for: True ``max(., 0)`` (Relu), a ``(lo, hi)`` pair
     ``min(max(., lo), hi)`` (Clip; either bound None for none), a ``HardSwishAct`` or
-    ``LeakyReluAct``, False
+    ``LeakyReluAct``, any of them in an ``AffineAfter`` (then ``* s + t`` per channel), False
     nothing. The
     epilogue of ``engine/fuse.py``'s Conv chains, in place on the conv's own output.
     Never writes into ``residual``."""
@@ -175,8 +175,9 @@ def _finish(xp: Any, acc: Any, x: Any, b: Any, residual: Any, relu: Any, affine:
     if xp is not np:
         y = same(xp, acc.reshape(out_shape), x)
         bounds = (0, None) if relu is True else relu if isinstance(relu, tuple) else (None, None)
-        # the generated device epilogue clamps; a hard swish or a LeakyRelu takes the passes below
-        if not isinstance(relu, (HardSwishAct, LeakyReluAct)) \
+        # the generated device epilogue clamps; a hard swish, a LeakyRelu or an affine after the
+        # activation takes the passes below
+        if not isinstance(relu, (HardSwishAct, LeakyReluAct, AffineAfter)) \
                 and device.conv_epilogue(xp, y, b, affine, residual, bounds):
             return y
     per_channel = (1, acc.shape[1], acc.shape[2], 1)
