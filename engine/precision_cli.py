@@ -60,8 +60,9 @@ def cmd_precision(args: argparse.Namespace) -> int:
         args.backend = None   # the whole model as one group
     prepared = _prepare(args)
     graph, model, feeds, notes = prepared.graph, prepared.model, prepared.feeds, prepared.notes
+    chosen: list[str] = []   # what the selection assumed: said with the report
     request = PrecisionRequest(target=args.target, atol=args.atol, rtol=args.rtol,
-                               max_runs=args.max_runs, selection=selection_from_args(args, graph),
+                               max_runs=args.max_runs, selection=selection_from_args(args, graph, chosen),
                                scope=args.scope, analyse=args.analyse)
     with tqdm(desc="precision", unit="run", file=sys.stderr, disable=None, leave=False) as bar:
         def progress(event: dict[str, Any]) -> None:
@@ -70,7 +71,7 @@ def cmd_precision(args: argparse.Namespace) -> int:
             bar.refresh()
         with _inputs_named_on_failure(prepared):   # what was guessed, and sizes that run
             report = investigate(graph, feeds, request, progress, device=args.device)
-    report["notes"] = notes + report["notes"]
+    report["notes"] = notes + chosen + report["notes"]
     report["model"] = args.model
     if args.export_onnx:
         from .precision_export import marked_model

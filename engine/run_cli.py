@@ -242,9 +242,10 @@ def _parse_range(text: str | None) -> tuple[float, float] | None:
     return low, high
 
 
-def _partition(graph, args: argparse.Namespace):
-    """The partition the flags ask for, or None without ``--backend`` (an option without one is an error)."""
-    selection = selection_from_args(args, graph)
+def _partition(graph, args: argparse.Namespace, notes: list[str]):
+    """The partition the flags ask for, or None without ``--backend`` (an option without one is an
+    error); what it assumed goes into ``notes``."""
+    selection = selection_from_args(args, graph, notes)
     return partition(graph, selection) if selection is not None else None
 
 
@@ -265,7 +266,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _start_time_limit(args, "run")
     prepared = _prepare(args)
     graph, feeds, notes = prepared.graph, prepared.feeds, prepared.notes
-    result = _partition(graph, args)
+    chosen: list[str] = []   # what the selection assumed: said after the run, with the inputs' notes
+    result = _partition(graph, args, chosen)
     by_property: tuple[tuple[str, str], ...] = ()
     if result is not None:
         graph = result.graph
@@ -282,6 +284,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         m = measure(ex, feeds, repeat=args.repeat, warmup=1, profiler=profiler,
                     label=f"{args.model}")
         notes.extend(gpu_plan.device_read_notes(ex))  # GPU: the syncs the plan could not avoid
+    notes.extend(chosen)
     if fallback.nodes:
         notes.append(f"{len(fallback.nodes)} node(s) without a kernel of ours ran on {FALLBACK_LABEL}: "
                      + ", ".join(f"{n} ({op})" for n, op in list(fallback.nodes.items())[:20]))
@@ -419,7 +422,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # neither given: the model's default, which compare decides and says; one given: the other
     # is the model's default (float16's for a model computing in float16)
     tolerance = replace(default_tolerance(computes_in_float16(graph)), **given) if given else None
-    selection = selection_from_args(args, graph)
+    chosen: list[str] = []   # what the selection assumed: said after the run
+    selection = selection_from_args(args, graph, chosen)
     spec = RunSpec(id="cli", label=args.model, selection=selection, device=args.device,
                    subgraph_runtime=args.subgraph_runtime, host_runtime=args.host_runtime,
                    repeat=args.repeat, warmup=args.warmup, run_inputs=FixedInputs(feeds, tolerance),
@@ -434,7 +438,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         with _inputs_named_on_failure(prepared):
             report = run(spec, graph, model, properties, progress=progress)
     c = report.comparison
-    c.notes = notes + c.notes
+    c.notes = notes + chosen + c.notes
     if args.json:
         print(json.dumps({**c.to_json(), "runtimes": report.to_json()["runtimes"]}, default=str))
     else:

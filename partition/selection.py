@@ -81,12 +81,15 @@ def parse_opt(text: str) -> tuple[str, str]:
     return name.strip(), value
 
 
-def selection_from_args(args: argparse.Namespace, graph: Graph | None = None) -> Selection | None:
+def selection_from_args(args: argparse.Namespace, graph: Graph | None = None,
+                        notes: list[str] | None = None) -> Selection | None:
     """The backend and options given on the command line, validated against ``args.backend``'s
     schema into a ``Selection``; None when neither a backend nor an option was given (``sglens run``
     unpartitioned); options without ``--backend`` are the ``default`` backend's. The ``default``
     backend without ``--ops`` takes ``graph``'s most frequent compute op types, as the model page
-    guesses them (``backends.suggested_ops``), and says so on stderr.
+    guesses them (``backends.suggested_ops``), and says so: into ``notes`` when given (``sglens
+    run|compare|precision`` print their notes after a run, so a failing run still ends in one
+    line), else on stderr.
 
     Imports the ``--plugin`` files first (they may register the backend).
     """
@@ -111,6 +114,10 @@ def selection_from_args(args: argparse.Namespace, graph: Graph | None = None) ->
         guess = suggested_ops(graph.op_counts())
         if guess:
             options["ops"] = guess
-            print(f"sglens: backend 'default' without --ops: partitioning the model's most frequent "
-                  f"compute op types {','.join(guess)} (pass --ops to choose)", file=sys.stderr)
+            said = (f"backend 'default' without --ops: partitioning the model's most frequent compute "
+                    f"op types {','.join(guess)} (pass --ops to choose)")
+            if notes is not None:
+                notes.append(said)
+            else:
+                print(f"sglens: {said}", file=sys.stderr)
     return registry.select(backend, options)

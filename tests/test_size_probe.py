@@ -100,8 +100,10 @@ def test_the_cli_names_the_sizes_and_those_options_run(tmp_path):
     path.write_bytes(_window_model(40).SerializeToString())
     # ours fails first / onnxruntime refuses first / a subgraph's onnxruntime session fails (whose
     # own error log wrote three more lines, in colour, before its severity was fatal-only)
+    # (and the default backend's guessed ops are said after a run, not beside the one error line)
     for command in (["run"], ["compare"], ["precision"],
-                    ["run", "--backend", "default", "--ops", "Conv", "--subgraph-runtime", "onnxruntime"]):
+                    ["run", "--backend", "default", "--ops", "Conv", "--subgraph-runtime", "onnxruntime"],
+                    ["run", "--backend", "default"], ["compare", "--backend", "default"]):
         done = _sglens(*command, str(path))
         assert done.returncode == 2, done
         lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -109,6 +111,10 @@ def test_the_cli_names_the_sizes_and_those_options_run(tmp_path):
         assert "n_frames=1 assumed" in lines[0] and "--dim n_frames=48" in lines[0], lines[0]
     again = _sglens("compare", str(path), "--dim", "n_frames=48")
     assert again.returncode == 0 and "outputs match onnxruntime" in again.stdout, again.stderr
+    guessed = _sglens("run", str(path), "--dim", "n_frames=48", "--backend", "default")
+    assert guessed.returncode == 0, guessed.stderr
+    assert "note: backend 'default' without --ops: partitioning the model's most frequent compute op " \
+           "types Conv" in guessed.stderr, guessed.stderr
     # a size the user set is not second-guessed: the refusal alone
     given = _sglens("run", str(path), "--dim", "n_frames=4")
     assert given.returncode == 2 and "onnxruntime runs the model with" not in given.stderr, given.stderr
