@@ -103,8 +103,8 @@ def model_summary(entry: Any, card: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-_NO_GRAPH: dict[str, Any] = {"nodes": 0, "graph_name": "", "opset": {}, "op_counts": {}, "suggested_ops": [], "inputs": [],
-                             "outputs": [], "initializers": 0, "control_flow": [], "metadata": {}}
+_NO_GRAPH: dict[str, Any] = {"nodes": 0, "graph_name": "", "opset": {}, "op_counts": {}, "suggested_ops": [],
+                             "inputs": [], "outputs": [], "initializers": 0, "control_flow": [], "metadata": {}}
 
 
 def graph_card(g: Graph) -> dict[str, Any]:
@@ -113,10 +113,10 @@ def graph_card(g: Graph) -> dict[str, Any]:
         "nodes": len(g.nodes), "graph_name": g.name,
         "opset": dict(list(g.opset.items())[:MAX_LIST]),
     }
-    counts = sorted(g.op_counts().items(), key=lambda kv: -kv[1])     # most used first when cut
-    _capped(data, "op_counts", counts)
+    counts = g.op_counts()     # most used first: what a cut keeps
+    _capped(data, "op_counts", list(counts.items()))
     data["op_counts"] = dict(data["op_counts"])
-    data["suggested_ops"] = suggested_ops(g.op_counts())   # the page's first guess for ``ops``
+    data["suggested_ops"] = suggested_ops(counts)   # the page's first guess for ``ops``
     inputs = [t for t in g.inputs if t not in g.initializers]
     _capped(data, "inputs", inputs)
     data["inputs"] = [tensor_json(g.info(t)) for t in data["inputs"]]

@@ -501,37 +501,21 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
     n_fixed = n_bn + (4 if bn is not None else len(affine.node.inputs) - 1 if affine is not None else 0)
     n_bounds = n_fixed + (len(bound_inputs(bounding, core[-2].outputs[0])) if bounding is not None else 0)
     epsilon = float(bn.attrs.get("epsilon", 1e-5)) if bn is not None else 0.0
-    seen: list[Any] = [None]  # (the parameters, their (s, t)): replaced whole
     chain_fold = affine.kernel.fold if affine is not None else None  # type: ignore[attr-defined]
     n_post = len(after.inputs) if after is not None else 0
-    post_seen: list[Any] = [None]   # likewise for the affine after the activation
 
-    def affine_of(xp: Any, norm: tuple, channels: int) -> tuple | None:
-        """``_bn_affine`` once per parameter version (weight preparation, as engine/memo.py:
-        the same objects give the same (s, t); set_weight installs new ones)."""
-        last = seen[0]
-        if last is not None and len(last[0]) == len(norm) and all(map(is_, last[0], norm)):
-            return last[1]
+    def fold_norm(xp: Any, norm: tuple, channels: int) -> tuple | None:
         if chain_fold is None:
-            st = _bn_affine(xp, norm, epsilon)
-        else:   # a per-channel affine chain (engine/fuse_channel.py); not per-channel: as written
-            st = chain_fold(xp, norm, 4, norm[0].dtype, channels)
-            if st is None:
-                raise ValueError("the affine chain's vectors are not per-channel")
-        seen[0] = (tuple(norm), st)
-        return st
+            return _bn_affine(xp, norm, epsilon)
+        # a per-channel affine chain (engine/fuse_channel.py); not per-channel: as written
+        return _per_channel(chain_fold(xp, norm, 4, norm[0].dtype, channels), "the affine chain's vectors")
 
-    def post_of(xp: Any, params: tuple, channels: int) -> tuple:
-        """The affine after the activation as ``(s, t)``, once per parameter version."""
-        last = post_seen[0]
-        if last is not None and all(map(is_, last[0], params)):
-            return last[1]
-        st = _bn_affine(xp, params, after.epsilon) if after.epsilon is not None else \
-            channel_fold(xp, params, after.ops, 0.0, 4, params[0].dtype, False, channels)
-        if st is None:
-            raise ValueError("the affine after the activation is not per-channel")
-        post_seen[0] = (tuple(params), st)
-        return st
+    def fold_after(xp: Any, params: tuple, channels: int) -> tuple | None:
+        if after.epsilon is not None:
+            return _bn_affine(xp, params, after.epsilon)
+        st = channel_fold(xp, params, after.ops, 0.0, 4, params[0].dtype, False, channels)
+        return _per_channel(st, "the affine's vectors after the activation")
+    affine_of, post_of = _once_per_version(fold_norm), _once_per_version(fold_after)
 
     def act_of(xp: Any, args: tuple, channels: int) -> Any:
         act = activation(args)
@@ -578,6 +562,29 @@ def _conv_chain_kernel(parts: tuple[Node, ...], kernels: list[Any], has_residual
         except Exception:  # noqa: BLE001 -- the nodes as written: their result or their error
             return as_written(xp, parts, kernels, dict(zip(ins, args)))
     return run
+
+
+def _once_per_version(fold: Callable[[Any, tuple, int], tuple | None]) -> Callable[[Any, tuple, int], tuple | None]:
+    """``fold(xp, params, channels)`` (an ``(s, t)`` per channel) once per parameter version, as
+    weight preparation is (engine/memo.py): the same objects give the same (s, t); set_weight
+    installs new ones."""
+    seen: list[Any] = [None]   # (the parameters, their (s, t)): replaced whole
+
+    def of(xp: Any, params: tuple, channels: int) -> tuple | None:
+        last = seen[0]
+        if last is not None and len(last[0]) == len(params) and all(map(is_, last[0], params)):
+            return last[1]
+        st = fold(xp, params, channels)
+        seen[0] = (tuple(params), st)
+        return st
+    return of
+
+
+def _per_channel(st: tuple | None, what: str) -> tuple:
+    """``st``, or the error that sends the chain back to its nodes as written."""
+    if st is None:
+        raise ValueError(f"{what} are not per-channel")
+    return st
 
 
 def _zero_pad_into(pad: Node, conv: Node, const: Callable[[str], Any]) -> tuple | None:

@@ -80,10 +80,10 @@ def judge(outputs: Mapping[str, Mapping[str, dict[str, Any]]], subgraphs: Sequen
         share = 100.0 * e.get("ref_below_atol", 0.0)
         headline = ("✔ outputs match onnxruntime, but the check proves little: "
                     f"most of the reference ({share:.1f}% of {name}) is at or below atol {tol.atol:g}")
-        suggested = suggested_atol(e2 for _, e2 in weak)
+        suggested = suggested_atol(entry for _, entry in weak)
         several = len({n for n, _ in weak}) > 1
-        lower = "e.g. to " + (f"{suggested:g}, " if suggested else "") + (
-            "a thousandth of the smallest largest |ref| among them" if several and suggested else "a thousandth of that")
+        lower = "e.g. to a thousandth of that" if suggested is None else f"e.g. to {suggested:g}, a thousandth of " + (
+            "the smallest largest |ref| among them" if several else "that")
         details.append(f"largest |ref| of {name} is {e.get('ref_max_abs', 0.0):.3g}; near zero almost any "
                        f"answer passes. Lower atol ({lower}) or feed inputs that give larger outputs to "
                        "make the check mean something")
