@@ -57,7 +57,7 @@
     $("p-status").textContent = st.status === "running" ? "Searching: " + st.stage + " (" + st.seconds + " s)" :
       st.status === "done" ? "Done in " + st.runs + " runs" + (st.report ? ", " + st.report.search_runs + " of them searching" : "") + " (" + st.seconds + " s)" : st.status;
     $("p-status").dataset.status = st.status;
-    $("p-inputs").textContent = st.inputs ? "inputs: " + st.inputs : "";
+    $("p-inputs-used").textContent = st.inputs ? "inputs: " + st.inputs : "";
     SG.fill($("p-candidate"), st.candidate.length ? st.candidate.map(n => h("code", { class: "cand" }, n)).flatMap(c => [c, " "]) : "none");
     SG.fill($("p-runs"), st.history.slice().reverse().map(e => SG.row(String(e.run), e.stage, String(e.pins), e.match ? "yes" : "no", fmt(e.max_abs))));
     if (st.nodes) showNodes(st.nodes);

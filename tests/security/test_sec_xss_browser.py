@@ -179,6 +179,22 @@ def test_run_plots_and_compare_page(server, models, page):
     watch.check("learn")
 
 
+def test_the_guessed_ops_and_the_precision_pages_inputs_stay_text(server, models, page):
+    """The page's ops guess comes from the server (the summary's suggested_ops: the hostile op type
+    among them), and the precision page says which inputs a search ran on (input names, dims)."""
+    pg, watch = page
+    pg.goto(f"{server.origin}/models/{models['hostile']}")          # no ops in the link: the guess
+    pg.wait_for_selector("body[data-ready='1']")
+    assert f"Op{PAYLOAD}" in pg.input_value("#ops")
+    watch.check("the guessed ops")
+    pg.goto(f"{server.origin}/models/{models['runnable']}/precision")
+    pg.select_option("#p-backend", "none")
+    pg.click("#p-go")
+    pg.wait_for_selector("#p-status:not([data-status='running'])[data-status]", timeout=90000)
+    assert f"in{PAYLOAD} [1, 3]" in pg.inner_text("#p-inputs-used"), (pg.inner_text("#p-status"), pg.inner_text("#p-error"))
+    watch.check("precision page")
+
+
 @pytest.fixture(scope="module")
 def token_server(tmp_path_factory):
     from sec_server import start_server, stop_server
