@@ -156,7 +156,7 @@ class Binding:
                 pass  # never a value handed out of the graph: a caller may write into it
             elif memoizable(node, self._stable):
                 # weight preparation: once per weight version
-                call = memoized(call, node.op_type)
+                call = memoized(call, node.op_type, self._memo_budget)
                 self._stable.update(t for t in node.outputs if t)
             elif shape_memoizable(node):  # shape arithmetic: once per input shape
                 call = shape_memoized(call)

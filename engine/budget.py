@@ -24,6 +24,10 @@ small integer weight fed to ``ConstantOfShape``/``Reshape``/``Expand``,
 - **Bodies**: a node with bodies (If/Loop/Scan) adds the peak of its largest
   body on top of the live tensors while it runs (one iteration's worth);
   subgraph nodes are inlined (their bodies are the original nodes).
+- **Values of weights alone** (a ``ConstantOfShape`` of a weight's shape, a Transpose of a
+  weight, shape arithmetic) live for the whole run: the executor keeps them to hand out again
+  (``engine/memo.py``). Counting every one is the safe side of its cap; inside bodies they count
+  as other tensors do.
 """
 
 from __future__ import annotations
@@ -209,17 +213,35 @@ def _body_reads(g: onnx.GraphProto) -> set[str]:
     return names
 
 
+def _kept(g: onnx.GraphProto, weights: Iterable[str]) -> set[str]:
+    """The tensors of ``g`` the executor computes from ``weights`` alone and keeps for the run
+    (``engine/memo.py``'s rule: deterministic ops of the default domain, no bodies; a Constant;
+    a Shape or Size)."""
+    from .memo import SHAPE_OPS
+    from .specialize import NOT_FOLDED
+    stable = set(weights)
+    for n in g.node:
+        inputs = [t for t in n.input if t]
+        if n.domain not in ("", "ai.onnx") or any(a.HasField("g") or a.graphs for a in n.attribute):
+            continue
+        of_weights = n.op_type not in NOT_FOLDED and all(t in stable for t in inputs) \
+            and (inputs or n.op_type == "Constant")
+        if of_weights or n.op_type in SHAPE_OPS:
+            stable.update(t for t in n.output if t)
+    return stable
+
+
 def _simulate(g: onnx.GraphProto, outer: Mapping[str, int | None], walk: _Walk, base: int,
-              counted: Iterable[str], path: str = "") -> int:
+              counted: Iterable[str], path: str = "", weights: Iterable[str] = ()) -> int:
     """Peak live bytes of running ``g`` on top of ``base``; raises at the first node over the limit.
 
     ``counted``: the inputs of ``g`` that take memory during the run (the feeds,
-    not the weights). Recursion follows body nesting (If inside Loop...), never
-    the graph's length.
+    not the weights). ``weights``: its weights, whose derived values stay live (``_kept``).
+    Recursion follows body nesting (If inside Loop...), never the graph's length.
     """
     sizes = dict(outer)
     _sizes(g, sizes)
-    produced = {t for n in g.node for t in n.output if t}
+    produced = {t for n in g.node for t in n.output if t} - _kept(g, weights)
     outputs = {o.name for o in g.output}
     bodies = [[b for a in n.attribute for b in ([a.g] if a.HasField("g") else []) + list(a.graphs)]
               for n in g.node]
@@ -246,7 +268,7 @@ def _simulate(g: onnx.GraphProto, outer: Mapping[str, int | None], walk: _Walk, 
             walk.peak, walk.peak_node = now, name
         live += alloc
         for t, n in outs:  # produced and never read: dropped at once, as the executor does
-            if t not in last and t not in outputs:
+            if t not in last and t not in outputs and t in produced:
                 live -= n
         for t in reads[i]:
             if last[t] == i and t in produced and t not in outputs:
@@ -302,7 +324,7 @@ def estimate_memory(graph: Graph, inputs: Mapping[str, Any], limit_bytes: int | 
     model = _infer(_shape_model(flat, input_shapes(flat, inputs)))
     walk = _Walk(limit_bytes, hint)
     feeds = [t for t in graph.inputs if t not in graph.initializers]
-    _simulate(model.graph, {}, walk, 0, feeds)
+    _simulate(model.graph, {}, walk, 0, feeds, weights=graph.initializers)
     return BudgetEstimate(walk.peak, walk.peak_node, list(walk.unknown))
 
 

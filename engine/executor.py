@@ -69,6 +69,7 @@ from .core import Engine, Var
 from .float16 import float16_tensors, narrowed, widen, widened
 from .fuse import Fused
 from .kernels import blas
+from .memo import MemoBudget
 from .options import DEVICES, ExecOptions, device_context, find_kernel, missing_ops
 from .plan import PLANS, ModeChooser, segments
 from .run_errors import InputError, MissingKernelError, RunError, named_failure
@@ -135,6 +136,8 @@ class Executor(Binding):
         self.path, self.parent = path, parent
         # engine/codegen.py's switch, read once per executor tree (bodies bind later)
         self._codegen = codegen.ENABLED if parent is None else parent._codegen
+        # what memoized weight preparation may keep beyond its arguments' size (engine/memo.py)
+        self._memo_budget = MemoBudget() if parent is None else parent._memo_budget
         self.find_kernel = opts.kernels or find_kernel
         self._own_engine = engine is None
         if engine is None:

@@ -36,10 +36,18 @@ bound *shape-memoized*: it returns its last result while its input has the same 
 its output is the same object run after run, and every node computing from it and from
 weights alone is memoized by the rule above and hits all along. A new input shape makes a
 new result, and the chain computes again.
+
+A result larger than its arguments is kept too, within the executor's ``MemoBudget``: weights a
+model computes from a shape (the onnx wheel's model-zoo graphs fill every weight with
+``ConstantOfShape``; DenseNet-121's 8M floats were filled on every run, 2.6x onnxruntime, which
+folds them once when its session is made) and zero states of ``ConstantOfShape(Shape(x))``. The
+budget bounds what a crafted ``ConstantOfShape`` can make a run hold beyond what it computes;
+``engine/budget.py`` counts such tensors as live for the whole run.
 """
 
 from __future__ import annotations
 
+import threading
 from operator import is_
 from typing import Any, Callable, Collection
 
@@ -53,6 +61,29 @@ MEMOIZED = "memoized"
 #: Ops whose result is their input in a wider type, and how much wider it may be kept.
 WIDENING_OPS = frozenset({"DequantizeLinear", "Cast"})
 WIDENING = 4
+#: Bytes the memos of one executor (its bodies' included) may keep in results larger than their
+#: arguments (a weight of 1 GiB is past what the store and upload limits let a model carry).
+MEMO_EXTRA_BYTES = 1 << 30
+
+
+class MemoBudget:
+    """What one executor's memos may still keep beyond their arguments' size (shared by its
+    bodies' executors); taken when a result is kept, given back when it is replaced."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.left = MEMO_EXTRA_BYTES if limit is None else limit
+        self._lock = threading.Lock()  # bodies of parallel branches may keep results at once
+
+    def take(self, n: int) -> bool:
+        with self._lock:
+            if n > self.left:
+                return False
+            self.left -= n
+            return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            self.left += n
 
 
 def memoizable(node: Node, stable: Collection[str]) -> bool:
@@ -75,10 +106,10 @@ def _nbytes(values: Any) -> int:
     return sum(int(getattr(v, "nbytes", 0)) for v in values if v is not None)
 
 
-def memoized(call: Call, op_type: str = "") -> Call:
+def memoized(call: Call, op_type: str = "", budget: MemoBudget | None = None) -> Call:
     """``call`` (of an ``op_type`` node) that returns its last results while its arguments are
-    the same objects."""
-    last: list[Any] = [None]  # (arguments, results): replaced whole, so a reader sees one pair
+    the same objects; results larger than their arguments are kept while ``budget`` allows."""
+    last: list[Any] = [None]  # (arguments, results, bytes taken from budget): replaced whole
     factor = WIDENING if op_type in WIDENING_OPS else 1
 
     def memo(run: Any, args: list, rctx: Any) -> tuple:
@@ -91,8 +122,12 @@ def memoized(call: Call, op_type: str = "") -> Call:
                 return seen[1]
         given = tuple(args)  # before the call: bound calls may swap in host copies
         results = call(run, args, rctx)
-        if _nbytes(results) <= max(FOLD_MAX_BYTES, factor * _nbytes(given)):
-            last[0] = (given, results)
+        size = _nbytes(results)
+        extra = 0 if size <= max(FOLD_MAX_BYTES, factor * _nbytes(given)) else size
+        if seen is not None and seen[2]:
+            budget.give(seen[2])  # type: ignore[union-attr]
+        kept = not extra or (budget is not None and budget.take(extra))
+        last[0] = (given, results, extra) if kept else None
         return results
     setattr(memo, MEMOIZED, True)
     return memo
@@ -116,4 +151,5 @@ def shape_memoized(call: Call) -> Call:
     return memo
 
 
-__all__ = ["MEMOIZED", "memoizable", "memoized", "shape_memoizable", "shape_memoized"]
+__all__ = ["MEMOIZED", "MEMO_EXTRA_BYTES", "MemoBudget", "memoizable", "memoized", "shape_memoizable",
+           "shape_memoized"]

@@ -89,6 +89,19 @@ def test_pool(op: str, xp: Any, rng: np.random.Generator) -> None:
 
 
 @xp_param
+@pytest.mark.parametrize("spatial", [(7,), (7, 6), (3, 4, 5)])
+def test_average_pool_whose_window_is_the_whole_plane(spatial: tuple, xp: Any, rng: np.random.Generator) -> None:
+    """Caffe2's classifier head (a 7x7 AveragePool over a 7x7 map) taken as a mean; with pads or a
+    smaller window, the window sums as before."""
+    x = _x(rng, (2, 5) + spatial)
+    for include in (0, 1):
+        check("AveragePool", {"x": x}, xp=xp, rtol=1e-5, atol=1e-6, kernel_shape=list(spatial),
+              count_include_pad=include)
+        check("AveragePool", {"x": x}, xp=xp, rtol=1e-5, atol=1e-6, kernel_shape=list(spatial),
+              count_include_pad=include, pads=[1] * (2 * len(spatial)))
+
+
+@xp_param
 def test_global_pool_and_norms(xp: Any, rng: np.random.Generator) -> None:
     x = _x(rng, (2, 3, 4, 5))
     check("GlobalAveragePool", {"x": x}, xp=xp)

@@ -7,6 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from engine import memo
 from engine.executor import Executor, find_kernel
 from partition import load_model
 
@@ -192,9 +193,13 @@ def _qdq_weight_model(wq: np.ndarray, scale: np.ndarray, tile: bool):
     return make_model(nodes, [vi("x", [2, wq.shape[0]])], [vi("y", None)], initializers=inits)
 
 
-def test_a_dequantized_weight_is_kept_though_larger_than_the_int8_weight(rng):
-    """int8 -> float32 is 4x the bytes and past the 1 MiB floor: kept all the same (memo.WIDENING),
-    where a Tile of the same weight, larger than its argument for no such reason, is not."""
+@pytest.mark.parametrize("budget", [None, 1 << 20])
+def test_a_dequantized_weight_is_kept_though_larger_than_the_int8_weight(rng, monkeypatch, budget):
+    """int8 -> float32 is 4x the bytes and past the 1 MiB floor: kept all the same (memo.WIDENING).
+    A Tile of the same weight, larger than its argument for no such reason, is kept while the
+    executor's MemoBudget allows (1 GiB), and recomputed each run past it (here 1 MiB)."""
+    if budget is not None:
+        monkeypatch.setattr(memo, "MEMO_EXTRA_BYTES", budget)
     wq = rng.integers(-128, 128, (512, 1024), dtype=np.int8)   # 512 KiB; 2 MiB dequantized
     scale = (rng.random(1024) * 0.01 + 0.001).astype(np.float32)
     model = _qdq_weight_model(wq, scale, tile=True)
@@ -204,8 +209,52 @@ def test_a_dequantized_weight_is_kept_though_larger_than_the_int8_weight(rng):
             x = rng.standard_normal((2, 512)).astype(np.float32)
             np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
                                        rtol=1e-4, atol=1e-2)
+        taken = memo.MEMO_EXTRA_BYTES - ex._memo_budget.left
     assert counts["dequantize w"] == 1 and counts["matmul"] == 3
-    assert counts["tile w"] == 3   # 4x its argument and no widening: recomputed, not held
+    tile_bytes = 4 * wq.size * 4
+    assert (counts["tile w"], taken) == ((1, tile_bytes) if budget is None else (3, 0))
+
+
+def _filled_weight_model(shape: tuple[int, ...]):
+    """A Conv whose weight is ConstantOfShape(its shape) of 0.02 plus a learned offset, as the onnx
+    wheel's model-zoo graphs carry every weight (bench/zoo_weights.py)."""
+    fill = numpy_helper.from_array(np.array([0.02], np.float32))
+    nodes = [helper.make_node("ConstantOfShape", ["w_shape"], ["w_fill"], name="fill", value=fill),
+             helper.make_node("Add", ["w_fill", "offset"], ["w"], name="offset w"),
+             helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+    offset = np.linspace(-0.05, 0.05, int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    inits = [numpy_helper.from_array(np.array(shape, np.int64), "w_shape"),
+             numpy_helper.from_array(offset, "offset")]
+    return make_model(nodes, [vi("x", [1, shape[1], 6, 6])], [vi("y", None)], initializers=inits)
+
+
+def test_a_weight_filled_from_its_shape_is_made_once_and_again_after_set_weight(rng):
+    """ConstantOfShape makes 4.5 MiB from 32 bytes: past the old rule (no result larger than its
+    arguments but 1 MiB), kept under the executor's MemoBudget, given back when a new version of
+    the weight replaces it. (The Add of the offset is no larger than its arguments: kept as before.)"""
+    shape = (256, 128, 3, 3)
+    model = _filled_weight_model(shape)
+    counts: dict[str, int] = {}
+    with Executor(load_model(model.SerializeToString()), kernels=_counting(counts)) as ex:
+        for _ in range(3):
+            x = rng.standard_normal((1, 128, 6, 6)).astype(np.float32)
+            np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
+                                       rtol=1e-4, atol=1e-4)
+        assert counts == {"fill": 1, "offset w": 1, "conv": 3}
+        assert memo.MEMO_EXTRA_BYTES - ex._memo_budget.left == 4 * int(np.prod(shape))
+        ex.set_weight("w_shape", np.array(shape, np.int64))   # a new version: made again
+        x = rng.standard_normal((1, 128, 6, 6)).astype(np.float32)
+        np.testing.assert_allclose(ex.run({"x": x}).numpy_outputs()["y"], _ort(model, {"x": x}),
+                                   rtol=1e-4, atol=1e-4)
+        assert counts["fill"] == 2
+        assert memo.MEMO_EXTRA_BYTES - ex._memo_budget.left == 4 * int(np.prod(shape))  # old given back
+
+
+def test_memo_budget_takes_what_it_has_and_gets_it_back():
+    budget = memo.MemoBudget(100)
+    assert budget.take(60) and not budget.take(41) and budget.take(40) and budget.left == 0
+    budget.give(60)
+    assert budget.left == 60 and not budget.take(61)
 
 
 def test_a_qdq_models_weight_is_dequantized_at_bind_time_and_again_after_set_weight(rng):

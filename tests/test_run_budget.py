@@ -57,11 +57,12 @@ def test_bomb_is_refused_before_anything_is_allocated() -> None:
     assert isinstance(e, RunError) and e.node == "cos" and e.tensor == "y"
     assert str(e).startswith("node 'cos' would allocate 381 MiB for 'y' (peak 763 MiB), over the run "
                              "memory limit of 512 MiB")
-    assert e.tensor_bytes == 4 * 10**8 and e.peak_bytes == 8 * 10**8  # 's' was dropped after the fill
+    # 's', a Constant, is folded into a weight: it stays, as do values of weights (engine/memo.py)
+    assert e.tensor_bytes == 4 * 10**8 and e.peak_bytes == 8 * 10**8 + 16
     with pytest.raises(MemoryBudgetError, match="node 'fill' would allocate 381 MiB"):
         check_memory_budget(graph, {}, parse_size("256M"))
     assert check_memory_budget(graph, {}, None) is None           # no limit: nothing checked
-    assert check_memory_budget(graph, {}, parse_size("1G")).peak_bytes == 8 * 10**8
+    assert check_memory_budget(graph, {}, parse_size("1G")).peak_bytes == 8 * 10**8 + 16
 
 
 def sglens(*args: str) -> subprocess.CompletedProcess:
@@ -152,6 +153,28 @@ def test_peak_follows_the_executor_order_and_frees() -> None:
     with Executor(graph, engine_name="naive") as ex:
         result = ex.run({"x": np.ones((64, 1000), np.float32)})
     assert 0 < result.peak_bytes <= est.peak_bytes
+
+
+def test_a_value_of_weights_alone_stays_live_for_the_whole_run() -> None:
+    """fill = ConstantOfShape(w_shape), a weight's shape; a = x + fill; b = Relu(a); y = Neg(b).
+    The executor keeps fill to hand out again on the next run (engine/memo.py), so at the Relu x,
+    fill, a and b are live -- dropping fill after the Add would estimate one tensor short."""
+    vi = lambda n: helper.make_tensor_value_info(n, F, [256, 1000])  # noqa: E731
+    nodes = [helper.make_node("ConstantOfShape", ["w_shape"], ["fill"], name="fill"),
+             helper.make_node("Add", ["x", "fill"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["b"], name="relu"), helper.make_node("Neg", ["b"], ["y"], name="neg")]
+    inits = [numpy_helper.from_array(np.array([256, 1000], np.int64), "w_shape")]
+    graph = load_model(model_of(nodes, [vi("x")], [vi("y")], inits).SerializeToString())
+    one = 256 * 1000 * 4
+    est = estimate_memory(graph, {"x": (256, 1000)})
+    assert est.peak_bytes == 4 * one and est.peak_node == "relu"
+    with pytest.raises(MemoryBudgetError, match="node 'relu'"):
+        check_memory_budget(graph, {"x": (256, 1000)}, 4 * one - 1)
+    with Executor(graph, engine_name="naive") as ex:
+        x = np.ones((256, 1000), np.float32)
+        first = ex.run({"x": x})
+        assert ex.run({"x": x}).values.get("fill") is None  # not handed out: kept inside the memo
+    assert 0 < first.peak_bytes <= est.peak_bytes
 
 
 def test_unknown_sizes_count_zero_and_say_so() -> None:
