@@ -705,6 +705,50 @@ def test_compiled_conv_refuses_geometry_it_cannot_index(geometry: tuple) -> None
     assert not cols.any() and not out.any()  # nothing written
 
 
+@pytest.mark.parametrize("kernel", [(1, 1), (3, 3), (5, 5), (2, 4), (4, 1)])
+@pytest.mark.parametrize("width", [1, 3, 20])
+def test_compiled_max_pool_of_stride_one_and_the_inputs_width(kernel: tuple, width: int) -> None:
+    """The whole-plane passes (stride 1, output as wide as the input: YOLO's SPPF, Inception's
+    pool branches): every left pad from 0 to kw - 1, top and bottom pads of any size below the
+    window, planes narrower than the window; -0.0 and 0.0 in the input, against onnxruntime,
+    and with a NaN against the numpy path (a window holding it is NaN)."""
+    _compiled_only()
+    from engine.kernels import kernel_for
+    pool = kernel_for("MaxPool", "", {"": 17})
+    rng = np.random.default_rng(width * 100 + kernel[0] * 10 + kernel[1])
+    kh, kw = kernel
+    for left in range(kw):
+        pads = [int(rng.integers(0, kh)), left, int(rng.integers(0, kh)), kw - 1 - left]
+        x = rng.standard_normal((2, 3, int(rng.integers(kh, kh + 9)), width)).astype(np.float32)
+        x[0, 0, 0, :] = -0.0
+        x[1, 2, -1, :] = 0.0
+        check("MaxPool", {"x": x}, rtol=0, atol=0, oracle="onnxruntime", kernel_shape=list(kernel),
+              pads=pads)
+        x[1, 1, int(rng.integers(0, x.shape[2])), int(rng.integers(0, width))] = np.nan
+        got = pool(np, x, _n_outputs=1, kernel_shape=list(kernel), pads=pads)[0]
+        assert got.shape[3] == width and np.isnan(got).any()
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(native, "_lib", None)
+            np.testing.assert_array_equal(got, pool(np, x, _n_outputs=1, kernel_shape=list(kernel), pads=pads)[0])
+
+
+@pytest.mark.parametrize("geometry", [
+    (3, 3, 1, 1, 1, 1, 2**40, 2),        # stride 1 and the input's width: a top pad no row reaches
+    (3, 3, 1, 1, 1, 1, 0, 3),            # a left pad past the window: not the whole-plane path
+    (3, 3, 1, 1, 1, 1, 2**62, 0),
+])
+def test_compiled_max_pool_of_stride_one_stays_in_its_buffers(geometry: tuple) -> None:
+    """Raw geometry that takes (or just misses) the whole-plane path, with more output rows than
+    input rows: each window holds an input value (1) or none (-inf), or the call refuses."""
+    if not native.available():
+        pytest.skip("extension not built")
+    x = np.ones((2, 4, 5), np.float32)
+    out = np.full((2, 9, 5), 7.0, np.float32)
+    with contextlib.suppress(ValueError):
+        native._lib.maxpool2d_f32(x, out, geometry)
+        assert np.isin(out, [1.0, -np.inf]).all()
+
+
 @pytest.mark.parametrize("geometry", [
     (1, 3, 1, 2**62 + 9, 1, 1, 0, 2**63 - 10),       # the issue's MaxPool: x_lo overflowed
     (1, 3, 1, 1, 1, 1, 0, 2**40),
