@@ -4,7 +4,7 @@
 
 Layer shapes of the models ``bench/cores.py`` runs (MobileNetV2 and PP-OCR's
 depthwise 3x3 / 5x5, ConvNeXt's depthwise 7x7, EfficientNet-B0's depthwise 5x5 on narrow planes, ResNet's 3x3, a grouped 3x3, a 1-D
-STFT-like conv, ResNet's 3x3 MaxPool). Per layer, interleaved run by run on the
+STFT-like conv, ResNet's 3x3 MaxPool, YOLO's SPPF 5x5 and Inception's 3x3 MaxPools of stride 1). Per layer, interleaved run by run on the
 same input: our kernel with the compiled module, the same kernel on its numpy
 path (the compiled module switched off), onnxruntime's one-node model (its default
 threads); medians in microseconds of wall time and of the process's CPU time (every
@@ -47,6 +47,8 @@ LAYERS = [
     ("1-D stft-like", "Conv", (1, 1, 4096), (258, 1, 256), dict(strides=[128])),
     ("resnet maxpool 3x3 s2", "MaxPool", (1, 64, 112, 112), None,
      dict(kernel_shape=[3, 3], pads=[1] * 4, strides=[2, 2])),
+    ("yolo sppf maxpool 5x5 s1", "MaxPool", (1, 128, 20, 20), None, dict(kernel_shape=[5, 5], pads=[2] * 4)),
+    ("inception maxpool 3x3 s1", "MaxPool", (1, 576, 14, 14), None, dict(kernel_shape=[3, 3], pads=[1] * 4)),
 ]
 
 
