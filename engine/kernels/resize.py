@@ -190,6 +190,10 @@ def resize_nd(xp: Any, x: Any, scales: list[float] | None, sizes: list[int] | No
             continue
         plans.append((a, _axis_plan(kind, out_shape[a], float(sc[a]), x.shape[a],
                                     coordinate_transformation_mode, a_roi, bool(exclude_outside))))
+    # Axes that shrink first (less to carry through the others), then the last axis before the
+    # outer ones: the largest pass then gathers whole rows, not single floats along a row
+    # (SegFormer's 256 x 16 x 16 -> 128 x 128 bilinear upsampling: 17 -> 11.6 ms standalone).
+    plans.sort(key=lambda p: (sc[p[0]], -p[0]))
     # Nearest without weights to apply (no excluded taps, nothing extrapolated) copies
     # input values: no float64 round trip (ppocr-det's 6 upsamplings: 147 -> ~10 ms).
     copies = mode == "nearest" and not exclude_outside and \
