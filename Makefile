@@ -64,7 +64,7 @@ test: sysdeps-test install-test samples
 # LeakSanitizer would report as thousands of leaks that are not ours.
 SANITIZE_DIR   := build/sanitize
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g
-SANITIZE_TESTS := tests/test_native.py tests/test_geometry_fuzz.py tests/test_rnn_fuzz.py
+SANITIZE_TESTS := tests/test_native.py tests/test_geometry_fuzz.py tests/test_rnn_fuzz.py tests/test_winograd.py
 test-sanitize: install-test
 	@if ! $(CC) --version >/dev/null 2>&1; then echo "test-sanitize: no C compiler ($(CC)), skipped"; exit 0; fi; \
 	set -e; rm -rf $(SANITIZE_DIR); \

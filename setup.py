@@ -21,7 +21,8 @@ def _libmvec() -> list[str]:
 setup(ext_modules=[
     Extension("engine.kernels._native",
               ["engine/kernels/_native.c", "engine/kernels/_native_util.c",
-               "engine/kernels/_native_conv.c", "engine/kernels/_native_rnn.c"],
+               "engine/kernels/_native_conv.c", "engine/kernels/_native_rnn.c",
+               "engine/kernels/_native_winograd.c"],
               depends=["engine/kernels/_native.h", "engine/kernels/_native_rnn.h"],
               extra_compile_args=["-O3", "-fno-math-errno", "-fopenmp-simd", "-pthread"],
               extra_link_args=["-pthread"],

@@ -217,7 +217,8 @@ _C_VALUE = st.one_of(st.integers(-3, 12), st.sampled_from(HOSTILE))
        st.integers(1, 12), st.integers(0, 9), st.integers(0, 12))
 def test_the_c_entry_points_refuse_or_stay_inside_their_buffers(geometry_: list, c: int, h: int,
                                                                  w: int, oh: int, ow: int) -> None:
-    """Raw geometry straight into im2col_f32, depthwise_conv2d_f32 and maxpool2d_f32,
+    """Raw geometry straight into im2col_f32, depthwise_conv2d_f32, maxpool2d_f32 and the
+    Winograd transforms,
     past geometry.py: each call raises ValueError or runs; under the sanitizer build
     any access outside the buffers (or a signed overflow) aborts the run instead."""
     x = np.ones((1, c, h, w), np.float32)
@@ -243,6 +244,16 @@ def test_the_c_entry_points_refuse_or_stay_inside_their_buffers(geometry_: list,
         native._lib.maxpool2d_f32(x.reshape(c, h, w), pooled, tuple(geometry_[:8]))
         # every value is an input's (1), or -inf for a window wholly outside the input
         assert np.isin(pooled, [1.0, -np.inf]).all()
+    # Winograd's tiles: (pad_top, pad_left, th, tw) hostile, v sized for a tile grid of oh x ow
+    tiles = np.zeros((16, c, max(oh, 1) * max(ow, 1)), np.float32)
+    with contextlib.suppress(ValueError):
+        native._lib.winograd_input_f32(x, tiles, tuple(geometry_[2:6]))
+        assert (np.abs(tiles) <= 4).all()   # sums and differences of four ones and zeros, twice
+    products = np.ones((16, 2 * c, max(r0 % 64, 0) + 1), np.float32)
+    y = np.zeros((1, 2 * c, oh, ow), np.float32)
+    with contextlib.suppress(ValueError):
+        native._lib.winograd_output_f32(products, y)
+        assert np.isin(y, [9.0, -3.0, 1.0]).all()   # A^T 1 A, tile by tile
 
 
 # ------------------------------------------------------------------- LSTM --

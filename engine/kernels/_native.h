@@ -1,6 +1,7 @@
 /* Shared by the compiled kernel files: _native.c (the module table, the LSTM, the
  * elementwise and row kernels), _native_conv.c (Conv's columns, depthwise Conv,
- * MaxPool) and _native_util.c (the helpers declared here). */
+ * MaxPool), _native_winograd.c (3x3 Conv's Winograd transforms) and _native_util.c (the
+ * helpers declared here). */
 #ifndef SGLENS_NATIVE_H
 #define SGLENS_NATIVE_H
 
@@ -76,5 +77,7 @@ PyObject *native_im2col_rows_f32(PyObject *self, PyObject *args);
 PyObject *native_depthwise_conv2d_f32(PyObject *self, PyObject *args);
 PyObject *native_maxpool2d_f32(PyObject *self, PyObject *args);
 PyObject *native_channel_epilogue_f32(PyObject *self, PyObject *args);
+PyObject *native_winograd_input_f32(PyObject *self, PyObject *args);
+PyObject *native_winograd_output_f32(PyObject *self, PyObject *args);
 
 #endif

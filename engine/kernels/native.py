@@ -224,6 +224,45 @@ def depthwise_plan(x_shape: tuple, w: Any, b: Any, kernel: tuple, strides: tuple
     return conv
 
 
+#: Winograd's transformed input and products are 4x the input and the output (16 values a
+#: 2x2 tile): past this, the banded columns (``nn._conv_banded``) keep the memory down.
+WINOGRAD_MAX_BYTES = 64 << 20
+#: Winograd's filter transform G g G^T (F(2x2, 3x3)).
+_WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+def winograd_plan(x_shape: tuple, w: Any, pads: tuple, out_sp: tuple) -> Callable[[np.ndarray], np.ndarray] | None:
+    """A 3x3 conv of stride 1, no dilation and one group as F(2x2, 3x3) (``_native_winograd.c``),
+    decided once for float32 inputs of shape ``x_shape`` and this weight: the input tiles
+    transformed in C, 16 GEMMs by numpy's matmul (BLAS's threads), the output tiles in C. The
+    weight's transform is made once per weight (``prepared``). None when it does not apply."""
+    if not (applies(np, w) and len(x_shape) == 4 and w.shape[2:] == (3, 3) and math.prod(x_shape)):
+        return None
+    from .prepared import prepared
+    n, c = x_shape[:2]
+    m, (oh, ow) = w.shape[0], out_sp
+    th, tw = -(-oh // 2), -(-ow // 2)
+    tiles = n * th * tw
+    if 16 * max(c, m) * tiles * 4 > WINOGRAD_MAX_BYTES:
+        return None
+    u = prepared("winograd", (w,), lambda: _winograd_weight(w))
+    geometry = (pads[0], pads[1], th, tw)
+
+    def conv(x: np.ndarray) -> np.ndarray:
+        v = np.empty((16, c, tiles), dtype=_F32)
+        _lib.winograd_input_f32(np.ascontiguousarray(x), v, geometry)
+        out = np.empty((n, m, oh, ow), dtype=_F32)
+        _lib.winograd_output_f32(np.matmul(u, v), out)
+        return out
+    return conv
+
+
+def _winograd_weight(w: np.ndarray) -> np.ndarray:
+    """(16, M, C): G g G^T of each 3x3 filter, in float64 then rounded once."""
+    u = np.einsum("ij,mcjk,lk->ilmc", _WINOGRAD_G, np.asarray(w, dtype=np.float64), _WINOGRAD_G)
+    return np.ascontiguousarray(u.reshape(16, *w.shape[:2]), dtype=_F32)
+
+
 def channel_epilogue(y: np.ndarray, scale: Any, shift: Any, residual: Any,
                      lo: float, hi: float, swish: tuple | None = None,
                      leaky: float | None = None, post: tuple | None = None) -> bool:

@@ -234,6 +234,11 @@ def _compiled_plan(x_shape: tuple, w: np.ndarray, b: np.ndarray | None, group: i
     if not native.applies(np, w, b):
         return None
     mg, k = m // group, cg * kernel[0] * kernel[1]
+    if kernel == (3, 3) and strides == (1, 1) and dilations == (1, 1) and group == 1 \
+            and min(c, m) >= _WINOGRAD_MIN_CHANNELS:
+        winograd = native.winograd_plan(x_shape, w, pads, out_sp)
+        if winograd is not None:
+            return winograd, b
     pointwise = kernel == (1, 1) and strides == (1, 1) and not any(pads)
     # Banded columns hold a band of rows at a time, whatever the whole would be: the cap on
     # the whole columns below is not theirs (it sent IS-Net's 128-channel 3x3 convs over
@@ -297,6 +302,10 @@ def conv_fused_plan(x_shape: tuple, w: Any, b: Any, act: Any, affine: Any, *, au
 
 
 _F32 = np.dtype(np.float32)
+
+#: Fewer channels than this in or out, a 3x3 conv keeps its columns: Winograd's 16 GEMMs then
+#: have too little to multiply (a stem's 3 input channels) for their transforms to pay.
+_WINOGRAD_MIN_CHANNELS = 16
 
 #: Columns larger than this are made and multiplied a band of output rows at a time, so
 #: each band is still in cache when its GEMM reads it (PP-OCR det's 3x3 convs over

@@ -18,7 +18,10 @@ from typing import Any, Callable
 
 #: (kind, ids of the arrays) -> (weak references to them, what was prepared from them).
 _CACHE: dict[tuple, tuple[tuple, Any]] = {}
-_CACHE_MAX = 64
+#: Entries die with their arrays; past this many live ones, the oldest goes (a DenseNet run
+#: on weights it computes holds 58 Winograd forms of its 3x3 convs, besides other kinds: a
+#: cache emptied at 64 made them again on every run).
+_CACHE_MAX = 1024
 
 
 def prepared(kind: str, objs: tuple, build: Callable[[], Any]) -> Any:
@@ -34,7 +37,7 @@ def prepared(kind: str, objs: tuple, build: Callable[[], Any]) -> Any:
     except TypeError:  # an array type without weak references (a numpy scalar): no cache
         return value
     if len(_CACHE) >= _CACHE_MAX:
-        _CACHE.clear()
+        _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = (refs, value)
     return value
 
