@@ -133,3 +133,26 @@ def test_winograd_transforms_are_lavin_and_grays(rng) -> None:
     native._lib.winograd_output_f32(m, y)
     np.testing.assert_allclose(y[0, 0], (at @ m.reshape(4, 4) @ at.T)[:1, :1], rtol=1e-5, atol=1e-6)
     assert nn._WINOGRAD_MIN_CHANNELS >= 2
+
+
+def test_outputs_never_alias_the_threads_scratch(rng) -> None:
+    """Winograd's tiles and im2col's columns are this thread's reused scratch; what a conv
+    returns is its own: a Winograd conv's output survives a larger im2col conv (which grows the
+    scratch) and a second Winograd conv, and matches onnxruntime."""
+    _compiled_only()
+    x = rng.standard_normal((1, 32, 10, 10)).astype(np.float32)
+    w = (rng.standard_normal((32, 32, 3, 3)) / 17).astype(np.float32)
+    first = nn.conv(np, x, w, pads=[1, 1, 1, 1])
+    kept = first.copy()
+    big = rng.standard_normal((1, 8, 40, 40)).astype(np.float32)
+    stem = nn.conv(np, big, rng.standard_normal((16, 8, 5, 5)).astype(np.float32), strides=[2, 2])
+    again = nn.conv(np, rng.standard_normal((1, 32, 10, 10)).astype(np.float32), w, pads=[1, 1, 1, 1])
+    np.testing.assert_array_equal(first, kept)
+    assert not np.shares_memory(first, again) and not np.shares_memory(first, stem)
+    session = ort.InferenceSession(
+        make_model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 10, 10])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   initializers=[numpy_helper.from_array(w, "w")]).SerializeToString(),
+        providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(first, session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)

@@ -248,7 +248,7 @@ def _compiled_plan(x_shape: tuple, w: np.ndarray, b: np.ndarray | None, group: i
         return (lambda x: _conv_banded(x, w, geometry_, (n, c, m, group, mg, k))), b
     if n * c * math.prod(kernel) * npos * 4 > _IM2COL_BYTES:
         return None
-    columns = None if pointwise else native.im2col_plan(x_shape, *geometry_)
+    columns = None if pointwise else native.im2col_plan(x_shape, *geometry_, scratch=True)
     if columns is None and not pointwise:
         return None
     weight, flat, shape = w.reshape(group, mg, k), (n, group, k, npos), (n, m, *out_sp)
@@ -321,7 +321,7 @@ def _conv_banded(x: np.ndarray, w: np.ndarray, geometry_: tuple, dims: tuple) ->
     oh, ow = out_sp
     height = group * k  # the columns' rows: C kh kw
     rows = max(1, min(oh, _BAND_BYTES // (4 * height * ow)))
-    flat = np.empty(height * rows * ow, dtype=np.float32)
+    flat = native.scratch_arrays((height * rows * ow,))[0]
     out = np.empty((n, group, mg, oh * ow), dtype=np.float32)
     w3 = w.reshape(group, mg, k)
     for img in range(n):
