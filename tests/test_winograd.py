@@ -39,18 +39,20 @@ def winograd_calls(monkeypatch) -> list:
 @pytest.mark.parametrize("seed", range(16))
 def test_winograd_conv_matches_onnxruntime(seed: int, winograd_calls: list) -> None:
     """Odd and even maps down to 1x1 outputs, every pad from 0 to 2 on each side (asymmetric),
-    a batch of 1 to 3, a bias or none."""
+    a batch of 1 to 3, a bias or none, one group or two or three (16 channels or more each)."""
     _compiled_only()
     rng = np.random.default_rng(seed)
-    n, c, m = int(rng.integers(1, 4)), int(rng.integers(16, 41)), int(rng.integers(16, 41))
+    group = (1, 1, 2, 3)[seed % 4]
+    n, cg, mg = int(rng.integers(1, 4)), int(rng.integers(16, 41)), int(rng.integers(16, 41))
+    c, m = cg * group, mg * group
     h, w = (int(v) for v in rng.integers(1, 15, 2))
     pads = [int(v) for v in rng.integers(0, 3, 4)]
     if h + pads[0] + pads[2] < 3 or w + pads[1] + pads[3] < 3:
         pads = [2, 2, 2, 2]
     inputs = {"x": rng.standard_normal((n, c, h, w)).astype(np.float32),
-              "w": (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32),
+              "w": (rng.standard_normal((m, cg, 3, 3)) / np.sqrt(9 * cg)).astype(np.float32),
               "b": rng.standard_normal(m).astype(np.float32) if seed % 2 else None}
-    check("Conv", inputs, rtol=1e-4, atol=1e-5, oracle="onnxruntime", pads=pads)
+    check("Conv", inputs, rtol=1e-4, atol=1e-5, oracle="onnxruntime", pads=pads, group=group)
     assert winograd_calls == [True]
 
 
@@ -63,6 +65,8 @@ def test_fewer_channels_or_a_stride_keep_the_columns(winograd_calls: list) -> No
     x = rng.standard_normal((1, 32, 9, 9)).astype(np.float32)
     check("Conv", {"x": x, "w": rng.standard_normal((32, 32, 3, 3)).astype(np.float32)}, rtol=1e-4, atol=1e-4,
           oracle="onnxruntime", pads=[1] * 4, strides=[2, 2])
+    check("Conv", {"x": x, "w": rng.standard_normal((32, 8, 3, 3)).astype(np.float32)}, rtol=1e-4, atol=1e-4,
+          oracle="onnxruntime", pads=[1] * 4, group=4)   # 8 channels a group
     assert winograd_calls == []
 
 

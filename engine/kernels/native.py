@@ -233,11 +233,12 @@ WINOGRAD_MAX_BYTES = 64 << 20
 _WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 
-def winograd_plan(x_shape: tuple, w: Any, pads: tuple, out_sp: tuple) -> Callable[[np.ndarray], np.ndarray] | None:
-    """A 3x3 conv of stride 1, no dilation and one group as F(2x2, 3x3) (``_native_winograd.c``),
-    decided once for float32 inputs of shape ``x_shape`` and this weight: the input tiles
-    transformed in C, 16 GEMMs by numpy's matmul (BLAS's threads), the output tiles in C. The
-    weight's transform is made once per weight (``prepared``). None when it does not apply."""
+def winograd_plan(x_shape: tuple, w: Any, pads: tuple, out_sp: tuple,
+                  group: int = 1) -> Callable[[np.ndarray], np.ndarray] | None:
+    """A 3x3 conv of stride 1 and no dilation as F(2x2, 3x3) (``_native_winograd.c``), decided
+    once for float32 inputs of shape ``x_shape`` and this weight: the input tiles transformed in
+    C, 16 GEMMs a group by numpy's matmul (BLAS's threads), the output tiles in C. The weight's
+    transform is made once per weight (``prepared``). None when it does not apply."""
     if not (applies(np, w) and len(x_shape) == 4 and w.shape[2:] == (3, 3) and math.prod(x_shape)):
         return None
     from .prepared import prepared
@@ -247,16 +248,19 @@ def winograd_plan(x_shape: tuple, w: Any, pads: tuple, out_sp: tuple) -> Callabl
     tiles = n * th * tw
     if 16 * max(c, m) * tiles * 4 > WINOGRAD_MAX_BYTES:
         return None
-    u = prepared("winograd", (w,), lambda: _winograd_weight(w))
+    if c % group or m % group or w.shape[1] * group != c:
+        return None
+    u = prepared("winograd", (w,), lambda: _winograd_weight(w).reshape(16, group, m // group, c // group))
     geometry = (pads[0], pads[1], th, tw)
-    v_shape, m_shape = (16, c, tiles), (16, m, tiles)
+    # a group's channels are consecutive: (16, C, tiles) is (16, G, C / G, tiles) as it lies
+    v_shape, m_shape = (16, group, c // group, tiles), (16, group, m // group, tiles)
 
     def conv(x: np.ndarray) -> np.ndarray:
         v, products = scratch_arrays(v_shape, m_shape)
-        _lib.winograd_input_f32(np.ascontiguousarray(x), v, geometry)
+        _lib.winograd_input_f32(np.ascontiguousarray(x), v.reshape(16, c, tiles), geometry)
         np.matmul(u, v, out=products)
         out = np.empty((n, m, oh, ow), dtype=_F32)
-        _lib.winograd_output_f32(products, out)
+        _lib.winograd_output_f32(products.reshape(16, m, tiles), out)
         return out
     return conv
 
@@ -281,7 +285,7 @@ def scratch_arrays(*shapes: tuple) -> list[np.ndarray]:
 
 
 def _winograd_weight(w: np.ndarray) -> np.ndarray:
-    """(16, M, C): G g G^T of each 3x3 filter, in float64 then rounded once."""
+    """(16, M, C / G): G g G^T of each 3x3 filter, in float64 then rounded once."""
     u = np.einsum("ij,mcjk,lk->ilmc", _WINOGRAD_G, np.asarray(w, dtype=np.float64), _WINOGRAD_G)
     return np.ascontiguousarray(u.reshape(16, *w.shape[:2]), dtype=_F32)
 

@@ -234,9 +234,9 @@ def _compiled_plan(x_shape: tuple, w: np.ndarray, b: np.ndarray | None, group: i
     if not native.applies(np, w, b):
         return None
     mg, k = m // group, cg * kernel[0] * kernel[1]
-    if kernel == (3, 3) and strides == (1, 1) and dilations == (1, 1) and group == 1 \
-            and min(c, m) >= _WINOGRAD_MIN_CHANNELS:
-        winograd = native.winograd_plan(x_shape, w, pads, out_sp)
+    if kernel == (3, 3) and strides == (1, 1) and dilations == (1, 1) \
+            and min(cg, mg) >= _WINOGRAD_MIN_CHANNELS:
+        winograd = native.winograd_plan(x_shape, w, pads, out_sp, group)
         if winograd is not None:
             return winograd, b
     pointwise = kernel == (1, 1) and strides == (1, 1) and not any(pads)
@@ -303,8 +303,8 @@ def conv_fused_plan(x_shape: tuple, w: Any, b: Any, act: Any, affine: Any, *, au
 
 _F32 = np.dtype(np.float32)
 
-#: Fewer channels than this in or out, a 3x3 conv keeps its columns: Winograd's 16 GEMMs then
-#: have too little to multiply (a stem's 3 input channels) for their transforms to pay.
+#: Fewer channels than this in or out of a group, a 3x3 conv keeps its columns: Winograd's 16
+#: GEMMs then have too little to multiply (a stem's 3 input channels) for their transforms to pay.
 _WINOGRAD_MIN_CHANNELS = 16
 
 #: Columns larger than this are made and multiplied a band of output rows at a time, so
