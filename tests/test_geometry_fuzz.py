@@ -65,14 +65,20 @@ def window_case(draw, op: str) -> dict:
         attrs["kernel_shape"] = kernel
         attrs["ceil_mode"] = draw(st.integers(0, 1))
         return case
-    group = draw(st.sampled_from([1, 1, 1, 2, "depthwise"]))
-    if group == "depthwise":  # one input channel a group (the compiled depthwise kernel)
+    group = draw(st.sampled_from([1, 1, 1, 2, "depthwise", "wide", "wide", "wide"]))
+    if group == "wide":  # 16 channels a group, 3x3, mostly stride and dilation 1: Winograd's form
+        group, kernel = draw(st.integers(1, 2)), [3, 3]
+        c = 16 * group
+        case["x"], case["wide"] = (n, c, h, w), True
+        for key in ("strides", "dilations"):
+            attrs[key] = [draw(value(st.sampled_from([1, 1, 1, 2]))) for _ in range(2)]
+    elif group == "depthwise":  # one input channel a group (the compiled depthwise kernel)
         group = c = draw(st.integers(2, 3))
         case["x"] = (n, c, h, w)
     elif group == 2 and not hostile:
         c = 2 * draw(st.integers(1, 2))
         case["x"] = (n, c, h, w)
-    m = draw(st.integers(1, 3)) * group
+    m = (16 if case.get("wide") else draw(st.integers(1, 3))) * group
     wc = c // group
     if hostile:  # channels that may not divide into the groups or match W
         wc = draw(st.sampled_from([wc, wc, c, c + 1]))
@@ -185,7 +191,12 @@ def _agree(case: dict) -> None:
         assert isinstance(reference, Exception) or _beyond_our_bound(case), \
             f"we refused ({plain}) but onnxruntime answered {getattr(reference, 'shape', '')}"
         return
-    np.testing.assert_allclose(compiled, plain, rtol=1e-5, atol=1e-5)
+    a = case["attrs"]
+    winograd = case.get("wide") and a.get("strides") == [1, 1] and a.get("dilations") == [1, 1]
+    event("Winograd's form" if winograd else "columns or windows")
+    # Winograd's sums round apart from the columns' (16-32 channels of unscaled normals)
+    tolerance = 1e-4 if winograd else 1e-5
+    np.testing.assert_allclose(compiled, plain, rtol=tolerance, atol=tolerance)
     assert not isinstance(reference, Exception), f"onnxruntime refused ({reference}), we answered"
     assert plain.shape == reference.shape
     np.testing.assert_allclose(plain, reference, rtol=1e-4, atol=1e-4)
