@@ -213,35 +213,30 @@ def _body_reads(g: onnx.GraphProto) -> set[str]:
     return names
 
 
-def _kept(g: onnx.GraphProto, weights: Iterable[str]) -> set[str]:
-    """The tensors of ``g`` the executor computes from ``weights`` alone and keeps for the run
-    (``engine/memo.py``'s rule: deterministic ops of the default domain, no bodies; a Constant;
-    a Shape or Size)."""
-    from .memo import SHAPE_OPS
-    from .specialize import NOT_FOLDED
-    stable = set(weights)
-    for n in g.node:
-        inputs = [t for t in n.input if t]
-        if n.domain not in ("", "ai.onnx") or any(a.HasField("g") or a.graphs for a in n.attribute):
-            continue
-        of_weights = n.op_type not in NOT_FOLDED and all(t in stable for t in inputs) \
-            and (inputs or n.op_type == "Constant")
-        if of_weights or n.op_type in SHAPE_OPS:
-            stable.update(t for t in n.output if t)
-    return stable
+def _kept(graph: Graph) -> frozenset[str]:
+    """The tensors the executor computes from weights alone and keeps for the run: by
+    ``engine/memo.py``'s own rule (``memoizable``, ``shape_memoizable``), and a Constant, which
+    binding folds into a weight."""
+    from .memo import memoizable, shape_memoizable
+    stable = set(graph.initializers)
+    for node in graph.nodes:
+        constant = node.op_type == "Constant" and node.domain in ("", "ai.onnx") and not node.inputs
+        if constant or memoizable(node, stable) or shape_memoizable(node):
+            stable.update(t for t in node.outputs if t)
+    return frozenset(stable)
 
 
 def _simulate(g: onnx.GraphProto, outer: Mapping[str, int | None], walk: _Walk, base: int,
-              counted: Iterable[str], path: str = "", weights: Iterable[str] = ()) -> int:
+              counted: Iterable[str], path: str = "", kept: frozenset[str] = frozenset()) -> int:
     """Peak live bytes of running ``g`` on top of ``base``; raises at the first node over the limit.
 
     ``counted``: the inputs of ``g`` that take memory during the run (the feeds,
-    not the weights). ``weights``: its weights, whose derived values stay live (``_kept``).
+    not the weights). ``kept``: tensors that stay live once made (``_kept``).
     Recursion follows body nesting (If inside Loop...), never the graph's length.
     """
     sizes = dict(outer)
     _sizes(g, sizes)
-    produced = {t for n in g.node for t in n.output if t} - _kept(g, weights)
+    produced = {t for n in g.node for t in n.output if t} - kept
     outputs = {o.name for o in g.output}
     bodies = [[b for a in n.attribute for b in ([a.g] if a.HasField("g") else []) + list(a.graphs)]
               for n in g.node]
@@ -324,7 +319,7 @@ def estimate_memory(graph: Graph, inputs: Mapping[str, Any], limit_bytes: int | 
     model = _infer(_shape_model(flat, input_shapes(flat, inputs)))
     walk = _Walk(limit_bytes, hint)
     feeds = [t for t in graph.inputs if t not in graph.initializers]
-    _simulate(model.graph, {}, walk, 0, feeds, weights=graph.initializers)
+    _simulate(model.graph, {}, walk, 0, feeds, kept=_kept(flat))
     return BudgetEstimate(walk.peak, walk.peak_node, list(walk.unknown))
 
 
